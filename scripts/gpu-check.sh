@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# GPU validation, run on a machine with an NVIDIA GPU (our H200): every example with --ones and
+# with random inputs, the race example with more repeats, the GPU-only harness checks (hang,
+# device fault, wrong arch), the build cache, and the benchmark sizes. Ends with a table.
+#
+#   scripts/gpu-check.sh                 # uses target/release/repro; logs into $OUT or ./gpu-check-logs
+#
+# Nothing here is compared against stored numbers: it prints what happened, and the table says
+# whether each example showed what its spec's `expect:` says.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repro=${REPRO:-$PWD/target/release/repro}
+logs=${OUT:-$PWD/gpu-check-logs}
+mkdir -p "$logs"
+rows=()
+
+section() { printf '\n==== %s\n' "$*"; }
+
+# run_case LABEL EXPECTED_EXIT ARGS...: runs repro, keeps the log, adds a table row.
+run_case() {
+  local label=$1 want=$2
+  shift 2
+  local log="$logs/$label.log" start end code
+  start=$(date +%s.%N)
+  "$repro" "$@" >"$log" 2>&1
+  code=$?
+  end=$(date +%s.%N)
+  local disposition expect_line ok
+  disposition=$(grep -a '^Disposition:' "$log" | tail -1 | sed 's/^Disposition: //')
+  expect_line=$(grep -a '^expect ' "$log" | tail -1 | sed 's/^expect  //')
+  ok=$([[ "$want" == "$code" ]] && echo yes || echo NO)
+  printf '$ repro %s\n' "$*"
+  cat "$log"
+  printf -- '-> exit %s (%s s)\n' "$code" "$(awk "BEGIN { printf \"%.2f\", $end - $start }")"
+  rows+=("$(printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |' "$label" "$want" "$code" "$ok" "${disposition:--}" "${expect_line:--}")")
+}
+
+section "machine"
+date -u '+%Y-%m-%d %H:%M:%S UTC'
+nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
+nvcc --version | tail -n 2
+"$repro" --version
+"$repro" doctor
+
+section "build cache (tiled_gemm_bf16): cold, then unchanged"
+rm -rf generated/tiled_gemm_bf16/harness generated/tiled_gemm_bf16/.repro/build
+TIMEFORMAT='  %R s wall'
+echo "cold build:"; time "$repro" build examples/tiled_gemm_bf16.yaml 2>&1 | tail -n 1
+echo "warm build:"; time "$repro" build examples/tiled_gemm_bf16.yaml 2>&1 | tail -n 1
+echo "scaffold into a new folder:"; time "$repro" scaffold examples/tiled_gemm_bf16.yaml -o "$(mktemp -d)/a" >/dev/null
+
+section "building every harness (in parallel)"
+ls examples/*.yaml tests/gpu/*.yaml | xargs -P 8 -I{} sh -c '"$0" build "$1" >/dev/null 2>&1 || echo "build failed: $1"' "$repro" {}
+
+expected_exit() {  # expected_exit SPEC MODE -> the exit code the spec's expect: implies
+  local outcome
+  outcome=$(sed -n 's/^expect:.*'"$2"': *\([a-z]*\).*/\1/p' "$1")
+  case "$outcome" in pass) echo 0 ;; fail) echo 1 ;; fault) echo 4 ;; hang) echo 5 ;; *) echo '?' ;; esac
+}
+
+section "examples"
+for spec in examples/*.yaml; do
+  name=$(basename "$spec" .yaml)
+  run_case "$name --ones" "$(expected_exit "$spec" ones)" run "$spec" --ones
+  run_case "$name (random)" "$(expected_exit "$spec" random)" run "$spec" --json "$logs/$name.json"
+done
+run_case "missing_sync --repeat 5" 1 run examples/missing_sync.yaml --repeat 5
+
+section "harness checks: hang, fault, wrong arch, bad input"
+run_case "wait_forever (watchdog)" 5 run tests/gpu/wait_forever.yaml --ones
+run_case "write_out_of_bounds" 4 run tests/gpu/write_out_of_bounds.yaml --ones
+run_case "wrong_arch (sm_80 on sm_90)" 7 run tests/gpu/wrong_arch.yaml --ones
+run_case "naive_gemm_f32 --init B=identity" 0 run examples/naive_gemm_f32.yaml --init B=identity
+run_case "tiled_gemm_f32 --dump" 0 run examples/tiled_gemm_f32.yaml --seed 5 --dump "$logs/dump"
+
+section "benchmarks: host fp64 reference at 1024^3 and 4096^3"
+run_case "bench_tiled_bf16_1024" 0 run tests/gpu/bench_tiled_bf16_1024.yaml --repeat 1
+run_case "bench_tiled_bf16_4096" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1
+
+section "summary"
+printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |\n' "case" "want" "exit" "ok" "disposition" "expect (from the spec)"
+printf '|%s|%s|%s|%s|%s|%s|\n' "----------------------------------" "------" "------" "-----" "------------------------------" "---"
+printf '%s\n' "${rows[@]}"
+bad=$(printf '%s\n' "${rows[@]}" | grep -c '| NO  |')
+echo "$(( ${#rows[@]} - bad )) passed, $bad failed"

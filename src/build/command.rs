@@ -1,0 +1,106 @@
+//! The nvcc command line of a harness build: one list of arguments, rendered into the artifact's
+//! build.sh and CMakeLists.txt and executed by `repro build`, so the three never disagree.
+
+use serde::Serialize;
+
+use crate::spec::ResolvedSpec;
+
+/// One group of nvcc arguments and where they came from (shown as a comment in build.sh).
+#[derive(Debug, Clone, Serialize)]
+pub struct ArgGroup {
+    pub origin: String,
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildCommand {
+    pub arch: String,
+    pub std: String,
+    /// Production flags, verbatim from the spec.
+    pub flags: Vec<String>,
+    /// Include directories relative to the artifact folder.
+    pub include_dirs: Vec<String>,
+}
+
+/// The harness executable's name inside the artifact folder.
+pub const HARNESS_BINARY: &str = "harness";
+pub const HARNESS_SOURCE: &str = "harness.cu";
+
+impl BuildCommand {
+    pub fn new(spec: &ResolvedSpec, include_dirs: Vec<String>) -> Self {
+        BuildCommand {
+            arch: spec.build.arch.clone(),
+            std: spec.build.std.clone(),
+            flags: spec.build.flags.clone(),
+            include_dirs,
+        }
+    }
+
+    /// The arguments, grouped by origin. `arch` is a parameter because build.sh lets `ARCH`
+    /// override it.
+    pub fn groups(&self, arch: &str) -> Vec<ArgGroup> {
+        // build.sh passes "${ARCH}" so the shell expands it: strip the prefix there too.
+        let digits = if arch.starts_with("${") {
+            "${ARCH#sm_}"
+        } else {
+            arch.trim_start_matches("sm_")
+        };
+        let mut groups = vec![
+            ArgGroup {
+                origin: "build.arch: SASS for exactly this target (a bare -arch=sm_XXa would add a plain compute_XX pass, DESIGN §7)".into(),
+                args: vec![format!("-gencode=arch=compute_{digits},code={arch}")],
+            },
+            ArgGroup { origin: "build.std".into(), args: vec![format!("-std={}", self.std)] },
+        ];
+        if !self.flags.is_empty() {
+            groups.push(ArgGroup {
+                origin: "build.flags: the production flags, verbatim".into(),
+                args: self.flags.clone(),
+            });
+        }
+        if !self.include_dirs.is_empty() {
+            groups.push(ArgGroup {
+                origin: "source.include_dirs, relative to this folder".into(),
+                args: self.include_dirs.iter().map(|d| format!("-I{d}")).collect(),
+            });
+        }
+        groups.push(ArgGroup {
+            origin: "the harness: one translation unit, one executable".into(),
+            args: vec!["-o".into(), HARNESS_BINARY.into(), HARNESS_SOURCE.into()],
+        });
+        groups
+    }
+
+    /// Every argument for the spec's own arch, in order.
+    pub fn arguments(&self) -> Vec<String> {
+        self.groups(&self.arch)
+            .into_iter()
+            .flat_map(|g| g.args)
+            .collect()
+    }
+}
+
+/// Quotes an argument for a POSIX shell when it needs it.
+pub fn shell_quote(arg: &str) -> String {
+    let safe = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_=+,./:@%^".contains(c));
+    if safe {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_quote;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("-O3"), "-O3");
+        assert_eq!(shell_quote("-DNAME=a b"), "'-DNAME=a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+}

@@ -1,0 +1,196 @@
+//! Compiling a harness: the nvcc command of the artifact (production flags), run with a
+//! content-hash cache so that an unchanged build costs no nvcc call at all.
+//!
+//! The cache key covers the nvcc binary, every argument, and the content of every file the last
+//! compile read (nvcc's own dependency list: harness.cu, the kernel headers, CUDA's headers).
+//! Editing a kernel header therefore rebuilds; touching nothing does not.
+
+pub mod command;
+pub mod toolchain;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::BuildArgs;
+use crate::error::{exit, Error};
+use crate::generate::artifact::STATE_DIR;
+use crate::generate::command::{prepare, Prepared};
+use crate::generate::paths::relative_to;
+use command::{BuildCommand, HARNESS_BINARY};
+
+const BUILD_DIR: &str = ".repro/build";
+const STAMP: &str = ".repro/build/stamp.json";
+const DEPFILE: &str = ".repro/build/harness.d";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Stamp {
+    key: String,
+    /// Files the last compile read, relative to the artifact folder or absolute.
+    inputs: Vec<String>,
+}
+
+/// What a build did.
+#[derive(Debug)]
+pub struct Built {
+    pub binary: PathBuf,
+    /// False when the cache answered and nvcc was not called.
+    pub compiled: bool,
+    pub seconds: f64,
+}
+
+fn key_of(nvcc: &Path, args: &[String], dir: &Path, inputs: &[String]) -> Option<String> {
+    let mut hasher = blake3::Hasher::new();
+    let meta = std::fs::metadata(nvcc).ok()?;
+    hasher.update(nvcc.to_string_lossy().as_bytes());
+    hasher.update(&meta.len().to_le_bytes());
+    if let Ok(modified) = meta.modified() {
+        hasher.update(format!("{modified:?}").as_bytes());
+    }
+    for a in args {
+        hasher.update(a.as_bytes());
+        hasher.update(&[0]);
+    }
+    for input in inputs {
+        let content = std::fs::read(dir.join(input)).ok()?;
+        hasher.update(input.as_bytes());
+        hasher.update(&(content.len() as u64).to_le_bytes());
+        hasher.update(&content);
+    }
+    Some(hasher.finalize().to_hex().to_string())
+}
+
+/// The prerequisites of a make-style dependency file written by `nvcc -MD -MF`.
+fn parse_depfile(text: &str) -> Vec<String> {
+    let joined = text.replace("\\\n", " ");
+    let Some((_, rest)) = joined.split_once(": ") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = rest.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&' ') => {
+                current.push(' ');
+                chars.next();
+            }
+            c if c.is_whitespace() => {
+                if !current.is_empty() {
+                    out.push(std::mem::take(&mut current));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Builds the harness in `dir` unless the cache says it is current.
+pub fn build(prepared: &Prepared, nvcc_override: Option<&Path>) -> Result<Built, Error> {
+    let dir = &prepared.dir;
+    let nvcc = toolchain::find_nvcc(nvcc_override)?;
+    let include_dirs = prepared
+        .spec
+        .include_dirs
+        .iter()
+        .map(|d| relative_to(d, dir))
+        .collect();
+    let args = BuildCommand::new(&prepared.spec, include_dirs).arguments();
+    let binary = dir.join(HARNESS_BINARY);
+
+    if binary.is_file() {
+        if let Some(stamp) = std::fs::read_to_string(dir.join(STAMP))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Stamp>(&t).ok())
+        {
+            if key_of(&nvcc.path, &args, dir, &stamp.inputs).as_deref() == Some(stamp.key.as_str())
+            {
+                return Ok(Built {
+                    binary,
+                    compiled: false,
+                    seconds: 0.0,
+                });
+            }
+        }
+    }
+
+    std::fs::create_dir_all(dir.join(BUILD_DIR))
+        .map_err(Error::io("create", dir.join(BUILD_DIR)))?;
+    let _ = std::fs::remove_file(dir.join(STAMP));
+    let mut cmd = Command::new(&nvcc.path);
+    cmd.current_dir(dir)
+        .args(&args)
+        .args(["-MD", "-MF", DEPFILE]);
+    eprintln!(
+        "build: {} {} (in {})",
+        nvcc.path.display(),
+        args.join(" "),
+        dir.display()
+    );
+    let started = Instant::now();
+    let status = cmd
+        .status()
+        .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.path.display())))?;
+    let seconds = started.elapsed().as_secs_f64();
+    if !status.success() {
+        return Err(Error::Build {
+            dir: dir.clone(),
+            code: status.code().map_or("signal".into(), |c| c.to_string()),
+            command: format!("{} {}", nvcc.path.display(), args.join(" ")),
+        });
+    }
+    let inputs = std::fs::read_to_string(dir.join(DEPFILE))
+        .map(|t| parse_depfile(&t))
+        .unwrap_or_default();
+    if let Some(key) = key_of(&nvcc.path, &args, dir, &inputs) {
+        let stamp = serde_json::to_string_pretty(&Stamp { key, inputs }).expect("stamp serializes");
+        std::fs::write(dir.join(STAMP), stamp).map_err(Error::io("write", dir.join(STAMP)))?;
+    }
+    let _ = STATE_DIR;
+    Ok(Built {
+        binary,
+        compiled: true,
+        seconds,
+    })
+}
+
+impl BuildArgs {
+    pub fn exec(self) -> Result<u8, Error> {
+        let prepared = prepare(&self.target, self.output.as_deref())?;
+        let built = build(&prepared, self.toolchain.nvcc.as_deref())?;
+        if built.compiled {
+            println!("built {} in {:.1} s", built.binary.display(), built.seconds);
+        } else {
+            println!(
+                "{} is up to date (cached; nvcc not called)",
+                built.binary.display()
+            );
+        }
+        Ok(exit::PASSED)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_depfile;
+
+    #[test]
+    fn depfile() {
+        let text =
+            "harness : harness.cu \\\n    /usr/include/a.h \\\n    ../../kernels/my\\ dir/x.cuh\n";
+        assert_eq!(
+            parse_depfile(text),
+            vec![
+                "harness.cu",
+                "/usr/include/a.h",
+                "../../kernels/my dir/x.cuh"
+            ]
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! The command line (DESIGN §2): clap types, one args struct per command, each executing itself.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::Error;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "repro",
+    version,
+    about = "Standalone reproducers for CUDA GEMM kernels that compute wrong numbers",
+    long_about = "Writes a self-contained CUDA harness from a YAML spec, builds it with the production \
+nvcc flags, runs it against an fp64 reference and reports what is wrong.",
+    after_help = "Exit codes: 0 passed, 1 mismatch, 2 usage/spec error, 3 build failed, 4 CUDA error or \
+device fault, 5 hang, 6 sanitizer errors, 7 no CUDA device (the harness was built)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate a spec and write its harness artifact (default generated/<name>/).
+    Scaffold(ScaffoldArgs),
+    /// Compile the harness with the spec's production flags (cached: no nvcc call when unchanged).
+    Build(BuildArgs),
+    /// Scaffold and build when stale, run the harness, print its report; exits with its code.
+    Run(RunArgs),
+    /// Show the unified diff between an artifact on disk and what its spec generates now.
+    Diff(DiffArgs),
+    /// Show which nvcc, CUDA headers, CUTLASS headers, host compiler and GPU repro finds.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ScaffoldArgs {
+    /// The spec file (YAML, DESIGN §3).
+    pub spec: PathBuf,
+    /// Where to write the artifact [default: generated/<name>/ beside the current directory].
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Overwrite files edited by hand since they were generated.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ToolchainArgs {
+    /// The nvcc to use [default: $NVCC, PATH, $CUDA_HOME, /usr/local/cuda, then the project's .toolchain].
+    #[arg(long, value_name = "PATH", global = true, help_heading = "Toolchain")]
+    pub nvcc: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// A spec file, or an artifact directory (holding spec.yaml and harness.cu).
+    pub target: PathBuf,
+    /// Artifact directory when TARGET is a spec [default: generated/<name>/].
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A spec file, or an artifact directory.
+    pub target: PathBuf,
+    /// Artifact directory when TARGET is a spec [default: generated/<name>/].
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// All-ones operands (C and bias zero): every output must equal alpha*K exactly.
+    #[arg(long, help_heading = "Inputs")]
+    pub ones: bool,
+    /// Override one tensor's init: T=ones|zeros|iota|identity|uniform[:LO:HI]|int_uniform[:LO:HI]|normal[:MEAN:STD]|file:PATH
+    #[arg(long = "init", value_name = "T=PATTERN", help_heading = "Inputs")]
+    pub inits: Vec<String>,
+    /// Seed for every random tensor.
+    #[arg(long, value_name = "N", help_heading = "Inputs")]
+    pub seed: Option<u64>,
+    /// Launch N times and compare the outputs bitwise [default: check.repeat].
+    #[arg(long, value_name = "N", help_heading = "Checks")]
+    pub repeat: Option<u32>,
+    /// Seconds one launch may take before it is declared hung [default: check.timeout].
+    #[arg(long, value_name = "S", help_heading = "Checks")]
+    pub timeout: Option<f64>,
+    /// Write the whole report as JSON.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub json: Option<PathBuf>,
+    /// Write inputs, outputs and the reference as .npy files into DIR.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    pub dump: Option<PathBuf>,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// An artifact directory (holding spec.yaml), or a spec file (compared with its default artifact).
+    pub target: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+}
+
+impl Command {
+    pub fn exec(self) -> Result<u8, Error> {
+        match self {
+            Command::Scaffold(args) => args.exec(),
+            Command::Build(args) => args.exec(),
+            Command::Run(args) => args.exec(),
+            Command::Diff(args) => args.exec(),
+            Command::Doctor(args) => args.exec(),
+        }
+    }
+}
+
+/// Parses the command line, runs the command, and turns its outcome into the process exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                crate::error::exit::USAGE
+            } else {
+                0
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command.exec() {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! `repro doctor`: which nvcc, CUDA headers, CUTLASS headers, host compiler, GPU and driver repro
+//! finds, and where, so "it does not build here" starts from facts.
+
+use std::process::Command;
+
+use crate::build::toolchain;
+use crate::cli::DoctorArgs;
+use crate::error::{exit, Error};
+
+impl DoctorArgs {
+    pub fn exec(self) -> Result<u8, Error> {
+        let mut ok = true;
+        match toolchain::find_nvcc(self.toolchain.nvcc.as_deref()) {
+            Ok(nvcc) => {
+                println!("nvcc      {} (found via {})", nvcc.path.display(), nvcc.how);
+                println!(
+                    "          {}",
+                    toolchain::nvcc_version(&nvcc.path)
+                        .unwrap_or_else(|| "version unknown: `nvcc --version` failed".into())
+                );
+                let include = nvcc
+                    .path
+                    .parent()
+                    .and_then(|b| b.parent())
+                    .map(|r| r.join("include"));
+                match include.filter(|i| i.join("cuda_runtime.h").is_file()) {
+                    Some(i) => println!("CUDA      headers in {}", i.display()),
+                    None => {
+                        ok = false;
+                        println!("CUDA      headers: cuda_runtime.h not found next to nvcc")
+                    }
+                }
+            }
+            Err(e) => {
+                ok = false;
+                println!(
+                    "nvcc      not found\n          {}",
+                    e.to_string().replace('\n', "\n          ")
+                );
+            }
+        }
+        match toolchain::find_cutlass() {
+            Some(c) => println!(
+                "CUTLASS   {} in {} (found via {})",
+                toolchain::cutlass_version(&c.path).unwrap_or_else(|| "version unknown".into()),
+                c.path.display(),
+                c.how
+            ),
+            None => println!("CUTLASS   not found ($CUTLASS_DIR unset and no project toolchain; only needed for CUTLASS kernels)"),
+        }
+        match toolchain::host_compiler() {
+            Some(cxx) => println!(
+                "host C++  {} (nvcc's host compiler unless -ccbin says otherwise)",
+                cxx.display()
+            ),
+            None => println!("host C++  not found"),
+        }
+        let smi = Command::new("nvidia-smi")
+            .args([
+                "--query-gpu=name,compute_cap,driver_version,memory.total",
+                "--format=csv,noheader",
+            ])
+            .output();
+        match smi {
+            Ok(out) if out.status.success() => {
+                for line in String::from_utf8_lossy(&out.stdout).lines() {
+                    println!("GPU       {line}");
+                }
+            }
+            _ => println!("GPU       none visible (nvidia-smi absent or failed): harnesses build here and run elsewhere (exit 7)"),
+        }
+        Ok(if ok { exit::PASSED } else { exit::BUILD })
+    }
+}

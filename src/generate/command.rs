@@ -1,0 +1,130 @@
+//! `repro scaffold` and `repro diff`, and the "scaffold if stale" step of build and run.
+
+use std::path::{Path, PathBuf};
+
+use super::artifact::{self, FileState};
+use crate::cli::{DiffArgs, ScaffoldArgs};
+use crate::error::{exit, Error};
+use crate::spec::{self, ResolvedSpec};
+
+/// What a command was pointed at, made ready: a spec with its (current) artifact, or an artifact
+/// folder used as it is on disk (hand edits and all).
+pub struct Prepared {
+    pub spec: ResolvedSpec,
+    pub dir: PathBuf,
+}
+
+/// A folder holding `spec.yaml` is an artifact; anything else is a spec file.
+pub fn is_artifact_dir(path: &Path) -> bool {
+    path.is_dir() && path.join("spec.yaml").is_file()
+}
+
+/// Loads the target; for a spec, writes its artifact when stale (never over hand edits).
+pub fn prepare(target: &Path, output: Option<&Path>) -> Result<Prepared, Error> {
+    if target.is_dir() {
+        if !is_artifact_dir(target) {
+            return Err(Error::Usage(format!(
+                "{} is a folder without spec.yaml; pass a spec file or an artifact folder made by `repro scaffold`",
+                target.display()
+            )));
+        }
+        let spec = spec::load(&target.join("spec.yaml"))?;
+        return Ok(Prepared {
+            spec,
+            dir: target.to_path_buf(),
+        });
+    }
+    let spec = spec::load(target)?;
+    let dir = output
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| super::default_dir(&spec));
+    let artifact = super::render(&spec, &dir)?;
+    if !artifact::is_current(&artifact) {
+        let summary = artifact::write(&artifact, &spec.path, false)?;
+        eprintln!(
+            "scaffold: wrote {} in {}",
+            summary.written.join(", "),
+            dir.display()
+        );
+    }
+    Ok(Prepared { spec, dir })
+}
+
+impl ScaffoldArgs {
+    pub fn exec(self) -> Result<u8, Error> {
+        let spec = spec::load(&self.spec)?;
+        let dir = self
+            .output
+            .clone()
+            .unwrap_or_else(|| super::default_dir(&spec));
+        let artifact = super::render(&spec, &dir)?;
+        let summary = artifact::write(&artifact, &spec.path, self.force)?;
+        if summary.written.is_empty() {
+            println!(
+                "{}: up to date ({} files)",
+                dir.display(),
+                summary.unchanged.len()
+            );
+        } else {
+            println!("{}: wrote {}", dir.display(), summary.written.join(", "));
+        }
+        println!(
+            "next: repro build {0}   or   repro run {0} --ones",
+            dir.display()
+        );
+        Ok(exit::PASSED)
+    }
+}
+
+impl DiffArgs {
+    /// Exit 0 when the artifact matches its spec, 1 when it differs (like `diff`).
+    pub fn exec(self) -> Result<u8, Error> {
+        let (spec_path, dir) = if self.target.is_dir() {
+            let manifest = artifact::Manifest::read(&self.target).ok_or_else(|| {
+                Error::Usage(format!(
+                    "{} has no .repro/manifest.json, so repro does not know which spec made it; run `repro diff SPEC` instead",
+                    self.target.display()
+                ))
+            })?;
+            (self.target.join(&manifest.spec), self.target.clone())
+        } else {
+            let spec = spec::load(&self.target)?;
+            let dir = super::default_dir(&spec);
+            (self.target.clone(), dir)
+        };
+        let spec = spec::load(&spec_path)?;
+        let artifact = super::render(&spec, &dir)?;
+        let mut differs = false;
+        for (status, file) in artifact::status(&artifact).iter().zip(&artifact.files) {
+            match status.state {
+                FileState::Current => {}
+                FileState::New => {
+                    differs = true;
+                    println!("{}: not on disk", file.name);
+                }
+                FileState::Stale | FileState::Edited => {
+                    differs = true;
+                    if status.state == FileState::Edited {
+                        println!("# {} was edited by hand", file.name);
+                    }
+                    print!(
+                        "{}",
+                        artifact::unified_diff(
+                            file.name,
+                            status.on_disk.as_deref().unwrap_or(""),
+                            &file.content
+                        )
+                    );
+                }
+            }
+        }
+        if !differs {
+            println!("{}: matches {}", dir.display(), spec_path.display());
+        }
+        Ok(if differs {
+            exit::MISMATCH
+        } else {
+            exit::PASSED
+        })
+    }
+}

@@ -1,0 +1,342 @@
+//! What the templates see: the resolved spec turned into ready-to-print C++ and shell fragments.
+//! Templates only place these values; every decision is made here, in Rust, where it is tested.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::paths::relative_to;
+use crate::build::command::{shell_quote, ArgGroup, BuildCommand};
+use crate::spec::model::Generator;
+use crate::spec::{InitSource, KernelArg, ResolvedSpec};
+
+#[derive(Debug, Serialize)]
+pub struct HarnessContext {
+    pub name: String,
+    pub about: String,
+    pub version: &'static str,
+    /// The spec file relative to the artifact folder.
+    pub spec_display: String,
+    pub includes: Vec<String>,
+    pub prelude: Option<String>,
+    pub runtime: String,
+    pub sizes: Vec<SizeContext>,
+    pub tensors: Vec<TensorContext>,
+    pub kernel: KernelContext,
+    pub reference: ReferenceContext,
+    pub check: CheckContext,
+    pub build: BuildContext,
+    /// build.sh: argument groups with shell-quoted arguments, `ARCH` left as a variable.
+    pub build_groups: Vec<ArgGroup>,
+    /// CMakeLists.txt: production flags (each quoted for CMake) and include dirs.
+    pub cmake_flags: Vec<String>,
+    pub include_dirs: Vec<String>,
+    pub has_expect: bool,
+    pub expect_ones: String,
+    pub expect_random: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SizeContext {
+    pub name: String,
+    pub value: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TensorContext {
+    pub name: String,
+    pub dtype: &'static str,
+    pub dtype_name: &'static str,
+    pub bytes: usize,
+    pub rank: usize,
+    pub shape: Vec<i64>,
+    pub shape_text: String,
+    pub strides: Vec<i64>,
+    pub output: bool,
+    pub init: InitContext,
+    pub init_text: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct InitContext {
+    pub kind: String,
+    pub p0: String,
+    pub p1: String,
+    pub seed: u64,
+    /// Relative to the artifact folder; the harness resolves it against its own folder.
+    pub path: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct KernelContext {
+    pub instantiation: String,
+    pub label: String,
+    pub args: Vec<String>,
+    pub grid: Vec<String>,
+    pub block: Vec<String>,
+    pub cluster: Option<Vec<String>>,
+    pub smem: String,
+    pub setup: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReferenceContext {
+    pub formula: String,
+    pub a: usize,
+    pub b: usize,
+    pub out: usize,
+    pub c: i64,
+    pub bias: i64,
+    pub alpha: String,
+    pub beta: String,
+    pub batched: bool,
+    pub l: i64,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub tile_m: i64,
+    pub tile_n: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CheckContext {
+    pub rel_l2: String,
+    pub rtol: String,
+    pub atol: String,
+    pub repeat: u32,
+    pub timeout: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BuildContext {
+    pub arch: String,
+    pub cc_major: u32,
+    pub cc_minor: u32,
+    pub arch_specific: bool,
+    pub std: String,
+    pub command_text: String,
+}
+
+/// A double as a C++ literal that reads back to the same value.
+pub fn cpp_double(x: f64) -> String {
+    if x.is_nan() {
+        return "std::numeric_limits<double>::quiet_NaN()".into();
+    }
+    let text = format!("{x:?}");
+    if text.contains(['.', 'e', 'i']) {
+        text
+    } else {
+        format!("{text}.0")
+    }
+}
+
+/// Text as the inside of a C++ string literal.
+pub fn cpp_string(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn init_kind(source: &InitSource) -> &'static str {
+    match source {
+        InitSource::File(_) => "repro::InitKind::file",
+        InitSource::Generator(g) => match g {
+            Generator::Ones => "repro::InitKind::ones",
+            Generator::Zeros => "repro::InitKind::zeros",
+            Generator::Iota => "repro::InitKind::iota",
+            Generator::Identity => "repro::InitKind::identity",
+            Generator::Uniform => "repro::InitKind::uniform",
+            Generator::IntUniform => "repro::InitKind::int_uniform",
+            Generator::Normal => "repro::InitKind::normal",
+        },
+    }
+}
+
+fn init_text(init: &crate::spec::InitResolved, artifact: &Path) -> String {
+    match &init.source {
+        InitSource::File(p) => format!("file {}", relative_to(p, artifact)),
+        InitSource::Generator(g @ (Generator::Uniform | Generator::IntUniform)) => {
+            format!("{}[{}, {}] seed {}", g.name(), init.p0, init.p1, init.seed)
+        }
+        InitSource::Generator(Generator::Normal) => {
+            format!(
+                "normal(mean {}, std {}) seed {}",
+                init.p0, init.p1, init.seed
+            )
+        }
+        InitSource::Generator(g) => g.name().to_string(),
+    }
+}
+
+pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) -> HarnessContext {
+    let include_dirs: Vec<String> = spec
+        .include_dirs
+        .iter()
+        .map(|d| relative_to(d, artifact))
+        .collect();
+    let command = BuildCommand::new(spec, include_dirs.clone());
+    let tensors = spec
+        .tensors
+        .iter()
+        .map(|t| TensorContext {
+            name: t.name.clone(),
+            dtype: t.dtype.cpp_enumerator(),
+            dtype_name: t.dtype.name(),
+            bytes: t.dtype.bytes(),
+            rank: t.shape.len(),
+            shape: t.shape.clone(),
+            shape_text: format!("[{}]", t.shape_text.join(", ")),
+            strides: t.strides.clone(),
+            output: t.output,
+            init: InitContext {
+                kind: init_kind(&t.init.source).into(),
+                p0: cpp_double(t.init.p0),
+                p1: cpp_double(t.init.p1),
+                seed: t.init.seed,
+                path: match &t.init.source {
+                    InitSource::File(p) => cpp_string(&relative_to(p, artifact)),
+                    InitSource::Generator(_) => String::new(),
+                },
+            },
+            init_text: if t.output {
+                "poisoned output".into()
+            } else {
+                init_text(&t.init, artifact)
+            },
+        })
+        .collect();
+    let k = &spec.kernel;
+    let args = k
+        .args
+        .iter()
+        .map(|a| match a {
+            KernelArg::Tensor(i) => spec.tensors[*i].name.clone(),
+            KernelArg::Size(s) => s.clone(),
+            KernelArg::Expr(e) => e.clone(),
+        })
+        .collect();
+    let r = &spec.reference;
+    let name_of = |i: usize| spec.tensors[i].name.clone();
+    let mut formula = format!(
+        "{} = {} * {} @ {}",
+        name_of(r.out),
+        r.alpha,
+        name_of(r.a),
+        name_of(r.b)
+    );
+    if let Some(c) = r.c {
+        formula += &format!(" + {} * {}", r.beta, name_of(c));
+    }
+    if let Some(b) = r.bias {
+        formula += &format!(" + {}", name_of(b));
+    }
+    formula += if r.batched {
+        ", per batch, accumulated in f64"
+    } else {
+        ", accumulated in f64"
+    };
+    let tolerance = |v: Option<f64>| cpp_double(v.unwrap_or(-1.0));
+    let expect = spec.spec.expect.as_ref();
+    HarnessContext {
+        name: spec.name().to_string(),
+        about: spec.spec.about.clone(),
+        version: env!("CARGO_PKG_VERSION"),
+        spec_display: relative_to(&spec.path, artifact),
+        includes: spec.spec.source.includes.clone(),
+        prelude: spec.spec.source.prelude.clone(),
+        runtime,
+        sizes: spec
+            .sizes
+            .iter()
+            .map(|(n, v)| SizeContext {
+                name: n.clone(),
+                value: *v,
+            })
+            .collect(),
+        tensors,
+        kernel: KernelContext {
+            instantiation: k.instantiation(),
+            label: cpp_string(&k.instantiation()),
+            args,
+            grid: k.grid.to_vec(),
+            block: k.block.to_vec(),
+            cluster: k.cluster.as_ref().map(|c| c.to_vec()),
+            smem: k.smem.clone(),
+            setup: k.setup.clone(),
+        },
+        reference: ReferenceContext {
+            formula,
+            a: r.a,
+            b: r.b,
+            out: r.out,
+            c: r.c.map_or(-1, |c| c as i64),
+            bias: r.bias.map_or(-1, |b| b as i64),
+            alpha: cpp_double(r.alpha),
+            beta: cpp_double(r.beta),
+            batched: r.batched,
+            l: r.l,
+            m: r.m,
+            n: r.n,
+            k: r.k,
+            tile_m: r.tile_m,
+            tile_n: r.tile_n,
+        },
+        check: CheckContext {
+            rel_l2: tolerance(spec.check.rel_l2),
+            rtol: tolerance(spec.check.rtol),
+            atol: tolerance(spec.check.atol),
+            repeat: spec.check.repeat,
+            timeout: cpp_double(spec.check.timeout),
+        },
+        build: BuildContext {
+            arch: spec.build.arch.clone(),
+            cc_major: spec.build.cc_major,
+            cc_minor: spec.build.cc_minor,
+            arch_specific: spec.build.arch_specific,
+            std: spec.build.std.clone(),
+            command_text: std::iter::once("nvcc".to_string())
+                .chain(command.arguments().iter().map(|a| shell_quote(a)))
+                .collect::<Vec<_>>()
+                .join(" "),
+        },
+        build_groups: command
+            .groups("${ARCH}")
+            .into_iter()
+            .map(|g| ArgGroup {
+                origin: g.origin,
+                args: g
+                    .args
+                    .iter()
+                    .map(|a| {
+                        if a.contains("${ARCH}") {
+                            format!("\"{a}\"")
+                        } else {
+                            shell_quote(a)
+                        }
+                    })
+                    .collect(),
+            })
+            .collect(),
+        cmake_flags: spec
+            .build
+            .flags
+            .iter()
+            .map(|f| format!("\"{}\"", f.replace('"', "\\\"")))
+            .collect(),
+        include_dirs,
+        has_expect: expect.is_some(),
+        expect_ones: expect.and_then(|e| e.ones).map_or("-", |o| o.name()).into(),
+        expect_random: expect
+            .and_then(|e| e.random)
+            .map_or("-", |o| o.name())
+            .into(),
+    }
+}

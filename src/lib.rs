@@ -1,0 +1,15 @@
+//! `repro`: standalone reproducers for CUDA GEMM kernels that compute wrong numbers.
+//!
+//! The flow is spec → artifact → build → run: [`spec`] reads and checks the YAML, [`generate`]
+//! writes the harness artifact from the templates in `templates/`, [`build`] compiles it with the
+//! production flags (cached), [`run`] executes it and relays its report and exit code.
+//! [`inputs`] holds the input generators, bit-identical to the harness's own.
+
+pub mod build;
+pub mod cli;
+pub mod doctor;
+pub mod error;
+pub mod generate;
+pub mod inputs;
+pub mod run;
+pub mod spec;

@@ -1,0 +1,199 @@
+//! `repro run`: scaffold and build when stale, run the harness with the user's options, relay its
+//! report and exit code, and say whether the spec's `expect:` was met.
+//!
+//! The harness has its own watchdog (exit 5 on a hung kernel). `repro` keeps a second, coarser
+//! limit on the whole process, because a watchdog inside a process that is itself stuck (in the
+//! driver, in a host loop of the kernel's own setup code) cannot fire.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use wait_timeout::ChildExt;
+
+use crate::build;
+use crate::cli::RunArgs;
+use crate::error::{exit, Error};
+use crate::generate::command::prepare;
+use crate::spec::model::{Outcome, Verdict};
+use crate::spec::ResolvedSpec;
+
+/// Seconds the whole harness process may take: every launch's watchdog limit, plus time for the
+/// host reference (at a pessimistic 0.2 GFLOP/s of fp64 on one core), plus a minute of slack
+/// for context creation and transfers.
+fn process_limit(spec: &ResolvedSpec, timeout: f64, repeat: u32) -> Duration {
+    let r = &spec.reference;
+    let flops = 2.0 * (r.l * r.m * r.n) as f64 * r.k as f64;
+    Duration::from_secs_f64(60.0 + timeout * f64::from(repeat) * 2.0 + flops / 2e8)
+}
+
+impl RunArgs {
+    fn harness_arguments(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.ones {
+            args.push("--ones".to_string());
+        }
+        for init in &self.inits {
+            args.extend(["--init".to_string(), init.clone()]);
+        }
+        if let Some(seed) = self.seed {
+            args.extend(["--seed".to_string(), seed.to_string()]);
+        }
+        if let Some(repeat) = self.repeat {
+            args.extend(["--repeat".to_string(), repeat.to_string()]);
+        }
+        if let Some(timeout) = self.timeout {
+            args.extend(["--timeout".to_string(), timeout.to_string()]);
+        }
+        let absolute = |p: &std::path::Path| {
+            crate::generate::paths::absolute(p)
+                .to_string_lossy()
+                .into_owned()
+        };
+        if let Some(json) = &self.json {
+            args.extend(["--json".to_string(), absolute(json)]);
+        }
+        if let Some(dump) = &self.dump {
+            args.extend(["--dump".to_string(), absolute(dump)]);
+        }
+        args
+    }
+
+    pub fn exec(self) -> Result<u8, Error> {
+        if self.repeat == Some(0) {
+            return Err(Error::Usage(
+                "--repeat 0 would not run the kernel; use 1 or more".into(),
+            ));
+        }
+        if self
+            .timeout
+            .is_some_and(|t| !crate::spec::validate::is_positive(t))
+        {
+            return Err(Error::Usage(
+                "--timeout takes a positive number of seconds".into(),
+            ));
+        }
+        let prepared = prepare(&self.target, self.output.as_deref())?;
+        let built = build::build(&prepared, self.toolchain.nvcc.as_deref())?;
+        if built.compiled {
+            eprintln!("build: done in {:.1} s", built.seconds);
+        } else {
+            eprintln!("build: up to date (cached; nvcc not called)");
+        }
+        let spec = &prepared.spec;
+        let timeout = self.timeout.unwrap_or(spec.check.timeout);
+        let repeat = self.repeat.unwrap_or(spec.check.repeat);
+        let limit = process_limit(spec, timeout, repeat);
+
+        let binary = built.binary.canonicalize().unwrap_or(built.binary.clone());
+        let mut child = Command::new(&binary)
+            .args(self.harness_arguments())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|source| Error::Launch {
+                path: binary.clone(),
+                source,
+            })?;
+        // Relay the report line by line as it comes, keeping the disposition for `expect:`.
+        let stdout = child.stdout.take().expect("piped");
+        let relay = std::thread::spawn(move || {
+            let mut disposition = None;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                println!("{line}");
+                if let Some(rest) = line.strip_prefix("Disposition: ") {
+                    disposition = Some(rest.to_string());
+                }
+            }
+            disposition
+        });
+        let status = match child.wait_timeout(limit).map_err(|source| Error::Launch {
+            path: binary.clone(),
+            source,
+        })? {
+            Some(status) => status,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = relay.join();
+                println!(
+                    "hang: the harness process ran past repro's own limit of {:.0} s and was killed \
+                     (its watchdog should have fired first: the process is stuck outside a kernel wait)",
+                    limit.as_secs_f64()
+                );
+                println!("Disposition: Failed (hang)");
+                return Ok(exit::HANG);
+            }
+        };
+        let disposition = relay.join().unwrap_or(None);
+        let code = match status.code() {
+            Some(c) => u8::try_from(c).unwrap_or(exit::CUDA_ERROR),
+            None => {
+                println!("fault: the harness was killed by a signal ({status})");
+                exit::CUDA_ERROR
+            }
+        };
+        self.report_expectation(spec, code, disposition.as_deref());
+        Ok(code)
+    }
+
+    /// One line saying whether the run showed what the spec's `expect:` says it should.
+    fn report_expectation(&self, spec: &ResolvedSpec, code: u8, disposition: Option<&str>) {
+        let Some(expect) = &spec.spec.expect else {
+            return;
+        };
+        // Only the two documented modes have expectations; a run with --init overrides is neither.
+        if !self.inits.is_empty() {
+            return;
+        }
+        let (mode, wanted) = if self.ones {
+            ("ones", expect.ones)
+        } else {
+            ("random", expect.random)
+        };
+        let Some(wanted) = wanted else { return };
+        let got = match code {
+            exit::PASSED => Outcome::Pass,
+            exit::MISMATCH => Outcome::Fail,
+            exit::HANG => Outcome::Hang,
+            exit::CUDA_ERROR => Outcome::Fault,
+            _ => return, // no device, usage: nothing was observed
+        };
+        let verdict = expect
+            .verdict
+            .filter(|_| got != Outcome::Pass)
+            .map(verdict_name);
+        let observed_class = disposition
+            .and_then(|d| d.strip_prefix("Failed ("))
+            .map(|d| d.trim_end_matches(')'));
+        let class_note = match (verdict, observed_class) {
+            (Some(want), Some(seen)) if want == seen => format!(", class {seen} as expected"),
+            (Some(want), Some(seen)) => format!(", class {seen} (spec expects {want})"),
+            _ => String::new(),
+        };
+        let met = if got == wanted { "met" } else { "NOT met" };
+        println!(
+            "expect  {mode}: {} (spec: {}) -> {met}{class_note}",
+            got.name(),
+            wanted.name()
+        );
+    }
+}
+
+fn verdict_name(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Ok => "ok",
+        Verdict::Scale => "scale",
+        Verdict::KCoverage => "k_coverage",
+        Verdict::RowMapping => "row_mapping",
+        Verdict::ColMapping => "col_mapping",
+        Verdict::Layout => "layout",
+        Verdict::Boundary => "boundary",
+        Verdict::Unwritten => "unwritten",
+        Verdict::Nonfinite => "nonfinite",
+        Verdict::Nondeterministic => "nondeterministic",
+        Verdict::Scattered => "scattered",
+        Verdict::Precision => "precision",
+        Verdict::Fault => "fault",
+        Verdict::Hang => "hang",
+    }
+}

@@ -1,0 +1,387 @@
+//! The spec as written (DESIGN §3, version 1): plain serde types, unknown fields rejected.
+//!
+//! These types say what may be written, not whether it makes sense; `validate` checks meaning
+//! and produces a [`crate::spec::ResolvedSpec`].
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use super::dtype::DType;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub version: u32,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub about: String,
+    #[serde(default)]
+    pub sizes: IndexMap<String, i64>,
+    #[serde(default)]
+    pub source: SourceSpec,
+    pub tensors: IndexMap<String, TensorSpec>,
+    #[serde(default)]
+    pub inputs: InputsSpec,
+    /// TMA descriptors belong to the Hopper work; kept as raw YAML so the loader can say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tma: Option<serde_yaml::Value>,
+    pub kernel: KernelSpec,
+    pub reference: ReferenceSpec,
+    #[serde(default)]
+    pub check: CheckSpec,
+    #[serde(default)]
+    pub build: BuildSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<ExpectSpec>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    /// Relative to the spec file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include_dirs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub includes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prelude: Option<String>,
+}
+
+/// A dimension, stride or launch value: an integer, or text (a size name, an expression).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Value {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl Value {
+    /// The value as C++ source text.
+    pub fn to_cpp(&self) -> String {
+        match self {
+            Value::Int(i) => i.to_string(),
+            Value::Float(x) => format!("{x:?}"),
+            Value::Text(t) => t.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    RowMajor,
+    ColMajor,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorSpec {
+    pub dtype: DType,
+    pub shape: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<Layout>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strides: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<InitPattern>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<[f64; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub std: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// `init:` — a generator name, or `{ file: PATH }`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum InitPattern {
+    Generator(Generator),
+    File(FileInit),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileInit {
+    /// `.npy`, or `.bin` raw in the tensor's dtype; relative to the spec file.
+    pub file: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Generator {
+    Ones,
+    Zeros,
+    Iota,
+    Identity,
+    Uniform,
+    IntUniform,
+    Normal,
+}
+
+impl Generator {
+    pub fn name(self) -> &'static str {
+        match self {
+            Generator::Ones => "ones",
+            Generator::Zeros => "zeros",
+            Generator::Iota => "iota",
+            Generator::Identity => "identity",
+            Generator::Uniform => "uniform",
+            Generator::IntUniform => "int_uniform",
+            Generator::Normal => "normal",
+        }
+    }
+}
+
+/// The default init for every non-output tensor that names none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputsSpec {
+    #[serde(default = "InputsSpec::default_init")]
+    pub init: InitPattern,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<[f64; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub std: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl InputsSpec {
+    fn default_init() -> InitPattern {
+        InitPattern::Generator(Generator::Uniform)
+    }
+}
+
+impl Default for InputsSpec {
+    fn default() -> Self {
+        InputsSpec {
+            init: InputsSpec::default_init(),
+            range: None,
+            mean: None,
+            std: None,
+            seed: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelKind {
+    Global,
+    Device,
+    Cutlass3,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelSpec {
+    #[serde(default = "KernelSpec::default_kind")]
+    pub kind: KernelKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemm: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub template_args: Vec<Value>,
+    #[serde(default)]
+    pub args: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smem: Option<Value>,
+}
+
+impl KernelSpec {
+    fn default_kind() -> KernelKind {
+        KernelKind::Global
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceSpec {
+    pub op: String,
+    pub a: String,
+    pub b: String,
+    pub out: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bias: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beta: Option<f64>,
+    /// The kernel's output tile [tile_m, tile_n] (and optionally tile_k), for localization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tile: Option<Vec<i64>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel_l2: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtol: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atol: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildSpec {
+    #[serde(default = "BuildSpec::default_arch")]
+    pub arch: String,
+    #[serde(default = "BuildSpec::default_std")]
+    pub std: String,
+    #[serde(default)]
+    pub flags: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flags_from: Option<String>,
+}
+
+impl BuildSpec {
+    fn default_arch() -> String {
+        "sm_90a".into()
+    }
+    fn default_std() -> String {
+        "c++17".into()
+    }
+}
+
+impl Default for BuildSpec {
+    fn default() -> Self {
+        BuildSpec {
+            arch: BuildSpec::default_arch(),
+            std: BuildSpec::default_std(),
+            flags: Vec::new(),
+            flags_from: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Pass,
+    Fail,
+    Hang,
+    Fault,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::Hang => "hang",
+            Outcome::Fault => "fault",
+        }
+    }
+}
+
+/// Verdict classes of DESIGN §6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Ok,
+    Scale,
+    KCoverage,
+    RowMapping,
+    ColMapping,
+    Layout,
+    Boundary,
+    Unwritten,
+    Nonfinite,
+    Nondeterministic,
+    Scattered,
+    Precision,
+    Fault,
+    Hang,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ones: Option<Outcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub random: Option<Outcome>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+}
+
+// Hand-written visitors instead of `#[serde(untagged)]`: untagged enums fail with "data did not
+// match any variant", which tells a user nothing. These say what was expected.
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ValueVisitor;
+        impl serde::de::Visitor<'_> for ValueVisitor {
+            type Value = Value;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer or a string (a size name or a C++ expression)")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+                Ok(Value::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+                i64::try_from(v)
+                    .map(Value::Int)
+                    .map_err(|_| E::custom(format!("{v} does not fit a 64-bit integer")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+                Ok(Value::Float(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::Text(v.to_string()))
+            }
+        }
+        deserializer.deserialize_any(ValueVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for InitPattern {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InitVisitor;
+        impl<'de> serde::de::Visitor<'de> for InitVisitor {
+            type Value = InitPattern;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a generator (ones, zeros, iota, identity, uniform, int_uniform, normal) or { file: PATH }",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<InitPattern, E> {
+                Generator::deserialize(serde::de::value::StrDeserializer::<E>::new(v))
+                    .map(InitPattern::Generator)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<InitPattern, A::Error> {
+                FileInit::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(InitPattern::File)
+            }
+        }
+        deserializer.deserialize_any(InitVisitor)
+    }
+}

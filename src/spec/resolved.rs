@@ -1,0 +1,155 @@
+//! The spec after validation: every name resolved, every shape a number, every default filled.
+//! Generation and the build read only this.
+
+use std::path::PathBuf;
+
+use indexmap::IndexMap;
+
+use super::dtype::DType;
+use super::model::{Generator, Spec};
+
+#[derive(Debug, Clone)]
+pub struct ResolvedSpec {
+    /// The spec as written (defaults filled by serde); serialized into the artifact.
+    pub spec: Spec,
+    /// The spec file, as the user named it.
+    pub path: PathBuf,
+    /// The folder relative paths in the spec are resolved against.
+    pub dir: PathBuf,
+    pub sizes: IndexMap<String, i64>,
+    pub tensors: Vec<TensorSpecResolved>,
+    pub kernel: KernelLaunch,
+    pub reference: ReferenceGemm,
+    pub check: CheckSettings,
+    pub build: BuildSettings,
+    /// Absolute include directories, in spec order.
+    pub include_dirs: Vec<PathBuf>,
+}
+
+impl ResolvedSpec {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    pub fn tensor(&self, index: usize) -> &TensorSpecResolved {
+        &self.tensors[index]
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TensorSpecResolved {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+    /// The shape as written (`[M, K]`), for comments and reports.
+    pub shape_text: Vec<String>,
+    /// In elements.
+    pub strides: Vec<i64>,
+    pub output: bool,
+    pub init: InitResolved,
+}
+
+impl TensorSpecResolved {
+    pub fn numel(&self) -> i64 {
+        self.shape.iter().product()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InitSource {
+    Generator(Generator),
+    /// Absolute path of a `.npy` or `.bin` file.
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct InitResolved {
+    pub source: InitSource,
+    /// range lo / mean
+    pub p0: f64,
+    /// range hi / std
+    pub p1: f64,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum KernelArg {
+    /// A tensor, passed as a typed device pointer.
+    Tensor(usize),
+    /// A named size, passed as `int`.
+    Size(String),
+    /// Verbatim C++.
+    Expr(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct KernelLaunch {
+    pub name: String,
+    pub template_args: Vec<String>,
+    pub args: Vec<KernelArg>,
+    pub setup: Option<String>,
+    /// C++ expressions.
+    pub grid: [String; 3],
+    pub block: [String; 3],
+    pub cluster: Option<[String; 3]>,
+    pub smem: String,
+}
+
+impl KernelLaunch {
+    /// `name<targs>` as the harness names the instantiation.
+    pub fn instantiation(&self) -> String {
+        if self.template_args.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}<{}>", self.name, self.template_args.join(", "))
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ReferenceGemm {
+    pub a: usize,
+    pub b: usize,
+    pub out: usize,
+    pub c: Option<usize>,
+    pub bias: Option<usize>,
+    pub alpha: f64,
+    pub beta: f64,
+    pub batched: bool,
+    pub l: i64,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub tile_m: i64,
+    pub tile_n: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct CheckSettings {
+    /// None: the harness picks the default for the output dtype.
+    pub rel_l2: Option<f64>,
+    pub rtol: Option<f64>,
+    pub atol: Option<f64>,
+    pub repeat: u32,
+    pub timeout: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct BuildSettings {
+    pub arch: String,
+    pub cc_major: u32,
+    pub cc_minor: u32,
+    /// `sm_90a`-style targets run only on exactly that compute capability.
+    pub arch_specific: bool,
+    pub std: String,
+    pub flags: Vec<String>,
+}
+
+impl BuildSettings {
+    /// `-gencode=arch=compute_90a,code=sm_90a` (DESIGN §7: SASS for the exact target, no PTX
+    /// that a later plain-sm_90 pass would reject).
+    pub fn gencode(&self) -> String {
+        let digits = self.arch.trim_start_matches("sm_");
+        format!("-gencode=arch=compute_{digits},code={}", self.arch)
+    }
+}

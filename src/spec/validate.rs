@@ -1,0 +1,874 @@
+//! What a spec means, checked before anything is written: names declared, shapes that fit the
+//! reference GEMM, launch values, build settings. Every problem is collected (not just the first)
+//! with the place it was written.
+
+use std::cmp::Ordering;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+
+use super::diagnostic::{did_you_mean, Diagnostic};
+use super::dtype::DType;
+use super::expr::{self, ExprError};
+use super::model::{Generator, InitPattern, KernelKind, Layout, Spec, TensorSpec, Value};
+use super::names::{identifier_problem, is_spec_name};
+use super::resolved::*;
+use super::yaml::SpanMap;
+
+/// Largest dynamic shared memory a block may ask for on sm_90 (227 KiB).
+const SM90_MAX_DYNAMIC_SMEM: i64 = 227 * 1024;
+
+struct Validator<'a> {
+    spec: &'a Spec,
+    spans: &'a SpanMap,
+    dir: &'a Path,
+    errors: Vec<Diagnostic>,
+}
+
+pub fn validate(
+    spec: Spec,
+    spans: &SpanMap,
+    path: &Path,
+    dir: &Path,
+) -> Result<ResolvedSpec, Vec<Diagnostic>> {
+    let mut v = Validator {
+        spec: &spec,
+        spans,
+        dir,
+        errors: Vec::new(),
+    };
+    v.header();
+    let sizes = v.sizes();
+    let tensors = v.tensors(&sizes);
+    let include_dirs = v.source();
+    let kernel = v.kernel(&sizes, &tensors);
+    let reference = v.reference(&tensors);
+    let check = v.check();
+    let build = v.build();
+    v.not_yet_supported();
+    let errors = v.errors;
+    match (kernel, reference, build) {
+        (Some(kernel), Some(reference), Some(build)) if errors.is_empty() => Ok(ResolvedSpec {
+            path: path.to_path_buf(),
+            dir: dir.to_path_buf(),
+            sizes,
+            tensors,
+            kernel,
+            reference,
+            check,
+            build,
+            include_dirs,
+            spec,
+        }),
+        _ => Err(errors),
+    }
+}
+
+impl Validator<'_> {
+    fn error(&mut self, path: &str, message: impl Into<String>) -> &mut Diagnostic {
+        let loc = self.spans.value(path);
+        self.errors.push(Diagnostic::new(loc, message));
+        self.errors.last_mut().expect("just pushed")
+    }
+
+    fn key_error(&mut self, path: &str, message: impl Into<String>) -> &mut Diagnostic {
+        let loc = self.spans.key(path);
+        self.errors.push(Diagnostic::new(loc, message));
+        self.errors.last_mut().expect("just pushed")
+    }
+
+    fn header(&mut self) {
+        if self.spec.version != 1 {
+            self.error(
+                "version",
+                format!("spec version {} is not supported", self.spec.version),
+            )
+            .help = Some("this repro reads `version: 1`".into());
+        }
+        if !is_spec_name(&self.spec.name) {
+            self.error("name", format!("`{}` is not a valid spec name", self.spec.name)).help =
+                Some("names are lowercase letters, digits and `_` ([a-z0-9_]+); the name is the output folder".into());
+        }
+    }
+
+    fn sizes(&mut self) -> IndexMap<String, i64> {
+        let mut sizes = IndexMap::new();
+        for (name, &value) in &self.spec.sizes {
+            let path = format!("sizes.{name}");
+            if let Some(problem) = identifier_problem(name) {
+                self.key_error(&path, format!("size name {problem}"));
+            }
+            if value <= 0 {
+                self.error(
+                    &path,
+                    format!("size `{name}` is {value}; sizes must be positive"),
+                );
+            } else if value > i32::MAX as i64 {
+                self.error(
+                    &path,
+                    format!("size `{name}` = {value} does not fit the `int` the kernel receives"),
+                )
+                .help = Some(
+                    "sizes are passed to kernels as int; write larger extents as products of sizes"
+                        .into(),
+                );
+            }
+            sizes.insert(name.clone(), value);
+        }
+        sizes
+    }
+
+    /// A dimension or stride: an integer, a size name or an integer expression over sizes.
+    fn dim(
+        &mut self,
+        path: &str,
+        value: &Value,
+        sizes: &IndexMap<String, i64>,
+    ) -> Option<(i64, String)> {
+        match value {
+            Value::Int(i) => Some((*i, i.to_string())),
+            Value::Float(x) => {
+                self.error(path, format!("{x} is not an integer"));
+                None
+            }
+            Value::Text(text) => match expr::evaluate(text, sizes) {
+                Ok(v) => Some((v, text.clone())),
+                Err(ExprError::UnknownName(name)) => {
+                    let hint = did_you_mean(&name, sizes.keys().map(String::as_str));
+                    let declared: Vec<&str> = sizes.keys().map(String::as_str).collect();
+                    let help = match hint {
+                        Some(best) => format!("did you mean `{best}`?"),
+                        None if declared.is_empty() => "declare it under `sizes:`".to_string(),
+                        None => format!(
+                            "declared sizes: {}; or declare `{name}` under `sizes:`",
+                            declared.join(", ")
+                        ),
+                    };
+                    self.error(path, format!("size `{name}` is not declared"))
+                        .help = Some(help);
+                    None
+                }
+                Err(e) => {
+                    self.error(path, format!("cannot evaluate `{text}`: {e}"));
+                    None
+                }
+            },
+        }
+    }
+
+    fn tensors(&mut self, sizes: &IndexMap<String, i64>) -> Vec<TensorSpecResolved> {
+        let mut out = Vec::new();
+        if self.spec.tensors.is_empty() {
+            self.error("tensors", "the spec declares no tensors");
+        }
+        for (name, t) in &self.spec.tensors {
+            let path = format!("tensors.{name}");
+            if let Some(problem) = identifier_problem(name) {
+                self.key_error(&path, format!("tensor name {problem}"));
+            }
+            if sizes.contains_key(name) {
+                self.key_error(&path, format!("`{name}` names both a size and a tensor"))
+                    .help = Some("tensors and sizes share the harness's scope; rename one".into());
+            }
+            if let Some(resolved) = self.tensor(name, t, &path, sizes) {
+                out.push(resolved);
+            }
+        }
+        out
+    }
+
+    fn tensor(
+        &mut self,
+        name: &str,
+        t: &TensorSpec,
+        path: &str,
+        sizes: &IndexMap<String, i64>,
+    ) -> Option<TensorSpecResolved> {
+        let rank = t.shape.len();
+        if !(1..=4).contains(&rank) {
+            self.error(
+                &format!("{path}.shape"),
+                format!("tensor `{name}` has {rank} dimensions; shapes are 1- to 4-D"),
+            );
+            return None;
+        }
+        let mut shape = Vec::new();
+        let mut shape_text = Vec::new();
+        for (i, d) in t.shape.iter().enumerate() {
+            let p = format!("{path}.shape[{i}]");
+            let (v, text) = self.dim(&p, d, sizes)?;
+            if v <= 0 {
+                self.error(
+                    &p,
+                    format!("dimension {i} of `{name}` is {v}; dimensions must be positive"),
+                );
+                return None;
+            }
+            shape.push(v);
+            shape_text.push(text);
+        }
+        let strides = match (&t.layout, &t.strides) {
+            (Some(_), Some(_)) => {
+                self.key_error(
+                    &format!("{path}.strides"),
+                    format!("tensor `{name}` gives both `layout` and `strides`"),
+                )
+                .help = Some(
+                    "keep one: `layout` for packed 2-D tensors, `strides` for anything else".into(),
+                );
+                return None;
+            }
+            (_, Some(strides)) => {
+                if strides.len() != rank {
+                    self.error(
+                        &format!("{path}.strides"),
+                        format!(
+                            "`{name}` has {rank} dimensions but {} strides",
+                            strides.len()
+                        ),
+                    );
+                    return None;
+                }
+                let mut out = Vec::new();
+                for (i, s) in strides.iter().enumerate() {
+                    let p = format!("{path}.strides[{i}]");
+                    let (v, _) = self.dim(&p, s, sizes)?;
+                    if v <= 0 {
+                        self.error(&p, format!("stride {i} of `{name}` is {v}; strides are positive element counts"));
+                        return None;
+                    }
+                    out.push(v);
+                }
+                out
+            }
+            (layout, None) => {
+                let col_major = *layout == Some(Layout::ColMajor);
+                if col_major && rank < 2 {
+                    self.error(
+                        &format!("{path}.layout"),
+                        format!(
+                            "`layout: col_major` needs at least 2 dimensions; `{name}` has {rank}"
+                        ),
+                    );
+                    return None;
+                }
+                packed_strides(&shape, col_major)
+            }
+        };
+        let init = self.init(name, t, path);
+        Some(TensorSpecResolved {
+            name: name.to_string(),
+            dtype: t.dtype,
+            shape,
+            shape_text,
+            strides,
+            output: t.output,
+            init: init?,
+        })
+    }
+
+    fn init(&mut self, name: &str, t: &TensorSpec, path: &str) -> Option<InitResolved> {
+        let inputs = &self.spec.inputs;
+        // Per-tensor fields win over `inputs:`; outputs are poisoned, their init unused.
+        let pattern = t.init.clone().unwrap_or_else(|| inputs.init.clone());
+        let seed = t.seed.or(inputs.seed).unwrap_or(2024);
+        let (field_path, source, p0, p1) = match pattern {
+            InitPattern::File(f) => {
+                let file = self.dir.join(&f.file);
+                let p = format!("{path}.init.file");
+                if !file.is_file() {
+                    self.error(
+                        &p,
+                        format!(
+                            "input file `{}` for tensor `{name}` does not exist",
+                            file.display()
+                        ),
+                    )
+                    .help = Some("paths are relative to the spec file".into());
+                    return None;
+                }
+                let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
+                if ext != "npy" && ext != "bin" {
+                    self.error(&p, format!("`{}` is neither .npy nor .bin", f.file));
+                    return None;
+                }
+                (p, InitSource::File(file), 0.0, 0.0)
+            }
+            InitPattern::Generator(g) => {
+                let range = t.range.or(inputs.range);
+                let (p0, p1) = match g {
+                    Generator::Uniform => range.map(|r| (r[0], r[1])).unwrap_or((-1.0, 1.0)),
+                    Generator::IntUniform => range.map(|r| (r[0], r[1])).unwrap_or((-4.0, 4.0)),
+                    Generator::Normal => (
+                        t.mean.or(inputs.mean).unwrap_or(0.0),
+                        t.std.or(inputs.std).unwrap_or(1.0),
+                    ),
+                    _ => (0.0, 0.0),
+                };
+                (format!("{path}.range"), InitSource::Generator(g), p0, p1)
+            }
+        };
+        match source {
+            InitSource::Generator(Generator::Uniform | Generator::IntUniform)
+                if p0.partial_cmp(&p1) != Some(Ordering::Less) =>
+            {
+                self.error(
+                    &field_path,
+                    format!("range [{p0}, {p1}] of `{name}` is empty; write [lo, hi] with lo < hi"),
+                );
+                return None;
+            }
+            InitSource::Generator(Generator::IntUniform)
+                if p0.fract() != 0.0 || p1.fract() != 0.0 =>
+            {
+                self.error(
+                    &field_path,
+                    format!("int_uniform range [{p0}, {p1}] of `{name}` must be integers"),
+                );
+                return None;
+            }
+            InitSource::Generator(Generator::Normal) if !is_positive(p1) => {
+                self.error(
+                    &format!("{path}.std"),
+                    format!("normal std {p1} of `{name}` must be positive"),
+                );
+                return None;
+            }
+            _ => {}
+        }
+        Some(InitResolved {
+            source,
+            p0,
+            p1,
+            seed,
+        })
+    }
+
+    fn source(&mut self) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        for (i, d) in self.spec.source.include_dirs.iter().enumerate() {
+            let abs = self.dir.join(d);
+            match abs.canonicalize() {
+                Ok(p) if p.is_dir() => dirs.push(p),
+                _ => {
+                    self.error(
+                        &format!("source.include_dirs[{i}]"),
+                        format!("include directory `{}` does not exist", abs.display()),
+                    )
+                    .help = Some("include_dirs are relative to the spec file".into());
+                }
+            }
+        }
+        dirs
+    }
+
+    fn tensor_index(
+        &mut self,
+        tensors: &[TensorSpecResolved],
+        field: &str,
+        name: &str,
+    ) -> Option<usize> {
+        if let Some(i) = tensors.iter().position(|t| t.name == name) {
+            return Some(i);
+        }
+        let names: Vec<&str> = self.spec.tensors.keys().map(String::as_str).collect();
+        if names.contains(&name) {
+            return None; // declared but invalid: already reported
+        }
+        let help = match did_you_mean(name, names.iter().copied()) {
+            Some(best) => format!("did you mean `{best}`?"),
+            None => format!("declared tensors: {}", names.join(", ")),
+        };
+        self.error(
+            field,
+            format!("tensor `{name}` is not declared in `tensors`"),
+        )
+        .help = Some(help);
+        None
+    }
+
+    fn launch_triple(
+        &mut self,
+        path: &str,
+        values: Option<&Vec<Value>>,
+        required: bool,
+    ) -> Option<[String; 3]> {
+        let Some(values) = values else {
+            if required {
+                self.error(
+                    "kernel",
+                    format!("`kernel.{}` is missing", path.trim_start_matches("kernel.")),
+                )
+                .help =
+                    Some("write it as [x, y, z]; entries are integers or C++ expressions".into());
+            }
+            return None;
+        };
+        if values.is_empty() || values.len() > 3 {
+            self.error(
+                path,
+                format!("expected 1 to 3 entries, found {}", values.len()),
+            );
+            return None;
+        }
+        let mut out = [String::from("1"), String::from("1"), String::from("1")];
+        for (i, v) in values.iter().enumerate() {
+            match v {
+                Value::Int(n) if *n <= 0 => {
+                    self.error(
+                        &format!("{path}[{i}]"),
+                        format!("{n} is not a positive extent"),
+                    );
+                    return None;
+                }
+                Value::Float(x) => {
+                    self.error(&format!("{path}[{i}]"), format!("{x} is not an integer"));
+                    return None;
+                }
+                _ => out[i] = v.to_cpp(),
+            }
+        }
+        Some(out)
+    }
+
+    fn kernel(
+        &mut self,
+        sizes: &IndexMap<String, i64>,
+        tensors: &[TensorSpecResolved],
+    ) -> Option<KernelLaunch> {
+        let k = &self.spec.kernel;
+        if k.kind != KernelKind::Global {
+            // Reported by not_yet_supported().
+            return None;
+        }
+        let Some(name) = k.name.clone() else {
+            self.error("kernel", "`kernel.name` is missing").help =
+                Some("name the __global__ function, e.g. `name: tiled_gemm`".into());
+            return None;
+        };
+        let qualified_ok = name
+            .split("::")
+            .all(|part| part.is_empty() || super::names::is_cpp_identifier(part));
+        if !qualified_ok {
+            self.error(
+                "kernel.name",
+                format!("`{name}` is not a (qualified) C++ function name"),
+            )
+            .help = Some("template arguments go in `template_args`".into());
+        }
+        let mut args = Vec::new();
+        let declared: Vec<&str> = tensors
+            .iter()
+            .map(|t| t.name.as_str())
+            .chain(sizes.keys().map(String::as_str))
+            .collect();
+        for (i, a) in k.args.iter().enumerate() {
+            let path = format!("kernel.args[{i}]");
+            let arg = match a {
+                Value::Text(t) if tensors.iter().any(|x| &x.name == t) => {
+                    KernelArg::Tensor(tensors.iter().position(|x| &x.name == t).expect("checked"))
+                }
+                Value::Text(t) if sizes.contains_key(t) => KernelArg::Size(t.clone()),
+                Value::Text(t) => {
+                    // A bare identifier one typo away from a tensor or size is almost surely a typo,
+                    // not a C++ constant: say so rather than let nvcc report it in harness.cu.
+                    if super::names::is_cpp_identifier(t) {
+                        if let Some(best) = did_you_mean(t, declared.iter().copied()) {
+                            self.error(&path, format!("`{t}` is neither a tensor nor a size"))
+                                .help = Some(format!("did you mean `{best}`? (a C++ expression that is meant as such can be written in parentheses: `({t})`)"));
+                            continue;
+                        }
+                    }
+                    KernelArg::Expr(t.clone())
+                }
+                other => KernelArg::Expr(other.to_cpp()),
+            };
+            args.push(arg);
+        }
+        for (i, t) in tensors.iter().enumerate() {
+            if t.output && !args.contains(&KernelArg::Tensor(i)) && k.setup.is_none() {
+                self.key_error(
+                    &format!("tensors.{}", t.name),
+                    format!("output `{}` is never passed to the kernel", t.name),
+                )
+                .help = Some("add it to `kernel.args`, or drop `output: true`".into());
+            }
+        }
+        let grid = self.launch_triple("kernel.grid", k.grid.as_ref(), true);
+        let block = self.launch_triple("kernel.block", k.block.as_ref(), true);
+        let cluster = self.launch_triple("kernel.cluster", k.cluster.as_ref(), false);
+        if let Some(block) = &block {
+            let threads: Option<i64> = block.iter().map(|b| b.parse::<i64>().ok()).product();
+            if let Some(threads) = threads.filter(|t| *t > 1024) {
+                self.error(
+                    "kernel.block",
+                    format!("{threads} threads per block; CUDA allows at most 1024"),
+                );
+            }
+        }
+        let smem = match &k.smem {
+            None => "0".to_string(),
+            Some(Value::Int(n)) if *n < 0 => {
+                self.error("kernel.smem", format!("{n} bytes of shared memory?"));
+                return None;
+            }
+            Some(Value::Int(n)) if *n > SM90_MAX_DYNAMIC_SMEM => {
+                // Not an error: asking for too much is a legitimate thing to reproduce (the launch
+                // fails, exit 4). But it is worth saying now.
+                eprintln!(
+                    "warning: kernel.smem = {n} B is more than the {SM90_MAX_DYNAMIC_SMEM} B of dynamic shared memory an sm_90 block can have; the launch will fail"
+                );
+                n.to_string()
+            }
+            Some(Value::Float(x)) => {
+                self.error("kernel.smem", format!("{x} is not a byte count"));
+                return None;
+            }
+            Some(v) => v.to_cpp(),
+        };
+        let _ = sizes;
+        Some(KernelLaunch {
+            name,
+            template_args: k.template_args.iter().map(Value::to_cpp).collect(),
+            args,
+            setup: k.setup.clone(),
+            grid: grid?,
+            block: block?,
+            cluster,
+            smem,
+        })
+    }
+
+    fn reference(&mut self, tensors: &[TensorSpecResolved]) -> Option<ReferenceGemm> {
+        let r = &self.spec.reference;
+        if r.op != "gemm" {
+            self.error(
+                "reference.op",
+                format!("reference op `{}` is not supported", r.op),
+            )
+            .help = Some("supported: gemm (D = alpha * A @ B + beta * C + bias)".into());
+            return None;
+        }
+        let a = self.tensor_index(tensors, "reference.a", &r.a);
+        let b = self.tensor_index(tensors, "reference.b", &r.b);
+        let out = self.tensor_index(tensors, "reference.out", &r.out);
+        let c =
+            r.c.as_ref()
+                .map(|c| self.tensor_index(tensors, "reference.c", c));
+        let bias = r
+            .bias
+            .as_ref()
+            .map(|x| self.tensor_index(tensors, "reference.bias", x));
+        let (a, b, out) = (a?, b?, out?);
+        let (c, bias) = (
+            c.map(|x| x.ok_or(())).transpose().ok()?,
+            bias.map(|x| x.ok_or(())).transpose().ok()?,
+        );
+
+        let (ta, tb, to) = (&tensors[a], &tensors[b], &tensors[out]);
+        if !to.output {
+            self.key_error(
+                &format!("tensors.{}", to.name),
+                format!(
+                    "`{}` is the reference output but not marked `output: true`",
+                    to.name
+                ),
+            )
+            .help = Some(
+                "outputs are poisoned before launch so unwritten elements show; add `output: true`"
+                    .into(),
+            );
+        }
+        for (field, idx) in [("a", Some(a)), ("b", Some(b)), ("c", c), ("bias", bias)] {
+            if let Some(i) = idx {
+                if tensors[i].output {
+                    self.error(
+                        &format!("reference.{field}"),
+                        format!(
+                            "`{}` is an input of the reference but marked `output: true`",
+                            tensors[i].name
+                        ),
+                    );
+                }
+            }
+        }
+        let batched = to.shape.len() == 3;
+        let rank = if batched { 3 } else { 2 };
+        let mut ok = true;
+        for (field, t, what) in [
+            ("a", ta, "[M, K]"),
+            ("b", tb, "[K, N]"),
+            ("out", to, "[M, N]"),
+        ] {
+            if t.shape.len() != rank {
+                let want = if batched {
+                    format!("[L, {}", &what[1..])
+                } else {
+                    what.to_string()
+                };
+                self.error(&format!("reference.{field}"), format!(
+                    "`{}` has shape [{}] ({} dims) but reference.{field} must be {want}{}",
+                    t.name, t.shape_text.join(", "), t.shape.len(),
+                    if batched { " (the output is batched)" } else { "" }))
+                    .help = Some("gemm shapes: a [M, K], b [K, N], out [M, N], c [M, N], bias [N]; a leading batch dimension L on all of a, b, out (and c)".into());
+                ok = false;
+            }
+        }
+        if !ok {
+            return None;
+        }
+        let d = |t: &TensorSpecResolved, i: usize| t.shape[t.shape.len() - rank + i];
+        let (m, k, n) = (d(to, 0), d(ta, 1), d(to, 1));
+        let l = if batched { to.shape[0] } else { 1 };
+        let mut mismatch =
+            |field: &str, t: &TensorSpecResolved, dim: usize, what: &str, want: i64, why: &str| {
+                let got = d(t, dim);
+                if got != want {
+                    let text = &t.shape_text[t.shape.len() - rank + dim];
+                    self.error(
+                        &format!("tensors.{}.shape[{}]", t.name, t.shape.len() - rank + dim),
+                        format!(
+                        "reference.{field} `{}` has {what} = {text} = {got}, but {why} is {want}",
+                        t.name
+                    ),
+                    )
+                    .help = Some(
+                        "gemm shapes: a [M, K], b [K, N], out [M, N], c [M, N], bias [N]".into(),
+                    );
+                }
+            };
+        mismatch("a", ta, 0, "M", m, "the output's M");
+        mismatch("b", tb, 0, "K", k, "a's K");
+        mismatch("b", tb, 1, "N", n, "the output's N");
+        if batched {
+            for (field, t) in [("a", ta), ("b", tb)] {
+                if t.shape[0] != l {
+                    self.error(
+                        &format!("tensors.{}.shape[0]", t.name),
+                        format!(
+                            "reference.{field} `{}` has batch {} but the output has batch L = {l}",
+                            t.name, t.shape[0]
+                        ),
+                    );
+                }
+            }
+        }
+        if let Some(ci) = c {
+            let tc = &tensors[ci];
+            if tc.shape != to.shape {
+                self.error(
+                    "reference.c",
+                    format!(
+                        "c `{}` has shape [{}] but must match the output [{}]",
+                        tc.name,
+                        tc.shape_text.join(", "),
+                        to.shape_text.join(", ")
+                    ),
+                );
+            }
+        }
+        if let Some(bi) = bias {
+            let tb = &tensors[bi];
+            if tb.shape != [n] {
+                self.error(
+                    "reference.bias",
+                    format!(
+                        "bias `{}` has shape [{}] but must be [N] = [{n}]",
+                        tb.name,
+                        tb.shape_text.join(", ")
+                    ),
+                );
+            }
+        }
+        if r.beta.is_some() && c.is_none() {
+            self.key_error(
+                "reference.beta",
+                "`beta` is given but there is no `c` for it to scale",
+            )
+            .help = Some("add `c: <tensor>` or remove `beta`".into());
+        }
+        let (tile_m, tile_n) = match r.tile.as_deref() {
+            None => (m, n),
+            Some([tm, tn]) | Some([tm, tn, _]) if *tm > 0 && *tn > 0 => (*tm, *tn),
+            Some(_) => {
+                self.error(
+                    "reference.tile",
+                    "tile is [tile_m, tile_n] (optionally [tile_m, tile_n, tile_k]), positive",
+                );
+                (m, n)
+            }
+        };
+        for t in [ta, tb] {
+            if !t.dtype.is_float() && to.dtype.is_float() && t.dtype == DType::Bool {
+                self.error(
+                    "reference",
+                    format!("`{}` is bool; a GEMM operand must be numeric", t.name),
+                );
+            }
+        }
+        Some(ReferenceGemm {
+            a,
+            b,
+            out,
+            c,
+            bias,
+            alpha: r.alpha.unwrap_or(1.0),
+            beta: if c.is_some() {
+                r.beta.unwrap_or(1.0)
+            } else {
+                0.0
+            },
+            batched,
+            l,
+            m,
+            n,
+            k,
+            tile_m,
+            tile_n,
+        })
+    }
+
+    fn check(&mut self) -> CheckSettings {
+        let c = &self.spec.check;
+        for (field, value) in [("rel_l2", c.rel_l2), ("rtol", c.rtol), ("atol", c.atol)] {
+            if let Some(v) = value.filter(|v| !(is_positive(*v) || *v == 0.0)) {
+                self.error(
+                    &format!("check.{field}"),
+                    format!("{field} = {v}; tolerances are >= 0"),
+                );
+            }
+        }
+        if c.repeat == Some(0) {
+            self.error(
+                "check.repeat",
+                "repeat = 0 would not run the kernel; use 1 or more (2+ compares runs bitwise)",
+            );
+        }
+        if let Some(t) = c.timeout.filter(|t| !is_positive(*t)) {
+            self.error(
+                "check.timeout",
+                format!("timeout = {t}; it is in seconds and must be positive"),
+            );
+        }
+        CheckSettings {
+            rel_l2: c.rel_l2,
+            rtol: c.rtol,
+            atol: c.atol,
+            repeat: c.repeat.unwrap_or(2),
+            timeout: c.timeout.unwrap_or(10.0),
+        }
+    }
+
+    fn build(&mut self) -> Option<BuildSettings> {
+        let b = &self.spec.build;
+        let arch = b.arch.as_str();
+        let digits = arch.strip_prefix("sm_");
+        let (number, specific) = match digits {
+            Some(d) if d.ends_with('a') || d.ends_with('f') => (&d[..d.len() - 1], true),
+            Some(d) => (d, false),
+            None => ("", false),
+        };
+        let parsed = number.parse::<u32>().ok().filter(|n| *n >= 50);
+        let Some(cc) = parsed else {
+            self.error("build.arch", format!("`{arch}` is not a CUDA architecture"))
+                .help = Some("write it like sm_90a (Hopper with wgmma/TMA), sm_90, sm_80".into());
+            return None;
+        };
+        if !["c++14", "c++17", "c++20"].contains(&b.std.as_str()) {
+            self.error(
+                "build.std",
+                format!("`{}` is not a C++ standard nvcc accepts", b.std),
+            )
+            .help = Some("c++17 or c++20 (c++14 for old code)".into());
+        }
+        for (i, flag) in b.flags.iter().enumerate() {
+            let path = format!("build.flags[{i}]");
+            let conflicts: &[(&str, &str)] = &[
+                ("-arch", "the target comes from `build.arch`"),
+                ("--gpu-architecture", "the target comes from `build.arch`"),
+                ("-gencode", "the target comes from `build.arch`"),
+                ("--generate-code", "the target comes from `build.arch`"),
+                ("-code", "the target comes from `build.arch`"),
+                ("-std", "the standard comes from `build.std`"),
+                ("--std", "the standard comes from `build.std`"),
+                ("-o", "the harness decides its output file"),
+                ("-c", "the harness is built as an executable"),
+                ("-shared", "the harness is built as an executable"),
+            ];
+            let stem = flag.split(['=', ' ']).next().unwrap_or(flag);
+            if let Some((_, why)) = conflicts.iter().find(|(f, _)| *f == stem) {
+                self.error(&path, format!("`{flag}` cannot be a harness flag: {why}"));
+            }
+        }
+        Some(BuildSettings {
+            arch: arch.to_string(),
+            cc_major: cc / 10,
+            cc_minor: cc % 10,
+            arch_specific: specific,
+            std: b.std.clone(),
+            flags: b.flags.clone(),
+        })
+    }
+
+    fn not_yet_supported(&mut self) {
+        if self.spec.tma.is_some() {
+            self.key_error("tma", "`tma:` descriptors are not supported by this version of repro yet")
+                .help = Some("TMA descriptors arrive with the Hopper support; for now build them in your own kernel wrapper".into());
+        }
+        match self.spec.kernel.kind {
+            KernelKind::Global => {}
+            kind => {
+                let word = if kind == KernelKind::Device {
+                    "device"
+                } else {
+                    "cutlass3"
+                };
+                self.error(
+                    "kernel.kind",
+                    format!("`kind: {word}` is not supported by this version of repro yet"),
+                )
+                .help = Some("this version generates harnesses for `kind: global` kernels".into());
+            }
+        }
+        if self.spec.build.flags_from.is_some() {
+            self.key_error(
+                "build.flags_from",
+                "`flags_from` is not supported by this version of repro yet",
+            )
+            .help = Some("list the production flags verbatim in `build.flags`".into());
+        }
+    }
+}
+
+/// True for a positive number (NaN is not).
+pub fn is_positive(x: f64) -> bool {
+    x.partial_cmp(&0.0) == Some(Ordering::Greater)
+}
+
+/// Packed strides; col_major swaps the last two dimensions (a batch stays outermost).
+pub fn packed_strides(shape: &[i64], col_major: bool) -> Vec<i64> {
+    let rank = shape.len();
+    let mut order: Vec<usize> = (0..rank).collect();
+    if col_major && rank >= 2 {
+        order.swap(rank - 1, rank - 2);
+    }
+    let mut strides = vec![0; rank];
+    let mut step = 1;
+    for &dim in order.iter().rev() {
+        strides[dim] = step;
+        step *= shape[dim];
+    }
+    strides
+}
+
+#[cfg(test)]
+mod tests {
+    use super::packed_strides;
+
+    #[test]
+    fn strides() {
+        assert_eq!(packed_strides(&[4, 3], false), vec![3, 1]);
+        assert_eq!(packed_strides(&[4, 3], true), vec![1, 4]);
+        assert_eq!(packed_strides(&[2, 4, 3], true), vec![12, 1, 4]);
+    }
+}

@@ -1,0 +1,239 @@
+//! All YAML handling: reading a spec into typed values, remembering where every value was
+//! written (for error messages), and writing the resolved spec back out.
+//!
+//! serde_yaml gives typed deserialization with a location for *syntax and type* errors, but a
+//! deserialized value forgets where it came from. Semantic errors ("tensor X is not declared")
+//! need that place too, so the same text is also run through yaml-rust2's event parser to build a
+//! [`SpanMap`] from value paths (`tensors.A.shape[1]`) to line and column.
+
+use std::collections::HashMap;
+
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::Marker;
+
+use super::diagnostic::{did_you_mean, Diagnostic, Location};
+use super::model::Spec;
+
+/// Where each value (and each mapping key) of a YAML document was written.
+#[derive(Debug, Default, Clone)]
+pub struct SpanMap {
+    values: HashMap<String, Location>,
+    keys: HashMap<String, Location>,
+}
+
+impl SpanMap {
+    /// The location of the value at `path` (`kernel.grid[0]`), or of its closest written parent.
+    pub fn value(&self, path: &str) -> Location {
+        self.lookup(&self.values, path)
+    }
+
+    /// The location of the key that introduces `path` (`tensors.A`), falling back like `value`.
+    pub fn key(&self, path: &str) -> Location {
+        match self.keys.get(path) {
+            Some(loc) => *loc,
+            None => self.value(path),
+        }
+    }
+
+    fn lookup(&self, table: &HashMap<String, Location>, path: &str) -> Location {
+        let mut p = path;
+        loop {
+            if let Some(loc) = table.get(p) {
+                return *loc;
+            }
+            match p.rfind(['.', '[']) {
+                Some(cut) => p = &p[..cut],
+                None => {
+                    return self
+                        .values
+                        .get("")
+                        .copied()
+                        .unwrap_or(Location { line: 1, column: 1 })
+                }
+            }
+        }
+    }
+}
+
+enum Frame {
+    Map { path: String, key: Option<String> },
+    Seq { path: String, index: usize },
+}
+
+#[derive(Default)]
+struct SpanCollector {
+    stack: Vec<Frame>,
+    spans: SpanMap,
+}
+
+impl SpanCollector {
+    /// The path of the next value in the innermost container, or None when a key comes next.
+    fn next_value_path(&mut self) -> Option<String> {
+        match self.stack.last() {
+            None => Some(String::new()),
+            Some(Frame::Map { key: None, .. }) => None,
+            Some(Frame::Map { path, key: Some(k) }) => Some(join(path, k)),
+            Some(Frame::Seq { path, index }) => Some(format!("{path}[{index}]")),
+        }
+    }
+
+    /// A value in the innermost container is complete.
+    fn advance(&mut self) {
+        match self.stack.last_mut() {
+            Some(Frame::Map { key, .. }) => *key = None,
+            Some(Frame::Seq { index, .. }) => *index += 1,
+            None => {}
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn location(mark: &Marker) -> Location {
+    // yaml-rust2 lines are 1-based, columns 0-based.
+    Location {
+        line: mark.line(),
+        column: mark.col() + 1,
+    }
+}
+
+impl MarkedEventReceiver for SpanCollector {
+    fn on_event(&mut self, event: Event, mark: Marker) {
+        let loc = location(&mark);
+        match event {
+            Event::Scalar(text, ..) => match self.next_value_path() {
+                None => {
+                    if let Some(Frame::Map { path, key }) = self.stack.last_mut() {
+                        let full = join(path, &text);
+                        self.spans.keys.insert(full, loc);
+                        *key = Some(text);
+                    }
+                }
+                Some(path) => {
+                    self.spans.values.insert(path, loc);
+                    self.advance();
+                }
+            },
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                // A mapping used as a key has no useful path; name it by its position.
+                let path = self
+                    .next_value_path()
+                    .unwrap_or_else(|| format!("<key at {}>", loc.line));
+                self.spans.values.insert(path.clone(), loc);
+                self.stack
+                    .push(if matches!(event, Event::MappingStart(..)) {
+                        Frame::Map { path, key: None }
+                    } else {
+                        Frame::Seq { path, index: 0 }
+                    });
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                self.stack.pop();
+                self.advance();
+            }
+            Event::Alias(_) => self.advance(),
+            _ => {}
+        }
+    }
+}
+
+/// Parses spec text: the typed spec and where each of its values was written.
+pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Diagnostic> {
+    let spec: Spec = serde_yaml::from_str(text).map_err(|e| serde_diagnostic(&e))?;
+    let mut collector = SpanCollector::default();
+    // serde_yaml accepted the text, so the event parser will too; if it ever did not, spans fall
+    // back to the top of the file rather than failing the load.
+    let _ = Parser::new_from_str(text).load(&mut collector, false);
+    Ok((spec, collector.spans))
+}
+
+/// Turns a serde_yaml error into a diagnostic with a location and, for a misspelt field or
+/// variant, the closest valid name.
+fn serde_diagnostic(error: &serde_yaml::Error) -> Diagnostic {
+    let full = error.to_string();
+    let message = match full.rfind(" at line ") {
+        Some(cut) => full[..cut].to_string(),
+        None => full.clone(),
+    };
+    let location = error
+        .location()
+        .map(|l| Location {
+            line: l.line(),
+            column: l.column(),
+        })
+        .unwrap_or(Location { line: 1, column: 1 });
+    let mut diagnostic = Diagnostic::new(location, message.clone());
+    if let Some(help) = unknown_name_help(&message) {
+        diagnostic = diagnostic.with_help(help);
+    }
+    diagnostic
+}
+
+/// For "unknown field `x`, expected one of `a`, `b`" (and the same for variants), a hint.
+fn unknown_name_help(message: &str) -> Option<String> {
+    let kind = if message.contains("unknown field `") {
+        "field"
+    } else if message.contains("unknown variant `") {
+        "value"
+    } else {
+        return None;
+    };
+    let ticked: Vec<&str> = message.split('`').skip(1).step_by(2).collect();
+    let (word, expected) = ticked.split_first()?;
+    if expected.is_empty() {
+        return Some(format!("this {kind} is not allowed here"));
+    }
+    match did_you_mean(word, expected.iter().copied()) {
+        Some(best) => Some(format!("did you mean `{best}`?")),
+        None => Some(format!("valid {kind}s here: {}", expected.join(", "))),
+    }
+}
+
+/// The resolved spec as YAML, for the artifact's `spec.yaml`.
+pub fn to_yaml(spec: &Spec) -> String {
+    serde_yaml::to_string(spec).expect("a spec always serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_point_at_nested_values() {
+        let text = "a:\n  b: [1, 2]\n  c:\n    - x: 3\n";
+        let mut collector = SpanCollector::default();
+        Parser::new_from_str(text)
+            .load(&mut collector, false)
+            .unwrap();
+        let spans = collector.spans;
+        assert_eq!(
+            spans.value("a.b[1]"),
+            Location {
+                line: 2,
+                column: 10
+            }
+        );
+        assert_eq!(spans.key("a.c"), Location { line: 3, column: 3 });
+        assert_eq!(
+            spans.value("a.c[0].x"),
+            Location {
+                line: 4,
+                column: 10
+            }
+        );
+        // An unknown path falls back to its closest parent.
+        assert_eq!(spans.value("a.b[7]"), Location { line: 2, column: 6 });
+    }
+
+    #[test]
+    fn unknown_field_gets_a_suggestion() {
+        let help = unknown_name_help("unknown field `dtyp`, expected one of `dtype`, `shape`");
+        assert_eq!(help.as_deref(), Some("did you mean `dtype`?"));
+    }
+}

@@ -1,0 +1,125 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: base
+//
+// The runtime is plain host C++17 that every generated harness contains verbatim, in this order:
+// base, dtype, generators, npy, tensor, reference, compare, report, device. Each part may use what
+// the parts before it define. Everything lives in namespace repro.
+// ---------------------------------------------------------------------------------------------
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+// The input generators must give the same bits as `repro` itself (the Rust mirror in
+// src/inputs). -ffast-math lets the host compiler reorder and fuse their arithmetic.
+#if defined(__FAST_MATH__)
+#warning "repro: host code built with -ffast-math; generated inputs may differ from repro's own"
+#endif
+
+// Host hot loops (reference GEMM) are compiled at -O3 even when the production flags give the
+// host compiler less: a 1024^3 fp64 reference must take about a second, not ten.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__)
+#define REPRO_HOST_HOT __attribute__((optimize("O3")))
+#else
+#define REPRO_HOST_HOT
+#endif
+
+namespace repro {
+
+// Exit codes, shared with `repro` itself (DESIGN §2).
+constexpr int kExitPassed = 0;
+constexpr int kExitMismatch = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitBuild = 3;
+constexpr int kExitCudaError = 4;
+constexpr int kExitHang = 5;
+constexpr int kExitSanitizer = 6;
+constexpr int kExitNoDevice = 7;
+
+// Prints `message` and the disposition, writes the JSON report if one was asked for, and exits
+// without running destructors (they could block on a wedged device). Defined in device.cuh.
+[[noreturn]] inline void fatal(int exit_code, const char* cls, const std::string& message);
+
+// printf into a std::string.
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline std::string strprintf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list measure;
+  va_copy(measure, args);
+  const int length = std::vsnprintf(nullptr, 0, format, measure);
+  va_end(measure);
+  std::string text(length > 0 ? static_cast<size_t>(length) : 0, '\0');
+  if (length > 0) std::vsnprintf(&text[0], text.size() + 1, format, args);
+  va_end(args);
+  return text;
+}
+
+// A number for people: integers without decimals, everything else with 6 significant digits.
+inline std::string format_value(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return strprintf("%.0f", v);
+  return strprintf("%.6g", v);
+}
+
+// Calls body(begin, end) on contiguous chunks of [0, count), one chunk per host core, and
+// waits for all of them. Work below `min_chunk` items per thread stays on fewer threads.
+template <typename Body>
+void parallel_for(int64_t count, int64_t min_chunk, Body body) {
+  if (count <= 0) return;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t by_size = (count + std::max<int64_t>(min_chunk, 1) - 1) / std::max<int64_t>(min_chunk, 1);
+  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(cores, by_size));
+  if (threads == 1) {
+    body(int64_t(0), count);
+    return;
+  }
+  std::vector<std::thread> workers;
+  workers.reserve(static_cast<size_t>(threads));
+  for (int64_t t = 0; t < threads; ++t) {
+    const int64_t begin = count * t / threads;
+    const int64_t end = count * (t + 1) / threads;
+    workers.emplace_back([=] { body(begin, end); });
+  }
+  for (std::thread& worker : workers) worker.join();
+}
+
+// Called by REPRO_CUDA_CHECK when a CUDA runtime call fails.
+[[noreturn]] inline void cuda_call_failed(const char* call, const char* file, int line, cudaError_t status) {
+  const std::string message = strprintf("CUDA error: %s failed at %s:%d: %s (%s)", call, file, line,
+                                        cudaGetErrorName(status), cudaGetErrorString(status));
+  std::fprintf(stderr, "%s\n", message.c_str());
+  fatal(kExitCudaError, "fault", message);
+}
+
+}  // namespace repro
+
+// Checks a CUDA runtime call; on failure names the call, where it is, and the error, then exits
+// with kExitCudaError through repro::fatal.
+#define REPRO_CUDA_CHECK(call)                                                     \
+  do {                                                                             \
+    const cudaError_t repro_status_ = (call);                                      \
+    if (repro_status_ != cudaSuccess)                                              \
+      ::repro::cuda_call_failed(#call, __FILE__, __LINE__, repro_status_);         \
+  } while (0)

@@ -1,0 +1,216 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: comparing an output with its reference
+// ---------------------------------------------------------------------------------------------
+namespace repro {
+
+// exact: analytic mode (--ones and the probes, DESIGN §6). The right answer is known in closed
+// form, so an element passes only if it is the output dtype's value of it: no tolerance at all,
+// except where that value is not representable, where one ulp of the output dtype is allowed.
+// Otherwise an element is bad when |got - want| > atol + rtol * |want|, and the whole output
+// also fails when its relative L2 error exceeds rel_l2.
+struct Tolerance {
+  double rel_l2;
+  double rtol;
+  double atol;  // absolute; see default_tolerance()
+  bool exact;
+};
+
+// Default random-input tolerances.
+//
+// Inputs are seeded random values, the reference is accumulated in f64, so the difference is the
+// kernel's own rounding: products and sums in its accumulator, then one rounding to the output
+// dtype. That last rounding dominates for narrow outputs; with unit roundoff u of the output
+// (2^-24 f32, 2^-11 f16, 2^-8 bf16, 2^-4 e4m3, 2^-3 e5m2) its relative L2 error is about u/sqrt(3):
+//
+//   output  rel_l2   rtol     reasoning
+//   f64     1e-12    1e-10    f64 accumulation; error grows ~sqrt(K) u, u = 2^-53
+//   f32     1e-5     1e-4     f32 accumulation over K in the thousands: ~sqrt(K) u ~ 1e-6..1e-5
+//   f16     2e-3     4e-3     rounding to f16: u = 4.9e-4; rtol ~ 8u
+//   bf16    1e-2     1.6e-2   rounding to bf16: u = 3.9e-3; rtol ~ 4u
+//   e4m3    1e-1     1.25e-1  3 fraction bits: u = 6.25e-2; rtol = 2u
+//   e5m2    2e-1     2.5e-1   2 fraction bits: u = 1.25e-1; rtol = 2u
+//   ints    0        0        integer arithmetic is exact: any difference is a bug
+//
+// Inputs can be narrower than the output's rounding suggests:
+//   tf32 operands: the kernel rounds them to 10 fraction bits (u = 4.9e-4) before multiplying,
+//     an error the f32 reference inputs do not have, so an f32 output gets 5e-3 / 2e-2.
+//   fp8 operands: products are exact, but Hopper's fp8 tensor-core MMA keeps only about 14 bits
+//     of its f32 accumulator unless the kernel promotes partial sums (DeepSeek-V3 report,
+//     §3.3.2), so a wider output is held to no more than 5e-3 / 2e-2 either.
+//
+// rtol alone would flag outputs near zero, where cancellation leaves a sum far smaller than its
+// terms but with their absolute error. atol = rtol * ref_rms puts the floor at the error size of a
+// typical output instead.
+inline Tolerance default_tolerance(DType out, DType a, DType b, double ref_rms) {
+  double rel_l2 = 0.0, rtol = 0.0;
+  switch (out) {
+    case DType::f64: rel_l2 = 1e-12, rtol = 1e-10; break;
+    case DType::f32:
+    case DType::tf32: rel_l2 = 1e-5, rtol = 1e-4; break;
+    case DType::f16: rel_l2 = 2e-3, rtol = 4e-3; break;
+    case DType::bf16: rel_l2 = 1e-2, rtol = 1.6e-2; break;
+    case DType::e4m3: rel_l2 = 1e-1, rtol = 1.25e-1; break;
+    case DType::e5m2: rel_l2 = 2e-1, rtol = 2.5e-1; break;
+    default: break;  // integers and bool: exact
+  }
+  const auto loosens = [&](DType operand) {
+    return operand == DType::tf32 || operand == DType::e4m3 || operand == DType::e5m2;
+  };
+  if (dtype_is_float(out) && (loosens(a) || loosens(b))) {
+    rel_l2 = std::max(rel_l2, 5e-3);
+    rtol = std::max(rtol, 2e-2);
+  }
+  return Tolerance{rel_l2, rtol, rtol * ref_rms, false};
+}
+
+// Root mean square of the finite values: the size of a typical reference output.
+inline double reference_rms(const std::vector<double>& values) {
+  double sum = 0.0;
+  int64_t count = 0;
+  for (double v : values) {
+    if (std::isfinite(v)) {
+      sum += v * v;
+      ++count;
+    }
+  }
+  return count ? std::sqrt(sum / double(count)) : 0.0;
+}
+
+struct Mismatch {
+  int64_t l, m, n;
+  double got, want;
+  bool poison;  // never written: got is meaningless
+};
+
+struct Comparison {
+  int64_t L = 0, M = 0, N = 0;
+  int64_t count = 0;      // elements compared (L * M * N)
+  int64_t bad = 0;        // failing elements, including the nan, inf and unwritten ones
+  int64_t nan = 0;        // NaN outputs where the reference is finite (poison not included)
+  int64_t inf = 0;        // Inf outputs where the reference is finite
+  int64_t unwritten = 0;  // outputs still holding the poison
+  // Over elements that were written and are finite in both output and reference:
+  double rel_l2 = 0.0;    // ||out - ref|| / ||ref||
+  double max_abs = 0.0;   // max |out - ref|
+  double max_rel = 0.0;   // max |out - ref| / |ref| where ref != 0
+  double ratio = 0.0;     // least-squares scale <out, ref> / <ref, ref>
+  double residual = 0.0;  // ||out - ratio * ref|| / ||out||: how far out is from a multiple of ref
+  double ref_rms = 0.0;   // rms of the finite reference values
+  std::vector<Mismatch> first;  // the first kMaxMismatches bad elements in row-major order
+  int64_t tile_m = 0, tile_n = 0, tiles_m = 0, tiles_n = 0;
+  std::vector<int64_t> bad_per_tile;  // [tiles_m][tiles_n], summed over batches
+  // The rows and columns the unwritten elements span (valid when unwritten > 0).
+  int64_t unwritten_row_min = 0, unwritten_row_max = 0, unwritten_col_min = 0, unwritten_col_max = 0;
+  bool passed = false;
+};
+
+constexpr size_t kMaxMismatches = 10;
+
+// Compares output tensor `out` (logical [M, N] or [L, M, N], read through its strides from
+// out.host) with `want` (logical row-major [L][M][N]).
+inline Comparison compare_output(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M,
+                                 int64_t N, const Tolerance& tol, int64_t tile_m, int64_t tile_n) {
+  Comparison c;
+  c.L = L;
+  c.M = M;
+  c.N = N;
+  c.count = L * M * N;
+  c.tile_m = tile_m > 0 ? tile_m : std::max<int64_t>(M, 1);
+  c.tile_n = tile_n > 0 ? tile_n : std::max<int64_t>(N, 1);
+  c.tiles_m = (M + c.tile_m - 1) / c.tile_m;
+  c.tiles_n = (N + c.tile_n - 1) / c.tile_n;
+  c.bad_per_tile.assign(size_t(c.tiles_m * c.tiles_n), 0);
+  c.ref_rms = reference_rms(want);
+
+  const DType dtype = out.dtype;
+  const unsigned char* storage = out.host.data();
+  // An integer output may legitimately equal the poison (-1 in i8): only where the reference
+  // disagrees does a poison element count as unwritten.
+  const auto unwritten_at = [&](int64_t offset, double got, double want_value) {
+    return is_poison(dtype, storage, offset) && !(got == round_to(dtype, want_value));
+  };
+  // Elements that enter the norms: written, and finite in both.
+  const auto measurable = [&](int64_t offset, double got, double want_value) {
+    return std::isfinite(got) && std::isfinite(want_value) && !unwritten_at(offset, got, want_value);
+  };
+
+  double diff2 = 0.0, ref2 = 0.0, cross = 0.0, got2 = 0.0;
+  for (int64_t i = 0; i < c.count; ++i) {
+    const int64_t l = i / (M * N), m = (i / N) % M, n = i % N;
+    const int64_t offset = out.logical_offset(i);
+    const double got = decode(dtype, storage, offset);
+    const double w = want[size_t(i)];
+    bool ok;
+    const bool unwritten = unwritten_at(offset, got, w);
+    if (unwritten) {
+      if (c.unwritten == 0) {
+        c.unwritten_row_min = c.unwritten_row_max = m;
+        c.unwritten_col_min = c.unwritten_col_max = n;
+      }
+      ++c.unwritten;
+      c.unwritten_row_min = std::min(c.unwritten_row_min, m), c.unwritten_row_max = std::max(c.unwritten_row_max, m);
+      c.unwritten_col_min = std::min(c.unwritten_col_min, n), c.unwritten_col_max = std::max(c.unwritten_col_max, n);
+      ok = false;
+    } else if (!std::isfinite(w)) {
+      ok = std::isnan(w) ? std::isnan(got) : got == w;  // a non-finite reference must be matched
+    } else if (std::isnan(got)) {
+      ++c.nan;
+      ok = false;
+    } else if (std::isinf(got)) {
+      ++c.inf;
+      ok = false;
+    } else if (tol.exact) {
+      const double representable = round_to(dtype, w);
+      ok = got == representable || (representable != w && std::fabs(got - w) <= ulp_at(dtype, w));
+    } else {
+      ok = std::fabs(got - w) <= tol.atol + tol.rtol * std::fabs(w);
+    }
+
+    if (measurable(offset, got, w)) {
+      const double diff = got - w;
+      diff2 += diff * diff;
+      ref2 += w * w;
+      cross += got * w;
+      got2 += got * got;
+      c.max_abs = std::max(c.max_abs, std::fabs(diff));
+      if (w != 0.0) c.max_rel = std::max(c.max_rel, std::fabs(diff) / std::fabs(w));
+    }
+    if (!ok) {
+      ++c.bad;
+      ++c.bad_per_tile[size_t((m / c.tile_m) * c.tiles_n + n / c.tile_n)];
+      if (c.first.size() < kMaxMismatches) c.first.push_back(Mismatch{l, m, n, got, w, unwritten});
+    }
+  }
+
+  c.rel_l2 = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : (diff2 > 0.0 ? HUGE_VAL : 0.0);
+  c.ratio = ref2 > 0.0 ? cross / ref2 : std::nan("");
+  // The residual in a second pass: from the sums alone it would cancel catastrophically exactly
+  // when it matters, for an output that is almost a multiple of the reference.
+  if (got2 > 0.0 && ref2 > 0.0) {
+    double residual2 = 0.0;
+    for (int64_t i = 0; i < c.count; ++i) {
+      const int64_t offset = out.logical_offset(i);
+      const double got = decode(dtype, storage, offset), w = want[size_t(i)];
+      if (!measurable(offset, got, w)) continue;
+      const double r = got - c.ratio * w;
+      residual2 += r * r;
+    }
+    c.residual = std::sqrt(residual2 / got2);
+  }
+  c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
+  return c;
+}
+
+// How many logical elements of `out.host` differ bit for bit from `first_run_storage` (the same
+// tensor's storage after an earlier run).
+inline int64_t count_bitwise_differences(const Tensor& out, const std::vector<unsigned char>& first_run_storage) {
+  const size_t bytes = dtype_bytes(out.dtype);
+  int64_t differences = 0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    const size_t at = size_t(out.logical_offset(i)) * bytes;
+    if (std::memcmp(out.host.data() + at, first_run_storage.data() + at, bytes) != 0) ++differences;
+  }
+  return differences;
+}
+
+}  // namespace repro

@@ -1,0 +1,173 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: the device, the watchdog, and how the process ends
+// ---------------------------------------------------------------------------------------------
+namespace repro {
+
+inline std::string g_argv0 = "./harness";
+inline std::string g_command_line = "./harness";  // the whole command, shell-quoted, for hints
+
+inline std::string shell_quote(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-_./=:,+@%", c) != nullptr;
+  });
+  if (plain) return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+inline void set_command_line(int argc, char** argv) {
+  if (argc < 1) return;
+  g_argv0 = argv[0];
+  g_command_line = shell_quote(argv[0]);
+  for (int i = 1; i < argc; ++i) g_command_line += " " + shell_quote(argv[i]);
+}
+
+// Seconds on a monotonic clock, for durations.
+inline double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Prints the final line, "Disposition: Passed" or "Disposition: Failed (<cls>)", writes the JSON
+// report if --json asked for one, and returns exit_code: main ends with `return conclude(...)`.
+inline int conclude(int exit_code, const std::string& cls, const std::string& message) {
+  if (exit_code == kExitPassed) std::printf("Disposition: Passed\n");
+  else std::printf("Disposition: Failed (%s)\n", cls.c_str());
+  std::fflush(stdout);
+  write_json_report(exit_code, exit_code == kExitPassed ? "passed" : "failed", cls, message);
+  return exit_code;
+}
+
+// For a run that cannot go on (fault, hang, CUDA error): the message, the disposition, the
+// report, and an exit that runs no destructors or atexit handlers, since those would
+// synchronize with a device that may never answer.
+[[noreturn]] inline void fatal(int exit_code, const char* cls, const std::string& message) {
+  std::printf("%s\n", message.c_str());
+  conclude(exit_code, cls, message);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(exit_code);
+}
+
+struct DeviceInfo {
+  int ordinal = -1;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int runtime_version = 0, driver_version = 0;  // as CUDA encodes them: 13000 is 13.0
+  int sm_count = 0;
+  size_t smem_optin_bytes = 0;  // the most dynamic shared memory a block can opt into
+  size_t global_mem_bytes = 0;
+};
+
+// 13000 -> "13.0"
+inline std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+// "NVIDIA H200 sm_90 | runtime 13.0 driver 13.0"
+inline std::string device_summary(const DeviceInfo& d) {
+  return strprintf("%s sm_%d%d | runtime %s driver %s", d.name.c_str(), d.cc_major, d.cc_minor,
+                   cuda_version_text(d.runtime_version).c_str(), cuda_version_text(d.driver_version).c_str());
+}
+
+inline std::string device_json(const DeviceInfo& d) {
+  JsonWriter w;
+  w.begin_object();
+  w.field("ordinal", d.ordinal);
+  w.field("name", d.name);
+  w.field("compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor));
+  w.field("runtime", cuda_version_text(d.runtime_version));
+  w.field("driver", cuda_version_text(d.driver_version));
+  w.field("sm_count", d.sm_count);
+  w.field("smem_optin_bytes", d.smem_optin_bytes);
+  w.field("global_mem_bytes", d.global_mem_bytes);
+  w.end_object();
+  return w.str();
+}
+
+// Finds the current device and checks that this build's code can run on it. The build targets
+// sm_<built_cc_major><built_cc_minor>, with the "a" suffix when arch_specific: arch-specific
+// code (wgmma, setmaxnreg) runs only on exactly that compute capability; plain SASS runs on the
+// same major version with an equal or higher minor. Prints why and returns kExitNoDevice when
+// there is no usable device; returns 0 with `info` filled otherwise. The runtime and driver
+// versions are filled in either way.
+inline int require_device(DeviceInfo* info, int built_cc_major, int built_cc_minor, bool arch_specific) {
+  // These two need no device; they fail only on a null pointer.
+  (void)cudaRuntimeGetVersion(&info->runtime_version);
+  (void)cudaDriverGetVersion(&info->driver_version);  // 0 when no driver is installed
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    std::printf("no CUDA device available: %s (%s); the harness was built and can run elsewhere\n",
+                cudaGetErrorName(status), cudaGetErrorString(status));
+    return kExitNoDevice;
+  }
+  if (count == 0) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    const std::string why = visible ? std::string(" (CUDA_VISIBLE_DEVICES=") + visible + ")" : "";
+    std::printf("no CUDA device available: no device is visible%s; the harness was built and can run elsewhere\n",
+                why.c_str());
+    return kExitNoDevice;
+  }
+  REPRO_CUDA_CHECK(cudaGetDevice(&info->ordinal));
+  cudaDeviceProp prop;
+  REPRO_CUDA_CHECK(cudaGetDeviceProperties(&prop, info->ordinal));
+  info->name = prop.name;
+  info->cc_major = prop.major;
+  info->cc_minor = prop.minor;
+  info->sm_count = prop.multiProcessorCount;
+  info->smem_optin_bytes = prop.sharedMemPerBlockOptin;
+  info->global_mem_bytes = prop.totalGlobalMem;
+
+  const bool runs = arch_specific ? (prop.major == built_cc_major && prop.minor == built_cc_minor)
+                                  : (prop.major == built_cc_major && prop.minor >= built_cc_minor);
+  if (!runs) {
+    const std::string built = strprintf("sm_%d%d%s", built_cc_major, built_cc_minor, arch_specific ? "a" : "");
+    const std::string where =
+        arch_specific ? strprintf("arch-specific %s code runs only on compute capability %d.%d", built.c_str(),
+                                  built_cc_major, built_cc_minor)
+                      : strprintf("%s code runs on compute capability %d.%d to %d.x", built.c_str(), built_cc_major,
+                                  built_cc_minor, built_cc_major);
+    std::printf("built for %s but device %d (%s) is sm_%d%d: %s; rebuild with ARCH=sm_%d%d%s or run it on such a GPU\n",
+                built.c_str(), info->ordinal, prop.name, prop.major, prop.minor, where.c_str(), prop.major, prop.minor,
+                arch_specific ? "a" : "");
+    return kExitNoDevice;
+  }
+  return 0;
+}
+
+// Records `done` on `stream` behind the work queued there (the kernel) and waits for it with a
+// watchdog: polling, not cudaEventSynchronize, so that a kernel that never finishes is reported
+// as a hang after timeout_s instead of blocking forever. A hang exits with kExitHang, an error
+// from the device (illegal address, trap, ...) with kExitCudaError. kernel_label and launch_text
+// ("grid (3,4,1) block (256,1,1) ...") go into the message.
+inline void wait_for_kernel(cudaStream_t stream, cudaEvent_t done, double timeout_s, const std::string& kernel_label,
+                            const std::string& launch_text) {
+  const auto device_fault = [&](cudaError_t status) {
+    fatal(kExitCudaError, "fault",
+          strprintf("device fault: %s (%s) in kernel %s %s. Next: find the faulting access with compute-sanitizer %s",
+                    cudaGetErrorName(status), cudaGetErrorString(status), kernel_label.c_str(), launch_text.c_str(),
+                    g_command_line.c_str()));
+  };
+  // A fault the kernel has already raised can surface here first, as a sticky error.
+  cudaError_t status = cudaEventRecord(done, stream);
+  if (status != cudaSuccess) device_fault(status);
+  const double start = wall_seconds();
+  // Start with short naps so fast kernels are timed closely, back off to spare the CPU.
+  int nap_us = 200;
+  while ((status = cudaEventQuery(done)) != cudaSuccess) {
+    if (status != cudaErrorNotReady) device_fault(status);
+    if (wall_seconds() - start > timeout_s) {
+      fatal(kExitHang, "hang",
+            strprintf("hang: kernel %s did not finish within %s s (%s). The process is exiting; the GPU context is "
+                      "torn down with it. Next: run it under cuda-gdb and look at where the warps wait: "
+                      "cuda-gdb --args %s, then `run`, Ctrl-C once it hangs, `info cuda warps` and `bt`",
+                      kernel_label.c_str(), format_value(timeout_s).c_str(), launch_text.c_str(),
+                      g_command_line.c_str()));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
+    nap_us = std::min(nap_us * 2, 10000);
+  }
+}
+
+}  // namespace repro

@@ -1,0 +1,390 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: harness_main
+//
+// The run itself, the same for every spec: options, inputs, reference, launches with poisoned
+// outputs and a watchdog, comparison, report. The spec-specific part of harness.cu only fills a
+// SpecInfo (tensors, reference GEMM, checks) and provides the launch function.
+// ---------------------------------------------------------------------------------------------
+namespace repro {
+
+using LaunchFunction = Launch (*)(std::vector<Tensor>& tensors, cudaStream_t stream, cudaEvent_t start,
+                                  cudaEvent_t stop);
+
+// Indices into SpecInfo::tensors; -1 where the reference has no such operand.
+struct GemmOperands {
+  int a = -1, b = -1, c = -1, bias = -1, out = -1;
+  double alpha = 1.0, beta = 0.0;
+  bool batched = false;
+  int64_t L = 1, M = 0, N = 0, K = 0;
+};
+
+struct SpecInfo {
+  const char* name = "";
+  std::vector<Tensor> tensors;
+  GemmOperands gemm;
+  int64_t tile_m = 0, tile_n = 0;
+  double rel_l2 = -1, rtol = -1, atol = -1;  // negative: the default for the output dtype
+  int repeat = 2;
+  double timeout_seconds = 10;
+  int built_cc_major = 0, built_cc_minor = 0;
+  bool arch_specific = false;
+  LaunchFunction launch = nullptr;
+};
+
+struct Options {
+  bool ones = false;
+  std::vector<std::pair<std::string, std::string>> inits;  // --init T=PATTERN, in order
+  bool has_seed = false;
+  uint64_t seed = 0;
+  int repeat = -1;
+  double timeout_seconds = -1;
+  std::string json_path, dump_dir, emit_inputs_dir;
+};
+
+inline void print_usage(const char* argv0) {
+  std::printf(
+      "usage: %s [--ones] [--init T=PATTERN]... [--seed N] [--repeat N] [--timeout S] [--json FILE] [--dump DIR]\n"
+      "  --ones             A = B = 1 (C, bias = 0): every output must equal alpha*K exactly\n"
+      "  --init T=PATTERN   ones | zeros | iota | identity | uniform[:LO:HI] | int_uniform[:LO:HI] |\n"
+      "                     normal[:MEAN:STD] | file:PATH   (PATH relative to this executable's folder)\n"
+      "  --seed N           seed of every random tensor\n"
+      "  --repeat N         launch N times; outputs are compared bitwise between runs\n"
+      "  --timeout S        seconds one launch may take before it counts as a hang (exit 5)\n"
+      "  --json FILE        write the whole report as JSON\n"
+      "  --dump DIR         write inputs, outputs and the reference as .npy into DIR\n"
+      "  --emit-inputs DIR  write the generated inputs as .npy and exit (no GPU needed)\n"
+      "exit: 0 passed, 1 mismatch, 2 usage, 4 CUDA error/fault, 5 hang, 7 no usable device\n",
+      argv0);
+}
+
+[[noreturn]] inline void usage_error(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n(run with --help for the options)\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(kExitUsage);
+}
+
+inline Options parse_options(int argc, char** argv) {
+  Options options;
+  auto value_of = [&](int& i, const char* flag) -> std::string {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos && arg.substr(0, eq) == flag) return arg.substr(eq + 1);
+    if (i + 1 >= argc) usage_error(strprintf("%s needs a value", flag));
+    return argv[++i];
+  };
+  auto number_of = [&](const std::string& text, const char* flag) -> double {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0') usage_error(strprintf("%s takes a number, not `%s`", flag, text.c_str()));
+    return v;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto is = [&](const char* flag) { return arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0; };
+    if (arg == "--help" || arg == "-h") {
+      print_usage(argv[0]);
+      std::exit(kExitPassed);
+    } else if (arg == "--ones") {
+      options.ones = true;
+    } else if (is("--init")) {
+      const std::string v = value_of(i, "--init");
+      const size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) usage_error("--init takes T=PATTERN, e.g. --init B=identity");
+      options.inits.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else if (is("--seed")) {
+      const double v = number_of(value_of(i, "--seed"), "--seed");
+      if (v < 0 || v != std::floor(v)) usage_error("--seed takes a non-negative integer");
+      options.has_seed = true;
+      options.seed = static_cast<uint64_t>(v);
+    } else if (is("--repeat")) {
+      const double v = number_of(value_of(i, "--repeat"), "--repeat");
+      if (v < 1 || v != std::floor(v)) usage_error("--repeat takes an integer >= 1");
+      options.repeat = static_cast<int>(v);
+    } else if (is("--timeout")) {
+      options.timeout_seconds = number_of(value_of(i, "--timeout"), "--timeout");
+      if (!(options.timeout_seconds > 0)) usage_error("--timeout takes a positive number of seconds");
+    } else if (is("--json")) {
+      options.json_path = value_of(i, "--json");
+    } else if (is("--dump")) {
+      options.dump_dir = value_of(i, "--dump");
+    } else if (is("--emit-inputs")) {
+      options.emit_inputs_dir = value_of(i, "--emit-inputs");
+    } else {
+      usage_error(strprintf("unknown option `%s`", arg.c_str()));
+    }
+  }
+  return options;
+}
+
+// The folder of this executable: `file:` inputs in the spec are relative to it, so the artifact
+// folder can be moved or bundled as a whole.
+inline std::string executable_dir() {
+  char buffer[4096];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  if (n <= 0) return ".";
+  std::string path(buffer, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+inline bool is_random(InitKind kind) {
+  return kind == InitKind::uniform || kind == InitKind::int_uniform || kind == InitKind::normal;
+}
+
+// --ones, --init and --seed, applied to the spec's inits. Returns the "inputs" report line.
+inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
+  std::vector<Tensor>& tensors = spec.tensors;
+  if (options.ones) {
+    for (int index : {spec.gemm.a, spec.gemm.b}) tensors[index].init = Init{InitKind::ones, 0, 0, 0, ""};
+    for (int index : {spec.gemm.c, spec.gemm.bias})
+      if (index >= 0) tensors[index].init = Init{InitKind::zeros, 0, 0, 0, ""};
+  }
+  for (const auto& override_init : options.inits) {
+    Tensor* target = nullptr;
+    std::string names;
+    for (Tensor& t : tensors) {
+      if (t.name == override_init.first) target = &t;
+      if (!t.output) names += (names.empty() ? "" : ", ") + t.name;
+    }
+    if (target == nullptr)
+      usage_error(strprintf("--init %s=...: no tensor `%s`; inputs are: %s", override_init.first.c_str(),
+                            override_init.first.c_str(), names.c_str()));
+    if (target->output)
+      usage_error(strprintf("--init %s=...: `%s` is an output (it is poisoned before launch, not initialized)",
+                            override_init.first.c_str(), override_init.first.c_str()));
+    std::string error;
+    if (!parse_init(override_init.second, &target->init, &error))
+      usage_error(strprintf("--init %s=%s: %s", override_init.first.c_str(), override_init.second.c_str(),
+                            error.c_str()));
+  }
+  if (options.has_seed)
+    for (Tensor& t : tensors)
+      if (is_random(t.init.kind)) t.init.seed = options.seed;
+
+  const GemmOperands& g = spec.gemm;
+  const bool analytic = options.ones && options.inits.empty();
+  if (analytic) {
+    return strprintf("ones -> analytic %s == alpha*K == %s", tensors[g.out].name.c_str(),
+                     format_value(g.alpha * static_cast<double>(g.K)).c_str());
+  }
+  std::string line;
+  for (const Tensor& t : tensors) {
+    if (t.output) continue;
+    line += (line.empty() ? "" : ", ") + t.name + " " + describe_init(t.init);
+  }
+  return line + " -> fp64 host reference";
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+inline std::string join_path(const std::string& dir, const std::string& file) {
+  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+inline void write_npy_or_die(const std::string& path, const Tensor& t) {
+  std::string error;
+  if (!write_npy(path, t, t.host.data(), &error)) {
+    std::fprintf(stderr, "error: %s\n", error.c_str());
+    std::_Exit(kExitUsage);
+  }
+}
+
+inline int harness_main(int argc, char** argv, SpecInfo& spec) {
+  set_command_line(argc, argv);
+  const Options options = parse_options(argc, argv);
+  if (!options.json_path.empty()) set_json_path(options.json_path);
+  const int repeat = options.repeat > 0 ? options.repeat : spec.repeat;
+  const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : spec.timeout_seconds;
+  const GemmOperands& g = spec.gemm;
+  std::vector<Tensor>& tensors = spec.tensors;
+  Tensor& out = tensors[g.out];
+
+  // Inputs first: they need no GPU, so a spec's input problems show on any machine.
+  const std::string inputs_line = apply_input_options(spec, options);
+  const std::string base_dir = executable_dir();
+  for (Tensor& t : tensors) {
+    std::string error;
+    if (!fill_host(t, base_dir, &error)) usage_error(strprintf("tensor %s: %s", t.name.c_str(), error.c_str()));
+  }
+  if (!options.emit_inputs_dir.empty()) {
+    for (const Tensor& t : tensors)
+      if (!t.output) write_npy_or_die(join_path(options.emit_inputs_dir, t.name + ".npy"), t);
+    return kExitPassed;
+  }
+
+  DeviceInfo& device = current_device();
+  const int device_status = require_device(&device, spec.built_cc_major, spec.built_cc_minor, spec.arch_specific);
+  report_set("name", json_string(spec.name));
+  report_set("inputs", json_string(inputs_line));
+  report_set("mode", json_string(options.ones && options.inits.empty() ? "ones" : "reference"));
+  if (device_status != 0) {
+    std::printf("repro %s | no usable CUDA device: the harness is built and can run on a machine with one\n",
+                spec.name);
+    return conclude(device_status, "no_device", "no usable CUDA device");
+  }
+  report_set("device", device_json(device));
+  std::printf("repro %s | %s\n", spec.name, device_summary(device).c_str());
+  std::printf("inputs  %s\n", inputs_line.c_str());
+  std::fflush(stdout);
+
+  // The reference comes before the kernel: a kernel that kills the context still leaves one.
+  GemmProblem problem;
+  problem.a = &tensors[g.a];
+  problem.b = &tensors[g.b];
+  problem.c = g.c >= 0 ? &tensors[g.c] : nullptr;
+  problem.bias = g.bias >= 0 ? &tensors[g.bias] : nullptr;
+  problem.out = &out;
+  problem.alpha = g.alpha;
+  problem.beta = g.beta;
+  problem.L = g.L;
+  problem.M = g.M;
+  problem.N = g.N;
+  problem.K = g.K;
+  problem.batched = g.batched;
+  const bool analytic = options.ones && options.inits.empty();
+  std::vector<double> want;
+  const auto reference_start = std::chrono::steady_clock::now();
+  if (analytic) {
+    analytic_ones(problem, &want);
+  } else {
+    reference_gemm(problem, &want);
+  }
+  const double reference_seconds = seconds_since(reference_start);
+
+  // Device buffers. Outputs are re-poisoned before every launch, so an element the kernel never
+  // writes is caught even when an earlier run wrote it.
+  for (Tensor& t : tensors) {
+    REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
+    if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+  }
+  std::vector<std::vector<unsigned char>> poison(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].output) poison[i] = tensors[i].host;  // fill_host poisoned them
+
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  REPRO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REPRO_CUDA_CHECK(cudaEventCreate(&start));
+  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+
+  Launch launch;
+  std::vector<double> kernel_ms;
+  std::vector<unsigned char> first_run;
+  int64_t repeat_differences = 0;
+  for (int run = 0; run < repeat; ++run) {
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].output)
+        REPRO_CUDA_CHECK(cudaMemcpy(tensors[i].device, poison[i].data(), poison[i].size(), cudaMemcpyHostToDevice));
+    REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    launch = spec.launch(tensors, stream, start, stop);
+    wait_for_kernel(stream, stop, timeout, launch.label, launch.describe());
+    float ms = 0;
+    REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    kernel_ms.push_back(ms);
+    for (Tensor& t : tensors)
+      if (t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.host.data(), t.device, t.storage_bytes(), cudaMemcpyDeviceToHost));
+    if (run == 0) {
+      first_run = out.host;
+    } else {
+      repeat_differences = std::max(repeat_differences, count_bitwise_differences(out, first_run));
+    }
+  }
+  // Report the first run's output (later runs only serve the bitwise comparison).
+  std::vector<unsigned char> last_run = out.host;
+  out.host = first_run;
+
+  std::vector<double> sorted_ms = kernel_ms;
+  std::sort(sorted_ms.begin(), sorted_ms.end());
+  const double median_ms = sorted_ms[sorted_ms.size() / 2];
+
+  Tolerance tolerance = default_tolerance(out.dtype, tensors[g.a].dtype, tensors[g.b].dtype, reference_rms(want));
+  if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
+  if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
+  if (spec.atol >= 0) tolerance.atol = spec.atol;
+  tolerance.exact = analytic;
+  const Comparison comparison =
+      compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);
+
+  std::printf("launch  %s   kernel %.3f ms%s\n", launch.describe().c_str(), median_ms,
+              repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
+  if (!analytic)
+    std::printf("ref     fp64 host GEMM, %u threads, %.2f s\n", std::max(1u, std::thread::hardware_concurrency()),
+                reference_seconds);
+  print_comparison_line(out.name.c_str(), comparison);
+  if (repeat > 1) {
+    if (repeat_differences == 0)
+      std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
+    else
+      std::printf("repeat  %d runs: %lld outputs differ from the first run\n", repeat,
+                  static_cast<long long>(repeat_differences));
+  }
+  const bool passed = comparison.passed && repeat_differences == 0;
+  Pattern pattern;
+  if (!passed) {
+    print_mismatches(out.name.c_str(), comparison, g.batched);
+    pattern = classify(comparison, repeat_differences, tolerance);
+    std::printf("pattern %s: %s\n", pattern.cls.c_str(), pattern.evidence.c_str());
+  }
+
+  if (!options.dump_dir.empty()) {
+    for (const Tensor& t : tensors) write_npy_or_die(join_path(options.dump_dir, t.name + ".npy"), t);
+    Tensor reference = out;
+    reference.name = out.name + "_reference";
+    reference.dtype = DType::f64;
+    for (int d = reference.rank - 1, stride = 1; d >= 0; --d) {
+      reference.strides[d] = stride;
+      stride *= static_cast<int>(reference.shape[d]);
+    }
+    reference.host.assign(reinterpret_cast<const unsigned char*>(want.data()),
+                          reinterpret_cast<const unsigned char*>(want.data() + want.size()));
+    write_npy_or_die(join_path(options.dump_dir, reference.name + ".npy"), reference);
+    if (repeat > 1) {
+      Tensor last = out;
+      last.name = out.name + "_last_run";
+      last.host = last_run;
+      write_npy_or_die(join_path(options.dump_dir, last.name + ".npy"), last);
+    }
+  }
+
+  const int exit_code = passed ? kExitPassed : kExitMismatch;
+  {
+    JsonWriter w;
+    w.begin_object();
+    w.field("kernel", launch.label);
+    w.key("grid").begin_array().value(launch.grid.x).value(launch.grid.y).value(launch.grid.z).end_array();
+    w.key("block").begin_array().value(launch.block.x).value(launch.block.y).value(launch.block.z).end_array();
+    w.key("cluster").begin_array().value(launch.cluster.x).value(launch.cluster.y).value(launch.cluster.z).end_array();
+    w.field("smem_bytes", launch.smem_bytes);
+    w.key("kernel_ms").begin_array();
+    for (double ms : kernel_ms) w.value(ms);
+    w.end_array();
+    w.end_object();
+    report_set("launch", w.str());
+  }
+  if (!analytic) report_set("reference_seconds", JsonWriter().value(reference_seconds).str());
+  {
+    JsonWriter w;
+    w.begin_object();
+    w.field("exact", tolerance.exact);
+    w.field("rel_l2", tolerance.rel_l2);
+    w.field("rtol", tolerance.rtol);
+    w.field("atol", tolerance.atol);
+    w.end_object();
+    report_set("tolerance", w.str());
+  }
+  {
+    JsonWriter w;
+    write_comparison_json(w, out.name, comparison);
+    report_set("output", w.str());
+  }
+  report_set("repeat", JsonWriter().value(repeat).str());
+  report_set("repeat_differences", JsonWriter().value(repeat_differences).str());
+  if (!passed) report_set("evidence", json_string(pattern.evidence));
+
+  for (Tensor& t : tensors) cudaFree(t.device);
+  return conclude(exit_code, pattern.cls, passed ? "" : pattern.evidence);
+}
+
+}  // namespace repro

@@ -1,0 +1,329 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: the report (text lines of DESIGN §4, the JSON report, the error pattern)
+// ---------------------------------------------------------------------------------------------
+namespace repro {
+
+// A minimal JSON writer into a string: commas and nesting are tracked, strings escaped,
+// non-finite numbers written as null (JSON has no NaN).
+class JsonWriter {
+ public:
+  // Every call returns the writer, so members chain: w.key("grid").begin_array().value(3)...
+  JsonWriter& begin_object() { return open('{'); }
+  JsonWriter& end_object() { return close('}'); }
+  JsonWriter& begin_array() { return open('['); }
+  JsonWriter& end_array() { return close(']'); }
+
+  JsonWriter& key(const std::string& name) {
+    separate();
+    write_string(name);
+    text_ += ':';
+    after_key_ = true;
+    return *this;
+  }
+
+  JsonWriter& value(const std::string& s) {
+    separate();
+    write_string(s);
+    return *this;
+  }
+  JsonWriter& value(const char* s) { return value(std::string(s)); }
+  JsonWriter& value(bool b) { return raw(b ? "true" : "false"); }
+  JsonWriter& value(double v) { return raw(json_number(v)); }
+  template <typename Integer, typename std::enable_if<std::is_integral<Integer>::value &&
+                                                          !std::is_same<Integer, bool>::value,
+                                                      int>::type = 0>
+  JsonWriter& value(Integer v) {
+    return raw(std::to_string(v));
+  }
+  JsonWriter& null() { return raw("null"); }
+  // A value that is already JSON text.
+  JsonWriter& raw(const std::string& json) {
+    separate();
+    text_ += json;
+    return *this;
+  }
+  // key(name) then value(v).
+  template <typename T>
+  JsonWriter& field(const std::string& name, const T& v) {
+    return key(name).value(v);
+  }
+
+  const std::string& str() const { return text_; }
+
+  // The shortest of %.15g / %.17g that reads back as the same double; null if not finite.
+  static std::string json_number(double v) {
+    if (!std::isfinite(v)) return "null";
+    std::string text = strprintf("%.15g", v);
+    if (std::strtod(text.c_str(), nullptr) != v) text = strprintf("%.17g", v);
+    return text;
+  }
+
+ private:
+  JsonWriter& open(char bracket) {
+    separate();
+    text_ += bracket;
+    first_in_scope_.push_back(true);
+    return *this;
+  }
+  JsonWriter& close(char bracket) {
+    text_ += bracket;
+    first_in_scope_.pop_back();
+    return *this;
+  }
+  // The comma before a member or element, except the first of its scope and after a key.
+  void separate() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (!first_in_scope_.empty()) {
+      if (!first_in_scope_.back()) text_ += ',';
+      first_in_scope_.back() = false;
+    }
+  }
+  void write_string(const std::string& s) {
+    text_ += '"';
+    for (const char ch : s) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      switch (c) {
+        case '"': text_ += "\\\""; break;
+        case '\\': text_ += "\\\\"; break;
+        case '\n': text_ += "\\n"; break;
+        case '\r': text_ += "\\r"; break;
+        case '\t': text_ += "\\t"; break;
+        case '\b': text_ += "\\b"; break;
+        case '\f': text_ += "\\f"; break;
+        default:
+          if (c < 0x20) text_ += strprintf("\\u%04x", c);
+          else text_ += ch;  // UTF-8 passes through
+      }
+    }
+    text_ += '"';
+  }
+
+  std::string text_;
+  std::vector<bool> first_in_scope_;
+  bool after_key_ = false;
+};
+
+// ------------------------------------------------------------------ the JSON report (--json)
+//
+// main() adds already-serialized members as the run goes; fatal() and finish() (device.cuh) add
+// the disposition and write the file, so even a hang or fault leaves a report behind.
+inline std::string g_json_path;  // empty: no JSON report requested
+inline std::vector<std::pair<std::string, std::string>> g_report_fields;
+
+inline void set_json_path(const std::string& path) { g_json_path = path; }
+
+// Sets member `key` of the report to `json` (JSON text), replacing an earlier value.
+inline void report_set(const std::string& key, const std::string& json) {
+  for (auto& field : g_report_fields) {
+    if (field.first == key) {
+      field.second = json;
+      return;
+    }
+  }
+  g_report_fields.emplace_back(key, json);
+}
+
+inline std::string json_string(const std::string& s) {
+  JsonWriter w;
+  w.value(s);
+  return w.str();
+}
+
+// Writes the report with its disposition ("passed" / "failed"), class and message; on failure
+// to write, says so on stderr and returns false.
+inline bool write_json_report(int exit_code, const std::string& disposition, const std::string& cls,
+                              const std::string& message) {
+  if (g_json_path.empty()) return true;
+  JsonWriter w;
+  w.begin_object();
+  for (const auto& field : g_report_fields) {
+    w.key(field.first);
+    w.raw(field.second);
+  }
+  w.field("disposition", disposition);
+  w.field("class", cls);
+  w.field("exit_code", exit_code);
+  w.field("message", message);
+  w.end_object();
+  std::string error;
+  if (!write_text_file(g_json_path, w.str() + "\n", &error)) {
+    std::fprintf(stderr, "warning: no JSON report: %s\n", error.c_str());
+    return false;
+  }
+  return true;
+}
+
+// ------------------------------------------------------------------ text report lines
+
+inline std::string format_fixed4(double v) { return std::isfinite(v) ? strprintf("%.4f", v) : format_value(v); }
+
+// "D       relL2 0.000e+00  max_abs 0  ratio 1.0000  bad 0/196608  nan 0  unwritten 0"
+// (an "inf N" field follows only when an output is infinite where the reference is finite).
+inline std::string format_comparison_line(const char* tensor_name, const Comparison& c) {
+  std::string line = strprintf("%-7s relL2 %.3e  max_abs %s  ratio %s  bad %lld/%lld  nan %lld  unwritten %lld",
+                               tensor_name, c.rel_l2, format_value(c.max_abs).c_str(), format_fixed4(c.ratio).c_str(),
+                               (long long)c.bad, (long long)c.count, (long long)c.nan, (long long)c.unwritten);
+  if (c.inf > 0) line += strprintf("  inf %lld", (long long)c.inf);
+  return line;
+}
+
+inline void print_comparison_line(const char* tensor_name, const Comparison& c) {
+  std::printf("%s\n", format_comparison_line(tensor_name, c).c_str());
+}
+
+// One line per recorded mismatch, coordinates decomposed by output tile:
+//   "  D[130, 7] tile (1,0) at (2,7): got 2000 want 1000"
+// then how many more there are.
+inline std::string format_mismatches(const char* tensor_name, const Comparison& c, bool batched) {
+  std::string text;
+  for (const Mismatch& x : c.first) {
+    const std::string batch = batched ? std::to_string(x.l) + ", " : "";
+    text += strprintf("  %s[%s%lld, %lld] tile (%lld,%lld) at (%lld,%lld): got %s want %s\n", tensor_name,
+                      batch.c_str(), (long long)x.m, (long long)x.n, (long long)(x.m / c.tile_m),
+                      (long long)(x.n / c.tile_n), (long long)(x.m % c.tile_m), (long long)(x.n % c.tile_n),
+                      x.poison ? "poison (never written)" : format_value(x.got).c_str(), format_value(x.want).c_str());
+  }
+  if (c.bad > int64_t(c.first.size()))
+    text += strprintf("  ... and %lld more\n", (long long)(c.bad - int64_t(c.first.size())));
+  return text;
+}
+
+inline void print_mismatches(const char* tensor_name, const Comparison& c, bool batched) {
+  std::printf("%s", format_mismatches(tensor_name, c, batched).c_str());
+}
+
+// The comparison of output `tensor_name` as a JSON object, written as the next value of `w`.
+inline void write_comparison_json(JsonWriter& w, const std::string& tensor_name, const Comparison& c) {
+  w.begin_object();
+  w.field("tensor", tensor_name);
+  w.field("passed", c.passed);
+  w.field("count", c.count);
+  w.field("bad", c.bad);
+  w.field("nan", c.nan);
+  w.field("inf", c.inf);
+  w.field("unwritten", c.unwritten);
+  w.field("rel_l2", c.rel_l2);
+  w.field("max_abs", c.max_abs);
+  w.field("max_rel", c.max_rel);
+  w.field("ratio", c.ratio);
+  w.field("residual", c.residual);
+  w.field("ref_rms", c.ref_rms);
+  w.key("tile").begin_array().value(c.tile_m).value(c.tile_n).end_array();
+  w.key("bad_per_tile").begin_array();
+  for (int64_t count : c.bad_per_tile) w.value(count);
+  w.end_array();
+  w.key("first_mismatches").begin_array();
+  for (const Mismatch& x : c.first) {
+    w.begin_object();
+    w.key("index").begin_array().value(x.l).value(x.m).value(x.n).end_array();
+    if (x.poison) w.field("got", "poison");
+    else w.field("got", x.got);
+    w.field("want", x.want);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
+// ------------------------------------------------------------------ error pattern (DESIGN §6)
+
+// A verdict class and the evidence for it, in one sentence.
+struct Pattern {
+  std::string cls;
+  std::string evidence;
+};
+
+// scale: at least this fraction of outputs is bad. A uniform factor moves nearly every output;
+// the few that survive are near-zero outputs that atol covers.
+constexpr double kScaleMinBadFraction = 0.5;
+// scale: the output is a multiple of the reference up to this fraction of its departure from
+// it, |ratio - 1| (so 2x with output rounding noise qualifies; 2x plus a dropped K tile does not).
+constexpr double kScaleMaxResidualShare = 0.25;
+// precision: at most this fraction of outputs is bad, and relL2 is within this factor of its
+// tolerance. Errors of that size and spread are how a lower-precision accumulation looks; a
+// logic error (a dropped tile, a wrong index) moves outputs by much more.
+constexpr double kPrecisionMaxBadFraction = 0.1;
+constexpr double kPrecisionMaxToleranceFactor = 10.0;
+
+// "row 7" or "rows 128-129"
+inline std::string span_text(const char* what, int64_t lo, int64_t hi) {
+  if (lo == hi) return std::string(what) + " " + std::to_string(lo);
+  return std::string(what) + "s " + std::to_string(lo) + "-" + std::to_string(hi);
+}
+
+// Names the pattern of a failed (or nondeterministic) comparison, most specific evidence first.
+// repeat_differences: outputs that differed bitwise between repeated runs of the same inputs.
+inline Pattern classify(const Comparison& c, int64_t repeat_differences, const Tolerance& tol) {
+  const double bad_fraction = c.count ? double(c.bad) / double(c.count) : 0.0;
+  int64_t bad_tiles = 0;
+  for (int64_t count : c.bad_per_tile) bad_tiles += count > 0;
+  const std::string spread = std::to_string(bad_tiles) + " of " + std::to_string(c.bad_per_tile.size()) + " tiles";
+
+  if (c.unwritten > 0)
+    return {"unwritten", strprintf("%lld of %lld outputs were never written (still poison): %s, %s",
+                                   (long long)c.unwritten, (long long)c.count,
+                                   span_text("row", c.unwritten_row_min, c.unwritten_row_max).c_str(),
+                                   span_text("column", c.unwritten_col_min, c.unwritten_col_max).c_str())};
+  if (c.nan > 0 || c.inf > 0)
+    return {"nonfinite", strprintf("%lld NaN and %lld Inf outputs where the reference is finite, in %s",
+                                   (long long)c.nan, (long long)c.inf, spread.c_str())};
+  if (repeat_differences > 0)
+    return {"nondeterministic", strprintf("%lld of %lld outputs differ bitwise between runs on the same inputs",
+                                          (long long)repeat_differences, (long long)c.count)};
+  if (c.passed) return {"ok", "every output matches the reference within tolerance"};
+
+  const double departure = std::fabs(c.ratio - 1.0);
+  const bool uniform_factor = std::isfinite(c.ratio) && bad_fraction >= kScaleMinBadFraction &&
+                              departure > (tol.exact ? 0.0 : tol.rel_l2) &&
+                              c.residual <= kScaleMaxResidualShare * departure;
+  if (uniform_factor) {
+    if (c.ratio == 0.0)
+      return {"scale", "every output is 0 where the reference is not (least-squares ratio 0)"};
+    return {"scale", strprintf("every output is %.3fx the reference (least-squares ratio %.4f, residual %.1e)", c.ratio,
+                               c.ratio, c.residual)};
+  }
+
+  // boundary: every bad output lies in a partial tile at the bottom or right edge.
+  const bool ragged_m = c.M % c.tile_m != 0, ragged_n = c.N % c.tile_n != 0;
+  if ((ragged_m || ragged_n) && c.bad > 0) {
+    bool only_edges = true;
+    for (int64_t tm = 0; tm < c.tiles_m; ++tm)
+      for (int64_t tn = 0; tn < c.tiles_n; ++tn) {
+        const bool edge = (ragged_m && tm == c.tiles_m - 1) || (ragged_n && tn == c.tiles_n - 1);
+        if (!edge && c.bad_per_tile[size_t(tm * c.tiles_n + tn)] > 0) only_edges = false;
+      }
+    if (only_edges) {
+      std::string where;
+      if (ragged_m)
+        where += strprintf("the last tile row (rows %lld-%lld, M %% %lld = %lld)",
+                           (long long)((c.tiles_m - 1) * c.tile_m), (long long)(c.M - 1), (long long)c.tile_m,
+                           (long long)(c.M % c.tile_m));
+      if (ragged_m && ragged_n) where += " or ";
+      if (ragged_n)
+        where += strprintf("the last tile column (columns %lld-%lld, N %% %lld = %lld)",
+                           (long long)((c.tiles_n - 1) * c.tile_n), (long long)(c.N - 1), (long long)c.tile_n,
+                           (long long)(c.N % c.tile_n));
+      return {"boundary", strprintf("all %lld bad outputs lie in partial edge tiles: %s; full tiles are right",
+                                    (long long)c.bad, where.c_str())};
+    }
+  }
+
+  if (!tol.exact && bad_fraction <= kPrecisionMaxBadFraction &&
+      c.rel_l2 <= kPrecisionMaxToleranceFactor * tol.rel_l2) {
+    const std::string outliers =
+        c.bad == 0 ? "no single output is outside rtol/atol: a small error spread everywhere"
+                   : strprintf("%lld outputs (%.2f%%) outside rtol/atol, spread over %s", (long long)c.bad,
+                               100.0 * bad_fraction, spread.c_str());
+    return {"precision",
+            strprintf("relL2 %.2e against a tolerance of %.1e; %s", c.rel_l2, tol.rel_l2, outliers.c_str())};
+  }
+
+  return {"scattered", strprintf("%lld of %lld outputs are bad (%.2f%%), in %s; relL2 %.2e, least-squares ratio %s",
+                                 (long long)c.bad, (long long)c.count, 100.0 * bad_fraction, spread.c_str(), c.rel_l2,
+                                 format_fixed4(c.ratio).c_str())};
+}
+
+}  // namespace repro

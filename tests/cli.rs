@@ -1,0 +1,294 @@
+//! The command line end to end: scaffold, edit protection, diff, build cache, run without a GPU.
+
+mod common;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn repro() -> Command {
+    let mut cmd = Command::cargo_bin("repro").unwrap();
+    cmd.env_remove("NVCC");
+    cmd
+}
+
+#[test]
+fn scaffold_writes_the_artifact_and_is_idempotent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    repro()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "wrote harness.cu, build.sh, CMakeLists.txt, README.md, spec.yaml",
+        ));
+    for f in [
+        "harness.cu",
+        "build.sh",
+        "CMakeLists.txt",
+        "README.md",
+        "spec.yaml",
+        ".repro/manifest.json",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    repro()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("up to date"));
+}
+
+#[test]
+fn an_invalid_spec_writes_nothing_and_exits_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("b: B,", "b: Bx,");
+    std::fs::write(&spec, text).unwrap();
+    let out = tmp.path().join("art");
+    repro()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("tensor `Bx` is not declared"))
+        .stderr(predicate::str::contains("small_gemm.yaml:"));
+    assert!(!out.exists(), "nothing may be written for an invalid spec");
+}
+
+#[test]
+fn hand_edits_are_never_overwritten_without_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    repro()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let harness = out.join("harness.cu");
+    let edited = std::fs::read_to_string(&harness).unwrap() + "// my debugging printf\n";
+    std::fs::write(&harness, &edited).unwrap();
+    // The spec changes too, so scaffold has something to write.
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("K: 9", "K: 11");
+    std::fs::write(&spec, text).unwrap();
+
+    repro()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("refusing to overwrite harness.cu"))
+        .stderr(predicate::str::contains("-// my debugging printf"));
+    assert_eq!(
+        std::fs::read_to_string(&harness).unwrap(),
+        edited,
+        "the edit survives"
+    );
+    // `run` on the spec refuses the same way rather than rebuild over the edit.
+    repro()
+        .arg("run")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(2);
+    assert_eq!(std::fs::read_to_string(&harness).unwrap(), edited);
+
+    repro()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--force")
+        .assert()
+        .success();
+    assert!(!std::fs::read_to_string(&harness)
+        .unwrap()
+        .contains("my debugging printf"));
+}
+
+#[test]
+fn diff_shows_what_the_spec_would_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    repro()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    repro()
+        .arg("diff")
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("matches"));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("K: 9", "K: 13");
+    std::fs::write(&spec, text).unwrap();
+    repro()
+        .arg("diff")
+        .arg(&out)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "-constexpr int64_t kL = 1, kM = 33, kN = 17, kK = 9;",
+        ))
+        .stdout(predicate::str::contains(
+            "+constexpr int64_t kL = 1, kM = 33, kN = 17, kK = 13;",
+        ));
+}
+
+#[test]
+fn build_is_cached_by_content_and_run_reports_no_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    let log = tmp.path().join("nvcc.log");
+    let nvcc = common::counting_nvcc(tmp.path(), &log);
+
+    repro()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(&nvcc)
+        .assert()
+        .success();
+    assert_eq!(common::calls(&log), 1);
+    assert!(out.join("harness").is_file());
+
+    repro()
+        .arg("build")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(&nvcc)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("nvcc not called"));
+    assert_eq!(
+        common::calls(&log),
+        1,
+        "an unchanged build must not call nvcc"
+    );
+
+    // A kernel header is part of the key: editing it rebuilds.
+    let header = tmp.path().join("kernels/small_gemm.cuh");
+    let text = std::fs::read_to_string(&header).unwrap() + "// changed\n";
+    std::fs::write(&header, text).unwrap();
+    repro()
+        .arg("build")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(&nvcc)
+        .assert()
+        .success();
+    assert_eq!(common::calls(&log), 2);
+
+    // No GPU on CI: the harness is built, then says there is no device, exit 7.
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        return;
+    }
+    repro()
+        .arg("run")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(&nvcc)
+        .arg("--ones")
+        .assert()
+        .code(7)
+        .stdout(predicate::str::contains("no usable CUDA device"));
+    assert_eq!(common::calls(&log), 2, "run reuses the cached build");
+}
+
+#[test]
+fn harness_rejects_bad_options_with_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    repro()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success();
+    let harness = out.join("harness");
+    Command::new(&harness)
+        .args(["--init", "Q=ones"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no tensor `Q`; inputs are: A, B"));
+    Command::new(&harness)
+        .args(["--init", "A=unifrom"])
+        .assert()
+        .code(2);
+    Command::new(&harness)
+        .args(["--init", "D=ones"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is an output"));
+    Command::new(&harness)
+        .args(["--repeat", "0"])
+        .assert()
+        .code(2);
+    Command::new(&harness).arg("--bogus").assert().code(2);
+    Command::new(&harness)
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("--ones"));
+}
+
+#[test]
+fn missing_nvcc_is_a_build_error_with_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    repro()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(tmp.path().join("art"))
+        .arg("--nvcc")
+        .arg(tmp.path().join("no-nvcc"))
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("no such file"));
+}
+
+#[test]
+fn doctor_finds_the_project_toolchain() {
+    repro()
+        .arg("doctor")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("nvcc"))
+        .stdout(predicate::str::contains("release 13.0"))
+        .stdout(predicate::str::contains("CUTLASS   4.2.0"));
+}

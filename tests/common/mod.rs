@@ -1,0 +1,90 @@
+//! Shared by the integration tests: the repo's paths, the real nvcc, and a small self-contained
+//! spec + kernel written into a temporary folder.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The nvcc the tests compile with: `$NVCC`, else the project toolchain. CI installs the latter
+/// with scripts/setup-toolchain.sh; a missing nvcc fails the test (it is never skipped).
+pub fn nvcc() -> PathBuf {
+    if let Some(p) = std::env::var_os("NVCC").filter(|v| !v.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let local = repo().join(".toolchain/cuda/bin/nvcc");
+    assert!(
+        local.is_file(),
+        "nvcc not found at {}: run scripts/setup-toolchain.sh (tests compile harnesses with the real nvcc)",
+        local.display()
+    );
+    local
+}
+
+pub const SMALL_KERNEL: &str = r#"#pragma once
+// D[M,N] = A[M,K] @ B[K,N], f32, one thread per output.
+__global__ void small_gemm(const float* A, const float* B, float* D, int M, int N, int K) {
+  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  const int m = blockIdx.y * blockDim.y + threadIdx.y;
+  if (m >= M || n >= N) return;
+  float sum = 0.f;
+  for (int k = 0; k < K; ++k) sum += A[m * K + k] * B[k * N + n];
+  D[m * N + n] = sum;
+}
+"#;
+
+pub const SMALL_SPEC: &str = r#"version: 1
+name: small_gemm
+about: a one-thread-per-output f32 GEMM
+sizes: { M: 33, N: 17, K: 9 }
+source:
+  include_dirs: [kernels]
+  includes: [small_gemm.cuh]
+tensors:
+  A: { dtype: f32, shape: [M, K] }
+  B: { dtype: f32, shape: [K, N], init: iota }
+  D: { dtype: f32, shape: [M, N], output: true }
+inputs: { init: uniform, range: [-1, 1], seed: 7 }
+kernel:
+  name: small_gemm
+  args: [A, B, D, M, N, K]
+  grid: ["ceil_div(N, 16)", "ceil_div(M, 16)", 1]
+  block: [16, 16, 1]
+reference: { op: gemm, a: A, b: B, out: D, tile: [16, 16] }
+build: { arch: sm_90a, flags: [-O2] }
+"#;
+
+/// Writes the small spec and its kernel into `dir`; returns the spec path.
+pub fn write_small_spec(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir.join("kernels")).unwrap();
+    std::fs::write(dir.join("kernels/small_gemm.cuh"), SMALL_KERNEL).unwrap();
+    let spec = dir.join("small_gemm.yaml");
+    std::fs::write(&spec, SMALL_SPEC).unwrap();
+    spec
+}
+
+/// An nvcc wrapper that logs each call to `log`, so a test can count nvcc invocations.
+pub fn counting_nvcc(dir: &Path, log: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let wrapper = dir.join("nvcc-counting");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho called >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            nvcc().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
+pub fn calls(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}

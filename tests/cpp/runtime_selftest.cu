@@ -1,0 +1,1083 @@
+// Host-only self-test of the harness runtime (templates/harness/runtime). Needs no GPU: it never
+// calls a CUDA API that needs a device. Built and run by tests/runtime.rs; by hand:
+//
+//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -o runtime_selftest tests/cpp/runtime_selftest.cu
+//   ./runtime_selftest                                     # the self-test: "N passed, M failed"
+//   ./runtime_selftest values PATTERN DTYPE SEED NAME SHAPE  # generated storage bits, hex, one per line
+//   ./runtime_selftest encode DTYPE < f64-bits             # encode_bits of each hex f64 bit pattern
+//   ./runtime_selftest fatal JSON_PATH                     # exercises fatal(): exit 5 and a JSON report
+//
+// The runtime files are included in the order the generator concatenates them.
+#include "../../templates/harness/runtime/base.cuh"
+#include "../../templates/harness/runtime/dtype.cuh"
+#include "../../templates/harness/runtime/generators.cuh"
+#include "../../templates/harness/runtime/npy.cuh"
+#include "../../templates/harness/runtime/tensor.cuh"
+#include "../../templates/harness/runtime/reference.cuh"
+#include "../../templates/harness/runtime/compare.cuh"
+#include "../../templates/harness/runtime/report.cuh"
+#include "../../templates/harness/runtime/device.cuh"
+
+// CUDA's own host-side conversions: an independent oracle for encode().
+#include <cuda_fp8.h>
+
+using namespace repro;
+
+namespace {
+
+// ------------------------------------------------------------------ a tiny check framework
+
+int g_passed = 0;
+int g_failed = 0;
+
+void record(bool ok, const char* file, int line, const std::string& what) {
+  if (ok) {
+    ++g_passed;
+  } else {
+    ++g_failed;
+    std::printf("FAILED %s:%d: %s\n", file, line, what.c_str());
+  }
+}
+
+std::string show(const std::string& v) { return "\"" + v + "\""; }
+std::string show(double v) { return strprintf("%.17g", v); }
+template <typename T, typename std::enable_if<std::is_integral<T>::value, int>::type = 0>
+std::string show(T v) {
+  return std::to_string(v);
+}
+
+template <typename A, typename B>
+void record_equal(const A& a, const B& b, const char* a_text, const char* b_text, const char* file, int line) {
+  const bool ok = a == b;
+  record(ok, file, line, ok ? "" : std::string(a_text) + " == " + b_text + ": " + show(a) + " vs " + show(b));
+}
+
+#define CHECK(cond) record((cond), __FILE__, __LINE__, #cond)
+#define CHECK_EQ(a, b) record_equal((a), (b), #a, #b, __FILE__, __LINE__)
+#define CHECK_CONTAINS(text, part)                                                                       \
+  do {                                                                                                   \
+    const std::string check_text_ = (text);                                                              \
+    record(check_text_.find(part) != std::string::npos, __FILE__, __LINE__,                              \
+           std::string(#text) + " contains \"" + (part) + "\": got \"" + check_text_ + "\"");           \
+  } while (0)
+
+// Bit-exact double comparison (NaN == NaN, -0 != +0).
+bool same_bits(double a, double b) { return double_bits(a) == double_bits(b); }
+
+// A scratch directory, removed with everything in it at exit.
+struct ScratchDir {
+  std::string path;
+  std::vector<std::string> files;
+  ScratchDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/repro-selftest-XXXXXX";
+    if (mkdtemp(&pattern[0]) == nullptr) {
+      std::perror("mkdtemp");
+      std::exit(2);
+    }
+    path = pattern;
+  }
+  std::string file(const std::string& name) {
+    files.push_back(path + "/" + name);
+    return files.back();
+  }
+  ~ScratchDir() {
+    for (const std::string& f : files) unlink(f.c_str());
+    rmdir(path.c_str());
+  }
+};
+
+// A host tensor with the given logical shape; row-major unless strides are given.
+Tensor make_tensor(const char* name, DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides = {},
+                   bool output = false) {
+  Tensor t;
+  t.name = name;
+  t.dtype = dtype;
+  t.rank = int(shape.size());
+  int64_t stride = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    t.shape[d] = shape[size_t(d)];
+    t.strides[d] = strides.empty() ? stride : strides[size_t(d)];
+    stride *= shape[size_t(d)];
+  }
+  t.output = output;
+  return t;
+}
+
+// Sets tensor element at logical index i.
+void set_logical(Tensor& t, int64_t i, double v) { encode(t.dtype, t.host.data(), t.logical_offset(i), v); }
+double get_logical(const Tensor& t, int64_t i) { return decode(t.dtype, t.host.data(), t.logical_offset(i)); }
+
+// A small deterministic generator for test inputs (xorshift64*), independent of the runtime's.
+struct TestRng {
+  uint64_t state;
+  uint64_t next() {
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 0x2545F4914F6CDD1Dull;
+  }
+  double uniform() { return double(next() >> 11) * 0x1.0p-53; }
+};
+
+// ------------------------------------------------------------------ dtype
+
+void test_dtype_basics() {
+  CHECK_EQ(std::string(dtype_name(DType::boolean)), std::string("bool"));
+  CHECK_EQ(std::string(dtype_name(DType::e4m3)), std::string("e4m3"));
+  DType parsed = DType::f64;
+  CHECK(parse_dtype("bf16", &parsed) && parsed == DType::bf16);
+  CHECK(parse_dtype("bool", &parsed) && parsed == DType::boolean);
+  CHECK(!parse_dtype("float", &parsed));
+  CHECK_EQ(dtype_bytes(DType::tf32), size_t(4));
+  CHECK_EQ(dtype_bytes(DType::bf16), size_t(2));
+  CHECK_EQ(dtype_bytes(DType::e5m2), size_t(1));
+  CHECK_EQ(dtype_bytes(DType::i64), size_t(8));
+  CHECK(dtype_is_float(DType::tf32) && dtype_is_float(DType::e4m3));
+  CHECK(!dtype_is_float(DType::i8) && !dtype_is_float(DType::boolean));
+}
+
+uint64_t cuda_oracle(DType dtype, double v) {
+  switch (dtype) {
+    case DType::f16: return __half_raw(__double2half(v)).x;
+    case DType::bf16: return __nv_bfloat16_raw(__double2bfloat16(v)).x;
+    case DType::e4m3: return __nv_cvt_double_to_fp8(v, __NV_SATFINITE, __NV_E4M3);  // saturating, like encode
+    case DType::e5m2: return __nv_cvt_double_to_fp8(v, __NV_NOSAT, __NV_E5M2);      // overflow -> inf, like encode
+    default: return 0;
+  }
+}
+
+// Doubles that stress rounding in `dtype`: every representable value, the midpoints between
+// neighbours (ties), points a hair off the midpoints (one double ulp, and 2^-40 relative: bits
+// a 32-bit shortcut would drop), and random doubles across and beyond the format's range.
+std::vector<double> rounding_probe_values(DType dtype) {
+  const int bits = int(dtype_bytes(dtype)) * 8;
+  std::vector<double> representable;
+  for (uint64_t b = 0; b < (uint64_t(1) << bits); ++b) {
+    const double v = decode_bits(dtype, b);
+    if (!std::isnan(v)) representable.push_back(v);
+  }
+  std::sort(representable.begin(), representable.end());
+  representable.erase(std::unique(representable.begin(), representable.end()), representable.end());
+  std::vector<double> values = representable;
+  for (size_t i = 0; i + 1 < representable.size(); ++i) {
+    const double lo = representable[i], hi = representable[i + 1];
+    if (!std::isfinite(lo) || !std::isfinite(hi)) continue;
+    const double mid = lo + (hi - lo) / 2;  // exact: the formats are far narrower than double
+    values.insert(values.end(), {mid, std::nextafter(mid, HUGE_VAL), std::nextafter(mid, -HUGE_VAL),
+                                 mid + std::fabs(mid) * 0x1.0p-40, mid - std::fabs(mid) * 0x1.0p-40});
+  }
+  TestRng rng{0x1234567887654321ull};
+  const int max_exponent = float_format(dtype).bias + 2;
+  const int min_exponent = 1 - float_format(dtype).bias - float_format(dtype).mantissa_bits - 3;
+  for (int i = 0; i < 200000; ++i) {
+    const int exponent = min_exponent + int(rng.next() % uint64_t(max_exponent - min_exponent + 1));
+    const double v = std::ldexp(1.0 + rng.uniform(), exponent);
+    values.push_back(rng.next() & 1 ? -v : v);
+  }
+  values.insert(values.end(), {0.0, -0.0, HUGE_VAL, -HUGE_VAL, 4.9406564584124654e-324, -2.2250738585072009e-308,
+                               1.7976931348623157e308, -1.7976931348623157e308});
+  return values;
+}
+
+void test_conversions_match_cuda() {
+  for (DType dtype : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
+    int mismatches = 0;
+    for (double v : rounding_probe_values(dtype)) {
+      const uint64_t ours = encode_bits(dtype, v), theirs = cuda_oracle(dtype, v);
+      if (ours != theirs && ++mismatches <= 5)
+        std::printf("  %s(%.17g = 0x%016llx): ours 0x%llx, CUDA 0x%llx\n", dtype_name(dtype), v,
+                    (unsigned long long)double_bits(v), (unsigned long long)ours, (unsigned long long)theirs);
+    }
+    record(mismatches == 0, __FILE__, __LINE__,
+           std::string("encode(") + dtype_name(dtype) + ") matches CUDA's host conversion: " +
+               std::to_string(mismatches) + " mismatches");
+  }
+  // tf32 has f16's 10 fraction bits with f32's exponent range: in f16's normal range the two
+  // round identically, which makes f16 an oracle for tf32 there.
+  int mismatches = 0;
+  for (double v : rounding_probe_values(DType::f16)) {
+    if (!(std::fabs(v) >= 0x1.0p-14 && std::fabs(v) <= 65504.0)) continue;
+    const double ours = round_to(DType::tf32, v), theirs = double(__half2float(__double2half(v)));
+    if (!same_bits(ours, theirs) && ++mismatches <= 5) std::printf("  tf32(%.17g): %.17g vs %.17g\n", v, ours, theirs);
+  }
+  record(mismatches == 0, __FILE__, __LINE__, "tf32 rounds like f16 in f16's normal range");
+  // f32: encode is the C++ cast; the same probe values must round trip through it.
+  mismatches = 0;
+  for (double v : rounding_probe_values(DType::f16))
+    if (!same_bits(round_to(DType::f32, v), double(float(v)))) ++mismatches;
+  CHECK_EQ(mismatches, 0);
+}
+
+void test_conversion_edge_cases() {
+  // Ties to even, and no double rounding through f32: 1 + 2^-11 + 2^-40 lies above the f16 tie
+  // at 1 + 2^-11, but rounds to exactly that tie in f32, which then rounds down to 1.
+  CHECK_EQ(encode_bits(DType::f16, 1.0 + 0x1.0p-11), uint64_t(0x3C00));
+  CHECK_EQ(encode_bits(DType::f16, 1.0 + 3 * 0x1.0p-11), uint64_t(0x3C02));
+  CHECK_EQ(encode_bits(DType::f16, 1.0 + 0x1.0p-11 + 0x1.0p-40), uint64_t(0x3C01));
+  CHECK_EQ(encode_bits(DType::bf16, 1.0 + 0x1.0p-8), uint64_t(0x3F80));
+  CHECK_EQ(encode_bits(DType::bf16, 1.0 + 0x1.0p-8 + 0x1.0p-30), uint64_t(0x3F81));
+  CHECK_EQ(encode_bits(DType::tf32, 1.0 + 0x1.0p-11), uint64_t(0x3F800000));
+  CHECK_EQ(encode_bits(DType::tf32, 1.0 + 0x1.0p-11 + 0x1.0p-40), uint64_t(0x3F802000));
+  CHECK_EQ(encode_bits(DType::f32, 1.0 + 0x1.0p-24), uint64_t(0x3F800000));
+  CHECK_EQ(encode_bits(DType::f32, 1.0 + 0x1.0p-24 + 0x1.0p-50), uint64_t(0x3F800001));
+  // Subnormals and underflow.
+  CHECK_EQ(encode_bits(DType::f16, 0x1.0p-24), uint64_t(0x0001));
+  CHECK_EQ(encode_bits(DType::f16, 0x1.0p-25), uint64_t(0x0000));  // tie with 0: even
+  CHECK_EQ(encode_bits(DType::f16, 0x1.8p-25), uint64_t(0x0001));
+  CHECK_EQ(encode_bits(DType::f16, -0x1.0p-30), uint64_t(0x8000));  // underflow keeps the sign
+  CHECK_EQ(encode_bits(DType::e4m3, 0x1.0p-9), uint64_t(0x01));
+  CHECK_EQ(encode_bits(DType::e4m3, 0x1.0p-10), uint64_t(0x00));
+  CHECK_EQ(encode_bits(DType::e5m2, 0x1.0p-16), uint64_t(0x01));
+  CHECK_EQ(encode_bits(DType::tf32, 0x1.0p-136), uint64_t(0x00002000));  // smallest tf32 subnormal
+  CHECK_EQ(encode_bits(DType::tf32, 0x1.0p-137), uint64_t(0x00000000));
+  CHECK_EQ(encode_bits(DType::bf16, 0x1.0p-133), uint64_t(0x0001));
+  // Overflow: f16/bf16/tf32/e5m2 go to inf once past max + half an ulp; e4m3 saturates at 448.
+  CHECK_EQ(encode_bits(DType::f16, 65504.0), uint64_t(0x7BFF));
+  CHECK_EQ(encode_bits(DType::f16, 65519.0), uint64_t(0x7BFF));
+  CHECK_EQ(encode_bits(DType::f16, 65520.0), uint64_t(0x7C00));
+  CHECK_EQ(encode_bits(DType::f16, -1e10), uint64_t(0xFC00));
+  CHECK_EQ(encode_bits(DType::tf32, 0x1.FFCp127), uint64_t(0x7F7FE000));  // max tf32
+  CHECK_EQ(encode_bits(DType::tf32, 0x1.FFDp127), uint64_t(0x7F7FE000));
+  CHECK_EQ(encode_bits(DType::tf32, 0x1.FFEp127), uint64_t(0x7F800000));  // its tie with 2^128: inf
+  CHECK_EQ(encode_bits(DType::e5m2, 57344.0), uint64_t(0x7B));
+  CHECK_EQ(encode_bits(DType::e5m2, 61440.0), uint64_t(0x7C));
+  CHECK_EQ(encode_bits(DType::e4m3, 448.0), uint64_t(0x7E));
+  CHECK_EQ(encode_bits(DType::e4m3, 464.0), uint64_t(0x7E));
+  CHECK_EQ(encode_bits(DType::e4m3, 1e9), uint64_t(0x7E));
+  CHECK_EQ(encode_bits(DType::e4m3, -HUGE_VAL), uint64_t(0xFE));
+  CHECK_EQ(encode_bits(DType::e4m3, 240.0), uint64_t(0x77));
+  // NaN encodes to each format's canonical NaN.
+  const double nan = std::nan("");
+  CHECK_EQ(encode_bits(DType::f64, -nan), uint64_t(0x7FF8000000000000ull));
+  CHECK_EQ(encode_bits(DType::f32, -nan), uint64_t(0x7FC00000));
+  CHECK_EQ(encode_bits(DType::tf32, nan), uint64_t(0x7FC00000));
+  CHECK_EQ(encode_bits(DType::f16, nan), uint64_t(0x7E00));
+  CHECK_EQ(encode_bits(DType::bf16, nan), uint64_t(0x7FC0));
+  CHECK_EQ(encode_bits(DType::e4m3, nan), uint64_t(0x7F));
+  CHECK_EQ(encode_bits(DType::e5m2, nan), uint64_t(0x7E));
+  // Decoding special encodings.
+  CHECK_EQ(decode_bits(DType::e4m3, 0x7E), 448.0);
+  CHECK(std::isnan(decode_bits(DType::e4m3, 0x7F)) && std::isnan(decode_bits(DType::e4m3, 0xFF)));
+  CHECK_EQ(decode_bits(DType::e4m3, 0x78), 256.0);  // exponent field all ones is still finite in E4M3FN
+  CHECK_EQ(decode_bits(DType::e5m2, 0x7C), HUGE_VAL);
+  CHECK(std::isnan(decode_bits(DType::e5m2, 0x7D)));
+  CHECK_EQ(decode_bits(DType::f16, 0xFC00), -HUGE_VAL);
+  CHECK_EQ(decode_bits(DType::bf16, 0x7F80), HUGE_VAL);
+  CHECK_EQ(decode_bits(DType::f16, 0x0001), 0x1.0p-24);
+  CHECK(same_bits(decode_bits(DType::f16, 0x8000), -0.0));
+  CHECK_EQ(decode_bits(DType::tf32, 0x3F802000), 1.0 + 0x1.0p-10);
+  // Every encoding of the narrow formats survives decode -> encode (NaNs become canonical).
+  for (DType dtype : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
+    int broken = 0;
+    for (uint64_t b = 0; b < (uint64_t(1) << (8 * dtype_bytes(dtype))); ++b) {
+      const double v = decode_bits(dtype, b);
+      const uint64_t back = encode_bits(dtype, v);
+      if (back != (std::isnan(v) ? canonical_nan_bits(dtype) : b)) ++broken;
+    }
+    record(broken == 0, __FILE__, __LINE__, std::string("decode/encode round trip of every ") + dtype_name(dtype));
+  }
+  // Integers: round half to even, then clamp; NaN is 0.
+  CHECK_EQ(decode_bits(DType::i32, encode_bits(DType::i32, 2.5)), 2.0);
+  CHECK_EQ(decode_bits(DType::i32, encode_bits(DType::i32, 3.5)), 4.0);
+  CHECK_EQ(decode_bits(DType::i32, encode_bits(DType::i32, -2.5)), -2.0);
+  CHECK_EQ(decode_bits(DType::i32, encode_bits(DType::i32, -2.5000001)), -3.0);
+  CHECK_EQ(encode_bits(DType::i8, 300.0), uint64_t(0x7F));
+  CHECK_EQ(encode_bits(DType::i8, -1e30), uint64_t(0x80));
+  CHECK_EQ(encode_bits(DType::i8, -1.0), uint64_t(0xFF));
+  CHECK_EQ(encode_bits(DType::u8, -3.0), uint64_t(0));
+  CHECK_EQ(encode_bits(DType::u8, 255.5), uint64_t(255));
+  CHECK_EQ(encode_bits(DType::u32, 1e12), uint64_t(0xFFFFFFFFu));
+  CHECK_EQ(encode_bits(DType::i32, -1.0), uint64_t(0xFFFFFFFFu));
+  CHECK_EQ(encode_bits(DType::i64, 1e19), uint64_t(INT64_MAX));
+  CHECK_EQ(encode_bits(DType::i64, -1e19), uint64_t(INT64_MIN));
+  CHECK_EQ(encode_bits(DType::i64, 0x1.0p62), uint64_t(1) << 62);
+  CHECK_EQ(encode_bits(DType::i32, nan), uint64_t(0));
+  CHECK_EQ(decode_bits(DType::i8, 0x80), -128.0);
+  CHECK_EQ(decode_bits(DType::i64, 0xFFFFFFFFFFFFFFFFull), -1.0);
+  CHECK_EQ(encode_bits(DType::boolean, 0.5), uint64_t(1));
+  CHECK_EQ(encode_bits(DType::boolean, -0.0), uint64_t(0));
+  CHECK_EQ(decode_bits(DType::boolean, 0x02), 1.0);
+}
+
+void test_round_to_and_ulp() {
+  CHECK_EQ(round_to(DType::bf16, 1001.0), 1000.0);  // bf16 spacing in [512, 1024) is 4
+  CHECK_EQ(round_to(DType::bf16, 1002.0), 1000.0);  // ties: 1000 = 250 * 4 has the even significand
+  CHECK_EQ(round_to(DType::bf16, 1006.0), 1008.0);
+  CHECK_EQ(round_to(DType::e4m3, 17.0), 16.0);
+  CHECK_EQ(round_to(DType::f64, 0.1), 0.1);
+  CHECK_EQ(round_to(DType::i8, 7.49), 7.0);
+  CHECK_EQ(ulp_at(DType::f64, 1.0), 0x1.0p-52);
+  CHECK_EQ(ulp_at(DType::f32, 1.0), 0x1.0p-23);
+  CHECK_EQ(ulp_at(DType::f32, 1.99), 0x1.0p-23);
+  CHECK_EQ(ulp_at(DType::f32, -2.0), 0x1.0p-22);
+  CHECK_EQ(ulp_at(DType::tf32, 1.0), 0x1.0p-10);
+  CHECK_EQ(ulp_at(DType::bf16, 1000.0), 4.0);
+  CHECK_EQ(ulp_at(DType::bf16, 1001.0), 4.0);
+  CHECK_EQ(ulp_at(DType::f16, 0x1.0p-20), 0x1.0p-24);  // subnormal range: fixed spacing
+  CHECK_EQ(ulp_at(DType::f16, 0.0), 0x1.0p-24);
+  CHECK_EQ(ulp_at(DType::e4m3, 448.0), 32.0);
+  CHECK_EQ(ulp_at(DType::e5m2, 1.0), 0.25);
+  CHECK_EQ(ulp_at(DType::i32, 12345.0), 1.0);
+  CHECK(std::isnan(ulp_at(DType::f32, HUGE_VAL)));
+}
+
+void test_poison() {
+  const DType all[] = {DType::f64, DType::f32, DType::tf32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2,
+                       DType::i8, DType::u8, DType::i32, DType::u32, DType::i64, DType::boolean};
+  for (DType dtype : all) {
+    std::vector<unsigned char> storage(3 * dtype_bytes(dtype), 0);
+    fill_poison(dtype, storage.data(), 3);
+    bool all_poison = true;
+    for (int i = 0; i < 3; ++i) all_poison = all_poison && is_poison(dtype, storage.data(), i);
+    record(all_poison, __FILE__, __LINE__, std::string("fill_poison/is_poison for ") + dtype_name(dtype));
+    if (dtype_is_float(dtype))
+      record(std::isnan(decode(dtype, storage.data(), 1)), __FILE__, __LINE__,
+             std::string("poison is NaN in ") + dtype_name(dtype));
+    encode(dtype, storage.data(), 1, 1.0);
+    record(!is_poison(dtype, storage.data(), 1) && is_poison(dtype, storage.data(), 2), __FILE__, __LINE__,
+           std::string("a written element is no longer poison in ") + dtype_name(dtype));
+  }
+  std::vector<unsigned char> partly(4, 0xFF);
+  partly[2] = 0x7F;
+  CHECK(!is_poison(DType::f32, partly.data(), 0));
+}
+
+// ------------------------------------------------------------------ generators
+
+void test_hash_and_log() {
+  CHECK_EQ(stream_of(""), uint64_t(0xCBF29CE484222325ull));  // FNV-1a 64 reference values
+  CHECK_EQ(stream_of("a"), uint64_t(0xAF63DC4C8601EC8Cull));
+  CHECK_EQ(stream_of("foobar"), uint64_t(0x85944171F73967E8ull));
+  CHECK_EQ(mix64(0x9E3779B97F4A7C15ull), uint64_t(0xE220A8397B1DCDAFull));  // splitmix64(0)'s first output
+  CHECK(counter_hash(1, 2, 3, 4) != counter_hash(1, 2, 3, 5));
+  CHECK(counter_hash(0, 0, 0, 0) != 0);
+  CHECK_EQ(unit_interval(~uint64_t(0)), 1.0 - 0x1.0p-53);
+  CHECK_EQ(unit_interval(0), 0.0);
+  // The hand-written log agrees with libm to within 2 ulp over (0, 1) and beyond.
+  TestRng rng{42};
+  double worst = 0.0;
+  for (int i = 0; i < 200000; ++i) {
+    const double x = std::ldexp(0.5 + 0.5 * rng.uniform(), int(rng.next() % 80) - 60) + 1e-300;
+    const double error = std::fabs(deterministic_log(x) - std::log(x)) / std::max(std::fabs(std::log(x)), 1e-300);
+    worst = std::max(worst, error);
+  }
+  record(worst <= 4.5e-16, __FILE__, __LINE__, strprintf("deterministic_log relative error %.3g <= 4.5e-16", worst));
+  CHECK_EQ(deterministic_log(1.0), 0.0);
+  CHECK(std::fabs(deterministic_log(0.5) + 0.69314718055994531) < 1e-16);
+}
+
+Init init_of(const std::string& text, uint64_t seed = 2024) {
+  Init init;
+  std::string error;
+  if (!parse_init(text, &init, &error)) std::printf("  parse_init(%s): %s\n", text.c_str(), error.c_str());
+  init.seed = seed;
+  return init;
+}
+
+void test_generators() {
+  const int64_t shape1[1] = {200000};
+  const uint64_t stream = stream_of("A");
+
+  // uniform: in [lo, hi), mean and variance of U(lo, hi), deterministic, seed- and name-dependent.
+  const Init uniform = init_of("uniform:-2:6");
+  double sum = 0, sum2 = 0, lo = HUGE_VAL, hi = -HUGE_VAL;
+  for (int64_t i = 0; i < shape1[0]; ++i) {
+    const double v = generate_value(uniform, stream, i, 1, shape1);
+    sum += v, sum2 += v * v, lo = std::min(lo, v), hi = std::max(hi, v);
+  }
+  const double mean = sum / double(shape1[0]), var = sum2 / double(shape1[0]) - mean * mean;
+  CHECK(lo >= -2.0 && hi < 6.0 && lo < -1.99 && hi > 5.99);
+  record(std::fabs(mean - 2.0) < 0.03 && std::fabs(var - 64.0 / 12.0) < 0.06, __FILE__, __LINE__,
+         strprintf("uniform:-2:6 mean %.4f var %.4f", mean, var));
+  CHECK(same_bits(generate_value(uniform, stream, 7, 1, shape1), generate_value(uniform, stream, 7, 1, shape1)));
+  CHECK(generate_value(uniform, stream, 7, 1, shape1) != generate_value(uniform, stream_of("B"), 7, 1, shape1));
+  CHECK(generate_value(uniform, stream, 7, 1, shape1) != generate_value(init_of("uniform:-2:6", 2025), stream, 7, 1, shape1));
+  CHECK(generate_value(uniform, stream, 7, 1, shape1) != generate_value(uniform, stream, 8, 1, shape1));
+
+  // int_uniform: integers in [lo, hi], each about equally often.
+  const Init ints = init_of("int_uniform");
+  int64_t histogram[9] = {0};
+  bool integral = true, in_range = true;
+  for (int64_t i = 0; i < 90000; ++i) {
+    const double v = generate_value(ints, stream, i, 1, shape1);
+    integral = integral && v == std::floor(v);
+    in_range = in_range && v >= -4 && v <= 4;
+    if (in_range) ++histogram[int(v) + 4];
+  }
+  CHECK(integral && in_range);
+  bool flat = true;
+  for (int64_t count : histogram) flat = flat && count > 9400 && count < 10600;
+  CHECK(flat);
+  CHECK_EQ(generate_value(init_of("int_uniform:3:3"), stream, 5, 1, shape1), 3.0);
+
+  // normal: mean and standard deviation.
+  for (const char* text : {"normal", "normal:10:0.5"}) {
+    const Init normal = init_of(text);
+    double s = 0, s2 = 0;
+    const int n = 200000;
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = generate_value(normal, stream, i, 1, shape1);
+      s += v, s2 += v * v;
+    }
+    const double m = s / n, sd = std::sqrt(s2 / n - m * m);
+    record(std::fabs(m - normal.p0) < 0.01 * normal.p1 + 1e-3 && std::fabs(sd / normal.p1 - 1.0) < 0.01, __FILE__,
+           __LINE__, strprintf("%s: mean %.4f std %.4f", text, m, sd));
+  }
+
+  // ones, zeros, iota, identity.
+  const int64_t matrix[2] = {3, 4};
+  CHECK_EQ(generate_value(init_of("ones"), stream, 5, 2, matrix), 1.0);
+  CHECK_EQ(generate_value(init_of("zeros"), stream, 5, 2, matrix), 0.0);
+  CHECK_EQ(generate_value(init_of("iota"), stream, 11, 2, matrix), 11.0);
+  std::string identity;
+  for (int64_t i = 0; i < 12; ++i) identity += generate_value(init_of("identity"), stream, i, 2, matrix) == 1.0 ? '1' : '0';
+  CHECK_EQ(identity, std::string("100001000010"));
+  const int64_t batch[3] = {2, 2, 3};
+  identity.clear();
+  for (int64_t i = 0; i < 12; ++i) identity += generate_value(init_of("identity"), stream, i, 3, batch) == 1.0 ? '1' : '0';
+  CHECK_EQ(identity, std::string("100010100010"));
+  const int64_t vector[1] = {3};
+  identity.clear();
+  for (int64_t i = 0; i < 3; ++i) identity += generate_value(init_of("identity"), stream, i, 1, vector) == 1.0 ? '1' : '0';
+  CHECK_EQ(identity, std::string("100"));
+  CHECK(std::isnan(generate_value(init_of("file:x.npy"), stream, 0, 1, vector)));
+}
+
+void test_parse_init() {
+  Init init;
+  init.seed = 77;
+  std::string error;
+  CHECK(parse_init("uniform", &init, &error) && init.kind == InitKind::uniform && init.p0 == -1 && init.p1 == 1);
+  CHECK_EQ(init.seed, uint64_t(77));  // the seed is not the pattern's business
+  CHECK(parse_init("uniform:-0.5:2e1", &init, &error) && init.p0 == -0.5 && init.p1 == 20.0);
+  CHECK(parse_init("int_uniform", &init, &error) && init.kind == InitKind::int_uniform && init.p0 == -4 && init.p1 == 4);
+  CHECK(parse_init("int_uniform:-8:7", &init, &error) && init.p0 == -8 && init.p1 == 7);
+  CHECK(parse_init("normal", &init, &error) && init.kind == InitKind::normal && init.p0 == 0 && init.p1 == 1);
+  CHECK(parse_init("normal:1:0.25", &init, &error) && init.p0 == 1 && init.p1 == 0.25);
+  CHECK(parse_init("identity", &init, &error) && init.kind == InitKind::identity);
+  CHECK(parse_init("iota", &init, &error) && init.kind == InitKind::iota);
+  CHECK(parse_init("file:data/a:b.npy", &init, &error) && init.kind == InitKind::file && init.path == "data/a:b.npy");
+  CHECK(parse_init("zeros", &init, &error) && init.kind == InitKind::zeros && init.path.empty());
+
+  const struct {
+    const char* text;
+    const char* says;
+  } bad[] = {
+      {"gaussian", "unknown pattern \"gaussian\""},
+      {"uniform:1", "give both parameters, as in uniform:LO:HI"},
+      {"uniform:1:2:3", "give both parameters"},
+      {"uniform:a:1", "\"a\" is not a finite number (uniform:LO:HI)"},
+      {"uniform:1:inf", "\"inf\" is not a finite number"},
+      {"uniform::1", "\"\" is not a finite number"},
+      {"uniform:2:1", "LO must not exceed HI"},
+      {"int_uniform:0.5:2", "int_uniform bounds must be integers"},
+      {"normal:0:-1", "STD must not be negative"},
+      {"ones:1", "ones takes no parameters"},
+      {"file:", "file: needs a path"},
+      {"", "unknown pattern \"\""},
+  };
+  for (const auto& b : bad) {
+    error.clear();
+    const Init before = init;
+    CHECK(!parse_init(b.text, &init, &error));
+    CHECK_CONTAINS(error, b.says);
+    CHECK_CONTAINS(error, std::string("valid forms: ") + kInitForms);
+    CHECK(init.kind == before.kind && init.p0 == before.p0);  // untouched on error
+  }
+  CHECK_EQ(describe_init(init_of("uniform")), std::string("uniform[-1, 1] seed 2024"));
+  CHECK_EQ(describe_init(init_of("int_uniform:-8:7", 5)), std::string("int_uniform[-8, 7] seed 5"));
+  CHECK_EQ(describe_init(init_of("normal:0:0.5")), std::string("normal(mean 0, std 0.5) seed 2024"));
+  CHECK_EQ(describe_init(init_of("ones")), std::string("ones"));
+  CHECK_EQ(describe_init(init_of("file:a.npy")), std::string("file a.npy"));
+}
+
+// ------------------------------------------------------------------ npy
+
+// A .npy file written by hand, to test what write_npy never produces.
+std::string handmade_npy(const std::string& dict, const void* data, size_t bytes, int major = 1) {
+  std::string file("\x93NUMPY", 6);
+  file += char(major);
+  file += char(0);
+  const size_t length = dict.size();
+  for (int i = 0; i < (major == 1 ? 2 : 4); ++i) file += char((length >> (8 * i)) & 0xFF);
+  file += dict;
+  file.append(static_cast<const char*>(data), bytes);
+  return file;
+}
+
+void write_text(const std::string& path, const std::string& content) {
+  std::string error;
+  if (!write_file_bytes(path, content.data(), content.size(), &error)) std::printf("  %s\n", error.c_str());
+}
+
+void test_npy(ScratchDir& dir) {
+  std::string error;
+  // Round trip of every dtype, rank 1 to 4.
+  const DType all[] = {DType::f64, DType::f32, DType::tf32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2,
+                       DType::i8, DType::u8, DType::i32, DType::u32, DType::i64, DType::boolean};
+  const std::vector<std::vector<int64_t>> shapes = {{7}, {3, 5}, {2, 3, 4}, {2, 1, 3, 2}};
+  for (DType dtype : all) {
+    for (const std::vector<int64_t>& shape : shapes) {
+      const int rank = int(shape.size());
+      const int64_t numel = product(rank, shape.data());
+      std::vector<unsigned char> data(size_t(numel) * dtype_bytes(dtype));
+      for (int64_t i = 0; i < numel; ++i) encode(dtype, data.data(), i, double(i % 5) - 2.0);
+      const std::string path = dir.file(std::string("rt_") + dtype_name(dtype) + std::to_string(rank) + ".npy");
+      std::vector<unsigned char> loaded;
+      const bool ok = write_npy(path, dtype, rank, shape.data(), data.data(), &error) &&
+                      load_tensor_file(path, "T", dtype, rank, shape.data(), &loaded, &error);
+      record(ok && loaded == data, __FILE__, __LINE__,
+             std::string("npy round trip of ") + dtype_name(dtype) + " " + format_shape(rank, shape.data()) + " " + error);
+    }
+  }
+  // The header numpy expects: version 1.0, data 64-byte aligned, the descr of the dtype.
+  std::vector<unsigned char> file;
+  const int64_t shape23[2] = {2, 3};
+  read_file_bytes(dir.path + "/rt_bf162.npy", &file, &error);
+  const size_t header_length = file[8] | (size_t(file[9]) << 8);
+  CHECK(file[6] == 1 && file[7] == 0 && (10 + header_length) % 64 == 0 && file[10 + header_length - 1] == '\n');
+  CHECK_CONTAINS(std::string(file.begin() + 10, file.begin() + 10 + long(header_length)),
+                 "{'descr': '<u2', 'fortran_order': False, 'shape': (3, 5), }");
+  read_file_bytes(dir.path + "/rt_i81.npy", &file, &error);
+  CHECK_CONTAINS(std::string(file.begin(), file.end()), "'descr': '|i1', 'fortran_order': False, 'shape': (7,), }");
+
+  // Fortran order: column-major data, loaded into logical row-major order.
+  const float column_major[6] = {1, 4, 2, 5, 3, 6};  // [[1, 2, 3], [4, 5, 6]]
+  const std::string fortran = dir.file("fortran.npy");
+  write_text(fortran, handmade_npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }\n", column_major, 24));
+  std::vector<unsigned char> loaded;
+  CHECK(load_tensor_file(fortran, "A", DType::f32, 2, shape23, &loaded, &error));
+  std::string order;
+  for (int i = 0; i < 6; ++i) order += format_value(decode(DType::f32, loaded.data(), i));
+  CHECK_EQ(order, std::string("123456"));
+  // Rank 3, Fortran order: element (i, j, k) sits at i + 2 j + 4 k.
+  int16_t f3[16];
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 2; ++j)
+      for (int i = 0; i < 2; ++i) f3[i + 2 * j + 4 * k] = int16_t(100 * i + 10 * j + k);
+  const int64_t shape224[3] = {2, 2, 4};
+  const std::string fortran3 = dir.file("fortran3.npy");
+  write_text(fortran3, handmade_npy("{'descr': '<i2', 'fortran_order': True, 'shape': (2, 2, 4)}", f3, sizeof f3, 2));
+  CHECK(load_tensor_file(fortran3, "B", DType::bf16, 3, shape224, &loaded, &error));  // bf16 accepts raw <i2
+  bool fortran_ok = loaded.size() == 32;
+  for (int64_t i = 0; fortran_ok && i < 16; ++i) {
+    const int64_t want = 100 * (i / 8) + 10 * ((i / 4) % 2) + i % 4;
+    fortran_ok = int16_t(load_bits(DType::bf16, loaded.data(), i)) == want;
+  }
+  CHECK(fortran_ok);
+
+  // Raw-bit carriers for bf16 and fp8, and numpy's other spellings of one-byte types.
+  const unsigned char two_bytes[12] = {0x80, 0x3F};
+  const std::string void2 = dir.file("void2.npy");
+  write_text(void2, handmade_npy("{'descr': '|V2', 'fortran_order': False, 'shape': (2, 3), }", two_bytes, 12));
+  CHECK(load_tensor_file(void2, "A", DType::bf16, 2, shape23, &loaded, &error) && decode(DType::bf16, loaded.data(), 0) == 1.0);
+  const unsigned char six_bytes[6] = {0x38, 0, 0, 0, 0, 0};
+  const std::string int8 = dir.file("int8.npy");
+  write_text(int8, handmade_npy("{\"descr\": \"<i1\", \"fortran_order\": False, \"shape\": (2, 3)}", six_bytes, 6));
+  CHECK(load_tensor_file(int8, "A", DType::e4m3, 2, shape23, &loaded, &error) && decode(DType::e4m3, loaded.data(), 0) == 1.0);
+  CHECK(load_tensor_file(int8, "A", DType::i8, 2, shape23, &loaded, &error));
+
+  // Mismatches name the file, what it holds, and what the tensor needs.
+  const std::string f32_file = dir.path + "/rt_f322.npy";  // f32 [3, 5]
+  const int64_t shape35[2] = {3, 5}, shape53[2] = {5, 3};
+  CHECK(!load_tensor_file(f32_file, "A", DType::bf16, 2, shape35, &loaded, &error));
+  CHECK_CONTAINS(error, f32_file + " holds <f4 [3, 5] but tensor A (bf16 [3, 5]) needs <u2 (also accepted: |V2, <V2, <i2) [3, 5]");
+  CHECK(!load_tensor_file(f32_file, "A", DType::f32, 2, shape53, &loaded, &error));
+  CHECK_CONTAINS(error, "holds <f4 [3, 5] but tensor A (f32 [5, 3]) needs <f4 [5, 3]");
+  CHECK(!load_tensor_file(f32_file, "A", DType::f32, 1, shape35 + 1, &loaded, &error));
+  CHECK_CONTAINS(error, "needs <f4 [5]");
+  const std::string big_endian = dir.file("big.npy");
+  write_text(big_endian, handmade_npy("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", column_major, 24));
+  CHECK(!load_tensor_file(big_endian, "A", DType::f32, 2, shape23, &loaded, &error));
+  CHECK_CONTAINS(error, "holds >f4 [2, 3]");
+  const std::string truncated = dir.file("truncated.npy");
+  write_text(truncated, handmade_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", column_major, 20));
+  CHECK(!load_tensor_file(truncated, "A", DType::f32, 2, shape23, &loaded, &error));
+  CHECK_CONTAINS(error, "is truncated: 24 bytes of elements expected, 20 present");
+  const std::string not_npy = dir.file("not.npy");
+  write_text(not_npy, "hello, world");
+  CHECK(!load_tensor_file(not_npy, "A", DType::f32, 2, shape23, &loaded, &error));
+  CHECK_CONTAINS(error, "is not a .npy file");
+  const std::string bad_header = dir.file("badheader.npy");
+  write_text(bad_header, handmade_npy("{'descr': '<f4', 'shape': (2, 3), }", column_major, 24));
+  CHECK(!load_tensor_file(bad_header, "A", DType::f32, 2, shape23, &loaded, &error));
+  CHECK_CONTAINS(error, "cannot read the .npy header (descr, fortran_order or shape is missing)");
+  CHECK(!load_tensor_file(dir.path + "/missing.npy", "A", DType::f32, 2, shape23, &loaded, &error));
+  CHECK_CONTAINS(error, "cannot read " + dir.path + "/missing.npy: No such file or directory");
+  CHECK(!load_tensor_file(dir.path + "/a.txt", "A", DType::f32, 2, shape23, &loaded, &error));
+  CHECK_CONTAINS(error, "unknown file type for tensor A (f32 [2, 3]); use .npy, or .bin");
+
+  // .bin: raw elements, exactly numel * bytes.
+  const std::string bin = dir.file("a.bin");
+  write_text(bin, std::string(reinterpret_cast<const char*>(column_major), 24));
+  CHECK(load_tensor_file(bin, "A", DType::f32, 2, shape23, &loaded, &error) && decode(DType::f32, loaded.data(), 1) == 4.0f);
+  CHECK(!load_tensor_file(bin, "A", DType::f16, 2, shape23, &loaded, &error));
+  CHECK_CONTAINS(error, bin + " has 24 bytes; tensor A (f16 [2, 3]) needs exactly 12 (6 elements x 2 bytes)");
+}
+
+// ------------------------------------------------------------------ tensors
+
+void test_tensors(ScratchDir& dir) {
+  std::string error;
+  Tensor row = make_tensor("A", DType::bf16, {3, 4});
+  Tensor col = make_tensor("A", DType::bf16, {3, 4}, {1, 3});
+  Tensor padded = make_tensor("A", DType::bf16, {3, 4}, {6, 1});
+  CHECK_EQ(row.numel(), int64_t(12));
+  CHECK_EQ(col.storage_elements(), int64_t(12));
+  CHECK_EQ(padded.storage_elements(), int64_t(16));
+  CHECK_EQ(padded.storage_bytes(), size_t(32));
+  const int64_t index[2] = {2, 1};
+  CHECK_EQ(col.offset(index), int64_t(5));
+  CHECK_EQ(padded.offset(index), int64_t(13));
+  CHECK_EQ(col.logical_offset(9), int64_t(5));
+  CHECK_EQ(make_tensor("E", DType::f32, {0, 4}).storage_elements(), int64_t(0));
+  // The same logical values whatever the layout; padding is zero.
+  CHECK(fill_host(row, "", &error) && fill_host(col, "", &error) && fill_host(padded, "", &error));
+  bool same = true;
+  for (int64_t i = 0; i < 12; ++i) same = same && same_bits(get_logical(row, i), get_logical(col, i)) &&
+                                           same_bits(get_logical(row, i), get_logical(padded, i));
+  CHECK(same);
+  CHECK(get_logical(row, 0) != get_logical(row, 1));
+  CHECK(decode(DType::bf16, padded.host.data(), 4) == 0.0 && decode(DType::bf16, padded.host.data(), 11) == 0.0);
+  // Outputs are poison everywhere, padding included.
+  Tensor out = make_tensor("D", DType::f32, {2, 3}, {4, 1}, true);
+  CHECK(fill_host(out, "", &error));
+  bool poisoned = out.host.size() == 7 * 4;  // 1 * 4 + 2 + 1 elements
+  for (int64_t e = 0; e < out.storage_elements(); ++e) poisoned = poisoned && is_poison(DType::f32, out.host.data(), e);
+  CHECK(poisoned);
+  // File inits: relative to base_dir; a col_major tensor still reads the file as logical order.
+  const int64_t shape[2] = {3, 4};
+  std::string written = dir.file("a_rowmajor.npy");
+  CHECK(write_npy(written, col, col.host.data(), &error));
+  Tensor from_file = make_tensor("A", DType::bf16, {3, 4}, {1, 3});
+  from_file.init = init_of("file:a_rowmajor.npy");
+  CHECK(fill_host(from_file, dir.path, &error));
+  CHECK(from_file.host == col.host);
+  Tensor absolute = make_tensor("A", DType::bf16, {3, 4});
+  absolute.init = init_of("file:" + written);
+  CHECK(fill_host(absolute, "/nonexistent", &error) && absolute.host == row.host);
+  std::vector<unsigned char> logical;
+  CHECK(load_tensor_file(written, "A", DType::bf16, 2, shape, &logical, &error) && logical == row.host);
+  Tensor missing = make_tensor("A", DType::bf16, {3, 4});
+  missing.init = init_of("file:nope.npy");
+  CHECK(!fill_host(missing, dir.path, &error));
+  CHECK_CONTAINS(error, dir.path + "/nope.npy");
+  // Different names with the same seed differ.
+  Tensor other = make_tensor("B", DType::bf16, {3, 4});
+  CHECK(fill_host(other, "", &error) && other.host != row.host);
+}
+
+// ------------------------------------------------------------------ reference
+
+Tensor filled(const char* name, DType dtype, std::vector<int64_t> shape, const std::vector<double>& logical,
+              std::vector<int64_t> strides = {}) {
+  Tensor t = make_tensor(name, dtype, shape, strides);
+  t.host.assign(t.storage_bytes(), 0xEE);  // garbage in padding: must not be read
+  for (size_t i = 0; i < logical.size(); ++i) set_logical(t, int64_t(i), logical[i]);
+  return t;
+}
+
+void test_reference() {
+  // D = 0.5 * A B + 2 C + bias with A [[1,2,3],[4,5,6]], B [[7,8],[9,10],[11,12]] (col_major):
+  // A B = [[58, 64], [139, 154]].
+  Tensor a = filled("A", DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = filled("B", DType::bf16, {3, 2}, {7, 8, 9, 10, 11, 12}, {1, 3});
+  Tensor c = filled("C", DType::f16, {2, 2}, {1, 1, 1, 1});
+  Tensor bias = filled("bias", DType::f32, {2}, {10, 20});
+  Tensor d = make_tensor("D", DType::f32, {2, 2}, {}, true);
+  std::vector<double> ref;
+  reference_gemm(GemmProblem{&a, &b, &c, &bias, &d, 0.5, 2.0, 1, 2, 2, 3, false}, &ref);
+  CHECK(ref == std::vector<double>({41, 54, 81.5, 99}));
+  // beta = 0: C is not read at all (BLAS), even if it holds NaN.
+  Tensor c_nan = filled("C", DType::f32, {2, 2}, {NAN, NAN, NAN, NAN});
+  reference_gemm(GemmProblem{&a, &b, &c_nan, nullptr, &d, 1.0, 0.0, 1, 2, 2, 3, false}, &ref);
+  CHECK(ref == std::vector<double>({58, 64, 139, 154}));
+
+  // Batched: A [2, 2, 3] with padded strides, B shared (rank 2), C per batch.
+  Tensor a3 = filled("A", DType::f32, {2, 2, 3}, {1, 2, 3, 4, 5, 6, 2, 4, 6, 8, 10, 12}, {16, 8, 1});
+  Tensor c3 = filled("C", DType::f32, {2, 2, 2}, {0, 0, 0, 0, 1, 2, 3, 4});
+  Tensor d3 = make_tensor("D", DType::f32, {2, 2, 2}, {}, true);
+  reference_gemm(GemmProblem{&a3, &b, &c3, nullptr, &d3, 1.0, 1.0, 2, 2, 2, 3, true}, &ref);
+  CHECK(ref == std::vector<double>({58, 64, 139, 154, 117, 130, 281, 312}));
+
+  // A ragged random problem (M, N, K not multiples of the 4x4 block) against a naive loop.
+  const int64_t M = 37, N = 29, K = 53;
+  Tensor ra = make_tensor("A", DType::bf16, {M, K});
+  Tensor rb = make_tensor("B", DType::bf16, {K, N}, {1, K});
+  std::string error;
+  fill_host(ra, "", &error);
+  fill_host(rb, "", &error);
+  Tensor rd = make_tensor("D", DType::f32, {M, N}, {}, true);
+  reference_gemm(GemmProblem{&ra, &rb, nullptr, nullptr, &rd, 1.5, 0.0, 1, M, N, K, false}, &ref);
+  double worst = 0.0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < K; ++k) sum += get_logical(ra, m * K + k) * get_logical(rb, k * N + n);
+      worst = std::max(worst, std::fabs(ref[size_t(m * N + n)] - 1.5 * sum) / (std::fabs(1.5 * sum) + 1e-300));
+    }
+  record(ref.size() == size_t(M * N) && worst < 1e-13, __FILE__, __LINE__,
+         strprintf("reference_gemm vs naive loop: worst relative difference %.3g", worst));
+
+  std::vector<double> expected;
+  analytic_ones(GemmProblem{&ra, &rb, nullptr, nullptr, &rd, 2.0, 0.0, 3, M, N, K, true}, &expected);
+  CHECK(expected.size() == size_t(3 * M * N) && expected.front() == 106.0 && expected.back() == 106.0);
+}
+
+// ------------------------------------------------------------------ compare
+
+// An output tensor holding `values` (logical order); NaN entries of `poison_mask` stay poison.
+Tensor output_with(DType dtype, std::vector<int64_t> shape, const std::vector<double>& values,
+                   const std::vector<int64_t>& unwritten = {}, std::vector<int64_t> strides = {}) {
+  Tensor t = make_tensor("D", dtype, shape, strides, true);
+  std::string error;
+  fill_host(t, "", &error);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (std::find(unwritten.begin(), unwritten.end(), int64_t(i)) == unwritten.end()) set_logical(t, int64_t(i), values[i]);
+  return t;
+}
+
+const Tolerance kExact{0, 0, 0, true};
+
+void test_compare() {
+  // Exact mode: K = 1000, a kernel that drops 8 of K gives 992: 0.8% off, and bad.
+  std::vector<double> want(4 * 8, 1000.0);
+  std::vector<double> got = want;
+  got[13] = 992.0;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const Comparison c = compare_output(output_with(dtype, {4, 8}, got), want, 1, 4, 8, kExact, 2, 4);
+    CHECK(c.bad == 1 && !c.passed && c.count == 32 && c.first.size() == 1);
+    CHECK(c.first[0].m == 1 && c.first[0].n == 5 && c.first[0].got == 992.0 && c.first[0].want == 1000.0);
+    CHECK(c.bad_per_tile == std::vector<int64_t>({0, 1, 0, 0}));
+    const Comparison loose = compare_output(output_with(dtype, {4, 8}, got), want, 1, 4, 8,
+                                            default_tolerance(dtype, DType::bf16, DType::bf16, 1000.0), 2, 4);
+    if (dtype == DType::bf16) CHECK(loose.passed);  // what random-input tolerance would have let through
+  }
+  // Exact mode where the answer is not representable: 1001 in bf16 lies between 1000 and 1004,
+  // and either neighbour is within one bf16 ulp (4) of it.
+  const std::vector<double> want1001(1, 1001.0);
+  CHECK(compare_output(output_with(DType::bf16, {1, 1}, {1000.0}), want1001, 1, 1, 1, kExact, 1, 1).passed);
+  CHECK(compare_output(output_with(DType::bf16, {1, 1}, {1004.0}), want1001, 1, 1, 1, kExact, 1, 1).passed);
+  CHECK(!compare_output(output_with(DType::bf16, {1, 1}, {1008.0}), want1001, 1, 1, 1, kExact, 1, 1).passed);
+  CHECK(!compare_output(output_with(DType::bf16, {1, 1}, {996.0}), want1001, 1, 1, 1, kExact, 1, 1).passed);
+  CHECK(!compare_output(output_with(DType::f32, {1, 1}, {1000.0}), want1001, 1, 1, 1, kExact, 1, 1).passed);
+
+  // Tolerance mode on random data.
+  TestRng rng{7};
+  std::vector<double> ref(64 * 48);
+  for (double& v : ref) v = rng.uniform() * 2 - 1;
+  const Tolerance f32_tol = default_tolerance(DType::f32, DType::f32, DType::f32, reference_rms(ref));
+  std::vector<double> close = ref;
+  for (double& v : close) v *= 1 + 1e-6;
+  Comparison c = compare_output(output_with(DType::f32, {64, 48}, close), ref, 1, 64, 48, f32_tol, 16, 16);
+  CHECK(c.passed && c.bad == 0 && c.rel_l2 < 2e-6 && std::fabs(c.ratio - 1.0) < 2e-6);
+  close[100] += 0.5;
+  c = compare_output(output_with(DType::f32, {64, 48}, close), ref, 1, 64, 48, f32_tol, 16, 16);
+  CHECK(!c.passed && c.bad == 1 && c.first[0].m == 2 && c.first[0].n == 4);
+  // Near-zero outputs: atol = rtol * rms absorbs cancellation error.
+  std::vector<double> tiny = {1e-9, 1.0};
+  CHECK(compare_output(output_with(DType::f32, {1, 2}, {2e-9, 1.0}), tiny, 1, 1, 2,
+                       default_tolerance(DType::f32, DType::f32, DType::f32, reference_rms(tiny)), 1, 2).bad == 0);
+
+  // Unwritten outputs, NaN, Inf, counted apart; poison is not NaN.
+  c = compare_output(output_with(DType::f32, {64, 48}, ref, {5, 48 * 60 + 7, 48 * 61 + 40}), ref, 1, 64, 48, f32_tol,
+                     16, 16);
+  CHECK(c.unwritten == 3 && c.bad == 3 && c.nan == 0 && !c.passed);
+  CHECK(c.first[0].poison && c.first[0].m == 0 && c.first[0].n == 5);
+  CHECK(c.unwritten_row_min == 0 && c.unwritten_row_max == 61 && c.unwritten_col_min == 5 && c.unwritten_col_max == 40);
+  CHECK(c.rel_l2 < 1e-7);  // unwritten elements stay out of the norms: only f32 rounding remains
+  std::vector<double> nonfinite = ref;
+  nonfinite[3] = NAN, nonfinite[4] = HUGE_VAL, nonfinite[5] = -HUGE_VAL;
+  c = compare_output(output_with(DType::f32, {64, 48}, nonfinite), ref, 1, 64, 48, f32_tol, 16, 16);
+  CHECK(c.nan == 1 && c.inf == 2 && c.bad == 3 && c.unwritten == 0 && std::isfinite(c.rel_l2));
+  // Where the reference itself is not finite, the output must match it.
+  std::vector<double> want_inf = {HUGE_VAL, NAN};
+  CHECK(compare_output(output_with(DType::f32, {1, 2}, {HUGE_VAL, NAN}), want_inf, 1, 1, 2, f32_tol, 1, 2).passed);
+  CHECK(compare_output(output_with(DType::f32, {1, 2}, {1.0, NAN}), want_inf, 1, 1, 2, f32_tol, 1, 2).bad == 1);
+  // An integer output may equal the poison: -1 in i8 where the reference says -1 is written.
+  std::vector<double> minus_one = {-1.0, -1.0};
+  c = compare_output(output_with(DType::i8, {1, 2}, {-1.0}, {1}), minus_one, 1, 1, 2,
+                     default_tolerance(DType::i8, DType::i8, DType::i8, 1.0), 1, 2);
+  CHECK(c.passed && c.unwritten == 0);
+  c = compare_output(output_with(DType::i8, {1, 2}, {-1.0}, {1}), std::vector<double>{-1.0, 3.0}, 1, 1, 2,
+                     default_tolerance(DType::i8, DType::i8, DType::i8, 1.0), 1, 2);
+  CHECK(c.unwritten == 1 && !c.passed);
+  // Layout and batches: a col_major output and a rank-3 output are compared logically.
+  std::vector<double> batched(2 * 3 * 5);
+  for (size_t i = 0; i < batched.size(); ++i) batched[i] = double(i);
+  std::vector<double> wrong = batched;
+  wrong[15 + 5 + 2] = -1;
+  c = compare_output(output_with(DType::f32, {2, 3, 5}, wrong, {}, {1, 2, 6}), batched, 2, 3, 5, kExact, 2, 4);
+  CHECK(c.bad == 1 && c.first[0].l == 1 && c.first[0].m == 1 && c.first[0].n == 2);
+  CHECK(c.bad_per_tile == std::vector<int64_t>({1, 0, 0, 0}));
+  // Scale statistics.
+  std::vector<double> doubled = ref;
+  for (double& v : doubled) v *= 2;
+  c = compare_output(output_with(DType::f32, {64, 48}, doubled), ref, 1, 64, 48, f32_tol, 16, 16);
+  CHECK(std::fabs(c.ratio - 2.0) < 1e-6 && c.residual < 1e-7 && c.max_rel > 0.99 && c.rel_l2 > 0.99);
+  CHECK(std::fabs(c.ref_rms - reference_rms(ref)) < 1e-15);
+  // Repeat runs.
+  Tensor first = output_with(DType::bf16, {4, 8}, want, {}, {1, 4});
+  const std::vector<unsigned char> first_storage = first.host;
+  CHECK_EQ(count_bitwise_differences(first, first_storage), int64_t(0));
+  set_logical(first, 3, 1008.0);
+  set_logical(first, 30, -0.0);
+  CHECK_EQ(count_bitwise_differences(first, first_storage), int64_t(2));
+
+  // Default tolerances.
+  const Tolerance bf16 = default_tolerance(DType::bf16, DType::bf16, DType::bf16, 2.0);
+  CHECK(bf16.rel_l2 == 1e-2 && bf16.rtol == 1.6e-2 && bf16.atol == 3.2e-2 && !bf16.exact);
+  const Tolerance tf32 = default_tolerance(DType::f32, DType::tf32, DType::f32, 1.0);
+  CHECK(tf32.rel_l2 == 5e-3 && tf32.rtol == 2e-2);
+  const Tolerance fp8 = default_tolerance(DType::bf16, DType::e4m3, DType::e4m3, 1.0);
+  CHECK(fp8.rel_l2 == 1e-2 && fp8.rtol == 2e-2);
+  CHECK(default_tolerance(DType::e4m3, DType::e4m3, DType::e4m3, 1.0).rtol == 1.25e-1);
+  CHECK(default_tolerance(DType::f64, DType::f64, DType::f64, 1.0).rel_l2 == 1e-12);
+  const Tolerance ints = default_tolerance(DType::i32, DType::i8, DType::i8, 100.0);
+  CHECK(ints.rel_l2 == 0 && ints.rtol == 0 && ints.atol == 0);
+}
+
+// ------------------------------------------------------------------ report
+
+void test_json_and_lines() {
+  JsonWriter w;
+  w.begin_object();
+  w.field("s", std::string("quote \" backslash \\ newline \n tab \t bell \x07 \xC3\xA9"));
+  w.field("n", int64_t(-3));
+  w.field("u", size_t(7));
+  w.field("x", 0.1);
+  w.field("big", 1e300);
+  w.field("nan", std::nan(""));
+  w.field("inf", -HUGE_VAL);
+  w.field("t", true);
+  w.key("nothing");
+  w.null();
+  w.key("list");
+  w.begin_array();
+  w.value(1);
+  w.begin_object();
+  w.end_object();
+  w.begin_array();
+  w.end_array();
+  w.value("two");
+  w.end_array();
+  w.key("raw");
+  w.raw("{\"k\":[1,2]}");
+  w.key("chained").begin_array().value(int64_t(3)).value(2.5).begin_object().field("z", false).end_object().end_array();
+  w.end_object();
+  CHECK_EQ(w.str(), std::string("{\"s\":\"quote \\\" backslash \\\\ newline \\n tab \\t bell \\u0007 \xC3\xA9\","
+                                "\"n\":-3,\"u\":7,\"x\":0.1,\"big\":1e+300,\"nan\":null,\"inf\":null,\"t\":true,"
+                                "\"nothing\":null,\"list\":[1,{},[],\"two\"],\"raw\":{\"k\":[1,2]},"
+                                "\"chained\":[3,2.5,{\"z\":false}]}"));
+  CHECK_EQ(JsonWriter::json_number(1.0 / 3.0), std::string("0.33333333333333331"));
+  CHECK_EQ(JsonWriter::json_number(1000.0), std::string("1000"));
+
+  CHECK_EQ(format_value(1000.0), std::string("1000"));
+  CHECK_EQ(format_value(-2.0), std::string("-2"));
+  CHECK_EQ(format_value(0.5), std::string("0.5"));
+  CHECK_EQ(format_value(1.0 / 3.0), std::string("0.333333"));
+  CHECK_EQ(format_value(1e20), std::string("1e+20"));
+  CHECK_EQ(format_value(std::nan("")), std::string("nan"));
+  CHECK_EQ(format_value(-HUGE_VAL), std::string("-inf"));
+
+  // The report line of DESIGN §4, verbatim.
+  std::vector<double> want(384 * 512, 1000.0);
+  Comparison c = compare_output(output_with(DType::bf16, {512, 384}, want), want, 1, 512, 384, kExact, 128, 128);
+  CHECK_EQ(format_comparison_line("D", c),
+           std::string("D       relL2 0.000e+00  max_abs 0  ratio 1.0000  bad 0/196608  nan 0  unwritten 0"));
+  CHECK_EQ(format_comparison_line("output_tensor", c).substr(0, 20), std::string("output_tensor relL2 "));
+
+  std::vector<double> got = want;
+  got[130 * 384 + 7] = 2000.0;
+  c = compare_output(output_with(DType::bf16, {512, 384}, got, {131 * 384 + 300}), want, 1, 512, 384, kExact, 128, 128);
+  CHECK_EQ(format_mismatches("D", c, false),
+           std::string("  D[130, 7] tile (1,0) at (2,7): got 2000 want 1000\n"
+                       "  D[131, 300] tile (1,2) at (3,44): got poison (never written) want 1000\n"));
+  c.bad = 12;
+  CHECK_CONTAINS(format_mismatches("D", c, true), "  D[0, 130, 7] tile (1,0) at (2,7)");
+  CHECK_CONTAINS(format_mismatches("D", c, true), "  ... and 10 more\n");
+  c.inf = 2;
+  CHECK_CONTAINS(format_comparison_line("D", c), "unwritten 1  inf 2");
+  JsonWriter cw;
+  write_comparison_json(cw, "D", c);
+  const std::string json = cw.str();
+  CHECK_CONTAINS(json, "{\"tensor\":\"D\",\"passed\":false,");
+  CHECK_CONTAINS(json, "\"bad\":12,");
+  CHECK_CONTAINS(json, "{\"index\":[0,131,300],\"got\":\"poison\",\"want\":1000}");
+  CHECK_CONTAINS(json, "\"tile\":[128,128]");
+
+  report_set("a", "1");
+  report_set("b", "2");
+  report_set("a", "3");
+  CHECK(g_report_fields.size() == 2 && g_report_fields[0].second == "3");
+  g_report_fields.clear();
+}
+
+void test_classify() {
+  TestRng rng{99};
+  const int64_t M = 130, N = 96;
+  std::vector<double> ref(size_t(M * N));
+  for (double& v : ref) v = rng.uniform() * 2 - 1;
+  const Tolerance tol = default_tolerance(DType::f32, DType::bf16, DType::bf16, reference_rms(ref));
+  const auto run = [&](const std::vector<double>& got, const std::vector<int64_t>& unwritten = {},
+                       int64_t repeat_differences = 0, const Tolerance& t = Tolerance{}) {
+    const Tolerance used = t.rel_l2 || t.exact ? t : tol;
+    const Comparison c =
+        compare_output(output_with(DType::f32, {M, N}, got, unwritten), ref, 1, M, N, used, 128, 32);
+    return classify(c, repeat_differences, used);
+  };
+
+  Pattern p = run(ref);
+  CHECK_EQ(p.cls, std::string("ok"));
+  std::vector<double> got = ref;
+  for (double& v : got) v *= 2;
+  p = run(got);
+  CHECK_EQ(p.cls, std::string("scale"));
+  CHECK_CONTAINS(p.evidence, "every output is 2.000x the reference (least-squares ratio 2.0000, residual");
+  p = run(std::vector<double>(ref.size(), 0.0));
+  CHECK_EQ(p.cls, std::string("scale"));
+  CHECK_CONTAINS(p.evidence, "every output is 0 where the reference is not");
+
+  // Boundary: only the partial last tile row (rows 128-129) is wrong.
+  got = ref;
+  for (int64_t m = 128; m < M; ++m)
+    for (int64_t n = 0; n < N; n += 3) got[size_t(m * N + n)] += 1.0;
+  p = run(got);
+  CHECK_EQ(p.cls, std::string("boundary"));
+  CHECK_CONTAINS(p.evidence, "all 64 bad outputs lie in partial edge tiles: the last tile row (rows 128-129, M % 128 = 2)");
+  // The same rows left unwritten: unwritten comes first, with the rows it spans.
+  std::vector<int64_t> holes;
+  for (int64_t n = 0; n < N; ++n) holes.push_back(129 * N + n);
+  p = run(ref, holes);
+  CHECK_EQ(p.cls, std::string("unwritten"));
+  CHECK_EQ(p.evidence, std::string("96 of 12480 outputs were never written (still poison): row 129, columns 0-95"));
+
+  // NaN outputs.
+  got = ref;
+  got[17] = NAN;
+  p = run(got);
+  CHECK_EQ(p.cls, std::string("nonfinite"));
+  CHECK_CONTAINS(p.evidence, "1 NaN and 0 Inf outputs where the reference is finite, in 1 of 6 tiles");
+
+  // Right every time, but repeat runs differ.
+  p = run(ref, {}, 5);
+  CHECK_EQ(p.cls, std::string("nondeterministic"));
+  CHECK_CONTAINS(p.evidence, "5 of 12480 outputs differ bitwise");
+
+  // Scattered: a few large errors in full tiles.
+  got = ref;
+  for (int64_t i = 0; i < int64_t(got.size()); i += 397) got[size_t(i)] += 5.0;
+  p = run(got);
+  CHECK_EQ(p.cls, std::string("scattered"));
+  CHECK_CONTAINS(p.evidence, "32 of 12480 outputs are bad (0.26%)");
+
+  // Precision: errors everywhere, none beyond rtol, but relL2 a few times its tolerance (1e-5).
+  got = ref;
+  for (double& v : got) v += (rng.uniform() - 0.5) * 1e-4 * std::fabs(v);
+  p = run(got);
+  CHECK_EQ(p.cls, std::string("precision"));
+  CHECK_CONTAINS(p.evidence, "against a tolerance of 1.0e-05; no single output is outside rtol/atol");
+
+  // Exact mode (--ones, K = 1000): every output 992 is a uniform factor 0.992.
+  std::vector<double> ones(64, 1000.0);
+  const Comparison c = compare_output(output_with(DType::bf16, {8, 8}, std::vector<double>(64, 992.0)), ones, 1, 8, 8,
+                                      kExact, 4, 4);
+  p = classify(c, 0, kExact);
+  CHECK_EQ(p.cls, std::string("scale"));
+  CHECK_CONTAINS(p.evidence, "every output is 0.992x the reference");
+}
+
+// ------------------------------------------------------------------ modes for tests/runtime.rs
+
+bool parse_shape(const std::string& text, std::vector<int64_t>* shape) {
+  shape->clear();
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t x = std::min(text.find('x', start), text.size());
+    const std::string part = text.substr(start, x - start);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos) return false;
+    shape->push_back(std::stoll(part));
+    start = x + 1;
+  }
+  return !shape->empty() && shape->size() <= 4;
+}
+
+// values PATTERN DTYPE SEED NAME SHAPE: the storage bits of every element, logical order.
+int values_mode(int argc, char** argv) {
+  Init init;
+  std::string error;
+  DType dtype;
+  std::vector<int64_t> shape;
+  if (argc != 7 || !parse_init(argv[2], &init, &error) || !parse_dtype(argv[3], &dtype) || !parse_shape(argv[6], &shape)) {
+    std::fprintf(stderr, "usage: %s values PATTERN DTYPE SEED NAME SHAPE (e.g. uniform bf16 2024 A 4x5)\n%s\n",
+                 argv[0], error.c_str());
+    return kExitUsage;
+  }
+  init.seed = std::strtoull(argv[4], nullptr, 10);
+  const uint64_t stream = stream_of(argv[5]);
+  const int64_t numel = product(int(shape.size()), shape.data());
+  for (int64_t i = 0; i < numel; ++i) {
+    const double value = generate_value(init, stream, i, int(shape.size()), shape.data());
+    std::printf("%0*llx\n", int(2 * dtype_bytes(dtype)), (unsigned long long)encode_bits(dtype, value));
+  }
+  return 0;
+}
+
+// encode DTYPE: for each hex f64 bit pattern on stdin, the storage bits of its conversion.
+int encode_mode(int argc, char** argv) {
+  DType dtype;
+  if (argc != 3 || !parse_dtype(argv[2], &dtype)) {
+    std::fprintf(stderr, "usage: %s encode DTYPE < hex-f64-bits\n", argv[0]);
+    return kExitUsage;
+  }
+  char line[64];
+  while (std::fgets(line, sizeof line, stdin)) {
+    const double value = double_from_bits(std::strtoull(line, nullptr, 16));
+    std::printf("%0*llx\n", int(2 * dtype_bytes(dtype)), (unsigned long long)encode_bits(dtype, value));
+  }
+  return 0;
+}
+
+// fatal JSON_PATH: what a hang looks like to the caller.
+int fatal_mode(int argc, char** argv) {
+  if (argc != 3) return kExitUsage;
+  set_command_line(argc, argv);
+  set_json_path(argv[2]);
+  report_set("spec", json_string("selftest \"quoted\""));
+  std::vector<double> want(4, 1.0);
+  JsonWriter w;
+  write_comparison_json(w, "D", compare_output(output_with(DType::f32, {2, 2}, {1, 2, NAN}, {3}), want, 1, 2, 2,
+                                               kExact, 1, 1));
+  report_set("output", w.str());
+  fatal(kExitHang, "hang", "hang: kernel selftest did not finish within 0.5 s (grid (1,1,1) block (32,1,1))");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "values") return values_mode(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "encode") return encode_mode(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "fatal") return fatal_mode(argc, argv);
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: %s [values ... | encode DTYPE | fatal JSON_PATH]\n", argv[0]);
+    return kExitUsage;
+  }
+  ScratchDir dir;
+  test_dtype_basics();
+  test_conversions_match_cuda();
+  test_conversion_edge_cases();
+  test_round_to_and_ulp();
+  test_poison();
+  test_hash_and_log();
+  test_generators();
+  test_parse_init();
+  test_npy(dir);
+  test_tensors(dir);
+  test_reference();
+  test_compare();
+  test_json_and_lines();
+  test_classify();
+  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,139 @@
+//! Every example in examples/: its committed artifact in generated/ is current, and its harness
+//! compiles with the real nvcc for its arch (sm_90a) and runs as far as a machine without a GPU
+//! allows: the generated inputs, then exit 7.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn example_specs() -> Vec<PathBuf> {
+    let mut specs: Vec<PathBuf> = std::fs::read_dir(common::repo().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    specs.sort();
+    assert!(specs.len() >= 8, "examples/ should hold the kernels' specs");
+    specs
+}
+
+#[test]
+fn every_example_is_valid_and_named_after_its_file() {
+    for path in example_specs() {
+        let spec = repro::spec::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            Some(spec.name()),
+            path.file_stem().and_then(|s| s.to_str()),
+            "{}",
+            path.display()
+        );
+        assert!(
+            spec.spec.expect.is_some(),
+            "{} must say what it shows (`expect:`)",
+            path.display()
+        );
+        let r = &spec.reference;
+        assert!(
+            r.m % r.tile_m != 0 || r.n % r.tile_n != 0,
+            "{}: sizes should not be tile multiples",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn generated_artifacts_are_current() {
+    let mut stale = Vec::new();
+    for path in example_specs() {
+        let spec = repro::spec::load(&path).unwrap();
+        let dir = common::repo().join("generated").join(spec.name());
+        let artifact = repro::generate::render(&spec, &dir).unwrap();
+        for file in &artifact.files {
+            let on_disk = std::fs::read_to_string(dir.join(file.name)).unwrap_or_default();
+            if on_disk != file.content {
+                stale.push(repro::generate::artifact::unified_diff(
+                    &format!("generated/{}/{}", spec.name(), file.name),
+                    &on_disk,
+                    &file.content,
+                ));
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "generated/ is stale; run scripts/regenerate.sh and commit the result:\n{}",
+        stale.join("\n")
+    );
+}
+
+/// Scaffolds and builds one example in `work`, checks what can be checked without a GPU.
+fn build_and_check(spec_path: &Path, work: &Path) {
+    let name = spec_path
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let dir = work.join(&name);
+    Command::cargo_bin("repro")
+        .unwrap()
+        .arg("build")
+        .arg(spec_path)
+        .arg("-o")
+        .arg(&dir)
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success();
+    let harness = dir.join("harness");
+    assert!(harness.is_file(), "{name}: no harness binary");
+
+    // Inputs are generated on the host, before any CUDA call: they must be repro's own values.
+    let emitted = work.join(format!("{name}-inputs"));
+    std::fs::create_dir_all(&emitted).unwrap();
+    Command::new(&harness)
+        .arg("--emit-inputs")
+        .arg(&emitted)
+        .assert()
+        .success();
+    let spec = repro::spec::load(spec_path).unwrap();
+    for tensor in spec.tensors.iter().filter(|t| !t.output) {
+        let npy = std::fs::read(emitted.join(format!("{}.npy", tensor.name))).unwrap();
+        let expected = repro::inputs::tensor_storage_bits(tensor);
+        let payload = &npy[npy.len() - expected.len()..];
+        assert_eq!(
+            payload,
+            &expected[..],
+            "{name}: tensor {} differs from repro's generator",
+            tensor.name
+        );
+    }
+
+    if !Path::new("/dev/nvidia0").exists() {
+        Command::new(&harness)
+            .arg("--ones")
+            .assert()
+            .code(7)
+            .stdout(predicate::str::contains("no usable CUDA device"));
+    }
+}
+
+#[test]
+fn every_example_compiles_with_nvcc_for_sm90a() {
+    let work = tempfile::tempdir().unwrap();
+    let specs = example_specs();
+    // Two at a time: CI machines have two cores and nvcc is single-threaded.
+    let (left, right) = specs.split_at(specs.len() / 2);
+    std::thread::scope(|scope| {
+        for half in [left, right] {
+            let work = work.path();
+            scope.spawn(move || {
+                for spec in half {
+                    build_and_check(spec, work);
+                }
+            });
+        }
+    });
+}

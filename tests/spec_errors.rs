@@ -1,0 +1,223 @@
+//! Spec errors: each bad spec gives a message with file:line:column, the source line, and a
+//! hint; the messages are snapshots, so a change to any of them is a reviewed change.
+
+use std::path::{Path, PathBuf};
+
+use repro::error::Error;
+
+/// A valid spec to break one field at a time.
+const GOOD: &str = r#"version: 1
+name: good_gemm
+about: a valid spec
+sizes: { M: 100, N: 60, K: 70 }
+source:
+  include_dirs: [../kernels]
+  includes: [naive_gemm.cuh]
+tensors:
+  A: { dtype: bf16, shape: [M, K] }
+  B: { dtype: bf16, shape: [K, N] }
+  D: { dtype: bf16, shape: [M, N], output: true }
+kernel:
+  name: naive_gemm_bf16
+  args: [A, B, D, M, N, K]
+  grid: ["ceil_div(N, 16)", "ceil_div(M, 16)", 1]
+  block: [16, 16, 1]
+reference: { op: gemm, a: A, b: B, out: D, tile: [16, 16] }
+build: { arch: sm_90a, flags: [-O3] }
+"#;
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+fn load(text: &str) -> Result<repro::spec::ResolvedSpec, Error> {
+    repro::spec::load_text(Path::new("bad.yaml"), text, &examples_dir())
+}
+
+/// The rendered error for `text`, which must fail with exit code 2.
+fn error_for(text: &str) -> String {
+    match load(text) {
+        Ok(_) => panic!("spec unexpectedly valid:\n{text}"),
+        Err(e) => {
+            assert_eq!(e.exit_code(), 2, "spec errors exit 2");
+            e.to_string()
+        }
+    }
+}
+
+fn replace(from: &str, to: &str) -> String {
+    assert!(
+        GOOD.contains(from),
+        "test bug: `{from}` not in the good spec"
+    );
+    GOOD.replacen(from, to, 1)
+}
+
+#[test]
+fn the_base_spec_is_valid() {
+    let spec = load(GOOD).expect("valid");
+    assert_eq!(spec.reference.m, 100);
+    assert_eq!(spec.reference.k, 70);
+    assert_eq!(spec.kernel.instantiation(), "naive_gemm_bf16");
+}
+
+#[test]
+fn unknown_top_level_field_suggests_the_right_one() {
+    insta::assert_snapshot!(error_for(&replace("tensors:", "tensor:")));
+}
+
+#[test]
+fn unknown_tensor_field_suggests_the_right_one() {
+    insta::assert_snapshot!(error_for(&replace("A: { dtype: bf16", "A: { dtyp: bf16")));
+}
+
+#[test]
+fn bad_dtype() {
+    insta::assert_snapshot!(error_for(&replace("A: { dtype: bf16", "A: { dtype: bf61")));
+}
+
+#[test]
+fn undeclared_size_in_shape() {
+    insta::assert_snapshot!(error_for(&replace("shape: [M, K] }", "shape: [M, KK] }")));
+}
+
+#[test]
+fn undeclared_tensor_in_reference() {
+    insta::assert_snapshot!(error_for(&replace("b: B, out", "b: BB, out")));
+}
+
+#[test]
+fn kernel_arg_typo() {
+    insta::assert_snapshot!(error_for(&replace(
+        "args: [A, B, D, M, N, K]",
+        "args: [A, B, DD, M, N, K]"
+    )));
+}
+
+#[test]
+fn shapes_that_do_not_fit_the_gemm() {
+    insta::assert_snapshot!(error_for(&replace(
+        "B: { dtype: bf16, shape: [K, N] }",
+        "B: { dtype: bf16, shape: [M, N] }"
+    )));
+}
+
+#[test]
+fn batched_output_needs_batched_operands() {
+    let text = replace(
+        "sizes: { M: 100, N: 60, K: 70 }",
+        "sizes: { L: 3, M: 100, N: 60, K: 70 }",
+    )
+    .replace(
+        "D: { dtype: bf16, shape: [M, N]",
+        "D: { dtype: bf16, shape: [L, M, N]",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn bias_must_be_n() {
+    let text = replace("  D: {", "  bias: { dtype: f32, shape: [M] }\n  D: {")
+        .replace("tile: [16, 16] }", "tile: [16, 16], bias: bias }");
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn beta_without_c() {
+    insta::assert_snapshot!(error_for(&replace(
+        "tile: [16, 16] }",
+        "tile: [16, 16], beta: 0.5 }"
+    )));
+}
+
+#[test]
+fn tensor_name_that_is_not_an_identifier() {
+    insta::assert_snapshot!(error_for(
+        &replace("  A: { dtype", "  2A: { dtype")
+            .replace("a: A,", "a: 2A,")
+            .replace("[A, B", "[2A, B")
+    ));
+}
+
+#[test]
+fn tensor_name_that_collides_with_the_harness() {
+    insta::assert_snapshot!(error_for(
+        &replace("  A: { dtype", "  repro_A: { dtype")
+            .replace("a: A,", "a: repro_A,")
+            .replace("[A, B", "[repro_A, B")
+    ));
+}
+
+#[test]
+fn spec_name_of_the_wrong_form() {
+    insta::assert_snapshot!(error_for(&replace("name: good_gemm", "name: Good-GEMM")));
+}
+
+#[test]
+fn output_not_marked() {
+    insta::assert_snapshot!(error_for(&replace(
+        "shape: [M, N], output: true }",
+        "shape: [M, N] }"
+    )));
+}
+
+#[test]
+fn yaml_syntax_error() {
+    insta::assert_snapshot!(error_for(&replace(
+        "block: [16, 16, 1]",
+        "block: [16, 16, 1"
+    )));
+}
+
+#[test]
+fn conflicting_build_flag() {
+    insta::assert_snapshot!(error_for(&replace(
+        "flags: [-O3]",
+        "flags: [-O3, -arch=sm_80]"
+    )));
+}
+
+#[test]
+fn too_many_threads() {
+    insta::assert_snapshot!(error_for(&replace(
+        "block: [16, 16, 1]",
+        "block: [64, 32, 1]"
+    )));
+}
+
+#[test]
+fn several_errors_are_reported_together() {
+    let text = replace("b: B, out", "b: BB, out").replace("version: 1", "version: 2");
+    let message = error_for(&text);
+    assert!(message.contains("spec version 2"), "{message}");
+    assert!(message.contains("`BB`"), "{message}");
+    assert!(
+        message.contains("2 errors in bad.yaml; nothing was written"),
+        "{message}"
+    );
+}
+
+#[test]
+fn every_error_names_file_line_and_column() {
+    let cases = [
+        replace("tensors:", "tensor:"),
+        replace("b: B, out", "b: BB, out"),
+        replace("shape: [M, K] }", "shape: [M, KK] }"),
+        replace("block: [16, 16, 1]", "block: [16, 16, 1"),
+    ];
+    for text in cases {
+        let message = error_for(&text);
+        let has_location = message.lines().any(|l| {
+            l.trim_start()
+                .strip_prefix("--> bad.yaml:")
+                .is_some_and(|rest| {
+                    let parts: Vec<&str> = rest.split(':').collect();
+                    parts.len() == 2
+                        && parts
+                            .iter()
+                            .all(|p| p.parse::<usize>().is_ok_and(|n| n > 0))
+                })
+        });
+        assert!(has_location, "no file:line:column in\n{message}");
+    }
+}
