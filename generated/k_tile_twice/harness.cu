@@ -64,14 +64,14 @@
 namespace repro {
 
 // Exit codes, shared with `repro` itself (DESIGN §2).
-constexpr int kExitPassed = 0;
-constexpr int kExitMismatch = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitBuild = 3;
-constexpr int kExitCudaError = 4;
-constexpr int kExitHang = 5;
-constexpr int kExitSanitizer = 6;
-constexpr int kExitNoDevice = 7;
+inline constexpr int kExitPassed = 0;
+inline constexpr int kExitMismatch = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitBuild = 3;
+inline constexpr int kExitCudaError = 4;
+inline constexpr int kExitHang = 5;
+inline constexpr int kExitSanitizer = 6;
+inline constexpr int kExitNoDevice = 7;
 
 // Prints `message` and the disposition, writes the JSON report if one was asked for, and exits
 // without running destructors (they could block on a wedged device). Defined in device.cuh.

@@ -63,16 +63,23 @@ impl fmt::Display for SpecErrors {
             }
             let Location { line, column } = d.location;
             writeln!(f, "error: {}", d.message)?;
-            writeln!(f, "  --> {}:{}:{}", self.file.display(), line, column)?;
+            let gutter = line.to_string().len();
+            writeln!(
+                f,
+                "{:gutter$}--> {}:{}:{}",
+                "",
+                self.file.display(),
+                line,
+                column
+            )?;
             if let Some(text) = line.checked_sub(1).and_then(|l| lines.get(l)) {
-                let gutter = line.to_string().len();
                 writeln!(f, "{:gutter$} |", "")?;
                 writeln!(f, "{line} | {text}")?;
                 let caret_at = column.saturating_sub(1).min(text.len());
                 writeln!(f, "{:gutter$} | {:caret_at$}^", "", "")?;
             }
             if let Some(help) = &d.help {
-                writeln!(f, "  = help: {help}")?;
+                writeln!(f, "{:gutter$} = help: {help}", "")?;
             }
         }
         let n = self.diagnostics.len();

@@ -156,11 +156,22 @@ pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Diagnostic> {
 /// Turns a serde_yaml error into a diagnostic with a location and, for a misspelt field or
 /// variant, the closest valid name.
 fn serde_diagnostic(error: &serde_yaml::Error) -> Diagnostic {
+    // libyaml's messages carry "at line L column C" for the problem and sometimes a second one
+    // for where the construct began; the location goes to the `-->` line, the start to the hint.
     let full = error.to_string();
-    let message = match full.rfind(" at line ") {
-        Some(cut) => full[..cut].to_string(),
-        None => full.clone(),
-    };
+    let mut message = String::new();
+    let mut starts = Vec::new();
+    let mut rest = full.as_str();
+    while let Some(at) = rest.find(" at line ") {
+        message.push_str(&rest[..at]);
+        let tail = &rest[at + " at line ".len()..];
+        let end = tail
+            .find(|c: char| c == ',' || c == ')')
+            .unwrap_or(tail.len());
+        starts.push(tail[..end].replace(" column ", ", column "));
+        rest = &tail[end..];
+    }
+    message.push_str(rest);
     let location = error
         .location()
         .map(|l| Location {
@@ -171,6 +182,11 @@ fn serde_diagnostic(error: &serde_yaml::Error) -> Diagnostic {
     let mut diagnostic = Diagnostic::new(location, message.clone());
     if let Some(help) = unknown_name_help(&message) {
         diagnostic = diagnostic.with_help(help);
+    } else if starts.len() > 1 {
+        diagnostic = diagnostic.with_help(format!(
+            "it begins at line {}; look for a missing bracket, quote or comma",
+            starts[1]
+        ));
     }
     diagnostic
 }
