@@ -38,7 +38,7 @@ run_case() {
 section "machine"
 date -u '+%Y-%m-%d %H:%M:%S UTC'
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
-nvcc --version | tail -n 2
+"${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}" --version | tail -n 2
 "$repro" --version
 "$repro" doctor
 
