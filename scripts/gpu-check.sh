@@ -20,7 +20,7 @@ section() { printf '\n==== %s\n' "$*"; }
 run_case() {
   local label=$1 want=$2
   shift 2
-  local log="$logs/$label.log" start end code
+  local log="$logs/$(echo "$label" | tr -c 'A-Za-z0-9_.\n-' '_' | sed 's/__*/_/g').log" start end code
   start=$(date +%s.%N)
   "$repro" "$@" >"$log" 2>&1
   code=$?

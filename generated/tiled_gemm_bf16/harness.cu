@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cuda_bf16.h>
@@ -1823,13 +1824,17 @@ inline double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Prints the final line, "Disposition: Passed" or "Disposition: Failed (<cls>)", writes the JSON
-// report if --json asked for one, and returns exit_code: main ends with `return conclude(...)`.
+// Prints the final line, "Disposition: Passed", "Disposition: Failed (<cls>)", or, when there was
+// no device to run on, "Disposition: Not run (no_device)" (nothing about the kernel is known, so
+// it must not read as a failure); writes the JSON report if --json asked for one, and returns
+// exit_code: main ends with `return conclude(...)`.
 inline int conclude(int exit_code, const std::string& cls, const std::string& message) {
+  const char* disposition = exit_code == kExitPassed ? "passed" : exit_code == kExitNoDevice ? "not run" : "failed";
   if (exit_code == kExitPassed) std::printf("Disposition: Passed\n");
+  else if (exit_code == kExitNoDevice) std::printf("Disposition: Not run (%s)\n", cls.c_str());
   else std::printf("Disposition: Failed (%s)\n", cls.c_str());
   std::fflush(stdout);
-  write_json_report(exit_code, exit_code == kExitPassed ? "passed" : "failed", cls, message);
+  write_json_report(exit_code, disposition, cls, message);
   return exit_code;
 }
 
@@ -2246,6 +2251,16 @@ inline std::string join_path(const std::string& dir, const std::string& file) {
   return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
 }
 
+// mkdir -p: --dump and --emit-inputs create the folder they are given.
+inline void make_directories(const std::string& dir) {
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    const std::string prefix = slash == std::string::npos ? dir : dir.substr(0, slash);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      usage_error(strprintf("cannot create %s: %s", prefix.c_str(), std::strerror(errno)));
+    if (slash == std::string::npos) return;
+  }
+}
+
 inline void write_npy_or_die(const std::string& path, const Tensor& t) {
   std::string error;
   if (!write_npy(path, t, t.host.data(), &error)) {
@@ -2272,6 +2287,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     if (!fill_host(t, base_dir, &error)) usage_error(strprintf("tensor %s: %s", t.name.c_str(), error.c_str()));
   }
   if (!options.emit_inputs_dir.empty()) {
+    make_directories(options.emit_inputs_dir);
     for (const Tensor& t : tensors)
       if (!t.output) write_npy_or_die(join_path(options.emit_inputs_dir, t.name + ".npy"), t);
     return kExitPassed;
@@ -2392,6 +2408,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   }
 
   if (!options.dump_dir.empty()) {
+    make_directories(options.dump_dir);
     for (const Tensor& t : tensors) write_npy_or_die(join_path(options.dump_dir, t.name + ".npy"), t);
     Tensor reference = out;
     reference.name = out.name + "_reference";

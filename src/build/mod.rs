@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::BuildArgs;
 use crate::error::{exit, Error};
-use crate::generate::artifact::STATE_DIR;
 use crate::generate::command::{prepare, Prepared};
 use crate::generate::paths::relative_to;
 use command::{BuildCommand, HARNESS_BINARY};
@@ -152,7 +151,6 @@ pub fn build(prepared: &Prepared, nvcc_override: Option<&Path>) -> Result<Built,
         let stamp = serde_json::to_string_pretty(&Stamp { key, inputs }).expect("stamp serializes");
         std::fs::write(dir.join(STAMP), stamp).map_err(Error::io("write", dir.join(STAMP)))?;
     }
-    let _ = STATE_DIR;
     Ok(Built {
         binary,
         compiled: true,

@@ -526,7 +526,6 @@ impl Validator<'_> {
             }
             Some(v) => v.to_cpp(),
         };
-        let _ = sizes;
         Some(KernelLaunch {
             name,
             template_args: k.template_args.iter().map(Value::to_cpp).collect(),

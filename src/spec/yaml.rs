@@ -165,9 +165,7 @@ fn serde_diagnostic(error: &serde_yaml::Error) -> Diagnostic {
     while let Some(at) = rest.find(" at line ") {
         message.push_str(&rest[..at]);
         let tail = &rest[at + " at line ".len()..];
-        let end = tail
-            .find(|c: char| c == ',' || c == ')')
-            .unwrap_or(tail.len());
+        let end = tail.find([',', ')']).unwrap_or(tail.len());
         starts.push(tail[..end].replace(" column ", ", column "));
         rest = &tail[end..];
     }

@@ -28,13 +28,17 @@ inline double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Prints the final line, "Disposition: Passed" or "Disposition: Failed (<cls>)", writes the JSON
-// report if --json asked for one, and returns exit_code: main ends with `return conclude(...)`.
+// Prints the final line, "Disposition: Passed", "Disposition: Failed (<cls>)", or, when there was
+// no device to run on, "Disposition: Not run (no_device)" (nothing about the kernel is known, so
+// it must not read as a failure); writes the JSON report if --json asked for one, and returns
+// exit_code: main ends with `return conclude(...)`.
 inline int conclude(int exit_code, const std::string& cls, const std::string& message) {
+  const char* disposition = exit_code == kExitPassed ? "passed" : exit_code == kExitNoDevice ? "not run" : "failed";
   if (exit_code == kExitPassed) std::printf("Disposition: Passed\n");
+  else if (exit_code == kExitNoDevice) std::printf("Disposition: Not run (%s)\n", cls.c_str());
   else std::printf("Disposition: Failed (%s)\n", cls.c_str());
   std::fflush(stdout);
-  write_json_report(exit_code, exit_code == kExitPassed ? "passed" : "failed", cls, message);
+  write_json_report(exit_code, disposition, cls, message);
   return exit_code;
 }
 

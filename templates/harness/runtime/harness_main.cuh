@@ -183,6 +183,16 @@ inline std::string join_path(const std::string& dir, const std::string& file) {
   return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
 }
 
+// mkdir -p: --dump and --emit-inputs create the folder they are given.
+inline void make_directories(const std::string& dir) {
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    const std::string prefix = slash == std::string::npos ? dir : dir.substr(0, slash);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      usage_error(strprintf("cannot create %s: %s", prefix.c_str(), std::strerror(errno)));
+    if (slash == std::string::npos) return;
+  }
+}
+
 inline void write_npy_or_die(const std::string& path, const Tensor& t) {
   std::string error;
   if (!write_npy(path, t, t.host.data(), &error)) {
@@ -209,6 +219,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     if (!fill_host(t, base_dir, &error)) usage_error(strprintf("tensor %s: %s", t.name.c_str(), error.c_str()));
   }
   if (!options.emit_inputs_dir.empty()) {
+    make_directories(options.emit_inputs_dir);
     for (const Tensor& t : tensors)
       if (!t.output) write_npy_or_die(join_path(options.emit_inputs_dir, t.name + ".npy"), t);
     return kExitPassed;
@@ -329,6 +340,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   }
 
   if (!options.dump_dir.empty()) {
+    make_directories(options.dump_dir);
     for (const Tensor& t : tensors) write_npy_or_die(join_path(options.dump_dir, t.name + ".npy"), t);
     Tensor reference = out;
     reference.name = out.name + "_reference";
