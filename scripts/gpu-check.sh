@@ -3,14 +3,16 @@
 # with random inputs, the race example with more repeats, the GPU-only harness checks (hang,
 # device fault, wrong arch), the build cache, and the benchmark sizes. Ends with a table.
 #
-#   scripts/gpu-check.sh                 # uses target/release/repro; logs into $OUT or ./gpu-check-logs
+#   scripts/gpu-check.sh 2>&1 | tee gpu-check.log    # uses target/release/repro
+#
+# Per-case logs, JSON reports and dumps go to $GPU_CHECK_LOGS (default: a temporary folder).
 #
 # Nothing here is compared against stored numbers: it prints what happened, and the table says
 # whether each example showed what its spec's `expect:` says.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repro=${REPRO:-$PWD/target/release/repro}
-logs=${OUT:-$PWD/gpu-check-logs}
+logs=${GPU_CHECK_LOGS:-$(mktemp -d)}
 mkdir -p "$logs"
 rows=()
 
@@ -71,7 +73,18 @@ run_case "wait_forever (watchdog)" 5 run tests/gpu/wait_forever.yaml --ones
 run_case "write_out_of_bounds" 4 run tests/gpu/write_out_of_bounds.yaml --ones
 run_case "wrong_arch (sm_80 on sm_90)" 7 run tests/gpu/wrong_arch.yaml --ones
 run_case "naive_gemm_f32 --init B=identity" 0 run examples/naive_gemm_f32.yaml --init B=identity
-run_case "tiled_gemm_f32 --dump" 0 run examples/tiled_gemm_f32.yaml --seed 5 --dump "$logs/dump"
+run_case "batched_gemm --ones" 0 run tests/gpu/batched_gemm.yaml --ones
+run_case "batched_gemm (random)" 0 run tests/gpu/batched_gemm.yaml
+run_case "naive_cluster (cluster 2x1x1)" 0 run tests/gpu/naive_cluster.yaml
+run_case "too_much_smem (240000 B)" 4 run tests/gpu/too_much_smem.yaml --ones
+
+section "inputs from files: --dump, then the same inputs back as .npy and as raw .bin"
+run_case "tiled_gemm_f32 --seed 5 --dump" 0 run examples/tiled_gemm_f32.yaml --seed 5 --dump "$logs/dump"
+ls -l "$logs/dump"
+python3 -c "import numpy as np, sys; np.load(sys.argv[1]).tofile(sys.argv[2])" "$logs/dump/A.npy" "$logs/dump/A.bin"
+run_case "tiled_gemm_f32 A.npy B.npy" 0 run examples/tiled_gemm_f32.yaml --init "A=file:$logs/dump/A.npy" --init "B=file:$logs/dump/B.npy"
+run_case "tiled_gemm_f32 A.bin B.npy" 0 run examples/tiled_gemm_f32.yaml --init "A=file:$logs/dump/A.bin" --init "B=file:$logs/dump/B.npy"
+grep -h '^D ' "$logs"/tiled_gemm_f32_*seed_5*.log "$logs"/tiled_gemm_f32_A.*.log
 
 section "benchmarks: host fp64 reference at 1024^3 and 4096^3"
 run_case "bench_tiled_bf16_1024" 0 run tests/gpu/bench_tiled_bf16_1024.yaml --repeat 1

@@ -221,3 +221,21 @@ fn every_error_names_file_line_and_column() {
         assert!(has_location, "no file:line:column in\n{message}");
     }
 }
+
+#[test]
+fn a_batched_spec_resolves_its_gemm_dimensions() {
+    let text = GOOD
+        .replace(
+            "sizes: { M: 100, N: 60, K: 70 }",
+            "sizes: { L: 3, M: 100, N: 60, K: 70 }",
+        )
+        .replace("shape: [M, K] }", "shape: [L, M, K] }")
+        .replace("shape: [K, N] }", "shape: [L, K, N], layout: col_major }")
+        .replace("shape: [M, N], output", "shape: [L, M, N], output");
+    let spec = load(&text).unwrap_or_else(|e| panic!("{e}"));
+    let r = &spec.reference;
+    assert!(r.batched);
+    assert_eq!((r.l, r.m, r.n, r.k), (3, 100, 60, 70));
+    // col_major swaps the last two dimensions; the batch stays outermost.
+    assert_eq!(spec.tensors[1].strides, vec![70 * 60, 1, 70]);
+}

@@ -616,16 +616,16 @@ impl Validator<'_> {
         if !ok {
             return None;
         }
-        let d = |t: &TensorSpecResolved, i: usize| t.shape[t.shape.len() - rank + i];
+        let d = |t: &TensorSpecResolved, i: usize| t.shape[t.shape.len() - 2 + i];
         let (m, k, n) = (d(to, 0), d(ta, 1), d(to, 1));
         let l = if batched { to.shape[0] } else { 1 };
         let mut mismatch =
             |field: &str, t: &TensorSpecResolved, dim: usize, what: &str, want: i64, why: &str| {
                 let got = d(t, dim);
                 if got != want {
-                    let text = &t.shape_text[t.shape.len() - rank + dim];
+                    let text = &t.shape_text[t.shape.len() - 2 + dim];
                     self.error(
-                        &format!("tensors.{}.shape[{}]", t.name, t.shape.len() - rank + dim),
+                        &format!("tensors.{}.shape[{}]", t.name, t.shape.len() - 2 + dim),
                         format!(
                         "reference.{field} `{}` has {what} = {text} = {got}, but {why} is {want}",
                         t.name
