@@ -292,3 +292,51 @@ fn doctor_finds_the_project_toolchain() {
         .stdout(predicate::str::contains("release 13.0"))
         .stdout(predicate::str::contains("CUTLASS   4.2.0"));
 }
+
+#[test]
+fn build_sh_runs_exactly_what_repro_build_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "flags: [-O2]",
+        "flags: [-O2, -DTAG=\"a b\", --use_fast_math, -Xptxas=-v]",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = tmp.path().join("art");
+    let log = tmp.path().join("nvcc.log");
+    let nvcc = common::counting_nvcc(tmp.path(), &log);
+    repro()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(&nvcc)
+        .assert()
+        .success();
+    std::process::Command::new("bash")
+        .arg(out.join("build.sh"))
+        .env("NVCC", &nvcc)
+        .output()
+        .unwrap();
+    let calls = common::logged_calls(&log);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    // repro adds only its dependency file for the build cache.
+    assert_eq!(
+        calls[0],
+        format!("{}-MD|-MF|.repro/build/harness.d|", calls[1])
+    );
+    // Production flags verbatim and in order, a flag with a space kept as one argument.
+    assert_eq!(
+        calls[1],
+        "-gencode=arch=compute_90a,code=sm_90a|-std=c++17|-O2|-DTAG=\"a b\"|--use_fast_math|-Xptxas=-v|-I../kernels|-o|harness|harness.cu|"
+    );
+    // ARCH overrides the target in build.sh.
+    std::process::Command::new("bash")
+        .arg(out.join("build.sh"))
+        .env("NVCC", &nvcc)
+        .env("ARCH", "sm_90")
+        .output()
+        .unwrap();
+    assert!(common::logged_calls(&log)[2].starts_with("-gencode=arch=compute_90,code=sm_90|"));
+}

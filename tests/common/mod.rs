@@ -66,16 +66,17 @@ pub fn write_small_spec(dir: &Path) -> PathBuf {
     spec
 }
 
-/// An nvcc wrapper that logs each call to `log`, so a test can count nvcc invocations.
+/// An nvcc wrapper that logs each call's arguments to `log` (a line per call, each argument
+/// followed by `|`), so a test can count nvcc invocations and see exactly what they were given.
 pub fn counting_nvcc(dir: &Path, log: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let wrapper = dir.join("nvcc-counting");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\necho called >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            nvcc().display()
+            "#!/bin/sh\nprintf '%s|' \"$@\" >> '{log}'; echo >> '{log}'\nexec '{}' \"$@\"\n",
+            nvcc().display(),
+            log = log.display()
         ),
     )
     .unwrap();
@@ -87,4 +88,13 @@ pub fn calls(log: &Path) -> usize {
     std::fs::read_to_string(log)
         .map(|t| t.lines().count())
         .unwrap_or(0)
+}
+
+/// The argument lines the counting wrapper logged.
+pub fn logged_calls(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
