@@ -290,7 +290,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
         REPRO_CUDA_CHECK(cudaMemcpy(tensors[i].device, poison[i].data(), poison[i].size(), cudaMemcpyHostToDevice));
     REPRO_CUDA_CHECK(cudaDeviceSynchronize());
     launch = spec.launch(tensors, stream, start, stop);
-    wait_for_kernel(stream, stop, timeout, launch.label, launch.describe());
+    wait_for_kernel(stop, timeout, launch.label, launch.describe());
     float ms = 0;
     REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     kernel_ms.push_back(ms);
@@ -308,7 +308,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
 
   std::vector<double> sorted_ms = kernel_ms;
   std::sort(sorted_ms.begin(), sorted_ms.end());
-  const double median_ms = sorted_ms[sorted_ms.size() / 2];
+  const size_t runs = sorted_ms.size();
+  const double median_ms = 0.5 * (sorted_ms[(runs - 1) / 2] + sorted_ms[runs / 2]);
 
   Tolerance tolerance = default_tolerance(out.dtype, tensors[g.a].dtype, tensors[g.b].dtype, reference_rms(want));
   if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
