@@ -32,6 +32,8 @@ pub enum Command {
     Run(RunArgs),
     /// Show the unified diff between an artifact on disk and what its spec generates now.
     Diff(DiffArgs),
+    /// Read a real nvcc compile line and print the production flags for a harness build.
+    Flags(FlagsArgs),
     /// Show which nvcc, CUDA headers, CUTLASS headers, host compiler and GPU repro finds.
     Doctor(DoctorArgs),
 }
@@ -105,6 +107,28 @@ pub struct DiffArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct FlagsArgs {
+    /// A build log (ninja, make, CMake, JIT), a compile_commands.json, or a file holding one nvcc
+    /// command line.
+    #[arg(
+        long = "from-log",
+        value_name = "FILE",
+        required_unless_present = "line",
+        conflicts_with = "line"
+    )]
+    pub from_log: Option<PathBuf>,
+    /// The nvcc command line itself (quote it).
+    #[arg(long, value_name = "COMMAND")]
+    pub line: Option<String>,
+    /// Pick the nvcc invocation whose line contains PATTERN.
+    #[arg(long = "match", value_name = "PATTERN")]
+    pub match_pattern: Option<String>,
+    /// Prefer the invocation that compiles this spec's kernel (its includes and name).
+    #[arg(long, value_name = "SPEC")]
+    pub spec: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct DoctorArgs {
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
@@ -117,6 +141,7 @@ impl Command {
             Command::Build(args) => args.exec(),
             Command::Run(args) => args.exec(),
             Command::Diff(args) => args.exec(),
+            Command::Flags(args) => args.exec(),
             Command::Doctor(args) => args.exec(),
         }
     }

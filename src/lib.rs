@@ -9,6 +9,7 @@ pub mod build;
 pub mod cli;
 pub mod doctor;
 pub mod error;
+pub mod flags;
 pub mod generate;
 pub mod inputs;
 pub mod run;

@@ -340,3 +340,40 @@ fn build_sh_runs_exactly_what_repro_build_runs() {
         .unwrap();
     assert!(common::logged_calls(&log)[2].starts_with("-gencode=arch=compute_90,code=sm_90|"));
 }
+
+#[test]
+fn flags_reads_a_log_and_prints_a_build_block() {
+    let log = common::repo().join("examples/logs/torch_extension_build.log");
+    repro()
+        .arg("flags")
+        .arg("--from-log")
+        .arg(&log)
+        .arg("--match")
+        .arg("tiled_gemm_cuda.cu")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("kept     --use_fast_math"))
+        .stdout(predicate::str::contains(
+            "dropped  -DTORCH_EXTENSION_NAME=gemm_ext",
+        ))
+        .stdout(predicate::str::contains(
+            "build:\n  arch: sm_90a\n  std: c++17\n  flags:\n    - -D__CUDA_NO_HALF_OPERATORS__",
+        ));
+    // Two nvcc lines and nothing to choose between them: exit 2, both listed.
+    repro()
+        .arg("flags")
+        .arg("--from-log")
+        .arg(&log)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("tiled_gemm_cuda.cu"))
+        .stderr(predicate::str::contains("naive_gemm_cuda.cu"));
+    repro()
+        .arg("flags")
+        .arg("--line")
+        .arg("nvcc -arch=sm_90a -O3 -Xptxas -v -c k.cu -o k.o")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("  arch: sm_90a"))
+        .stdout(predicate::str::contains("- -Xptxas=-v"));
+}

@@ -239,3 +239,48 @@ fn a_batched_spec_resolves_its_gemm_dimensions() {
     // col_major swaps the last two dimensions; the batch stays outermost.
     assert_eq!(spec.tensors[1].strides, vec![70 * 60, 1, 70]);
 }
+
+#[test]
+fn flags_from_a_missing_log() {
+    insta::assert_snapshot!(error_for(&replace(
+        "build: { arch: sm_90a, flags: [-O3] }",
+        "build: { flags_from: logs/nope.log }"
+    )));
+}
+
+#[test]
+fn flags_from_a_log_resolves_arch_std_and_flags() {
+    let text = replace(
+        "build: { arch: sm_90a, flags: [-O3] }",
+        "build: { flags_from: { file: logs/torch_extension_build.log, match: tiled_gemm_cuda.cu }, flags: [-Xptxas=-v] }",
+    );
+    let spec = load(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(spec.build.arch, "sm_90a");
+    assert_eq!(spec.build.std, "c++17");
+    // The log's flags first, then the spec's own.
+    assert_eq!(
+        spec.build.flags.first().map(String::as_str),
+        Some("-D__CUDA_NO_HALF_OPERATORS__")
+    );
+    assert_eq!(
+        spec.build.flags.last().map(String::as_str),
+        Some("-Xptxas=-v")
+    );
+    assert!(spec.build.flags.contains(&"--use_fast_math".to_string()));
+    assert!(!spec
+        .build
+        .flags
+        .iter()
+        .any(|f| f.contains("TORCH_EXTENSION_NAME") || f == "-c"));
+    assert_eq!(
+        spec.build.flag_groups[0].origin,
+        "build.flags_from: logs/torch_extension_build.log:7"
+    );
+    assert!(
+        spec.warnings
+            .iter()
+            .any(|w| w.contains("TORCH_EXTENSION_NAME")),
+        "{:?}",
+        spec.warnings
+    );
+}

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::spec::ResolvedSpec;
+use crate::spec::{FlagGroup, ResolvedSpec};
 
 /// One group of nvcc arguments and where they came from (shown as a comment in build.sh).
 #[derive(Debug, Clone, Serialize)]
@@ -16,8 +16,8 @@ pub struct ArgGroup {
 pub struct BuildCommand {
     pub arch: String,
     pub std: String,
-    /// Production flags, verbatim from the spec.
-    pub flags: Vec<String>,
+    /// Production flags, grouped by where they came from (`build.flags_from`, `build.flags`).
+    pub flag_groups: Vec<FlagGroup>,
     /// Include directories relative to the artifact folder.
     pub include_dirs: Vec<String>,
 }
@@ -31,7 +31,7 @@ impl BuildCommand {
         BuildCommand {
             arch: spec.build.arch.clone(),
             std: spec.build.std.clone(),
-            flags: spec.build.flags.clone(),
+            flag_groups: spec.build.flag_groups.clone(),
             include_dirs,
         }
     }
@@ -52,10 +52,10 @@ impl BuildCommand {
             },
             ArgGroup { origin: "build.std".into(), args: vec![format!("-std={}", self.std)] },
         ];
-        if !self.flags.is_empty() {
+        for group in self.flag_groups.iter().filter(|g| !g.flags.is_empty()) {
             groups.push(ArgGroup {
-                origin: "build.flags: the production flags, verbatim".into(),
-                args: self.flags.clone(),
+                origin: group.origin.clone(),
+                args: group.flags.clone(),
             });
         }
         if !self.include_dirs.is_empty() {

@@ -14,6 +14,15 @@ pub struct Prepared {
     pub dir: PathBuf,
 }
 
+/// Loads a spec for a command, telling the user (on stderr) what the spec resolved with warnings.
+fn load_spec(path: &Path) -> Result<ResolvedSpec, Error> {
+    let spec = spec::load(path)?;
+    for warning in &spec.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(spec)
+}
+
 /// A folder holding `spec.yaml` is an artifact; anything else is a spec file.
 pub fn is_artifact_dir(path: &Path) -> bool {
     path.is_dir() && path.join("spec.yaml").is_file()
@@ -28,13 +37,13 @@ pub fn prepare(target: &Path, output: Option<&Path>) -> Result<Prepared, Error> 
                 target.display()
             )));
         }
-        let spec = spec::load(&target.join("spec.yaml"))?;
+        let spec = load_spec(&target.join("spec.yaml"))?;
         return Ok(Prepared {
             spec,
             dir: target.to_path_buf(),
         });
     }
-    let spec = spec::load(target)?;
+    let spec = load_spec(target)?;
     let dir = output
         .map(Path::to_path_buf)
         .unwrap_or_else(|| super::default_dir(&spec));
@@ -52,7 +61,7 @@ pub fn prepare(target: &Path, output: Option<&Path>) -> Result<Prepared, Error> 
 
 impl ScaffoldArgs {
     pub fn exec(self) -> Result<u8, Error> {
-        let spec = spec::load(&self.spec)?;
+        let spec = load_spec(&self.spec)?;
         let dir = self
             .output
             .clone()
@@ -88,11 +97,11 @@ impl DiffArgs {
             })?;
             (self.target.join(&manifest.spec), self.target.clone())
         } else {
-            let spec = spec::load(&self.target)?;
+            let spec = load_spec(&self.target)?;
             let dir = super::default_dir(&spec);
             (self.target.clone(), dir)
         };
-        let spec = spec::load(&spec_path)?;
+        let spec = load_spec(&spec_path)?;
         let artifact = super::render(&spec, &dir)?;
         let mut differs = false;
         for (status, file) in artifact::status(&artifact).iter().zip(&artifact.files) {

@@ -162,6 +162,13 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
         .iter()
         .map(|d| paths::relative_to(d, dir))
         .collect();
+    // The artifact must build without the production log: the flags it gave are written out.
+    s.build = crate::spec::model::BuildSpec {
+        arch: Some(spec.build.arch.clone()),
+        std: Some(spec.build.std.clone()),
+        flags: spec.build.flags.clone(),
+        flags_from: None,
+    };
     for (t, resolved) in s.tensors.values_mut().zip(&spec.tensors) {
         if let crate::spec::InitSource::File(p) = &resolved.init.source {
             t.init = Some(crate::spec::model::InitPattern::File(

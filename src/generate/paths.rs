@@ -20,10 +20,18 @@ pub fn absolute(path: &Path) -> PathBuf {
     out
 }
 
-/// `target` relative to `base` (both made absolute), with `/` separators.
+/// `target` relative to `base` (both made absolute), with `/` separators; absolute when the two
+/// share no folder below the root (`/usr/local/cuda/include` stays as it is).
 pub fn relative_to(target: &Path, base: &Path) -> String {
-    let rel =
-        pathdiff::diff_paths(absolute(target), absolute(base)).unwrap_or_else(|| absolute(target));
+    let (target, base) = (absolute(target), absolute(base));
+    fn first(p: &Path) -> Option<Component<'_>> {
+        p.components().find(|c| matches!(c, Component::Normal(_)))
+    }
+    let rel = if first(&target) == first(&base) {
+        pathdiff::diff_paths(&target, &base).unwrap_or_else(|| target.clone())
+    } else {
+        target.clone()
+    };
     let text = rel.to_string_lossy().replace('\\', "/");
     if text.is_empty() {
         ".".into()

@@ -22,8 +22,11 @@ pub struct ResolvedSpec {
     pub reference: ReferenceGemm,
     pub check: CheckSettings,
     pub build: BuildSettings,
-    /// Absolute include directories, in spec order.
+    /// Absolute include directories: the spec's, then those of a `flags_from` compile line.
     pub include_dirs: Vec<PathBuf>,
+    /// Things worth saying that do not stop generation (dropped production flags, missing
+    /// include directories of a compile line...). Printed by every command that loads the spec.
+    pub warnings: Vec<String>,
 }
 
 impl ResolvedSpec {
@@ -142,6 +145,16 @@ pub struct BuildSettings {
     /// `sm_90a`-style targets run only on exactly that compute capability.
     pub arch_specific: bool,
     pub std: String,
+    /// Every production flag, in order (the `flags_from` line's, then `build.flags`).
+    pub flags: Vec<String>,
+    /// The same flags grouped by where they came from, for build.sh's comments.
+    pub flag_groups: Vec<FlagGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FlagGroup {
+    /// e.g. `build.flags` or `build.flags_from: logs/build.log:42 (csrc/gemm.cu)`.
+    pub origin: String,
     pub flags: Vec<String>,
 }
 

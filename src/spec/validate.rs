@@ -10,7 +10,9 @@ use indexmap::IndexMap;
 use super::diagnostic::{did_you_mean, Diagnostic};
 use super::dtype::DType;
 use super::expr::{self, ExprError};
-use super::model::{Generator, InitPattern, KernelKind, Layout, Spec, TensorSpec, Value};
+use super::model::{
+    FlagsFrom, Generator, InitPattern, KernelKind, Layout, Spec, TensorSpec, Value,
+};
 use super::names::{identifier_problem, is_spec_name};
 use super::resolved::*;
 use super::yaml::SpanMap;
@@ -23,6 +25,7 @@ struct Validator<'a> {
     spans: &'a SpanMap,
     dir: &'a Path,
     errors: Vec<Diagnostic>,
+    warnings: Vec<String>,
 }
 
 pub fn validate(
@@ -36,6 +39,7 @@ pub fn validate(
         spans,
         dir,
         errors: Vec::new(),
+        warnings: Vec::new(),
     };
     v.header();
     let sizes = v.sizes();
@@ -44,9 +48,15 @@ pub fn validate(
     let kernel = v.kernel(&sizes, &tensors);
     let reference = v.reference(&tensors);
     let check = v.check();
-    let build = v.build();
+    let (build, log_include_dirs) = v.build();
+    let mut include_dirs = include_dirs;
+    for dir in log_include_dirs {
+        if !include_dirs.contains(&dir) {
+            include_dirs.push(dir);
+        }
+    }
     v.not_yet_supported();
-    let errors = v.errors;
+    let (errors, warnings) = (v.errors, v.warnings);
     match (kernel, reference, build) {
         (Some(kernel), Some(reference), Some(build)) if errors.is_empty() => Ok(ResolvedSpec {
             path: path.to_path_buf(),
@@ -58,6 +68,7 @@ pub fn validate(
             check,
             build,
             include_dirs,
+            warnings,
             spec,
         }),
         _ => Err(errors),
@@ -515,9 +526,9 @@ impl Validator<'_> {
             Some(Value::Int(n)) if *n > SM90_MAX_DYNAMIC_SMEM => {
                 // Not an error: asking for too much is a legitimate thing to reproduce (the launch
                 // fails, exit 4). But it is worth saying now.
-                eprintln!(
-                    "warning: kernel.smem = {n} B is more than the {SM90_MAX_DYNAMIC_SMEM} B of dynamic shared memory an sm_90 block can have; the launch will fail"
-                );
+                self.warnings.push(format!(
+                    "kernel.smem = {n} B is more than the {SM90_MAX_DYNAMIC_SMEM} B of dynamic shared memory an sm_90 block can have; the launch will fail"
+                ));
                 n.to_string()
             }
             Some(Value::Float(x)) => {
@@ -758,9 +769,53 @@ impl Validator<'_> {
         }
     }
 
-    fn build(&mut self) -> Option<BuildSettings> {
+    /// Build settings, and the include directories a `flags_from` compile line adds.
+    fn build(&mut self) -> (Option<BuildSettings>, Vec<PathBuf>) {
         let b = &self.spec.build;
-        let arch = b.arch.as_str();
+        let mut flag_groups = Vec::new();
+        let mut extra_include_dirs = Vec::new();
+        let (mut arch, mut std) = (b.arch.clone(), b.std.clone());
+        if let Some(from) = &b.flags_from {
+            match self.flags_from(from) {
+                Some(extraction) => {
+                    if arch.is_none() {
+                        arch = extraction.arch.clone();
+                    }
+                    if std.is_none() {
+                        std = extraction.std.clone();
+                    }
+                    // Existing include directories of the production line come along (the kernel's
+                    // headers may need them), except the CUDA toolkit's own, which nvcc adds itself
+                    // and whose path differs from machine to machine. Missing ones are warned about
+                    // by the extraction.
+                    for dir in &extraction.include_dirs {
+                        if dir.exists && !is_cuda_toolkit_include(&dir.path) {
+                            extra_include_dirs.push(dir.path.clone());
+                        }
+                    }
+                    self.warnings.extend(
+                        extraction
+                            .warnings
+                            .iter()
+                            .map(|w| format!("{}: {w}", from.file)),
+                    );
+                    flag_groups.push(FlagGroup {
+                        // As the spec names the log, not this machine's absolute path.
+                        origin: format!(
+                            "build.flags_from: {}",
+                            extraction.origin.replace(
+                                &self.dir.join(&from.file).display().to_string(),
+                                &from.file
+                            )
+                        ),
+                        flags: extraction.kept_flags(),
+                    });
+                }
+                None => return (None, Vec::new()),
+            }
+        }
+        let arch = arch.unwrap_or_else(|| "sm_90a".to_string());
+        let std = std.unwrap_or_else(|| "c++17".to_string());
         let digits = arch.strip_prefix("sm_");
         let (number, specific) = match digits {
             Some(d) if d.ends_with('a') || d.ends_with('f') => (&d[..d.len() - 1], true),
@@ -771,14 +826,14 @@ impl Validator<'_> {
         let Some(cc) = parsed else {
             self.error("build.arch", format!("`{arch}` is not a CUDA architecture"))
                 .help = Some("write it like sm_90a (Hopper with wgmma/TMA), sm_90, sm_80".into());
-            return None;
+            return (None, Vec::new());
         };
-        if !["c++14", "c++17", "c++20"].contains(&b.std.as_str()) {
+        if !["c++17", "c++20"].contains(&std.as_str()) {
             self.error(
                 "build.std",
-                format!("`{}` is not a C++ standard nvcc accepts", b.std),
+                format!("`{std}` is not a standard the harness can be built with"),
             )
-            .help = Some("c++17 or c++20 (c++14 for old code)".into());
+            .help = Some("c++17 or c++20 (the harness itself needs C++17)".into());
         }
         for (i, flag) in b.flags.iter().enumerate() {
             let path = format!("build.flags[{i}]");
@@ -799,14 +854,50 @@ impl Validator<'_> {
                 self.error(&path, format!("`{flag}` cannot be a harness flag: {why}"));
             }
         }
-        Some(BuildSettings {
-            arch: arch.to_string(),
+        if !b.flags.is_empty() {
+            flag_groups.push(FlagGroup {
+                origin: "build.flags: the production flags, verbatim".into(),
+                flags: b.flags.clone(),
+            });
+        }
+        let settings = BuildSettings {
+            arch,
             cc_major: cc / 10,
             cc_minor: cc % 10,
             arch_specific: specific,
-            std: b.std.clone(),
-            flags: b.flags.clone(),
-        })
+            std,
+            flags: flag_groups
+                .iter()
+                .flat_map(|g| g.flags.iter().cloned())
+                .collect(),
+            flag_groups,
+        };
+        (Some(settings), extra_include_dirs)
+    }
+
+    /// Reads the compile line `build.flags_from` points at.
+    fn flags_from(&mut self, from: &FlagsFrom) -> Option<crate::flags::Extraction> {
+        let path = self.dir.join(&from.file);
+        let mut hints: Vec<String> = self.spec.source.includes.clone();
+        hints.push(self.spec.name.clone());
+        let selector = crate::flags::Selector {
+            match_pattern: from.match_pattern.clone(),
+            hints,
+        };
+        let result = crate::flags::read_input(&path)
+            .and_then(|input| crate::flags::extract(&input, &selector));
+        match result {
+            Ok(extraction) => Some(extraction),
+            Err(e) => {
+                // Named as the spec names it: the message is the same on every machine.
+                let message = e
+                    .to_string()
+                    .replace(&path.display().to_string(), &from.file);
+                self.error("build.flags_from", format!("cannot take production flags from {}: {message}", from.file))
+                    .help = Some("flags_from is a build log, compile_commands.json or a file with one nvcc command line, relative to the spec; `repro flags --from-log FILE` shows what it finds".into());
+                None
+            }
+        }
     }
 
     fn not_yet_supported(&mut self) {
@@ -829,14 +920,12 @@ impl Validator<'_> {
                 .help = Some("this version generates harnesses for `kind: global` kernels".into());
             }
         }
-        if self.spec.build.flags_from.is_some() {
-            self.key_error(
-                "build.flags_from",
-                "`flags_from` is not supported by this version of repro yet",
-            )
-            .help = Some("list the production flags verbatim in `build.flags`".into());
-        }
     }
+}
+
+/// `/usr/local/cuda/include`, `/usr/local/cuda-13.0/targets/x86_64-linux/include` and the like.
+fn is_cuda_toolkit_include(dir: &Path) -> bool {
+    dir.join("cuda_runtime.h").is_file() && dir.join("crt").is_dir()
 }
 
 /// True for a positive number (NaN is not).
