@@ -78,6 +78,10 @@ run_case "batched_gemm (random)" 0 run tests/gpu/batched_gemm.yaml
 run_case "naive_cluster (cluster 2x1x1)" 0 run tests/gpu/naive_cluster.yaml
 run_case "too_much_smem (240000 B)" 4 run tests/gpu/too_much_smem.yaml --ones
 
+section "CUTLASS: a layout pasted wrong, a problem TMA cannot take"
+run_case "cutlass_layout_mismatch" 2 run tests/gpu/cutlass_layout_mismatch.yaml --ones
+run_case "cutlass_unaligned (N = 999)" 2 run tests/gpu/cutlass_unaligned.yaml --ones
+
 section "inputs from files: --dump, then the same inputs back as .npy and as raw .bin"
 run_case "tiled_gemm_f32 --seed 5 --dump" 0 run examples/tiled_gemm_f32.yaml --seed 5 --dump "$logs/dump"
 ls -l "$logs/dump"
@@ -85,6 +89,11 @@ python3 -c "import numpy as np, sys; np.load(sys.argv[1]).tofile(sys.argv[2])" "
 run_case "tiled_gemm_f32 A.npy B.npy" 0 run examples/tiled_gemm_f32.yaml --init "A=file:$logs/dump/A.npy" --init "B=file:$logs/dump/B.npy"
 run_case "tiled_gemm_f32 A.bin B.npy" 0 run examples/tiled_gemm_f32.yaml --init "A=file:$logs/dump/A.bin" --init "B=file:$logs/dump/B.npy"
 grep -h '^D ' "$logs"/tiled_gemm_f32_*seed_5*.log "$logs"/tiled_gemm_f32_A.*.log
+
+section "CUTLASS (cutlass_bf16_cooperative): repro run cold (builds first), then warm (cached build)"
+rm -rf generated/cutlass_bf16_cooperative/harness generated/cutlass_bf16_cooperative/.repro/build
+echo "cold run:"; time "$repro" run examples/cutlass_bf16_cooperative.yaml --ones 2>&1 | grep -E '^(build|Disposition)'
+echo "warm run:"; time "$repro" run examples/cutlass_bf16_cooperative.yaml --ones 2>&1 | grep -E '^(build|Disposition)'
 
 section "benchmarks: host fp64 reference at 1024^3 and 4096^3"
 run_case "bench_tiled_bf16_1024" 0 run tests/gpu/bench_tiled_bf16_1024.yaml --repeat 1

@@ -284,3 +284,22 @@ fn flags_from_a_log_resolves_arch_std_and_flags() {
         spec.warnings
     );
 }
+
+#[test]
+fn cutlass3_takes_its_launch_from_the_type() {
+    let text = replace(
+        "kernel:\n  name: naive_gemm_bf16",
+        "kernel:\n  kind: cutlass3\n  name: naive_gemm_bf16",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn cutlass3_needs_a_gemm_type() {
+    let text = GOOD.replace(
+        "kernel:\n  name: naive_gemm_bf16\n  args: [A, B, D, M, N, K]\n  grid: [\"ceil_div(N, 16)\", \"ceil_div(M, 16)\", 1]\n  block: [16, 16, 1]\n",
+        "kernel: { kind: cutlass3 }\n",
+    );
+    assert_ne!(text, GOOD, "test bug: the kernel block was not replaced");
+    insta::assert_snapshot!(error_for(&text));
+}

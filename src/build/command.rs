@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+use std::path::Path;
+
+use crate::generate::paths::relative_to;
 use crate::spec::{FlagGroup, ResolvedSpec};
 
 /// One group of nvcc arguments and where they came from (shown as a comment in build.sh).
@@ -20,6 +23,16 @@ pub struct BuildCommand {
     pub flag_groups: Vec<FlagGroup>,
     /// Include directories relative to the artifact folder.
     pub include_dirs: Vec<String>,
+    /// The CUTLASS root relative to the artifact folder, when the kernel needs CUTLASS.
+    pub cutlass: Option<String>,
+}
+
+/// Which form of the command: the one `repro build` executes, or build.sh's, where `ARCH` and
+/// `CUTLASS_DIR` may override the spec's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Exec,
+    Shell,
 }
 
 /// The harness executable's name inside the artifact folder.
@@ -27,23 +40,27 @@ pub const HARNESS_BINARY: &str = "harness";
 pub const HARNESS_SOURCE: &str = "harness.cu";
 
 impl BuildCommand {
-    pub fn new(spec: &ResolvedSpec, include_dirs: Vec<String>) -> Self {
+    /// The build of `spec`'s harness in the artifact folder `dir`.
+    pub fn new(spec: &ResolvedSpec, dir: &Path) -> Self {
         BuildCommand {
             arch: spec.build.arch.clone(),
             std: spec.build.std.clone(),
             flag_groups: spec.build.flag_groups.clone(),
-            include_dirs,
+            include_dirs: spec
+                .include_dirs
+                .iter()
+                .map(|d| relative_to(d, dir))
+                .collect(),
+            cutlass: spec.cutlass.as_ref().map(|c| relative_to(c, dir)),
         }
     }
 
-    /// The arguments, grouped by origin. `arch` is a parameter because build.sh lets `ARCH`
-    /// override it.
-    pub fn groups(&self, arch: &str) -> Vec<ArgGroup> {
+    /// The arguments, grouped by origin.
+    pub fn groups(&self, form: Form) -> Vec<ArgGroup> {
         // build.sh passes "${ARCH}" so the shell expands it: strip the prefix there too.
-        let digits = if arch.starts_with("${") {
-            "${ARCH#sm_}"
-        } else {
-            arch.trim_start_matches("sm_")
+        let (arch, digits) = match form {
+            Form::Shell => ("${ARCH}", "${ARCH#sm_}"),
+            Form::Exec => (self.arch.as_str(), self.arch.trim_start_matches("sm_")),
         };
         let mut groups = vec![
             ArgGroup {
@@ -64,6 +81,20 @@ impl BuildCommand {
                 args: self.include_dirs.iter().map(|d| format!("-I{d}")).collect(),
             });
         }
+        if let Some(root) = &self.cutlass {
+            let root = match form {
+                Form::Shell => format!("${{CUTLASS_DIR:-{root}}}"),
+                Form::Exec => root.clone(),
+            };
+            groups.push(ArgGroup {
+                origin: "CUTLASS/CuTe headers (CUTLASS_DIR overrides; repro doctor says which)"
+                    .into(),
+                args: vec![
+                    format!("-I{root}/include"),
+                    format!("-I{root}/tools/util/include"),
+                ],
+            });
+        }
         groups.push(ArgGroup {
             origin: "the harness: one translation unit, one executable".into(),
             args: vec!["-o".into(), HARNESS_BINARY.into(), HARNESS_SOURCE.into()],
@@ -73,7 +104,7 @@ impl BuildCommand {
 
     /// Every argument for the spec's own arch, in order.
     pub fn arguments(&self) -> Vec<String> {
-        self.groups(&self.arch)
+        self.groups(Form::Exec)
             .into_iter()
             .flat_map(|g| g.args)
             .collect()

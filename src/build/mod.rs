@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use crate::cli::BuildArgs;
 use crate::error::{exit, Error};
 use crate::generate::command::{prepare, Prepared};
-use crate::generate::paths::relative_to;
 use command::{BuildCommand, HARNESS_BINARY};
 
 const BUILD_DIR: &str = ".repro/build";
@@ -94,13 +93,7 @@ fn parse_depfile(text: &str) -> Vec<String> {
 pub fn build(prepared: &Prepared, nvcc_override: Option<&Path>) -> Result<Built, Error> {
     let dir = &prepared.dir;
     let nvcc = toolchain::find_nvcc(nvcc_override)?;
-    let include_dirs = prepared
-        .spec
-        .include_dirs
-        .iter()
-        .map(|d| relative_to(d, dir))
-        .collect();
-    let args = BuildCommand::new(&prepared.spec, include_dirs).arguments();
+    let args = BuildCommand::new(&prepared.spec, dir).arguments();
     let binary = dir.join(HARNESS_BINARY);
 
     if binary.is_file() {

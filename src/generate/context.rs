@@ -6,9 +6,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::paths::relative_to;
-use crate::build::command::{shell_quote, ArgGroup, BuildCommand};
+use crate::build::command::{shell_quote, ArgGroup, BuildCommand, Form};
 use crate::spec::model::Generator;
-use crate::spec::{InitSource, KernelArg, ResolvedSpec};
+use crate::spec::{InitSource, KernelArg, LaunchKind, ResolvedSpec};
 
 #[derive(Debug, Serialize)]
 pub struct HarnessContext {
@@ -20,6 +20,10 @@ pub struct HarnessContext {
     pub includes: Vec<String>,
     pub prelude: Option<String>,
     pub runtime: String,
+    /// The CUTLASS part of the runtime, pasted after the prelude for `kind: cutlass3`.
+    pub cutlass_runtime: String,
+    /// CMakeLists.txt: the CUTLASS root relative to the artifact, when the kernel needs CUTLASS.
+    pub cutlass_root: Option<String>,
     pub sizes: Vec<SizeContext>,
     pub tensors: Vec<TensorContext>,
     pub kernel: KernelContext,
@@ -69,6 +73,10 @@ pub struct InitContext {
 
 #[derive(Debug, Serialize)]
 pub struct KernelContext {
+    /// `global` or `cutlass3`.
+    pub kind: &'static str,
+    /// cutlass3: the GemmUniversal type.
+    pub gemm: String,
     pub instantiation: String,
     pub label: String,
     pub args: Vec<String>,
@@ -182,7 +190,7 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
         .iter()
         .map(|d| relative_to(d, artifact))
         .collect();
-    let command = BuildCommand::new(spec, include_dirs.clone());
+    let command = BuildCommand::new(spec, artifact);
     let tensors = spec
         .tensors
         .iter()
@@ -253,6 +261,11 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
         includes: spec.spec.source.includes.clone(),
         prelude: spec.spec.source.prelude.clone(),
         runtime,
+        cutlass_runtime: match k.kind {
+            LaunchKind::Cutlass3 { .. } => super::CUTLASS_RUNTIME.to_string(),
+            LaunchKind::Global => String::new(),
+        },
+        cutlass_root: command.cutlass.clone(),
         sizes: spec
             .sizes
             .iter()
@@ -263,6 +276,14 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
             .collect(),
         tensors,
         kernel: KernelContext {
+            kind: match k.kind {
+                LaunchKind::Global => "global",
+                LaunchKind::Cutlass3 { .. } => "cutlass3",
+            },
+            gemm: match &k.kind {
+                LaunchKind::Cutlass3 { gemm } => gemm.clone(),
+                LaunchKind::Global => String::new(),
+            },
             instantiation: k.instantiation(),
             label: cpp_string(&k.instantiation()),
             args,
@@ -308,7 +329,7 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
                 .join(" "),
         },
         build_groups: command
-            .groups("${ARCH}")
+            .groups(Form::Shell)
             .into_iter()
             .map(|g| ArgGroup {
                 origin: g.origin,
@@ -316,7 +337,8 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
                     .args
                     .iter()
                     .map(|a| {
-                        if a.contains("${ARCH}") {
+                        // Shell expansions stay live in double quotes.
+                        if a.contains("${") {
                             format!("\"{a}\"")
                         } else {
                             shell_quote(a)

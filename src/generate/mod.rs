@@ -63,6 +63,10 @@ const RUNTIME_PARTS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The CUTLASS 3.x part of the runtime; it needs CUTLASS's headers, so only `kind: cutlass3`
+/// harnesses carry it (after the prelude).
+pub const CUTLASS_RUNTIME: &str = include_str!("../../templates/harness/cutlass3.cuh");
+
 /// The artifact's files, in the order they are listed in its README.
 const TEMPLATES: &[(&str, &str)] = &[
     (

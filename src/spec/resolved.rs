@@ -24,6 +24,8 @@ pub struct ResolvedSpec {
     pub build: BuildSettings,
     /// Absolute include directories: the spec's, then those of a `flags_from` compile line.
     pub include_dirs: Vec<PathBuf>,
+    /// The CUTLASS root (holding include/ and tools/util/include/) when the spec needs CUTLASS.
+    pub cutlass: Option<PathBuf>,
     /// Things worth saying that do not stop generation (dropped production flags, missing
     /// include directories of a compile line...). Printed by every command that loads the spec.
     pub warnings: Vec<String>,
@@ -85,8 +87,19 @@ pub enum KernelArg {
     Expr(String),
 }
 
+/// How the harness launches the kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LaunchKind {
+    /// A `__global__` function, through cudaLaunchKernelEx with the spec's grid/block/cluster/smem.
+    Global,
+    /// A CUTLASS 3.x `GemmUniversal` type, through CUTLASS's `GemmUniversalAdapter`.
+    Cutlass3 { gemm: String },
+}
+
 #[derive(Debug, Clone)]
 pub struct KernelLaunch {
+    pub kind: LaunchKind,
+    /// The function (global) or kernel type (cutlass3).
     pub name: String,
     pub template_args: Vec<String>,
     pub args: Vec<KernelArg>,

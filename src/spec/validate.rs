@@ -26,6 +26,8 @@ struct Validator<'a> {
     dir: &'a Path,
     errors: Vec<Diagnostic>,
     warnings: Vec<String>,
+    /// The CUTLASS root (holding include/ and tools/util/include/), when the spec needs one.
+    cutlass: Option<PathBuf>,
 }
 
 pub fn validate(
@@ -40,7 +42,12 @@ pub fn validate(
         dir,
         errors: Vec::new(),
         warnings: Vec::new(),
+        cutlass: None,
     };
+    if needs_cutlass(&spec) {
+        v.cutlass = crate::build::toolchain::find_cutlass()
+            .and_then(|found| found.path.parent().map(Path::to_path_buf));
+    }
     v.header();
     let sizes = v.sizes();
     let tensors = v.tensors(&sizes);
@@ -69,6 +76,7 @@ pub fn validate(
             build,
             include_dirs,
             warnings,
+            cutlass: v.cutlass,
             spec,
         }),
         _ => Err(errors),
@@ -448,9 +456,11 @@ impl Validator<'_> {
         tensors: &[TensorSpecResolved],
     ) -> Option<KernelLaunch> {
         let k = &self.spec.kernel;
-        if k.kind != KernelKind::Global {
+        match k.kind {
+            KernelKind::Global => {}
+            KernelKind::Cutlass3 => return self.cutlass3_kernel(),
             // Reported by not_yet_supported().
-            return None;
+            KernelKind::Device => return None,
         }
         let Some(name) = k.name.clone() else {
             self.error("kernel", "`kernel.name` is missing").help =
@@ -538,6 +548,7 @@ impl Validator<'_> {
             Some(v) => v.to_cpp(),
         };
         Some(KernelLaunch {
+            kind: LaunchKind::Global,
             name,
             template_args: k.template_args.iter().map(Value::to_cpp).collect(),
             args,
@@ -546,6 +557,55 @@ impl Validator<'_> {
             block: block?,
             cluster,
             smem,
+        })
+    }
+
+    /// `kind: cutlass3`: the kernel is a `GemmUniversal` type; CUTLASS chooses the launch.
+    fn cutlass3_kernel(&mut self) -> Option<KernelLaunch> {
+        let k = &self.spec.kernel;
+        let launch_fields = [
+            ("name", k.name.is_some()),
+            ("template_args", !k.template_args.is_empty()),
+            ("args", !k.args.is_empty()),
+            ("grid", k.grid.is_some()),
+            ("block", k.block.is_some()),
+            ("cluster", k.cluster.is_some()),
+            ("smem", k.smem.is_some()),
+            ("setup", k.setup.is_some()),
+        ];
+        for (field, given) in launch_fields {
+            if given {
+                self.key_error(
+                    &format!("kernel.{field}"),
+                    format!("`kernel.{field}` does not apply to `kind: cutlass3`"),
+                )
+                .help = Some("a CUTLASS kernel's launch (grid, block, cluster, smem, arguments) comes from its type and the tensors; name the type in `gemm:`".into());
+            }
+        }
+        let Some(gemm) = k.gemm.clone() else {
+            self.error("kernel", "`kind: cutlass3` needs `gemm:`").help = Some(
+                "name the cutlass::gemm::kernel::GemmUniversal<...> alias from the prelude, e.g. `gemm: GemmKernel`".into(),
+            );
+            return None;
+        };
+        if self.spec.reference.bias.is_some() {
+            self.key_error("reference.bias", "a bias is not supported with `kind: cutlass3` yet")
+                .help = Some("the harness drives the default epilogue (alpha, beta, C); a bias needs the kernel's own fusion arguments".into());
+        }
+        if self.cutlass.is_none() {
+            self.error("kernel.kind", "`kind: cutlass3` needs the CUTLASS headers, and none were found")
+                .help = Some("run scripts/setup-toolchain.sh (the nvidia-cutlass wheel), or set $CUTLASS_DIR to a CUTLASS checkout".into());
+        }
+        Some(KernelLaunch {
+            kind: LaunchKind::Cutlass3 { gemm: gemm.clone() },
+            name: gemm,
+            template_args: Vec::new(),
+            args: Vec::new(),
+            setup: None,
+            grid: Default::default(),
+            block: Default::default(),
+            cluster: None,
+            smem: String::new(),
         })
     }
 
@@ -905,22 +965,27 @@ impl Validator<'_> {
             self.key_error("tma", "`tma:` descriptors are not supported by this version of repro yet")
                 .help = Some("TMA descriptors arrive with the Hopper support; for now build them in your own kernel wrapper".into());
         }
-        match self.spec.kernel.kind {
-            KernelKind::Global => {}
-            kind => {
-                let word = if kind == KernelKind::Device {
-                    "device"
-                } else {
-                    "cutlass3"
-                };
-                self.error(
-                    "kernel.kind",
-                    format!("`kind: {word}` is not supported by this version of repro yet"),
-                )
-                .help = Some("this version generates harnesses for `kind: global` kernels".into());
-            }
+        if self.spec.kernel.kind == KernelKind::Device {
+            self.error(
+                "kernel.kind",
+                "`kind: device` is not supported by this version of repro yet",
+            )
+            .help = Some(
+                "this version generates harnesses for `kind: global` and `kind: cutlass3` kernels"
+                    .into(),
+            );
         }
     }
+}
+
+/// CUTLASS kernels, and kernels that include CUTLASS or CuTe headers, build against CUTLASS.
+fn needs_cutlass(spec: &Spec) -> bool {
+    spec.kernel.kind == KernelKind::Cutlass3
+        || spec
+            .source
+            .includes
+            .iter()
+            .any(|i| i.starts_with("cutlass/") || i.starts_with("cute/"))
 }
 
 /// `/usr/local/cuda/include`, `/usr/local/cuda-13.0/targets/x86_64-linux/include` and the like.
