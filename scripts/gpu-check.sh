@@ -19,8 +19,10 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # run_case LABEL EXPECTED_EXIT ARGS...: runs repro, keeps the log, adds a table row.
+# With SAYS set (SAYS='text' run_case ...), the output must also contain that text: an exit code
+# alone cannot tell the error that was meant from any other one.
 run_case() {
-  local label=$1 want=$2
+  local label=$1 want=$2 says=${SAYS:-}
   shift 2
   local log="$logs/$(echo "$label" | tr -c 'A-Za-z0-9_.\n-' '_' | sed 's/__*/_/g').log" start end code
   start=$(date +%s.%N)
@@ -30,7 +32,7 @@ run_case() {
   local disposition expect_line ok
   disposition=$(grep -a '^Disposition:' "$log" | tail -1 | sed 's/^Disposition: //')
   expect_line=$(grep -a '^expect ' "$log" | tail -1 | sed 's/^expect  //')
-  ok=$([[ "$want" == "$code" ]] && echo yes || echo NO)
+  ok=$([[ "$want" == "$code" ]] && { [[ -z "$says" ]] || grep -qF -- "$says" "$log"; } && echo yes || echo NO)
   printf '$ repro %s\n' "$*"
   cat "$log"
   printf -- '-> exit %s (%s s)\n' "$code" "$(awk "BEGIN { printf \"%.2f\", $end - $start }")"
@@ -69,18 +71,18 @@ done
 run_case "missing_sync --repeat 5" 1 run examples/missing_sync.yaml --repeat 5
 
 section "harness checks: hang, fault, wrong arch, bad input"
-run_case "wait_forever (watchdog)" 5 run tests/gpu/wait_forever.yaml --ones
-run_case "write_out_of_bounds" 4 run tests/gpu/write_out_of_bounds.yaml --ones
-run_case "wrong_arch (sm_80 on sm_90)" 7 run tests/gpu/wrong_arch.yaml --ones
+SAYS='did not finish within 3 s' run_case "wait_forever (watchdog)" 5 run tests/gpu/wait_forever.yaml --ones
+SAYS='device fault: cudaErrorIllegalAddress' run_case "write_out_of_bounds" 4 run tests/gpu/write_out_of_bounds.yaml --ones
+SAYS='built for sm_80 but device 0' run_case "wrong_arch (sm_80 on sm_90)" 7 run tests/gpu/wrong_arch.yaml --ones
 run_case "naive_gemm_f32 --init B=identity" 0 run examples/naive_gemm_f32.yaml --init B=identity
 run_case "batched_gemm --ones" 0 run tests/gpu/batched_gemm.yaml --ones
 run_case "batched_gemm (random)" 0 run tests/gpu/batched_gemm.yaml
 run_case "naive_cluster (cluster 2x1x1)" 0 run tests/gpu/naive_cluster.yaml
-run_case "too_much_smem (240000 B)" 4 run tests/gpu/too_much_smem.yaml --ones
+SAYS='asks for 240000 B of dynamic shared memory' run_case "too_much_smem (240000 B)" 4 run tests/gpu/too_much_smem.yaml --ones
 
 section "CUTLASS: a layout pasted wrong, a problem TMA cannot take"
-run_case "cutlass_layout_mismatch" 2 run tests/gpu/cutlass_layout_mismatch.yaml --ones
-run_case "cutlass_unaligned (N = 999)" 2 run tests/gpu/cutlass_unaligned.yaml --ones
+SAYS="the kernel's StrideB fixes the stride of mode K" run_case "cutlass_layout_mismatch" 2 run tests/gpu/cutlass_layout_mismatch.yaml --ones
+SAYS='1998 B, not a multiple of the 16 B' run_case "cutlass_unaligned (N = 999)" 2 run tests/gpu/cutlass_unaligned.yaml --ones
 
 section "inputs from files: --dump, then the same inputs back as .npy and as raw .bin"
 run_case "tiled_gemm_f32 --seed 5 --dump" 0 run examples/tiled_gemm_f32.yaml --seed 5 --dump "$logs/dump"
