@@ -303,3 +303,20 @@ fn cutlass3_needs_a_gemm_type() {
     assert_ne!(text, GOOD, "test bug: the kernel block was not replaced");
     insta::assert_snapshot!(error_for(&text));
 }
+
+#[test]
+fn cutlass_from_the_specs_own_include_dirs_is_used_as_is() {
+    let cutlass = Path::new(env!("CARGO_MANIFEST_DIR")).join(".toolchain/cutlass/include");
+    let text = std::fs::read_to_string(examples_dir().join("cutlass_bf16_pingpong.yaml"))
+        .unwrap()
+        .replace(
+            "source:\n",
+            &format!("source:\n  include_dirs: [{}]\n", cutlass.display()),
+        );
+    let spec = load(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert!(spec.cutlass.is_none(), "repro adds no CUTLASS of its own");
+    assert!(spec
+        .include_dirs
+        .iter()
+        .any(|d| d.join("cutlass/cutlass.h").is_file()));
+}

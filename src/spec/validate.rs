@@ -44,7 +44,9 @@ pub fn validate(
         warnings: Vec::new(),
         cutlass: None,
     };
-    if needs_cutlass(&spec) {
+    // CUTLASS from the spec's own include_dirs wins; otherwise $CUTLASS_DIR or the project's
+    // toolchain, added to the build by repro.
+    if needs_cutlass(&spec) && !includes_cutlass(&spec, dir) {
         v.cutlass = crate::build::toolchain::find_cutlass()
             .and_then(|found| found.path.parent().map(Path::to_path_buf));
     }
@@ -592,7 +594,7 @@ impl Validator<'_> {
             self.key_error("reference.bias", "a bias is not supported with `kind: cutlass3` yet")
                 .help = Some("the harness drives the default epilogue (alpha, beta, C); a bias needs the kernel's own fusion arguments".into());
         }
-        if self.cutlass.is_none() {
+        if self.cutlass.is_none() && !includes_cutlass(self.spec, self.dir) {
             self.error("kernel.kind", "`kind: cutlass3` needs the CUTLASS headers, and none were found")
                 .help = Some("run scripts/setup-toolchain.sh (the nvidia-cutlass wheel), or set $CUTLASS_DIR to a CUTLASS checkout".into());
         }
@@ -986,6 +988,14 @@ fn needs_cutlass(spec: &Spec) -> bool {
             .includes
             .iter()
             .any(|i| i.starts_with("cutlass/") || i.starts_with("cute/"))
+}
+
+/// True when one of the spec's include_dirs holds the CUTLASS headers.
+fn includes_cutlass(spec: &Spec, dir: &Path) -> bool {
+    spec.source
+        .include_dirs
+        .iter()
+        .any(|d| dir.join(d).join("cutlass/cutlass.h").is_file())
 }
 
 /// `/usr/local/cuda/include`, `/usr/local/cuda-13.0/targets/x86_64-linux/include` and the like.
