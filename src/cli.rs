@@ -93,6 +93,9 @@ pub struct RunArgs {
     /// Write the whole report as JSON.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub json: Option<PathBuf>,
+    /// Run under compute-sanitizer (a -lineinfo build of the production flags); exit 6 on findings.
+    #[arg(long, value_name = "TOOL", help_heading = "Checks")]
+    pub sanitize: Option<crate::run::sanitize::Tool>,
     /// Write inputs, outputs and the reference as .npy files into DIR.
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub dump: Option<PathBuf>,

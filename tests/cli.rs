@@ -321,10 +321,12 @@ fn build_sh_runs_exactly_what_repro_build_runs() {
         .unwrap();
     let calls = common::logged_calls(&log);
     assert_eq!(calls.len(), 2, "{calls:?}");
-    // repro adds only its dependency file for the build cache.
+    // repro adds only its dependency file for the build cache, and writes to a temporary name
+    // it renames on success (so a failed build keeps the last good harness).
     assert_eq!(
         calls[0],
         format!("{}-MD|-MF|.repro/build/harness.d|", calls[1])
+            .replace("|-o|harness|", "|-o|harness.partial|")
     );
     // Production flags verbatim and in order, a flag with a space kept as one argument.
     assert_eq!(
@@ -376,4 +378,101 @@ fn flags_reads_a_log_and_prints_a_build_block() {
         .success()
         .stdout(predicate::str::contains("  arch: sm_90a"))
         .stdout(predicate::str::contains("- -Xptxas=-v"));
+}
+
+#[test]
+fn a_failed_build_keeps_the_last_good_harness_and_exits_3() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    repro()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success();
+    let good = std::fs::read(out.join("harness")).unwrap();
+    // A kernel that no longer compiles: nvcc's own error is shown, exit 3.
+    let header = tmp.path().join("kernels/small_gemm.cuh");
+    let text = std::fs::read_to_string(&header)
+        .unwrap()
+        .replace("float sum = 0.f;", "float sum = 0.f +;");
+    std::fs::write(&header, text).unwrap();
+    repro()
+        .arg("build")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("error: expected an expression"))
+        .stderr(predicate::str::contains("nvcc failed"));
+    assert_eq!(
+        std::fs::read(out.join("harness")).unwrap(),
+        good,
+        "the last good harness is kept"
+    );
+    // And run refuses to use it: the build is not current.
+    repro()
+        .arg("run")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .code(3);
+}
+
+#[test]
+fn unreadable_inputs_and_bad_output_folders_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    repro()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success();
+    let harness = out.join("harness");
+    // A truncated .npy: the harness says which file and what is wrong, exit 2, before any GPU work.
+    let emitted = tmp.path().join("inputs");
+    Command::new(&harness)
+        .arg("--emit-inputs")
+        .arg(&emitted)
+        .assert()
+        .success();
+    let npy = std::fs::read(emitted.join("A.npy")).unwrap();
+    let truncated = tmp.path().join("truncated.npy");
+    std::fs::write(&truncated, &npy[..npy.len() / 2]).unwrap();
+    Command::new(&harness)
+        .arg("--init")
+        .arg(format!("A={}", truncated.display()).replace("A=", "A=file:"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("truncated.npy"));
+    let garbage = tmp.path().join("garbage.npy");
+    std::fs::write(&garbage, b"not an npy file").unwrap();
+    Command::new(&harness)
+        .arg("--init")
+        .arg(format!("A=file:{}", garbage.display()))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("garbage.npy"));
+    // An output "folder" that is a file: a clear error, exit 2, nothing written.
+    let blocker = tmp.path().join("blocker");
+    std::fs::write(&blocker, "a file").unwrap();
+    repro()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(blocker.join("art"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("blocker"));
 }

@@ -20,8 +20,59 @@ use crate::generate::command::{prepare, Prepared};
 use command::{BuildCommand, HARNESS_BINARY};
 
 const BUILD_DIR: &str = ".repro/build";
-const STAMP: &str = ".repro/build/stamp.json";
-const DEPFILE: &str = ".repro/build/harness.d";
+
+/// Which executable to build from the artifact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// `harness`: exactly the production flags (what build.sh builds).
+    Production,
+    /// `.repro/build/harness-lineinfo`: the production flags plus `-lineinfo`, so that
+    /// compute-sanitizer reports name source lines. Built and cached on its own.
+    Lineinfo,
+}
+
+impl Variant {
+    fn binary(self) -> &'static str {
+        match self {
+            Variant::Production => HARNESS_BINARY,
+            Variant::Lineinfo => ".repro/build/harness-lineinfo",
+        }
+    }
+
+    fn stamp(self) -> &'static str {
+        match self {
+            Variant::Production => ".repro/build/stamp.json",
+            Variant::Lineinfo => ".repro/build/stamp-lineinfo.json",
+        }
+    }
+
+    fn depfile(self) -> &'static str {
+        match self {
+            Variant::Production => ".repro/build/harness.d",
+            Variant::Lineinfo => ".repro/build/harness-lineinfo.d",
+        }
+    }
+
+    fn arguments(self, production: Vec<String>) -> Vec<String> {
+        match self {
+            Variant::Production => production,
+            Variant::Lineinfo
+                if production
+                    .iter()
+                    .any(|a| a == "-lineinfo" || a == "--generate-line-info") =>
+            {
+                production
+            }
+            Variant::Lineinfo => {
+                // Before `-o harness harness.cu`, which the exec form always ends with.
+                let mut args = production;
+                let at = args.len().saturating_sub(3);
+                args.insert(at, "-lineinfo".into());
+                args
+            }
+        }
+    }
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Stamp {
@@ -91,13 +142,25 @@ fn parse_depfile(text: &str) -> Vec<String> {
 
 /// Builds the harness in `dir` unless the cache says it is current.
 pub fn build(prepared: &Prepared, nvcc_override: Option<&Path>) -> Result<Built, Error> {
+    build_variant(prepared, nvcc_override, Variant::Production)
+}
+
+/// Builds one variant of the harness unless the cache says it is current. nvcc writes to a
+/// temporary name that replaces the binary only when the build succeeded: a failed build keeps
+/// the previous good one (and its stamp is gone, so nothing mistakes it for current).
+pub fn build_variant(
+    prepared: &Prepared,
+    nvcc_override: Option<&Path>,
+    variant: Variant,
+) -> Result<Built, Error> {
     let dir = &prepared.dir;
     let nvcc = toolchain::find_nvcc(nvcc_override)?;
-    let args = BuildCommand::new(&prepared.spec, dir).arguments();
-    let binary = dir.join(HARNESS_BINARY);
+    let args = variant.arguments(BuildCommand::new(&prepared.spec, dir).arguments());
+    let binary = dir.join(variant.binary());
+    let stamp_path = dir.join(variant.stamp());
 
     if binary.is_file() {
-        if let Some(stamp) = std::fs::read_to_string(dir.join(STAMP))
+        if let Some(stamp) = std::fs::read_to_string(&stamp_path)
             .ok()
             .and_then(|t| serde_json::from_str::<Stamp>(&t).ok())
         {
@@ -114,11 +177,9 @@ pub fn build(prepared: &Prepared, nvcc_override: Option<&Path>) -> Result<Built,
 
     std::fs::create_dir_all(dir.join(BUILD_DIR))
         .map_err(Error::io("create", dir.join(BUILD_DIR)))?;
-    let _ = std::fs::remove_file(dir.join(STAMP));
-    let mut cmd = Command::new(&nvcc.path);
-    cmd.current_dir(dir)
-        .args(&args)
-        .args(["-MD", "-MF", DEPFILE]);
+    let _ = std::fs::remove_file(&stamp_path);
+    let partial = format!("{}.partial", variant.binary());
+    let exec_args = with_output(&args, &partial);
     eprintln!(
         "build: {} {} (in {})",
         nvcc.path.display(),
@@ -126,29 +187,45 @@ pub fn build(prepared: &Prepared, nvcc_override: Option<&Path>) -> Result<Built,
         dir.display()
     );
     let started = Instant::now();
-    let status = cmd
+    let status = Command::new(&nvcc.path)
+        .current_dir(dir)
+        .args(&exec_args)
+        .args(["-MD", "-MF", variant.depfile()])
         .status()
         .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.path.display())))?;
     let seconds = started.elapsed().as_secs_f64();
     if !status.success() {
+        let _ = std::fs::remove_file(dir.join(&partial));
         return Err(Error::Build {
             dir: dir.clone(),
             code: status.code().map_or("signal".into(), |c| c.to_string()),
             command: format!("{} {}", nvcc.path.display(), args.join(" ")),
         });
     }
-    let inputs = std::fs::read_to_string(dir.join(DEPFILE))
+    std::fs::rename(dir.join(&partial), &binary).map_err(Error::io("write", &binary))?;
+    let inputs = std::fs::read_to_string(dir.join(variant.depfile()))
         .map(|t| parse_depfile(&t))
         .unwrap_or_default();
     if let Some(key) = key_of(&nvcc.path, &args, dir, &inputs) {
         let stamp = serde_json::to_string_pretty(&Stamp { key, inputs }).expect("stamp serializes");
-        std::fs::write(dir.join(STAMP), stamp).map_err(Error::io("write", dir.join(STAMP)))?;
+        std::fs::write(&stamp_path, stamp).map_err(Error::io("write", &stamp_path))?;
     }
     Ok(Built {
         binary,
         compiled: true,
         seconds,
     })
+}
+
+/// The same arguments with nvcc's output file (`-o X`) replaced.
+fn with_output(args: &[String], output: &str) -> Vec<String> {
+    let mut out = args.to_vec();
+    if let Some(i) = out.iter().position(|a| a == "-o") {
+        if i + 1 < out.len() {
+            out[i + 1] = output.to_string();
+        }
+    }
+    out
 }
 
 impl BuildArgs {

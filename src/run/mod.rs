@@ -11,12 +11,65 @@ use std::time::Duration;
 
 use wait_timeout::ChildExt;
 
-use crate::build;
+pub mod sanitize;
+
+use crate::build::{self, Variant};
 use crate::cli::RunArgs;
 use crate::error::{exit, Error};
 use crate::generate::command::prepare;
 use crate::spec::model::{Outcome, Verdict};
 use crate::spec::ResolvedSpec;
+
+/// Runs the harness (or the sanitizer around it), relaying its report line by line as it comes
+/// and keeping the disposition for `expect:`. None when repro's own limit killed it.
+fn relay(
+    mut program: Command,
+    args: &[String],
+    limit: Duration,
+    binary: &std::path::Path,
+) -> Result<Option<(u8, Option<String>)>, Error> {
+    let launch_error = |source| Error::Launch {
+        path: binary.to_path_buf(),
+        source,
+    };
+    let mut child = program
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(launch_error)?;
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut disposition = None;
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("{line}");
+            if let Some(rest) = line.strip_prefix("Disposition: ") {
+                disposition = Some(rest.to_string());
+            }
+        }
+        disposition
+    });
+    let Some(status) = child.wait_timeout(limit).map_err(launch_error)? else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = reader.join();
+        println!(
+            "hang: the harness process ran past repro's own limit of {:.0} s and was killed \
+             (its watchdog should have fired first: the process is stuck outside a kernel wait)",
+            limit.as_secs_f64()
+        );
+        println!("Disposition: Failed (hang)");
+        return Ok(None);
+    };
+    let disposition = reader.join().unwrap_or(None);
+    let code = match status.code() {
+        Some(c) => u8::try_from(c).unwrap_or(exit::CUDA_ERROR),
+        None => {
+            println!("fault: the harness was killed by a signal ({status})");
+            exit::CUDA_ERROR
+        }
+    };
+    Ok(Some((code, disposition)))
+}
 
 /// Seconds the whole harness process may take: every launch's watchdog limit, plus time for the
 /// host reference (at a pessimistic 0.2 GFLOP/s of fp64 on one core), plus a minute of slack
@@ -74,64 +127,84 @@ impl RunArgs {
             ));
         }
         let prepared = prepare(&self.target, self.output.as_deref())?;
-        let built = build::build(&prepared, self.toolchain.nvcc.as_deref())?;
+        let variant = if self.sanitize.is_some() {
+            Variant::Lineinfo
+        } else {
+            Variant::Production
+        };
+        let built = build::build_variant(&prepared, self.toolchain.nvcc.as_deref(), variant)?;
         if built.compiled {
             eprintln!("build: done in {:.1} s", built.seconds);
         } else {
             eprintln!("build: up to date (cached; nvcc not called)");
         }
         let spec = &prepared.spec;
-        let timeout = self.timeout.unwrap_or(spec.check.timeout);
-        let repeat = self.repeat.unwrap_or(spec.check.repeat);
-        let limit = process_limit(spec, timeout, repeat);
-
         let binary = built.binary.canonicalize().unwrap_or(built.binary.clone());
-        let mut child = Command::new(&binary)
-            .args(self.harness_arguments())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|source| Error::Launch {
-                path: binary.clone(),
-                source,
-            })?;
-        // Relay the report line by line as it comes, keeping the disposition for `expect:`.
-        let stdout = child.stdout.take().expect("piped");
-        let relay = std::thread::spawn(move || {
-            let mut disposition = None;
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                println!("{line}");
-                if let Some(rest) = line.strip_prefix("Disposition: ") {
-                    disposition = Some(rest.to_string());
+        let mut harness_args = self.harness_arguments();
+        let (mut timeout, mut repeat) = (
+            self.timeout.unwrap_or(spec.check.timeout),
+            self.repeat.unwrap_or(spec.check.repeat),
+        );
+        let (program, sanitizer_log) = match self.sanitize {
+            None => (Command::new(&binary), None),
+            Some(tool) => {
+                // Kernels run 10-100x slower under a sanitizer, and one launch is what it needs.
+                timeout *= sanitize::TIMEOUT_FACTOR;
+                if self.timeout.is_none() {
+                    harness_args.extend(["--timeout".to_string(), timeout.to_string()]);
                 }
-            }
-            disposition
-        });
-        let status = match child.wait_timeout(limit).map_err(|source| Error::Launch {
-            path: binary.clone(),
-            source,
-        })? {
-            Some(status) => status,
-            None => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let _ = relay.join();
-                println!(
-                    "hang: the harness process ran past repro's own limit of {:.0} s and was killed \
-                     (its watchdog should have fired first: the process is stuck outside a kernel wait)",
-                    limit.as_secs_f64()
+                if self.repeat.is_none() {
+                    repeat = 1;
+                    harness_args.extend(["--repeat".to_string(), "1".to_string()]);
+                }
+                let nvcc = build::toolchain::find_nvcc(self.toolchain.nvcc.as_deref())?;
+                let sanitizer = sanitize::find(&nvcc.path).ok_or_else(|| {
+                    Error::Toolchain(format!(
+                        "compute-sanitizer not found (looked next to {}, in its toolkit's compute-sanitizer/ folder and on PATH); \
+                         it ships with the CUDA toolkit",
+                        nvcc.path.display()
+                    ))
+                })?;
+                let log = prepared
+                    .dir
+                    .join(format!(".repro/build/sanitizer-{}.log", tool.name()));
+                let _ = std::fs::remove_file(&log);
+                let log = crate::generate::paths::absolute(&log);
+                let mut command = Command::new(&sanitizer);
+                command
+                    .args(sanitize::arguments(
+                        tool,
+                        &log,
+                        &sanitize::help_text(&sanitizer),
+                    ))
+                    .arg(&binary);
+                eprintln!(
+                    "sanitize: {} --tool {} (log {})",
+                    sanitizer.display(),
+                    tool.name(),
+                    log.display()
                 );
-                println!("Disposition: Failed (hang)");
-                return Ok(exit::HANG);
+                (command, Some((tool, log)))
             }
         };
-        let disposition = relay.join().unwrap_or(None);
-        let code = match status.code() {
-            Some(c) => u8::try_from(c).unwrap_or(exit::CUDA_ERROR),
-            None => {
-                println!("fault: the harness was killed by a signal ({status})");
-                exit::CUDA_ERROR
-            }
+        let limit = process_limit(spec, timeout, repeat);
+        let (code, disposition) = match relay(program, &harness_args, limit, &binary)? {
+            Some(outcome) => outcome,
+            None => return Ok(exit::HANG),
         };
+        if let Some((tool, log)) = sanitizer_log {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let report = sanitize::parse(&text);
+            print!("{}", sanitize::render(tool, &report));
+            if report.error_count() > 0 {
+                println!("Disposition: Failed (sanitizer)");
+                return Ok(exit::SANITIZER);
+            }
+            // No findings: compute-sanitizer's own exit code is not the harness's.
+            if code == sanitize::ERROR_EXIT_CODE as u8 {
+                return Ok(exit::SANITIZER);
+            }
+        }
         self.report_expectation(spec, code, disposition.as_deref());
         Ok(code)
     }
