@@ -1856,6 +1856,7 @@ struct DeviceInfo {
   int runtime_version = 0, driver_version = 0;  // as CUDA encodes them: 13000 is 13.0
   int sm_count = 0;
   size_t smem_optin_bytes = 0;  // the most dynamic shared memory a block can opt into
+  int regs_per_block = 0;       // registers one block may use in total
   size_t global_mem_bytes = 0;
 };
 
@@ -1917,6 +1918,7 @@ inline int require_device(DeviceInfo* info, int built_cc_major, int built_cc_min
   info->cc_minor = prop.minor;
   info->sm_count = prop.multiProcessorCount;
   info->smem_optin_bytes = prop.sharedMemPerBlockOptin;
+  info->regs_per_block = prop.regsPerBlock;
   info->global_mem_bytes = prop.totalGlobalMem;
 
   const bool runs = arch_specific ? (prop.major == built_cc_major && prop.minor == built_cc_minor)
@@ -1958,8 +1960,9 @@ inline void wait_for_kernel(cudaEvent_t done, double timeout_s, const std::strin
     if (wall_seconds() - start > timeout_s) {
       fatal(kExitHang, "hang",
             strprintf("hang: kernel %s did not finish within %s s (%s). The process is exiting; the GPU context is "
-                      "torn down with it. Next: run it under cuda-gdb and look at where the warps wait: "
-                      "cuda-gdb --args %s, then `run`, Ctrl-C once it hangs, `info cuda warps` and `bt`",
+                      "torn down with it. Next: see where the warps wait, in cuda-gdb (build with -lineinfo, or "
+                      "-G for variables):\n  cuda-gdb -ex run --args %s\n  then Ctrl-C once it hangs, and: "
+                      "info cuda kernels; info cuda warps; thread apply all bt",
                       kernel_label.c_str(), format_value(timeout_s).c_str(), launch_text.c_str(),
                       g_command_line.c_str()));
     }
@@ -2050,12 +2053,14 @@ inline void check_launch(cudaError_t status, const void* kernel, const Launch& l
   cudaFuncAttributes attributes = {};
   cudaFuncGetAttributes(&attributes, kernel);
   const DeviceInfo& device = current_device();
+  const unsigned threads = launch.block.x * launch.block.y * launch.block.z;
   std::string detail = strprintf(
-      "\n  kernel needs: %d registers/thread, %zu B static smem, %zu B dynamic smem, %u threads/block (max %d)"
-      "\n  device has:   %zu B smem/block (opt-in), %d SMs",
-      attributes.numRegs, static_cast<size_t>(attributes.sharedSizeBytes), launch.smem_bytes,
-      launch.block.x * launch.block.y * launch.block.z, attributes.maxThreadsPerBlock, device.smem_optin_bytes,
-      device.sm_count);
+      "\n  kernel asks: %d registers/thread x %u threads = %lld registers, %zu B static + %zu B dynamic smem, "
+      "%u threads/block (the kernel allows %d)"
+      "\n  device has:  %d registers/block, %zu B smem/block (opt-in), %d SMs",
+      attributes.numRegs, threads, static_cast<long long>(attributes.numRegs) * threads,
+      static_cast<size_t>(attributes.sharedSizeBytes), launch.smem_bytes, threads, attributes.maxThreadsPerBlock,
+      device.regs_per_block, device.smem_optin_bytes, device.sm_count);
   fatal(kExitCudaError, "fault",
         strprintf("launch error: %s (%s) launching %s\n  launch %s%s", cudaGetErrorName(status),
                   cudaGetErrorString(status), launch.label.c_str(), launch.describe().c_str(), detail.c_str()));

@@ -60,6 +60,7 @@ struct DeviceInfo {
   int runtime_version = 0, driver_version = 0;  // as CUDA encodes them: 13000 is 13.0
   int sm_count = 0;
   size_t smem_optin_bytes = 0;  // the most dynamic shared memory a block can opt into
+  int regs_per_block = 0;       // registers one block may use in total
   size_t global_mem_bytes = 0;
 };
 
@@ -121,6 +122,7 @@ inline int require_device(DeviceInfo* info, int built_cc_major, int built_cc_min
   info->cc_minor = prop.minor;
   info->sm_count = prop.multiProcessorCount;
   info->smem_optin_bytes = prop.sharedMemPerBlockOptin;
+  info->regs_per_block = prop.regsPerBlock;
   info->global_mem_bytes = prop.totalGlobalMem;
 
   const bool runs = arch_specific ? (prop.major == built_cc_major && prop.minor == built_cc_minor)
@@ -162,8 +164,9 @@ inline void wait_for_kernel(cudaEvent_t done, double timeout_s, const std::strin
     if (wall_seconds() - start > timeout_s) {
       fatal(kExitHang, "hang",
             strprintf("hang: kernel %s did not finish within %s s (%s). The process is exiting; the GPU context is "
-                      "torn down with it. Next: run it under cuda-gdb and look at where the warps wait: "
-                      "cuda-gdb --args %s, then `run`, Ctrl-C once it hangs, `info cuda warps` and `bt`",
+                      "torn down with it. Next: see where the warps wait, in cuda-gdb (build with -lineinfo, or "
+                      "-G for variables):\n  cuda-gdb -ex run --args %s\n  then Ctrl-C once it hangs, and: "
+                      "info cuda kernels; info cuda warps; thread apply all bt",
                       kernel_label.c_str(), format_value(timeout_s).c_str(), launch_text.c_str(),
                       g_command_line.c_str()));
     }

@@ -77,12 +77,14 @@ inline void check_launch(cudaError_t status, const void* kernel, const Launch& l
   cudaFuncAttributes attributes = {};
   cudaFuncGetAttributes(&attributes, kernel);
   const DeviceInfo& device = current_device();
+  const unsigned threads = launch.block.x * launch.block.y * launch.block.z;
   std::string detail = strprintf(
-      "\n  kernel needs: %d registers/thread, %zu B static smem, %zu B dynamic smem, %u threads/block (max %d)"
-      "\n  device has:   %zu B smem/block (opt-in), %d SMs",
-      attributes.numRegs, static_cast<size_t>(attributes.sharedSizeBytes), launch.smem_bytes,
-      launch.block.x * launch.block.y * launch.block.z, attributes.maxThreadsPerBlock, device.smem_optin_bytes,
-      device.sm_count);
+      "\n  kernel asks: %d registers/thread x %u threads = %lld registers, %zu B static + %zu B dynamic smem, "
+      "%u threads/block (the kernel allows %d)"
+      "\n  device has:  %d registers/block, %zu B smem/block (opt-in), %d SMs",
+      attributes.numRegs, threads, static_cast<long long>(attributes.numRegs) * threads,
+      static_cast<size_t>(attributes.sharedSizeBytes), launch.smem_bytes, threads, attributes.maxThreadsPerBlock,
+      device.regs_per_block, device.smem_optin_bytes, device.sm_count);
   fatal(kExitCudaError, "fault",
         strprintf("launch error: %s (%s) launching %s\n  launch %s%s", cudaGetErrorName(status),
                   cudaGetErrorString(status), launch.label.c_str(), launch.describe().c_str(), detail.c_str()));
