@@ -80,6 +80,17 @@ run_case "batched_gemm (random)" 0 run tests/gpu/batched_gemm.yaml
 run_case "naive_cluster (cluster 2x1x1)" 0 run tests/gpu/naive_cluster.yaml
 SAYS='asks for 240000 B of dynamic shared memory' run_case "too_much_smem (240000 B)" 4 run tests/gpu/too_much_smem.yaml --ones
 
+section "compute-sanitizer (repro run --sanitize): findings named and counted, exit 6"
+SAYS='Invalid __shared__ write' run_case "block_rowsum_smem_f32 --sanitize memcheck" 6 run examples/block_rowsum_smem_f32.yaml --ones --sanitize memcheck
+SAYS='sanitize  memcheck: 0 errors' run_case "block_rowsum_f32 --sanitize memcheck" 0 run examples/block_rowsum_f32.yaml --ones --sanitize memcheck
+SAYS='Race reported' run_case "missing_sync --sanitize racecheck" 6 run examples/missing_sync.yaml --sanitize racecheck
+SAYS='sanitize  initcheck: 0 errors' run_case "tiled_gemm_bf16 --sanitize initcheck" 0 run examples/tiled_gemm_bf16.yaml --sanitize initcheck
+SAYS='sanitize  synccheck: 0 errors' run_case "tiled_gemm_f32 --sanitize synccheck" 0 run examples/tiled_gemm_f32.yaml --ones --sanitize synccheck
+# The raw sanitizer logs, kept as test fixtures for the parser.
+for f in generated/block_rowsum_smem_f32/.repro/build/sanitizer-memcheck.log generated/missing_sync/.repro/build/sanitizer-racecheck.log; do
+  [[ -n "${OUT:-}" && -f "$f" ]] && cp "$f" "$OUT/$(basename "$(dirname "$(dirname "$(dirname "$f")")")")-$(basename "$f")"
+done
+
 section "CUTLASS: a layout pasted wrong, a problem TMA cannot take"
 SAYS="the kernel's StrideB fixes the stride of mode K" run_case "cutlass_layout_mismatch" 2 run tests/gpu/cutlass_layout_mismatch.yaml --ones
 SAYS='1998 B, not a multiple of the 16 B' run_case "cutlass_unaligned (N = 999)" 2 run tests/gpu/cutlass_unaligned.yaml --ones

@@ -2417,9 +2417,9 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     Tensor reference = out;
     reference.name = out.name + "_reference";
     reference.dtype = DType::f64;
-    for (int d = reference.rank - 1, stride = 1; d >= 0; --d) {
+    for (int64_t d = reference.rank - 1, stride = 1; d >= 0; --d) {
       reference.strides[d] = stride;
-      stride *= static_cast<int>(reference.shape[d]);
+      stride *= reference.shape[d];
     }
     reference.host.assign(reinterpret_cast<const unsigned char*>(want.data()),
                           reinterpret_cast<const unsigned char*>(want.data() + want.size()));

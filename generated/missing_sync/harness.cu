@@ -2417,9 +2417,9 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     Tensor reference = out;
     reference.name = out.name + "_reference";
     reference.dtype = DType::f64;
-    for (int d = reference.rank - 1, stride = 1; d >= 0; --d) {
+    for (int64_t d = reference.rank - 1, stride = 1; d >= 0; --d) {
       reference.strides[d] = stride;
-      stride *= static_cast<int>(reference.shape[d]);
+      stride *= reference.shape[d];
     }
     reference.host.assign(reinterpret_cast<const unsigned char*>(want.data()),
                           reinterpret_cast<const unsigned char*>(want.data() + want.size()));
@@ -2551,12 +2551,12 @@ using repro::DevicePointer;
 // the spec's names, so grid/block/smem expressions and kernel.setup read like the production code.
 repro::Launch launch_kernel(std::vector<repro::Tensor>& repro_tensors, cudaStream_t repro_stream,
                             cudaEvent_t repro_start, cudaEvent_t repro_stop) {
-  const int M = 999;
-  const int N = 1001;
-  const int K = 960;
-  const DevicePointer<2> A{repro_tensors[0].device};
-  const DevicePointer<2> B{repro_tensors[1].device};
-  const DevicePointer<2> D{repro_tensors[2].device};
+  [[maybe_unused]] const int M = 999;
+  [[maybe_unused]] const int N = 1001;
+  [[maybe_unused]] const int K = 960;
+  [[maybe_unused]] const DevicePointer<2> A{repro_tensors[0].device};
+  [[maybe_unused]] const DevicePointer<2> B{repro_tensors[1].device};
+  [[maybe_unused]] const DevicePointer<2> D{repro_tensors[2].device};
 
   auto* repro_kernel = &missing_sync<64, 64, 16, 4, 4>;
   repro::Launch repro_launch;
