@@ -4,6 +4,7 @@
 # device fault, wrong arch), the build cache, and the benchmark sizes. Ends with a table.
 #
 #   scripts/gpu-check.sh 2>&1 | tee gpu-check.log    # uses target/release/repro
+#   scripts/gpu-check.sh build examples              # only some parts (see `wanted` below)
 #
 # Per-case logs, JSON reports and dumps go to $GPU_CHECK_LOGS (default: a temporary folder).
 #
@@ -17,6 +18,11 @@ mkdir -p "$logs"
 rows=()
 
 section() { printf '\n==== %s\n' "$*"; }
+
+# Which parts to run: all by default, or those named on the command line (cache build examples
+# checks sanitize cutlass files bench), so a validation can be split over several device calls.
+parts=("$@")
+wanted() { [[ ${#parts[@]} -eq 0 ]] || [[ " ${parts[*]} " == *" $1 "* ]]; }
 
 # run_case LABEL EXPECTED_EXIT ARGS...: runs repro, keeps the log, adds a table row.
 # With SAYS set (SAYS='text' run_case ...), the output must also contain that text: an exit code
@@ -46,6 +52,7 @@ nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv
 "$repro" --version
 "$repro" doctor
 
+if wanted cache; then
 section "build cache (tiled_gemm_bf16): cold, then unchanged"
 rm -rf generated/tiled_gemm_bf16/harness generated/tiled_gemm_bf16/.repro/build
 TIMEFORMAT='  %R s wall'
@@ -53,6 +60,9 @@ echo "cold build:"; time "$repro" build examples/tiled_gemm_bf16.yaml 2>&1 | tai
 echo "warm build:"; time "$repro" build examples/tiled_gemm_bf16.yaml 2>&1 | tail -n 1
 echo "scaffold into a new folder:"; time "$repro" scaffold examples/tiled_gemm_bf16.yaml -o "$(mktemp -d)/a" >/dev/null
 
+fi
+
+if wanted build; then
 section "building every harness (in parallel)"
 ls examples/*.yaml tests/gpu/*.yaml | xargs -P 8 -I{} sh -c '"$0" build "$1" >/dev/null 2>&1 || echo "build failed: $1"' "$repro" {}
 
@@ -62,14 +72,23 @@ expected_exit() {  # expected_exit SPEC MODE -> the exit code the spec's expect:
   case "$outcome" in pass) echo 0 ;; fail) echo 1 ;; fault) echo 4 ;; hang) echo 5 ;; *) echo '?' ;; esac
 }
 
+fi
+
+if wanted examples; then
 section "examples"
 for spec in examples/*.yaml; do
   name=$(basename "$spec" .yaml)
   run_case "$name --ones" "$(expected_exit "$spec" ones)" run "$spec" --ones
+  # The 2^31-element examples take about three minutes a run on the host side (comparison of
+  # 2.1e9 outputs); --ones shows their fault and its fix, random inputs add nothing but time.
+  [[ "$name" == index_overflow* ]] && continue
   run_case "$name (random)" "$(expected_exit "$spec" random)" run "$spec" --json "$logs/$name.json"
 done
 run_case "missing_sync --repeat 5" 1 run examples/missing_sync.yaml --repeat 5
 
+fi
+
+if wanted checks; then
 section "harness checks: hang, fault, wrong arch, bad input"
 SAYS='did not finish within 3 s' run_case "wait_forever (watchdog)" 5 run tests/gpu/wait_forever.yaml --ones
 SAYS='device fault: cudaErrorIllegalAddress' run_case "write_out_of_bounds" 4 run tests/gpu/write_out_of_bounds.yaml --ones
@@ -80,21 +99,31 @@ run_case "batched_gemm (random)" 0 run tests/gpu/batched_gemm.yaml
 run_case "naive_cluster (cluster 2x1x1)" 0 run tests/gpu/naive_cluster.yaml
 SAYS='asks for 240000 B of dynamic shared memory' run_case "too_much_smem (240000 B)" 4 run tests/gpu/too_much_smem.yaml --ones
 
+fi
+
+if wanted sanitize; then
 section "compute-sanitizer (repro run --sanitize): findings named and counted, exit 6"
 SAYS='Invalid __shared__ write' run_case "block_rowsum_smem_f32 --sanitize memcheck" 6 run examples/block_rowsum_smem_f32.yaml --ones --sanitize memcheck
 SAYS='sanitize  memcheck: 0 errors' run_case "block_rowsum_f32 --sanitize memcheck" 0 run examples/block_rowsum_f32.yaml --ones --sanitize memcheck
-SAYS='Race reported' run_case "missing_sync --sanitize racecheck" 6 run examples/missing_sync.yaml --sanitize racecheck
+# racecheck slows a kernel by orders of magnitude: the race example at a small size.
+SAYS='Race reported' run_case "missing_sync_small --sanitize racecheck" 6 run tests/gpu/missing_sync_small.yaml --sanitize racecheck
 SAYS='sanitize  initcheck: 0 errors' run_case "tiled_gemm_bf16 --sanitize initcheck" 0 run examples/tiled_gemm_bf16.yaml --sanitize initcheck
 SAYS='sanitize  synccheck: 0 errors' run_case "tiled_gemm_f32 --sanitize synccheck" 0 run examples/tiled_gemm_f32.yaml --ones --sanitize synccheck
 # The raw sanitizer logs, kept as test fixtures for the parser.
-for f in generated/block_rowsum_smem_f32/.repro/build/sanitizer-memcheck.log generated/missing_sync/.repro/build/sanitizer-racecheck.log; do
+for f in generated/block_rowsum_smem_f32/.repro/build/sanitizer-memcheck.log generated/missing_sync_small/.repro/build/sanitizer-racecheck.log; do
   [[ -n "${OUT:-}" && -f "$f" ]] && cp "$f" "$OUT/$(basename "$(dirname "$(dirname "$(dirname "$f")")")")-$(basename "$f")"
 done
 
+fi
+
+if wanted cutlass; then
 section "CUTLASS: a layout pasted wrong, a problem TMA cannot take"
 SAYS="the kernel's StrideB fixes the stride of mode K" run_case "cutlass_layout_mismatch" 2 run tests/gpu/cutlass_layout_mismatch.yaml --ones
 SAYS='1998 B, not a multiple of the 16 B' run_case "cutlass_unaligned (N = 999)" 2 run tests/gpu/cutlass_unaligned.yaml --ones
 
+fi
+
+if wanted files; then
 section "inputs from files: --dump, then the same inputs back as .npy and as raw .bin"
 run_case "tiled_gemm_f32 --seed 5 --dump" 0 run examples/tiled_gemm_f32.yaml --seed 5 --dump "$logs/dump"
 ls -l "$logs/dump"
@@ -103,14 +132,22 @@ run_case "tiled_gemm_f32 A.npy B.npy" 0 run examples/tiled_gemm_f32.yaml --init 
 run_case "tiled_gemm_f32 A.bin B.npy" 0 run examples/tiled_gemm_f32.yaml --init "A=file:$logs/dump/A.bin" --init "B=file:$logs/dump/B.npy"
 grep -h '^D ' "$logs"/tiled_gemm_f32_*seed_5*.log "$logs"/tiled_gemm_f32_A.*.log
 
+fi
+
+if wanted cutlass; then
 section "CUTLASS (cutlass_bf16_cooperative): repro run cold (builds first), then warm (cached build)"
 rm -rf generated/cutlass_bf16_cooperative/harness generated/cutlass_bf16_cooperative/.repro/build
 echo "cold run:"; time "$repro" run examples/cutlass_bf16_cooperative.yaml --ones 2>&1 | grep -E '^(build|Disposition)'
 echo "warm run:"; time "$repro" run examples/cutlass_bf16_cooperative.yaml --ones 2>&1 | grep -E '^(build|Disposition)'
 
+fi
+
+if wanted bench; then
 section "benchmarks: host fp64 reference at 1024^3 and 4096^3"
 run_case "bench_tiled_bf16_1024" 0 run tests/gpu/bench_tiled_bf16_1024.yaml --repeat 1
 run_case "bench_tiled_bf16_4096" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1
+
+fi
 
 section "summary"
 printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |\n' "case" "want" "exit" "ok" "disposition" "expect (from the spec)"

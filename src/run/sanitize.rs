@@ -270,6 +270,12 @@ pub fn render(tool: Tool, report: &Report) -> String {
         }
         out.push('\n');
     }
+    let listed: usize = report.findings.iter().map(|f| f.count).sum();
+    if listed < errors {
+        out.push_str(&format!(
+            "  note: the counts above cover the {listed} reports printed; the sanitizer counted {errors}\n"
+        ));
+    }
     for note in &report.notes {
         out.push_str(&format!("  note: {note}\n"));
     }
