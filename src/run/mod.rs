@@ -5,13 +5,13 @@
 //! limit on the whole process, because a watchdog inside a process that is itself stuck (in the
 //! driver, in a host loop of the kernel's own setup code) cannot fire.
 
+pub mod sanitize;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use wait_timeout::ChildExt;
-
-pub mod sanitize;
 
 use crate::build::{self, Variant};
 use crate::cli::RunArgs;
@@ -236,7 +236,7 @@ impl RunArgs {
             .and_then(|d| d.strip_prefix("Failed ("))
             .map(|d| d.trim_end_matches(')'));
         let class_note = match (verdict, observed_class) {
-            (Some(want), Some(seen)) if verdict_name(want) == seen => {
+            (Some(want), Some(seen)) if want.name() == seen => {
                 format!(", class {seen} as expected")
             }
             // Which K slice or which rows went wrong is known only from the probe suite's
@@ -251,10 +251,10 @@ impl RunArgs {
                 Some(seen),
             ) => format!(
                 ", pattern {seen} (the spec's verdict {} is one the probe suite names)",
-                verdict_name(want)
+                want.name()
             ),
             (Some(want), Some(seen)) => {
-                format!(", class {seen} (spec expects {})", verdict_name(want))
+                format!(", class {seen} (spec expects {})", want.name())
             }
             _ => String::new(),
         };
@@ -264,24 +264,5 @@ impl RunArgs {
             got.name(),
             wanted.name()
         );
-    }
-}
-
-fn verdict_name(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Ok => "ok",
-        Verdict::Scale => "scale",
-        Verdict::KCoverage => "k_coverage",
-        Verdict::RowMapping => "row_mapping",
-        Verdict::ColMapping => "col_mapping",
-        Verdict::Layout => "layout",
-        Verdict::Boundary => "boundary",
-        Verdict::Unwritten => "unwritten",
-        Verdict::Nonfinite => "nonfinite",
-        Verdict::Nondeterministic => "nondeterministic",
-        Verdict::Scattered => "scattered",
-        Verdict::Precision => "precision",
-        Verdict::Fault => "fault",
-        Verdict::Hang => "hang",
     }
 }

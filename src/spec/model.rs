@@ -346,6 +346,27 @@ pub enum Verdict {
     Hang,
 }
 
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Scale => "scale",
+            Verdict::KCoverage => "k_coverage",
+            Verdict::RowMapping => "row_mapping",
+            Verdict::ColMapping => "col_mapping",
+            Verdict::Layout => "layout",
+            Verdict::Boundary => "boundary",
+            Verdict::Unwritten => "unwritten",
+            Verdict::Nonfinite => "nonfinite",
+            Verdict::Nondeterministic => "nondeterministic",
+            Verdict::Scattered => "scattered",
+            Verdict::Precision => "precision",
+            Verdict::Fault => "fault",
+            Verdict::Hang => "hang",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectSpec {
