@@ -40,7 +40,7 @@ pub enum Error {
     },
 
     #[error(
-        "refusing to overwrite {} in {}: edited since repro generated {}\n{diff}\nhelp: keep your edits and build them with `repro build {}`, or regenerate with `--force` (your version is lost)",
+        "refusing to overwrite {} in {}: edited since repro generated {}\n{diff}\nhelp: keep your edits and build them with `repro build {}`, or regenerate with `--force` (your version is kept in .repro/edited/)",
         files.join(", "), dir.display(), if files.len() == 1 { "it" } else { "them" }, dir.display()
     )]
     UserEdited {

@@ -119,10 +119,16 @@ fn hand_edits_are_never_overwritten_without_force() {
         .arg(&out)
         .arg("--force")
         .assert()
-        .success();
+        .success()
+        .stdout(predicate::str::contains("your edited files were kept in"));
     assert!(!std::fs::read_to_string(&harness)
         .unwrap()
         .contains("my debugging printf"));
+    // --force replaced the edit, but it is not lost.
+    assert_eq!(
+        std::fs::read_to_string(out.join(".repro/edited/1/harness.cu")).unwrap(),
+        edited
+    );
 }
 
 #[test]

@@ -100,6 +100,8 @@ pub fn unified_diff(name: &str, on_disk: &str, generated: &str) -> String {
 pub struct WriteSummary {
     pub written: Vec<&'static str>,
     pub unchanged: Vec<&'static str>,
+    /// Where `--force` kept the hand-edited files it replaced.
+    pub saved: Option<PathBuf>,
 }
 
 /// Writes the artifact. Files edited by hand are only overwritten with `force`; otherwise nothing
@@ -134,6 +136,11 @@ pub fn write(artifact: &Artifact, spec_path: &Path, force: bool) -> Result<Write
     std::fs::create_dir_all(dir.join(STATE_DIR))
         .map_err(Error::io("create", dir.join(STATE_DIR)))?;
     let mut summary = WriteSummary::default();
+    // --force replaces hand edits, but never loses them: each edited file is kept first.
+    if !edited.is_empty() {
+        let saved = save_aside(dir, &edited)?;
+        summary.saved = Some(saved);
+    }
     for (file, st) in artifact.files.iter().zip(&statuses) {
         if st.state == FileState::Current {
             summary.unchanged.push(file.name);
@@ -154,6 +161,22 @@ pub fn write(artifact: &Artifact, spec_path: &Path, force: bool) -> Result<Write
     let text = serde_json::to_string_pretty(&manifest).expect("manifest serializes") + "\n";
     write_atomically(&dir.join(MANIFEST), &text, false)?;
     Ok(summary)
+}
+
+/// Copies the edited files into `.repro/edited/<n>/`, a new folder each time.
+fn save_aside(dir: &Path, edited: &[&FileStatus]) -> Result<PathBuf, Error> {
+    let root = dir.join(STATE_DIR).join("edited");
+    let mut n = 1;
+    while root.join(n.to_string()).exists() {
+        n += 1;
+    }
+    let target = root.join(n.to_string());
+    std::fs::create_dir_all(&target).map_err(Error::io("create", &target))?;
+    for s in edited {
+        let text = s.on_disk.as_deref().unwrap_or("");
+        write_atomically(&target.join(s.name), text, false)?;
+    }
+    Ok(target)
 }
 
 /// Write to a temporary file and rename, so an interrupted scaffold never leaves half a file.

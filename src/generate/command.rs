@@ -68,6 +68,13 @@ impl ScaffoldArgs {
             .unwrap_or_else(|| super::default_dir(&spec));
         let artifact = super::render(&spec, &dir)?;
         let summary = artifact::write(&artifact, &spec.path, self.force)?;
+        if let Some(saved) = &summary.saved {
+            println!(
+                "{}: your edited files were kept in {}",
+                dir.display(),
+                saved.display()
+            );
+        }
         if summary.written.is_empty() {
             println!(
                 "{}: up to date ({} files)",
