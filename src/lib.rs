@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod error;
 pub mod flags;
 pub mod generate;
+pub mod import;
 pub mod inputs;
 pub mod run;
 pub mod spec;

@@ -320,3 +320,16 @@ fn cutlass_from_the_specs_own_include_dirs_is_used_as_is() {
         .iter()
         .any(|d| d.join("cutlass/cutlass.h").is_file()));
 }
+
+#[test]
+fn todos_left_by_import_are_errors() {
+    let text = replace(
+        "sizes: { M: 100, N: 60, K: 70 }",
+        "sizes: { M: \"TODO: value of `m` at src/gemm.rs:42\", N: 60, K: 70 }",
+    )
+    .replace(
+        "grid: [\"ceil_div(N, 16)\", \"ceil_div(M, 16)\", 1]",
+        "grid: [\"TODO: grid of the production launch\", 1, 1]",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}

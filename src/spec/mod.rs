@@ -36,7 +36,7 @@ pub fn load(path: &Path) -> Result<ResolvedSpec, Error> {
 /// Parses and validates spec text; `dir` is where its relative paths point from.
 pub fn load_text(path: &Path, text: &str, dir: &Path) -> Result<ResolvedSpec, Error> {
     let (spec, spans) =
-        yaml::parse_spec(text).map_err(|d| Error::Spec(SpecErrors::new(path, text, vec![d])))?;
+        yaml::parse_spec(text).map_err(|d| Error::Spec(SpecErrors::new(path, text, d)))?;
     validate::validate(spec, &spans, path, dir)
         .map_err(|diagnostics| Error::Spec(SpecErrors::new(path, text, diagnostics)))
 }

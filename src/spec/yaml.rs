@@ -64,6 +64,8 @@ enum Frame {
 struct SpanCollector {
     stack: Vec<Frame>,
     spans: SpanMap,
+    /// Values still reading `TODO...` (left by `repro import`), with where they are.
+    todos: Vec<(String, Location, String)>,
 }
 
 impl SpanCollector {
@@ -116,6 +118,9 @@ impl MarkedEventReceiver for SpanCollector {
                     }
                 }
                 Some(path) => {
+                    if text.trim_start().starts_with("TODO") {
+                        self.todos.push((path.clone(), loc, text.clone()));
+                    }
                     self.spans.values.insert(path, loc);
                     self.advance();
                 }
@@ -144,12 +149,25 @@ impl MarkedEventReceiver for SpanCollector {
 }
 
 /// Parses spec text: the typed spec and where each of its values was written.
-pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Diagnostic> {
-    let spec: Spec = serde_yaml::from_str(text).map_err(|e| serde_diagnostic(&e))?;
+///
+/// A value still reading `TODO...` is an error of its own, reported before anything else: it is
+/// what `repro import` could not know, and no default may stand in for it.
+pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Vec<Diagnostic>> {
     let mut collector = SpanCollector::default();
-    // serde_yaml accepted the text, so the event parser will too; if it ever did not, spans fall
-    // back to the top of the file rather than failing the load.
+    // A text the event parser rejects is reported by serde_yaml below, with its location.
     let _ = Parser::new_from_str(text).load(&mut collector, false);
+    if !collector.todos.is_empty() {
+        return Err(collector
+            .todos
+            .iter()
+            .map(|(path, loc, todo)| {
+                let what = todo.trim_start().trim_start_matches("TODO").trim_start_matches(':').trim();
+                Diagnostic::new(*loc, format!("`{path}` is still a TODO: {what}"))
+                    .with_help("replace it with the real value from the production code (repro import left it because it could not know it)")
+            })
+            .collect());
+    }
+    let spec: Spec = serde_yaml::from_str(text).map_err(|e| vec![serde_diagnostic(&e)])?;
     Ok((spec, collector.spans))
 }
 

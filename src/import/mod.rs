@@ -1,0 +1,7 @@
+//! `repro import`: spec skeletons from real code — a cudarc launch site in Rust ([`rust`], parsed
+//! with syn) or a `__global__` declaration in a CUDA source tree ([`cuda`], found with walkdir).
+//! Both fill a [`skeleton::Skeleton`]; what they cannot know stays a visible TODO.
+
+pub mod cuda;
+pub mod rust;
+pub mod skeleton;
