@@ -34,6 +34,8 @@ pub enum Command {
     Diff(DiffArgs),
     /// Read a real nvcc compile line and print the production flags for a harness build.
     Flags(FlagsArgs),
+    /// Package a folder and a .tar.gz for a bug report: artifact, kernel headers, inputs, env, results.
+    Bundle(BundleArgs),
     /// Show which nvcc, CUDA headers, CUTLASS headers, host compiler and GPU repro finds.
     Doctor(DoctorArgs),
 }
@@ -132,6 +134,20 @@ pub struct FlagsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// A spec file, or an artifact directory.
+    pub target: PathBuf,
+    /// The bundle folder; PATH.tar.gz is written beside it [default: bundles/<name>].
+    #[arg(short, long, value_name = "PATH")]
+    pub output: Option<PathBuf>,
+    /// Do not run the harness (no results.txt): for a machine without the GPU.
+    #[arg(long)]
+    pub no_run: bool,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct DoctorArgs {
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
@@ -145,6 +161,7 @@ impl Command {
             Command::Run(args) => args.exec(),
             Command::Diff(args) => args.exec(),
             Command::Flags(args) => args.exec(),
+            Command::Bundle(args) => args.exec(),
             Command::Doctor(args) => args.exec(),
         }
     }

@@ -6,6 +6,7 @@
 //! [`inputs`] holds the input generators, bit-identical to the harness's own.
 
 pub mod build;
+pub mod bundle;
 pub mod cli;
 pub mod doctor;
 pub mod error;

@@ -112,7 +112,7 @@ fn key_of(nvcc: &Path, args: &[String], dir: &Path, inputs: &[String]) -> Option
 }
 
 /// The prerequisites of a make-style dependency file written by `nvcc -MD -MF`.
-fn parse_depfile(text: &str) -> Vec<String> {
+pub fn parse_depfile(text: &str) -> Vec<String> {
     let joined = text.replace("\\\n", " ");
     let Some((_, rest)) = joined.split_once(": ") else {
         return Vec::new();

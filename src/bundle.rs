@@ -1,0 +1,363 @@
+//! `repro bundle`: a folder and a `.tar.gz` to attach to a bug report (DESIGN §5).
+//!
+//! The bundle is an artifact made for another machine: the kernel's own headers (the ones nvcc
+//! actually read, from its dependency list) and the input files are copied in and the build
+//! points at those copies; toolkit and CUTLASS headers are what the receiver provides. It holds
+//! `env.txt`, the results of the runs made here, and a README that starts with the two commands
+//! that reproduce them. No absolute path, user name or home folder of this machine goes in.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::build::{self, toolchain};
+use crate::cli::BundleArgs;
+use crate::error::{exit, Error};
+use crate::generate::command::{prepare, Prepared};
+use crate::generate::{self, artifact};
+use crate::spec::{InitSource, ResolvedSpec};
+
+/// Headers under these roots come with the CUDA toolkit, the compiler or CUTLASS: the receiver
+/// has their own, and copying them would ship the sender's toolchain.
+fn is_toolchain_header(path: &Path, spec: &ResolvedSpec) -> bool {
+    let text = path.to_string_lossy();
+    text.starts_with("/usr/")
+        || text.contains("/cuda/")
+        || text.contains("/nvidia/cu1")
+        || text.contains("/cuda-")
+        || spec.cutlass.as_ref().is_some_and(|c| path.starts_with(c))
+        || text.contains("/cutlass/include/")
+        || text.contains("/cute/")
+}
+
+impl BundleArgs {
+    pub fn exec(self) -> Result<u8, Error> {
+        let prepared = prepare(&self.target, None)?;
+        // nvcc's dependency list says which headers the kernel really needs.
+        let built = build::build(&prepared, self.toolchain.nvcc.as_deref())?;
+        let name = prepared.spec.name().to_string();
+        let out = self
+            .output
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("bundles").join(&name));
+        if out.exists() {
+            return Err(Error::Usage(format!(
+                "{} exists; repro bundle never overwrites (remove it or pass -o elsewhere)",
+                out.display()
+            )));
+        }
+        let _ = built;
+        let bundle = make_bundle(&prepared, &out)?;
+        let code = if self.no_run {
+            None
+        } else {
+            Some(run_and_record(&bundle, &self.toolchain)?)
+        };
+        write_env(&bundle)?;
+        write_readme(&bundle, &prepared.spec, code)?;
+        let stale = leaks(&bundle.dir)?;
+        if !stale.is_empty() {
+            return Err(Error::Usage(format!(
+                "internal error: the bundle would leak this machine's paths: {}",
+                stale.join(", ")
+            )));
+        }
+        let tarball = out.with_extension("tar.gz");
+        pack(&bundle.dir, &name, &tarball)?;
+        println!(
+            "bundle: {}/ and {}",
+            bundle.dir.display(),
+            tarball.display()
+        );
+        if let Some(code) = code {
+            println!("results: exit {code} (results.txt, results.json)");
+        }
+        Ok(exit::PASSED)
+    }
+}
+
+struct Bundle {
+    dir: PathBuf,
+    /// The kernel headers that could not be copied (outside every include dir).
+    missing: Vec<String>,
+    cutlass: bool,
+}
+
+/// The bundle's spec: include dirs and input files moved into the bundle.
+fn make_bundle(prepared: &Prepared, out: &Path) -> Result<Bundle, Error> {
+    let spec = &prepared.spec;
+    std::fs::create_dir_all(out).map_err(Error::io("create", out))?;
+    let dir = out.canonicalize().map_err(Error::io("resolve", out))?;
+    let depfile = prepared.dir.join(".repro/build/harness.d");
+    let deps = std::fs::read_to_string(&depfile).map_err(Error::io("read", &depfile))?;
+    let mut bundled = spec.clone();
+    bundled.path = dir.join("spec.yaml");
+    bundled.dir = dir.clone();
+    let mut missing = Vec::new();
+    // Each include dir becomes include/<n>/ holding the headers nvcc read under it.
+    let mut include_dirs = Vec::new();
+    for n in 0..spec.include_dirs.len() {
+        let target = dir.join("include").join(n.to_string());
+        std::fs::create_dir_all(&target).map_err(Error::io("create", &target))?;
+        include_dirs.push(target);
+    }
+    for dep in build::parse_depfile(&deps).into_iter().skip(1) {
+        let path = generate::paths::absolute(&prepared.dir.join(&dep));
+        if is_toolchain_header(&path, spec) {
+            continue;
+        }
+        match spec
+            .include_dirs
+            .iter()
+            .position(|inc| path.starts_with(inc))
+        {
+            Some(n) => {
+                let rel = path.strip_prefix(&spec.include_dirs[n]).expect("checked");
+                let to = include_dirs[n].join(rel);
+                if let Some(parent) = to.parent() {
+                    std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
+                }
+                std::fs::copy(&path, &to).map_err(Error::io("copy", &path))?;
+            }
+            None => missing.push(
+                path.file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+    bundled.include_dirs = include_dirs;
+    for t in bundled.tensors.iter_mut() {
+        if let InitSource::File(path) = &t.init.source {
+            let to = dir
+                .join("inputs")
+                .join(path.file_name().unwrap_or_default());
+            std::fs::create_dir_all(dir.join("inputs"))
+                .map_err(Error::io("create", dir.join("inputs")))?;
+            std::fs::copy(path, &to).map_err(Error::io("copy", path))?;
+            t.init.source = InitSource::File(to);
+        }
+    }
+    // CUTLASS is the receiver's: build.sh reads $CUTLASS_DIR, or a cutlass/ folder in the bundle.
+    let cutlass = bundled.cutlass.is_some();
+    if cutlass {
+        bundled.cutlass = Some(dir.join("cutlass"));
+    }
+    let rendered = generate::render(&bundled, &dir)?;
+    artifact::write(&rendered, &bundled.path, false)?;
+    // The manifest points back at this machine's spec; a bundle has no use for it.
+    let _ = std::fs::remove_dir_all(dir.join(".repro"));
+    Ok(Bundle {
+        dir,
+        missing,
+        cutlass,
+    })
+}
+
+/// Builds the bundle's own harness and runs it with --ones and with the spec's inputs, from
+/// inside the bundle, so the results name nothing outside it.
+fn run_and_record(
+    bundle: &Bundle,
+    toolchain_args: &crate::cli::ToolchainArgs,
+) -> Result<u8, Error> {
+    let spec = crate::spec::load(&bundle.dir.join("spec.yaml"))?;
+    let prepared = Prepared {
+        spec,
+        dir: bundle.dir.clone(),
+    };
+    build::build(&prepared, toolchain_args.nvcc.as_deref())?;
+    let mut text = String::new();
+    let mut last = 0u8;
+    for (mode, args) in [
+        ("ones", vec!["--ones", "--json", "results-ones.json"]),
+        ("random", vec!["--json", "results.json"]),
+    ] {
+        let output = Command::new("./harness")
+            .args(&args)
+            .current_dir(&bundle.dir)
+            .output()
+            .map_err(|source| Error::Launch {
+                path: bundle.dir.join("harness"),
+                source,
+            })?;
+        let code = output.status.code().map_or(exit::CUDA_ERROR, |c| c as u8);
+        text.push_str(&format!(
+            "$ ./harness {}\n",
+            args[..args.len() - 2].join(" ")
+        ));
+        text.push_str(&String::from_utf8_lossy(&output.stdout));
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        text.push_str(&format!("-> exit {code} ({mode})\n\n"));
+        last = code;
+    }
+    std::fs::write(bundle.dir.join("results.txt"), text)
+        .map_err(Error::io("write", bundle.dir.join("results.txt")))?;
+    // Sources only: the receiver builds with their own toolkit.
+    for leftover in ["harness", ".repro"] {
+        let path = bundle.dir.join(leftover);
+        let _ = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+    }
+    Ok(last)
+}
+
+fn first_line(program: &str, args: &[&str], pick: impl Fn(&str) -> bool) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find(|l| pick(l))
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "not available".into())
+}
+
+/// env.txt: versions only, never paths.
+fn write_env(bundle: &Bundle) -> Result<(), Error> {
+    let nvcc = toolchain::find_nvcc(None)
+        .ok()
+        .and_then(|f| toolchain::nvcc_version(&f.path))
+        .unwrap_or_else(|| "not found".into());
+    let gpu = first_line(
+        "nvidia-smi",
+        &[
+            "--query-gpu=name,compute_cap,driver_version",
+            "--format=csv,noheader",
+        ],
+        |_| true,
+    );
+    let cxx = toolchain::host_compiler()
+        .map(|c| first_line(&c.to_string_lossy(), &["--version"], |_| true))
+        .unwrap_or_else(|| "not found".into());
+    let os = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::OS.into());
+    let kernel = first_line("uname", &["-sr"], |_| true);
+    let mut text = format!(
+        "repro     {}\nnvcc      {nvcc}\nGPU       {gpu} (name, compute capability, driver)\nhost C++  {cxx}\nOS        {os}, {kernel}\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    if bundle.cutlass {
+        let version = toolchain::find_cutlass()
+            .and_then(|c| toolchain::cutlass_version(&c.path))
+            .unwrap_or_else(|| "unknown".into());
+        text.push_str(&format!("CUTLASS   {version}\n"));
+    }
+    std::fs::write(bundle.dir.join("env.txt"), text)
+        .map_err(Error::io("write", bundle.dir.join("env.txt")))
+}
+
+fn write_readme(bundle: &Bundle, spec: &ResolvedSpec, code: Option<u8>) -> Result<(), Error> {
+    let mut text = String::from("./build.sh\n./harness --ones && ./harness\n\n");
+    text.push_str(&format!("# repro bundle: `{}`\n\n", spec.name()));
+    if !spec.spec.about.is_empty() {
+        text.push_str(&format!("{}\n\n", spec.spec.about));
+    }
+    text.push_str(
+        "The two commands above rebuild the harness with the production flags (`NVCC=` and `ARCH=` \
+         override) and rerun what produced `results.txt`: all-ones inputs first, then the spec's \
+         seeded inputs against an fp64 host reference. Nothing else is needed but the CUDA toolkit",
+    );
+    if bundle.cutlass {
+        text.push_str(
+            " and the CUTLASS headers (set `CUTLASS_DIR`, or put a CUTLASS checkout in `cutlass/`)",
+        );
+    }
+    text.push_str(".\n\n| file | what |\n|---|---|\n");
+    text.push_str(
+        "| `harness.cu` | the reproducer: one translation unit, the kernel included verbatim |\n",
+    );
+    text.push_str("| `build.sh`, `CMakeLists.txt` | the exact build |\n");
+    text.push_str("| `spec.yaml` | the spec the harness was generated from |\n");
+    text.push_str(
+        "| `include/` | the kernel's own headers (those nvcc read), as the build expects them |\n",
+    );
+    if dir_has(&bundle.dir.join("inputs")) {
+        text.push_str("| `inputs/` | the input files the spec reads |\n");
+    }
+    text.push_str("| `env.txt` | the sender's toolkit, GPU, driver, host compiler, OS |\n");
+    if let Some(code) = code {
+        text.push_str(&format!(
+            "| `results.txt`, `results.json` | what the runs printed on the sender's machine (last exit code {code}) |\n"
+        ));
+    }
+    if !bundle.missing.is_empty() {
+        text.push_str(&format!(
+            "\nNot included (outside the spec's include dirs; the receiver must provide): {}\n",
+            bundle.missing.join(", ")
+        ));
+    }
+    std::fs::write(bundle.dir.join("README.md"), text)
+        .map_err(Error::io("write", bundle.dir.join("README.md")))
+}
+
+fn dir_has(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false)
+}
+
+/// Paths of this machine that must not be in a bundle, found in any of its files.
+fn leaks(dir: &Path) -> Result<Vec<String>, Error> {
+    let mut needles: Vec<String> = Vec::new();
+    if let Some(home) = std::env::var_os("HOME")
+        .map(|h| h.to_string_lossy().into_owned())
+        .filter(|h| h.len() > 1)
+    {
+        needles.push(home);
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        needles.push(cwd.to_string_lossy().into_owned());
+    }
+    needles.push(dir.to_string_lossy().into_owned());
+    // "/" would match everything.
+    needles.retain(|n| n.trim_end_matches('/').len() > 1);
+    let mut found = Vec::new();
+    for entry in walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+    {
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        for needle in &needles {
+            if text.contains(needle.as_str()) {
+                found.push(format!(
+                    "{} in {}",
+                    needle,
+                    entry
+                        .path()
+                        .strip_prefix(dir)
+                        .unwrap_or(entry.path())
+                        .display()
+                ));
+            }
+        }
+    }
+    Ok(found)
+}
+
+fn pack(dir: &Path, name: &str, tarball: &Path) -> Result<(), Error> {
+    let file = std::fs::File::create(tarball).map_err(Error::io("create", tarball))?;
+    let encoder = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let mut archive = tar::Builder::new(encoder);
+    archive
+        .append_dir_all(name, dir)
+        .map_err(Error::io("pack", tarball))?;
+    archive
+        .into_inner()
+        .and_then(|encoder| encoder.finish())
+        .map_err(Error::io("pack", tarball))?;
+    Ok(())
+}
