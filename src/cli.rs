@@ -34,6 +34,8 @@ pub enum Command {
     Diff(DiffArgs),
     /// Read a real nvcc compile line and print the production flags for a harness build.
     Flags(FlagsArgs),
+    /// Write a spec skeleton from a cudarc launch site (Rust) or a __global__ in a CUDA tree.
+    Import(ImportArgs),
     /// Package a folder and a .tar.gz for a bug report: artifact, kernel headers, inputs, env, results.
     Bundle(BundleArgs),
     /// Show which nvcc, CUDA headers, CUTLASS headers, host compiler and GPU repro finds.
@@ -134,6 +136,41 @@ pub struct FlagsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ImportArgs {
+    #[command(subcommand)]
+    pub command: ImportCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// From a cudarc launch site in a Rust file (parsed with syn).
+    Rust {
+        /// The Rust source file.
+        file: PathBuf,
+        /// The kernel to import, when the file launches several.
+        #[arg(long, value_name = "NAME")]
+        kernel: Option<String>,
+        /// List the launch sites found and stop.
+        #[arg(long)]
+        list: bool,
+        /// Write the skeleton here (never over an existing file) [default: standard output].
+        #[arg(short, long, value_name = "SPEC")]
+        output: Option<PathBuf>,
+    },
+    /// From a __global__ (or __device__) function found under a source tree.
+    Cuda {
+        /// A source file or a folder to search (build and VCS folders are skipped).
+        path: PathBuf,
+        /// The kernel's name.
+        #[arg(long, value_name = "NAME")]
+        kernel: String,
+        /// Write the skeleton here (never over an existing file) [default: standard output].
+        #[arg(short, long, value_name = "SPEC")]
+        output: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Args)]
 pub struct BundleArgs {
     /// A spec file, or an artifact directory.
     pub target: PathBuf,
@@ -162,6 +199,7 @@ impl Command {
             Command::Diff(args) => args.exec(),
             Command::Flags(args) => args.exec(),
             Command::Bundle(args) => args.exec(),
+            Command::Import(args) => args.exec(),
             Command::Doctor(args) => args.exec(),
         }
     }

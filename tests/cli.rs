@@ -482,3 +482,41 @@ fn unreadable_inputs_and_bad_output_folders_are_clear_errors() {
         .code(2)
         .stderr(predicate::str::contains("blocker"));
 }
+
+#[test]
+fn import_writes_a_skeleton_the_loader_refuses_until_its_todos_are_filled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = common::repo().join("tests/fixtures/import/rust/builder_gemm.rs");
+    let spec = tmp.path().join("imported.yaml");
+    repro()
+        .arg("import")
+        .arg("rust")
+        .arg(&source)
+        .arg("-o")
+        .arg(&spec)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("TODOs to fill in"));
+    let text = std::fs::read_to_string(&spec).unwrap();
+    assert!(text.contains("name: tiled_gemm_bf16"), "{text}");
+    // Never over an existing file.
+    repro()
+        .arg("import")
+        .arg("rust")
+        .arg(&source)
+        .arg("-o")
+        .arg(&spec)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("never overwrites"));
+    // The loader names every TODO left, exit 2, nothing written.
+    repro()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(tmp.path().join("art"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is still a TODO"));
+    assert!(!tmp.path().join("art").exists());
+}

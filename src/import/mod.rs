@@ -2,6 +2,7 @@
 //! with syn) or a `__global__` declaration in a CUDA source tree ([`cuda`], found with walkdir).
 //! Both fill a [`skeleton::Skeleton`]; what they cannot know stays a visible TODO.
 
+mod command;
 pub mod cuda;
 pub mod rust;
 pub mod skeleton;

@@ -1,0 +1,107 @@
+//! `repro import rust|cuda`: find the launch or the kernel, build the skeleton, write it where
+//! asked (never over an existing file), with include dirs relative to where the spec goes.
+
+use std::path::{Path, PathBuf};
+
+use super::skeleton::Skeleton;
+use crate::cli::{ImportArgs, ImportCommand};
+use crate::error::{exit, Error};
+use crate::generate::paths::relative_to;
+
+impl ImportArgs {
+    pub fn exec(self) -> Result<u8, Error> {
+        let (skeleton, output) = match self.command {
+            ImportCommand::Rust {
+                file,
+                kernel,
+                list,
+                output,
+            } => {
+                let sites = super::rust::import(&file, kernel.as_deref())
+                    .map_err(|e| Error::Usage(e.to_string()))?;
+                if list {
+                    for site in &sites {
+                        println!("{}", site.summary());
+                    }
+                    return Ok(exit::PASSED);
+                }
+                let site = match sites.as_slice() {
+                    [one] => one,
+                    _ => {
+                        let listing: Vec<String> = sites
+                            .iter()
+                            .map(|s| {
+                                format!("  {}   (--kernel {})", s.summary(), s.summary().selector())
+                            })
+                            .collect();
+                        return Err(Error::Usage(format!(
+                            "{} has {} launch sites; pick one with --kernel NAME:\n{}",
+                            file.display(),
+                            sites.len(),
+                            listing.join("\n")
+                        )));
+                    }
+                };
+                (super::rust::skeleton(site), output)
+            }
+            ImportCommand::Cuda {
+                path,
+                kernel,
+                output,
+            } => {
+                let decls =
+                    super::cuda::find(&path, &kernel).map_err(|e| Error::Usage(e.to_string()))?;
+                let decl = match decls.as_slice() {
+                    [one] => one,
+                    _ => {
+                        let listing: Vec<String> = decls
+                            .iter()
+                            .map(|d| format!("  {} ({})", d.qualified_name, d.location()))
+                            .collect();
+                        return Err(Error::Usage(format!(
+                            "`{kernel}` is declared {} times under {}; pass the file (or a narrower folder) as PATH:\n{}",
+                            decls.len(),
+                            path.display(),
+                            listing.join("\n")
+                        )));
+                    }
+                };
+                (super::cuda::skeleton(decl, &path), output)
+            }
+        };
+        write(skeleton, output.as_deref())
+    }
+}
+
+fn write(mut skeleton: Skeleton, output: Option<&Path>) -> Result<u8, Error> {
+    let base: PathBuf = output
+        .and_then(|o| o.parent().map(Path::to_path_buf))
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("."));
+    skeleton.include_dirs = skeleton
+        .include_dirs
+        .iter()
+        .map(|d| relative_to(Path::new(d), &base))
+        .collect();
+    let text = skeleton.render();
+    match output {
+        None => print!("{text}"),
+        Some(path) => {
+            if path.exists() {
+                return Err(Error::Usage(format!(
+                    "{} exists; repro import never overwrites a spec (choose another -o)",
+                    path.display()
+                )));
+            }
+            std::fs::write(path, &text).map_err(Error::io("write", path))?;
+            let todos = text.matches("\"TODO: ").count();
+            println!(
+                "wrote {} ({todos} TODO{} to fill in; `repro scaffold {}` names each one left)",
+                path.display(),
+                if todos == 1 { "" } else { "s" },
+                path.display()
+            );
+        }
+    }
+    Ok(exit::PASSED)
+}

@@ -1,0 +1,921 @@
+//! `repro import rust`: spec skeletons from cudarc launch sites. Fixtures in
+//! tests/fixtures/import/rust/ are hand-written but realistic cudarc programs in each launch style
+//! (builder, chained builder, cooperative, the older `f.launch(cfg, (..))`), with functions that
+//! launch nothing and `launch` methods of other types that must not be taken for launches.
+//! No nvcc or GPU needed.
+
+use std::path::PathBuf;
+
+use repro::import::rust::{self, Arg, ArgKind, ImportError, LaunchForm, LaunchSite};
+use repro::import::skeleton::{Tensor, Value};
+
+/// A fixture's path as the tests name it (relative, so snapshots do not depend on the checkout).
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from("tests/fixtures/import/rust").join(name)
+}
+
+fn sites(name: &str) -> Vec<LaunchSite> {
+    rust::import(&fixture(name), None).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn site(name: &str, kernel: &str) -> LaunchSite {
+    let mut found = rust::import(&fixture(name), Some(kernel)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(found.len(), 1, "{name}: `{kernel}` launched more than once");
+    found.remove(0)
+}
+
+fn error(result: Result<Vec<LaunchSite>, ImportError>) -> ImportError {
+    match result {
+        Ok(sites) => panic!(
+            "expected an error, found {:?}",
+            sites.iter().map(LaunchSite::location).collect::<Vec<_>>()
+        ),
+        Err(e) => e,
+    }
+}
+
+fn known(text: &str) -> Value {
+    Value::known(text)
+}
+
+fn todo(text: &str) -> Value {
+    Value::todo(text)
+}
+
+fn ks(texts: [&str; 3]) -> [Value; 3] {
+    texts.map(Value::known)
+}
+
+fn tensor(name: &str, dtype: Value, shape: Vec<Value>, output: Option<bool>) -> Tensor {
+    Tensor {
+        name: name.into(),
+        dtype,
+        shape,
+        output,
+    }
+}
+
+fn arg(rust: &str, kind: ArgKind) -> Arg {
+    Arg {
+        rust: rust.into(),
+        kind,
+    }
+}
+
+fn t(name: &str) -> ArgKind {
+    ArgKind::Tensor(name.into())
+}
+
+fn s(name: &str) -> ArgKind {
+    ArgKind::Size(name.into())
+}
+
+fn x(value: Value) -> ArgKind {
+    ArgKind::Expr(value)
+}
+
+fn sizes(pairs: &[(&str, Value)]) -> Vec<(String, Value)> {
+    pairs
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.clone()))
+        .collect()
+}
+
+/// The rendered skeleton, checked to be YAML.
+fn rendered(site: &LaunchSite) -> String {
+    let text = rust::skeleton(site).render();
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} renders invalid YAML: {e}\n{text}", site.location()));
+    assert_eq!(yaml["version"], serde_yaml::Value::from(1));
+    text
+}
+
+// ---- builder form ---------------------------------------------------------------------------
+
+#[test]
+fn builder_gemm_resolves_lets_consts_and_the_config() {
+    let all = sites("builder_gemm.rs");
+    // The job runner's `job.launch(&plan)` (with its own `arg`) is not a launch.
+    assert_eq!(all.len(), 1);
+    let site = &all[0];
+    assert_eq!(site.kernel.as_deref(), Some("tiled_gemm_bf16"));
+    assert_eq!(
+        site.kernel_source,
+        "`module.load_function(\"tiled_gemm_bf16\")` (line 62)"
+    );
+    assert_eq!(
+        site.location(),
+        "tests/fixtures/import/rust/builder_gemm.rs:92"
+    );
+    assert_eq!(site.column, 22);
+    assert_eq!(site.function, "main");
+    assert_eq!(site.form, LaunchForm::Builder);
+    assert!(!site.cooperative);
+    assert_eq!(
+        site.args,
+        vec![
+            arg("&a", t("a")),
+            arg("&b", t("b")),
+            arg("&mut d", t("d")),
+            arg("&bias", t("bias")),
+            arg("&(m as i32)", s("m")),
+            arg("&(n as i32)", s("n")),
+            arg("&(k as i32)", s("k")),
+            arg("&alpha", x(known("1.0f"))),
+        ]
+    );
+    // `let m = 1024; let k = m / 2;` resolve; the names stay in shapes and the grid.
+    assert_eq!(
+        site.sizes,
+        sizes(&[
+            ("m", known("1024")),
+            ("k", known("512")),
+            ("n", known("768"))
+        ])
+    );
+    assert_eq!(
+        site.tensors,
+        vec![
+            // memcpy_stod(&a_host), a_host: Vec<bf16> collected from (0..m * k)
+            tensor("a", known("bf16"), vec![known("m * k")], Some(false)),
+            // memcpy_stod(&b_host), b_host = vec![bf16::ONE; k * n]
+            tensor("b", known("bf16"), vec![known("k * n")], Some(false)),
+            // alloc_zeros::<bf16>(m * n), passed as &mut
+            tensor("d", known("bf16"), vec![known("m * n")], Some(true)),
+            // let bias: CudaSlice<f32> = stream.alloc_zeros(n)?
+            tensor("bias", known("f32"), vec![known("n")], Some(false)),
+        ]
+    );
+    assert_eq!(site.grid, ks(["ceil_div(n, 128)", "ceil_div(m, 128)", "1"]));
+    assert_eq!(site.block, ks(["256", "1", "1"]));
+    // STAGES * (TILE_M * TILE_K + TILE_K * TILE_N) * 2 = 2 * (4096 + 4096) * 2
+    assert_eq!(site.smem, known("32768"));
+    assert!(site
+        .notes
+        .iter()
+        .any(|n| n == "Resolved in `main`: m = 1024, k = 512, n = 768."));
+
+    let skeleton = rust::skeleton(site);
+    assert_eq!(skeleton.name, "tiled_gemm_bf16");
+    assert_eq!(skeleton.kernel_name, "tiled_gemm_bf16");
+    assert_eq!(
+        skeleton.origin,
+        "tests/fixtures/import/rust/builder_gemm.rs:92"
+    );
+    assert!(skeleton.includes.is_empty());
+    assert!(skeleton
+        .notes
+        .iter()
+        .any(|n| n.contains("source.includes is empty") && n.contains("`tiled_gemm_bf16`")));
+    insta::assert_snapshot!("builder_gemm", rendered(site));
+}
+
+#[test]
+fn builder_with_for_num_elems_and_a_field_assignment() {
+    let site = site("elementwise.rs", "relu_bf16");
+    assert_eq!(
+        site.kernel_source,
+        "`kernels.get_fn(\"relu_bf16\")` (line 30)"
+    );
+    assert_eq!(site.form, LaunchForm::Builder);
+    // `b.arg(&x).arg(&mut y); b.arg(&(N as u32));`
+    assert_eq!(
+        site.args,
+        vec![
+            arg("&x", t("x")),
+            arg("&mut y", t("y")),
+            arg("&(N as u32)", s("N"))
+        ]
+    );
+    assert_eq!(site.sizes, sizes(&[("N", known("65536"))]));
+    assert_eq!(
+        site.tensors,
+        vec![
+            tensor("x", known("bf16"), vec![known("N")], Some(false)),
+            tensor("y", known("bf16"), vec![known("N")], Some(true)),
+        ]
+    );
+    // for_num_elems: block 1024, grid ceil(n / 1024); then `cfg.shared_mem_bytes = 1024 * 2`.
+    assert_eq!(site.grid, ks(["ceil_div(N, 1024)", "1", "1"]));
+    assert_eq!(site.block, ks(["1024", "1", "1"]));
+    assert_eq!(site.smem, known("2048"));
+    insta::assert_snapshot!("elementwise_relu", rendered(&site));
+}
+
+#[test]
+fn a_kernel_function_passed_in_leaves_the_name_a_todo() {
+    let site = site("elementwise.rs", "65");
+    assert_eq!(site.kernel, None);
+    assert_eq!(
+        site.kernel_source,
+        "the kernel function `f` is a parameter of `launch_unary`"
+    );
+    let at = "at the launch site (tests/fixtures/import/rust/elementwise.rs:65)";
+    assert_eq!(
+        site.args,
+        vec![
+            arg("src", t("src")),
+            arg("dst", t("dst")),
+            arg("&len", s("len")),
+            arg("&scale", x(todo(&format!("value of `scale` (f32) {at}")))),
+        ]
+    );
+    assert_eq!(
+        site.sizes,
+        sizes(&[(
+            "len",
+            todo(&format!(
+                "value of `len` (a parameter of `launch_unary`) {at}"
+            ))
+        )])
+    );
+    // Parameter types give dtype and direction: `&CudaSlice<u8>` / `&mut CudaSlice<u8>`.
+    assert_eq!(
+        site.tensors,
+        vec![
+            tensor(
+                "src",
+                known("u8"),
+                vec![todo("shape of `src` (e.g. [M, K])")],
+                Some(false)
+            ),
+            tensor(
+                "dst",
+                known("u8"),
+                vec![todo("shape of `dst` (e.g. [M, K])")],
+                Some(true)
+            ),
+        ]
+    );
+    // `let blocks = (len + threads - 1) / threads` is inlined; `threads = 128` resolved.
+    assert_eq!(site.grid, ks(["(len + 128 - 1) / 128", "1", "1"]));
+    assert_eq!(site.block, ks(["128", "1", "1"]));
+    let skeleton = rust::skeleton(&site);
+    assert_eq!(skeleton.name, "launch_unary");
+    assert_eq!(
+        skeleton.kernel_name,
+        "TODO: the kernel's name (the kernel function `f` is a parameter of `launch_unary`; launched at tests/fixtures/import/rust/elementwise.rs:65)"
+    );
+    insta::assert_snapshot!("elementwise_unknown_kernel", rendered(&site));
+}
+
+// ---- chained builder and cooperative launch -----------------------------------------------------
+
+#[test]
+fn chained_builder_traces_the_kernel_through_a_struct_field() {
+    let all = sites("chained.rs");
+    let kernels: Vec<_> = all.iter().map(|s| s.kernel.as_deref()).collect();
+    assert_eq!(
+        kernels,
+        vec![Some("softmax_fwd_f16"), Some("grid_reduce_sum")]
+    );
+
+    let site = &all[0];
+    assert_eq!(site.form, LaunchForm::Chained);
+    assert_eq!(site.function, "Ops::softmax");
+    assert_eq!(site.line, 55);
+    // `Self { softmax_fwd, .. }` in `Ops::new`, from `let softmax_fwd = module.load_function(..)`.
+    assert_eq!(
+        site.kernel_source,
+        "`module.load_function(\"softmax_fwd_f16\")` (line 28), stored in `softmax_fwd` by `Ops::new`"
+    );
+    assert_eq!(
+        site.args,
+        vec![
+            arg("x", t("x")),
+            arg("y", t("y")),
+            arg("&(rows as i32)", s("rows")),
+            arg("&(cols as i32)", s("cols")),
+        ]
+    );
+    let at = "at the launch site (tests/fixtures/import/rust/chained.rs:55)";
+    assert_eq!(
+        site.sizes,
+        sizes(&[
+            (
+                "rows",
+                todo(&format!(
+                    "value of `rows` (a parameter of `Ops::softmax`) {at}"
+                ))
+            ),
+            (
+                "cols",
+                todo(&format!(
+                    "value of `cols` (a parameter of `Ops::softmax`) {at}"
+                ))
+            ),
+        ])
+    );
+    assert_eq!(
+        site.tensors,
+        vec![
+            tensor(
+                "x",
+                known("f16"),
+                vec![todo("shape of `x` (e.g. [M, K])")],
+                Some(false)
+            ),
+            tensor(
+                "y",
+                known("f16"),
+                vec![todo("shape of `y` (e.g. [M, K])")],
+                Some(true)
+            ),
+        ]
+    );
+    assert_eq!(site.grid, ks(["rows", "1", "1"]));
+    assert_eq!(site.block, ks(["256", "1", "1"]));
+    // `block as usize * std::mem::size_of::<f32>()` with `block = 256u32`.
+    assert_eq!(site.smem, known("1024"));
+    insta::assert_snapshot!("chained_softmax", rendered(site));
+}
+
+#[test]
+fn cooperative_launch_with_a_generic_buffer() {
+    let site = site("chained.rs", "grid_reduce_sum");
+    assert!(site.cooperative);
+    assert_eq!(site.form, LaunchForm::Builder);
+    // `reduce: module.load_function(REDUCE_KERNEL)?` with `const REDUCE_KERNEL: &str = ..`.
+    assert_eq!(
+        site.kernel_source,
+        "`module.load_function(REDUCE_KERNEL)` (line 32), stored in `reduce` by `Ops::new`"
+    );
+    // `launch.arg(input).arg(&mut self.partials); launch.arg(&n);`
+    assert_eq!(
+        site.args,
+        vec![
+            arg("input", t("input")),
+            arg("&mut self.partials", t("partials")),
+            arg("&n", s("n")),
+        ]
+    );
+    assert_eq!(
+        site.tensors,
+        vec![
+            tensor(
+                "input",
+                todo("dtype of `input`: its element type is the generic `T` of `Ops::sum`"),
+                vec![todo("shape of `input` (e.g. [M, K])")],
+                Some(false)
+            ),
+            // The field's type comes from `struct Ops`.
+            tensor(
+                "partials",
+                known("f32"),
+                vec![todo("shape of `self.partials` (e.g. [M, K])")],
+                Some(true)
+            ),
+        ]
+    );
+    assert_eq!(site.grid, ks(["ceil_div(n, 1024)", "1", "1"]));
+    assert_eq!(site.block, ks(["1024", "1", "1"]));
+    assert_eq!(site.smem, known("0"));
+    assert!(site
+        .notes
+        .iter()
+        .any(|n| n.contains("launch_cooperative") && n.contains("sync the whole grid")));
+    insta::assert_snapshot!("chained_cooperative", rendered(&site));
+}
+
+// ---- the older tuple form -----------------------------------------------------------------------
+
+#[test]
+fn tuple_form_sites_and_not_the_schedulers_launch() {
+    let all = sites("legacy.rs");
+    let found: Vec<_> = all
+        .iter()
+        .map(|s| (s.kernel.as_deref().unwrap_or("?"), s.line, s.form))
+        .collect();
+    // `scheduler.launch(plan, (1, 2))` has the shape but neither a CUDA function nor a config.
+    assert_eq!(
+        found,
+        vec![
+            ("saxpy", 55, LaunchForm::Tuple),
+            ("sgemm_naive", 80, LaunchForm::Tuple),
+            ("fill", 93, LaunchForm::Tuple),
+        ]
+    );
+}
+
+#[test]
+fn tuple_form_with_a_runtime_size_and_for_num_elems() {
+    let site = site("legacy.rs", "saxpy");
+    assert_eq!(
+        site.kernel_source,
+        "`dev.get_func(\"blas\", \"saxpy\")` (line 53)"
+    );
+    assert_eq!(
+        site.args,
+        vec![
+            arg("&x", t("x")),
+            arg("&mut y", t("y")),
+            arg("3.0f32", x(known("3.0f"))),
+            arg("n", s("n")),
+        ]
+    );
+    // n comes from the command line: a size whose value is a TODO saying where it came from.
+    let [(name, Value::Todo(why))] = site.sizes.as_slice() else {
+        panic!("{:?}", site.sizes)
+    };
+    assert_eq!(name, "n");
+    assert!(
+        why.starts_with("value of `n` (= `std::env::args().nth(1)"),
+        "{why}"
+    );
+    assert!(why.ends_with("line 46) at the launch site (tests/fixtures/import/rust/legacy.rs:55)"));
+    // `htod_copy(vec![1.0f32; n])`: f32, n long.
+    assert_eq!(
+        site.tensors,
+        vec![
+            tensor("x", known("f32"), vec![known("n")], Some(false)),
+            tensor("y", known("f32"), vec![known("n")], Some(true)),
+        ]
+    );
+    assert_eq!(site.grid, ks(["ceil_div(n, 1024)", "1", "1"]));
+    assert_eq!(site.block, ks(["1024", "1", "1"]));
+    assert_eq!(site.smem, known("0"));
+}
+
+#[test]
+fn tuple_form_gemm_with_parameters_and_host_vectors() {
+    let site = site("legacy.rs", "sgemm_naive");
+    assert_eq!(
+        site.args,
+        vec![
+            arg("&a", t("a")),
+            arg("&b", t("b")),
+            arg("&mut c", t("c")),
+            arg("m as i32", s("m")),
+            arg("n as i32", s("n")),
+            arg("k as i32", s("k")),
+        ]
+    );
+    assert_eq!(
+        site.tensors,
+        vec![
+            // htod_sync_copy(&a_host), a_host: Vec<f32> from (0..m * k)
+            tensor("a", known("f32"), vec![known("m * k")], Some(false)),
+            // htod_sync_copy(&b_host), b_host from (0..k * n).collect::<Vec<f32>>()
+            tensor("b", known("f32"), vec![known("k * n")], Some(false)),
+            tensor("c", known("f32"), vec![known("m * n")], Some(true)),
+        ]
+    );
+    let names: Vec<&str> = site.sizes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["m", "k", "n"]);
+    assert!(site
+        .sizes
+        .iter()
+        .all(|(n, v)| *v == todo(&format!("value of `{n}` (a parameter of `gemm`) at the launch site (tests/fixtures/import/rust/legacy.rs:80)"))));
+    // `let block = 16;` resolves inside the grid expression.
+    assert_eq!(
+        site.grid,
+        ks(["(n + 16 - 1) / 16", "(m + 16 - 1) / 16", "1"])
+    );
+    assert_eq!(site.block, ks(["16", "16", "1"]));
+    insta::assert_snapshot!("legacy_sgemm", rendered(&site));
+}
+
+#[test]
+fn tuple_form_generic_scalar_and_buffer() {
+    let site = site("legacy.rs", "fill");
+    assert_eq!(
+        site.args,
+        vec![
+            arg("buf", t("buf")),
+            arg(
+                "value",
+                x(todo(
+                    "argument 1 `value` is of the generic type `T` of `fill`: write the C++ expression the kernel receives"
+                ))
+            ),
+            arg("len", s("len")),
+        ]
+    );
+    assert_eq!(
+        site.tensors,
+        vec![tensor(
+            "buf",
+            todo("dtype of `buf`: its element type is the generic `T` of `fill`"),
+            vec![todo("shape of `buf` (e.g. [M, K])")],
+            Some(true)
+        )]
+    );
+    assert_eq!(site.grid, ks(["ceil_div(len, 1024)", "1", "1"]));
+}
+
+// ---- picking a site, listing ------------------------------------------------------------------
+
+#[test]
+fn kernel_selectors() {
+    let path = fixture("legacy.rs");
+    let by_name = rust::import(&path, Some("sgemm_naive")).unwrap();
+    assert_eq!(by_name.len(), 1);
+    assert_eq!(by_name[0].line, 80);
+    let by_name_and_line = rust::import(&path, Some("saxpy:55")).unwrap();
+    assert_eq!(by_name_and_line[0].kernel.as_deref(), Some("saxpy"));
+    let by_line = rust::import(&path, Some("93")).unwrap();
+    assert_eq!(by_line[0].kernel.as_deref(), Some("fill"));
+    // No selector: every site, for the caller to list.
+    assert_eq!(rust::import(&path, None).unwrap().len(), 3);
+}
+
+#[test]
+fn unknown_kernel_lists_the_sites_with_a_hint() {
+    let e = error(rust::import(&fixture("legacy.rs"), Some("sgemm_naiv")));
+    let ImportError::NoSuchKernel {
+        wanted, suggestion, ..
+    } = &e
+    else {
+        panic!("{e:?}")
+    };
+    assert_eq!(wanted, "sgemm_naiv");
+    assert_eq!(suggestion.as_deref(), Some("sgemm_naive"));
+    insta::assert_snapshot!("unknown_kernel", e.to_string());
+
+    // The right name on a wrong line points at the name's own site.
+    let e = error(rust::import(&fixture("legacy.rs"), Some("saxpy:12")));
+    assert!(e.to_string().contains("(did you mean `saxpy:55`?)"), "{e}");
+}
+
+#[test]
+fn list_shows_every_site() {
+    let listed: Vec<String> = rust::list(&fixture("chained.rs"))
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "softmax_fwd_f16  tests/fixtures/import/rust/chained.rs:55  (in `Ops::softmax`, chained launch builder)",
+            "grid_reduce_sum  tests/fixtures/import/rust/chained.rs:70  (in `Ops::sum`, launch builder, cooperative)",
+        ]
+    );
+    let unknown = rust::list(&fixture("elementwise.rs")).unwrap();
+    assert_eq!(
+        unknown[1].to_string(),
+        "(kernel name not known)  tests/fixtures/import/rust/elementwise.rs:65  (in `launch_unary`, launch builder)"
+    );
+    assert_eq!(unknown[1].selector(), "65");
+    assert_eq!(unknown[0].selector(), "relu_bf16:39");
+}
+
+// ---- errors ---------------------------------------------------------------------------------
+
+#[test]
+fn unreadable_file() {
+    let e = error(rust::import(&fixture("does_not_exist.rs"), None));
+    assert!(matches!(e, ImportError::Read { .. }), "{e:?}");
+    assert!(e
+        .to_string()
+        .starts_with("cannot read tests/fixtures/import/rust/does_not_exist.rs: "));
+}
+
+#[test]
+fn rust_that_does_not_parse() {
+    let e = error(rust::import(&fixture("broken.rs"), None));
+    assert_eq!(
+        e.to_string(),
+        "tests/fixtures/import/rust/broken.rs:4:99: not valid Rust: cannot split the file into tokens: an unclosed or mismatched bracket, or an unterminated string, char or comment, near here"
+    );
+    let e = error(rust::import_source(
+        "src/x.rs",
+        "fn main() {\n    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: };\n}\n",
+        None,
+    ));
+    assert_eq!(
+        e.to_string(),
+        "src/x.rs:2:62: not valid Rust: unexpected end of input, expected an expression"
+    );
+}
+
+#[test]
+fn no_launch_site_says_what_was_looked_for() {
+    let e = error(rust::import(&fixture("no_launch.rs"), None));
+    assert!(matches!(e, ImportError::NoLaunchSite { .. }), "{e:?}");
+    insta::assert_snapshot!("no_launch_site", e.to_string());
+}
+
+// ---- rules, on small inline sources -----------------------------------------------------------
+
+fn inline(source: &str) -> LaunchSite {
+    let mut found =
+        rust::import_source("src/lib.rs", source, None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(found.len(), 1);
+    found.remove(0)
+}
+
+#[test]
+fn shadowing_scopes_and_reassignment() {
+    let site = inline(
+        r#"
+fn run(stream: &Stream, module: &Module) -> Result<()> {
+    let f = module.load_function("a")?;
+    let n = 10;
+    let n = n * 3;              // shadows: 30
+    {
+        let n = 7;              // a block's own n, gone after it
+        let _ = n;
+    }
+    let m = 4;
+    let items = [1, 2, 3];
+    let total: usize = items.iter().map(|m| m * 2).sum(); // the closure's m is its own
+    let mut k = 5;
+    k += total;                 // no longer known
+    let cfg = LaunchConfig { grid_dim: (n as u32, m, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    let mut b = stream.launch_builder(&f);
+    b.arg(&(n as i32)).arg(&(m as i32)).arg(&(k as i32));
+    unsafe { b.launch(cfg) }?;
+    Ok(())
+}
+"#,
+    );
+    assert_eq!(site.kernel.as_deref(), Some("a"));
+    assert_eq!(
+        site.sizes,
+        sizes(&[
+            ("n", known("30")),
+            ("m", known("4")),
+            (
+                "k",
+                todo("value of `k` (reassigned on line 14) at the launch site (src/lib.rs:18)")
+            ),
+        ])
+    );
+    assert_eq!(site.grid, ks(["n", "m", "1"]));
+}
+
+#[test]
+fn host_data_element_types() {
+    let site = inline(
+        r#"
+fn run(dev: &Arc<CudaDevice>, n: usize) -> Result<()> {
+    let f = dev.get_func("m", "k").unwrap();
+    let untyped = dev.htod_copy(vec![0.0; n])?;            // f64 unless inferred: a TODO
+    let halves = dev.htod_copy(vec![half::f16::ZERO; 64])?;
+    let listed = dev.htod_sync_copy(&[1i8, 2, 3])?;
+    let ints: Vec<u16> = vec![0; n];
+    let wide = dev.htod_sync_copy(&ints)?;
+    let mut out = unknown_alloc(n);
+    unsafe { f.launch(LaunchConfig::for_num_elems(4096), (&untyped, &halves, &listed, &wide, &mut out, &mystery)) }?;
+    Ok(())
+}
+"#,
+    );
+    assert_eq!(
+        site.tensors,
+        vec![
+            tensor(
+                "untyped",
+                todo("dtype of `untyped`: `0.0` has no type suffix (f64 unless its use makes it f32)"),
+                vec![known("n")],
+                Some(false)
+            ),
+            tensor("halves", known("f16"), vec![known("64")], Some(false)),
+            tensor("listed", known("i8"), vec![known("3")], Some(false)),
+            tensor(
+                "wide",
+                todo("dtype of `wide`: Rust `u16` has no spec dtype"),
+                vec![known("n")],
+                Some(false)
+            ),
+            // `&mut` of something unseen is a buffer all the same.
+            tensor(
+                "out",
+                todo("dtype of `out`: the Rust type of `out` is not visible here"),
+                vec![todo("shape of `out` (e.g. [M, K])")],
+                Some(true)
+            ),
+            // The tuple form passes scalars by value: `&x` is a buffer.
+            tensor(
+                "mystery",
+                todo("dtype of `mystery`: the Rust type of `mystery` is not visible here"),
+                vec![todo("shape of `mystery` (e.g. [M, K])")],
+                Some(false)
+            ),
+        ]
+    );
+    assert_eq!(site.grid, ks(["4", "1", "1"]));
+}
+
+#[test]
+fn launch_on_stream_and_a_tuple_bound_to_a_let() {
+    let site = inline(
+        r#"
+const BLOCK: u32 = 1 << 7;
+fn run(dev: &Arc<CudaDevice>, stream: &CudaStream, x: &CudaSlice<i32>, rows: u32) -> Result<()> {
+    let f: CudaFunction = dev.get_func("m", "scan").unwrap();
+    let params = (x, rows, 2.5, true);
+    let cfg: LaunchConfig = LaunchConfig { grid_dim: (rows.div_ceil(BLOCK), 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: BLOCK * 4 };
+    unsafe { f.launch_on_stream(stream, cfg, params) }?;
+    Ok(())
+}
+"#,
+    );
+    assert_eq!(site.kernel.as_deref(), Some("scan"));
+    assert_eq!(
+        site.args,
+        vec![
+            arg("x", t("x")),
+            arg("rows", s("rows")),
+            arg("2.5", x(known("2.5"))),
+            arg("true", x(known("true"))),
+        ]
+    );
+    assert_eq!(site.grid, ks(["ceil_div(rows, 128)", "1", "1"]));
+    assert_eq!(site.block, ks(["128", "1", "1"]));
+    assert_eq!(site.smem, known("512"));
+}
+
+#[test]
+fn builder_scalars_of_unknown_type_are_todos_not_guesses() {
+    let site = inline(
+        r#"
+fn run(stream: &Stream, module: &Module, shape: Shape, cfg: LaunchConfig) {
+    let f = module.load_function("k").unwrap();
+    let (rows, cols) = shape.dims();
+    let mut b = stream.launch_builder(&f);
+    b.arg(&rows);
+    b.arg(&shape.batch);
+    b.arg(&(cols as i32));
+    unsafe { b.launch(cfg) }.unwrap();
+}
+"#,
+    );
+    assert_eq!(
+        site.args,
+        vec![
+            arg(
+                "&rows",
+                x(todo("argument 0 `&rows`: its Rust type is not visible here (a device buffer is a tensor, an integer a size, anything else a C++ expression)"))
+            ),
+            arg(
+                "&shape.batch",
+                x(todo("argument 1 `&shape.batch`: its Rust type is not visible here (a device buffer is a tensor, an integer a size, anything else a C++ expression)"))
+            ),
+            arg("&(cols as i32)", s("cols")),
+        ]
+    );
+    assert_eq!(
+        site.sizes,
+        sizes(&[(
+            "cols",
+            todo("value of `cols` (bound on line 4) at the launch site (src/lib.rs:9)")
+        )])
+    );
+    // A config handed in by the caller.
+    assert_eq!(
+        site.grid[0],
+        todo("grid x: the launch config `cfg` is a parameter of `run`")
+    );
+    assert_eq!(
+        site.smem,
+        todo("smem: the launch config `cfg` is a parameter of `run`")
+    );
+}
+
+#[test]
+fn names_that_are_not_cpp_identifiers_are_adjusted() {
+    let site = inline(
+        r#"
+fn run(stream: &Stream, f: &CudaFunction, new: &CudaSlice<f32>, class: usize) {
+    let cfg = LaunchConfig::for_num_elems(class as u32);
+    unsafe { stream.launch_builder(f).arg(new).arg(&class).launch(cfg) }.unwrap();
+}
+"#,
+    );
+    assert_eq!(
+        site.args,
+        vec![arg("new", t("new_")), arg("&class", s("class_"))]
+    );
+    assert_eq!(site.grid, ks(["ceil_div(class_, 1024)", "1", "1"]));
+}
+
+// ---- robustness -----------------------------------------------------------------------------
+
+/// Deterministic pseudo-random numbers (no dependency, same on every machine).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+fn must_not_break(source: &str) {
+    match rust::import_source("fuzz.rs", source, None) {
+        Ok(sites) => {
+            for site in &sites {
+                rendered(site);
+            }
+        }
+        Err(ImportError::Internal { message, .. }) => {
+            panic!("the importer failed on:\n{source}\n---\n{message}")
+        }
+        Err(_) => {}
+    }
+}
+
+#[test]
+fn garbage_and_partial_rust_never_panics() {
+    let fixtures = [
+        "builder_gemm.rs",
+        "chained.rs",
+        "legacy.rs",
+        "elementwise.rs",
+        "no_launch.rs",
+        "broken.rs",
+    ];
+    let mut rng = Lcg(2024);
+    for name in fixtures {
+        let text = std::fs::read_to_string(fixture(name)).unwrap();
+        let chars: Vec<char> = text.chars().collect();
+        // Cut anywhere, and splice out a random stretch.
+        for _ in 0..40 {
+            let cut = rng.next() as usize % (chars.len() + 1);
+            must_not_break(&chars[..cut].iter().collect::<String>());
+            let (a, b) = (
+                rng.next() as usize % (chars.len() + 1),
+                rng.next() as usize % (chars.len() + 1),
+            );
+            let (a, b) = (a.min(b), a.max(b));
+            let spliced: String = chars[..a].iter().chain(&chars[b..]).collect();
+            must_not_break(&spliced);
+        }
+    }
+    // Random tokens of cudarc-flavoured Rust.
+    let words = [
+        "fn",
+        "f",
+        "(",
+        ")",
+        "{",
+        "}",
+        "let",
+        "=",
+        ";",
+        "launch",
+        "launch_builder",
+        ".",
+        "arg",
+        "&",
+        "mut",
+        "LaunchConfig",
+        "for_num_elems",
+        "grid_dim",
+        ":",
+        ",",
+        "1024",
+        "n",
+        "as",
+        "u32",
+        "/",
+        "-",
+        "*",
+        "<<",
+        "unsafe",
+        "?",
+        "load_function",
+        "\"k\"",
+        "(1, 1, 1)",
+        "[",
+        "]",
+        "vec!",
+        "cfg",
+        "0.5",
+        "i32",
+        "CudaSlice<f32>",
+        "self",
+        "struct",
+        "impl",
+    ];
+    for _ in 0..300 {
+        let len = rng.next() as usize % 60;
+        let source: Vec<&str> = (0..len)
+            .map(|_| words[rng.next() as usize % words.len()])
+            .collect();
+        must_not_break(&source.join(" "));
+    }
+    // Bytes that are not Rust at all, and shapes that stress recursion.
+    must_not_break("\u{0}\u{1}\u{fffd} }}}} {{{ \"\\");
+    must_not_break(&"(".repeat(100_000));
+    must_not_break(&format!(
+        "fn f() {{ let n = {}1; unsafe {{ g.launch(LaunchConfig::for_num_elems(n), (&a, n)) }}; }}",
+        "1 + ".repeat(20_000)
+    ));
+    must_not_break(&format!(
+        "fn f() {{ {} let cfg = LaunchConfig::for_num_elems(x0); unsafe {{ g.launch(cfg, (&a, x0)) }}; }}",
+        (0..2000)
+            .map(|i| format!("let x{i} = x{} * 2;", i + 1))
+            .collect::<String>()
+    ));
+    must_not_break(
+        "fn f() { let a = i128::MAX; let b = -a - 1; let c = -b; let d = c.div_ceil(0); \
+         let e = (1u64 << 200) >> 3; let z = 0usize.next_power_of_two(); \
+         unsafe { g.launch(LaunchConfig::for_num_elems(a), (&a, b, c, d, e, z, 99999999999999999999999999999999999999999)) }; }",
+    );
+}
