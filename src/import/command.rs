@@ -56,7 +56,7 @@ impl ImportArgs {
                     _ => {
                         let listing: Vec<String> = decls
                             .iter()
-                            .map(|d| format!("  {} ({})", d.qualified_name, d.location()))
+                            .map(|d| format!("  {}  {}", d.location(), d.signature))
                             .collect();
                         return Err(Error::Usage(format!(
                             "`{kernel}` is declared {} times under {}; pass the file (or a narrower folder) as PATH:\n{}",
