@@ -18,6 +18,12 @@ impl DoctorArgs {
                     toolchain::nvcc_version(&nvcc.path)
                         .unwrap_or_else(|| "version unknown: `nvcc --version` failed".into())
                 );
+                match crate::run::sanitize::find(&nvcc.path) {
+                    Some(s) => println!("sanitizer {} (repro run --sanitize)", s.display()),
+                    None => println!(
+                        "sanitizer compute-sanitizer not found (needed only for repro run --sanitize)"
+                    ),
+                }
                 let include = nvcc
                     .path
                     .parent()
