@@ -205,8 +205,19 @@ impl Command {
     }
 }
 
+/// `repro doctor | head` must end quietly when `head` stops reading, as any Unix tool does.
+/// Rust ignores SIGPIPE, which turns that into a "failed printing to stdout" panic instead.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to its default, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Parses the command line, runs the command, and turns its outcome into the process exit code.
 pub fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
