@@ -16,24 +16,35 @@ use crate::generate::command::{prepare, Prepared};
 use crate::generate::{self, artifact};
 use crate::spec::{InitSource, ResolvedSpec};
 
-/// Headers under these roots come with the CUDA toolkit, the compiler or CUTLASS: the receiver
-/// has their own, and copying them would ship the sender's toolchain.
-fn is_toolchain_header(path: &Path, spec: &ResolvedSpec) -> bool {
-    let text = path.to_string_lossy();
-    text.starts_with("/usr/")
-        || text.contains("/cuda/")
-        || text.contains("/nvidia/cu1")
-        || text.contains("/cuda-")
-        || spec.cutlass.as_ref().is_some_and(|c| path.starts_with(c))
-        || text.contains("/cutlass/include/")
-        || text.contains("/cute/")
+/// Folders whose headers come with the CUDA toolkit, the host compiler or CUTLASS: the receiver
+/// has their own, and copying them would ship the sender's toolchain. Actual folders (the nvcc
+/// that built the harness, the CUTLASS it used), not name patterns: a project folder that happens
+/// to be called `cuda/` is the kernel's and must be copied.
+fn toolchain_roots(spec: &ResolvedSpec, nvcc: &Path) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = ["/usr/include", "/usr/lib", "/usr/local/cuda"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    if let Some(root) = nvcc.parent().and_then(Path::parent) {
+        roots.push(generate::paths::absolute(root));
+    }
+    roots.extend(spec.cutlass.iter().cloned());
+    // CUTLASS given through the spec's own include_dirs is the receiver's to provide too.
+    roots.extend(
+        spec.include_dirs
+            .iter()
+            .filter(|d| d.join("cutlass/cutlass.h").is_file())
+            .cloned(),
+    );
+    roots
 }
 
 impl BundleArgs {
     pub fn exec(self) -> Result<u8, Error> {
         let prepared = prepare(&self.target, None)?;
         // nvcc's dependency list says which headers the kernel really needs.
-        let built = build::build(&prepared, self.toolchain.nvcc.as_deref())?;
+        build::build(&prepared, self.toolchain.nvcc.as_deref())?;
+        let nvcc = toolchain::find_nvcc(self.toolchain.nvcc.as_deref())?;
         let name = prepared.spec.name().to_string();
         let out = self
             .output
@@ -45,8 +56,11 @@ impl BundleArgs {
                 out.display()
             )));
         }
-        let _ = built;
-        let bundle = make_bundle(&prepared, &out)?;
+        let bundle = make_bundle(
+            &prepared,
+            &out,
+            &toolchain_roots(&prepared.spec, &nvcc.path),
+        )?;
         let code = if self.no_run {
             None
         } else {
@@ -83,7 +97,7 @@ struct Bundle {
 }
 
 /// The bundle's spec: include dirs and input files moved into the bundle.
-fn make_bundle(prepared: &Prepared, out: &Path) -> Result<Bundle, Error> {
+fn make_bundle(prepared: &Prepared, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle, Error> {
     let spec = &prepared.spec;
     std::fs::create_dir_all(out).map_err(Error::io("create", out))?;
     let dir = out.canonicalize().map_err(Error::io("resolve", out))?;
@@ -102,7 +116,7 @@ fn make_bundle(prepared: &Prepared, out: &Path) -> Result<Bundle, Error> {
     }
     for dep in build::parse_depfile(&deps).into_iter().skip(1) {
         let path = generate::paths::absolute(&prepared.dir.join(&dep));
-        if is_toolchain_header(&path, spec) {
+        if toolchain.iter().any(|root| path.starts_with(root)) {
             continue;
         }
         match spec

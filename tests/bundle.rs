@@ -10,6 +10,12 @@ use predicates::prelude::*;
 fn a_bundle_unpacks_and_builds_on_another_path() {
     let sender = tempfile::tempdir().unwrap();
     let spec = common::write_small_spec(sender.path());
+    // The kernel's folder is called `cuda/`: its headers are the kernel's, not the toolkit's.
+    std::fs::rename(sender.path().join("kernels"), sender.path().join("cuda")).unwrap();
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("include_dirs: [kernels]", "include_dirs: [cuda]");
+    std::fs::write(&spec, text).unwrap();
     let out = sender.path().join("out/small");
     Command::cargo_bin("repro")
         .unwrap()
@@ -41,6 +47,8 @@ fn a_bundle_unpacks_and_builds_on_another_path() {
         out.join("include/0/small_gemm.cuh").is_file(),
         "the kernel's header is in the bundle"
     );
+    // Every other header nvcc read is the toolkit's: nothing is left for the receiver to find.
+    assert!(!readme.contains("Not included"), "{readme}");
     assert!(
         !out.join("harness").exists(),
         "sources only: the receiver builds"
