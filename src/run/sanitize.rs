@@ -110,14 +110,20 @@ pub struct Finding {
     pub location: Option<String>,
     /// `shared`, `global`, `local`, when the report says.
     pub space: Option<String>,
+    /// Races: the other side of the hazard (`Read access in kernel(...) at file.cu:15`).
+    pub partner: Option<String>,
+    /// Races: the hazards racecheck counted over the grouped reports.
+    pub hazards: usize,
     pub count: usize,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
     pub findings: Vec<Finding>,
-    /// `ERROR SUMMARY: N errors`, when printed.
+    /// `ERROR SUMMARY: N errors`, or racecheck's `RACECHECK SUMMARY: ... (N errors, ...)`.
     pub error_summary: Option<usize>,
+    /// `ERROR SUMMARY: N errors were not printed`: reports past the print limit.
+    pub not_printed: usize,
     /// Known false-positive classes recognized in the findings, said out loud.
     pub notes: Vec<String>,
 }
@@ -144,8 +150,12 @@ pub fn parse(text: &str) -> Report {
                     && g.kernel == f.kernel
                     && g.location == f.location
                     && g.space == f.space
+                    && g.partner == f.partner
             }) {
-                Some(g) => g.count += 1,
+                Some(g) => {
+                    g.count += 1;
+                    g.hazards += f.hazards;
+                }
                 None => report.findings.push(f),
             }
         }
@@ -163,26 +173,66 @@ pub fn parse(text: &str) -> Report {
         if !detail {
             flush(&mut current, &mut report);
             if let Some(rest) = line.strip_prefix("ERROR SUMMARY:") {
-                report.error_summary = rest.split_whitespace().next().and_then(|n| n.parse().ok());
+                // Two forms: `ERROR SUMMARY: 23473 errors`, then, past the print limit,
+                // `ERROR SUMMARY: 13473 errors were not printed. Use --print-limit ...`.
+                let count = rest.split_whitespace().next().and_then(|n| n.parse().ok());
+                if rest.contains("not printed") {
+                    report.not_printed = count.unwrap_or(0);
+                } else {
+                    report.error_summary = count;
+                }
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("RACECHECK SUMMARY:") {
+                // `8 hazards displayed (8 errors, 0 warnings)`: the errors are what counts.
+                if report.error_summary.is_none() {
+                    report.error_summary = rest
+                        .split_once('(')
+                        .and_then(|(_, r)| r.split_whitespace().next())
+                        .and_then(|n| n.parse().ok());
+                }
                 continue;
             }
             if is_banner(line) {
                 continue;
             }
-            let kind = line.strip_prefix("Error: ").unwrap_or(line).to_string();
-            current = Some(Finding {
-                space: space_of(&kind),
-                kind,
-                kernel: None,
-                location: None,
-                count: 1,
+            let kind = line.strip_prefix("Error: ").unwrap_or(line);
+            current = Some(match race_header(kind) {
+                // `Race reported between Write access at k(...)+0x90 in k.cu:12`
+                Some((access, site)) => {
+                    let (kernel, location) = split_site(site);
+                    Finding {
+                        kind: format!("Race between {access}"),
+                        kernel: Some(kernel),
+                        location,
+                        // racecheck checks shared memory only
+                        space: Some("shared".into()),
+                        partner: None,
+                        hazards: 0,
+                        count: 1,
+                    }
+                }
+                None => Finding {
+                    space: space_of(kind),
+                    kind: kind.to_string(),
+                    kernel: None,
+                    location: None,
+                    partner: None,
+                    hazards: 0,
+                    count: 1,
+                },
             });
         } else if let Some(f) = current.as_mut() {
-            if let Some(rest) = line
-                .strip_prefix("at ")
-                .or_else(|| line.strip_prefix("and "))
-            {
+            if let Some(rest) = line.strip_prefix("at ") {
                 if f.kernel.is_none() {
+                    let (kernel, location) = split_site(rest);
+                    f.kernel = Some(kernel);
+                    f.location = location;
+                }
+            } else if let Some(rest) = line.strip_prefix("and ") {
+                if f.kind.starts_with("Race between ") {
+                    race_partner(f, rest);
+                } else if f.kernel.is_none() {
                     let (kernel, location) = split_site(rest);
                     f.kernel = Some(kernel);
                     f.location = location;
@@ -205,6 +255,44 @@ pub fn parse(text: &str) -> Report {
         );
     }
     report
+}
+
+/// `Race reported between Write access at SITE` -> (`Write access`, SITE).
+fn race_header(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix("Race reported between ")?;
+    rest.split_once(" at ")
+}
+
+/// One `and Read access at SITE [N hazards]` line of a race report: the other side of the
+/// hazard. A report can list several; their distinct source lines are kept, in order.
+fn race_partner(f: &mut Finding, rest: &str) {
+    let (access, site) = rest.split_once(" at ").unwrap_or((rest, ""));
+    let (site, hazards) = match site.rsplit_once(" [") {
+        Some((s, tail)) => (
+            s,
+            tail.split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(1),
+        ),
+        None => (site, 1),
+    };
+    f.hazards += hazards;
+    let (kernel, location) = split_site(site);
+    let place = location.unwrap_or_else(|| "an unknown line".into());
+    if !f.kind.contains(" and ") {
+        f.kind = format!("{} and {access}", f.kind);
+    }
+    match &mut f.partner {
+        None => f.partner = Some(format!("{access} in {kernel} at {place}")),
+        Some(existing) => {
+            if !existing.split(", ").any(|p| p == place)
+                && !existing.ends_with(&format!(" at {place}"))
+            {
+                existing.push_str(&format!(", {place}"));
+            }
+        }
+    }
 }
 
 /// Lines that are the tool speaking, not a finding.
@@ -259,21 +347,32 @@ pub fn render(tool: Tool, report: &Report) -> String {
     ));
     for f in &report.findings {
         out.push_str(&format!("  {:>6} x {}", f.count, f.kind));
+        if f.hazards > 0 {
+            out.push_str(&format!(", {} hazards", f.hazards));
+        }
+        if let Some(s) = &f.space {
+            out.push_str(&format!(" [{s} memory]"));
+        }
         if let Some(k) = &f.kernel {
             out.push_str(&format!("\n           in {k}"));
         }
         if let Some(l) = &f.location {
             out.push_str(&format!(" at {l}"));
         }
-        if let Some(s) = &f.space {
-            out.push_str(&format!(" [{s} memory]"));
+        if let Some(p) = &f.partner {
+            out.push_str(&format!("\n           with {p}"));
         }
         out.push('\n');
     }
     let listed: usize = report.findings.iter().map(|f| f.count).sum();
     if listed < errors {
+        let not_printed = if report.not_printed > 0 {
+            format!(" ({} past the print limit)", report.not_printed)
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "  note: the counts above cover the {listed} reports printed; the sanitizer counted {errors}\n"
+            "  note: the counts above cover the {listed} reports printed; the sanitizer counted {errors}{not_printed}\n"
         ));
     }
     for note in &report.notes {
@@ -327,13 +426,97 @@ mod tests {
         let race = "========= Error: Race reported between Write access at void k(float *)+0x90 in k.cu:12\n=========     and Read access at void k(float *)+0xd0 in k.cu:15 [512 hazards]\n=========\n========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n";
         let report = parse(race);
         assert_eq!(report.findings.len(), 1);
-        assert!(report.findings[0]
-            .kind
-            .starts_with("Race reported between Write access"));
+        assert_eq!(
+            report.findings[0].kind,
+            "Race between Write access and Read access"
+        );
+        assert_eq!(report.findings[0].hazards, 512);
+        assert_eq!(
+            report.findings[0].partner.as_deref(),
+            Some("Read access in void k(float *) at k.cu:15")
+        );
         assert_eq!(report.error_count(), 1);
         let clean = parse("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n");
         assert_eq!(clean.error_count(), 0);
         assert!(clean.findings.is_empty());
+    }
+
+    // Recorded on the H200 (compute-sanitizer of CUDA 13.0, 2026-11-29; docs/gpu-validation.md
+    // run 12). The memcheck logs are excerpts: the first reports and the closing summary lines.
+    const RECORDED_MEMCHECK: &str =
+        include_str!("../../tests/fixtures/sanitizer/memcheck_block_rowsum_warps_f32.log");
+    const RECORDED_RACECHECK: &str =
+        include_str!("../../tests/fixtures/sanitizer/racecheck_missing_sync_small.log");
+    const RECORDED_CLEAN: [&str; 2] = [
+        include_str!("../../tests/fixtures/sanitizer/initcheck_clean.log"),
+        include_str!("../../tests/fixtures/sanitizer/synccheck_clean.log"),
+    ];
+
+    #[test]
+    fn recorded_memcheck_past_the_print_limit() {
+        let report = parse(RECORDED_MEMCHECK);
+        // The total, not the "were not printed" line that follows it.
+        assert_eq!(report.error_summary, Some(23473));
+        assert_eq!(report.not_printed, 13473);
+        assert_eq!(report.findings.len(), 1, "{:#?}", report.findings);
+        let f = &report.findings[0];
+        assert_eq!(f.kind, "Invalid __shared__ write of size 4 bytes");
+        assert_eq!(f.location.as_deref(), Some("block_rowsum.cuh:80"));
+        assert_eq!(f.space.as_deref(), Some("shared"));
+        assert_eq!(
+            f.kernel.as_deref(),
+            Some("void block_rowsum_warps<float>(const T1 *, const T1 *, T1 *, int, int)")
+        );
+        let text = render(Tool::Memcheck, &report);
+        assert!(
+            text.starts_with("sanitize  memcheck: 23473 errors\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the sanitizer counted 23473 (13473 past the print limit)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn recorded_racecheck_groups_by_the_two_sides() {
+        let report = parse(RECORDED_RACECHECK);
+        assert_eq!(
+            report.error_summary,
+            Some(8),
+            "RACECHECK SUMMARY: ... (8 errors, ...)"
+        );
+        assert_eq!(report.findings.iter().map(|f| f.count).sum::<usize>(), 8);
+        // Two writers (the A and the B tile stash), each racing with the reads of the tiles.
+        assert_eq!(report.findings.len(), 2, "{:#?}", report.findings);
+        for f in &report.findings {
+            assert_eq!(f.kind, "Race between Write access and Read access");
+            assert_eq!(f.location.as_deref(), Some("tiled_gemm.cuh:99"));
+            assert_eq!(f.space.as_deref(), Some("shared"));
+            assert!(f.kernel.as_deref().unwrap().contains("stash_tile"));
+            let partner = f.partner.as_deref().unwrap();
+            assert!(
+                partner.starts_with("Read access in void gemm_kernels::accumulate_tile"),
+                "{partner}"
+            );
+            assert!(f.hazards > 0);
+        }
+        let text = render(Tool::Racecheck, &report);
+        assert!(
+            text.starts_with("sanitize  racecheck: 8 errors\n"),
+            "{text}"
+        );
+        assert!(text.contains("at tiled_gemm.cuh:169"), "{text}");
+        assert!(!text.contains("note: the counts"), "{text}");
+    }
+
+    #[test]
+    fn recorded_clean_runs() {
+        for log in RECORDED_CLEAN {
+            let report = parse(log);
+            assert_eq!(report.error_count(), 0);
+            assert!(report.findings.is_empty());
+        }
     }
 
     #[test]
