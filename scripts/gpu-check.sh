@@ -20,7 +20,7 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache build examples
-# checks sanitize cutlass files bench), so a validation can be split over several device calls.
+# checks sanitize hopper cutlass files bench), so a validation can be split over several device calls.
 parts=("$@")
 wanted() { [[ ${#parts[@]} -eq 0 ]] || [[ " ${parts[*]} " == *" $1 "* ]]; }
 
@@ -45,6 +45,12 @@ run_case() {
   rows+=("$(printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |' "$label" "$want" "$code" "$ok" "${disposition:--}" "${expect_line:--}")")
 }
 
+expected_exit() {  # expected_exit SPEC MODE -> the exit code the spec's expect: implies
+  local outcome
+  outcome=$(sed -n 's/^expect:.*'"$2"': *\([a-z]*\).*/\1/p' "$1")
+  case "$outcome" in pass) echo 0 ;; fail) echo 1 ;; fault) echo 4 ;; hang) echo 5 ;; *) echo '?' ;; esac
+}
+
 section "machine"
 date -u '+%Y-%m-%d %H:%M:%S UTC'
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
@@ -65,12 +71,6 @@ fi
 if wanted build; then
 section "building every harness (in parallel)"
 ls examples/*.yaml tests/gpu/*.yaml | xargs -P 8 -I{} sh -c '"$0" build "$1" >/dev/null 2>&1 || echo "build failed: $1"' "$repro" {}
-
-expected_exit() {  # expected_exit SPEC MODE -> the exit code the spec's expect: implies
-  local outcome
-  outcome=$(sed -n 's/^expect:.*'"$2"': *\([a-z]*\).*/\1/p' "$1")
-  case "$outcome" in pass) echo 0 ;; fail) echo 1 ;; fault) echo 4 ;; hang) echo 5 ;; *) echo '?' ;; esac
-}
 
 fi
 
@@ -105,14 +105,28 @@ if wanted sanitize; then
 section "compute-sanitizer (repro run --sanitize): findings named and counted, exit 6"
 SAYS='Invalid __shared__ write' run_case "block_rowsum_smem_f32 --sanitize memcheck" 6 run examples/block_rowsum_smem_f32.yaml --ones --sanitize memcheck
 SAYS='sanitize  memcheck: 0 errors' run_case "block_rowsum_f32 --sanitize memcheck" 0 run examples/block_rowsum_f32.yaml --ones --sanitize memcheck
+# The under-request that runs silently (see the hopper part): memcheck must still see it.
+SAYS='Invalid __shared__ write' run_case "block_rowsum_warps_smem_f32 --sanitize memcheck" 6 run examples/block_rowsum_warps_smem_f32.yaml --sanitize memcheck
 # racecheck slows a kernel by orders of magnitude: the race example at a small size.
 SAYS='Race reported' run_case "missing_sync_small --sanitize racecheck" 6 run tests/gpu/missing_sync_small.yaml --sanitize racecheck
 SAYS='sanitize  initcheck: 0 errors' run_case "tiled_gemm_bf16 --sanitize initcheck" 0 run examples/tiled_gemm_bf16.yaml --sanitize initcheck
 SAYS='sanitize  synccheck: 0 errors' run_case "tiled_gemm_f32 --sanitize synccheck" 0 run examples/tiled_gemm_f32.yaml --ones --sanitize synccheck
-# The raw sanitizer logs, kept as test fixtures for the parser.
-for f in generated/block_rowsum_smem_f32/.repro/build/sanitizer-memcheck.log generated/missing_sync_small/.repro/build/sanitizer-racecheck.log; do
+# The raw sanitizer logs come back (in $OUT) to become test fixtures for the parser.
+for f in generated/*/.repro/build/sanitizer-*.log; do
   [[ -n "${OUT:-}" && -f "$f" ]] && cp "$f" "$OUT/$(basename "$(dirname "$(dirname "$(dirname "$f")")")")-$(basename "$f")"
 done
+
+fi
+
+if wanted hopper; then
+section "Hopper: TMA descriptors, kind: device, clusters, smem under-requests (f32 silent, f64 fault)"
+for name in tma_gemm_bf16 tma_gemm_box_too_small tma_gemm_swizzle_mismatch tma_task_device \
+            block_rowsum_warps_smem_f32 block_rowsum_warps_smem_f64; do
+  spec=examples/$name.yaml
+  run_case "$name --ones" "$(expected_exit "$spec" ones)" run "$spec" --ones
+  run_case "$name (random)" "$(expected_exit "$spec" random)" run "$spec" --json "$logs/$name.json"
+done
+SAYS='cluster (16,1,1)' run_case "naive_cluster16 (non-portable)" 0 run tests/gpu/naive_cluster16.yaml
 
 fi
 

@@ -333,3 +333,128 @@ fn todos_left_by_import_are_errors() {
     );
     insta::assert_snapshot!(error_for(&text));
 }
+
+/// The good spec with K = 72 (a 144-byte row: TMA-aligned) and `tma:` entries added.
+fn with_tma(entries: &str) -> String {
+    replace("K: 70 }", "K: 72 }").replace("kernel:\n", &format!("tma:\n{entries}kernel:\n"))
+}
+
+#[test]
+fn tma_descriptor_is_resolved_innermost_first() {
+    let text = with_tma(
+        "  map_a: { tensor: A, box: [64, 64], swizzle: 128B }\n  map_b: { tensor: B, box: [64, 32], l2_promotion: 256B }\n",
+    )
+    .replace(
+        "B: { dtype: bf16, shape: [K, N] }",
+        "B: { dtype: bf16, shape: [K, N], layout: col_major }",
+    )
+    .replace("args: [A, B, D, M, N, K]", "args: [map_a, map_b, D, M, N, K]");
+    let spec = load(&text).unwrap_or_else(|e| panic!("{e}"));
+    let [a, b] = &spec.tma[..] else {
+        panic!("two descriptors")
+    };
+    // A [M=100, K=72] row-major: K is innermost; one row is 72 * 2 = 144 bytes.
+    assert_eq!(
+        (a.dims.clone(), a.strides_bytes.clone()),
+        (vec![72, 100], vec![144])
+    );
+    assert_eq!(a.box_dims, vec![64, 64]);
+    // B [K=72, N=60] column-major: K is innermost again; box [64 (K), 32 (N)].
+    assert_eq!(
+        (b.dims.clone(), b.strides_bytes.clone()),
+        (vec![72, 60], vec![144])
+    );
+    assert_eq!(b.box_dims, vec![64, 32]);
+    assert_eq!(a.data_type, "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16");
+    assert_eq!(
+        spec.kernel.args[0],
+        repro::spec::KernelArg::Tma(0),
+        "a descriptor's name passes the CUtensorMap"
+    );
+}
+
+#[test]
+fn tma_inner_box_wider_than_the_swizzle_span() {
+    insta::assert_snapshot!(error_for(&with_tma(
+        "  map_a: { tensor: A, box: [64, 64], swizzle: 64B }\n"
+    )));
+}
+
+#[test]
+fn tma_box_extent_and_rank() {
+    insta::assert_snapshot!(error_for(&with_tma(
+        "  map_a: { tensor: A, box: [512, 64] }\n  map_b: { tensor: B, box: [64] }\n"
+    )));
+}
+
+#[test]
+fn tma_global_stride_not_16_byte_aligned() {
+    // K = 70: a row of A is 140 bytes.
+    insta::assert_snapshot!(error_for(&GOOD.replace(
+        "kernel:\n",
+        "tma:\n  map_a: { tensor: A, box: [64, 64], swizzle: 128B }\nkernel:\n"
+    )));
+}
+
+#[test]
+fn tma_inner_box_not_whole_16_byte_chunks() {
+    insta::assert_snapshot!(error_for(&with_tma(
+        "  map_a: { tensor: A, box: [64, 12] }\n"
+    )));
+}
+
+#[test]
+fn tma_unknown_tensor_unaligned_stride_and_interleave_rank() {
+    let text = with_tma(
+        "  map_a: { tensor: AA, box: [64, 64] }\n  map_b: { tensor: B, box: [8, 64], interleave: 16B }\n  map_c: { tensor: A, box: [8, 8], oob_fill: nan, swizzle: 32B }\n",
+        // map_c is valid: bf16 takes a NaN fill, and 8 x 2 B fit the 32-byte span.
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn tma_unknown_swizzle() {
+    insta::assert_snapshot!(error_for(&with_tma(
+        "  map_a: { tensor: A, box: [8, 8], swizzle: 256B }\n"
+    )));
+}
+
+#[test]
+fn tma_integer_tensors_cannot_take_a_nan_fill() {
+    let text = with_tma("  map_a: { tensor: A, box: [8, 16], oob_fill: nan }\n")
+        .replace("K: 72 }", "K: 80 }")
+        .replace("A: { dtype: bf16", "A: { dtype: i8");
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn cluster_must_divide_the_grid_and_stay_within_16() {
+    let text = replace(
+        "block: [16, 16, 1]",
+        "block: [16, 16, 1]\n  cluster: [2, 1, 1]",
+    );
+    // grid.x = ceil_div(60, 16) = 4 is a multiple of 2; grid.y = 7 is not a multiple of 3.
+    let text = text.replace("cluster: [2, 1, 1]", "cluster: [2, 3, 1]");
+    insta::assert_snapshot!("cluster_divides_grid", error_for(&text));
+    let text = replace(
+        "block: [16, 16, 1]",
+        "block: [16, 16, 1]\n  cluster: [4, 8, 1]",
+    );
+    insta::assert_snapshot!("cluster_too_large", error_for(&text));
+}
+
+#[test]
+fn device_kind_needs_a_name() {
+    let text = replace("  name: naive_gemm_bf16\n", "  kind: device\n");
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn names_built_by_setup_are_not_typos() {
+    // `Dd` is one letter from `D`; as a name kernel.setup declares, it is meant.
+    let text = replace(
+        "args: [A, B, D, M, N, K]",
+        "setup: |\n    auto* Dd = static_cast<__nv_bfloat16*>(D);\n  args: [A, B, Dd, M, N, K]",
+    );
+    load(&text).unwrap_or_else(|e| panic!("{e}"));
+}

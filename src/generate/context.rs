@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::paths::relative_to;
 use crate::build::command::{shell_quote, ArgGroup, BuildCommand, Form};
 use crate::spec::model::Generator;
-use crate::spec::{InitSource, KernelArg, LaunchKind, ResolvedSpec};
+use crate::spec::{InitSource, KernelArg, LaunchKind, ResolvedSpec, TmaDescriptor};
 
 #[derive(Debug, Serialize)]
 pub struct HarnessContext {
@@ -27,6 +27,7 @@ pub struct HarnessContext {
     pub sizes: Vec<SizeContext>,
     pub tensors: Vec<TensorContext>,
     pub kernel: KernelContext,
+    pub tma: Vec<TmaContext>,
     pub reference: ReferenceContext,
     pub check: CheckContext,
     pub build: BuildContext,
@@ -85,6 +86,46 @@ pub struct KernelContext {
     pub cluster: Option<Vec<String>>,
     pub smem: String,
     pub setup: Option<String>,
+    /// `kind: device` only.
+    pub device_entry: Option<DeviceEntryContext>,
+}
+
+/// One `tma:` descriptor as a `repro::TmaRequest` initializer.
+#[derive(Debug, Serialize)]
+pub struct TmaContext {
+    pub name: String,
+    pub tensor: usize,
+    pub tensor_name: String,
+    /// The tensor's dimension names in the driver's order, e.g. `K, M`.
+    pub dim_names: String,
+    pub data_type: &'static str,
+    pub data_type_name: &'static str,
+    pub rank: usize,
+    pub dims: String,
+    pub strides_bytes: String,
+    pub box_dims: String,
+    pub element_strides: String,
+    pub interleave: &'static str,
+    pub swizzle: &'static str,
+    pub l2_promotion: &'static str,
+    pub oob_fill: &'static str,
+    pub interleave_name: &'static str,
+    pub swizzle_name: &'static str,
+    pub l2_promotion_name: &'static str,
+    pub oob_fill_name: &'static str,
+}
+
+/// `kind: device`: the `__global__` entry the harness writes around the `__device__` function.
+#[derive(Debug, Serialize)]
+pub struct DeviceEntryContext {
+    /// `template <typename T3, ...>` or empty when no argument needs a deduced type.
+    pub template_header: String,
+    /// The entry's parameters, one per kernel argument.
+    pub parameters: Vec<String>,
+    /// The names the entry forwards to the task body.
+    pub forward: Vec<String>,
+    /// `repro_device_entry` or `repro_device_entry<decltype(...)...>`, as launched.
+    pub instantiation: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -184,6 +225,111 @@ fn init_text(init: &crate::spec::InitResolved, artifact: &Path) -> String {
     }
 }
 
+/// A C++ brace list: `{1, 2, 3}`.
+fn brace_list(values: &[i64]) -> String {
+    let items: Vec<String> = values.iter().map(i64::to_string).collect();
+    format!("{{{}}}", items.join(", "))
+}
+
+fn tma_context(spec: &ResolvedSpec, d: &TmaDescriptor) -> TmaContext {
+    let tensor = &spec.tensors[d.tensor];
+    TmaContext {
+        name: d.name.clone(),
+        tensor: d.tensor,
+        tensor_name: tensor.name.clone(),
+        dim_names: d
+            .order
+            .iter()
+            .map(|&i| tensor.shape_text[i].clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+        data_type: d.data_type,
+        data_type_name: tensor.dtype.name(),
+        rank: d.dims.len(),
+        dims: brace_list(&d.dims),
+        // An empty brace list is not a valid initializer for an array member in every compiler
+        // mode; rank-1 tensors get a zero that the driver ignores.
+        strides_bytes: if d.strides_bytes.is_empty() {
+            "{0}".into()
+        } else {
+            brace_list(&d.strides_bytes)
+        },
+        box_dims: brace_list(&d.box_dims),
+        element_strides: brace_list(&d.element_strides),
+        interleave: d.interleave.cpp(),
+        swizzle: d.swizzle.cpp(),
+        l2_promotion: d.l2_promotion.cpp(),
+        oob_fill: d.oob_fill.cpp(),
+        interleave_name: d.interleave.name(),
+        swizzle_name: d.swizzle.name(),
+        l2_promotion_name: d.l2_promotion.name(),
+        oob_fill_name: d.oob_fill.name(),
+    }
+}
+
+/// The `__global__` entry of a `kind: device` spec. Tensors arrive as `repro::DevicePointer`
+/// (it converts to the task body's pointer type on the device), sizes as `int`, descriptors as
+/// `CUtensorMap`, and anything else (a descriptor wrapper built in kernel.setup, a scalar) with
+/// the type of its expression. Everything passed by value is `__grid_constant__`: the task body
+/// may take the address of a descriptor (TMA wants the parameter's own address, not a copy).
+fn device_entry(spec: &ResolvedSpec) -> DeviceEntryContext {
+    let k = &spec.kernel;
+    let mut template_params = Vec::new();
+    let mut template_args = Vec::new();
+    let mut parameters = Vec::new();
+    let mut forward = Vec::new();
+    for (i, arg) in k.args.iter().enumerate() {
+        let (parameter, name) = match arg {
+            KernelArg::Tensor(t) => {
+                let tensor = &spec.tensors[*t];
+                (
+                    format!(
+                        "repro::DevicePointer<{}> {}",
+                        tensor.dtype.bytes(),
+                        tensor.name
+                    ),
+                    tensor.name.clone(),
+                )
+            }
+            KernelArg::Size(s) => (format!("int {s}"), s.clone()),
+            KernelArg::Tma(d) => {
+                let name = &spec.tma[*d].name;
+                (
+                    format!("const __grid_constant__ CUtensorMap {name}"),
+                    name.clone(),
+                )
+            }
+            KernelArg::Expr(e) => {
+                // A descriptor built in kernel.setup keeps its name in the entry.
+                let name = if crate::spec::names::is_cpp_identifier(e) {
+                    e.clone()
+                } else {
+                    format!("arg{i}")
+                };
+                template_params.push(format!("typename Arg{i}"));
+                template_args.push(format!("std::decay_t<decltype({e})>"));
+                (format!("const __grid_constant__ Arg{i} {name}"), name)
+            }
+        };
+        parameters.push(parameter);
+        forward.push(name);
+    }
+    let (template_header, instantiation) = if template_params.is_empty() {
+        (String::new(), "repro_device_entry".to_string())
+    } else {
+        (
+            format!("template <{}>", template_params.join(", ")),
+            format!("repro_device_entry<{}>", template_args.join(", ")),
+        )
+    };
+    DeviceEntryContext {
+        template_header,
+        parameters,
+        forward,
+        instantiation,
+    }
+}
+
 pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) -> HarnessContext {
     let include_dirs: Vec<String> = spec
         .include_dirs
@@ -228,6 +374,7 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
         .map(|a| match a {
             KernelArg::Tensor(i) => spec.tensors[*i].name.clone(),
             KernelArg::Size(s) => s.clone(),
+            KernelArg::Tma(i) => spec.tma[*i].name.clone(),
             KernelArg::Expr(e) => e.clone(),
         })
         .collect();
@@ -263,7 +410,7 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
         runtime,
         cutlass_runtime: match k.kind {
             LaunchKind::Cutlass3 { .. } => super::CUTLASS_RUNTIME.to_string(),
-            LaunchKind::Global => String::new(),
+            LaunchKind::Global | LaunchKind::Device => String::new(),
         },
         cutlass_root: command.cutlass.clone(),
         sizes: spec
@@ -278,21 +425,42 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
         kernel: KernelContext {
             kind: match k.kind {
                 LaunchKind::Global => "global",
+                LaunchKind::Device => "device",
                 LaunchKind::Cutlass3 { .. } => "cutlass3",
             },
             gemm: match &k.kind {
                 LaunchKind::Cutlass3 { gemm } => gemm.clone(),
-                LaunchKind::Global => String::new(),
+                LaunchKind::Global | LaunchKind::Device => String::new(),
             },
             instantiation: k.instantiation(),
-            label: cpp_string(&k.instantiation()),
+            label: cpp_string(&match k.kind {
+                LaunchKind::Device => format!(
+                    "{} (kind: device, in repro_device_entry)",
+                    k.instantiation()
+                ),
+                _ => k.instantiation(),
+            }),
             args,
             grid: k.grid.to_vec(),
             block: k.block.to_vec(),
             cluster: k.cluster.as_ref().map(|c| c.to_vec()),
             smem: k.smem.clone(),
-            setup: k.setup.clone(),
+            // Indented into launch_kernel's body, so the generated code reads as one function.
+            setup: k.setup.as_ref().map(|s| {
+                s.lines()
+                    .map(|l| {
+                        if l.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  {l}")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }),
+            device_entry: (k.kind == LaunchKind::Device).then(|| device_entry(spec)),
         },
+        tma: spec.tma.iter().map(|d| tma_context(spec, d)).collect(),
         reference: ReferenceContext {
             formula,
             a: r.a,

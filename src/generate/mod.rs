@@ -58,6 +58,10 @@ const RUNTIME_PARTS: &[(&str, &str)] = &[
         include_str!("../../templates/harness/runtime/launch.cuh"),
     ),
     (
+        "tma.cuh",
+        include_str!("../../templates/harness/runtime/tma.cuh"),
+    ),
+    (
         "harness_main.cuh",
         include_str!("../../templates/harness/runtime/harness_main.cuh"),
     ),

@@ -2924,7 +2924,7 @@ pub fn skeleton(decl: &KernelDecl, root: &Path) -> Skeleton {
     ));
     if decl.kind == KernelKind::Device {
         notes.push(format!(
-            "`{}` is a __device__ function (no __global__ has that name): the spec needs `kind: device` under `kernel:` (a generated __global__ entry calls it).",
+            "`{}` is a __device__ function (no __global__ has that name): the spec has `kind: device`, so the harness generates a __global__ entry that calls it; give the launch the production context would make (often one CTA for a task body).",
             decl.name
         ));
     }
@@ -3289,6 +3289,7 @@ pub fn skeleton(decl: &KernelDecl, root: &Path) -> Skeleton {
         sizes,
         tensors,
         kernel_name: decl.qualified_name.clone(),
+        device_function: decl.kind == KernelKind::Device,
         template_args,
         args,
         grid,

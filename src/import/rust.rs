@@ -297,6 +297,8 @@ pub fn skeleton(site: &LaunchSite) -> Skeleton {
         sizes: site.sizes.clone(),
         tensors: site.tensors.clone(),
         kernel_name,
+        // A Rust launch site (cudarc) launches a __global__ kernel.
+        device_function: false,
         template_args: Vec::new(),
         args: site.args.iter().map(Arg::spec_value).collect(),
         grid: site.grid.clone(),

@@ -55,6 +55,8 @@ pub struct Skeleton {
     pub sizes: Vec<(String, Value)>,
     pub tensors: Vec<Tensor>,
     pub kernel_name: String,
+    /// A `__device__` task body: the spec gets `kind: device`.
+    pub device_function: bool,
     pub template_args: Vec<Value>,
     /// Kernel arguments in order: tensor names, size names, or C++ expressions.
     pub args: Vec<Value>,
@@ -161,6 +163,11 @@ impl Skeleton {
             ));
         }
         out.push_str("\nkernel:\n");
+        if self.device_function {
+            out.push_str(
+                "  kind: device   # a __device__ task body; repro generates the __global__ entry\n",
+            );
+        }
         out.push_str(&format!("  name: {}\n", yaml_scalar(&self.kernel_name)));
         if !self.template_args.is_empty() {
             out.push_str(&format!("  template_args: {}\n", list(&self.template_args)));

@@ -8,6 +8,7 @@ pub mod expr;
 pub mod model;
 pub mod names;
 pub mod resolved;
+mod tma;
 pub mod validate;
 pub mod yaml;
 

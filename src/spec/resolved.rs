@@ -19,6 +19,7 @@ pub struct ResolvedSpec {
     pub sizes: IndexMap<String, i64>,
     pub tensors: Vec<TensorSpecResolved>,
     pub kernel: KernelLaunch,
+    pub tma: Vec<TmaDescriptor>,
     pub reference: ReferenceGemm,
     pub check: CheckSettings,
     pub build: BuildSettings,
@@ -83,8 +84,31 @@ pub enum KernelArg {
     Tensor(usize),
     /// A named size, passed as `int`.
     Size(String),
+    /// A `tma:` descriptor, passed as a `CUtensorMap` by value.
+    Tma(usize),
     /// Verbatim C++.
     Expr(String),
+}
+
+/// A `tma:` entry checked against the hardware rules, in the driver's terms: dimensions
+/// innermost first (the tensor's dimensions ordered by stride), strides in bytes.
+#[derive(Debug, Clone)]
+pub struct TmaDescriptor {
+    pub name: String,
+    pub tensor: usize,
+    /// `CU_TENSOR_MAP_DATA_TYPE_*`.
+    pub data_type: &'static str,
+    /// The tensor's dimension behind each driver dimension (innermost first).
+    pub order: Vec<usize>,
+    pub dims: Vec<i64>,
+    /// Bytes between consecutive entries of driver dimensions 1.. (rank - 1 values).
+    pub strides_bytes: Vec<i64>,
+    pub box_dims: Vec<i64>,
+    pub element_strides: Vec<i64>,
+    pub swizzle: crate::spec::model::TmaSwizzle,
+    pub interleave: crate::spec::model::TmaInterleave,
+    pub l2_promotion: crate::spec::model::TmaL2Promotion,
+    pub oob_fill: crate::spec::model::TmaOobFill,
 }
 
 /// How the harness launches the kernel.
@@ -92,6 +116,9 @@ pub enum KernelArg {
 pub enum LaunchKind {
     /// A `__global__` function, through cudaLaunchKernelEx with the spec's grid/block/cluster/smem.
     Global,
+    /// A `__device__` function (template), called from a `__global__` entry the harness
+    /// generates; launched like `Global`.
+    Device,
     /// A CUTLASS 3.x `GemmUniversal` type, through CUTLASS's `GemmUniversalAdapter`.
     Cutlass3 { gemm: String },
 }

@@ -20,8 +20,8 @@ use super::yaml::SpanMap;
 /// Largest dynamic shared memory a block may ask for on sm_90 (227 KiB).
 const SM90_MAX_DYNAMIC_SMEM: i64 = 227 * 1024;
 
-struct Validator<'a> {
-    spec: &'a Spec,
+pub(super) struct Validator<'a> {
+    pub(super) spec: &'a Spec,
     spans: &'a SpanMap,
     dir: &'a Path,
     errors: Vec<Diagnostic>,
@@ -54,7 +54,8 @@ pub fn validate(
     let sizes = v.sizes();
     let tensors = v.tensors(&sizes);
     let include_dirs = v.source();
-    let kernel = v.kernel(&sizes, &tensors);
+    let tma = v.tma(&sizes, &tensors);
+    let kernel = v.kernel(&sizes, &tensors, &tma);
     let reference = v.reference(&tensors);
     let check = v.check();
     let (build, log_include_dirs) = v.build();
@@ -64,7 +65,6 @@ pub fn validate(
             include_dirs.push(dir);
         }
     }
-    v.not_yet_supported();
     let (errors, warnings) = (v.errors, v.warnings);
     match (kernel, reference, build) {
         (Some(kernel), Some(reference), Some(build)) if errors.is_empty() => Ok(ResolvedSpec {
@@ -73,6 +73,7 @@ pub fn validate(
             sizes,
             tensors,
             kernel,
+            tma,
             reference,
             check,
             build,
@@ -86,13 +87,13 @@ pub fn validate(
 }
 
 impl Validator<'_> {
-    fn error(&mut self, path: &str, message: impl Into<String>) -> &mut Diagnostic {
+    pub(super) fn error(&mut self, path: &str, message: impl Into<String>) -> &mut Diagnostic {
         let loc = self.spans.value(path);
         self.errors.push(Diagnostic::new(loc, message));
         self.errors.last_mut().expect("just pushed")
     }
 
-    fn key_error(&mut self, path: &str, message: impl Into<String>) -> &mut Diagnostic {
+    pub(super) fn key_error(&mut self, path: &str, message: impl Into<String>) -> &mut Diagnostic {
         let loc = self.spans.key(path);
         self.errors.push(Diagnostic::new(loc, message));
         self.errors.last_mut().expect("just pushed")
@@ -140,7 +141,7 @@ impl Validator<'_> {
     }
 
     /// A dimension or stride: an integer, a size name or an integer expression over sizes.
-    fn dim(
+    pub(super) fn dim(
         &mut self,
         path: &str,
         value: &Value,
@@ -408,6 +409,42 @@ impl Validator<'_> {
         None
     }
 
+    /// Cluster rules known at spec time: at most 8 blocks (portable) or 16 (non-portable, which
+    /// the harness opts into), and a grid divisible by the cluster. Grid values that are C++
+    /// expressions repro cannot evaluate are checked by the harness at launch.
+    fn cluster(
+        &mut self,
+        cluster: &[String; 3],
+        grid: Option<&[String; 3]>,
+        sizes: &IndexMap<String, i64>,
+    ) {
+        let numbers: Option<Vec<i64>> = cluster
+            .iter()
+            .map(|c| expr::evaluate(c, sizes).ok())
+            .collect();
+        let Some(numbers) = numbers else { return };
+        let blocks: i64 = numbers.iter().product();
+        if blocks > 16 {
+            self.error(
+                "kernel.cluster",
+                format!("a cluster of {} = {blocks} blocks; sm_90 allows at most 8 (portable) or 16 (non-portable)", numbers.iter().map(i64::to_string).collect::<Vec<_>>().join(" x ")),
+            );
+            return;
+        }
+        let Some(grid) = grid else { return };
+        for (axis, ((g, &c), name)) in grid.iter().zip(&numbers).zip(["x", "y", "z"]).enumerate() {
+            if let Ok(g) = expr::evaluate(g, sizes) {
+                if g % c != 0 {
+                    self.error(
+                        &format!("kernel.cluster[{axis}]"),
+                        format!("grid.{name} = {g} is not a multiple of cluster.{name} = {c}; a grid must be made of whole clusters"),
+                    )
+                    .help = Some(format!("round the grid up (e.g. {} blocks) and let the kernel skip the extra ones, as production code must", (g + c - 1) / c * c));
+                }
+            }
+        }
+    }
+
     fn launch_triple(
         &mut self,
         path: &str,
@@ -456,17 +493,21 @@ impl Validator<'_> {
         &mut self,
         sizes: &IndexMap<String, i64>,
         tensors: &[TensorSpecResolved],
+        tma: &[TmaDescriptor],
     ) -> Option<KernelLaunch> {
         let k = &self.spec.kernel;
-        match k.kind {
-            KernelKind::Global => {}
+        let kind = match k.kind {
+            KernelKind::Global => LaunchKind::Global,
+            KernelKind::Device => LaunchKind::Device,
             KernelKind::Cutlass3 => return self.cutlass3_kernel(),
-            // Reported by not_yet_supported().
-            KernelKind::Device => return None,
-        }
+        };
         let Some(name) = k.name.clone() else {
-            self.error("kernel", "`kernel.name` is missing").help =
-                Some("name the __global__ function, e.g. `name: tiled_gemm`".into());
+            self.error("kernel", "`kernel.name` is missing").help = Some(match kind {
+                LaunchKind::Device => {
+                    "name the __device__ function (the task body), e.g. `name: gemm_task`".into()
+                }
+                _ => "name the __global__ function, e.g. `name: tiled_gemm`".into(),
+            });
             return None;
         };
         let qualified_ok = name
@@ -484,7 +525,13 @@ impl Validator<'_> {
             .iter()
             .map(|t| t.name.as_str())
             .chain(sizes.keys().map(String::as_str))
+            .chain(tma.iter().map(|d| d.name.as_str()))
             .collect();
+        let setup_names = k
+            .setup
+            .as_deref()
+            .map(expr::identifiers)
+            .unwrap_or_default();
         for (i, a) in k.args.iter().enumerate() {
             let path = format!("kernel.args[{i}]");
             let arg = match a {
@@ -492,10 +539,14 @@ impl Validator<'_> {
                     KernelArg::Tensor(tensors.iter().position(|x| &x.name == t).expect("checked"))
                 }
                 Value::Text(t) if sizes.contains_key(t) => KernelArg::Size(t.clone()),
+                Value::Text(t) if tma.iter().any(|d| &d.name == t) => {
+                    KernelArg::Tma(tma.iter().position(|d| &d.name == t).expect("checked"))
+                }
                 Value::Text(t) => {
                     // A bare identifier one typo away from a tensor or size is almost surely a typo,
                     // not a C++ constant: say so rather than let nvcc report it in harness.cu.
-                    if super::names::is_cpp_identifier(t) {
+                    // Names that kernel.setup mentions (a descriptor it builds) are meant.
+                    if super::names::is_cpp_identifier(t) && !setup_names.contains(t) {
                         if let Some(best) = did_you_mean(t, declared.iter().copied()) {
                             self.error(&path, format!("`{t}` is neither a tensor nor a size"))
                                 .help = Some(format!("did you mean `{best}`? (a C++ expression that is meant as such can be written in parentheses: `({t})`)"));
@@ -549,8 +600,23 @@ impl Validator<'_> {
             }
             Some(v) => v.to_cpp(),
         };
+        if let Some(cluster) = &cluster {
+            self.cluster(cluster, grid.as_ref(), sizes);
+        }
+        // A descriptor neither passed nor used by kernel.setup is most likely a forgotten argument.
+        for name in self.spec.tma.keys() {
+            let passed = k
+                .args
+                .iter()
+                .any(|a| matches!(a, Value::Text(t) if t == name));
+            if !passed && !setup_names.contains(name) {
+                self.warnings.push(format!(
+                    "tma.{name} is neither in kernel.args nor used by kernel.setup; the harness encodes and prints it anyway"
+                ));
+            }
+        }
         Some(KernelLaunch {
-            kind: LaunchKind::Global,
+            kind,
             name,
             template_args: k.template_args.iter().map(Value::to_cpp).collect(),
             args,
@@ -959,23 +1025,6 @@ impl Validator<'_> {
                     .help = Some("flags_from is a build log, compile_commands.json or a file with one nvcc command line, relative to the spec; `repro flags --from-log FILE` shows what it finds".into());
                 None
             }
-        }
-    }
-
-    fn not_yet_supported(&mut self) {
-        if self.spec.tma.is_some() {
-            self.key_error("tma", "`tma:` descriptors are not supported by this version of repro yet")
-                .help = Some("TMA descriptors arrive with the Hopper support; for now build them in your own kernel wrapper".into());
-        }
-        if self.spec.kernel.kind == KernelKind::Device {
-            self.error(
-                "kernel.kind",
-                "`kind: device` is not supported by this version of repro yet",
-            )
-            .help = Some(
-                "this version generates harnesses for `kind: global` and `kind: cutlass3` kernels"
-                    .into(),
-            );
         }
     }
 }

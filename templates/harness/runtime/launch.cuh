@@ -10,12 +10,14 @@ namespace repro {
 // A tensor's device memory as a kernel argument: converts to whatever pointer type the kernel
 // declares (`const __nv_bfloat16*`, `float*`, `cutlass::half_t*`...), after checking at compile
 // time that the element size matches the dtype the spec gives the tensor.
+// It also converts on the device, where a `kind: device` entry hands it to the task body.
 template <size_t kElementBytes>
 struct DevicePointer {
   void* pointer;
   template <typename T>
-  operator T*() const {
-    static_assert(std::is_void<T>::value || sizeof(T) == kElementBytes,
+  __host__ __device__ operator T*() const {
+    // void* takes any tensor; sizeof(void) must not even be named, hence the conditional type.
+    static_assert(std::is_void<T>::value || sizeof(std::conditional_t<std::is_void<T>::value, char, T>) == kElementBytes,
                   "repro: the kernel's pointer type does not match the dtype the spec gives this tensor");
     return static_cast<T*>(pointer);
   }
@@ -46,6 +48,25 @@ inline DeviceInfo& current_device() {
 // kernel's limit is raised, as production code must do too.
 inline void prepare_launch(const void* kernel, const Launch& launch) {
   const DeviceInfo& device = current_device();
+  // Clusters: the grid must be made of whole clusters (the launch would only say "invalid
+  // argument"), and more than 8 blocks per cluster needs the non-portable opt-in.
+  const unsigned cluster_blocks = launch.cluster.x * launch.cluster.y * launch.cluster.z;
+  if (launch.grid.x % launch.cluster.x || launch.grid.y % launch.cluster.y || launch.grid.z % launch.cluster.z) {
+    fatal(kExitCudaError, "fault",
+          strprintf("launch error: grid (%u,%u,%u) is not a whole number of clusters (%u,%u,%u); every grid "
+                    "dimension must be a multiple of the cluster's\n  launch %s",
+                    launch.grid.x, launch.grid.y, launch.grid.z, launch.cluster.x, launch.cluster.y,
+                    launch.cluster.z, launch.describe().c_str()));
+  }
+  if (cluster_blocks > 8) {
+    const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (status != cudaSuccess)
+      fatal(kExitCudaError, "fault",
+            strprintf("launch error: a cluster of %u blocks needs cudaFuncAttributeNonPortableClusterSizeAllowed, "
+                      "which failed: %s (%s)\n  launch %s",
+                      cluster_blocks, cudaGetErrorName(status), cudaGetErrorString(status),
+                      launch.describe().c_str()));
+  }
   if (launch.smem_bytes > device.smem_optin_bytes) {
     fatal(kExitCudaError, "fault",
           strprintf("launch error: %s asks for %zu B of dynamic shared memory; %s allows at most %zu B per block "
@@ -85,6 +106,29 @@ inline void check_launch(cudaError_t status, const void* kernel, const Launch& l
       attributes.numRegs, threads, static_cast<long long>(attributes.numRegs) * threads,
       static_cast<size_t>(attributes.sharedSizeBytes), launch.smem_bytes, threads, attributes.maxThreadsPerBlock,
       device.regs_per_block, device.smem_optin_bytes, device.sm_count);
+  const unsigned cluster_blocks = launch.cluster.x * launch.cluster.y * launch.cluster.z;
+  if (cluster_blocks > 1) {
+    // A cluster's blocks must be resident at once on one GPC: ask how many such clusters fit.
+    cudaLaunchConfig_t config = {};
+    config.gridDim = launch.grid;
+    config.blockDim = launch.block;
+    config.dynamicSmemBytes = launch.smem_bytes;
+    cudaLaunchAttribute attribute;
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = launch.cluster.x;
+    attribute.val.clusterDim.y = launch.cluster.y;
+    attribute.val.clusterDim.z = launch.cluster.z;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = -1;
+    const cudaError_t query = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    detail += query == cudaSuccess
+                  ? strprintf("\n  cluster:     %u blocks; at most %d such clusters can be resident at once%s", cluster_blocks,
+                              clusters, clusters == 0 ? " (none: the cluster cannot be scheduled with this block size and smem)" : "")
+                  : strprintf("\n  cluster:     %u blocks; cudaOccupancyMaxActiveClusters: %s", cluster_blocks,
+                              cudaGetErrorName(query));
+    cudaGetLastError();  // the query's own error, if any, is reported above
+  }
   fatal(kExitCudaError, "fault",
         strprintf("launch error: %s (%s) launching %s\n  launch %s%s", cudaGetErrorName(status),
                   cudaGetErrorString(status), launch.label.c_str(), launch.describe().c_str(), detail.c_str()));
