@@ -51,3 +51,46 @@ __global__ void block_rowsum(const T* __restrict__ A, const T* __restrict__ x, T
     }
     if (threadIdx.x == 0) y[m] = partial[0];
 }
+
+// The same row sums with the other classic reduction: shuffles inside each warp, then one
+// partial per *warp* through dynamic shared memory, reduced by warp 0. Correct launch: block
+// (256, 1, 1), grid (M, 1, 1), and kMaxWarps * sizeof(T) = 32 * sizeof(T) bytes of dynamic
+// shared memory, because the kernel clears a slot for every warp a block could have (up to 1024
+// threads), so that warp 0 can reduce all 32 lanes without asking how many warps there are.
+//
+// PLANTED DEFECT (in the launch): the block_rowsum_warps_smem_* specs give it 8 * sizeof(T), the
+// 8 warps a 256-thread block has. The stores to slots 8..31 land past the request: 96 bytes for
+// float, 192 for double. Unlike block_rowsum above, that overrun is small enough that whether it
+// faults depends on how much room the hardware rounds the block's allocation up to, which is the
+// point of the example: the f32 launch may run silently (and give the right answer), and only
+// compute-sanitizer memcheck sees it; the f64 launch reaches further.
+template <typename T>
+__global__ void block_rowsum_warps(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
+                                   int M, int K)
+{
+    constexpr int kMaxWarps = 32;
+    extern __shared__ __align__(16) unsigned char block_rowsum_smem[];
+    T* warp_sums = reinterpret_cast<T*>(block_rowsum_smem);
+
+    const int m = blockIdx.x;
+    if (m >= M) return;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+
+    // PLANTED DEFECT: kMaxWarps slots cleared; the launch sized the buffer for 8.
+    if (warp == 0) warp_sums[lane] = T(0);
+    __syncthreads();
+
+    const T* a = A + static_cast<size_t>(m) * K;
+    T acc = T(0);
+    for (int k = threadIdx.x; k < K; k += blockDim.x) acc += a[k] * x[k];
+    for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+    if (lane == 0) warp_sums[warp] = acc;
+    __syncthreads();
+
+    if (warp == 0) {
+        T sum = warp_sums[lane];  // slots past the block's warps were cleared to zero above
+        for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+        if (lane == 0) y[m] = sum;
+    }
+    static_assert(kMaxWarps == 32, "warp 0 reduces one slot per lane");
+}
