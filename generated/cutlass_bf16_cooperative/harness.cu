@@ -1346,12 +1346,93 @@ struct Comparison {
   std::vector<Mismatch> first;  // the first kMaxMismatches bad elements in row-major order
   int64_t tile_m = 0, tile_n = 0, tiles_m = 0, tiles_n = 0;
   std::vector<int64_t> bad_per_tile;  // [tiles_m][tiles_n], summed over batches
+  // Where the bad elements are, for naming their pattern (summed over batches): per output row,
+  // per output column, and per residue class (m mod 8, n mod 8), with the class sizes.
+  std::vector<int64_t> bad_per_row, bad_per_col;
+  static constexpr int kPeriod = 8;
+  // Evidence of a row or column mapping (find_line_mapping), when one explains the errors.
+  std::string row_mapping, col_mapping;
+  int64_t bad_by_residue[kPeriod * kPeriod] = {};
+  int64_t count_by_residue[kPeriod * kPeriod] = {};
   // The rows and columns the unwritten elements span (valid when unwritten > 0).
   int64_t unwritten_row_min = 0, unwritten_row_max = 0, unwritten_col_min = 0, unwritten_col_max = 0;
   bool passed = false;
 };
 
 constexpr size_t kMaxMismatches = 10;
+
+// The element test for a written, finite output `got` against a finite reference `want`.
+inline bool element_matches(DType dtype, double got, double want, const Tolerance& tol) {
+  if (tol.exact) {
+    const double representable = round_to(dtype, want);
+    return got == representable || (representable != want && std::fabs(got - want) <= ulp_at(dtype, want));
+  }
+  return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
+}
+
+// ------------------------------------------------------------------ line mappings
+//
+// "Row m holds the reference's row f(m)": an epilogue that stores rows in the wrong place, a
+// load that reads the neighbouring row. Checked only after a failed comparison, for a few
+// candidate mappings, on the rows (or columns) that have bad outputs.
+
+// A candidate: output line i holds reference line map(i).
+struct LineMapping {
+  const char* rule;  // how the evidence names it, e.g. "2i and 2i+1 exchanged"
+  int64_t (*map)(int64_t);
+};
+
+inline const std::vector<LineMapping>& line_mappings() {
+  static const std::vector<LineMapping> mappings = {
+      {"2i and 2i+1 exchanged", [](int64_t i) { return i ^ 1; } },
+      {"each holds the next one's values (i <- i+1)", [](int64_t i) { return i + 1; } },
+      {"each holds the previous one's values (i <- i-1)", [](int64_t i) { return i - 1; } },
+  };
+  return mappings;
+}
+
+// A mapping names the pattern when it explains at least this share of the lines with errors.
+constexpr double kMappingMinShare = 0.9;
+
+// The evidence for the best candidate mapping of rows (`rows`) or columns, or "" when none
+// explains at least kMappingMinShare of the lines that have bad outputs.
+inline std::string find_line_mapping(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M,
+                                     int64_t N, const Tolerance& tol, bool rows,
+                                     const std::vector<int64_t>& bad_per_line) {
+  const int64_t extent = rows ? M : N, across = rows ? N : M;
+  std::vector<int64_t> bad_lines;
+  for (int64_t i = 0; i < extent; ++i)
+    if (bad_per_line[size_t(i)] > 0) bad_lines.push_back(i);
+  if (bad_lines.empty()) return "";
+  const auto holds = [&](int64_t line, int64_t source) {
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t j = 0; j < across; ++j) {
+        const int64_t m = rows ? line : j, n = rows ? j : line;
+        const int64_t sm = rows ? source : j, sn = rows ? j : source;
+        const double got = decode(out.dtype, out.host.data(), out.logical_offset((l * M + m) * N + n));
+        const double w = want[size_t((l * M + sm) * N + sn)];
+        if (!std::isfinite(got) || !std::isfinite(w) || !element_matches(out.dtype, got, w, tol)) return false;
+      }
+    return true;
+  };
+  const char* noun = rows ? "rows" : "columns";
+  for (const LineMapping& mapping : line_mappings()) {
+    int64_t explained = 0, checked = 0;
+    for (int64_t line : bad_lines) {
+      const int64_t source = mapping.map(line);
+      ++checked;
+      if (source >= 0 && source < extent && source != line && holds(line, source)) ++explained;
+      // Give up on a candidate as soon as it cannot reach the share any more.
+      if (double(explained + int64_t(bad_lines.size()) - checked) < kMappingMinShare * double(bad_lines.size()))
+        break;
+    }
+    if (double(explained) >= kMappingMinShare * double(bad_lines.size()))
+      return strprintf("%s %s: %lld of the %lld %s with errors hold exactly the reference's values of that other %s",
+                       noun, mapping.rule, (long long)explained, (long long)bad_lines.size(), noun,
+                       rows ? "row" : "column");
+  }
+  return "";
+}
 
 // Compares output tensor `out` (logical [M, N] or [L, M, N], read through its strides from
 // out.host) with `want` (logical row-major [L][M][N]).
@@ -1367,6 +1448,8 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   c.tiles_m = (M + c.tile_m - 1) / c.tile_m;
   c.tiles_n = (N + c.tile_n - 1) / c.tile_n;
   c.bad_per_tile.assign(size_t(c.tiles_m * c.tiles_n), 0);
+  c.bad_per_row.assign(size_t(M), 0);
+  c.bad_per_col.assign(size_t(N), 0);
   c.ref_rms = reference_rms(want);
 
   const DType dtype = out.dtype;
@@ -1406,11 +1489,8 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     } else if (std::isinf(got)) {
       ++c.inf;
       ok = false;
-    } else if (tol.exact) {
-      const double representable = round_to(dtype, w);
-      ok = got == representable || (representable != w && std::fabs(got - w) <= ulp_at(dtype, w));
     } else {
-      ok = std::fabs(got - w) <= tol.atol + tol.rtol * std::fabs(w);
+      ok = element_matches(dtype, got, w, tol);
     }
 
     if (measurable(offset, got, w)) {
@@ -1422,9 +1502,14 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
       c.max_abs = std::max(c.max_abs, std::fabs(diff));
       if (w != 0.0) c.max_rel = std::max(c.max_rel, std::fabs(diff) / std::fabs(w));
     }
+    const int residue = int(m % Comparison::kPeriod) * Comparison::kPeriod + int(n % Comparison::kPeriod);
+    ++c.count_by_residue[residue];
     if (!ok) {
       ++c.bad;
       ++c.bad_per_tile[size_t((m / c.tile_m) * c.tiles_n + n / c.tile_n)];
+      ++c.bad_per_row[size_t(m)];
+      ++c.bad_per_col[size_t(n)];
+      ++c.bad_by_residue[residue];
       if (c.first.size() < kMaxMismatches) c.first.push_back(Mismatch{l, m, n, got, w, unwritten});
     }
   }
@@ -1445,6 +1530,12 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     c.residual = std::sqrt(residual2 / got2);
   }
   c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
+  // Mapping hypotheses cost a pass over the bad lines each; not worth it for outputs so large
+  // that one pass takes seconds, nor when the outputs were never written.
+  if (!c.passed && c.bad > 0 && c.unwritten == 0 && c.count <= (int64_t(1) << 28)) {
+    c.row_mapping = find_line_mapping(out, want, L, M, N, tol, true, c.bad_per_row);
+    if (c.row_mapping.empty()) c.col_mapping = find_line_mapping(out, want, L, M, N, tol, false, c.bad_per_col);
+  }
   return c;
 }
 
@@ -1713,10 +1804,121 @@ constexpr double kScaleMaxResidualShare = 0.25;
 constexpr double kPrecisionMaxBadFraction = 0.1;
 constexpr double kPrecisionMaxToleranceFactor = 10.0;
 
+// Whole lines: a row (column) counts as wrong when at least this share of it is bad; a pattern
+// of whole lines needs every other line clean.
+constexpr double kWholeLineShare = 0.9;
+// ... and a line with at most this share bad still counts as a right one (stray errors
+// elsewhere do not hide a dominant line pattern; the evidence counts them).
+constexpr double kStrayLineShare = 0.02;
+// layout: a residue class (m mod 8, n mod 8) is right at or below this bad share, wrong at or
+// above the next; every class must be one or the other.
+constexpr double kResidueRightMax = 0.05;
+constexpr double kResidueWrongMin = 0.75;
+
 // "row 7" or "rows 128-129"
 inline std::string span_text(const char* what, int64_t lo, int64_t hi) {
   if (lo == hi) return std::string(what) + " " + std::to_string(lo);
   return std::string(what) + "s " + std::to_string(lo) + "-" + std::to_string(hi);
+}
+
+// "64-127, 192-255, 300 (and 4 more)": sorted integers as ranges.
+inline std::string ranges_text(const std::vector<int64_t>& sorted, size_t max_ranges = 6) {
+  std::string out;
+  size_t ranges = 0, i = 0;
+  while (i < sorted.size()) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (ranges == max_ranges) {
+      size_t left = 0;
+      for (size_t k = i; k < sorted.size(); ++k) left += k == i || sorted[k] != sorted[k - 1] + 1;
+      return out + strprintf(" (and %zu more)", left);
+    }
+    out += (ranges ? ", " : "") + (i == j ? std::to_string(sorted[i])
+                                          : std::to_string(sorted[i]) + "-" + std::to_string(sorted[j]));
+    ++ranges;
+    i = j + 1;
+  }
+  return out;
+}
+
+// The lines (rows or columns) whose outputs are wrong as a whole, when every other line is
+// clean; empty when the errors are not organized that way.
+inline std::vector<int64_t> whole_bad_lines(const std::vector<int64_t>& bad_per_line, int64_t per_line) {
+  std::vector<int64_t> lines;
+  for (size_t i = 0; i < bad_per_line.size(); ++i) {
+    const double share = double(bad_per_line[i]) / double(per_line);
+    if (share <= kStrayLineShare) continue;
+    if (share < kWholeLineShare) return {};
+    lines.push_back(int64_t(i));
+  }
+  if (lines.size() == bad_per_line.size()) return {};  // everything wrong: not a line pattern
+  return lines;
+}
+
+// Bad outputs outside `lines`: " (and 3 stray bad outputs elsewhere)", or "".
+inline std::string stray_text(const std::vector<int64_t>& bad_per_line, const std::vector<int64_t>& lines,
+                              int64_t total_bad) {
+  int64_t in_lines = 0;
+  for (int64_t line : lines) in_lines += bad_per_line[size_t(line)];
+  const int64_t stray = total_bad - in_lines;
+  return stray > 0 ? strprintf(" (and %lld stray bad outputs elsewhere)", (long long)stray) : std::string();
+}
+
+// Where whole wrong lines are, in tile terms when they repeat in every tile:
+// "rows 64-127 of every 128-row tile (452 rows)", else "rows 3-5, 17".
+inline std::string lines_text(const std::vector<int64_t>& lines, int64_t extent, int64_t tile, const char* noun) {
+  if (tile > 0 && tile < extent && extent >= 2 * tile) {
+    std::vector<int64_t> offsets;
+    for (int64_t line : lines)
+      if (line < tile) offsets.push_back(line);
+    bool periodic = !offsets.empty();
+    for (int64_t start = 0; periodic && start < extent; start += tile) {
+      // Every tile (the partial last one up to its end) has exactly these offsets wrong.
+      for (int64_t o = 0; o < tile && start + o < extent; ++o) {
+        const bool wrong = std::binary_search(lines.begin(), lines.end(), start + o);
+        const bool in_set = std::binary_search(offsets.begin(), offsets.end(), o);
+        if (wrong != in_set) periodic = false;
+      }
+    }
+    if (periodic)
+      return strprintf("%s %s of every %lld-%s tile (%zu %s)", noun, ranges_text(offsets).c_str(), (long long)tile,
+                       std::string(noun).substr(0, std::string(noun).size() - 1).c_str(), lines.size(), noun);
+  }
+  return std::string(noun) + " " + ranges_text(lines);
+}
+
+// layout: right and wrong outputs alternate with a period of 2, 4 or 8 in both m and n, the
+// mark of an element permutation inside rows or columns. Empty when that is not the pattern.
+inline std::string residue_pattern(const Comparison& c) {
+  constexpr int P = Comparison::kPeriod;
+  if (c.M < P || c.N < P) return "";
+  bool right[P * P];
+  int right_count = 0;
+  for (int r = 0; r < P * P; ++r) {
+    if (c.count_by_residue[r] == 0) return "";
+    const double share = double(c.bad_by_residue[r]) / double(c.count_by_residue[r]);
+    if (share > kResidueRightMax && share < kResidueWrongMin) return "";
+    right[r] = share <= kResidueRightMax;
+    right_count += right[r];
+  }
+  if (right_count == 0 || right_count == P * P) return "";
+  // It must depend on both m and n; a dependence on one alone is a line pattern.
+  bool varies_in_m = false, varies_in_n = false;
+  for (int a = 0; a < P; ++a)
+    for (int b = 1; b < P; ++b) {
+      varies_in_n |= right[a * P + b] != right[a * P];
+      varies_in_m |= right[b * P + a] != right[a];
+    }
+  if (!varies_in_m || !varies_in_n) return "";
+  bool diagonal = true;
+  for (int a = 0; a < P; ++a)
+    for (int b = 0; b < P; ++b) diagonal &= right[a * P + b] == (a == b);
+  const std::string where =
+      diagonal ? std::string("right only where m = n (mod 8)")
+               : strprintf("right in %d of the 64 classes (m mod 8, n mod 8)", right_count);
+  return strprintf("%s, wrong elsewhere (%lld of %lld outputs bad): an element permutation inside rows or columns, as "
+                   "from a shared-memory layout or swizzle that does not match, or a transposed operand",
+                   where.c_str(), (long long)c.bad, (long long)c.count);
 }
 
 // Names the pattern of a failed (or nondeterministic) comparison, most specific evidence first.
@@ -1753,7 +1955,10 @@ inline Pattern classify(const Comparison& c, int64_t repeat_differences, const T
 
   // boundary: every bad output lies in a partial tile at the bottom or right edge.
   const bool ragged_m = c.M % c.tile_m != 0, ragged_n = c.N % c.tile_n != 0;
-  if ((ragged_m || ragged_n) && c.bad > 0) {
+  // Only meaningful when there are full tiles to be right: with N below the tile width every
+  // tile is an edge tile.
+  const bool full_tiles_exist = c.M >= c.tile_m && c.N >= c.tile_n;
+  if ((ragged_m || ragged_n) && c.bad > 0 && full_tiles_exist) {
     bool only_edges = true;
     for (int64_t tm = 0; tm < c.tiles_m; ++tm)
       for (int64_t tn = 0; tn < c.tiles_n; ++tn) {
@@ -1775,6 +1980,25 @@ inline Pattern classify(const Comparison& c, int64_t repeat_differences, const T
                                     (long long)c.bad, where.c_str())};
     }
   }
+
+  // Rows or columns in the wrong place, then whole rows or columns wrong.
+  if (!c.row_mapping.empty()) return {"row_mapping", c.row_mapping};
+  if (!c.col_mapping.empty()) return {"col_mapping", c.col_mapping};
+  const int64_t per_row = c.L * c.N, per_col = c.L * c.M;
+  const std::vector<int64_t> rows = whole_bad_lines(c.bad_per_row, per_row);
+  if (!rows.empty())
+    return {"row_mapping", strprintf("whole rows are wrong and every other row is right: %s%s; a row of A (or of "
+                                     "the output) is lost or misplaced",
+                                     lines_text(rows, c.M, c.tile_m, "rows").c_str(),
+                                     stray_text(c.bad_per_row, rows, c.bad).c_str())};
+  const std::vector<int64_t> cols = whole_bad_lines(c.bad_per_col, per_col);
+  if (!cols.empty())
+    return {"col_mapping", strprintf("whole columns are wrong and every other column is right: %s%s; a column of "
+                                     "B (or of the output) is lost or misplaced",
+                                     lines_text(cols, c.N, c.tile_n, "columns").c_str(),
+                                     stray_text(c.bad_per_col, cols, c.bad).c_str())};
+  const std::string layout = residue_pattern(c);
+  if (!layout.empty()) return {"layout", layout};
 
   if (!tol.exact && bad_fraction <= kPrecisionMaxBadFraction &&
       c.rel_l2 <= kPrecisionMaxToleranceFactor * tol.rel_l2) {
@@ -1986,12 +2210,14 @@ namespace repro {
 // A tensor's device memory as a kernel argument: converts to whatever pointer type the kernel
 // declares (`const __nv_bfloat16*`, `float*`, `cutlass::half_t*`...), after checking at compile
 // time that the element size matches the dtype the spec gives the tensor.
+// It also converts on the device, where a `kind: device` entry hands it to the task body.
 template <size_t kElementBytes>
 struct DevicePointer {
   void* pointer;
   template <typename T>
-  operator T*() const {
-    static_assert(std::is_void<T>::value || sizeof(T) == kElementBytes,
+  __host__ __device__ operator T*() const {
+    // void* takes any tensor; sizeof(void) must not even be named, hence the conditional type.
+    static_assert(std::is_void<T>::value || sizeof(std::conditional_t<std::is_void<T>::value, char, T>) == kElementBytes,
                   "repro: the kernel's pointer type does not match the dtype the spec gives this tensor");
     return static_cast<T*>(pointer);
   }
@@ -2022,6 +2248,25 @@ inline DeviceInfo& current_device() {
 // kernel's limit is raised, as production code must do too.
 inline void prepare_launch(const void* kernel, const Launch& launch) {
   const DeviceInfo& device = current_device();
+  // Clusters: the grid must be made of whole clusters (the launch would only say "invalid
+  // argument"), and more than 8 blocks per cluster needs the non-portable opt-in.
+  const unsigned cluster_blocks = launch.cluster.x * launch.cluster.y * launch.cluster.z;
+  if (launch.grid.x % launch.cluster.x || launch.grid.y % launch.cluster.y || launch.grid.z % launch.cluster.z) {
+    fatal(kExitCudaError, "fault",
+          strprintf("launch error: grid (%u,%u,%u) is not a whole number of clusters (%u,%u,%u); every grid "
+                    "dimension must be a multiple of the cluster's\n  launch %s",
+                    launch.grid.x, launch.grid.y, launch.grid.z, launch.cluster.x, launch.cluster.y,
+                    launch.cluster.z, launch.describe().c_str()));
+  }
+  if (cluster_blocks > 8) {
+    const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (status != cudaSuccess)
+      fatal(kExitCudaError, "fault",
+            strprintf("launch error: a cluster of %u blocks needs cudaFuncAttributeNonPortableClusterSizeAllowed, "
+                      "which failed: %s (%s)\n  launch %s",
+                      cluster_blocks, cudaGetErrorName(status), cudaGetErrorString(status),
+                      launch.describe().c_str()));
+  }
   if (launch.smem_bytes > device.smem_optin_bytes) {
     fatal(kExitCudaError, "fault",
           strprintf("launch error: %s asks for %zu B of dynamic shared memory; %s allows at most %zu B per block "
@@ -2061,9 +2306,153 @@ inline void check_launch(cudaError_t status, const void* kernel, const Launch& l
       attributes.numRegs, threads, static_cast<long long>(attributes.numRegs) * threads,
       static_cast<size_t>(attributes.sharedSizeBytes), launch.smem_bytes, threads, attributes.maxThreadsPerBlock,
       device.regs_per_block, device.smem_optin_bytes, device.sm_count);
+  const unsigned cluster_blocks = launch.cluster.x * launch.cluster.y * launch.cluster.z;
+  if (cluster_blocks > 1) {
+    // A cluster's blocks must be resident at once on one GPC: ask how many such clusters fit.
+    cudaLaunchConfig_t config = {};
+    config.gridDim = launch.grid;
+    config.blockDim = launch.block;
+    config.dynamicSmemBytes = launch.smem_bytes;
+    cudaLaunchAttribute attribute;
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = launch.cluster.x;
+    attribute.val.clusterDim.y = launch.cluster.y;
+    attribute.val.clusterDim.z = launch.cluster.z;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = -1;
+    const cudaError_t query = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    detail += query == cudaSuccess
+                  ? strprintf("\n  cluster:     %u blocks; at most %d such clusters can be resident at once%s", cluster_blocks,
+                              clusters, clusters == 0 ? " (none: the cluster cannot be scheduled with this block size and smem)" : "")
+                  : strprintf("\n  cluster:     %u blocks; cudaOccupancyMaxActiveClusters: %s", cluster_blocks,
+                              cudaGetErrorName(query));
+    cudaGetLastError();  // the query's own error, if any, is reported above
+  }
   fatal(kExitCudaError, "fault",
         strprintf("launch error: %s (%s) launching %s\n  launch %s%s", cudaGetErrorName(status),
                   cudaGetErrorString(status), launch.label.c_str(), launch.describe().c_str(), detail.c_str()));
+}
+
+}  // namespace repro
+
+// ---- runtime: tma.cuh ----
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: TMA descriptors
+//
+// The spec's `tma:` entries become CUtensorMap values made with cuTensorMapEncodeTiled. The
+// driver function is looked up through the runtime (cudaGetDriverEntryPointByVersion), so the
+// harness needs no -lcuda and runs with whatever driver is installed. repro checked the
+// hardware rules when it read the spec; a failing encode is still named with its CUresult.
+// Each descriptor is printed once, in the driver's order (innermost dimension first), so it can
+// be compared line by line with the production code that builds the same descriptor.
+// ---------------------------------------------------------------------------------------------
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+namespace repro {
+
+// One descriptor as the spec resolved it; arrays are in the driver's order (innermost first).
+struct TmaRequest {
+  const char* name;        // the spec's name for it (tma.<name>)
+  const char* tensor;      // the tensor it describes
+  const char* dim_names;   // the tensor's dimensions in driver order, e.g. "K, M"
+  CUtensorMapDataType data_type;
+  const char* data_type_name;
+  cuuint32_t rank;
+  cuuint64_t dims[5];
+  cuuint64_t strides_bytes[4];  // rank - 1 entries: dimensions 1.. (dimension 0 is contiguous)
+  cuuint32_t box[5];
+  cuuint32_t element_strides[5];
+  CUtensorMapInterleave interleave;
+  CUtensorMapSwizzle swizzle;
+  CUtensorMapL2promotion l2_promotion;
+  CUtensorMapFloatOOBfill oob_fill;
+  const char* interleave_name;
+  const char* swizzle_name;
+  const char* l2_promotion_name;
+  const char* oob_fill_name;
+
+  template <typename T>
+  static std::string list(const T* values, cuuint32_t count) {
+    std::string out = "{";
+    for (cuuint32_t i = 0; i < count; ++i)
+      out += strprintf("%s%llu", i ? ", " : "", static_cast<unsigned long long>(values[i]));
+    return out + "}";
+  }
+
+  // "map_a = A (bf16): dims {520, 1000} [K, M] strides {1040} B, box {64, 128}, ..."
+  std::string describe() const {
+    return strprintf("%s = %s (%s): dims %s [%s] innermost first, strides %s B, box %s, element strides %s, "
+                     "swizzle %s, interleave %s, l2 promotion %s, oob fill %s",
+                     name, tensor, data_type_name, list(dims, rank).c_str(), dim_names,
+                     list(strides_bytes, rank - 1).c_str(), list(box, rank).c_str(),
+                     list(element_strides, rank).c_str(), swizzle_name, interleave_name, l2_promotion_name,
+                     oob_fill_name);
+  }
+
+  std::string json() const {
+    JsonWriter w;
+    w.begin_object();
+    w.field("name", std::string(name));
+    w.field("tensor", std::string(tensor));
+    w.field("describe", describe());
+    w.end_object();
+    return w.str();
+  }
+};
+
+// The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), looked up like the encoder.
+inline std::string cu_result_name(CUresult result) {
+  static PFN_cuGetErrorName_v6000 get_name = nullptr;
+  if (!get_name) {
+    cudaDriverEntryPointQueryResult query;
+    void* fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuGetErrorName", &fn, 6000, cudaEnableDefault, &query) == cudaSuccess &&
+        query == cudaDriverEntryPointSuccess)
+      get_name = reinterpret_cast<PFN_cuGetErrorName_v6000>(fn);
+  }
+  const char* text = nullptr;
+  if (get_name && get_name(result, &text) == CUDA_SUCCESS && text) return text;
+  return strprintf("CUresult %d", static_cast<int>(result));
+}
+
+// Encodes `request` over `base` (the tensor's device memory). Printed on first use.
+inline CUtensorMap encode_tma(const TmaRequest& request, void* base) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  if (!encode) {
+    cudaDriverEntryPointQueryResult query;
+    void* fn = nullptr;
+    const cudaError_t status =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &query);
+    if (status != cudaSuccess || query != cudaDriverEntryPointSuccess || !fn)
+      fatal(kExitCudaError, "fault",
+            strprintf("tma %s: the driver has no cuTensorMapEncodeTiled (%s, query result %d); TMA needs a CUDA 12+ "
+                      "driver",
+                      request.name, cudaGetErrorName(status), static_cast<int>(query)));
+    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }
+  // CUtensorMap carries its own alignment (64 bytes in CUDA 12, 128 in CUDA 13), as the driver needs.
+  CUtensorMap map;
+  std::memset(&map, 0, sizeof(map));
+  const CUresult result =
+      encode(&map, request.data_type, request.rank, base, request.dims, request.strides_bytes, request.box,
+             request.element_strides, request.interleave, request.swizzle, request.l2_promotion, request.oob_fill);
+  if (result != CUDA_SUCCESS)
+    fatal(kExitCudaError, "fault",
+          strprintf("tma %s: cuTensorMapEncodeTiled failed: %s\n  %s\n  global address %p", request.name,
+                    cu_result_name(result).c_str(), request.describe().c_str(), base));
+
+  // Print each descriptor once (the launch runs once per repeat) and keep it for the JSON report.
+  static std::vector<std::string> printed;
+  if (std::find(printed.begin(), printed.end(), request.name) == printed.end()) {
+    printed.push_back(request.name);
+    std::printf("tma     %s\n", request.describe().c_str());
+    static std::string json_list;
+    json_list += (json_list.empty() ? "" : ",") + request.json();
+    report_set("tma", "[" + json_list + "]");
+  }
+  return map;
 }
 
 }  // namespace repro

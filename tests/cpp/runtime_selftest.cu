@@ -979,6 +979,57 @@ void test_classify() {
   CHECK_EQ(p.cls, std::string("precision"));
   CHECK_CONTAINS(p.evidence, "against a tolerance of 1.0e-05; no single output is outside rtol/atol");
 
+  // row_mapping: rows 2i and 2i+1 exchanged (the swap_rows_store defect).
+  got = ref;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) got[size_t(m * N + n)] = ref[size_t((m ^ 1) * N + n)];
+  p = run(got);
+  CHECK_EQ(p.cls, std::string("row_mapping"));
+  CHECK_CONTAINS(p.evidence, "rows 2i and 2i+1 exchanged: 130 of the 130 rows with errors hold exactly");
+  // col_mapping: each column holds the next one's values; the last one holds zeros.
+  got = ref;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) got[size_t(m * N + n)] = n + 1 < N ? ref[size_t(m * N + n + 1)] : 0.0;
+  p = run(got);
+  CHECK_EQ(p.cls, std::string("col_mapping"));
+  CHECK_CONTAINS(p.evidence, "columns each holds the next one's values (i <- i+1): 95 of the 96 columns");
+  // layout: right only on the residue diagonal m = n (mod 8) (a swizzle mismatch).
+  got = ref;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      if (m % 8 != n % 8) got[size_t(m * N + n)] += 1.0;
+  p = run(got);
+  CHECK_EQ(p.cls, std::string("layout"));
+  CHECK_CONTAINS(p.evidence, "right only where m = n (mod 8), wrong elsewhere");
+  {
+    // Whole rows 64-127 of every 128-row tile read as zero (a TMA box half the tile), plus a
+    // few stray errors: the dominant pattern wins and the strays are counted.
+    const int64_t M2 = 300, N2 = 64;
+    std::vector<double> ref2(size_t(M2 * N2));
+    for (double& v : ref2) v = rng.uniform() * 2 - 1;
+    std::vector<double> got2 = ref2;
+    for (int64_t m = 0; m < M2; ++m)
+      for (int64_t n = 0; n < N2; ++n)
+        if (m % 128 >= 64) got2[size_t(m * N2 + n)] = 0.0;
+    got2[3] += 4.0;
+    got2[size_t(10 * N2 + 7)] += 4.0;
+    const Tolerance tol2 = default_tolerance(DType::f32, DType::bf16, DType::bf16, reference_rms(ref2));
+    const Comparison c2 =
+        compare_output(output_with(DType::f32, {M2, N2}, got2), ref2, 1, M2, N2, tol2, 128, 128);
+    p = classify(c2, 0, tol2);
+    CHECK_EQ(p.cls, std::string("row_mapping"));
+    CHECK_CONTAINS(p.evidence, "whole rows are wrong and every other row is right: rows 64-127 of every 128-row tile "
+                               "(128 rows) (and 2 stray bad outputs elsewhere)");
+    // Not periodic in the tile: plain ranges.
+    got2 = ref2;
+    for (int64_t m : {5, 6, 7, 200})
+      for (int64_t n = 0; n < N2; ++n) got2[size_t(m * N2 + n)] += 3.0;
+    p = classify(compare_output(output_with(DType::f32, {M2, N2}, got2), ref2, 1, M2, N2, tol2, 128, 128), 0, tol2);
+    CHECK_EQ(p.cls, std::string("row_mapping"));
+    CHECK_CONTAINS(p.evidence, "rows 5-7, 200;");
+  }
+  CHECK_EQ(ranges_text({1, 2, 3, 5, 7, 8, 10, 12, 14, 16, 18}, 3), std::string("1-3, 5, 7-8 (and 5 more)"));
+
   // Exact mode (--ones, K = 1000): every output 992 is a uniform factor 0.992.
   std::vector<double> ones(64, 1000.0);
   const Comparison c = compare_output(output_with(DType::bf16, {8, 8}, std::vector<double>(64, 992.0)), ones, 1, 8, 8,

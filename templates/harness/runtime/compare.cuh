@@ -99,12 +99,93 @@ struct Comparison {
   std::vector<Mismatch> first;  // the first kMaxMismatches bad elements in row-major order
   int64_t tile_m = 0, tile_n = 0, tiles_m = 0, tiles_n = 0;
   std::vector<int64_t> bad_per_tile;  // [tiles_m][tiles_n], summed over batches
+  // Where the bad elements are, for naming their pattern (summed over batches): per output row,
+  // per output column, and per residue class (m mod 8, n mod 8), with the class sizes.
+  std::vector<int64_t> bad_per_row, bad_per_col;
+  static constexpr int kPeriod = 8;
+  // Evidence of a row or column mapping (find_line_mapping), when one explains the errors.
+  std::string row_mapping, col_mapping;
+  int64_t bad_by_residue[kPeriod * kPeriod] = {};
+  int64_t count_by_residue[kPeriod * kPeriod] = {};
   // The rows and columns the unwritten elements span (valid when unwritten > 0).
   int64_t unwritten_row_min = 0, unwritten_row_max = 0, unwritten_col_min = 0, unwritten_col_max = 0;
   bool passed = false;
 };
 
 constexpr size_t kMaxMismatches = 10;
+
+// The element test for a written, finite output `got` against a finite reference `want`.
+inline bool element_matches(DType dtype, double got, double want, const Tolerance& tol) {
+  if (tol.exact) {
+    const double representable = round_to(dtype, want);
+    return got == representable || (representable != want && std::fabs(got - want) <= ulp_at(dtype, want));
+  }
+  return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
+}
+
+// ------------------------------------------------------------------ line mappings
+//
+// "Row m holds the reference's row f(m)": an epilogue that stores rows in the wrong place, a
+// load that reads the neighbouring row. Checked only after a failed comparison, for a few
+// candidate mappings, on the rows (or columns) that have bad outputs.
+
+// A candidate: output line i holds reference line map(i).
+struct LineMapping {
+  const char* rule;  // how the evidence names it, e.g. "2i and 2i+1 exchanged"
+  int64_t (*map)(int64_t);
+};
+
+inline const std::vector<LineMapping>& line_mappings() {
+  static const std::vector<LineMapping> mappings = {
+      {"2i and 2i+1 exchanged", [](int64_t i) { return i ^ 1; } },
+      {"each holds the next one's values (i <- i+1)", [](int64_t i) { return i + 1; } },
+      {"each holds the previous one's values (i <- i-1)", [](int64_t i) { return i - 1; } },
+  };
+  return mappings;
+}
+
+// A mapping names the pattern when it explains at least this share of the lines with errors.
+constexpr double kMappingMinShare = 0.9;
+
+// The evidence for the best candidate mapping of rows (`rows`) or columns, or "" when none
+// explains at least kMappingMinShare of the lines that have bad outputs.
+inline std::string find_line_mapping(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M,
+                                     int64_t N, const Tolerance& tol, bool rows,
+                                     const std::vector<int64_t>& bad_per_line) {
+  const int64_t extent = rows ? M : N, across = rows ? N : M;
+  std::vector<int64_t> bad_lines;
+  for (int64_t i = 0; i < extent; ++i)
+    if (bad_per_line[size_t(i)] > 0) bad_lines.push_back(i);
+  if (bad_lines.empty()) return "";
+  const auto holds = [&](int64_t line, int64_t source) {
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t j = 0; j < across; ++j) {
+        const int64_t m = rows ? line : j, n = rows ? j : line;
+        const int64_t sm = rows ? source : j, sn = rows ? j : source;
+        const double got = decode(out.dtype, out.host.data(), out.logical_offset((l * M + m) * N + n));
+        const double w = want[size_t((l * M + sm) * N + sn)];
+        if (!std::isfinite(got) || !std::isfinite(w) || !element_matches(out.dtype, got, w, tol)) return false;
+      }
+    return true;
+  };
+  const char* noun = rows ? "rows" : "columns";
+  for (const LineMapping& mapping : line_mappings()) {
+    int64_t explained = 0, checked = 0;
+    for (int64_t line : bad_lines) {
+      const int64_t source = mapping.map(line);
+      ++checked;
+      if (source >= 0 && source < extent && source != line && holds(line, source)) ++explained;
+      // Give up on a candidate as soon as it cannot reach the share any more.
+      if (double(explained + int64_t(bad_lines.size()) - checked) < kMappingMinShare * double(bad_lines.size()))
+        break;
+    }
+    if (double(explained) >= kMappingMinShare * double(bad_lines.size()))
+      return strprintf("%s %s: %lld of the %lld %s with errors hold exactly the reference's values of that other %s",
+                       noun, mapping.rule, (long long)explained, (long long)bad_lines.size(), noun,
+                       rows ? "row" : "column");
+  }
+  return "";
+}
 
 // Compares output tensor `out` (logical [M, N] or [L, M, N], read through its strides from
 // out.host) with `want` (logical row-major [L][M][N]).
@@ -120,6 +201,8 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   c.tiles_m = (M + c.tile_m - 1) / c.tile_m;
   c.tiles_n = (N + c.tile_n - 1) / c.tile_n;
   c.bad_per_tile.assign(size_t(c.tiles_m * c.tiles_n), 0);
+  c.bad_per_row.assign(size_t(M), 0);
+  c.bad_per_col.assign(size_t(N), 0);
   c.ref_rms = reference_rms(want);
 
   const DType dtype = out.dtype;
@@ -159,11 +242,8 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     } else if (std::isinf(got)) {
       ++c.inf;
       ok = false;
-    } else if (tol.exact) {
-      const double representable = round_to(dtype, w);
-      ok = got == representable || (representable != w && std::fabs(got - w) <= ulp_at(dtype, w));
     } else {
-      ok = std::fabs(got - w) <= tol.atol + tol.rtol * std::fabs(w);
+      ok = element_matches(dtype, got, w, tol);
     }
 
     if (measurable(offset, got, w)) {
@@ -175,9 +255,14 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
       c.max_abs = std::max(c.max_abs, std::fabs(diff));
       if (w != 0.0) c.max_rel = std::max(c.max_rel, std::fabs(diff) / std::fabs(w));
     }
+    const int residue = int(m % Comparison::kPeriod) * Comparison::kPeriod + int(n % Comparison::kPeriod);
+    ++c.count_by_residue[residue];
     if (!ok) {
       ++c.bad;
       ++c.bad_per_tile[size_t((m / c.tile_m) * c.tiles_n + n / c.tile_n)];
+      ++c.bad_per_row[size_t(m)];
+      ++c.bad_per_col[size_t(n)];
+      ++c.bad_by_residue[residue];
       if (c.first.size() < kMaxMismatches) c.first.push_back(Mismatch{l, m, n, got, w, unwritten});
     }
   }
@@ -198,6 +283,12 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     c.residual = std::sqrt(residual2 / got2);
   }
   c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
+  // Mapping hypotheses cost a pass over the bad lines each; not worth it for outputs so large
+  // that one pass takes seconds, nor when the outputs were never written.
+  if (!c.passed && c.bad > 0 && c.unwritten == 0 && c.count <= (int64_t(1) << 28)) {
+    c.row_mapping = find_line_mapping(out, want, L, M, N, tol, true, c.bad_per_row);
+    if (c.row_mapping.empty()) c.col_mapping = find_line_mapping(out, want, L, M, N, tol, false, c.bad_per_col);
+  }
   return c;
 }
 

@@ -248,10 +248,121 @@ constexpr double kScaleMaxResidualShare = 0.25;
 constexpr double kPrecisionMaxBadFraction = 0.1;
 constexpr double kPrecisionMaxToleranceFactor = 10.0;
 
+// Whole lines: a row (column) counts as wrong when at least this share of it is bad; a pattern
+// of whole lines needs every other line clean.
+constexpr double kWholeLineShare = 0.9;
+// ... and a line with at most this share bad still counts as a right one (stray errors
+// elsewhere do not hide a dominant line pattern; the evidence counts them).
+constexpr double kStrayLineShare = 0.02;
+// layout: a residue class (m mod 8, n mod 8) is right at or below this bad share, wrong at or
+// above the next; every class must be one or the other.
+constexpr double kResidueRightMax = 0.05;
+constexpr double kResidueWrongMin = 0.75;
+
 // "row 7" or "rows 128-129"
 inline std::string span_text(const char* what, int64_t lo, int64_t hi) {
   if (lo == hi) return std::string(what) + " " + std::to_string(lo);
   return std::string(what) + "s " + std::to_string(lo) + "-" + std::to_string(hi);
+}
+
+// "64-127, 192-255, 300 (and 4 more)": sorted integers as ranges.
+inline std::string ranges_text(const std::vector<int64_t>& sorted, size_t max_ranges = 6) {
+  std::string out;
+  size_t ranges = 0, i = 0;
+  while (i < sorted.size()) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (ranges == max_ranges) {
+      size_t left = 0;
+      for (size_t k = i; k < sorted.size(); ++k) left += k == i || sorted[k] != sorted[k - 1] + 1;
+      return out + strprintf(" (and %zu more)", left);
+    }
+    out += (ranges ? ", " : "") + (i == j ? std::to_string(sorted[i])
+                                          : std::to_string(sorted[i]) + "-" + std::to_string(sorted[j]));
+    ++ranges;
+    i = j + 1;
+  }
+  return out;
+}
+
+// The lines (rows or columns) whose outputs are wrong as a whole, when every other line is
+// clean; empty when the errors are not organized that way.
+inline std::vector<int64_t> whole_bad_lines(const std::vector<int64_t>& bad_per_line, int64_t per_line) {
+  std::vector<int64_t> lines;
+  for (size_t i = 0; i < bad_per_line.size(); ++i) {
+    const double share = double(bad_per_line[i]) / double(per_line);
+    if (share <= kStrayLineShare) continue;
+    if (share < kWholeLineShare) return {};
+    lines.push_back(int64_t(i));
+  }
+  if (lines.size() == bad_per_line.size()) return {};  // everything wrong: not a line pattern
+  return lines;
+}
+
+// Bad outputs outside `lines`: " (and 3 stray bad outputs elsewhere)", or "".
+inline std::string stray_text(const std::vector<int64_t>& bad_per_line, const std::vector<int64_t>& lines,
+                              int64_t total_bad) {
+  int64_t in_lines = 0;
+  for (int64_t line : lines) in_lines += bad_per_line[size_t(line)];
+  const int64_t stray = total_bad - in_lines;
+  return stray > 0 ? strprintf(" (and %lld stray bad outputs elsewhere)", (long long)stray) : std::string();
+}
+
+// Where whole wrong lines are, in tile terms when they repeat in every tile:
+// "rows 64-127 of every 128-row tile (452 rows)", else "rows 3-5, 17".
+inline std::string lines_text(const std::vector<int64_t>& lines, int64_t extent, int64_t tile, const char* noun) {
+  if (tile > 0 && tile < extent && extent >= 2 * tile) {
+    std::vector<int64_t> offsets;
+    for (int64_t line : lines)
+      if (line < tile) offsets.push_back(line);
+    bool periodic = !offsets.empty();
+    for (int64_t start = 0; periodic && start < extent; start += tile) {
+      // Every tile (the partial last one up to its end) has exactly these offsets wrong.
+      for (int64_t o = 0; o < tile && start + o < extent; ++o) {
+        const bool wrong = std::binary_search(lines.begin(), lines.end(), start + o);
+        const bool in_set = std::binary_search(offsets.begin(), offsets.end(), o);
+        if (wrong != in_set) periodic = false;
+      }
+    }
+    if (periodic)
+      return strprintf("%s %s of every %lld-%s tile (%zu %s)", noun, ranges_text(offsets).c_str(), (long long)tile,
+                       std::string(noun).substr(0, std::string(noun).size() - 1).c_str(), lines.size(), noun);
+  }
+  return std::string(noun) + " " + ranges_text(lines);
+}
+
+// layout: right and wrong outputs alternate with a period of 2, 4 or 8 in both m and n, the
+// mark of an element permutation inside rows or columns. Empty when that is not the pattern.
+inline std::string residue_pattern(const Comparison& c) {
+  constexpr int P = Comparison::kPeriod;
+  if (c.M < P || c.N < P) return "";
+  bool right[P * P];
+  int right_count = 0;
+  for (int r = 0; r < P * P; ++r) {
+    if (c.count_by_residue[r] == 0) return "";
+    const double share = double(c.bad_by_residue[r]) / double(c.count_by_residue[r]);
+    if (share > kResidueRightMax && share < kResidueWrongMin) return "";
+    right[r] = share <= kResidueRightMax;
+    right_count += right[r];
+  }
+  if (right_count == 0 || right_count == P * P) return "";
+  // It must depend on both m and n; a dependence on one alone is a line pattern.
+  bool varies_in_m = false, varies_in_n = false;
+  for (int a = 0; a < P; ++a)
+    for (int b = 1; b < P; ++b) {
+      varies_in_n |= right[a * P + b] != right[a * P];
+      varies_in_m |= right[b * P + a] != right[a];
+    }
+  if (!varies_in_m || !varies_in_n) return "";
+  bool diagonal = true;
+  for (int a = 0; a < P; ++a)
+    for (int b = 0; b < P; ++b) diagonal &= right[a * P + b] == (a == b);
+  const std::string where =
+      diagonal ? std::string("right only where m = n (mod 8)")
+               : strprintf("right in %d of the 64 classes (m mod 8, n mod 8)", right_count);
+  return strprintf("%s, wrong elsewhere (%lld of %lld outputs bad): an element permutation inside rows or columns, as "
+                   "from a shared-memory layout or swizzle that does not match, or a transposed operand",
+                   where.c_str(), (long long)c.bad, (long long)c.count);
 }
 
 // Names the pattern of a failed (or nondeterministic) comparison, most specific evidence first.
@@ -288,7 +399,10 @@ inline Pattern classify(const Comparison& c, int64_t repeat_differences, const T
 
   // boundary: every bad output lies in a partial tile at the bottom or right edge.
   const bool ragged_m = c.M % c.tile_m != 0, ragged_n = c.N % c.tile_n != 0;
-  if ((ragged_m || ragged_n) && c.bad > 0) {
+  // Only meaningful when there are full tiles to be right: with N below the tile width every
+  // tile is an edge tile.
+  const bool full_tiles_exist = c.M >= c.tile_m && c.N >= c.tile_n;
+  if ((ragged_m || ragged_n) && c.bad > 0 && full_tiles_exist) {
     bool only_edges = true;
     for (int64_t tm = 0; tm < c.tiles_m; ++tm)
       for (int64_t tn = 0; tn < c.tiles_n; ++tn) {
@@ -310,6 +424,25 @@ inline Pattern classify(const Comparison& c, int64_t repeat_differences, const T
                                     (long long)c.bad, where.c_str())};
     }
   }
+
+  // Rows or columns in the wrong place, then whole rows or columns wrong.
+  if (!c.row_mapping.empty()) return {"row_mapping", c.row_mapping};
+  if (!c.col_mapping.empty()) return {"col_mapping", c.col_mapping};
+  const int64_t per_row = c.L * c.N, per_col = c.L * c.M;
+  const std::vector<int64_t> rows = whole_bad_lines(c.bad_per_row, per_row);
+  if (!rows.empty())
+    return {"row_mapping", strprintf("whole rows are wrong and every other row is right: %s%s; a row of A (or of "
+                                     "the output) is lost or misplaced",
+                                     lines_text(rows, c.M, c.tile_m, "rows").c_str(),
+                                     stray_text(c.bad_per_row, rows, c.bad).c_str())};
+  const std::vector<int64_t> cols = whole_bad_lines(c.bad_per_col, per_col);
+  if (!cols.empty())
+    return {"col_mapping", strprintf("whole columns are wrong and every other column is right: %s%s; a column of "
+                                     "B (or of the output) is lost or misplaced",
+                                     lines_text(cols, c.N, c.tile_n, "columns").c_str(),
+                                     stray_text(c.bad_per_col, cols, c.bad).c_str())};
+  const std::string layout = residue_pattern(c);
+  if (!layout.empty()) return {"layout", layout};
 
   if (!tol.exact && bad_fraction <= kPrecisionMaxBadFraction &&
       c.rel_l2 <= kPrecisionMaxToleranceFactor * tol.rel_l2) {
