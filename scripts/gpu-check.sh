@@ -20,7 +20,7 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache build examples
-# checks sanitize hopper cutlass files bench), so a validation can be split over several device calls.
+# checks sanitize hopper probe cutlass files bench), so a validation can be split over several device calls.
 parts=("$@")
 wanted() { [[ ${#parts[@]} -eq 0 ]] || [[ " ${parts[*]} " == *" $1 "* ]]; }
 
@@ -127,6 +127,20 @@ for name in tma_gemm_bf16 tma_gemm_box_too_small tma_gemm_swizzle_mismatch tma_t
   run_case "$name (random)" "$(expected_exit "$spec" random)" run "$spec" --json "$logs/$name.json"
 done
 SAYS='cluster (16,1,1)' run_case "naive_cluster16 (non-portable)" 0 run tests/gpu/naive_cluster16.yaml
+
+fi
+
+if wanted probe; then
+section "probe suite: every example with a verdict, repro probe (one harness process each)"
+for spec in examples/*.yaml; do
+  name=$(basename "$spec" .yaml)
+  verdict=$(sed -n 's/^expect:.*verdict: *\([a-z_]*\).*/\1/p' "$spec")
+  [[ -z "$verdict" ]] && continue
+  # The 2^31-element examples: a probe suite there is 25 launches of 4 GB outputs; run shows them.
+  [[ "$name" == index_overflow* ]] && continue
+  case "$verdict" in ok) want=0 ;; fault) want=4 ;; hang) want=5 ;; *) want=1 ;; esac
+  SAYS='-> met' run_case "probe $name" "$want" probe "$spec" --json "$logs/probe-$name.json"
+done
 
 fi
 

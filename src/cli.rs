@@ -30,6 +30,8 @@ pub enum Command {
     Build(BuildArgs),
     /// Scaffold and build when stale, run the harness, print its report; exits with its code.
     Run(RunArgs),
+    /// Run the probe suite (ones, K slices, row/column codes, identity, random) and name the defect.
+    Probe(ProbeArgs),
     /// Show the unified diff between an artifact on disk and what its spec generates now.
     Diff(DiffArgs),
     /// Read a real nvcc compile line and print the production flags for a harness build.
@@ -103,6 +105,29 @@ pub struct RunArgs {
     /// Write inputs, outputs and the reference as .npy files into DIR.
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub dump: Option<PathBuf>,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// A spec file, or an artifact directory.
+    pub target: PathBuf,
+    /// Artifact directory when TARGET is a spec [default: generated/<name>/].
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Seed for the random probe's inputs.
+    #[arg(long, value_name = "N", help_heading = "Inputs")]
+    pub seed: Option<u64>,
+    /// Launches per probe, compared bitwise (at least 2) [default: check.repeat].
+    #[arg(long, value_name = "N", help_heading = "Checks")]
+    pub repeat: Option<u32>,
+    /// Seconds one launch may take before it is declared hung [default: check.timeout].
+    #[arg(long, value_name = "S", help_heading = "Checks")]
+    pub timeout: Option<f64>,
+    /// Write the probes and the verdict as JSON.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub json: Option<PathBuf>,
     #[command(flatten)]
     pub toolchain: ToolchainArgs,
 }
@@ -196,6 +221,7 @@ impl Command {
             Command::Scaffold(args) => args.exec(),
             Command::Build(args) => args.exec(),
             Command::Run(args) => args.exec(),
+            Command::Probe(args) => args.exec(),
             Command::Diff(args) => args.exec(),
             Command::Flags(args) => args.exec(),
             Command::Bundle(args) => args.exec(),

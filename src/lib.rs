@@ -5,6 +5,7 @@
 //! production flags (cached), [`run`] executes it and relays its report and exit code.
 //! [`inputs`] holds the input generators, bit-identical to the harness's own.
 
+pub mod analyze;
 pub mod build;
 pub mod bundle;
 pub mod cli;

@@ -229,6 +229,23 @@ fn build_is_cached_by_content_and_run_reports_no_device() {
         .code(7)
         .stdout(predicate::str::contains("no usable CUDA device"));
     assert_eq!(common::calls(&log), 2, "run reuses the cached build");
+    // The probe suite runs in the same harness: same build, same answer without a GPU.
+    repro()
+        .arg("probe")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(&nvcc)
+        .assert()
+        .code(7)
+        .stdout(predicate::str::contains("no usable CUDA device"));
+    assert_eq!(common::calls(&log), 2, "probe reuses the cached build");
+    repro()
+        .arg("probe")
+        .arg(&out)
+        .args(["--repeat", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("at least 2"));
 }
 
 #[test]
@@ -265,6 +282,11 @@ fn harness_rejects_bad_options_with_exit_2() {
         .assert()
         .code(2);
     Command::new(&harness).arg("--bogus").assert().code(2);
+    Command::new(&harness)
+        .args(["--probe", "--ones"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--probe chooses its own inputs"));
     Command::new(&harness)
         .arg("--help")
         .assert()

@@ -330,6 +330,8 @@ fn runtime_files_are_tera_safe() {
         "device",
         "launch",
         "tma",
+        "spec_info",
+        "probe",
         "harness_main",
     ] {
         let path: &Path = &dir.join(format!("{name}.cuh"));

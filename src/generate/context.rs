@@ -145,6 +145,7 @@ pub struct ReferenceContext {
     pub k: i64,
     pub tile_m: i64,
     pub tile_n: i64,
+    pub tile_k: i64,
 }
 
 #[derive(Debug, Serialize)]
@@ -477,6 +478,7 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
             k: r.k,
             tile_m: r.tile_m,
             tile_n: r.tile_n,
+            tile_k: r.tile_k.unwrap_or(0),
         },
         check: CheckContext {
             rel_l2: tolerance(spec.check.rel_l2),

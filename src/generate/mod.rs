@@ -62,6 +62,14 @@ const RUNTIME_PARTS: &[(&str, &str)] = &[
         include_str!("../../templates/harness/runtime/tma.cuh"),
     ),
     (
+        "spec_info.cuh",
+        include_str!("../../templates/harness/runtime/spec_info.cuh"),
+    ),
+    (
+        "probe.cuh",
+        include_str!("../../templates/harness/runtime/probe.cuh"),
+    ),
+    (
         "harness_main.cuh",
         include_str!("../../templates/harness/runtime/harness_main.cuh"),
     ),

@@ -5,6 +5,7 @@
 //! limit on the whole process, because a watchdog inside a process that is itself stuck (in the
 //! driver, in a host loop of the kernel's own setup code) cannot fire.
 
+pub mod probe;
 pub mod sanitize;
 
 use std::io::{BufRead, BufReader};
@@ -22,7 +23,7 @@ use crate::spec::ResolvedSpec;
 
 /// Runs the harness (or the sanitizer around it), relaying its report line by line as it comes
 /// and keeping the disposition for `expect:`. None when repro's own limit killed it.
-fn relay(
+pub(crate) fn relay(
     mut program: Command,
     args: &[String],
     limit: Duration,
@@ -80,6 +81,35 @@ fn process_limit(spec: &ResolvedSpec, timeout: f64, repeat: u32) -> Duration {
     Duration::from_secs_f64(60.0 + timeout * f64::from(repeat) * 2.0 + flops / 2e8)
 }
 
+/// Where the harness writes its JSON report: the user's `--json FILE`, or the artifact's
+/// `.repro/run/report.json`.
+pub(crate) fn report_path(
+    json: Option<&std::path::Path>,
+    artifact: &std::path::Path,
+) -> Result<std::path::PathBuf, Error> {
+    let path = match json {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let dir = artifact.join(".repro/run");
+            std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+                action: "create",
+                path: dir.clone(),
+                source,
+            })?;
+            dir.join("report.json")
+        }
+    };
+    Ok(crate::generate::paths::absolute(&path))
+}
+
+/// After a mismatch: the per-tile heatmap as a PNG next to the report, and where it is.
+pub(crate) fn print_heatmap_path(report: &std::path::Path) -> Result<(), Error> {
+    if let Some(png) = crate::analyze::heatmap::write_for_report(report)? {
+        println!("heatmap {}", png.display());
+    }
+    Ok(())
+}
+
 impl RunArgs {
     fn harness_arguments(&self) -> Vec<String> {
         let mut args = Vec::new();
@@ -103,9 +133,6 @@ impl RunArgs {
                 .to_string_lossy()
                 .into_owned()
         };
-        if let Some(json) = &self.json {
-            args.extend(["--json".to_string(), absolute(json)]);
-        }
         if let Some(dump) = &self.dump {
             args.extend(["--dump".to_string(), absolute(dump)]);
         }
@@ -141,6 +168,9 @@ impl RunArgs {
         let spec = &prepared.spec;
         let binary = built.binary.canonicalize().unwrap_or(built.binary.clone());
         let mut harness_args = self.harness_arguments();
+        // The JSON report always: the heatmap is drawn from it.
+        let report = report_path(self.json.as_deref(), &prepared.dir)?;
+        harness_args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
         let (mut timeout, mut repeat) = (
             self.timeout.unwrap_or(spec.check.timeout),
             self.repeat.unwrap_or(spec.check.repeat),
@@ -204,6 +234,9 @@ impl RunArgs {
             if code == sanitize::ERROR_EXIT_CODE as u8 {
                 return Ok(exit::SANITIZER);
             }
+        }
+        if code == exit::MISMATCH {
+            print_heatmap_path(&report)?;
         }
         self.report_expectation(spec, code, disposition.as_deref());
         Ok(code)

@@ -165,6 +165,8 @@ pub struct ReferenceGemm {
     pub k: i64,
     pub tile_m: i64,
     pub tile_n: i64,
+    /// The kernel's K tile, when the spec gives one (`tile: [m, n, k]`): the probes' K slices.
+    pub tile_k: Option<i64>,
 }
 
 #[derive(Debug, Clone)]

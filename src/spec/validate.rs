@@ -825,15 +825,16 @@ impl Validator<'_> {
             )
             .help = Some("add `c: <tensor>` or remove `beta`".into());
         }
-        let (tile_m, tile_n) = match r.tile.as_deref() {
-            None => (m, n),
-            Some([tm, tn]) | Some([tm, tn, _]) if *tm > 0 && *tn > 0 => (*tm, *tn),
+        let (tile_m, tile_n, tile_k) = match r.tile.as_deref() {
+            None => (m, n, None),
+            Some([tm, tn]) if *tm > 0 && *tn > 0 => (*tm, *tn, None),
+            Some([tm, tn, tk]) if *tm > 0 && *tn > 0 && *tk > 0 => (*tm, *tn, Some(*tk)),
             Some(_) => {
                 self.error(
                     "reference.tile",
                     "tile is [tile_m, tile_n] (optionally [tile_m, tile_n, tile_k]), positive",
                 );
-                (m, n)
+                (m, n, None)
             }
         };
         for t in [ta, tb] {
@@ -863,6 +864,7 @@ impl Validator<'_> {
             k,
             tile_m,
             tile_n,
+            tile_k,
         })
     }
 

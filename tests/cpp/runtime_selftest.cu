@@ -17,6 +17,10 @@
 #include "../../templates/harness/runtime/compare.cuh"
 #include "../../templates/harness/runtime/report.cuh"
 #include "../../templates/harness/runtime/device.cuh"
+#include "../../templates/harness/runtime/launch.cuh"
+#include "../../templates/harness/runtime/tma.cuh"
+#include "../../templates/harness/runtime/spec_info.cuh"
+#include "../../templates/harness/runtime/probe.cuh"
 
 // CUDA's own host-side conversions: an independent oracle for encode().
 #include <cuda_fp8.h>
@@ -1039,6 +1043,110 @@ void test_classify() {
   CHECK_CONTAINS(p.evidence, "every output is 0.992x the reference");
 }
 
+// ------------------------------------------------------------------ the probe suite's reading
+
+// A probe outcome from a synthetic output: `got(m, n)` against the exact `want(m, n)`.
+template <typename Got, typename Want>
+ProbeOutcome synthetic_probe(const std::string& name, const std::string& inputs, int64_t M, int64_t N, Got got,
+                             Want want, int64_t differences = 0) {
+  std::vector<double> g(size_t(M * N)), w(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) g[size_t(m * N + n)] = got(m, n), w[size_t(m * N + n)] = want(m, n);
+  ProbeOutcome o;
+  o.name = name;
+  o.inputs = inputs;
+  o.differences = differences;
+  o.comparison = compare_output(output_with(DType::f32, {M, N}, g), w, 1, M, N, kExact, 64, 64);
+  o.passed = o.comparison.passed && differences == 0;
+  if (!o.passed) o.pattern = classify(o.comparison, differences, kExact);
+  return o;
+}
+
+void test_probe_verdicts() {
+  const int64_t M = 130, N = 70, K = 100, tile_k = 32;  // 4 slices: 32, 32, 32, 4
+  const auto constant = [](double v) { return [v](int64_t, int64_t) { return v; }; };
+  const auto suite = [&](double ones_got, int doubled_slice, int missing_slice, double slice_factor) {
+    std::vector<ProbeOutcome> probes;
+    probes.push_back(synthetic_probe("ones", "A = 1, B = 1", M, N, constant(ones_got), constant(double(K))));
+    for (int s = 0; s < 4; ++s) {
+      const double len = double(std::min<int64_t>(K, (s + 1) * tile_k) - s * tile_k);
+      const double got = s == doubled_slice ? 2 * len : s == missing_slice ? 0.0 : slice_factor * len;
+      ProbeOutcome o = synthetic_probe(strprintf("k-slice %d/4", s), strprintf("A = 1, B = 1 on k %d-%d", s * 32,
+                                                                               int(s * 32 + len - 1)),
+                                       M, N, constant(got), constant(len));
+      if (!o.passed) o.note = slice_note(o, len);
+      probes.push_back(o);
+    }
+    probes.push_back(synthetic_probe("row code 0", "", M, N, constant(1.0), constant(1.0)));
+    probes.push_back(synthetic_probe("random", "", M, N, constant(1.0), constant(1.0)));
+    return probe_verdict(probes, "", "");
+  };
+  // The first K tile accumulated twice (k_tile_twice): ones is 132 for 100, slice 0 is 64 for 32.
+  Pattern p = suite(132, 0, -1, 1.0);
+  CHECK_EQ(p.cls, std::string("k_coverage"));
+  CHECK_CONTAINS(p.evidence, "1 of the 4 K slices probed are wrong, the others right: k-slice 0/4 (k 0-31): every output 64 where 32 is "
+                             "right: the slice is counted twice");
+  // The partial last K tile dropped (drop_last_k).
+  p = suite(96, -1, 3, 1.0);
+  CHECK_EQ(p.cls, std::string("k_coverage"));
+  CHECK_CONTAINS(p.evidence, "k-slice 3/4 (k 96-99): every output 0 where 4 is right: the slice is missing");
+  // Every slice twice: the accumulation itself over-counts.
+  p = suite(200, -1, -1, 2.0);
+  CHECK_EQ(p.cls, std::string("scale"));
+  CHECK_CONTAINS(p.evidence, "every K slice is off by the same factor");
+  // Nondeterminism wins over everything else.
+  std::vector<ProbeOutcome> racy = {synthetic_probe("ones", "", M, N, constant(1.0), constant(1.0), 17)};
+  p = probe_verdict(racy, "", "");
+  CHECK_EQ(p.cls, std::string("nondeterministic"));
+  CHECK_CONTAINS(p.evidence, "probe ones: 17 outputs differ bitwise");
+  // All right.
+  p = suite(100, -1, -1, 1.0);
+  CHECK_EQ(p.cls, std::string("ok"));
+
+  // Row codes decoded: rows 2i and 2i+1 exchanged.
+  const double unit = 100.0;  // alpha * K
+  Tensor out0 = output_with(DType::f32, {M, N}, std::vector<double>(size_t(M * N), 0.0));
+  Tensor out1 = out0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t source = m ^ 1;
+      encode(DType::f32, out0.host.data(), out0.logical_offset(m * N + n), unit * double(1 << (source & 3)));
+      encode(DType::f32, out1.host.data(), out1.logical_offset(m * N + n), unit * double(1 << ((source >> 2) & 3)));
+    }
+  ProbeOutcome shape_only = synthetic_probe("row code 0", "", M, N, constant(0.0), constant(1.0));
+  const std::string rows = decode_lines(shape_only, shape_only, out0, out1, M, 64, unit, true);
+  CHECK_CONTAINS(rows, "rows 2i and 2i+1 exchanged (130 of the 130 misplaced rows)");
+  // Rows 64-127 of every 128-row tile get nothing.
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      const bool lost = m % 128 >= 64;
+      encode(DType::f32, out0.host.data(), out0.logical_offset(m * N + n), lost ? 0.0 : unit * double(1 << (m & 3)));
+      encode(DType::f32, out1.host.data(), out1.logical_offset(m * N + n),
+             lost ? 0.0 : unit * double(1 << ((m >> 2) & 3)));
+    }
+  CHECK_EQ(decode_lines(shape_only, shape_only, out0, out1, M, 128, unit, true),
+           std::string("rows 64-127 receive nothing (the output is 0: no A row values arrive)"));
+
+  const std::vector<int64_t> sampled = slices_to_probe(100);
+  CHECK(sampled.size() <= size_t(kMaxSlices) && sampled.front() == 0 && sampled.back() == 99);
+  CHECK_EQ(slices_to_probe(5).size(), size_t(5));
+}
+
+void test_heatmap() {
+  // 300 x 260 with 128 x 128 tiles: 3 x 3 tiles, the edge ones smaller. Rows 64-127 of every
+  // tile wrong: half of every full-height tile, 0 in the last tile row (rows 256-299).
+  const int64_t M = 300, N = 260;
+  std::vector<double> want(size_t(M * N), 1.0), got = want;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      if (m % 128 >= 64) got[size_t(m * N + n)] = 0.0;
+  const Comparison c = compare_output(output_with(DType::f32, {M, N}, got), want, 1, M, N, kExact, 128, 128);
+  CHECK_EQ(format_heatmap(c), std::string("tiles   bad share per 128x128 output tile, 3 x 3 tiles ('.' none, 1-9 tenths, "
+                                          "'#' over 90%):\n  m      0  555\n  m    128  555\n  m    256  ...\n"));
+  CHECK_EQ(heat_char(0.95), '#');
+  CHECK_EQ(heat_char(0.05), '1');
+}
+
 // ------------------------------------------------------------------ modes for tests/runtime.rs
 
 bool parse_shape(const std::string& text, std::vector<int64_t>* shape) {
@@ -1129,6 +1237,8 @@ int main(int argc, char** argv) {
   test_compare();
   test_json_and_lines();
   test_classify();
+  test_probe_verdicts();
+  test_heatmap();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -7,32 +7,9 @@
 // ---------------------------------------------------------------------------------------------
 namespace repro {
 
-using LaunchFunction = Launch (*)(std::vector<Tensor>& tensors, cudaStream_t stream, cudaEvent_t start,
-                                  cudaEvent_t stop);
-
-// Indices into SpecInfo::tensors; -1 where the reference has no such operand.
-struct GemmOperands {
-  int a = -1, b = -1, c = -1, bias = -1, out = -1;
-  double alpha = 1.0, beta = 0.0;
-  bool batched = false;
-  int64_t L = 1, M = 0, N = 0, K = 0;
-};
-
-struct SpecInfo {
-  const char* name = "";
-  std::vector<Tensor> tensors;
-  GemmOperands gemm;
-  int64_t tile_m = 0, tile_n = 0;
-  double rel_l2 = -1, rtol = -1, atol = -1;  // negative: the default for the output dtype
-  int repeat = 2;
-  double timeout_seconds = 10;
-  int built_cc_major = 0, built_cc_minor = 0;
-  bool arch_specific = false;
-  LaunchFunction launch = nullptr;
-};
-
 struct Options {
   bool ones = false;
+  bool probe = false;
   std::vector<std::pair<std::string, std::string>> inits;  // --init T=PATTERN, in order
   bool has_seed = false;
   uint64_t seed = 0;
@@ -45,6 +22,7 @@ inline void print_usage(const char* argv0) {
   std::printf(
       "usage: %s [--ones] [--init T=PATTERN]... [--seed N] [--repeat N] [--timeout S] [--json FILE] [--dump DIR]\n"
       "  --ones             A = B = 1 (C, bias = 0): every output must equal alpha*K exactly\n"
+      "  --probe            the probe suite: ones, K slices, row and column codes, identity, random; a verdict\n"
       "  --init T=PATTERN   ones | zeros | iota | identity | uniform[:LO:HI] | int_uniform[:LO:HI] |\n"
       "                     normal[:MEAN:STD] | file:PATH   (PATH relative to this executable's folder)\n"
       "  --seed N           seed of every random tensor\n"
@@ -86,6 +64,8 @@ inline Options parse_options(int argc, char** argv) {
       std::exit(kExitPassed);
     } else if (arg == "--ones") {
       options.ones = true;
+    } else if (arg == "--probe") {
+      options.probe = true;
     } else if (is("--init")) {
       const std::string v = value_of(i, "--init");
       const size_t eq = v.find('=');
@@ -113,6 +93,8 @@ inline Options parse_options(int argc, char** argv) {
       usage_error(strprintf("unknown option `%s`", arg.c_str()));
     }
   }
+  if (options.probe && (options.ones || !options.inits.empty() || !options.dump_dir.empty()))
+    usage_error("--probe chooses its own inputs: it cannot be combined with --ones, --init or --dump");
   return options;
 }
 
@@ -280,6 +262,19 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   REPRO_CUDA_CHECK(cudaEventCreate(&start));
   REPRO_CUDA_CHECK(cudaEventCreate(&stop));
 
+  if (options.probe) {
+    ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), poison, Launch(), {} };
+    std::vector<std::vector<unsigned char>> spec_inputs;
+    for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
+    Tolerance tolerance = default_tolerance(out.dtype, tensors[g.a].dtype, tensors[g.b].dtype, reference_rms(want));
+    if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
+    if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
+    if (spec.atol >= 0) tolerance.atol = spec.atol;
+    const int code = run_probes(spec, context, want, tolerance, spec_inputs);
+    for (Tensor& t : tensors) cudaFree(t.device);
+    return code;
+  }
+
   Launch launch;
   std::vector<double> kernel_ms;
   std::vector<unsigned char> first_run;
@@ -336,6 +331,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   Pattern pattern;
   if (!passed) {
     print_mismatches(out.name.c_str(), comparison, g.batched);
+    std::printf("%s", format_heatmap(comparison).c_str());
     pattern = classify(comparison, repeat_differences, tolerance);
     std::printf("pattern %s: %s\n", pattern.cls.c_str(), pattern.evidence.c_str());
   }

@@ -195,6 +195,48 @@ inline void print_mismatches(const char* tensor_name, const Comparison& c, bool 
   std::printf("%s", format_mismatches(tensor_name, c, batched).c_str());
 }
 
+// Outputs in tile (tm, tn), over all batches: edge tiles are smaller.
+inline int64_t tile_elements(const Comparison& c, int64_t tm, int64_t tn) {
+  const int64_t h = std::min(c.tile_m, c.M - tm * c.tile_m), w = std::min(c.tile_n, c.N - tn * c.tile_n);
+  return std::max<int64_t>(h, 0) * std::max<int64_t>(w, 0) * c.L;
+}
+
+// The heatmap's characters: '.' no bad output, '1'-'9' up to 10%-90% bad, '#' more than 90%.
+inline char heat_char(double share) {
+  if (share <= 0) return '.';
+  if (share > 0.9) return '#';
+  return char('0' + std::max(1, std::min(9, int(std::ceil(share * 10)))));  // (0.4, 0.5] -> 5
+}
+
+// Where the bad outputs are, one character per output tile (m down, n across), at most 64
+// columns by 32 rows (larger grids are pooled: a character shows its worst tile). People see a
+// stripe or an edge here long before they read one in a table.
+inline std::string format_heatmap(const Comparison& c) {
+  if (c.tiles_m * c.tiles_n <= 1 || c.bad == 0) return "";
+  const int64_t cols = std::min<int64_t>(c.tiles_n, 64), rows = std::min<int64_t>(c.tiles_m, 32);
+  std::string text = strprintf("tiles   bad share per %lldx%lld output tile, %lld x %lld tiles%s ('.' none, 1-9 tenths, "
+                               "'#' over 90%%):\n",
+                               (long long)c.tile_m, (long long)c.tile_n, (long long)c.tiles_m, (long long)c.tiles_n,
+                               cols < c.tiles_n || rows < c.tiles_m ? ", pooled" : "");
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t tm0 = r * c.tiles_m / rows, tm1 = (r + 1) * c.tiles_m / rows;
+    std::string line;
+    for (int64_t q = 0; q < cols; ++q) {
+      const int64_t tn0 = q * c.tiles_n / cols, tn1 = (q + 1) * c.tiles_n / cols;
+      double worst = 0;
+      for (int64_t tm = tm0; tm < tm1; ++tm)
+        for (int64_t tn = tn0; tn < tn1; ++tn) {
+          const int64_t elements = tile_elements(c, tm, tn);
+          if (elements > 0)
+            worst = std::max(worst, double(c.bad_per_tile[size_t(tm * c.tiles_n + tn)]) / double(elements));
+        }
+      line += heat_char(worst);
+    }
+    text += strprintf("  m %6lld  %s\n", (long long)(tm0 * c.tile_m), line.c_str());
+  }
+  return text;
+}
+
 // The comparison of output `tensor_name` as a JSON object, written as the next value of `w`.
 inline void write_comparison_json(JsonWriter& w, const std::string& tensor_name, const Comparison& c) {
   w.begin_object();
@@ -211,6 +253,7 @@ inline void write_comparison_json(JsonWriter& w, const std::string& tensor_name,
   w.field("ratio", c.ratio);
   w.field("residual", c.residual);
   w.field("ref_rms", c.ref_rms);
+  w.key("shape").begin_array().value(c.L).value(c.M).value(c.N).end_array();
   w.key("tile").begin_array().value(c.tile_m).value(c.tile_n).end_array();
   w.key("bad_per_tile").begin_array();
   for (int64_t count : c.bad_per_tile) w.value(count);

@@ -1,0 +1,411 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: the probe suite (--probe; DESIGN §6)
+//
+// One process, one context, one build: the kernel is launched on a series of controlled inputs
+// whose right answers are known in closed form, each compared exactly, and the pattern of which
+// probes fail names the defect:
+//
+//   probe       A                        B                          D must be
+//   ones        1                        1                          alpha*K
+//   k-slice s   1                        1 on K slice s, else 0     alpha*|slice s|
+//   row code j  2^(digit j of m, base 4) 1                          alpha*K*2^digit
+//   col code j  1                        2^(digit j of n, base 4)   alpha*K*2^digit
+//   identity    (m + 2k) mod 7 + 1       1 where k = n mod K        alpha*A[m, n mod K]
+//   random      the spec's inputs        the spec's inputs          the fp64 reference
+//
+// Every value above is a small integer or a power of two times K, exact in every input and
+// output dtype the ones test is exact in; C and bias are zero. Each probe runs twice and its
+// runs are compared bitwise (a race shows as a difference before it shows as a wrong number).
+// Powers of two make the codes decodable: an output of alpha*K*4 in row m says that row m got
+// the A row of a row whose digit is 2, so "row m holds row m^1" can be read off two probes.
+// ---------------------------------------------------------------------------------------------
+namespace repro {
+
+struct ProbeOutcome {
+  std::string name;    // "k-slice 3"
+  std::string inputs;  // "A = 1, B = 1 on k 96-127"
+  bool passed = false;
+  int64_t differences = 0;  // outputs that differ bitwise between the probe's runs
+  Comparison comparison;
+  Pattern pattern;
+  std::string note;  // what the failure says in the probe's own terms
+};
+
+// The state a probe needs: the spec, the device buffers and the saved random inputs.
+struct ProbeContext {
+  SpecInfo* spec;
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  double timeout;
+  int repeat;  // launches per analytic probe
+  std::vector<std::vector<unsigned char>> poison;
+  Launch launch;
+  std::vector<ProbeOutcome> outcomes;
+};
+
+// Sets every element of a matrix tensor ([rows, cols] or [L, rows, cols], any strides) from its
+// logical (batch, row, column).
+template <typename F>
+inline void fill_matrix(Tensor& t, F value) {
+  const int64_t cols = t.shape[t.rank - 1], rows = t.rank >= 2 ? t.shape[t.rank - 2] : 1;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    encode(t.dtype, t.host.data(), t.logical_offset(i), value(i / (rows * cols), (i / cols) % rows, i % cols));
+}
+
+// Uploads every input, launches `repeat` times on poisoned outputs, and leaves the first run's
+// output in out.host; returns how many outputs differed between runs.
+inline int64_t probe_launch(ProbeContext& ctx, Tensor& out) {
+  std::vector<Tensor>& tensors = ctx.spec->tensors;
+  for (Tensor& t : tensors)
+    if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+  std::vector<unsigned char> first;
+  int64_t differences = 0;
+  for (int run = 0; run < ctx.repeat; ++run) {
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].output)
+        REPRO_CUDA_CHECK(
+            cudaMemcpy(tensors[i].device, ctx.poison[i].data(), ctx.poison[i].size(), cudaMemcpyHostToDevice));
+    REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    ctx.launch = ctx.spec->launch(tensors, ctx.stream, ctx.start, ctx.stop);
+    wait_for_kernel(ctx.stop, ctx.timeout, ctx.launch.label, ctx.launch.describe());
+    REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
+    if (run == 0)
+      first = out.host;
+    else
+      differences = std::max(differences, count_bitwise_differences(out, first));
+  }
+  out.host = first;
+  return differences;
+}
+
+// One analytic probe: inputs already set on the host, `want(l, m, n)` the exact answer.
+template <typename Want>
+inline ProbeOutcome run_analytic_probe(ProbeContext& ctx, const std::string& name, const std::string& inputs,
+                                       Want want) {
+  const GemmOperands& g = ctx.spec->gemm;
+  Tensor& out = ctx.spec->tensors[g.out];
+  ProbeOutcome o;
+  o.name = name;
+  o.inputs = inputs;
+  o.differences = probe_launch(ctx, out);
+  std::vector<double> expected(size_t(g.L * g.M * g.N));
+  for (int64_t l = 0; l < g.L; ++l)
+    for (int64_t m = 0; m < g.M; ++m)
+      for (int64_t n = 0; n < g.N; ++n) expected[size_t((l * g.M + m) * g.N + n)] = want(l, m, n);
+  const Tolerance exact{0, 0, 0, true};
+  o.comparison = compare_output(out, expected, g.L, g.M, g.N, exact, ctx.spec->tile_m, ctx.spec->tile_n);
+  o.passed = o.comparison.passed && o.differences == 0;
+  if (!o.passed) o.pattern = classify(o.comparison, o.differences, exact);
+  return o;
+}
+
+// "every bad output is 128 where 64 is right (counted twice)" for a K-slice probe.
+inline std::string slice_note(const ProbeOutcome& o, double want) {
+  const Comparison& c = o.comparison;
+  if (c.unwritten > 0) return strprintf("%lld outputs never written", (long long)c.unwritten);
+  // With a constant right answer, "every output has the same wrong value" is exactly a zero
+  // residual against a multiple of the reference, over all outputs.
+  const bool uniform = !c.first.empty() && c.bad == c.count && c.nan == 0 && c.inf == 0 &&
+                       (c.residual == 0.0 || c.first.front().got == 0.0);
+  if (!uniform) return strprintf("%lld of %lld outputs wrong (%s)", (long long)c.bad, (long long)c.count, o.pattern.cls.c_str());
+  const double got = c.first.front().got;
+  if (got == 0) return strprintf("every output 0 where %s is right: the slice is missing", format_value(want).c_str());
+  if (want != 0 && got == 2 * want)
+    return strprintf("every output %s where %s is right: the slice is counted twice", format_value(got).c_str(),
+                     format_value(want).c_str());
+  return strprintf("every output %s where %s is right", format_value(got).c_str(), format_value(want).c_str());
+}
+
+// Decodes the row (or column) code probes: for each line with bad outputs, the digit (base 4)
+// of the line whose code arrived there, or -1 for 0 (nothing arrived), -2 for a mixture.
+inline int decode_digit(double got, double unit) {
+  if (got == 0) return -1;
+  for (int d = 0; d < 4; ++d)
+    if (got == unit * double(1 << d)) return d;
+  return -2;
+}
+
+// What the two code probes of one side say, e.g. "rows 2i and 2i+1 exchanged (row m holds the
+// code of row m^1)" or "rows 64-127 of every 128-row tile receive no A values (0)".
+inline std::string decode_lines(const ProbeOutcome& digit0, const ProbeOutcome& digit1, const Tensor& out0,
+                                const Tensor& out1, int64_t extent, int64_t tile, double unit, bool rows) {
+  const char* noun = rows ? "rows" : "columns";
+  // Per line: the decoded source residue mod 16 from the first column (row) of each probe.
+  std::vector<int64_t> zero_lines, moved_lines;
+  int64_t explained[3] = {0, 0, 0};  // m^1, m+1, m-1
+  std::vector<std::string> examples;
+  const int64_t N = digit0.comparison.N;
+  (void)digit1;
+  for (int64_t line = 0; line < extent; ++line) {
+    const int64_t m = rows ? line : 0, n = rows ? 0 : line;
+    const int64_t index = m * N + n;
+    const double g0 = decode(out0.dtype, out0.host.data(), out0.logical_offset(index));
+    const double g1 = decode(out1.dtype, out1.host.data(), out1.logical_offset(index));
+    const int d0 = decode_digit(g0, unit), d1 = decode_digit(g1, unit);
+    const int own = int(line % 16);
+    if (d0 == int(line % 4) && d1 == int((line / 4) % 4)) continue;  // right
+    if (d0 == -1 && d1 == -1) {
+      zero_lines.push_back(line);
+      continue;
+    }
+    moved_lines.push_back(line);
+    if (d0 < 0 || d1 < 0) {
+      if (examples.size() < 4) examples.push_back(strprintf("%s %lld holds a mixture", rows ? "row" : "column", (long long)line));
+      continue;
+    }
+    const int source = d0 + 4 * d1;
+    const int64_t candidates[3] = {line ^ 1, line + 1, line - 1};
+    for (int c = 0; c < 3; ++c)
+      if (candidates[c] >= 0 && candidates[c] < extent && int(candidates[c] % 16) == source) ++explained[c];
+    if (examples.size() < 4)
+      examples.push_back(strprintf("%s %lld holds the code of a %s = %d (mod 16), not %d", rows ? "row" : "column",
+                                   (long long)line, rows ? "row" : "column", source, own));
+  }
+  std::string text;
+  if (!zero_lines.empty())
+    text += strprintf("%s receive%s nothing (the output is 0: no %s values arrive)",
+                      lines_text(zero_lines, extent, tile, noun).c_str(), zero_lines.size() == 1 ? "s" : "",
+                      rows ? "A row" : "B column");
+  if (!moved_lines.empty()) {
+    static const char* rules[3] = {"2i and 2i+1 exchanged", "shifted: each holds the next one's code",
+                                   "shifted: each holds the previous one's code"};
+    int best = 0;
+    for (int c = 1; c < 3; ++c)
+      if (explained[c] > explained[best]) best = c;
+    if (!text.empty()) text += "; ";
+    if (double(explained[best]) >= kMappingMinShare * double(moved_lines.size()))
+      text += strprintf("%s %s (%lld of the %zu misplaced %s)", noun, rules[best], (long long)explained[best],
+                        moved_lines.size(), noun);
+    else {
+      text += strprintf("%zu %s hold another %s's code: ", moved_lines.size(), noun, rows ? "row" : "column");
+      for (size_t i = 0; i < examples.size(); ++i) text += (i ? "; " : "") + examples[i];
+    }
+  }
+  return text;
+}
+
+// The verdict from the probes that ran, most specific first (see the table at the top).
+inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
+                             const std::string& col_finding) {
+  for (const ProbeOutcome& o : probes)
+    if (o.differences > 0)
+      return {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
+                                            "(a race, or an uninitialized read)",
+                                            o.name.c_str(), (long long)o.differences)};
+  const auto find = [&](const std::string& prefix) {
+    std::vector<const ProbeOutcome*> found;
+    for (const ProbeOutcome& o : probes)
+      if (o.name.rfind(prefix, 0) == 0) found.push_back(&o);
+    return found;
+  };
+  const ProbeOutcome* ones = find("ones").front();
+  std::vector<const ProbeOutcome*> slices = find("k-slice"), failed_slices;
+  for (const ProbeOutcome* s : slices)
+    if (!s->passed) failed_slices.push_back(s);
+  if (!ones->passed) {
+    const std::string& cls = ones->pattern.cls;
+    if (cls == "unwritten" || cls == "nonfinite" || cls == "boundary" || cls == "layout")
+      return {cls, "ones: " + ones->pattern.evidence};
+    if (cls == "row_mapping")
+      return {cls, "ones: " + ones->pattern.evidence + (row_finding.empty() ? "" : "; row codes: " + row_finding)};
+    if (cls == "col_mapping")
+      return {cls, "ones: " + ones->pattern.evidence + (col_finding.empty() ? "" : "; column codes: " + col_finding)};
+    if (!failed_slices.empty() && failed_slices.size() < slices.size()) {
+      std::string which;
+      for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
+        which += (i ? "; " : "") + failed_slices[i]->name + " (" +
+                 failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
+      if (failed_slices.size() > 4) which += strprintf("; and %zu more", failed_slices.size() - 4);
+      return {"k_coverage", strprintf("ones: %s; %zu of the %zu K slices probed are wrong, the others right: %s",
+                                      ones->pattern.evidence.c_str(), failed_slices.size(), slices.size(), which.c_str())};
+    }
+    if (cls == "scale" && failed_slices.size() == slices.size())
+      return {"scale", "ones: " + ones->pattern.evidence + "; every K slice is off by the same factor, so the " +
+                           "accumulation itself over- or under-counts (MMA, or alpha)"};
+    return {cls, "ones: " + ones->pattern.evidence};
+  }
+  if (!failed_slices.empty()) {
+    std::string which;
+    for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
+      which += (i ? "; " : "") + failed_slices[i]->name + " (" +
+               failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
+    return {"k_coverage", strprintf("ones passes, but %zu of the %zu K slices probed are wrong: %s", failed_slices.size(),
+                                    slices.size(), which.c_str())};
+  }
+  for (const ProbeOutcome* o : find("row code"))
+    if (!o->passed) return {"row_mapping", "row codes: " + (row_finding.empty() ? o->pattern.evidence : row_finding)};
+  for (const ProbeOutcome* o : find("col code"))
+    if (!o->passed) return {"col_mapping", "column codes: " + (col_finding.empty() ? o->pattern.evidence : col_finding)};
+  for (const ProbeOutcome* o : find("identity"))
+    if (!o->passed)
+      return {"layout", "ones, K slices, row and column codes pass, B = identity fails: " + o->pattern.evidence +
+                            " (elements inside a tile land in the wrong place: layout, swizzle, transposition)"};
+  for (const ProbeOutcome* o : find("random"))
+    if (!o->passed) return {o->pattern.cls, "only random inputs fail: " + o->pattern.evidence};
+  return {"ok", "every probe passes"};
+}
+
+inline void print_probe(const ProbeOutcome& o) {
+  std::string result = o.passed ? "pass" : "FAIL";
+  if (!o.passed) {
+    result += "  " + (o.note.empty() ? o.pattern.cls + ": " + o.pattern.evidence : o.note);
+    if (o.differences > 0) result += strprintf(" (%lld outputs differ between runs)", (long long)o.differences);
+  }
+  std::printf("probe   %-18s %-44s %s\n", o.name.c_str(), o.inputs.c_str(), result.c_str());
+  std::fflush(stdout);
+}
+
+// The K slices to probe: all of them when there are at most kMaxSlices, otherwise the first and
+// last four and evenly spaced ones between (where pipelines and remainders go wrong).
+constexpr int64_t kMaxSlices = 16;
+inline std::vector<int64_t> slices_to_probe(int64_t count) {
+  std::vector<int64_t> out;
+  if (count <= kMaxSlices) {
+    for (int64_t s = 0; s < count; ++s) out.push_back(s);
+    return out;
+  }
+  for (int64_t s = 0; s < 4; ++s) out.push_back(s);
+  for (int64_t i = 1; i <= kMaxSlices - 8; ++i) out.push_back(4 + i * (count - 8) / (kMaxSlices - 7));
+  for (int64_t s = count - 4; s < count; ++s) out.push_back(s);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Runs the suite; returns the exit code (0 when the verdict is ok, 1 otherwise).
+inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<double>& random_reference,
+                      const Tolerance& random_tolerance, const std::vector<std::vector<unsigned char>>& random_inputs) {
+  const GemmOperands& g = spec.gemm;
+  std::vector<Tensor>& tensors = spec.tensors;
+  Tensor& A = tensors[g.a];
+  Tensor& B = tensors[g.b];
+  Tensor& out = tensors[g.out];
+  for (int index : {g.c, g.bias})
+    if (index >= 0) fill_matrix(tensors[index], [](int64_t, int64_t, int64_t) { return 0.0; });
+  const double alpha = g.alpha, K = double(g.K);
+  std::vector<ProbeOutcome>& probes = ctx.outcomes;
+
+  // ones
+  fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
+  fill_matrix(B, [](int64_t, int64_t, int64_t) { return 1.0; });
+  probes.push_back(run_analytic_probe(ctx, "ones", "A = 1, B = 1", [&](int64_t, int64_t, int64_t) { return alpha * K; }));
+  print_probe(probes.back());
+
+  // K slices, sized by the kernel's K tile.
+  const int64_t tile_k = spec.tile_k > 0 ? spec.tile_k : 32;
+  const int64_t slice_count = (g.K + tile_k - 1) / tile_k;
+  for (int64_t s : slices_to_probe(slice_count)) {
+    const int64_t k0 = s * tile_k, k1 = std::min(g.K, k0 + tile_k);
+    fill_matrix(B, [&](int64_t, int64_t k, int64_t) { return k >= k0 && k < k1 ? 1.0 : 0.0; });
+    const double want = alpha * double(k1 - k0);
+    ProbeOutcome o = run_analytic_probe(ctx, strprintf("k-slice %lld/%lld", (long long)s, (long long)slice_count),
+                                        strprintf("A = 1, B = 1 on k %lld-%lld", (long long)k0, (long long)(k1 - 1)),
+                                        [&](int64_t, int64_t, int64_t) { return want; });
+    if (!o.passed) o.note = slice_note(o, want);
+    probes.push_back(o);
+    print_probe(probes.back());
+  }
+
+  // Row codes (A side) and column codes (B side), two base-4 digits each.
+  std::vector<unsigned char> row_outputs[2], col_outputs[2];
+  size_t row_probe[2] = {0, 0}, col_probe[2] = {0, 0};
+  fill_matrix(B, [](int64_t, int64_t, int64_t) { return 1.0; });
+  for (int digit = 0; digit < 2; ++digit) {
+    const auto code = [digit](int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
+    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return code(m); });
+    probes.push_back(run_analytic_probe(ctx, strprintf("row code %d", digit),
+                                        strprintf("A[m,k] = 2^(digit %d of m, base 4), B = 1", digit),
+                                        [&](int64_t, int64_t m, int64_t) { return alpha * K * code(m); }));
+    row_outputs[digit] = out.host;
+    row_probe[digit] = probes.size() - 1;
+    print_probe(probes.back());
+  }
+  fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
+  for (int digit = 0; digit < 2; ++digit) {
+    const auto code = [digit](int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
+    fill_matrix(B, [&](int64_t, int64_t, int64_t n) { return code(n); });
+    probes.push_back(run_analytic_probe(ctx, strprintf("col code %d", digit),
+                                        strprintf("A = 1, B[k,n] = 2^(digit %d of n, base 4)", digit),
+                                        [&](int64_t, int64_t, int64_t n) { return alpha * K * code(n); }));
+    col_outputs[digit] = out.host;
+    col_probe[digit] = probes.size() - 1;
+    print_probe(probes.back());
+  }
+  const auto finding = [&](std::vector<unsigned char>* outputs, const size_t* index, bool rows) {
+    if (probes[index[0]].passed && probes[index[1]].passed) return std::string();
+    Tensor o0 = out, o1 = out;
+    o0.host = outputs[0];
+    o1.host = outputs[1];
+    return decode_lines(probes[index[0]], probes[index[1]], o0, o1, rows ? g.M : g.N, rows ? spec.tile_m : spec.tile_n,
+                        alpha * K, rows);
+  };
+  const std::string row_finding = finding(row_outputs, row_probe, true);
+  const std::string col_finding = finding(col_outputs, col_probe, false);
+  if (!row_finding.empty()) probes[row_probe[0]].note = row_finding;
+  if (!col_finding.empty()) probes[col_probe[0]].note = col_finding;
+
+  // Identity-like B: D[m, n] = alpha * A[m, n mod K], with A a pattern of small integers.
+  const auto a_code = [](int64_t m, int64_t k) { return double((m + 2 * k) % 7 + 1); };
+  fill_matrix(A, [&](int64_t, int64_t m, int64_t k) { return a_code(m, k); });
+  fill_matrix(B, [&](int64_t, int64_t k, int64_t n) { return k == n % g.K ? 1.0 : 0.0; });
+  probes.push_back(run_analytic_probe(ctx, "identity", "A[m,k] = (m+2k) mod 7 + 1, B = I (k = n mod K)",
+                                      [&](int64_t, int64_t m, int64_t n) { return alpha * a_code(m, n % g.K); }));
+  print_probe(probes.back());
+
+  // The spec's own (random) inputs against the fp64 reference, repeated.
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!tensors[i].output) tensors[i].host = random_inputs[i];
+  {
+    ProbeOutcome o;
+    o.name = "random";
+    o.inputs = "the spec's inputs, fp64 reference";
+    const int saved = ctx.repeat;
+    ctx.repeat = std::max(3, saved);
+    o.differences = probe_launch(ctx, out);
+    ctx.repeat = saved;
+    o.comparison = compare_output(out, random_reference, g.L, g.M, g.N, random_tolerance, spec.tile_m, spec.tile_n);
+    o.passed = o.comparison.passed && o.differences == 0;
+    if (!o.passed) o.pattern = classify(o.comparison, o.differences, random_tolerance);
+    probes.push_back(o);
+    print_probe(probes.back());
+  }
+
+  // The picture of the first failing probe: where its errors are.
+  for (const ProbeOutcome& o : probes)
+    if (!o.passed && o.comparison.bad > 0) {
+      std::printf("probe   %s: %s", o.name.c_str(), format_heatmap(o.comparison).c_str());
+      if (!o.comparison.bad) std::printf("\n");
+      JsonWriter w;
+      write_comparison_json(w, spec.tensors[g.out].name, o.comparison);
+      report_set("output", w.str());
+      break;
+    }
+  const Pattern verdict = probe_verdict(probes, row_finding, col_finding);
+  std::printf("verdict %s: %s\n", verdict.cls.c_str(), verdict.evidence.c_str());
+  {
+    JsonWriter w;
+    w.begin_array();
+    for (const ProbeOutcome& o : probes) {
+      w.begin_object();
+      w.field("name", o.name);
+      w.field("inputs", o.inputs);
+      w.field("passed", o.passed);
+      w.field("bad", o.comparison.bad);
+      w.field("differences", o.differences);
+      if (!o.passed) {
+        w.field("class", o.pattern.cls);
+        w.field("evidence", o.pattern.evidence);
+        if (!o.note.empty()) w.field("note", o.note);
+      }
+      w.end_object();
+    }
+    w.end_array();
+    report_set("probes", w.str());
+    report_set("verdict", json_string(verdict.cls));
+    report_set("evidence", json_string(verdict.evidence));
+  }
+  const bool ok = verdict.cls == "ok";
+  return conclude(ok ? kExitPassed : kExitMismatch, verdict.cls, ok ? "" : verdict.evidence);
+}
+
+}  // namespace repro
