@@ -32,6 +32,10 @@ pub enum Command {
     Run(RunArgs),
     /// Run the probe suite (ones, K slices, row/column codes, identity, random) and name the defect.
     Probe(ProbeArgs),
+    /// Run the harness over sizes (one build) and tabulate what --ones and random inputs show.
+    Sweep(SweepArgs),
+    /// From a failing spec, find smaller sizes that fail the same way; writes <spec>.shrunk.yaml.
+    Shrink(ShrinkArgs),
     /// Show the unified diff between an artifact on disk and what its spec generates now.
     Diff(DiffArgs),
     /// Read a real nvcc compile line and print the production flags for a harness build.
@@ -133,6 +137,53 @@ pub struct ProbeArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// A spec file, or an artifact directory.
+    pub target: PathBuf,
+    /// Artifact directory when TARGET is a spec [default: generated/<name>/].
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Sizes to run, comma-separated [default: 1,31,63,65,127,129 and the tiles' multiples ± 1].
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Sweep"
+    )]
+    pub sizes: Vec<i64>,
+    /// The spec's sizes set to each value, comma-separated [default: the output's extents, e.g. M,N].
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        help_heading = "Sweep"
+    )]
+    pub dims: Vec<String>,
+    /// Seconds one launch may take before it is declared hung [default: check.timeout].
+    #[arg(long, value_name = "S", help_heading = "Checks")]
+    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ShrinkArgs {
+    /// A failing spec file (the smaller spec is written next to it), or an artifact directory.
+    pub target: PathBuf,
+    /// Artifact directory when TARGET is a spec [default: generated/<name>/].
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Stop after this many harness runs.
+    #[arg(long, value_name = "N", default_value_t = 200, help_heading = "Shrink")]
+    pub max_runs: usize,
+    /// Seconds one launch may take before it is declared hung [default: check.timeout].
+    #[arg(long, value_name = "S", help_heading = "Checks")]
+    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct DiffArgs {
     /// An artifact directory (holding spec.yaml), or a spec file (compared with its default artifact).
     pub target: PathBuf,
@@ -222,6 +273,8 @@ impl Command {
             Command::Build(args) => args.exec(),
             Command::Run(args) => args.exec(),
             Command::Probe(args) => args.exec(),
+            Command::Sweep(args) => args.exec(),
+            Command::Shrink(args) => args.exec(),
             Command::Diff(args) => args.exec(),
             Command::Flags(args) => args.exec(),
             Command::Bundle(args) => args.exec(),

@@ -542,3 +542,98 @@ fn import_writes_a_skeleton_the_loader_refuses_until_its_todos_are_filled() {
         .stderr(predicate::str::contains("is still a TODO"));
     assert!(!tmp.path().join("art").exists());
 }
+
+#[test]
+fn sizes_change_at_run_time_for_sweep_and_shrink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    repro()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success();
+    let harness = out.join("harness");
+    // --emit-inputs needs no GPU: the tensors follow --size.
+    let dump = tmp.path().join("inputs");
+    Command::new(&harness)
+        .args(["--size", "M=5", "--size", "K=3", "--emit-inputs"])
+        .arg(&dump)
+        .assert()
+        .success();
+    let header = |name: &str| {
+        let bytes = std::fs::read(dump.join(name)).unwrap();
+        String::from_utf8_lossy(&bytes[..128.min(bytes.len())]).into_owned()
+    };
+    assert!(
+        header("A.npy").contains("'shape': (5, 3)"),
+        "{}",
+        header("A.npy")
+    );
+    assert!(
+        header("B.npy").contains("'shape': (3, 17)"),
+        "{}",
+        header("B.npy")
+    );
+    Command::new(&harness)
+        .args(["--size", "Q=5"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("the spec declares no size `Q`"));
+    Command::new(&harness)
+        .args(["--size", "M=0"])
+        .assert()
+        .code(2);
+
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        return;
+    }
+    // One build, then the runs need a device: exit 7, said plainly.
+    for command in ["sweep", "shrink"] {
+        repro()
+            .arg(command)
+            .arg(&out)
+            .assert()
+            .code(7)
+            .stdout(predicate::str::contains("needs a GPU"));
+    }
+    repro()
+        .args(["sweep", "--dims", "Q"])
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "`Q` is not one of the spec's sizes (M, N, K)",
+        ));
+}
+
+#[test]
+fn sizes_used_as_template_arguments_cannot_be_swept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            "  name: small_gemm\n",
+            "  name: small_gemm\n  template_args: [K]\n",
+        )
+        .replace(
+            "__global__ void small_gemm(",
+            "template <int KK> __global__ void small_gemm(",
+        );
+    std::fs::write(&spec, text).unwrap();
+    repro()
+        .arg("sweep")
+        .arg(&spec)
+        .arg("-o")
+        .arg(tmp.path().join("art"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "in this spec they are compile-time constants: kernel.template_args[0] (`K`) uses the size `K`",
+        ));
+}

@@ -1078,6 +1078,18 @@ struct Tensor {
   }
 };
 
+// Packed strides for the tensor's shape; col_major swaps the last two dimensions (a leading
+// batch dimension stays outermost), as the spec's `layout: col_major` means.
+inline void set_packed_strides(Tensor& t, bool col_major) {
+  int order[4] = {0, 1, 2, 3};
+  if (col_major && t.rank >= 2) std::swap(order[t.rank - 1], order[t.rank - 2]);
+  int64_t step = 1;
+  for (int i = t.rank - 1; i >= 0; --i) {
+    t.strides[order[i]] = step;
+    step *= t.shape[order[i]];
+  }
+}
+
 inline std::string resolve_path(const std::string& base_dir, const std::string& path) {
   if (path.empty() || path[0] == '/' || base_dir.empty()) return path;
   return base_dir + "/" + path;
@@ -2268,6 +2280,9 @@ struct DevicePointer {
 
 // Integer ceiling division, for grid expressions such as ceil_div(N, 128).
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// min and max of shape expressions, on int64_t whatever the literals' types.
+inline int64_t size_min(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t size_max(int64_t a, int64_t b) { return a < b ? b : a; }
 
 struct Launch {
   std::string label;  // the kernel instantiation, e.g. tiled_gemm<128, 128, 32>
@@ -2445,6 +2460,18 @@ struct TmaRequest {
   }
 };
 
+// Global dims and byte strides from the tensor itself (so they follow --size): driver dimension
+// i is the tensor's dimension order[i], innermost first.
+inline void set_tma_layout(TmaRequest& request, const Tensor& tensor, std::initializer_list<int> order) {
+  const int64_t bytes = int64_t(dtype_bytes(tensor.dtype));
+  cuuint32_t i = 0;
+  for (int d : order) {
+    request.dims[i] = cuuint64_t(tensor.shape[d]);
+    if (i > 0) request.strides_bytes[i - 1] = cuuint64_t(tensor.strides[d] * bytes);
+    ++i;
+  }
+}
+
 // The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), looked up like the encoder.
 inline std::string cu_result_name(CUresult result) {
   static PFN_cuGetErrorName_v6000 get_name = nullptr;
@@ -2521,9 +2548,29 @@ struct GemmOperands {
   int64_t L = 1, M = 0, N = 0, K = 0;
 };
 
+// The GEMM's extents, read off the tensors (A [L?, M, K], output [L?, M, N]), so that they follow
+// the sizes the harness runs with.
+struct GemmDims {
+  int64_t L = 1, M = 0, N = 0, K = 0;
+};
+
+inline GemmDims gemm_dims(const std::vector<Tensor>& tensors, int a, int out, bool batched) {
+  const Tensor& A = tensors[size_t(a)];
+  const Tensor& D = tensors[size_t(out)];
+  GemmDims dims;
+  dims.M = D.rank >= 2 ? D.shape[D.rank - 2] : 1;
+  dims.N = D.shape[D.rank - 1];
+  dims.K = A.shape[A.rank - 1];
+  dims.L = batched ? D.shape[0] : 1;
+  return dims;
+}
+
 struct SpecInfo {
   const char* name = "";
-  std::vector<Tensor> tensors;
+  std::vector<Tensor> tensors;  // made by make_tensors once the sizes are settled
+  std::vector<Tensor> (*make_tensors)() = nullptr;
+  bool (*set_size)(const std::string& name, int64_t value) = nullptr;
+  const char* sizes_fixed = "";  // why --size is refused, or empty
   GemmOperands gemm;
   int64_t tile_m = 0, tile_n = 0, tile_k = 0;  // tile_k 0: not given (probes use 32)
   double rel_l2 = -1, rtol = -1, atol = -1;  // negative: the default for the output dtype
@@ -2755,7 +2802,7 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
         which += (i ? "; " : "") + failed_slices[i]->name + " (" +
                  failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
       if (failed_slices.size() > 4) which += strprintf("; and %zu more", failed_slices.size() - 4);
-      return {"k_coverage", strprintf("ones: %s; %zu of %zu K slices wrong, the others right: %s",
+      return {"k_coverage", strprintf("ones: %s; %zu of the %zu K slices probed are wrong, the others right: %s",
                                       ones->pattern.evidence.c_str(), failed_slices.size(), slices.size(), which.c_str())};
     }
     if (cls == "scale" && failed_slices.size() == slices.size())
@@ -2768,7 +2815,7 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
     for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
       which += (i ? "; " : "") + failed_slices[i]->name + " (" +
                failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
-    return {"k_coverage", strprintf("ones passes, but %zu of %zu K slices are wrong: %s", failed_slices.size(),
+    return {"k_coverage", strprintf("ones passes, but %zu of the %zu K slices probed are wrong: %s", failed_slices.size(),
                                     slices.size(), which.c_str())};
   }
   for (const ProbeOutcome* o : find("row code"))
@@ -2963,6 +3010,7 @@ struct Options {
   bool ones = false;
   bool probe = false;
   std::vector<std::pair<std::string, std::string>> inits;  // --init T=PATTERN, in order
+  std::vector<std::pair<std::string, int64_t>> sizes;      // --size NAME=VALUE, in order
   bool has_seed = false;
   uint64_t seed = 0;
   int repeat = -1;
@@ -2975,6 +3023,7 @@ inline void print_usage(const char* argv0) {
       "usage: %s [--ones] [--init T=PATTERN]... [--seed N] [--repeat N] [--timeout S] [--json FILE] [--dump DIR]\n"
       "  --ones             A = B = 1 (C, bias = 0): every output must equal alpha*K exactly\n"
       "  --probe            the probe suite: ones, K slices, row and column codes, identity, random; a verdict\n"
+      "  --size NAME=VALUE  run at another value of one of the spec's sizes (repro sweep, repro shrink)\n"
       "  --init T=PATTERN   ones | zeros | iota | identity | uniform[:LO:HI] | int_uniform[:LO:HI] |\n"
       "                     normal[:MEAN:STD] | file:PATH   (PATH relative to this executable's folder)\n"
       "  --seed N           seed of every random tensor\n"
@@ -3023,6 +3072,13 @@ inline Options parse_options(int argc, char** argv) {
       const size_t eq = v.find('=');
       if (eq == std::string::npos || eq == 0) usage_error("--init takes T=PATTERN, e.g. --init B=identity");
       options.inits.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else if (is("--size")) {
+      const std::string v = value_of(i, "--size");
+      const size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) usage_error("--size takes NAME=VALUE, e.g. --size M=129");
+      const double n = number_of(v.substr(eq + 1), "--size");
+      if (n < 1 || n != std::floor(n) || n > 9.0e15) usage_error("--size takes a positive integer value");
+      options.sizes.emplace_back(v.substr(0, eq), static_cast<int64_t>(n));
     } else if (is("--seed")) {
       const double v = number_of(value_of(i, "--seed"), "--seed");
       if (v < 0 || v != std::floor(v)) usage_error("--seed takes a non-negative integer");
@@ -3141,6 +3197,22 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   if (!options.json_path.empty()) set_json_path(options.json_path);
   const int repeat = options.repeat > 0 ? options.repeat : spec.repeat;
   const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : spec.timeout_seconds;
+  // Sizes first: every tensor and the GEMM's extents follow from them.
+  std::string sizes_line;
+  for (const auto& size : options.sizes) {
+    if (spec.sizes_fixed[0] != '\0')
+      usage_error(strprintf("--size %s=%lld: the sizes are compile-time constants in this harness: %s",
+                            size.first.c_str(), (long long)size.second, spec.sizes_fixed));
+    if (!spec.set_size(size.first, size.second))
+      usage_error(strprintf("--size %s=...: the spec declares no size `%s`", size.first.c_str(), size.first.c_str()));
+    sizes_line += strprintf("%s%s=%lld", sizes_line.empty() ? "" : " ", size.first.c_str(), (long long)size.second);
+  }
+  spec.tensors = spec.make_tensors();
+  {
+    const GemmDims dims = gemm_dims(spec.tensors, spec.gemm.a, spec.gemm.out, spec.gemm.batched);
+    spec.gemm.L = dims.L, spec.gemm.M = dims.M, spec.gemm.N = dims.N, spec.gemm.K = dims.K;
+  }
+  if (!sizes_line.empty()) report_set("sizes", json_string(sizes_line));
   const GemmOperands& g = spec.gemm;
   std::vector<Tensor>& tensors = spec.tensors;
   Tensor& out = tensors[g.out];
@@ -3171,6 +3243,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   }
   report_set("device", device_json(device));
   std::printf("repro %s | %s\n", spec.name, device_summary(device).c_str());
+  if (!sizes_line.empty()) std::printf("sizes   %s (--size; the spec says otherwise)\n", sizes_line.c_str());
   std::printf("inputs  %s\n", inputs_line.c_str());
   std::fflush(stdout);
 
@@ -3363,19 +3436,40 @@ constexpr int kBuiltCcMajor = 9;
 constexpr int kBuiltCcMinor = 0;
 constexpr bool kArchSpecific = true;
 
+// The spec's sizes. They are runtime values: `--size NAME=VALUE` changes one for a
+// sweep or a shrink (repro sweep, repro shrink), and every shape, stride, descriptor, grid and
+// argument below follows.
+struct Sizes {
+  int64_t M = 1002;
+  int64_t N = 515;
+  int64_t K = 648;
+};
+inline Sizes g_sizes;
+constexpr const char* kSizesFixed = "";  // empty: --size is allowed
+
+// --size NAME=VALUE; false for a name the spec does not declare.
+inline bool set_size(const std::string& name, int64_t value) {
+  if (name == "M") return g_sizes.M = value, true;
+  if (name == "N") return g_sizes.N = value, true;
+  if (name == "K") return g_sizes.K = value, true;
+  return false;
+}
+
 // Tensors as the spec declares them: shape and strides in elements, logical row-major indices.
 // Inputs get their `init`; outputs are poisoned (every byte 0xFF) before each launch.
 std::vector<repro::Tensor> make_tensors() {
+  [[maybe_unused]] const int64_t M = g_sizes.M;
+  [[maybe_unused]] const int64_t N = g_sizes.N;
+  [[maybe_unused]] const int64_t K = g_sizes.K;
   std::vector<repro::Tensor> tensors(3);
   {  // A: bf16 [M, K]
     repro::Tensor& t = tensors[0];
     t.name = "A";
     t.dtype = repro::DType::bf16;
     t.rank = 2;
-    t.shape[0] = 1002;
-    t.shape[1] = 648;
-    t.strides[0] = 648;
-    t.strides[1] = 1;
+    t.shape[0] = M;
+    t.shape[1] = K;
+    repro::set_packed_strides(t, /*col_major=*/false);  // [648, 1] at the spec's sizes
     t.init = repro::Init{ repro::InitKind::uniform, -1.0, 1.0, 1002ull, "" };  // uniform[-1, 1] seed 1002
 
   }
@@ -3384,10 +3478,9 @@ std::vector<repro::Tensor> make_tensors() {
     t.name = "B";
     t.dtype = repro::DType::bf16;
     t.rank = 2;
-    t.shape[0] = 648;
-    t.shape[1] = 515;
-    t.strides[0] = 515;
-    t.strides[1] = 1;
+    t.shape[0] = K;
+    t.shape[1] = N;
+    repro::set_packed_strides(t, /*col_major=*/false);  // [515, 1] at the spec's sizes
     t.init = repro::Init{ repro::InitKind::uniform, -1.0, 1.0, 1002ull, "" };  // uniform[-1, 1] seed 1002
 
   }
@@ -3396,10 +3489,9 @@ std::vector<repro::Tensor> make_tensors() {
     t.name = "D";
     t.dtype = repro::DType::bf16;
     t.rank = 2;
-    t.shape[0] = 1002;
-    t.shape[1] = 515;
-    t.strides[0] = 515;
-    t.strides[1] = 1;
+    t.shape[0] = M;
+    t.shape[1] = N;
+    repro::set_packed_strides(t, /*col_major=*/false);  // [515, 1] at the spec's sizes
     t.output = true;  // poisoned before every launch
 
   }
@@ -3411,7 +3503,7 @@ constexpr int kA = 0, kB = 1, kOut = 2;
 constexpr int kC = -1, kBias = -1;  // -1: not used
 constexpr double kAlpha = 1.0, kBeta = 0.0;
 constexpr bool kBatched = false;
-constexpr int64_t kL = 1, kM = 1002, kN = 515, kK = 648;
+// L, M, N, K come from the tensors' shapes (repro::gemm_dims): 1, 1002, 515, 648 at the spec's sizes.
 constexpr int64_t kTileM = 128, kTileN = 128, kTileK = 32;  // tile_k 0: not given
 
 // Checks (spec: check); a negative tolerance means "the default for the output dtype".
@@ -3428,9 +3520,9 @@ using repro::DevicePointer;
 // the spec's names, so grid/block/smem expressions and kernel.setup read like the production code.
 repro::Launch launch_kernel(std::vector<repro::Tensor>& repro_tensors, cudaStream_t repro_stream,
                             cudaEvent_t repro_start, cudaEvent_t repro_stop) {
-  [[maybe_unused]] const int M = 1002;
-  [[maybe_unused]] const int N = 515;
-  [[maybe_unused]] const int K = 648;
+  [[maybe_unused]] const int M = static_cast<int>(g_sizes.M);
+  [[maybe_unused]] const int N = static_cast<int>(g_sizes.N);
+  [[maybe_unused]] const int K = static_cast<int>(g_sizes.K);
   [[maybe_unused]] const DevicePointer<2> A{repro_tensors[0].device};
   [[maybe_unused]] const DevicePointer<2> B{repro_tensors[1].device};
   [[maybe_unused]] const DevicePointer<2> D{repro_tensors[2].device};
@@ -3465,7 +3557,9 @@ repro::Launch launch_kernel(std::vector<repro::Tensor>& repro_tensors, cudaStrea
 int main(int argc, char** argv) {
   repro::SpecInfo spec;
   spec.name = repro_spec::kName;
-  spec.tensors = repro_spec::make_tensors();
+  spec.make_tensors = &repro_spec::make_tensors;
+  spec.set_size = &repro_spec::set_size;
+  spec.sizes_fixed = repro_spec::kSizesFixed;
   spec.gemm.a = repro_spec::kA;
   spec.gemm.b = repro_spec::kB;
   spec.gemm.c = repro_spec::kC;
@@ -3474,10 +3568,6 @@ int main(int argc, char** argv) {
   spec.gemm.alpha = repro_spec::kAlpha;
   spec.gemm.beta = repro_spec::kBeta;
   spec.gemm.batched = repro_spec::kBatched;
-  spec.gemm.L = repro_spec::kL;
-  spec.gemm.M = repro_spec::kM;
-  spec.gemm.N = repro_spec::kN;
-  spec.gemm.K = repro_spec::kK;
   spec.tile_m = repro_spec::kTileM;
   spec.tile_n = repro_spec::kTileN;
   spec.tile_k = repro_spec::kTileK;

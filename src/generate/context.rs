@@ -25,6 +25,10 @@ pub struct HarnessContext {
     /// CMakeLists.txt: the CUTLASS root relative to the artifact, when the kernel needs CUTLASS.
     pub cutlass_root: Option<String>,
     pub sizes: Vec<SizeContext>,
+    /// Sizes are runtime values (`--size` works) unless something needs them at compile time.
+    pub sizes_runtime: bool,
+    /// Why they are fixed, as a C++ string literal's content; empty when runtime.
+    pub sizes_fixed_reason: String,
     pub tensors: Vec<TensorContext>,
     pub kernel: KernelContext,
     pub tma: Vec<TmaContext>,
@@ -56,6 +60,13 @@ pub struct TensorContext {
     pub rank: usize,
     pub shape: Vec<i64>,
     pub shape_text: String,
+    /// Each dimension as C++ over the size locals (`M`, `2 * N`, `repro::ceil_div(K, 64)`).
+    pub shape_cpp: Vec<String>,
+    /// Explicit strides as C++; empty for packed strides (computed by the runtime).
+    pub strides_cpp: Vec<String>,
+    pub col_major: bool,
+    /// The strides at the spec's sizes, for a comment: `[744, 1]`.
+    pub strides_text: String,
     pub strides: Vec<i64>,
     pub output: bool,
     pub init: InitContext,
@@ -105,6 +116,8 @@ pub struct TmaContext {
     pub strides_bytes: String,
     pub box_dims: String,
     pub element_strides: String,
+    /// The tensor dimension behind each driver dimension, as a C++ brace list.
+    pub order: String,
     pub interleave: &'static str,
     pub swizzle: &'static str,
     pub l2_promotion: &'static str,
@@ -226,6 +239,38 @@ fn init_text(init: &crate::spec::InitResolved, artifact: &Path) -> String {
     }
 }
 
+/// Why the spec's sizes must be compile-time constants in the harness, if they must: a template
+/// argument names one (`tiled<M>`), or kernel.setup uses one inside `<...>`. Otherwise they are
+/// runtime values and `--size` can change them without a rebuild.
+pub fn sizes_fixed_reason(spec: &ResolvedSpec) -> Option<String> {
+    let uses_size = |text: &str| {
+        crate::spec::expr::identifiers(text)
+            .into_iter()
+            .find(|id| spec.sizes.contains_key(id))
+    };
+    for (i, t) in spec.kernel.template_args.iter().enumerate() {
+        if let Some(size) = uses_size(t) {
+            return Some(format!(
+                "kernel.template_args[{i}] (`{t}`) uses the size `{size}`"
+            ));
+        }
+    }
+    if let Some(setup) = &spec.kernel.setup {
+        let mut rest = setup.as_str();
+        while let Some(open) = rest.find('<') {
+            let inner = &rest[open + 1..];
+            let close = inner.find(['>', ';', '\n']).unwrap_or(inner.len());
+            if let Some(size) = uses_size(&inner[..close]) {
+                return Some(format!(
+                    "kernel.setup uses the size `{size}` as a template argument"
+                ));
+            }
+            rest = &inner[close.min(inner.len())..];
+        }
+    }
+    None
+}
+
 /// A C++ brace list: `{1, 2, 3}`.
 fn brace_list(values: &[i64]) -> String {
     let items: Vec<String> = values.iter().map(i64::to_string).collect();
@@ -257,6 +302,7 @@ fn tma_context(spec: &ResolvedSpec, d: &TmaDescriptor) -> TmaContext {
         },
         box_dims: brace_list(&d.box_dims),
         element_strides: brace_list(&d.element_strides),
+        order: brace_list(&d.order.iter().map(|&i| i as i64).collect::<Vec<_>>()),
         interleave: d.interleave.cpp(),
         swizzle: d.swizzle.cpp(),
         l2_promotion: d.l2_promotion.cpp(),
@@ -349,6 +395,25 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
             rank: t.shape.len(),
             shape: t.shape.clone(),
             shape_text: format!("[{}]", t.shape_text.join(", ")),
+            shape_cpp: t
+                .shape_text
+                .iter()
+                .map(|s| crate::spec::expr::to_cpp(s))
+                .collect(),
+            strides_cpp: t
+                .strides_text
+                .as_ref()
+                .map(|s| s.iter().map(|x| crate::spec::expr::to_cpp(x)).collect())
+                .unwrap_or_default(),
+            col_major: t.col_major,
+            strides_text: format!(
+                "[{}]",
+                t.strides
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             strides: t.strides.clone(),
             output: t.output,
             init: InitContext {
@@ -422,6 +487,10 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
                 value: *v,
             })
             .collect(),
+        sizes_runtime: sizes_fixed_reason(spec).is_none(),
+        sizes_fixed_reason: sizes_fixed_reason(spec)
+            .map(|r| cpp_string(&r))
+            .unwrap_or_default(),
         tensors,
         kernel: KernelContext {
             kind: match k.kind {

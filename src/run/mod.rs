@@ -7,6 +7,8 @@
 
 pub mod probe;
 pub mod sanitize;
+pub mod shrink;
+pub mod sweep;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -70,6 +72,84 @@ pub(crate) fn relay(
         }
     };
     Ok(Some((code, disposition)))
+}
+
+/// What one quiet harness run showed: its exit code and its class (`ok` for a pass, the class in
+/// `Failed (<class>)`, `hang` when repro's own limit stopped it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunOutcome {
+    pub code: u8,
+    pub class: String,
+}
+
+/// Runs the harness without relaying its report (sweep and shrink run it many times and print
+/// a table instead). Exit 7 (no device) is an error: nothing can be learned from more runs.
+pub(crate) fn run_quiet(
+    binary: &std::path::Path,
+    args: &[String],
+    limit: Duration,
+) -> Result<RunOutcome, Error> {
+    let launch_error = |source| Error::Launch {
+        path: binary.to_path_buf(),
+        source,
+    };
+    let mut child = Command::new(binary)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(launch_error)?;
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+    let errors = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let Some(status) = child.wait_timeout(limit).map_err(launch_error)? else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Ok(RunOutcome {
+            code: exit::HANG,
+            class: "hang".into(),
+        });
+    };
+    let text = reader.join().unwrap_or_default();
+    let error_text = errors.join().unwrap_or_default();
+    let code = status
+        .code()
+        .and_then(|c| u8::try_from(c).ok())
+        .unwrap_or(exit::CUDA_ERROR);
+    if code == exit::NO_DEVICE {
+        return Ok(RunOutcome {
+            code,
+            class: "no_device".into(),
+        });
+    }
+    if code == exit::USAGE {
+        return Err(Error::Usage(format!(
+            "the harness refused its options: {}",
+            error_text.trim()
+        )));
+    }
+    let class = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("Disposition: "))
+        .map(|d| {
+            if d == "Passed" {
+                "ok".to_string()
+            } else {
+                d.trim_start_matches("Failed (")
+                    .trim_end_matches(')')
+                    .to_string()
+            }
+        })
+        .unwrap_or_else(|| {
+            if code == 0 {
+                "ok".into()
+            } else {
+                "fault".into()
+            }
+        });
+    Ok(RunOutcome { code, class })
 }
 
 /// Seconds the whole harness process may take: every launch's watchdog limit, plus time for the

@@ -37,6 +37,40 @@ pub fn evaluate(text: &str, sizes: &IndexMap<String, i64>) -> Result<i64, ExprEr
     Ok(value)
 }
 
+/// The expression as C++ over `int64_t` sizes: the functions become the harness's own
+/// (`ceil_div`, `min`, `max` -> `repro::ceil_div`, `repro::size_min`, `repro::size_max`), which
+/// take int64_t, so `min(M, 64)` does not trip over std::min's single template type.
+pub fn to_cpp(text: &str) -> String {
+    let mut out = String::new();
+    let mut current = String::new();
+    let flush = |current: &mut String, out: &mut String, next: Option<char>| {
+        let called = next == Some('(');
+        out.push_str(match current.as_str() {
+            "ceil_div" if called => "repro::ceil_div",
+            "min" if called => "repro::size_min",
+            "max" if called => "repro::size_max",
+            other => other,
+        });
+        current.clear();
+    };
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            current.push(c);
+        } else {
+            if !current.is_empty() {
+                let next = chars[i..].iter().copied().find(|c| !c.is_whitespace());
+                flush(&mut current, &mut out, next);
+            }
+            out.push(c);
+        }
+    }
+    if !current.is_empty() {
+        flush(&mut current, &mut out, None);
+    }
+    out
+}
+
 /// Every identifier in `text`, in order (for "did you mean" on an unknown one).
 pub fn identifiers(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -214,5 +248,9 @@ mod tests {
             Err(ExprError::Arithmetic(_))
         ));
         assert_eq!(identifiers("ceil_div(N, 128) + 2x"), vec!["ceil_div", "N"]);
+        assert_eq!(
+            to_cpp("ceil_div(N, 128) * min (M, 64) + max_k"),
+            "repro::ceil_div(N, 128) * repro::size_min (M, 64) + max_k"
+        );
     }
 }

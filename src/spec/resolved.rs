@@ -51,6 +51,10 @@ pub struct TensorSpecResolved {
     pub shape_text: Vec<String>,
     /// In elements.
     pub strides: Vec<i64>,
+    /// Explicit `strides:` as written (expressions), when the spec gives them.
+    pub strides_text: Option<Vec<String>>,
+    /// `layout: col_major` (packed strides with the last two dimensions swapped).
+    pub col_major: bool,
     pub output: bool,
     pub init: InitResolved,
 }

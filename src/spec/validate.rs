@@ -229,6 +229,11 @@ impl Validator<'_> {
             shape.push(v);
             shape_text.push(text);
         }
+        let strides_text = t
+            .strides
+            .as_ref()
+            .map(|s| s.iter().map(Value::to_cpp).collect());
+        let col_major = t.layout == Some(Layout::ColMajor);
         let strides = match (&t.layout, &t.strides) {
             (Some(_), Some(_)) => {
                 self.key_error(
@@ -284,6 +289,8 @@ impl Validator<'_> {
             shape,
             shape_text,
             strides,
+            strides_text,
+            col_major,
             output: t.output,
             init: init?,
         })

@@ -269,3 +269,75 @@ mod tests {
         assert_eq!(help.as_deref(), Some("did you mean `dtype`?"));
     }
 }
+
+/// The spec text with some plain scalars replaced in place (`sizes.M` -> `129`), everything
+/// else (comments, layout, quoting of other values) kept as written. `repro shrink` writes the
+/// smaller spec this way, so the user's spec reads the same apart from the numbers it changed.
+pub fn rewrite_scalars(text: &str, edits: &[(String, String)]) -> Result<String, String> {
+    let mut collector = SpanCollector::default();
+    if Parser::new_from_str(text)
+        .load(&mut collector, false)
+        .is_err()
+    {
+        return Err("the spec is not valid YAML".into());
+    }
+    let spans = collector.spans;
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    // Right to left within a line, so earlier columns stay valid.
+    let mut located: Vec<(Location, &str, &str)> = Vec::new();
+    for (path, value) in edits {
+        let Some(loc) = spans.values.get(path.as_str()) else {
+            return Err(format!("`{path}` is not written in the spec"));
+        };
+        located.push((*loc, path, value));
+    }
+    located.sort_by_key(|(loc, _, _)| std::cmp::Reverse((loc.line, loc.column)));
+    for (loc, path, value) in located {
+        let line = lines
+            .get_mut(loc.line.saturating_sub(1))
+            .ok_or_else(|| format!("`{path}`: no line {}", loc.line))?;
+        let chars: Vec<char> = line.chars().collect();
+        let start = loc.column.saturating_sub(1).min(chars.len());
+        let end = start
+            + chars[start..]
+                .iter()
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == '_' || **c == '-')
+                .count();
+        if end == start {
+            return Err(format!("`{path}` is not a plain scalar"));
+        }
+        let mut rewritten: String = chars[..start].iter().collect();
+        rewritten.push_str(value);
+        rewritten.extend(&chars[end..]);
+        *line = rewritten;
+    }
+    let mut out = lines.join("\n");
+    if text.ends_with('\n') {
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod rewrite_tests {
+    use super::rewrite_scalars;
+
+    #[test]
+    fn replaces_values_and_keeps_everything_else() {
+        let text = "version: 1\nname: big_gemm   # the name\nsizes: { M: 1000, N: 744, K: 520 }  # odd sizes\n";
+        let out = rewrite_scalars(
+            text,
+            &[
+                ("sizes.M".into(), "129".into()),
+                ("sizes.K".into(), "8".into()),
+                ("name".into(), "big_gemm_shrunk".into()),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            "version: 1\nname: big_gemm_shrunk   # the name\nsizes: { M: 129, N: 744, K: 8 }  # odd sizes\n"
+        );
+        assert!(rewrite_scalars(text, &[("sizes.Q".into(), "1".into())]).is_err());
+    }
+}

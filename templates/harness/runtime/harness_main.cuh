@@ -11,6 +11,7 @@ struct Options {
   bool ones = false;
   bool probe = false;
   std::vector<std::pair<std::string, std::string>> inits;  // --init T=PATTERN, in order
+  std::vector<std::pair<std::string, int64_t>> sizes;      // --size NAME=VALUE, in order
   bool has_seed = false;
   uint64_t seed = 0;
   int repeat = -1;
@@ -23,6 +24,7 @@ inline void print_usage(const char* argv0) {
       "usage: %s [--ones] [--init T=PATTERN]... [--seed N] [--repeat N] [--timeout S] [--json FILE] [--dump DIR]\n"
       "  --ones             A = B = 1 (C, bias = 0): every output must equal alpha*K exactly\n"
       "  --probe            the probe suite: ones, K slices, row and column codes, identity, random; a verdict\n"
+      "  --size NAME=VALUE  run at another value of one of the spec's sizes (repro sweep, repro shrink)\n"
       "  --init T=PATTERN   ones | zeros | iota | identity | uniform[:LO:HI] | int_uniform[:LO:HI] |\n"
       "                     normal[:MEAN:STD] | file:PATH   (PATH relative to this executable's folder)\n"
       "  --seed N           seed of every random tensor\n"
@@ -71,6 +73,13 @@ inline Options parse_options(int argc, char** argv) {
       const size_t eq = v.find('=');
       if (eq == std::string::npos || eq == 0) usage_error("--init takes T=PATTERN, e.g. --init B=identity");
       options.inits.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else if (is("--size")) {
+      const std::string v = value_of(i, "--size");
+      const size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) usage_error("--size takes NAME=VALUE, e.g. --size M=129");
+      const double n = number_of(v.substr(eq + 1), "--size");
+      if (n < 1 || n != std::floor(n) || n > 9.0e15) usage_error("--size takes a positive integer value");
+      options.sizes.emplace_back(v.substr(0, eq), static_cast<int64_t>(n));
     } else if (is("--seed")) {
       const double v = number_of(value_of(i, "--seed"), "--seed");
       if (v < 0 || v != std::floor(v)) usage_error("--seed takes a non-negative integer");
@@ -189,6 +198,22 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   if (!options.json_path.empty()) set_json_path(options.json_path);
   const int repeat = options.repeat > 0 ? options.repeat : spec.repeat;
   const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : spec.timeout_seconds;
+  // Sizes first: every tensor and the GEMM's extents follow from them.
+  std::string sizes_line;
+  for (const auto& size : options.sizes) {
+    if (spec.sizes_fixed[0] != '\0')
+      usage_error(strprintf("--size %s=%lld: the sizes are compile-time constants in this harness: %s",
+                            size.first.c_str(), (long long)size.second, spec.sizes_fixed));
+    if (!spec.set_size(size.first, size.second))
+      usage_error(strprintf("--size %s=...: the spec declares no size `%s`", size.first.c_str(), size.first.c_str()));
+    sizes_line += strprintf("%s%s=%lld", sizes_line.empty() ? "" : " ", size.first.c_str(), (long long)size.second);
+  }
+  spec.tensors = spec.make_tensors();
+  {
+    const GemmDims dims = gemm_dims(spec.tensors, spec.gemm.a, spec.gemm.out, spec.gemm.batched);
+    spec.gemm.L = dims.L, spec.gemm.M = dims.M, spec.gemm.N = dims.N, spec.gemm.K = dims.K;
+  }
+  if (!sizes_line.empty()) report_set("sizes", json_string(sizes_line));
   const GemmOperands& g = spec.gemm;
   std::vector<Tensor>& tensors = spec.tensors;
   Tensor& out = tensors[g.out];
@@ -219,6 +244,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   }
   report_set("device", device_json(device));
   std::printf("repro %s | %s\n", spec.name, device_summary(device).c_str());
+  if (!sizes_line.empty()) std::printf("sizes   %s (--size; the spec says otherwise)\n", sizes_line.c_str());
   std::printf("inputs  %s\n", inputs_line.c_str());
   std::fflush(stdout);
 

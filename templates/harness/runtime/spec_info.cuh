@@ -18,9 +18,29 @@ struct GemmOperands {
   int64_t L = 1, M = 0, N = 0, K = 0;
 };
 
+// The GEMM's extents, read off the tensors (A [L?, M, K], output [L?, M, N]), so that they follow
+// the sizes the harness runs with.
+struct GemmDims {
+  int64_t L = 1, M = 0, N = 0, K = 0;
+};
+
+inline GemmDims gemm_dims(const std::vector<Tensor>& tensors, int a, int out, bool batched) {
+  const Tensor& A = tensors[size_t(a)];
+  const Tensor& D = tensors[size_t(out)];
+  GemmDims dims;
+  dims.M = D.rank >= 2 ? D.shape[D.rank - 2] : 1;
+  dims.N = D.shape[D.rank - 1];
+  dims.K = A.shape[A.rank - 1];
+  dims.L = batched ? D.shape[0] : 1;
+  return dims;
+}
+
 struct SpecInfo {
   const char* name = "";
-  std::vector<Tensor> tensors;
+  std::vector<Tensor> tensors;  // made by make_tensors once the sizes are settled
+  std::vector<Tensor> (*make_tensors)() = nullptr;
+  bool (*set_size)(const std::string& name, int64_t value) = nullptr;
+  const char* sizes_fixed = "";  // why --size is refused, or empty
   GemmOperands gemm;
   int64_t tile_m = 0, tile_n = 0, tile_k = 0;  // tile_k 0: not given (probes use 32)
   double rel_l2 = -1, rtol = -1, atol = -1;  // negative: the default for the output dtype

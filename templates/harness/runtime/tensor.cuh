@@ -48,6 +48,18 @@ struct Tensor {
   }
 };
 
+// Packed strides for the tensor's shape; col_major swaps the last two dimensions (a leading
+// batch dimension stays outermost), as the spec's `layout: col_major` means.
+inline void set_packed_strides(Tensor& t, bool col_major) {
+  int order[4] = {0, 1, 2, 3};
+  if (col_major && t.rank >= 2) std::swap(order[t.rank - 1], order[t.rank - 2]);
+  int64_t step = 1;
+  for (int i = t.rank - 1; i >= 0; --i) {
+    t.strides[order[i]] = step;
+    step *= t.shape[order[i]];
+  }
+}
+
 inline std::string resolve_path(const std::string& base_dir, const std::string& path) {
   if (path.empty() || path[0] == '/' || base_dir.empty()) return path;
   return base_dir + "/" + path;

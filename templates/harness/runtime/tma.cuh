@@ -63,6 +63,18 @@ struct TmaRequest {
   }
 };
 
+// Global dims and byte strides from the tensor itself (so they follow --size): driver dimension
+// i is the tensor's dimension order[i], innermost first.
+inline void set_tma_layout(TmaRequest& request, const Tensor& tensor, std::initializer_list<int> order) {
+  const int64_t bytes = int64_t(dtype_bytes(tensor.dtype));
+  cuuint32_t i = 0;
+  for (int d : order) {
+    request.dims[i] = cuuint64_t(tensor.shape[d]);
+    if (i > 0) request.strides_bytes[i - 1] = cuuint64_t(tensor.strides[d] * bytes);
+    ++i;
+  }
+}
+
 // The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), looked up like the encoder.
 inline std::string cu_result_name(CUresult result) {
   static PFN_cuGetErrorName_v6000 get_name = nullptr;
