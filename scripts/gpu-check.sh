@@ -111,7 +111,7 @@ SAYS='sanitize  memcheck: 0 errors' run_case "block_rowsum_f32 --sanitize memche
 # The under-request that runs silently (see the hopper part): memcheck must still see it.
 SAYS='Invalid __shared__ write' run_case "block_rowsum_warps_smem_f32 --sanitize memcheck" 6 run examples/block_rowsum_warps_smem_f32.yaml --sanitize memcheck
 # racecheck slows a kernel by orders of magnitude: the race example at a small size.
-SAYS='Race reported' run_case "missing_sync_small --sanitize racecheck" 6 run tests/gpu/missing_sync_small.yaml --sanitize racecheck
+SAYS='Race between Write access and Read access' run_case "missing_sync_small --sanitize racecheck" 6 run tests/gpu/missing_sync_small.yaml --sanitize racecheck
 SAYS='sanitize  initcheck: 0 errors' run_case "tiled_gemm_bf16 --sanitize initcheck" 0 run examples/tiled_gemm_bf16.yaml --sanitize initcheck
 SAYS='sanitize  synccheck: 0 errors' run_case "tiled_gemm_f32 --sanitize synccheck" 0 run examples/tiled_gemm_f32.yaml --ones --sanitize synccheck
 # The raw sanitizer logs come back (in $OUT) to become test fixtures for the parser.
