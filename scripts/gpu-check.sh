@@ -190,9 +190,21 @@ echo "warm run:"; time "$repro" run examples/cutlass_bf16_cooperative.yaml --one
 fi
 
 if wanted bench; then
-section "benchmarks: host fp64 reference at 1024^3 and 4096^3"
-run_case "bench_tiled_bf16_1024" 0 run tests/gpu/bench_tiled_bf16_1024.yaml --repeat 1
-run_case "bench_tiled_bf16_4096" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1
+section "benchmarks: the fp64 reference on the host and on the device, 1024^3 to 8192^3"
+for size in 1024 4096 8192; do
+  "$repro" build "tests/gpu/bench_tiled_bf16_$size.yaml" >/dev/null 2>&1
+  for provider in host device; do
+    SAYS="fp64 $provider GEMM" run_case "bench_tiled_bf16_$size --reference $provider" 0 \
+      run "tests/gpu/bench_tiled_bf16_$size.yaml" --repeat 1 --reference "$provider"
+  done
+done
+# The device reference on the harder cases: batches, alpha, beta*C, bias, a column-major B, fp8.
+SAYS='fp64 device GEMM' run_case "batched_gemm --reference device" 0 run tests/gpu/batched_gemm.yaml --reference device
+SAYS='fp64 device GEMM' run_case "cutlass_fp8_e4m3 --reference device" 0 run examples/cutlass_fp8_e4m3.yaml --reference device
+# repro's own overhead on a warm run: the same harness run directly, then through repro.
+TIMEFORMAT='  %R s wall'
+echo "harness directly:"; time generated/bench_tiled_bf16_1024/harness --ones --repeat 1 >/dev/null
+echo "through repro run:"; time "$repro" run tests/gpu/bench_tiled_bf16_1024.yaml --ones --repeat 1 >/dev/null 2>&1
 
 fi
 

@@ -100,6 +100,9 @@ pub struct RunArgs {
     /// Seconds one launch may take before it is declared hung [default: check.timeout].
     #[arg(long, value_name = "S", help_heading = "Checks")]
     pub timeout: Option<f64>,
+    /// Where the fp64 reference GEMM runs [default: reference.provider, else auto: by size].
+    #[arg(long, value_name = "WHERE", value_parser = ["host", "device", "auto"], help_heading = "Checks")]
+    pub reference: Option<String>,
     /// Write the whole report as JSON.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub json: Option<PathBuf>,
@@ -129,6 +132,9 @@ pub struct ProbeArgs {
     /// Seconds one launch may take before it is declared hung [default: check.timeout].
     #[arg(long, value_name = "S", help_heading = "Checks")]
     pub timeout: Option<f64>,
+    /// Where the random probe's fp64 reference runs [default: reference.provider, else by size].
+    #[arg(long, value_name = "WHERE", value_parser = ["host", "device", "auto"], help_heading = "Checks")]
+    pub reference: Option<String>,
     /// Write the probes and the verdict as JSON.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub json: Option<PathBuf>,

@@ -2252,6 +2252,207 @@ inline void wait_for_kernel(cudaEvent_t done, double timeout_s, const std::strin
 
 }  // namespace repro
 
+// ---- runtime: device_reference.cuh ----
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: the fp64 reference GEMM on the device (reference.provider: device)
+//
+// The same formula as the host reference (reference.cuh), computed by a register-blocked fp64
+// kernel from the operands already on the device, in their own dtypes and strides. Host fp64 at
+// 8192^3 takes tens of seconds; this takes a fraction of one. Products and sums are fp64 with a
+// different summation order than the host's, so the two agree to ~1e-15 relative, far below any
+// kernel's error.
+//
+// A reference computed by the same GPU as the kernel under test could share its fault, so a
+// sample of outputs is recomputed on the host and compared (cross_check_reference): a device
+// reference that disagrees with the host ends the run instead of judging the kernel.
+// ---------------------------------------------------------------------------------------------
+#include <cuda_fp8.h>
+
+namespace repro {
+
+// One matrix operand as the device kernel reads it: element (l, row, col) is at
+// l * batch_stride + row * row_stride + col * col_stride (batch_stride 0: shared by all batches).
+struct DeviceMatrix {
+  const unsigned char* data = nullptr;
+  DType dtype = DType::f64;
+  int64_t batch_stride = 0, row_stride = 0, col_stride = 0;
+};
+
+inline DeviceMatrix device_matrix(const Tensor& t) {
+  DeviceMatrix d;
+  d.data = static_cast<const unsigned char*>(t.device);
+  d.dtype = t.dtype;
+  d.batch_stride = t.rank == 3 ? t.strides[0] : 0;
+  d.row_stride = t.rank >= 2 ? t.strides[t.rank - 2] : 0;
+  d.col_stride = t.strides[t.rank - 1];
+  return d;
+}
+
+// Exact conversions of every storage type to double (f16, bf16 and fp8 widen exactly).
+__device__ inline double device_decode(DType dtype, const unsigned char* base, int64_t element) {
+  switch (dtype) {
+    case DType::f64: return reinterpret_cast<const double*>(base)[element];
+    case DType::f32:
+    case DType::tf32: return reinterpret_cast<const float*>(base)[element];
+    case DType::f16: return __half2float(reinterpret_cast<const __half*>(base)[element]);
+    case DType::bf16: return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(base)[element]);
+    case DType::e4m3: return __half2float(__half(__nv_cvt_fp8_to_halfraw(base[element], __NV_E4M3)));
+    case DType::e5m2: return __half2float(__half(__nv_cvt_fp8_to_halfraw(base[element], __NV_E5M2)));
+    case DType::i8: return double(reinterpret_cast<const int8_t*>(base)[element]);
+    case DType::u8: return double(base[element]);
+    case DType::i32: return double(reinterpret_cast<const int32_t*>(base)[element]);
+    case DType::u32: return double(reinterpret_cast<const uint32_t*>(base)[element]);
+    case DType::i64: return double(reinterpret_cast<const int64_t*>(base)[element]);
+    case DType::boolean: return base[element] != 0 ? 1.0 : 0.0;
+  }
+  return 0.0;
+}
+
+__device__ inline double device_element(const DeviceMatrix& m, int64_t l, int64_t row, int64_t col) {
+  return device_decode(m.dtype, m.data, l * m.batch_stride + row * m.row_stride + col * m.col_stride);
+}
+
+// 64 x 64 outputs per block of 16 x 16 threads, 4 x 4 per thread (rows ty + 16i, columns
+// tx + 16j, so a warp's shared-memory reads are broadcasts or consecutive), K in steps of 16.
+constexpr int kRefTile = 64, kRefStep = 16, kRefThreads = 16;
+
+struct DeviceGemmArgs {
+  DeviceMatrix a, b, c, bias;  // c.data / bias.data null when unused
+  double* out;                 // [L][M][N] doubles
+  double alpha, beta;
+  int64_t M, N, K;
+};
+
+__global__ void __launch_bounds__(kRefThreads* kRefThreads) reference_gemm_kernel(DeviceGemmArgs p) {
+  __shared__ double As[kRefStep][kRefTile];
+  __shared__ double Bs[kRefStep][kRefTile];
+  const int tx = threadIdx.x, ty = threadIdx.y, t = ty * kRefThreads + tx;
+  const int64_t l = blockIdx.z, m0 = int64_t(blockIdx.y) * kRefTile, n0 = int64_t(blockIdx.x) * kRefTile;
+  double acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < p.K; k0 += kRefStep) {
+    // 16 x 64 elements of each operand, four per thread, decoded once into shared memory.
+    for (int e = t; e < kRefStep * kRefTile; e += kRefThreads * kRefThreads) {
+      const int kk = e / kRefTile, i = e % kRefTile;
+      const int64_t k = k0 + kk;
+      As[kk][i] = (m0 + i < p.M && k < p.K) ? device_element(p.a, l, m0 + i, k) : 0.0;
+      Bs[kk][i] = (n0 + i < p.N && k < p.K) ? device_element(p.b, l, k, n0 + i) : 0.0;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kRefStep; ++kk) {
+      double av[4], bv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) av[i] = As[kk][ty + kRefThreads * i], bv[i] = Bs[kk][tx + kRefThreads * i];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t m = m0 + ty + kRefThreads * i, n = n0 + tx + kRefThreads * j;
+      if (m >= p.M || n >= p.N) continue;
+      double value = p.alpha * acc[i][j];
+      if (p.c.data != nullptr) value += p.beta * device_element(p.c, l, m, n);
+      if (p.bias.data != nullptr) value += device_decode(p.bias.dtype, p.bias.data, n * p.bias.col_stride);
+      p.out[(l * p.M + m) * p.N + n] = value;
+    }
+}
+
+// Computes the reference into `ref` ([L][M][N]) from the operands' device copies, which must be
+// uploaded already. Returns the kernel's time in milliseconds.
+inline double reference_gemm_device(const GemmProblem& p, std::vector<double>* ref) {
+  DeviceGemmArgs args;
+  args.a = device_matrix(*p.a);
+  args.b = device_matrix(*p.b);
+  if (p.c != nullptr && p.beta != 0.0) args.c = device_matrix(*p.c);
+  if (p.bias != nullptr) args.bias = device_matrix(*p.bias);
+  args.alpha = p.alpha;
+  args.beta = p.beta;
+  args.M = p.M, args.N = p.N, args.K = p.K;
+  const size_t count = size_t(p.L * p.M * p.N);
+  REPRO_CUDA_CHECK(cudaMalloc(&args.out, std::max<size_t>(count, 1) * sizeof(double)));
+  cudaEvent_t start, stop;
+  REPRO_CUDA_CHECK(cudaEventCreate(&start));
+  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+  const dim3 grid(unsigned((p.N + kRefTile - 1) / kRefTile), unsigned((p.M + kRefTile - 1) / kRefTile), unsigned(p.L));
+  REPRO_CUDA_CHECK(cudaEventRecord(start));
+  reference_gemm_kernel<<<grid, dim3(kRefThreads, kRefThreads)>>>(args);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  REPRO_CUDA_CHECK(cudaEventRecord(stop));
+  REPRO_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  ref->resize(count);
+  REPRO_CUDA_CHECK(cudaMemcpy(ref->data(), args.out, count * sizeof(double), cudaMemcpyDeviceToHost));
+  cudaFree(args.out);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms;
+}
+
+// How many outputs the host recomputes to vouch for a device reference.
+constexpr int64_t kCrossCheckSamples = 4096;
+
+struct CrossCheck {
+  int64_t samples = 0;
+  double max_relative = 0;  // max |device - host| / sum_k |a b|, over the samples
+};
+
+// Recomputes a spread sample of outputs on the host (host copies of the operands) and compares
+// them with the device reference. The bound: fp64 sums of K terms in two different orders differ
+// by at most ~K * 2^-53 of the sum of |terms|; 1e-10 of it leaves room and still catches any real
+// fault (a wrong element is off by a sizeable fraction of its terms).
+inline CrossCheck cross_check_reference(const GemmProblem& p, const std::vector<double>& ref) {
+  CrossCheck check;
+  const int64_t count = p.L * p.M * p.N;
+  const int64_t samples = std::min(count, kCrossCheckSamples);
+  const bool use_c = p.c != nullptr && p.beta != 0.0;
+  // Each sample reads a column of B with a stride: thousands of cache misses per sample, so the
+  // samples are spread over every core, and judged afterwards.
+  // (static_cast, not size_t(samples): that would declare functions)
+  std::vector<double> host_values(static_cast<size_t>(samples)), differences(static_cast<size_t>(samples));
+  std::vector<int64_t> sampled(static_cast<size_t>(samples));
+  parallel_for(samples, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t s = begin; s < end; ++s) {
+      // Spread over the whole output, with the corners always in.
+    const int64_t index = s == 0 ? 0 : s == 1 ? count - 1 : int64_t(mix64(uint64_t(s)) % uint64_t(count));
+    const int64_t l = index / (p.M * p.N), m = (index / p.N) % p.M, n = index % p.N;
+    double sum = 0, magnitude = 0;
+    for (int64_t k = 0; k < p.K; ++k) {
+      const double term = matrix_element(*p.a, l, m, k) * matrix_element(*p.b, l, k, n);
+      sum += term;
+      magnitude += std::fabs(term);
+    }
+    double value = p.alpha * sum;
+    if (use_c) value += p.beta * matrix_element(*p.c, l, m, n);
+    if (p.bias != nullptr) value += decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]);
+    const double scale = std::fabs(p.alpha) * magnitude + std::fabs(value) + 1e-300;
+    host_values[size_t(s)] = value;
+    sampled[size_t(s)] = index;
+    differences[size_t(s)] = std::fabs(ref[size_t(index)] - value) / scale;
+    }
+  });
+  for (int64_t s = 0; s < samples; ++s) {
+    const int64_t index = sampled[size_t(s)];
+    if (!(differences[size_t(s)] <= 1e-10)) {
+      const int64_t l = index / (p.M * p.N), m = (index / p.N) % p.M, n = index % p.N;
+      fatal(kExitCudaError, "fault",
+            strprintf("the device reference disagrees with the host at output [%lld, %lld, %lld]: device %s, host "
+                      "%s. A reference computed on a faulty GPU cannot judge the kernel: rerun with --reference host",
+                      (long long)l, (long long)m, (long long)n, format_value(ref[size_t(index)]).c_str(),
+                      format_value(host_values[size_t(s)]).c_str()));
+    }
+    check.max_relative = std::max(check.max_relative, differences[size_t(s)]);
+    ++check.samples;
+  }
+  return check;
+}
+
+}  // namespace repro
+
 // ---- runtime: launch.cuh ----
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: launch
@@ -2573,6 +2774,7 @@ struct SpecInfo {
   const char* sizes_fixed = "";  // why --size is refused, or empty
   GemmOperands gemm;
   int64_t tile_m = 0, tile_n = 0, tile_k = 0;  // tile_k 0: not given (probes use 32)
+  const char* reference_provider = "auto";  // reference.provider: host | device | auto
   double rel_l2 = -1, rtol = -1, atol = -1;  // negative: the default for the output dtype
   int repeat = 2;
   double timeout_seconds = 10;
@@ -3016,6 +3218,7 @@ struct Options {
   int repeat = -1;
   double timeout_seconds = -1;
   std::string json_path, dump_dir, emit_inputs_dir;
+  std::string reference;  // --reference host|device|auto; empty: the spec's reference.provider
 };
 
 inline void print_usage(const char* argv0) {
@@ -3029,6 +3232,7 @@ inline void print_usage(const char* argv0) {
       "  --seed N           seed of every random tensor\n"
       "  --repeat N         launch N times; outputs are compared bitwise between runs\n"
       "  --timeout S        seconds one launch may take before it counts as a hang (exit 5)\n"
+      "  --reference WHERE  host | device | auto: where the fp64 reference GEMM runs (default: the spec's)\n"
       "  --json FILE        write the whole report as JSON\n"
       "  --dump DIR         write inputs, outputs and the reference as .npy into DIR\n"
       "  --emit-inputs DIR  write the generated inputs as .npy and exit (no GPU needed)\n"
@@ -3091,6 +3295,10 @@ inline Options parse_options(int argc, char** argv) {
     } else if (is("--timeout")) {
       options.timeout_seconds = number_of(value_of(i, "--timeout"), "--timeout");
       if (!(options.timeout_seconds > 0)) usage_error("--timeout takes a positive number of seconds");
+    } else if (is("--reference")) {
+      options.reference = value_of(i, "--reference");
+      if (options.reference != "host" && options.reference != "device" && options.reference != "auto")
+        usage_error(strprintf("--reference takes host, device or auto, not `%s`", options.reference.c_str()));
     } else if (is("--json")) {
       options.json_path = value_of(i, "--json");
     } else if (is("--dump")) {
@@ -3191,6 +3399,16 @@ inline void write_npy_or_die(const std::string& path, const Tensor& t) {
   }
 }
 
+// auto: the device above 2^27 multiply-adds (512^3), where the host's fp64 GEMM starts to take
+// longer than the device's fixed costs (a kernel, a copy back, the cross-check).
+constexpr double kDeviceReferenceMinMacs = 134217728.0;
+
+inline bool use_device_reference(const std::string& provider, const GemmOperands& g) {
+  if (provider == "device") return true;
+  if (provider == "host") return false;
+  return double(g.L) * double(g.M) * double(g.N) * double(g.K) >= kDeviceReferenceMinMacs;
+}
+
 inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   set_command_line(argc, argv);
   const Options options = parse_options(argc, argv);
@@ -3247,6 +3465,14 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   std::printf("inputs  %s\n", inputs_line.c_str());
   std::fflush(stdout);
 
+  // Device buffers first: the device reference reads the inputs there. Outputs are re-poisoned
+  // before every launch, so an element the kernel never writes is caught even when an earlier
+  // run wrote it.
+  for (Tensor& t : tensors) {
+    REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
+    if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+  }
+
   // The reference comes before the kernel: a kernel that kills the context still leaves one.
   GemmProblem problem;
   problem.a = &tensors[g.a];
@@ -3264,19 +3490,27 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   const bool analytic = options.ones && options.inits.empty();
   std::vector<double> want;
   const auto reference_start = std::chrono::steady_clock::now();
+  std::string reference_line;
   if (analytic) {
     analytic_ones(problem, &want);
+  } else if (use_device_reference(options.reference.empty() ? spec.reference_provider : options.reference, g)) {
+    const double ms = reference_gemm_device(problem, &want);
+    const double device_seconds = seconds_since(reference_start);
+    const auto check_start = std::chrono::steady_clock::now();
+    const CrossCheck check = cross_check_reference(problem, want);
+    reference_line = strprintf("fp64 device GEMM, %.1f ms (%.2f s with the copy back); host cross-check of %lld "
+                               "outputs in %.2f s: max difference %.1e of the terms' magnitude",
+                               ms, device_seconds, (long long)check.samples, seconds_since(check_start),
+                               check.max_relative);
+    report_set("reference_provider", json_string("device"));
   } else {
     reference_gemm(problem, &want);
+    reference_line = strprintf("fp64 host GEMM, %u threads, %.2f s", std::max(1u, std::thread::hardware_concurrency()),
+                               seconds_since(reference_start));
+    report_set("reference_provider", json_string("host"));
   }
   const double reference_seconds = seconds_since(reference_start);
 
-  // Device buffers. Outputs are re-poisoned before every launch, so an element the kernel never
-  // writes is caught even when an earlier run wrote it.
-  for (Tensor& t : tensors) {
-    REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
-    if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
-  }
   std::vector<std::vector<unsigned char>> poison(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].output) poison[i] = tensors[i].host;  // fill_host poisoned them
@@ -3341,9 +3575,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
 
   std::printf("launch  %s   kernel %.3f ms%s\n", launch.describe().c_str(), median_ms,
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
-  if (!analytic)
-    std::printf("ref     fp64 host GEMM, %u threads, %.2f s\n", std::max(1u, std::thread::hardware_concurrency()),
-                reference_seconds);
+  if (!analytic) std::printf("ref     %s\n", reference_line.c_str());
   print_comparison_line(out.name.c_str(), comparison);
   if (repeat > 1) {
     if (repeat_differences == 0)
@@ -3571,6 +3803,7 @@ int main(int argc, char** argv) {
   spec.tile_m = repro_spec::kTileM;
   spec.tile_n = repro_spec::kTileN;
   spec.tile_k = repro_spec::kTileK;
+  spec.reference_provider = "auto";  // reference.provider
   spec.rel_l2 = repro_spec::kRelL2;
   spec.rtol = repro_spec::kRtol;
   spec.atol = repro_spec::kAtol;

@@ -159,6 +159,7 @@ pub struct ReferenceContext {
     pub tile_m: i64,
     pub tile_n: i64,
     pub tile_k: i64,
+    pub provider: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -548,6 +549,7 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
             tile_m: r.tile_m,
             tile_n: r.tile_n,
             tile_k: r.tile_k.unwrap_or(0),
+            provider: r.provider.name(),
         },
         check: CheckContext {
             rel_l2: tolerance(spec.check.rel_l2),

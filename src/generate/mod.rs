@@ -54,6 +54,10 @@ const RUNTIME_PARTS: &[(&str, &str)] = &[
         include_str!("../../templates/harness/runtime/device.cuh"),
     ),
     (
+        "device_reference.cuh",
+        include_str!("../../templates/harness/runtime/device_reference.cuh"),
+    ),
+    (
         "launch.cuh",
         include_str!("../../templates/harness/runtime/launch.cuh"),
     ),

@@ -74,6 +74,23 @@ pub(crate) fn relay(
     Ok(Some((code, disposition)))
 }
 
+/// Builds the harness variant (cached by content) and says which happened; `note` follows the
+/// build time (" (one build for every size)"). Returns the binary's absolute path.
+pub(crate) fn build_harness(
+    prepared: &crate::generate::command::Prepared,
+    nvcc: Option<&std::path::Path>,
+    variant: Variant,
+    note: &str,
+) -> Result<std::path::PathBuf, Error> {
+    let built = build::build_variant(prepared, nvcc, variant)?;
+    if built.compiled {
+        eprintln!("build: done in {:.1} s{note}", built.seconds);
+    } else {
+        eprintln!("build: up to date (cached; nvcc not called)");
+    }
+    Ok(built.binary.canonicalize().unwrap_or(built.binary))
+}
+
 /// What one quiet harness run showed: its exit code and its class (`ok` for a pass, the class in
 /// `Failed (<class>)`, `hang` when repro's own limit stopped it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,6 +225,9 @@ impl RunArgs {
         if let Some(timeout) = self.timeout {
             args.extend(["--timeout".to_string(), timeout.to_string()]);
         }
+        if let Some(reference) = &self.reference {
+            args.extend(["--reference".to_string(), reference.clone()]);
+        }
         let absolute = |p: &std::path::Path| {
             crate::generate::paths::absolute(p)
                 .to_string_lossy()
@@ -239,14 +259,8 @@ impl RunArgs {
         } else {
             Variant::Production
         };
-        let built = build::build_variant(&prepared, self.toolchain.nvcc.as_deref(), variant)?;
-        if built.compiled {
-            eprintln!("build: done in {:.1} s", built.seconds);
-        } else {
-            eprintln!("build: up to date (cached; nvcc not called)");
-        }
+        let binary = build_harness(&prepared, self.toolchain.nvcc.as_deref(), variant, "")?;
         let spec = &prepared.spec;
-        let binary = built.binary.canonicalize().unwrap_or(built.binary.clone());
         let mut harness_args = self.harness_arguments();
         // The JSON report always: the heatmap is drawn from it.
         let report = report_path(self.json.as_deref(), &prepared.dir)?;

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::relay;
-use crate::build::{self, Variant};
+use crate::build::Variant;
 use crate::cli::ProbeArgs;
 use crate::error::{exit, Error};
 use crate::generate::command::prepare;
@@ -34,18 +34,13 @@ impl ProbeArgs {
             ));
         }
         let prepared = prepare(&self.target, self.output.as_deref())?;
-        let built = build::build_variant(
+        let binary = super::build_harness(
             &prepared,
             self.toolchain.nvcc.as_deref(),
             Variant::Production,
+            "",
         )?;
-        if built.compiled {
-            eprintln!("build: done in {:.1} s", built.seconds);
-        } else {
-            eprintln!("build: up to date (cached; nvcc not called)");
-        }
         let spec = &prepared.spec;
-        let binary = built.binary.canonicalize().unwrap_or(built.binary.clone());
         let mut args = vec!["--probe".to_string()];
         if let Some(seed) = self.seed {
             args.extend(["--seed".to_string(), seed.to_string()]);
@@ -55,6 +50,9 @@ impl ProbeArgs {
         }
         if let Some(timeout) = self.timeout {
             args.extend(["--timeout".to_string(), timeout.to_string()]);
+        }
+        if let Some(reference) = &self.reference {
+            args.extend(["--reference".to_string(), reference.clone()]);
         }
         let report = super::report_path(self.json.as_deref(), &prepared.dir)?;
         args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);

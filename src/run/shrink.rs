@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 
 use super::sweep::{check_dims, run_limit};
 use super::{run_quiet, RunOutcome};
-use crate::build::{self, Variant};
+use crate::build::Variant;
 use crate::cli::ShrinkArgs;
 use crate::error::{exit, Error};
 use crate::generate::command::prepare;
@@ -70,20 +70,12 @@ impl ShrinkArgs {
         let dims = gemm_size_names(spec);
         let names: Vec<String> = dims.iter().map(|(n, _)| n.clone()).collect();
         check_dims(spec, &names, "shrink")?;
-        let built = build::build_variant(
+        let binary = super::build_harness(
             &prepared,
             self.toolchain.nvcc.as_deref(),
             Variant::Production,
+            " (one build for every candidate)",
         )?;
-        if built.compiled {
-            eprintln!(
-                "build: done in {:.1} s (one build for every candidate)",
-                built.seconds
-            );
-        } else {
-            eprintln!("build: up to date (cached; nvcc not called)");
-        }
-        let binary = built.binary.canonicalize().unwrap_or(built.binary.clone());
         let limit = run_limit(spec, self.timeout.unwrap_or(spec.check.timeout));
         // Counted in a Cell: the loop below reads the count while `run` holds the closure.
         let runs = std::cell::Cell::new(0usize);

@@ -2,11 +2,10 @@
 //! size -> what `--ones` and random inputs show. Boundary bugs live at 1, at tile multiples ± 1
 //! and just past them; the default set covers those for the spec's own tiles.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{run_quiet, RunOutcome};
-use crate::build::{self, Variant};
+use crate::build::Variant;
 use crate::cli::SweepArgs;
 use crate::error::{exit, Error};
 use crate::generate::command::prepare;
@@ -100,20 +99,12 @@ impl SweepArgs {
                 "--sizes: {bad} is not a positive size"
             )));
         }
-        let built = build::build_variant(
+        let binary = super::build_harness(
             &prepared,
             self.toolchain.nvcc.as_deref(),
             Variant::Production,
+            " (one build for every size)",
         )?;
-        if built.compiled {
-            eprintln!(
-                "build: done in {:.1} s (one build for every size)",
-                built.seconds
-            );
-        } else {
-            eprintln!("build: up to date (cached; nvcc not called)");
-        }
-        let binary: PathBuf = built.binary.canonicalize().unwrap_or(built.binary.clone());
         let limit = run_limit(spec, self.timeout.unwrap_or(spec.check.timeout));
         let mut timeout_args = Vec::new();
         if let Some(t) = self.timeout {

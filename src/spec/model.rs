@@ -327,6 +327,30 @@ impl TmaOobFill {
     }
 }
 
+/// `reference.provider`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReferenceProvider {
+    #[default]
+    Auto,
+    Device,
+    Host,
+}
+
+impl ReferenceProvider {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReferenceProvider::Auto => "auto",
+            ReferenceProvider::Device => "device",
+            ReferenceProvider::Host => "host",
+        }
+    }
+
+    fn is_auto(&self) -> bool {
+        *self == ReferenceProvider::Auto
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelKind {
@@ -384,6 +408,9 @@ pub struct ReferenceSpec {
     /// The kernel's output tile [tile_m, tile_n] (and optionally tile_k), for localization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tile: Option<Vec<i64>>,
+    /// Where the fp64 reference runs: auto (by size), device, host.
+    #[serde(default, skip_serializing_if = "ReferenceProvider::is_auto")]
+    pub provider: ReferenceProvider,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -171,6 +171,7 @@ pub struct ReferenceGemm {
     pub tile_n: i64,
     /// The kernel's K tile, when the spec gives one (`tile: [m, n, k]`): the probes' K slices.
     pub tile_k: Option<i64>,
+    pub provider: crate::spec::model::ReferenceProvider,
 }
 
 #[derive(Debug, Clone)]

@@ -872,6 +872,7 @@ impl Validator<'_> {
             tile_m,
             tile_n,
             tile_k,
+            provider: r.provider,
         })
     }
 

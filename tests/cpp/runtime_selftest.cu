@@ -17,6 +17,7 @@
 #include "../../templates/harness/runtime/compare.cuh"
 #include "../../templates/harness/runtime/report.cuh"
 #include "../../templates/harness/runtime/device.cuh"
+#include "../../templates/harness/runtime/device_reference.cuh"
 #include "../../templates/harness/runtime/launch.cuh"
 #include "../../templates/harness/runtime/tma.cuh"
 #include "../../templates/harness/runtime/spec_info.cuh"

@@ -17,6 +17,7 @@ struct Options {
   int repeat = -1;
   double timeout_seconds = -1;
   std::string json_path, dump_dir, emit_inputs_dir;
+  std::string reference;  // --reference host|device|auto; empty: the spec's reference.provider
 };
 
 inline void print_usage(const char* argv0) {
@@ -30,6 +31,7 @@ inline void print_usage(const char* argv0) {
       "  --seed N           seed of every random tensor\n"
       "  --repeat N         launch N times; outputs are compared bitwise between runs\n"
       "  --timeout S        seconds one launch may take before it counts as a hang (exit 5)\n"
+      "  --reference WHERE  host | device | auto: where the fp64 reference GEMM runs (default: the spec's)\n"
       "  --json FILE        write the whole report as JSON\n"
       "  --dump DIR         write inputs, outputs and the reference as .npy into DIR\n"
       "  --emit-inputs DIR  write the generated inputs as .npy and exit (no GPU needed)\n"
@@ -92,6 +94,10 @@ inline Options parse_options(int argc, char** argv) {
     } else if (is("--timeout")) {
       options.timeout_seconds = number_of(value_of(i, "--timeout"), "--timeout");
       if (!(options.timeout_seconds > 0)) usage_error("--timeout takes a positive number of seconds");
+    } else if (is("--reference")) {
+      options.reference = value_of(i, "--reference");
+      if (options.reference != "host" && options.reference != "device" && options.reference != "auto")
+        usage_error(strprintf("--reference takes host, device or auto, not `%s`", options.reference.c_str()));
     } else if (is("--json")) {
       options.json_path = value_of(i, "--json");
     } else if (is("--dump")) {
@@ -192,6 +198,16 @@ inline void write_npy_or_die(const std::string& path, const Tensor& t) {
   }
 }
 
+// auto: the device above 2^27 multiply-adds (512^3), where the host's fp64 GEMM starts to take
+// longer than the device's fixed costs (a kernel, a copy back, the cross-check).
+constexpr double kDeviceReferenceMinMacs = 134217728.0;
+
+inline bool use_device_reference(const std::string& provider, const GemmOperands& g) {
+  if (provider == "device") return true;
+  if (provider == "host") return false;
+  return double(g.L) * double(g.M) * double(g.N) * double(g.K) >= kDeviceReferenceMinMacs;
+}
+
 inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   set_command_line(argc, argv);
   const Options options = parse_options(argc, argv);
@@ -248,6 +264,14 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   std::printf("inputs  %s\n", inputs_line.c_str());
   std::fflush(stdout);
 
+  // Device buffers first: the device reference reads the inputs there. Outputs are re-poisoned
+  // before every launch, so an element the kernel never writes is caught even when an earlier
+  // run wrote it.
+  for (Tensor& t : tensors) {
+    REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
+    if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+  }
+
   // The reference comes before the kernel: a kernel that kills the context still leaves one.
   GemmProblem problem;
   problem.a = &tensors[g.a];
@@ -265,19 +289,27 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   const bool analytic = options.ones && options.inits.empty();
   std::vector<double> want;
   const auto reference_start = std::chrono::steady_clock::now();
+  std::string reference_line;
   if (analytic) {
     analytic_ones(problem, &want);
+  } else if (use_device_reference(options.reference.empty() ? spec.reference_provider : options.reference, g)) {
+    const double ms = reference_gemm_device(problem, &want);
+    const double device_seconds = seconds_since(reference_start);
+    const auto check_start = std::chrono::steady_clock::now();
+    const CrossCheck check = cross_check_reference(problem, want);
+    reference_line = strprintf("fp64 device GEMM, %.1f ms (%.2f s with the copy back); host cross-check of %lld "
+                               "outputs in %.2f s: max difference %.1e of the terms' magnitude",
+                               ms, device_seconds, (long long)check.samples, seconds_since(check_start),
+                               check.max_relative);
+    report_set("reference_provider", json_string("device"));
   } else {
     reference_gemm(problem, &want);
+    reference_line = strprintf("fp64 host GEMM, %u threads, %.2f s", std::max(1u, std::thread::hardware_concurrency()),
+                               seconds_since(reference_start));
+    report_set("reference_provider", json_string("host"));
   }
   const double reference_seconds = seconds_since(reference_start);
 
-  // Device buffers. Outputs are re-poisoned before every launch, so an element the kernel never
-  // writes is caught even when an earlier run wrote it.
-  for (Tensor& t : tensors) {
-    REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
-    if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
-  }
   std::vector<std::vector<unsigned char>> poison(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].output) poison[i] = tensors[i].host;  // fill_host poisoned them
@@ -342,9 +374,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
 
   std::printf("launch  %s   kernel %.3f ms%s\n", launch.describe().c_str(), median_ms,
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
-  if (!analytic)
-    std::printf("ref     fp64 host GEMM, %u threads, %.2f s\n", std::max(1u, std::thread::hardware_concurrency()),
-                reference_seconds);
+  if (!analytic) std::printf("ref     %s\n", reference_line.c_str());
   print_comparison_line(out.name.c_str(), comparison);
   if (repeat > 1) {
     if (repeat_differences == 0)

@@ -43,6 +43,7 @@ struct SpecInfo {
   const char* sizes_fixed = "";  // why --size is refused, or empty
   GemmOperands gemm;
   int64_t tile_m = 0, tile_n = 0, tile_k = 0;  // tile_k 0: not given (probes use 32)
+  const char* reference_provider = "auto";  // reference.provider: host | device | auto
   double rel_l2 = -1, rtol = -1, atol = -1;  // negative: the default for the output dtype
   int repeat = 2;
   double timeout_seconds = 10;
