@@ -239,6 +239,17 @@ pub enum ImportCommand {
         #[arg(short, long, value_name = "SPEC")]
         output: Option<PathBuf>,
     },
+    /// The `tensors:` section of a spec from a REPRO_CAPTURE_DIR written by repro::capture.
+    Capture {
+        /// The capture folder (holding manifest.jsonl and the .npy files).
+        dir: PathBuf,
+        /// Which call of each tensor (the first call is 0).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        call: u32,
+        /// Write the section here (never over an existing file) [default: standard output].
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// From a __global__ (or __device__) function found under a source tree.
     Cuda {
         /// A source file or a folder to search (build and VCS folders are skipped).

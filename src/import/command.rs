@@ -44,6 +44,9 @@ impl ImportArgs {
                 };
                 (super::rust::skeleton(site), output)
             }
+            ImportCommand::Capture { dir, call, output } => {
+                return capture(&dir, call, output.as_deref());
+            }
             ImportCommand::Cuda {
                 path,
                 kernel,
@@ -71,6 +74,35 @@ impl ImportArgs {
         };
         write(skeleton, output.as_deref())
     }
+}
+
+/// `repro import capture`: the tensors section, with file paths relative to where it is written.
+fn capture(dir: &Path, call: u32, output: Option<&Path>) -> Result<u8, Error> {
+    let entries = super::capture::read_manifest(dir).map_err(Error::Usage)?;
+    let base: PathBuf = output
+        .and_then(|o| o.parent().map(Path::to_path_buf))
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let files_at = relative_to(dir, &base);
+    let text = super::capture::tensors_yaml(&entries, call, &files_at, &dir.display().to_string())
+        .map_err(Error::Usage)?;
+    match output {
+        None => print!("{text}"),
+        Some(path) => {
+            if path.exists() {
+                return Err(Error::Usage(format!(
+                    "{} exists; repro import never overwrites a file (choose another -o)",
+                    path.display()
+                )));
+            }
+            std::fs::write(path, &text).map_err(Error::io("write", path))?;
+            println!(
+                "wrote {} (paste its tensors into a spec, or add the spec's other sections around it)",
+                path.display()
+            );
+        }
+    }
+    Ok(exit::PASSED)
 }
 
 fn write(mut skeleton: Skeleton, output: Option<&Path>) -> Result<u8, Error> {

@@ -1,0 +1,171 @@
+//! Real inputs captured in production and replayed: templates/instrument/repro_capture.cuh
+//! compiled with the real nvcc into a small program (tests/cpp/capture_demo.cu) that captures
+//! host tensors (a bf16 one and a column-major f32 view), `repro import capture` turning its
+//! manifest into a spec's tensors, and the harness built from that spec generating exactly the
+//! captured values. No GPU needed; the device path of the header must fail softly without one.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use assert_cmd::prelude::*;
+use predicates::prelude::*;
+
+fn repro() -> Command {
+    Command::cargo_bin("repro").unwrap()
+}
+
+/// The data bytes of a version 1.0 .npy file (after its header).
+fn npy_data(path: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&bytes[..6], b"\x93NUMPY", "{}", path.display());
+    let header = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    bytes[10 + header..].to_vec()
+}
+
+fn npy_header(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    let header = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    String::from_utf8_lossy(&bytes[10..10 + header]).into_owned()
+}
+
+#[test]
+fn captured_tensors_become_a_spec_that_replays_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let demo = tmp.path().join("capture_demo");
+    let status = Command::new(common::nvcc())
+        .args(["-std=c++17", "-O1", "-o"])
+        .arg(&demo)
+        .arg(common::repo().join("tests/cpp/capture_demo.cu"))
+        .status()
+        .expect("run nvcc");
+    assert!(
+        status.success(),
+        "the capture header must compile with nvcc"
+    );
+
+    // Off without REPRO_CAPTURE_DIR: nothing written, nothing said.
+    Command::new(&demo)
+        .env_remove("REPRO_CAPTURE_DIR")
+        .current_dir(tmp.path())
+        .assert()
+        .success()
+        .stderr(predicate::str::is_empty());
+
+    let dir = tmp.path().join("capture");
+    std::fs::create_dir(&dir).unwrap();
+    let run = Command::new(&demo)
+        .env("REPRO_CAPTURE_DIR", &dir)
+        .env("REPRO_CAPTURE_LIMIT", "2")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("capture_demo done"));
+    // Where there is no device, the device-path capture says so and the program goes on.
+    if !Path::new("/dev/nvidia0").exists() {
+        run.stderr(predicate::str::contains(
+            "repro::capture: C: copying from the device failed",
+        ));
+    }
+    let manifest = std::fs::read_to_string(dir.join("manifest.jsonl")).unwrap();
+    assert!(manifest.contains(r#"{"name": "A", "call": 0, "file": "A.0.npy", "dtype": "bf16", "shape": [5, 3], "strides": [3, 1], "npy": "<u2"}"#), "{manifest}");
+    assert!(
+        manifest.contains(r#""name": "A", "call": 1"#),
+        "REPRO_CAPTURE_LIMIT=2 allows a second call"
+    );
+    assert!(manifest.contains(r#""name": "B", "call": 0, "file": "B.0.npy", "dtype": "f32", "shape": [3, 4], "strides": [1, 3]"#));
+    assert!(npy_header(&dir.join("A.0.npy"))
+        .contains("'descr': '<u2', 'fortran_order': False, 'shape': (5, 3)"));
+    // B's file holds the logical [3, 4] values, B[k][n] = 10 k + n, whatever the storage order.
+    let b: Vec<f32> = npy_data(&dir.join("B.0.npy"))
+        .chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(
+        b,
+        vec![0., 1., 2., 3., 10., 11., 12., 13., 20., 21., 22., 23.]
+    );
+
+    // The tensors section, paths relative to where it is written.
+    let section = tmp.path().join("tensors.yaml");
+    repro()
+        .args(["import", "capture"])
+        .arg(&dir)
+        .arg("-o")
+        .arg(&section)
+        .assert()
+        .success();
+    let tensors = std::fs::read_to_string(&section).unwrap();
+    assert!(
+        tensors.contains("  A: { dtype: bf16, shape: [5, 3], init: { file: capture/A.0.npy } }"),
+        "{tensors}"
+    );
+    assert!(
+        tensors.contains(
+            "  B: { dtype: f32, shape: [3, 4], strides: [1, 3], init: { file: capture/B.0.npy } }"
+        ),
+        "{tensors}"
+    );
+    repro()
+        .args(["import", "capture"])
+        .arg(&dir)
+        .arg("-o")
+        .arg(&section)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("never overwrites"));
+    repro()
+        .args(["import", "capture"])
+        .arg(&dir)
+        .args(["--call", "5"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "no capture has call 5; the manifest holds calls 0, 1",
+        ));
+
+    // A spec around those tensors; its harness must generate exactly the captured values.
+    std::fs::create_dir(tmp.path().join("kernels")).unwrap();
+    std::fs::write(
+        tmp.path().join("kernels/mixed.cuh"),
+        "#pragma once\n#include <cuda_bf16.h>\n__global__ void mixed(const __nv_bfloat16* A, const float* B, float* D, int M, int N, int K) {}\n",
+    )
+    .unwrap();
+    let spec = tmp.path().join("replay.yaml");
+    let captured_tensors = tensors
+        .lines()
+        .filter(|l| l.starts_with("  "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(
+        &spec,
+        format!(
+            "version: 1\nname: replay\nsizes: {{ M: 5, N: 4, K: 3 }}\nsource: {{ include_dirs: [kernels], includes: [mixed.cuh] }}\ntensors:\n{captured_tensors}\n  D: {{ dtype: f32, shape: [M, N], output: true }}\nkernel:\n  name: mixed\n  args: [A, B, D, M, N, K]\n  grid: [1, 1, 1]\n  block: [32, 1, 1]\nreference: {{ op: gemm, a: A, b: B, out: D }}\nbuild: {{ arch: sm_90a, flags: [-O2] }}\n"
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("art");
+    repro()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success();
+    let emitted = tmp.path().join("emitted");
+    Command::new(out.join("harness"))
+        .arg("--emit-inputs")
+        .arg(&emitted)
+        .assert()
+        .success();
+    assert_eq!(
+        npy_data(&emitted.join("A.npy")),
+        npy_data(&dir.join("A.0.npy"))
+    );
+    assert_eq!(
+        npy_data(&emitted.join("B.npy")),
+        npy_data(&dir.join("B.0.npy"))
+    );
+}
