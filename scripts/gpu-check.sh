@@ -20,7 +20,7 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache build examples
-# large checks sanitize hopper probe sizes cutlass files bench; `examples` skips the 2^31-element
+# large checks sanitize hopper probe sizes trace cutlass files bench; `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
 wanted() { [[ ${#parts[@]} -eq 0 ]] || [[ " ${parts[*]} " == *" $1 "* ]]; }
@@ -160,6 +160,20 @@ for name in swap_rows_store skip_last_m_tile drop_last_k tma_gemm_box_too_small;
   [[ -f "examples/$name.shrunk.yaml" ]] && run_case "$name.shrunk (random)" 1 run "examples/$name.shrunk.yaml"
   rm -f "examples/$name.shrunk"*.yaml
 done
+
+fi
+
+if wanted trace; then
+section "in-kernel stage tracing (repro_trace.cuh): the stage each planted defect is in"
+SAYS='trace   stage mma:' run_case "traced_mma_twice --ones" 1 run examples/traced_mma_twice.yaml --ones
+SAYS='trace   stage load:' run_case "traced_load_twice --ones" 1 run examples/traced_load_twice.yaml --ones
+SAYS='trace   stage epilogue:' run_case "traced_epilogue_half --ones" 1 run examples/traced_epilogue_half.yaml --ones
+SAYS='trace   stage ok:' run_case "traced_padding --ones" 0 run examples/traced_padding.yaml --ones
+SAYS='trace   stage load:' run_case "traced_padding_unpredicated --ones (false alarm)" 0 run examples/traced_padding_unpredicated.yaml --ones
+# repro::capture on the device: a real device buffer captured and imported (tests/cpp/capture_demo.cu).
+nvcc_for_demo="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+"$nvcc_for_demo" -std=c++17 -o "$logs/capture_demo" tests/cpp/capture_demo.cu && mkdir -p "$logs/capture" &&
+  REPRO_CAPTURE_DIR="$logs/capture" "$logs/capture_demo" && cat "$logs/capture/manifest.jsonl"
 
 fi
 

@@ -458,3 +458,12 @@ fn names_built_by_setup_are_not_typos() {
     );
     load(&text).unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn trace_stages_need_unique_indexes_below_16() {
+    let text = replace(
+        "reference:",
+        "trace:\n  - { name: A tile, role: operand }\n  - { name: acc, role: accumulator, stage: 0 }\n  - { name: out, role: output, stage: 16 }\nreference:",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}

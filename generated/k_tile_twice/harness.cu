@@ -2728,6 +2728,106 @@ inline CUtensorMap encode_tma(const TmaRequest& request, void* base) {
 
 }  // namespace repro
 
+// ---- runtime: trace.cuh ----
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: in-kernel stage tracing (spec: trace; the kernel includes
+// templates/instrument/repro_trace.cuh)
+//
+// After the first launch the harness reads each traced stage's largest |value| and first values.
+// Under --ones every stage's right value is known: an operand is 1, the accumulator K, the output
+// alpha*K. The first stage that is wrong names where the defect is: the load (or TMA) path, the
+// MMA, or the epilogue.
+// ---------------------------------------------------------------------------------------------
+namespace repro {
+
+enum class TraceRole { operand, accumulator, output };
+
+inline const char* trace_role_name(TraceRole role) {
+  switch (role) {
+    case TraceRole::operand: return "operand";
+    case TraceRole::accumulator: return "accumulator";
+    case TraceRole::output: return "output";
+  }
+  return "?";
+}
+
+struct TraceSample {
+  float value;
+  int row, col;
+};
+
+struct TraceReading {
+  std::string name;
+  TraceRole role = TraceRole::operand;
+  double absmax = 0;
+  uint64_t seen = 0;
+  std::vector<TraceSample> samples;
+};
+
+// The right absmax of a stage under --ones.
+inline double trace_expected(TraceRole role, double K, double alpha) {
+  switch (role) {
+    case TraceRole::operand: return 1.0;
+    case TraceRole::accumulator: return K;
+    case TraceRole::output: return std::fabs(alpha) * K;
+  }
+  return 0;
+}
+
+// "2.000x" or "got 7, want 1"
+inline std::string trace_departure(double got, double want) {
+  if (want != 0 && std::isfinite(got)) return strprintf("%.3fx the right %s", got / want, format_value(want).c_str());
+  return strprintf("where %s is right", format_value(want).c_str());
+}
+
+// The stage the defect is in, from --ones readings: `load`, `mma`, `epilogue`, `unreached` or `ok`.
+inline Pattern trace_verdict(const std::vector<TraceReading>& stages, double K, double alpha) {
+  for (const TraceReading& s : stages)
+    if (s.seen == 0)
+      return {"unreached", strprintf("stage `%s` recorded nothing: the probe is not in the instantiation that ran "
+                                     "(its compile-time gate), or the kernel never got there",
+                                     s.name.c_str())};
+  const auto wrong = [&](const TraceReading& s) { return s.absmax != trace_expected(s.role, K, alpha); };
+  for (const TraceReading& s : stages)
+    if (s.role == TraceRole::operand && wrong(s))
+      return {"load", strprintf("operand stage `%s` has absmax %s, %s: the operands the MMA consumes are wrong, so the "
+                                "load path (global loads, TMA, the shared-memory layout) is where to look",
+                                s.name.c_str(), format_value(s.absmax).c_str(),
+                                trace_departure(s.absmax, 1.0).c_str())};
+  for (const TraceReading& s : stages)
+    if (s.role == TraceRole::accumulator && wrong(s))
+      return {"mma", strprintf("operands right, accumulator `%s` has absmax %s, %s (K = %s): the MMA stage over- or "
+                               "under-counts",
+                               s.name.c_str(), format_value(s.absmax).c_str(),
+                               trace_departure(s.absmax, K).c_str(), format_value(K).c_str())};
+  for (const TraceReading& s : stages)
+    if (s.role == TraceRole::output && wrong(s))
+      return {"epilogue", strprintf("operands and accumulator right, output `%s` has absmax %s, %s (alpha*K): the "
+                                    "epilogue is wrong",
+                                    s.name.c_str(), format_value(s.absmax).c_str(),
+                                    trace_departure(s.absmax, trace_expected(TraceRole::output, K, alpha)).c_str())};
+  return {"ok", "every traced stage has its right value"};
+}
+
+// One report line per stage: "trace   acc (accumulator)  absmax 1040  want 520  2.000x  1048576 values".
+inline void print_trace(const std::vector<TraceReading>& stages, bool analytic, double K, double alpha) {
+  for (const TraceReading& s : stages) {
+    std::string line = strprintf("trace   %-28s absmax %-10s", (s.name + " (" + trace_role_name(s.role) + ")").c_str(),
+                                 format_value(s.absmax).c_str());
+    if (analytic) {
+      const double want = trace_expected(s.role, K, alpha);
+      line += strprintf(" want %-10s %s", format_value(want).c_str(), s.absmax == want ? "ok" : "WRONG");
+    }
+    line += strprintf("  (%llu values", static_cast<unsigned long long>(s.seen));
+    if (!s.samples.empty())
+      line += strprintf("; first: %s at [%d, %d]", format_value(s.samples[0].value).c_str(), s.samples[0].row,
+                        s.samples[0].col);
+    std::printf("%s)\n", line.c_str());
+  }
+}
+
+}  // namespace repro
+
 // ---- runtime: spec_info.cuh ----
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: spec_info
@@ -2781,6 +2881,9 @@ struct SpecInfo {
   int built_cc_major = 0, built_cc_minor = 0;
   bool arch_specific = false;
   LaunchFunction launch = nullptr;
+  // spec: trace. Null when the spec traces nothing.
+  void (*reset_trace)() = nullptr;
+  std::vector<TraceReading> (*read_trace)() = nullptr;
 };
 
 }  // namespace repro
@@ -3535,6 +3638,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   }
 
   Launch launch;
+  std::vector<TraceReading> trace;  // stages read after the first launch (spec: trace)
   std::vector<double> kernel_ms;
   std::vector<unsigned char> first_run;
   int64_t repeat_differences = 0;
@@ -3543,8 +3647,10 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
       if (tensors[i].output)
         REPRO_CUDA_CHECK(cudaMemcpy(tensors[i].device, poison[i].data(), poison[i].size(), cudaMemcpyHostToDevice));
     REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    if (run == 0 && spec.reset_trace) spec.reset_trace();
     launch = spec.launch(tensors, stream, start, stop);
     wait_for_kernel(stop, timeout, launch.label, launch.describe());
+    if (run == 0 && spec.read_trace) trace = spec.read_trace();
     float ms = 0;
     REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     kernel_ms.push_back(ms);
@@ -3577,6 +3683,15 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
   if (!analytic) std::printf("ref     %s\n", reference_line.c_str());
   print_comparison_line(out.name.c_str(), comparison);
+  if (!trace.empty()) {
+    print_trace(trace, analytic, double(g.K), g.alpha);
+    if (analytic) {
+      const Pattern stage = trace_verdict(trace, double(g.K), g.alpha);
+      std::printf("trace   stage %s: %s\n", stage.cls.c_str(), stage.evidence.c_str());
+      report_set("trace_stage", json_string(stage.cls));
+      report_set("trace_evidence", json_string(stage.evidence));
+    }
+  }
   if (repeat > 1) {
     if (repeat_differences == 0)
       std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);

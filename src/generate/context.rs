@@ -32,6 +32,8 @@ pub struct HarnessContext {
     pub tensors: Vec<TensorContext>,
     pub kernel: KernelContext,
     pub tma: Vec<TmaContext>,
+    /// `trace:` stages: index, name (a C++ string literal's content), role enumerator.
+    pub trace: Vec<TraceContext>,
     pub reference: ReferenceContext,
     pub check: CheckContext,
     pub build: BuildContext,
@@ -126,6 +128,13 @@ pub struct TmaContext {
     pub swizzle_name: &'static str,
     pub l2_promotion_name: &'static str,
     pub oob_fill_name: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TraceContext {
+    pub index: u32,
+    pub name: String,
+    pub role: &'static str,
 }
 
 /// `kind: device`: the `__global__` entry the harness writes around the `__device__` function.
@@ -532,6 +541,15 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
             device_entry: (k.kind == LaunchKind::Device).then(|| device_entry(spec)),
         },
         tma: spec.tma.iter().map(|d| tma_context(spec, d)).collect(),
+        trace: spec
+            .trace
+            .iter()
+            .map(|(index, name, role)| TraceContext {
+                index: *index,
+                name: cpp_string(name),
+                role: role.name(),
+            })
+            .collect(),
         reference: ReferenceContext {
             formula,
             a: r.a,

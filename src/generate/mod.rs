@@ -66,6 +66,10 @@ const RUNTIME_PARTS: &[(&str, &str)] = &[
         include_str!("../../templates/harness/runtime/tma.cuh"),
     ),
     (
+        "trace.cuh",
+        include_str!("../../templates/harness/runtime/trace.cuh"),
+    ),
+    (
         "spec_info.cuh",
         include_str!("../../templates/harness/runtime/spec_info.cuh"),
     ),

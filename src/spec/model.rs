@@ -26,6 +26,9 @@ pub struct Spec {
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub tma: IndexMap<String, TmaSpec>,
     pub kernel: KernelSpec,
+    /// Stages an instrumented kernel records with repro_trace.cuh, in stage-index order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<TraceStageSpec>,
     pub reference: ReferenceSpec,
     #[serde(default)]
     pub check: CheckSpec,
@@ -327,6 +330,39 @@ impl TmaOobFill {
     }
 }
 
+/// One `trace:` entry: a stage the kernel records (repro_trace::Stage), and what it is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceStageSpec {
+    pub name: String,
+    pub role: TraceRole,
+    /// The index the kernel records the stage under [default: its position in the list].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<u32>,
+}
+
+/// What a traced stage holds, which fixes its right absmax under --ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceRole {
+    /// An operand as the MMA consumes it: 1.
+    Operand,
+    /// The accumulator after the K loop: K.
+    Accumulator,
+    /// The output value before the store: alpha * K.
+    Output,
+}
+
+impl TraceRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceRole::Operand => "operand",
+            TraceRole::Accumulator => "accumulator",
+            TraceRole::Output => "output",
+        }
+    }
+}
+
 /// `reference.provider`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -583,6 +619,10 @@ impl<'de> Deserialize<'de> for Value {
                 Ok(Value::Float(v))
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::Text(v.to_string()))
+            }
+            // `template_args: [MyEnum::A, true]`: YAML reads the bool; C++ wants its spelling.
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
                 Ok(Value::Text(v.to_string()))
             }
         }

@@ -20,6 +20,8 @@ pub struct ResolvedSpec {
     pub tensors: Vec<TensorSpecResolved>,
     pub kernel: KernelLaunch,
     pub tma: Vec<TmaDescriptor>,
+    /// `trace:` stages as (stage index, name, role).
+    pub trace: Vec<(u32, String, crate::spec::model::TraceRole)>,
     pub reference: ReferenceGemm,
     pub check: CheckSettings,
     pub build: BuildSettings,

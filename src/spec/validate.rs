@@ -55,6 +55,7 @@ pub fn validate(
     let tensors = v.tensors(&sizes);
     let include_dirs = v.source();
     let tma = v.tma(&sizes, &tensors);
+    let trace = v.trace();
     let kernel = v.kernel(&sizes, &tensors, &tma);
     let reference = v.reference(&tensors);
     let check = v.check();
@@ -74,6 +75,7 @@ pub fn validate(
             tensors,
             kernel,
             tma,
+            trace,
             reference,
             check,
             build,
@@ -414,6 +416,39 @@ impl Validator<'_> {
         )
         .help = Some(help);
         None
+    }
+
+    /// `trace:`: at most 16 stages (repro_trace::kMaxStages), indexes unique, names given.
+    fn trace(&mut self) -> Vec<(u32, String, crate::spec::model::TraceRole)> {
+        let mut out: Vec<(u32, String, crate::spec::model::TraceRole)> = Vec::new();
+        for (i, s) in self.spec.trace.iter().enumerate() {
+            let path = format!("trace[{i}]");
+            let index = s.stage.unwrap_or(i as u32);
+            if index >= 16 {
+                self.error(
+                    &format!("{path}.stage"),
+                    format!("stage {index}: repro_trace.cuh records stages 0 to 15"),
+                );
+                continue;
+            }
+            if s.name.trim().is_empty() {
+                self.error(
+                    &format!("{path}.name"),
+                    "a traced stage needs a name (it is how the report names it)",
+                );
+                continue;
+            }
+            if let Some((_, other, _)) = out.iter().find(|(j, _, _)| *j == index) {
+                self.error(
+                    &format!("{path}.stage"),
+                    format!("stage {index} is also `{other}`"),
+                )
+                .help = Some("give each stage its own index, as the kernel records it".into());
+                continue;
+            }
+            out.push((index, s.name.clone(), s.role));
+        }
+        out
     }
 
     /// Cluster rules known at spec time: at most 8 blocks (portable) or 16 (non-portable, which

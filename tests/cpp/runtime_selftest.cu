@@ -20,6 +20,7 @@
 #include "../../templates/harness/runtime/device_reference.cuh"
 #include "../../templates/harness/runtime/launch.cuh"
 #include "../../templates/harness/runtime/tma.cuh"
+#include "../../templates/harness/runtime/trace.cuh"
 #include "../../templates/harness/runtime/spec_info.cuh"
 #include "../../templates/harness/runtime/probe.cuh"
 
@@ -1133,6 +1134,34 @@ void test_probe_verdicts() {
   CHECK_EQ(slices_to_probe(5).size(), size_t(5));
 }
 
+void test_trace_verdicts() {
+  const double K = 96, alpha = 1.0;
+  const auto stages = [&](double a, double b, double acc, double out) {
+    std::vector<TraceReading> s(4);
+    const TraceRole roles[4] = {TraceRole::operand, TraceRole::operand, TraceRole::accumulator, TraceRole::output};
+    const double values[4] = {a, b, acc, out};
+    const char* names[4] = {"A tile", "B tile", "accumulator", "D"};
+    for (int i = 0; i < 4; ++i) s[size_t(i)].name = names[i], s[size_t(i)].role = roles[i], s[size_t(i)].absmax = values[i],
+                                s[size_t(i)].seen = 100;
+    return s;
+  };
+  Pattern p = trace_verdict(stages(1, 1, 192, 192), K, alpha);
+  CHECK_EQ(p.cls, std::string("mma"));
+  CHECK_CONTAINS(p.evidence, "accumulator `accumulator` has absmax 192, 2.000x the right 96");
+  p = trace_verdict(stages(2, 1, 192, 192), K, alpha);
+  CHECK_EQ(p.cls, std::string("load"));
+  CHECK_CONTAINS(p.evidence, "operand stage `A tile` has absmax 2, 2.000x the right 1");
+  p = trace_verdict(stages(1, 1, 96, 48), K, alpha);
+  CHECK_EQ(p.cls, std::string("epilogue"));
+  p = trace_verdict(stages(1, 1, 96, 96), K, alpha);
+  CHECK_EQ(p.cls, std::string("ok"));
+  std::vector<TraceReading> unreached = stages(1, 1, 96, 96);
+  unreached[2].seen = 0;
+  CHECK_EQ(trace_verdict(unreached, K, alpha).cls, std::string("unreached"));
+  // A stale padding value (1e9) without the predicate: the false alarm the predicate avoids.
+  CHECK_EQ(trace_verdict(stages(1e9, 1, 96, 96), K, alpha).cls, std::string("load"));
+}
+
 void test_heatmap() {
   // 300 x 260 with 128 x 128 tiles: 3 x 3 tiles, the edge ones smaller. Rows 64-127 of every
   // tile wrong: half of every full-height tile, 0 in the last tile row (rows 256-299).
@@ -1240,6 +1269,7 @@ int main(int argc, char** argv) {
   test_classify();
   test_probe_verdicts();
   test_heatmap();
+  test_trace_verdicts();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -334,6 +334,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   }
 
   Launch launch;
+  std::vector<TraceReading> trace;  // stages read after the first launch (spec: trace)
   std::vector<double> kernel_ms;
   std::vector<unsigned char> first_run;
   int64_t repeat_differences = 0;
@@ -342,8 +343,10 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
       if (tensors[i].output)
         REPRO_CUDA_CHECK(cudaMemcpy(tensors[i].device, poison[i].data(), poison[i].size(), cudaMemcpyHostToDevice));
     REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    if (run == 0 && spec.reset_trace) spec.reset_trace();
     launch = spec.launch(tensors, stream, start, stop);
     wait_for_kernel(stop, timeout, launch.label, launch.describe());
+    if (run == 0 && spec.read_trace) trace = spec.read_trace();
     float ms = 0;
     REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     kernel_ms.push_back(ms);
@@ -376,6 +379,15 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
   if (!analytic) std::printf("ref     %s\n", reference_line.c_str());
   print_comparison_line(out.name.c_str(), comparison);
+  if (!trace.empty()) {
+    print_trace(trace, analytic, double(g.K), g.alpha);
+    if (analytic) {
+      const Pattern stage = trace_verdict(trace, double(g.K), g.alpha);
+      std::printf("trace   stage %s: %s\n", stage.cls.c_str(), stage.evidence.c_str());
+      report_set("trace_stage", json_string(stage.cls));
+      report_set("trace_evidence", json_string(stage.evidence));
+    }
+  }
   if (repeat > 1) {
     if (repeat_differences == 0)
       std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);

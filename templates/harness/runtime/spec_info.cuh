@@ -50,6 +50,9 @@ struct SpecInfo {
   int built_cc_major = 0, built_cc_minor = 0;
   bool arch_specific = false;
   LaunchFunction launch = nullptr;
+  // spec: trace. Null when the spec traces nothing.
+  void (*reset_trace)() = nullptr;
+  std::vector<TraceReading> (*read_trace)() = nullptr;
 };
 
 }  // namespace repro
