@@ -3685,6 +3685,18 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   print_comparison_line(out.name.c_str(), comparison);
   if (!trace.empty()) {
     print_trace(trace, analytic, double(g.K), g.alpha);
+    JsonWriter w;
+    w.begin_array();
+    for (const TraceReading& s : trace) {
+      w.begin_object();
+      w.field("name", s.name);
+      w.field("role", std::string(trace_role_name(s.role)));
+      w.field("absmax", s.absmax);
+      w.field("seen", s.seen);
+      w.end_object();
+    }
+    w.end_array();
+    report_set("trace", w.str());
     if (analytic) {
       const Pattern stage = trace_verdict(trace, double(g.K), g.alpha);
       std::printf("trace   stage %s: %s\n", stage.cls.c_str(), stage.evidence.c_str());
