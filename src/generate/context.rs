@@ -475,6 +475,7 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
         ", accumulated in f64"
     };
     let tolerance = |v: Option<f64>| cpp_double(v.unwrap_or(-1.0));
+    let fixed_reason = sizes_fixed_reason(spec);
     let expect = spec.spec.expect.as_ref();
     HarnessContext {
         name: spec.name().to_string(),
@@ -497,10 +498,8 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
                 value: *v,
             })
             .collect(),
-        sizes_runtime: sizes_fixed_reason(spec).is_none(),
-        sizes_fixed_reason: sizes_fixed_reason(spec)
-            .map(|r| cpp_string(&r))
-            .unwrap_or_default(),
+        sizes_runtime: fixed_reason.is_none(),
+        sizes_fixed_reason: fixed_reason.map(|r| cpp_string(&r)).unwrap_or_default(),
         tensors,
         kernel: KernelContext {
             kind: match k.kind {

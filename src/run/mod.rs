@@ -91,6 +91,27 @@ pub(crate) fn build_harness(
     Ok(built.binary.canonicalize().unwrap_or(built.binary))
 }
 
+/// The class a `Disposition:` line names: `ok` for `Passed`, `X` for `Failed (X)`; None for
+/// `Not run (...)`, which says nothing about the kernel.
+pub(crate) fn disposition_class(disposition: &str) -> Option<&str> {
+    if disposition == "Passed" {
+        return Some("ok");
+    }
+    disposition
+        .strip_prefix("Failed (")
+        .map(|d| d.trim_end_matches(')'))
+}
+
+/// `--timeout`, when given, must be a positive number of seconds (run, probe, sweep, shrink).
+pub(crate) fn check_timeout(timeout: Option<f64>) -> Result<(), Error> {
+    if timeout.is_some_and(|t| !crate::spec::validate::is_positive(t)) {
+        return Err(Error::Usage(
+            "--timeout takes a positive number of seconds".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// What one quiet harness run showed: its exit code and its class (`ok` for a pass, the class in
 /// `Failed (<class>)`, `hang` when repro's own limit stopped it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +121,8 @@ pub(crate) struct RunOutcome {
 }
 
 /// Runs the harness without relaying its report (sweep and shrink run it many times and print
-/// a table instead). Exit 7 (no device) is an error: nothing can be learned from more runs.
+/// a table instead). Exit 7 (no device) comes back as class `no_device`, for the caller to stop
+/// on; a usage error (the harness refused its options) is an error.
 pub(crate) fn run_quiet(
     binary: &std::path::Path,
     args: &[String],
@@ -150,15 +172,8 @@ pub(crate) fn run_quiet(
         .lines()
         .rev()
         .find_map(|l| l.strip_prefix("Disposition: "))
-        .map(|d| {
-            if d == "Passed" {
-                "ok".to_string()
-            } else {
-                d.trim_start_matches("Failed (")
-                    .trim_end_matches(')')
-                    .to_string()
-            }
-        })
+        .and_then(disposition_class)
+        .map(str::to_string)
         .unwrap_or_else(|| {
             if code == 0 {
                 "ok".into()
@@ -245,14 +260,7 @@ impl RunArgs {
                 "--repeat 0 would not run the kernel; use 1 or more".into(),
             ));
         }
-        if self
-            .timeout
-            .is_some_and(|t| !crate::spec::validate::is_positive(t))
-        {
-            return Err(Error::Usage(
-                "--timeout takes a positive number of seconds".into(),
-            ));
-        }
+        check_timeout(self.timeout)?;
         let prepared = prepare(&self.target, self.output.as_deref())?;
         let variant = if self.sanitize.is_some() {
             Variant::Lineinfo
@@ -359,9 +367,10 @@ impl RunArgs {
             _ => return, // no device, usage: nothing was observed
         };
         let verdict = expect.verdict.filter(|_| got != Outcome::Pass);
+        // A pass has no class to compare (the verdict is only checked on failures).
         let observed_class = disposition
-            .and_then(|d| d.strip_prefix("Failed ("))
-            .map(|d| d.trim_end_matches(')'));
+            .and_then(disposition_class)
+            .filter(|&c| c != "ok");
         let class_note = match (verdict, observed_class) {
             (Some(want), Some(seen)) if want.name() == seen => {
                 format!(", class {seen} as expected")

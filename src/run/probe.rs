@@ -25,14 +25,7 @@ impl ProbeArgs {
                     .into(),
             ));
         }
-        if self
-            .timeout
-            .is_some_and(|t| !crate::spec::validate::is_positive(t))
-        {
-            return Err(Error::Usage(
-                "--timeout takes a positive number of seconds".into(),
-            ));
-        }
+        super::check_timeout(self.timeout)?;
         let prepared = prepare(&self.target, self.output.as_deref())?;
         let binary = super::build_harness(
             &prepared,
@@ -71,12 +64,7 @@ impl ProbeArgs {
             super::print_heatmap_path(&report)?;
         }
         if let Some(want) = spec.spec.expect.as_ref().and_then(|e| e.verdict) {
-            let seen = match disposition.as_deref() {
-                Some("Passed") => Some("ok"),
-                Some(d) => d.strip_prefix("Failed (").map(|d| d.trim_end_matches(')')),
-                None => None,
-            };
-            if let Some(seen) = seen {
+            if let Some(seen) = disposition.as_deref().and_then(super::disposition_class) {
                 let met = if seen == want.name() {
                     "met"
                 } else {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 
-use super::sweep::{check_dims, run_limit};
+use super::sweep::{check_dims, run_arguments, run_limit};
 use super::{run_quiet, RunOutcome};
 use crate::build::Variant;
 use crate::cli::ShrinkArgs;
@@ -65,6 +65,7 @@ struct Target {
 
 impl ShrinkArgs {
     pub fn exec(self) -> Result<u8, Error> {
+        super::check_timeout(self.timeout)?;
         let prepared = prepare(&self.target, self.output.as_deref())?;
         let spec = &prepared.spec;
         let dims = gemm_size_names(spec);
@@ -81,16 +82,11 @@ impl ShrinkArgs {
         let runs = std::cell::Cell::new(0usize);
         let run = |sizes: &IndexMap<String, i64>, ones: bool| -> Result<RunOutcome, Error> {
             runs.set(runs.get() + 1);
-            let mut args: Vec<String> = sizes
-                .iter()
-                .flat_map(|(n, v)| ["--size".to_string(), format!("{n}={v}")])
-                .collect();
-            if ones {
-                args.push("--ones".into());
-            }
-            if let Some(t) = self.timeout {
-                args.extend(["--timeout".to_string(), t.to_string()]);
-            }
+            let args = run_arguments(
+                sizes.iter().map(|(n, v)| (n.as_str(), *v)),
+                ones,
+                self.timeout,
+            );
             run_quiet(&binary, &args, limit)
         };
 

@@ -65,6 +65,25 @@ pub(crate) fn check_dims(spec: &ResolvedSpec, dims: &[String], command: &str) ->
     Ok(())
 }
 
+/// The harness options of one quiet run: each size, `--ones` when asked, the user's timeout.
+pub(crate) fn run_arguments<'a>(
+    sizes: impl IntoIterator<Item = (&'a str, i64)>,
+    ones: bool,
+    timeout: Option<f64>,
+) -> Vec<String> {
+    let mut args: Vec<String> = sizes
+        .into_iter()
+        .flat_map(|(name, value)| ["--size".to_string(), format!("{name}={value}")])
+        .collect();
+    if ones {
+        args.push("--ones".into());
+    }
+    if let Some(t) = timeout {
+        args.extend(["--timeout".to_string(), t.to_string()]);
+    }
+    args
+}
+
 /// The per-run limit: the watchdog for every launch plus a minute for context, reference, copies.
 pub(crate) fn run_limit(spec: &ResolvedSpec, timeout: f64) -> Duration {
     Duration::from_secs_f64(60.0 + timeout * f64::from(spec.check.repeat.max(1)) * 2.0)
@@ -80,6 +99,7 @@ fn cell(outcome: &RunOutcome) -> String {
 
 impl SweepArgs {
     pub fn exec(self) -> Result<u8, Error> {
+        super::check_timeout(self.timeout)?;
         let prepared = prepare(&self.target, self.output.as_deref())?;
         let spec = &prepared.spec;
         let dims = if self.dims.is_empty() {
@@ -106,10 +126,6 @@ impl SweepArgs {
             " (one build for every size)",
         )?;
         let limit = run_limit(spec, self.timeout.unwrap_or(spec.check.timeout));
-        let mut timeout_args = Vec::new();
-        if let Some(t) = self.timeout {
-            timeout_args = vec!["--timeout".to_string(), t.to_string()];
-        }
 
         println!(
             "sweep   {} over {} = {}",
@@ -124,21 +140,23 @@ impl SweepArgs {
         println!("{:>8}  {:<24} {:<24}", "size", "--ones", "random");
         let mut failing = Vec::new();
         for &size in &sizes {
-            let mut args: Vec<String> = dims
-                .iter()
-                .flat_map(|d| ["--size".to_string(), format!("{d}={size}")])
-                .collect();
-            args.extend(timeout_args.iter().cloned());
-            let mut ones_args = args.clone();
-            ones_args.push("--ones".into());
-            let ones = run_quiet(&binary, &ones_args, limit)?;
+            let at_size = || dims.iter().map(move |d| (d.as_str(), size));
+            let ones = run_quiet(
+                &binary,
+                &run_arguments(at_size(), true, self.timeout),
+                limit,
+            )?;
             if ones.code == exit::NO_DEVICE {
                 println!(
                     "no usable CUDA device: the harness is built; a sweep needs a GPU to run it"
                 );
                 return Ok(exit::NO_DEVICE);
             }
-            let random = run_quiet(&binary, &args, limit)?;
+            let random = run_quiet(
+                &binary,
+                &run_arguments(at_size(), false, self.timeout),
+                limit,
+            )?;
             println!("{size:>8}  {:<24} {:<24}", cell(&ones), cell(&random));
             if ones.class != "ok" || random.class != "ok" {
                 let class = if ones.class != "ok" {
