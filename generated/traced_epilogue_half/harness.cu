@@ -1208,21 +1208,26 @@ REPRO_HOST_HOT inline double dot(const double* a, const double* bt, int64_t K) {
   return sum;
 }
 
+// alpha * sum + beta * C[l, m, n] + bias[n]: what becomes of a dot product (the host reference,
+// and the host's cross-check of the device reference).
+inline double reference_epilogue(const GemmProblem& p, int64_t l, int64_t m, int64_t n, double sum) {
+  double value = p.alpha * sum;
+  if (p.c != nullptr && p.beta != 0.0) value += p.beta * matrix_element(*p.c, l, m, n);
+  if (p.bias != nullptr) value += decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]);
+  return value;
+}
+
 // ref is resized to L*M*N and filled in logical row-major order [L][M][N].
 REPRO_HOST_HOT inline void reference_gemm(const GemmProblem& p, std::vector<double>* ref) {
   std::vector<double> a, bt;  // A as [La][M][K], B transposed as [Lb][N][K]
   decode_matrix(*p.a, p.M, p.K, false, &a);
   decode_matrix(*p.b, p.K, p.N, true, &bt);
   const bool a_batched = p.a->rank == 3, b_batched = p.b->rank == 3;
-  const bool use_c = p.c != nullptr && p.beta != 0.0;
   ref->assign(size_t(p.L * p.M * p.N), 0.0);
   double* out = ref->data();
 
   const auto epilogue = [&](int64_t l, int64_t m, int64_t n, double sum) {
-    double value = p.alpha * sum;
-    if (use_c) value += p.beta * matrix_element(*p.c, l, m, n);
-    if (p.bias != nullptr) value += decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]);
-    out[(l * p.M + m) * p.N + n] = value;
+    out[(l * p.M + m) * p.N + n] = reference_epilogue(p, l, m, n, sum);
   };
 
   // Work items: one band of kBlock rows of one batch.
@@ -2409,7 +2414,6 @@ inline CrossCheck cross_check_reference(const GemmProblem& p, const std::vector<
   CrossCheck check;
   const int64_t count = p.L * p.M * p.N;
   const int64_t samples = std::min(count, kCrossCheckSamples);
-  const bool use_c = p.c != nullptr && p.beta != 0.0;
   // Each sample reads a column of B with a stride: thousands of cache misses per sample, so the
   // samples are spread over every core, and judged afterwards.
   // (static_cast, not size_t(samples): that would declare functions)
@@ -2426,9 +2430,7 @@ inline CrossCheck cross_check_reference(const GemmProblem& p, const std::vector<
       sum += term;
       magnitude += std::fabs(term);
     }
-    double value = p.alpha * sum;
-    if (use_c) value += p.beta * matrix_element(*p.c, l, m, n);
-    if (p.bias != nullptr) value += decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]);
+    const double value = reference_epilogue(p, l, m, n, sum);
     const double scale = std::fabs(p.alpha) * magnitude + std::fabs(value) + 1e-300;
     host_values[size_t(s)] = value;
     sampled[size_t(s)] = index;
@@ -3016,17 +3018,18 @@ inline int decode_digit(double got, double unit) {
   return -2;
 }
 
-// What the two code probes of one side say, e.g. "rows 2i and 2i+1 exchanged (row m holds the
-// code of row m^1)" or "rows 64-127 of every 128-row tile receive no A values (0)".
-inline std::string decode_lines(const ProbeOutcome& digit0, const ProbeOutcome& digit1, const Tensor& out0,
-                                const Tensor& out1, int64_t extent, int64_t tile, double unit, bool rows) {
+// What the two code probes of one side say, e.g. "rows 2i and 2i+1 exchanged (130 of the 130
+// misplaced rows)" or "rows 64-127 of every 128-row tile receive nothing". out0 and out1 are the
+// outputs of the digit-0 and digit-1 probes ([M, N], first batch); the candidate mappings are the
+// single-run classifier's (line_mappings in compare.cuh).
+inline std::string decode_lines(const Tensor& out0, const Tensor& out1, int64_t N, int64_t extent, int64_t tile,
+                                double unit, bool rows) {
   const char* noun = rows ? "rows" : "columns";
   // Per line: the decoded source residue mod 16 from the first column (row) of each probe.
   std::vector<int64_t> zero_lines, moved_lines;
-  int64_t explained[3] = {0, 0, 0};  // m^1, m+1, m-1
+  const std::vector<LineMapping>& mappings = line_mappings();
+  std::vector<int64_t> explained(mappings.size(), 0);
   std::vector<std::string> examples;
-  const int64_t N = digit0.comparison.N;
-  (void)digit1;
   for (int64_t line = 0; line < extent; ++line) {
     const int64_t m = rows ? line : 0, n = rows ? 0 : line;
     const int64_t index = m * N + n;
@@ -3045,9 +3048,10 @@ inline std::string decode_lines(const ProbeOutcome& digit0, const ProbeOutcome& 
       continue;
     }
     const int source = d0 + 4 * d1;
-    const int64_t candidates[3] = {line ^ 1, line + 1, line - 1};
-    for (int c = 0; c < 3; ++c)
-      if (candidates[c] >= 0 && candidates[c] < extent && int(candidates[c] % 16) == source) ++explained[c];
+    for (size_t c = 0; c < mappings.size(); ++c) {
+      const int64_t candidate = mappings[c].map(line);
+      if (candidate >= 0 && candidate < extent && int(candidate % 16) == source) ++explained[c];
+    }
     if (examples.size() < 4)
       examples.push_back(strprintf("%s %lld holds the code of a %s = %d (mod 16), not %d", rows ? "row" : "column",
                                    (long long)line, rows ? "row" : "column", source, own));
@@ -3058,14 +3062,12 @@ inline std::string decode_lines(const ProbeOutcome& digit0, const ProbeOutcome& 
                       lines_text(zero_lines, extent, tile, noun).c_str(), zero_lines.size() == 1 ? "s" : "",
                       rows ? "A row" : "B column");
   if (!moved_lines.empty()) {
-    static const char* rules[3] = {"2i and 2i+1 exchanged", "shifted: each holds the next one's code",
-                                   "shifted: each holds the previous one's code"};
-    int best = 0;
-    for (int c = 1; c < 3; ++c)
+    size_t best = 0;
+    for (size_t c = 1; c < mappings.size(); ++c)
       if (explained[c] > explained[best]) best = c;
     if (!text.empty()) text += "; ";
     if (double(explained[best]) >= kMappingMinShare * double(moved_lines.size()))
-      text += strprintf("%s %s (%lld of the %zu misplaced %s)", noun, rules[best], (long long)explained[best],
+      text += strprintf("%s %s (%lld of the %zu misplaced %s)", noun, mappings[best].rule, (long long)explained[best],
                         moved_lines.size(), noun);
     else {
       text += strprintf("%zu %s hold another %s's code: ", moved_lines.size(), noun, rows ? "row" : "column");
@@ -3093,6 +3095,15 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
   std::vector<const ProbeOutcome*> slices = find("k-slice"), failed_slices;
   for (const ProbeOutcome* s : slices)
     if (!s->passed) failed_slices.push_back(s);
+  // "k-slice 0/25 (k 0-31): every output 64 where 32 is right: ...; and 3 more"
+  const auto listed_slices = [&]() {
+    std::string which;
+    for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
+      which += (i ? "; " : "") + failed_slices[i]->name + " (" +
+               failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
+    if (failed_slices.size() > 4) which += strprintf("; and %zu more", failed_slices.size() - 4);
+    return which;
+  };
   if (!ones->passed) {
     const std::string& cls = ones->pattern.cls;
     if (cls == "unwritten" || cls == "nonfinite" || cls == "boundary" || cls == "layout")
@@ -3101,28 +3112,18 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
       return {cls, "ones: " + ones->pattern.evidence + (row_finding.empty() ? "" : "; row codes: " + row_finding)};
     if (cls == "col_mapping")
       return {cls, "ones: " + ones->pattern.evidence + (col_finding.empty() ? "" : "; column codes: " + col_finding)};
-    if (!failed_slices.empty() && failed_slices.size() < slices.size()) {
-      std::string which;
-      for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
-        which += (i ? "; " : "") + failed_slices[i]->name + " (" +
-                 failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
-      if (failed_slices.size() > 4) which += strprintf("; and %zu more", failed_slices.size() - 4);
+    if (!failed_slices.empty() && failed_slices.size() < slices.size())
       return {"k_coverage", strprintf("ones: %s; %zu of the %zu K slices probed are wrong, the others right: %s",
-                                      ones->pattern.evidence.c_str(), failed_slices.size(), slices.size(), which.c_str())};
-    }
+                                      ones->pattern.evidence.c_str(), failed_slices.size(), slices.size(),
+                                      listed_slices().c_str())};
     if (cls == "scale" && failed_slices.size() == slices.size())
       return {"scale", "ones: " + ones->pattern.evidence + "; every K slice is off by the same factor, so the " +
                            "accumulation itself over- or under-counts (MMA, or alpha)"};
     return {cls, "ones: " + ones->pattern.evidence};
   }
-  if (!failed_slices.empty()) {
-    std::string which;
-    for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
-      which += (i ? "; " : "") + failed_slices[i]->name + " (" +
-               failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
+  if (!failed_slices.empty())
     return {"k_coverage", strprintf("ones passes, but %zu of the %zu K slices probed are wrong: %s", failed_slices.size(),
-                                    slices.size(), which.c_str())};
-  }
+                                    slices.size(), listed_slices().c_str())};
   for (const ProbeOutcome* o : find("row code"))
     if (!o->passed) return {"row_mapping", "row codes: " + (row_finding.empty() ? o->pattern.evidence : row_finding)};
   for (const ProbeOutcome* o : find("col code"))
@@ -3197,27 +3198,27 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
     print_probe(probes.back());
   }
 
-  // Row codes (A side) and column codes (B side), two base-4 digits each.
+  // Row codes (A side) and column codes (B side), two base-4 digits each: line i's code in the
+  // probe of digit d is 2^(digit d of i).
+  const auto code = [](int digit, int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
   std::vector<unsigned char> row_outputs[2], col_outputs[2];
   size_t row_probe[2] = {0, 0}, col_probe[2] = {0, 0};
   fill_matrix(B, [](int64_t, int64_t, int64_t) { return 1.0; });
   for (int digit = 0; digit < 2; ++digit) {
-    const auto code = [digit](int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
-    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return code(m); });
+    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return code(digit, m); });
     probes.push_back(run_analytic_probe(ctx, strprintf("row code %d", digit),
                                         strprintf("A[m,k] = 2^(digit %d of m, base 4), B = 1", digit),
-                                        [&](int64_t, int64_t m, int64_t) { return alpha * K * code(m); }));
+                                        [&](int64_t, int64_t m, int64_t) { return alpha * K * code(digit, m); }));
     row_outputs[digit] = out.host;
     row_probe[digit] = probes.size() - 1;
     print_probe(probes.back());
   }
   fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
   for (int digit = 0; digit < 2; ++digit) {
-    const auto code = [digit](int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
-    fill_matrix(B, [&](int64_t, int64_t, int64_t n) { return code(n); });
+    fill_matrix(B, [&](int64_t, int64_t, int64_t n) { return code(digit, n); });
     probes.push_back(run_analytic_probe(ctx, strprintf("col code %d", digit),
                                         strprintf("A = 1, B[k,n] = 2^(digit %d of n, base 4)", digit),
-                                        [&](int64_t, int64_t, int64_t n) { return alpha * K * code(n); }));
+                                        [&](int64_t, int64_t, int64_t n) { return alpha * K * code(digit, n); }));
     col_outputs[digit] = out.host;
     col_probe[digit] = probes.size() - 1;
     print_probe(probes.back());
@@ -3227,8 +3228,7 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
     Tensor o0 = out, o1 = out;
     o0.host = outputs[0];
     o1.host = outputs[1];
-    return decode_lines(probes[index[0]], probes[index[1]], o0, o1, rows ? g.M : g.N, rows ? spec.tile_m : spec.tile_n,
-                        alpha * K, rows);
+    return decode_lines(o0, o1, g.N, rows ? g.M : g.N, rows ? spec.tile_m : spec.tile_n, alpha * K, rows);
   };
   const std::string row_finding = finding(row_outputs, row_probe, true);
   const std::string col_finding = finding(col_outputs, col_probe, false);
@@ -3502,6 +3502,18 @@ inline void write_npy_or_die(const std::string& path, const Tensor& t) {
   }
 }
 
+// The random-input tolerance: the output dtype's defaults (compare.cuh), where the spec's
+// `check:` does not set its own.
+inline Tolerance spec_tolerance(const SpecInfo& spec, const std::vector<double>& want) {
+  const GemmOperands& g = spec.gemm;
+  Tolerance tolerance = default_tolerance(spec.tensors[size_t(g.out)].dtype, spec.tensors[size_t(g.a)].dtype,
+                                          spec.tensors[size_t(g.b)].dtype, reference_rms(want));
+  if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
+  if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
+  if (spec.atol >= 0) tolerance.atol = spec.atol;
+  return tolerance;
+}
+
 // auto: the device above 2^27 multiply-adds (512^3), where the host's fp64 GEMM starts to take
 // longer than the device's fixed costs (a kernel, a copy back, the cross-check).
 constexpr double kDeviceReferenceMinMacs = 134217728.0;
@@ -3628,11 +3640,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), poison, Launch(), {} };
     std::vector<std::vector<unsigned char>> spec_inputs;
     for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
-    Tolerance tolerance = default_tolerance(out.dtype, tensors[g.a].dtype, tensors[g.b].dtype, reference_rms(want));
-    if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
-    if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
-    if (spec.atol >= 0) tolerance.atol = spec.atol;
-    const int code = run_probes(spec, context, want, tolerance, spec_inputs);
+    const int code = run_probes(spec, context, want, spec_tolerance(spec, want), spec_inputs);
     for (Tensor& t : tensors) cudaFree(t.device);
     return code;
   }
@@ -3671,10 +3679,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   const size_t runs = sorted_ms.size();
   const double median_ms = 0.5 * (sorted_ms[(runs - 1) / 2] + sorted_ms[runs / 2]);
 
-  Tolerance tolerance = default_tolerance(out.dtype, tensors[g.a].dtype, tensors[g.b].dtype, reference_rms(want));
-  if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
-  if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
-  if (spec.atol >= 0) tolerance.atol = spec.atol;
+  Tolerance tolerance = spec_tolerance(spec, want);
   tolerance.exact = analytic;
   const Comparison comparison =
       compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);

@@ -154,7 +154,6 @@ inline CrossCheck cross_check_reference(const GemmProblem& p, const std::vector<
   CrossCheck check;
   const int64_t count = p.L * p.M * p.N;
   const int64_t samples = std::min(count, kCrossCheckSamples);
-  const bool use_c = p.c != nullptr && p.beta != 0.0;
   // Each sample reads a column of B with a stride: thousands of cache misses per sample, so the
   // samples are spread over every core, and judged afterwards.
   // (static_cast, not size_t(samples): that would declare functions)
@@ -171,9 +170,7 @@ inline CrossCheck cross_check_reference(const GemmProblem& p, const std::vector<
       sum += term;
       magnitude += std::fabs(term);
     }
-    double value = p.alpha * sum;
-    if (use_c) value += p.beta * matrix_element(*p.c, l, m, n);
-    if (p.bias != nullptr) value += decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]);
+    const double value = reference_epilogue(p, l, m, n, sum);
     const double scale = std::fabs(p.alpha) * magnitude + std::fabs(value) + 1e-300;
     host_values[size_t(s)] = value;
     sampled[size_t(s)] = index;

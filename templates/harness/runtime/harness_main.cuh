@@ -198,6 +198,18 @@ inline void write_npy_or_die(const std::string& path, const Tensor& t) {
   }
 }
 
+// The random-input tolerance: the output dtype's defaults (compare.cuh), where the spec's
+// `check:` does not set its own.
+inline Tolerance spec_tolerance(const SpecInfo& spec, const std::vector<double>& want) {
+  const GemmOperands& g = spec.gemm;
+  Tolerance tolerance = default_tolerance(spec.tensors[size_t(g.out)].dtype, spec.tensors[size_t(g.a)].dtype,
+                                          spec.tensors[size_t(g.b)].dtype, reference_rms(want));
+  if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
+  if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
+  if (spec.atol >= 0) tolerance.atol = spec.atol;
+  return tolerance;
+}
+
 // auto: the device above 2^27 multiply-adds (512^3), where the host's fp64 GEMM starts to take
 // longer than the device's fixed costs (a kernel, a copy back, the cross-check).
 constexpr double kDeviceReferenceMinMacs = 134217728.0;
@@ -324,11 +336,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), poison, Launch(), {} };
     std::vector<std::vector<unsigned char>> spec_inputs;
     for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
-    Tolerance tolerance = default_tolerance(out.dtype, tensors[g.a].dtype, tensors[g.b].dtype, reference_rms(want));
-    if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
-    if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
-    if (spec.atol >= 0) tolerance.atol = spec.atol;
-    const int code = run_probes(spec, context, want, tolerance, spec_inputs);
+    const int code = run_probes(spec, context, want, spec_tolerance(spec, want), spec_inputs);
     for (Tensor& t : tensors) cudaFree(t.device);
     return code;
   }
@@ -367,10 +375,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   const size_t runs = sorted_ms.size();
   const double median_ms = 0.5 * (sorted_ms[(runs - 1) / 2] + sorted_ms[runs / 2]);
 
-  Tolerance tolerance = default_tolerance(out.dtype, tensors[g.a].dtype, tensors[g.b].dtype, reference_rms(want));
-  if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
-  if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
-  if (spec.atol >= 0) tolerance.atol = spec.atol;
+  Tolerance tolerance = spec_tolerance(spec, want);
   tolerance.exact = analytic;
   const Comparison comparison =
       compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);

@@ -125,17 +125,18 @@ inline int decode_digit(double got, double unit) {
   return -2;
 }
 
-// What the two code probes of one side say, e.g. "rows 2i and 2i+1 exchanged (row m holds the
-// code of row m^1)" or "rows 64-127 of every 128-row tile receive no A values (0)".
-inline std::string decode_lines(const ProbeOutcome& digit0, const ProbeOutcome& digit1, const Tensor& out0,
-                                const Tensor& out1, int64_t extent, int64_t tile, double unit, bool rows) {
+// What the two code probes of one side say, e.g. "rows 2i and 2i+1 exchanged (130 of the 130
+// misplaced rows)" or "rows 64-127 of every 128-row tile receive nothing". out0 and out1 are the
+// outputs of the digit-0 and digit-1 probes ([M, N], first batch); the candidate mappings are the
+// single-run classifier's (line_mappings in compare.cuh).
+inline std::string decode_lines(const Tensor& out0, const Tensor& out1, int64_t N, int64_t extent, int64_t tile,
+                                double unit, bool rows) {
   const char* noun = rows ? "rows" : "columns";
   // Per line: the decoded source residue mod 16 from the first column (row) of each probe.
   std::vector<int64_t> zero_lines, moved_lines;
-  int64_t explained[3] = {0, 0, 0};  // m^1, m+1, m-1
+  const std::vector<LineMapping>& mappings = line_mappings();
+  std::vector<int64_t> explained(mappings.size(), 0);
   std::vector<std::string> examples;
-  const int64_t N = digit0.comparison.N;
-  (void)digit1;
   for (int64_t line = 0; line < extent; ++line) {
     const int64_t m = rows ? line : 0, n = rows ? 0 : line;
     const int64_t index = m * N + n;
@@ -154,9 +155,10 @@ inline std::string decode_lines(const ProbeOutcome& digit0, const ProbeOutcome& 
       continue;
     }
     const int source = d0 + 4 * d1;
-    const int64_t candidates[3] = {line ^ 1, line + 1, line - 1};
-    for (int c = 0; c < 3; ++c)
-      if (candidates[c] >= 0 && candidates[c] < extent && int(candidates[c] % 16) == source) ++explained[c];
+    for (size_t c = 0; c < mappings.size(); ++c) {
+      const int64_t candidate = mappings[c].map(line);
+      if (candidate >= 0 && candidate < extent && int(candidate % 16) == source) ++explained[c];
+    }
     if (examples.size() < 4)
       examples.push_back(strprintf("%s %lld holds the code of a %s = %d (mod 16), not %d", rows ? "row" : "column",
                                    (long long)line, rows ? "row" : "column", source, own));
@@ -167,14 +169,12 @@ inline std::string decode_lines(const ProbeOutcome& digit0, const ProbeOutcome& 
                       lines_text(zero_lines, extent, tile, noun).c_str(), zero_lines.size() == 1 ? "s" : "",
                       rows ? "A row" : "B column");
   if (!moved_lines.empty()) {
-    static const char* rules[3] = {"2i and 2i+1 exchanged", "shifted: each holds the next one's code",
-                                   "shifted: each holds the previous one's code"};
-    int best = 0;
-    for (int c = 1; c < 3; ++c)
+    size_t best = 0;
+    for (size_t c = 1; c < mappings.size(); ++c)
       if (explained[c] > explained[best]) best = c;
     if (!text.empty()) text += "; ";
     if (double(explained[best]) >= kMappingMinShare * double(moved_lines.size()))
-      text += strprintf("%s %s (%lld of the %zu misplaced %s)", noun, rules[best], (long long)explained[best],
+      text += strprintf("%s %s (%lld of the %zu misplaced %s)", noun, mappings[best].rule, (long long)explained[best],
                         moved_lines.size(), noun);
     else {
       text += strprintf("%zu %s hold another %s's code: ", moved_lines.size(), noun, rows ? "row" : "column");
@@ -202,6 +202,15 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
   std::vector<const ProbeOutcome*> slices = find("k-slice"), failed_slices;
   for (const ProbeOutcome* s : slices)
     if (!s->passed) failed_slices.push_back(s);
+  // "k-slice 0/25 (k 0-31): every output 64 where 32 is right: ...; and 3 more"
+  const auto listed_slices = [&]() {
+    std::string which;
+    for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
+      which += (i ? "; " : "") + failed_slices[i]->name + " (" +
+               failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
+    if (failed_slices.size() > 4) which += strprintf("; and %zu more", failed_slices.size() - 4);
+    return which;
+  };
   if (!ones->passed) {
     const std::string& cls = ones->pattern.cls;
     if (cls == "unwritten" || cls == "nonfinite" || cls == "boundary" || cls == "layout")
@@ -210,28 +219,18 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
       return {cls, "ones: " + ones->pattern.evidence + (row_finding.empty() ? "" : "; row codes: " + row_finding)};
     if (cls == "col_mapping")
       return {cls, "ones: " + ones->pattern.evidence + (col_finding.empty() ? "" : "; column codes: " + col_finding)};
-    if (!failed_slices.empty() && failed_slices.size() < slices.size()) {
-      std::string which;
-      for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
-        which += (i ? "; " : "") + failed_slices[i]->name + " (" +
-                 failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
-      if (failed_slices.size() > 4) which += strprintf("; and %zu more", failed_slices.size() - 4);
+    if (!failed_slices.empty() && failed_slices.size() < slices.size())
       return {"k_coverage", strprintf("ones: %s; %zu of the %zu K slices probed are wrong, the others right: %s",
-                                      ones->pattern.evidence.c_str(), failed_slices.size(), slices.size(), which.c_str())};
-    }
+                                      ones->pattern.evidence.c_str(), failed_slices.size(), slices.size(),
+                                      listed_slices().c_str())};
     if (cls == "scale" && failed_slices.size() == slices.size())
       return {"scale", "ones: " + ones->pattern.evidence + "; every K slice is off by the same factor, so the " +
                            "accumulation itself over- or under-counts (MMA, or alpha)"};
     return {cls, "ones: " + ones->pattern.evidence};
   }
-  if (!failed_slices.empty()) {
-    std::string which;
-    for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
-      which += (i ? "; " : "") + failed_slices[i]->name + " (" +
-               failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
+  if (!failed_slices.empty())
     return {"k_coverage", strprintf("ones passes, but %zu of the %zu K slices probed are wrong: %s", failed_slices.size(),
-                                    slices.size(), which.c_str())};
-  }
+                                    slices.size(), listed_slices().c_str())};
   for (const ProbeOutcome* o : find("row code"))
     if (!o->passed) return {"row_mapping", "row codes: " + (row_finding.empty() ? o->pattern.evidence : row_finding)};
   for (const ProbeOutcome* o : find("col code"))
@@ -306,27 +305,27 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
     print_probe(probes.back());
   }
 
-  // Row codes (A side) and column codes (B side), two base-4 digits each.
+  // Row codes (A side) and column codes (B side), two base-4 digits each: line i's code in the
+  // probe of digit d is 2^(digit d of i).
+  const auto code = [](int digit, int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
   std::vector<unsigned char> row_outputs[2], col_outputs[2];
   size_t row_probe[2] = {0, 0}, col_probe[2] = {0, 0};
   fill_matrix(B, [](int64_t, int64_t, int64_t) { return 1.0; });
   for (int digit = 0; digit < 2; ++digit) {
-    const auto code = [digit](int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
-    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return code(m); });
+    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return code(digit, m); });
     probes.push_back(run_analytic_probe(ctx, strprintf("row code %d", digit),
                                         strprintf("A[m,k] = 2^(digit %d of m, base 4), B = 1", digit),
-                                        [&](int64_t, int64_t m, int64_t) { return alpha * K * code(m); }));
+                                        [&](int64_t, int64_t m, int64_t) { return alpha * K * code(digit, m); }));
     row_outputs[digit] = out.host;
     row_probe[digit] = probes.size() - 1;
     print_probe(probes.back());
   }
   fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
   for (int digit = 0; digit < 2; ++digit) {
-    const auto code = [digit](int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
-    fill_matrix(B, [&](int64_t, int64_t, int64_t n) { return code(n); });
+    fill_matrix(B, [&](int64_t, int64_t, int64_t n) { return code(digit, n); });
     probes.push_back(run_analytic_probe(ctx, strprintf("col code %d", digit),
                                         strprintf("A = 1, B[k,n] = 2^(digit %d of n, base 4)", digit),
-                                        [&](int64_t, int64_t, int64_t n) { return alpha * K * code(n); }));
+                                        [&](int64_t, int64_t, int64_t n) { return alpha * K * code(digit, n); }));
     col_outputs[digit] = out.host;
     col_probe[digit] = probes.size() - 1;
     print_probe(probes.back());
@@ -336,8 +335,7 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
     Tensor o0 = out, o1 = out;
     o0.host = outputs[0];
     o1.host = outputs[1];
-    return decode_lines(probes[index[0]], probes[index[1]], o0, o1, rows ? g.M : g.N, rows ? spec.tile_m : spec.tile_n,
-                        alpha * K, rows);
+    return decode_lines(o0, o1, g.N, rows ? g.M : g.N, rows ? spec.tile_m : spec.tile_n, alpha * K, rows);
   };
   const std::string row_finding = finding(row_outputs, row_probe, true);
   const std::string col_finding = finding(col_outputs, col_probe, false);

@@ -66,21 +66,26 @@ REPRO_HOST_HOT inline double dot(const double* a, const double* bt, int64_t K) {
   return sum;
 }
 
+// alpha * sum + beta * C[l, m, n] + bias[n]: what becomes of a dot product (the host reference,
+// and the host's cross-check of the device reference).
+inline double reference_epilogue(const GemmProblem& p, int64_t l, int64_t m, int64_t n, double sum) {
+  double value = p.alpha * sum;
+  if (p.c != nullptr && p.beta != 0.0) value += p.beta * matrix_element(*p.c, l, m, n);
+  if (p.bias != nullptr) value += decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]);
+  return value;
+}
+
 // ref is resized to L*M*N and filled in logical row-major order [L][M][N].
 REPRO_HOST_HOT inline void reference_gemm(const GemmProblem& p, std::vector<double>* ref) {
   std::vector<double> a, bt;  // A as [La][M][K], B transposed as [Lb][N][K]
   decode_matrix(*p.a, p.M, p.K, false, &a);
   decode_matrix(*p.b, p.K, p.N, true, &bt);
   const bool a_batched = p.a->rank == 3, b_batched = p.b->rank == 3;
-  const bool use_c = p.c != nullptr && p.beta != 0.0;
   ref->assign(size_t(p.L * p.M * p.N), 0.0);
   double* out = ref->data();
 
   const auto epilogue = [&](int64_t l, int64_t m, int64_t n, double sum) {
-    double value = p.alpha * sum;
-    if (use_c) value += p.beta * matrix_element(*p.c, l, m, n);
-    if (p.bias != nullptr) value += decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]);
-    out[(l * p.M + m) * p.N + n] = value;
+    out[(l * p.M + m) * p.N + n] = reference_epilogue(p, l, m, n, sum);
   };
 
   // Work items: one band of kBlock rows of one batch.
