@@ -1556,16 +1556,38 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   return c;
 }
 
-// How many logical elements of `out.host` differ bit for bit from `first_run_storage` (the same
-// tensor's storage after an earlier run).
-inline int64_t count_bitwise_differences(const Tensor& out, const std::vector<unsigned char>& first_run_storage) {
+// Outputs that differ bit for bit between two runs of the kernel on the same inputs (the first
+// run's storage and a later one's), and of those the stale ones: wrong in both runs. A race on
+// the result shows as an output right in one run and wrong in another; an output wrong in every
+// run, each time differently, is computed from memory nobody wrote (shared memory a load left
+// unfilled), and its errors keep the structure that names the defect.
+struct RunDifferences {
+  int64_t total = 0;
+  int64_t stale = 0;
+};
+
+inline RunDifferences run_differences(const Tensor& out, const std::vector<unsigned char>& first,
+                                      const std::vector<unsigned char>& later, const std::vector<double>& want,
+                                      const Tolerance& tol) {
   const size_t bytes = dtype_bytes(out.dtype);
-  int64_t differences = 0;
+  RunDifferences d;
   for (int64_t i = 0; i < out.numel(); ++i) {
     const size_t at = size_t(out.logical_offset(i)) * bytes;
-    if (std::memcmp(out.host.data() + at, first_run_storage.data() + at, bytes) != 0) ++differences;
+    if (std::memcmp(later.data() + at, first.data() + at, bytes) == 0) continue;
+    ++d.total;
+    const double w = want[size_t(i)];
+    const auto right = [&](const std::vector<unsigned char>& storage) {
+      const double got = decode(out.dtype, storage.data(), int64_t(at / bytes));
+      return std::isfinite(got) && std::isfinite(w) && element_matches(out.dtype, got, w, tol);
+    };
+    if (!right(first) && !right(later)) ++d.stale;
   }
-  return differences;
+  return d;
+}
+
+// The run with the most differences against the first.
+inline void keep_most(RunDifferences& most, const RunDifferences& run) {
+  if (run.total > most.total) most = run;
 }
 
 }  // namespace repro
@@ -2908,7 +2930,9 @@ struct SpecInfo {
 //
 // Every value above is a small integer or a power of two times K, exact in every input and
 // output dtype the ones test is exact in; C and bias are zero. Each probe runs twice and its
-// runs are compared bitwise (a race shows as a difference before it shows as a wrong number).
+// runs are compared bitwise (a race shows as a difference before it shows as a wrong number);
+// outputs that differ but are wrong in every run are stale reads, and leave the verdict to the
+// structure of the errors (a TMA box that leaves rows unfilled is row_mapping, noisy or not).
 // Powers of two make the codes decodable: an output of alpha*K*4 in row m says that row m got
 // the A row of a row whose digit is 2, so "row m holds row m^1" can be read off two probes.
 // ---------------------------------------------------------------------------------------------
@@ -2919,6 +2943,11 @@ struct ProbeOutcome {
   std::string inputs;  // "A = 1, B = 1 on k 96-127"
   bool passed = false;
   int64_t differences = 0;  // outputs that differ bitwise between the probe's runs
+  // Of those, the outputs no run got right. A race on the result shows as an output right in one
+  // run and wrong in another; an output wrong in every run, each time differently, is a read of
+  // data nobody wrote (shared memory a load never filled): its errors keep their structure, and
+  // that structure, not the noise, names the defect.
+  int64_t stale_differences = 0;
   Comparison comparison;
   Pattern pattern;
   std::string note;  // what the failure says in the probe's own terms
@@ -2945,14 +2974,13 @@ inline void fill_matrix(Tensor& t, F value) {
     encode(t.dtype, t.host.data(), t.logical_offset(i), value(i / (rows * cols), (i / cols) % rows, i % cols));
 }
 
-// Uploads every input, launches `repeat` times on poisoned outputs, and leaves the first run's
-// output in out.host; returns how many outputs differed between runs.
-inline int64_t probe_launch(ProbeContext& ctx, Tensor& out) {
+// Uploads every input and launches `repeat` times on poisoned outputs; returns each run's output
+// storage and leaves the first run's in out.host.
+inline std::vector<std::vector<unsigned char>> probe_launch(ProbeContext& ctx, Tensor& out) {
   std::vector<Tensor>& tensors = ctx.spec->tensors;
   for (Tensor& t : tensors)
     if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
-  std::vector<unsigned char> first;
-  int64_t differences = 0;
+  std::vector<std::vector<unsigned char>> runs;
   for (int run = 0; run < ctx.repeat; ++run) {
     for (size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].output)
@@ -2962,13 +2990,27 @@ inline int64_t probe_launch(ProbeContext& ctx, Tensor& out) {
     ctx.launch = ctx.spec->launch(tensors, ctx.stream, ctx.start, ctx.stop);
     wait_for_kernel(ctx.stop, ctx.timeout, ctx.launch.label, ctx.launch.describe());
     REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
-    if (run == 0)
-      first = out.host;
-    else
-      differences = std::max(differences, count_bitwise_differences(out, first));
+    runs.push_back(out.host);
   }
-  out.host = first;
-  return differences;
+  out.host = runs.front();
+  return runs;
+}
+
+// Compares the probe's first run against `want` and its runs against each other, and names the
+// pattern of its failure. The runs' differences count per output (the most in any later run
+// against the first), split into stale ones (no run right) and the others.
+inline void judge_probe(ProbeOutcome& o, const SpecInfo& spec, Tensor& out,
+                        const std::vector<std::vector<unsigned char>>& runs, const std::vector<double>& want,
+                        const Tolerance& tol) {
+  const GemmOperands& g = spec.gemm;
+  RunDifferences most;
+  for (size_t r = 1; r < runs.size(); ++r) keep_most(most, run_differences(out, runs[0], runs[r], want, tol));
+  o.differences = most.total;
+  o.stale_differences = most.stale;
+  o.comparison = compare_output(out, want, g.L, g.M, g.N, tol, spec.tile_m, spec.tile_n);
+  o.passed = o.comparison.passed && o.differences == 0;
+  // Stale reads alone leave the pattern to the wrong outputs; any other difference is a race.
+  if (!o.passed) o.pattern = classify(o.comparison, o.differences - o.stale_differences, tol);
 }
 
 // One analytic probe: inputs already set on the host, `want(l, m, n)` the exact answer.
@@ -2980,15 +3022,12 @@ inline ProbeOutcome run_analytic_probe(ProbeContext& ctx, const std::string& nam
   ProbeOutcome o;
   o.name = name;
   o.inputs = inputs;
-  o.differences = probe_launch(ctx, out);
+  const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
   std::vector<double> expected(size_t(g.L * g.M * g.N));
   for (int64_t l = 0; l < g.L; ++l)
     for (int64_t m = 0; m < g.M; ++m)
       for (int64_t n = 0; n < g.N; ++n) expected[size_t((l * g.M + m) * g.N + n)] = want(l, m, n);
-  const Tolerance exact{0, 0, 0, true};
-  o.comparison = compare_output(out, expected, g.L, g.M, g.N, exact, ctx.spec->tile_m, ctx.spec->tile_n);
-  o.passed = o.comparison.passed && o.differences == 0;
-  if (!o.passed) o.pattern = classify(o.comparison, o.differences, exact);
+  judge_probe(o, *ctx.spec, out, runs, expected, Tolerance{0, 0, 0, true});
   return o;
 }
 
@@ -3077,14 +3116,34 @@ inline std::string decode_lines(const Tensor& out0, const Tensor& out1, int64_t 
   return text;
 }
 
+inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
+                                  const std::string& col_finding);
+
 // The verdict from the probes that ran, most specific first (see the table at the top).
 inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
                              const std::string& col_finding) {
   for (const ProbeOutcome& o : probes)
-    if (o.differences > 0)
+    if (o.differences > o.stale_differences)
       return {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
                                             "(a race, or an uninitialized read)",
                                             o.name.c_str(), (long long)o.differences)};
+  Pattern verdict = structural_verdict(probes, row_finding, col_finding);
+  // Outputs wrong in every run, differently each time: the pattern above names the defect, and
+  // the noise says the wrong outputs are computed from data nobody wrote.
+  for (const ProbeOutcome& o : probes)
+    if (o.stale_differences > 0) {
+      verdict.evidence += strprintf("; the wrong outputs also change between runs (probe %s: %lld outputs, none of "
+                                    "them right in any run): they are computed from memory nobody wrote, such as "
+                                    "shared memory a load left unfilled",
+                                    o.name.c_str(), (long long)o.stale_differences);
+      break;
+    }
+  return verdict;
+}
+
+// The verdict from the probes' wrong values, runs that differed aside.
+inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
+                                  const std::string& col_finding) {
   const auto find = [&](const std::string& prefix) {
     std::vector<const ProbeOutcome*> found;
     for (const ProbeOutcome& o : probes)
@@ -3141,7 +3200,10 @@ inline void print_probe(const ProbeOutcome& o) {
   std::string result = o.passed ? "pass" : "FAIL";
   if (!o.passed) {
     result += "  " + (o.note.empty() ? o.pattern.cls + ": " + o.pattern.evidence : o.note);
-    if (o.differences > 0) result += strprintf(" (%lld outputs differ between runs)", (long long)o.differences);
+    if (o.differences > 0)
+      result += o.stale_differences == o.differences
+                    ? strprintf(" (%lld wrong outputs differ between runs, none right in any)", (long long)o.differences)
+                    : strprintf(" (%lld outputs differ between runs)", (long long)o.differences);
   }
   std::printf("probe   %-18s %-44s %s\n", o.name.c_str(), o.inputs.c_str(), result.c_str());
   std::fflush(stdout);
@@ -3252,11 +3314,9 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
     o.inputs = "the spec's inputs, fp64 reference";
     const int saved = ctx.repeat;
     ctx.repeat = std::max(3, saved);
-    o.differences = probe_launch(ctx, out);
+    const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
     ctx.repeat = saved;
-    o.comparison = compare_output(out, random_reference, g.L, g.M, g.N, random_tolerance, spec.tile_m, spec.tile_n);
-    o.passed = o.comparison.passed && o.differences == 0;
-    if (!o.passed) o.pattern = classify(o.comparison, o.differences, random_tolerance);
+    judge_probe(o, spec, out, runs, random_reference, random_tolerance);
     probes.push_back(o);
     print_probe(probes.back());
   }
@@ -3283,6 +3343,7 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
       w.field("passed", o.passed);
       w.field("bad", o.comparison.bad);
       w.field("differences", o.differences);
+      w.field("stale_differences", o.stale_differences);
       if (!o.passed) {
         w.field("class", o.pattern.cls);
         w.field("evidence", o.pattern.evidence);
@@ -3649,7 +3710,9 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   std::vector<TraceReading> trace;  // stages read after the first launch (spec: trace)
   std::vector<double> kernel_ms;
   std::vector<unsigned char> first_run;
-  int64_t repeat_differences = 0;
+  Tolerance tolerance = spec_tolerance(spec, want);
+  tolerance.exact = analytic;
+  RunDifferences repeat_differences;  // the most any later run differs from the first
   for (int run = 0; run < repeat; ++run) {
     for (size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].output)
@@ -3667,7 +3730,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     if (run == 0) {
       first_run = out.host;
     } else {
-      repeat_differences = std::max(repeat_differences, count_bitwise_differences(out, first_run));
+      keep_most(repeat_differences, run_differences(out, first_run, out.host, want, tolerance));
     }
   }
   // Report the first run's output (later runs only serve the bitwise comparison).
@@ -3679,8 +3742,6 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   const size_t runs = sorted_ms.size();
   const double median_ms = 0.5 * (sorted_ms[(runs - 1) / 2] + sorted_ms[runs / 2]);
 
-  Tolerance tolerance = spec_tolerance(spec, want);
-  tolerance.exact = analytic;
   const Comparison comparison =
       compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);
 
@@ -3710,18 +3771,25 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     }
   }
   if (repeat > 1) {
-    if (repeat_differences == 0)
+    if (repeat_differences.total == 0)
       std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
     else
-      std::printf("repeat  %d runs: %lld outputs differ from the first run\n", repeat,
-                  static_cast<long long>(repeat_differences));
+      std::printf("repeat  %d runs: %lld outputs differ from the first run%s\n", repeat,
+                  static_cast<long long>(repeat_differences.total),
+                  repeat_differences.stale == repeat_differences.total ? " (each of them wrong in every run)" : "");
   }
-  const bool passed = comparison.passed && repeat_differences == 0;
+  const bool passed = comparison.passed && repeat_differences.total == 0;
   Pattern pattern;
   if (!passed) {
     print_mismatches(out.name.c_str(), comparison, g.batched);
     std::printf("%s", format_heatmap(comparison).c_str());
-    pattern = classify(comparison, repeat_differences, tolerance);
+    // Stale reads (outputs wrong in every run) leave the pattern to the structure of the errors.
+    pattern = classify(comparison, repeat_differences.total - repeat_differences.stale, tolerance);
+    if (repeat_differences.stale > 0)
+      pattern.evidence += strprintf("; %lld of the wrong outputs also change between runs, none of them right in "
+                                    "any run: they are computed from memory nobody wrote, such as shared memory a "
+                                    "load left unfilled",
+                                    static_cast<long long>(repeat_differences.stale));
     std::printf("pattern %s: %s\n", pattern.cls.c_str(), pattern.evidence.c_str());
   }
 
@@ -3778,7 +3846,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     report_set("output", w.str());
   }
   report_set("repeat", JsonWriter().value(repeat).str());
-  report_set("repeat_differences", JsonWriter().value(repeat_differences).str());
+  report_set("repeat_differences", JsonWriter().value(repeat_differences.total).str());
+  report_set("repeat_stale_differences", JsonWriter().value(repeat_differences.stale).str());
   if (!passed) report_set("evidence", json_string(pattern.evidence));
 
   for (Tensor& t : tensors) cudaFree(t.device);

@@ -826,10 +826,20 @@ void test_compare() {
   // Repeat runs.
   Tensor first = output_with(DType::bf16, {4, 8}, want, {}, {1, 4});
   const std::vector<unsigned char> first_storage = first.host;
-  CHECK_EQ(count_bitwise_differences(first, first_storage), int64_t(0));
+  CHECK_EQ(run_differences(first, first_storage, first.host, want, kExact).total, int64_t(0));
+  // Output 3: right in the first run, wrong in the second (a race). Output 30: wrong in both
+  // runs, differently (stale data). -0.0 differs from 0.0 bit for bit, and counts.
+  set_logical(first, 30, 16.0);
+  const std::vector<unsigned char> earlier = first.host;
   set_logical(first, 3, 1008.0);
   set_logical(first, 30, -0.0);
-  CHECK_EQ(count_bitwise_differences(first, first_storage), int64_t(2));
+  RunDifferences d = run_differences(first, earlier, first.host, want, kExact);
+  CHECK_EQ(d.total, int64_t(2));
+  CHECK_EQ(d.stale, int64_t(1));
+  RunDifferences most;
+  keep_most(most, d);
+  keep_most(most, RunDifferences{1, 1});
+  CHECK_EQ(most.total, int64_t(2));
 
   // Default tolerances.
   const Tolerance bf16 = default_tolerance(DType::bf16, DType::bf16, DType::bf16, 2.0);
@@ -1104,6 +1114,22 @@ void test_probe_verdicts() {
   // All right.
   p = suite(100, -1, -1, 1.0);
   CHECK_EQ(p.cls, std::string("ok"));
+  // Rows 64-127 of each 128-row tile wrong and noisy, but wrong in every run (a TMA box that
+  // leaves them unfilled): the structure names the defect, the noise is a note.
+  {
+    const auto half_rows = [](int64_t m, int64_t) { return m % 128 >= 64 ? 7.0 : 100.0; };
+    ProbeOutcome stale = synthetic_probe("ones", "", M, N, half_rows, constant(100.0), 40);
+    stale.stale_differences = 40;
+    stale.pattern = classify(stale.comparison, 0, kExact);
+    std::vector<ProbeOutcome> probes = {stale};
+    p = probe_verdict(probes, "", "");
+    CHECK(p.cls != std::string("nondeterministic"));
+    CHECK_CONTAINS(p.evidence, "the wrong outputs also change between runs (probe ones: 40 outputs, none of them right");
+    // One output right in one run and wrong in another is a race, whatever the rest shows.
+    probes[0].stale_differences = 39;
+    p = probe_verdict(probes, "", "");
+    CHECK_EQ(p.cls, std::string("nondeterministic"));
+  }
 
   // Row codes decoded: rows 2i and 2i+1 exchanged.
   const double unit = 100.0;  // alpha * K

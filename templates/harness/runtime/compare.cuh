@@ -292,16 +292,38 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   return c;
 }
 
-// How many logical elements of `out.host` differ bit for bit from `first_run_storage` (the same
-// tensor's storage after an earlier run).
-inline int64_t count_bitwise_differences(const Tensor& out, const std::vector<unsigned char>& first_run_storage) {
+// Outputs that differ bit for bit between two runs of the kernel on the same inputs (the first
+// run's storage and a later one's), and of those the stale ones: wrong in both runs. A race on
+// the result shows as an output right in one run and wrong in another; an output wrong in every
+// run, each time differently, is computed from memory nobody wrote (shared memory a load left
+// unfilled), and its errors keep the structure that names the defect.
+struct RunDifferences {
+  int64_t total = 0;
+  int64_t stale = 0;
+};
+
+inline RunDifferences run_differences(const Tensor& out, const std::vector<unsigned char>& first,
+                                      const std::vector<unsigned char>& later, const std::vector<double>& want,
+                                      const Tolerance& tol) {
   const size_t bytes = dtype_bytes(out.dtype);
-  int64_t differences = 0;
+  RunDifferences d;
   for (int64_t i = 0; i < out.numel(); ++i) {
     const size_t at = size_t(out.logical_offset(i)) * bytes;
-    if (std::memcmp(out.host.data() + at, first_run_storage.data() + at, bytes) != 0) ++differences;
+    if (std::memcmp(later.data() + at, first.data() + at, bytes) == 0) continue;
+    ++d.total;
+    const double w = want[size_t(i)];
+    const auto right = [&](const std::vector<unsigned char>& storage) {
+      const double got = decode(out.dtype, storage.data(), int64_t(at / bytes));
+      return std::isfinite(got) && std::isfinite(w) && element_matches(out.dtype, got, w, tol);
+    };
+    if (!right(first) && !right(later)) ++d.stale;
   }
-  return differences;
+  return d;
+}
+
+// The run with the most differences against the first.
+inline void keep_most(RunDifferences& most, const RunDifferences& run) {
+  if (run.total > most.total) most = run;
 }
 
 }  // namespace repro

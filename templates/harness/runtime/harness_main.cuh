@@ -345,7 +345,9 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   std::vector<TraceReading> trace;  // stages read after the first launch (spec: trace)
   std::vector<double> kernel_ms;
   std::vector<unsigned char> first_run;
-  int64_t repeat_differences = 0;
+  Tolerance tolerance = spec_tolerance(spec, want);
+  tolerance.exact = analytic;
+  RunDifferences repeat_differences;  // the most any later run differs from the first
   for (int run = 0; run < repeat; ++run) {
     for (size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].output)
@@ -363,7 +365,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     if (run == 0) {
       first_run = out.host;
     } else {
-      repeat_differences = std::max(repeat_differences, count_bitwise_differences(out, first_run));
+      keep_most(repeat_differences, run_differences(out, first_run, out.host, want, tolerance));
     }
   }
   // Report the first run's output (later runs only serve the bitwise comparison).
@@ -375,8 +377,6 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   const size_t runs = sorted_ms.size();
   const double median_ms = 0.5 * (sorted_ms[(runs - 1) / 2] + sorted_ms[runs / 2]);
 
-  Tolerance tolerance = spec_tolerance(spec, want);
-  tolerance.exact = analytic;
   const Comparison comparison =
       compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);
 
@@ -406,18 +406,25 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     }
   }
   if (repeat > 1) {
-    if (repeat_differences == 0)
+    if (repeat_differences.total == 0)
       std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
     else
-      std::printf("repeat  %d runs: %lld outputs differ from the first run\n", repeat,
-                  static_cast<long long>(repeat_differences));
+      std::printf("repeat  %d runs: %lld outputs differ from the first run%s\n", repeat,
+                  static_cast<long long>(repeat_differences.total),
+                  repeat_differences.stale == repeat_differences.total ? " (each of them wrong in every run)" : "");
   }
-  const bool passed = comparison.passed && repeat_differences == 0;
+  const bool passed = comparison.passed && repeat_differences.total == 0;
   Pattern pattern;
   if (!passed) {
     print_mismatches(out.name.c_str(), comparison, g.batched);
     std::printf("%s", format_heatmap(comparison).c_str());
-    pattern = classify(comparison, repeat_differences, tolerance);
+    // Stale reads (outputs wrong in every run) leave the pattern to the structure of the errors.
+    pattern = classify(comparison, repeat_differences.total - repeat_differences.stale, tolerance);
+    if (repeat_differences.stale > 0)
+      pattern.evidence += strprintf("; %lld of the wrong outputs also change between runs, none of them right in "
+                                    "any run: they are computed from memory nobody wrote, such as shared memory a "
+                                    "load left unfilled",
+                                    static_cast<long long>(repeat_differences.stale));
     std::printf("pattern %s: %s\n", pattern.cls.c_str(), pattern.evidence.c_str());
   }
 
@@ -474,7 +481,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     report_set("output", w.str());
   }
   report_set("repeat", JsonWriter().value(repeat).str());
-  report_set("repeat_differences", JsonWriter().value(repeat_differences).str());
+  report_set("repeat_differences", JsonWriter().value(repeat_differences.total).str());
+  report_set("repeat_stale_differences", JsonWriter().value(repeat_differences.stale).str());
   if (!passed) report_set("evidence", json_string(pattern.evidence));
 
   for (Tensor& t : tensors) cudaFree(t.device);

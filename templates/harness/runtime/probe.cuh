@@ -15,7 +15,9 @@
 //
 // Every value above is a small integer or a power of two times K, exact in every input and
 // output dtype the ones test is exact in; C and bias are zero. Each probe runs twice and its
-// runs are compared bitwise (a race shows as a difference before it shows as a wrong number).
+// runs are compared bitwise (a race shows as a difference before it shows as a wrong number);
+// outputs that differ but are wrong in every run are stale reads, and leave the verdict to the
+// structure of the errors (a TMA box that leaves rows unfilled is row_mapping, noisy or not).
 // Powers of two make the codes decodable: an output of alpha*K*4 in row m says that row m got
 // the A row of a row whose digit is 2, so "row m holds row m^1" can be read off two probes.
 // ---------------------------------------------------------------------------------------------
@@ -26,6 +28,11 @@ struct ProbeOutcome {
   std::string inputs;  // "A = 1, B = 1 on k 96-127"
   bool passed = false;
   int64_t differences = 0;  // outputs that differ bitwise between the probe's runs
+  // Of those, the outputs no run got right. A race on the result shows as an output right in one
+  // run and wrong in another; an output wrong in every run, each time differently, is a read of
+  // data nobody wrote (shared memory a load never filled): its errors keep their structure, and
+  // that structure, not the noise, names the defect.
+  int64_t stale_differences = 0;
   Comparison comparison;
   Pattern pattern;
   std::string note;  // what the failure says in the probe's own terms
@@ -52,14 +59,13 @@ inline void fill_matrix(Tensor& t, F value) {
     encode(t.dtype, t.host.data(), t.logical_offset(i), value(i / (rows * cols), (i / cols) % rows, i % cols));
 }
 
-// Uploads every input, launches `repeat` times on poisoned outputs, and leaves the first run's
-// output in out.host; returns how many outputs differed between runs.
-inline int64_t probe_launch(ProbeContext& ctx, Tensor& out) {
+// Uploads every input and launches `repeat` times on poisoned outputs; returns each run's output
+// storage and leaves the first run's in out.host.
+inline std::vector<std::vector<unsigned char>> probe_launch(ProbeContext& ctx, Tensor& out) {
   std::vector<Tensor>& tensors = ctx.spec->tensors;
   for (Tensor& t : tensors)
     if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
-  std::vector<unsigned char> first;
-  int64_t differences = 0;
+  std::vector<std::vector<unsigned char>> runs;
   for (int run = 0; run < ctx.repeat; ++run) {
     for (size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].output)
@@ -69,13 +75,27 @@ inline int64_t probe_launch(ProbeContext& ctx, Tensor& out) {
     ctx.launch = ctx.spec->launch(tensors, ctx.stream, ctx.start, ctx.stop);
     wait_for_kernel(ctx.stop, ctx.timeout, ctx.launch.label, ctx.launch.describe());
     REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
-    if (run == 0)
-      first = out.host;
-    else
-      differences = std::max(differences, count_bitwise_differences(out, first));
+    runs.push_back(out.host);
   }
-  out.host = first;
-  return differences;
+  out.host = runs.front();
+  return runs;
+}
+
+// Compares the probe's first run against `want` and its runs against each other, and names the
+// pattern of its failure. The runs' differences count per output (the most in any later run
+// against the first), split into stale ones (no run right) and the others.
+inline void judge_probe(ProbeOutcome& o, const SpecInfo& spec, Tensor& out,
+                        const std::vector<std::vector<unsigned char>>& runs, const std::vector<double>& want,
+                        const Tolerance& tol) {
+  const GemmOperands& g = spec.gemm;
+  RunDifferences most;
+  for (size_t r = 1; r < runs.size(); ++r) keep_most(most, run_differences(out, runs[0], runs[r], want, tol));
+  o.differences = most.total;
+  o.stale_differences = most.stale;
+  o.comparison = compare_output(out, want, g.L, g.M, g.N, tol, spec.tile_m, spec.tile_n);
+  o.passed = o.comparison.passed && o.differences == 0;
+  // Stale reads alone leave the pattern to the wrong outputs; any other difference is a race.
+  if (!o.passed) o.pattern = classify(o.comparison, o.differences - o.stale_differences, tol);
 }
 
 // One analytic probe: inputs already set on the host, `want(l, m, n)` the exact answer.
@@ -87,15 +107,12 @@ inline ProbeOutcome run_analytic_probe(ProbeContext& ctx, const std::string& nam
   ProbeOutcome o;
   o.name = name;
   o.inputs = inputs;
-  o.differences = probe_launch(ctx, out);
+  const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
   std::vector<double> expected(size_t(g.L * g.M * g.N));
   for (int64_t l = 0; l < g.L; ++l)
     for (int64_t m = 0; m < g.M; ++m)
       for (int64_t n = 0; n < g.N; ++n) expected[size_t((l * g.M + m) * g.N + n)] = want(l, m, n);
-  const Tolerance exact{0, 0, 0, true};
-  o.comparison = compare_output(out, expected, g.L, g.M, g.N, exact, ctx.spec->tile_m, ctx.spec->tile_n);
-  o.passed = o.comparison.passed && o.differences == 0;
-  if (!o.passed) o.pattern = classify(o.comparison, o.differences, exact);
+  judge_probe(o, *ctx.spec, out, runs, expected, Tolerance{0, 0, 0, true});
   return o;
 }
 
@@ -184,14 +201,34 @@ inline std::string decode_lines(const Tensor& out0, const Tensor& out1, int64_t 
   return text;
 }
 
+inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
+                                  const std::string& col_finding);
+
 // The verdict from the probes that ran, most specific first (see the table at the top).
 inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
                              const std::string& col_finding) {
   for (const ProbeOutcome& o : probes)
-    if (o.differences > 0)
+    if (o.differences > o.stale_differences)
       return {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
                                             "(a race, or an uninitialized read)",
                                             o.name.c_str(), (long long)o.differences)};
+  Pattern verdict = structural_verdict(probes, row_finding, col_finding);
+  // Outputs wrong in every run, differently each time: the pattern above names the defect, and
+  // the noise says the wrong outputs are computed from data nobody wrote.
+  for (const ProbeOutcome& o : probes)
+    if (o.stale_differences > 0) {
+      verdict.evidence += strprintf("; the wrong outputs also change between runs (probe %s: %lld outputs, none of "
+                                    "them right in any run): they are computed from memory nobody wrote, such as "
+                                    "shared memory a load left unfilled",
+                                    o.name.c_str(), (long long)o.stale_differences);
+      break;
+    }
+  return verdict;
+}
+
+// The verdict from the probes' wrong values, runs that differed aside.
+inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
+                                  const std::string& col_finding) {
   const auto find = [&](const std::string& prefix) {
     std::vector<const ProbeOutcome*> found;
     for (const ProbeOutcome& o : probes)
@@ -248,7 +285,10 @@ inline void print_probe(const ProbeOutcome& o) {
   std::string result = o.passed ? "pass" : "FAIL";
   if (!o.passed) {
     result += "  " + (o.note.empty() ? o.pattern.cls + ": " + o.pattern.evidence : o.note);
-    if (o.differences > 0) result += strprintf(" (%lld outputs differ between runs)", (long long)o.differences);
+    if (o.differences > 0)
+      result += o.stale_differences == o.differences
+                    ? strprintf(" (%lld wrong outputs differ between runs, none right in any)", (long long)o.differences)
+                    : strprintf(" (%lld outputs differ between runs)", (long long)o.differences);
   }
   std::printf("probe   %-18s %-44s %s\n", o.name.c_str(), o.inputs.c_str(), result.c_str());
   std::fflush(stdout);
@@ -359,11 +399,9 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
     o.inputs = "the spec's inputs, fp64 reference";
     const int saved = ctx.repeat;
     ctx.repeat = std::max(3, saved);
-    o.differences = probe_launch(ctx, out);
+    const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
     ctx.repeat = saved;
-    o.comparison = compare_output(out, random_reference, g.L, g.M, g.N, random_tolerance, spec.tile_m, spec.tile_n);
-    o.passed = o.comparison.passed && o.differences == 0;
-    if (!o.passed) o.pattern = classify(o.comparison, o.differences, random_tolerance);
+    judge_probe(o, spec, out, runs, random_reference, random_tolerance);
     probes.push_back(o);
     print_probe(probes.back());
   }
@@ -390,6 +428,7 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
       w.field("passed", o.passed);
       w.field("bad", o.comparison.bad);
       w.field("differences", o.differences);
+      w.field("stale_differences", o.stale_differences);
       if (!o.passed) {
         w.field("class", o.pattern.cls);
         w.field("evidence", o.pattern.evidence);
