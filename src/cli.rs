@@ -36,6 +36,8 @@ pub enum Command {
     Sweep(SweepArgs),
     /// From a failing spec, find smaller sizes that fail the same way; writes <spec>.shrunk.yaml.
     Shrink(ShrinkArgs),
+    /// Time the kernel with device events (warm-up, median, spread); variants and sizes side by side.
+    Bench(BenchArgs),
     /// Show the unified diff between an artifact on disk and what its spec generates now.
     Diff(DiffArgs),
     /// Read a real nvcc compile line and print the production flags for a harness build.
@@ -136,6 +138,56 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "WHERE", value_parser = ["host", "device", "auto"], help_heading = "Checks")]
     pub reference: Option<String>,
     /// Write the probes and the verdict as JSON.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// A spec file, or an artifact directory.
+    pub target: PathBuf,
+    /// More specs to time beside TARGET, one column each (e.g. thread-, warp- and block-per-row kernels).
+    #[arg(
+        long,
+        value_name = "SPEC",
+        value_delimiter = ',',
+        help_heading = "Bench"
+    )]
+    pub variants: Vec<PathBuf>,
+    /// Sizes to time, comma-separated, one row each [default: the spec's own sizes].
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Bench"
+    )]
+    pub sizes: Vec<i64>,
+    /// The spec sizes set to each value of --sizes, comma-separated [default: the output's extents].
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        help_heading = "Bench"
+    )]
+    pub dims: Vec<String>,
+    /// Untimed launches first (clocks, caches, lazy module loading).
+    #[arg(long, value_name = "N", default_value_t = 5, help_heading = "Bench")]
+    pub warmup: u32,
+    /// Timed launches; the median, min and max are over these.
+    #[arg(long, value_name = "N", default_value_t = 20, help_heading = "Bench")]
+    pub repeat: u32,
+    /// Write over a buffer twice the L2's size before each timed launch: cold-cache times.
+    #[arg(long, help_heading = "Bench")]
+    pub flush_l2: bool,
+    /// Time on all-ones operands instead of the spec's inputs.
+    #[arg(long, help_heading = "Inputs")]
+    pub ones: bool,
+    /// Seconds one launch may take before it is declared hung [default: check.timeout].
+    #[arg(long, value_name = "S", help_heading = "Checks")]
+    pub timeout: Option<f64>,
+    /// Write every measurement (each launch's time too) as JSON.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub json: Option<PathBuf>,
     #[command(flatten)]
@@ -292,6 +344,7 @@ impl Command {
             Command::Probe(args) => args.exec(),
             Command::Sweep(args) => args.exec(),
             Command::Shrink(args) => args.exec(),
+            Command::Bench(args) => args.exec(),
             Command::Diff(args) => args.exec(),
             Command::Flags(args) => args.exec(),
             Command::Bundle(args) => args.exec(),

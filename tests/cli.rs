@@ -633,3 +633,65 @@ fn sizes_used_as_template_arguments_cannot_be_swept() {
             "in this spec they are compile-time constants: kernel.template_args[0] (`K`) uses the size `K`",
         ));
 }
+
+#[test]
+fn bench_builds_every_variant_and_needs_a_gpu_to_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let (first, second) = (tmp.path().join("first"), tmp.path().join("second"));
+    for out in [&first, &second] {
+        repro()
+            .arg("build")
+            .arg(&spec)
+            .arg("-o")
+            .arg(out)
+            .arg("--nvcc")
+            .arg(common::nvcc())
+            .assert()
+            .success();
+    }
+    // Timing options belong to --bench, and --bench checks nothing, so no --probe with it.
+    let harness = first.join("harness");
+    Command::new(&harness)
+        .args(["--warmup", "3"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--warmup times launches: it needs --bench"));
+    Command::new(&harness)
+        .args(["--bench", "--probe"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot be combined with --probe"));
+    repro()
+        .args(["bench", "--repeat", "0"])
+        .arg(&first)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("at least 1 timed launch"));
+    repro()
+        .args(["bench", "--sizes", "64", "--dims", "Q"])
+        .arg(&first)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("`Q` is not one of the spec's sizes"));
+
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        return;
+    }
+    repro()
+        .arg("bench")
+        .arg(&first)
+        .assert()
+        .code(7)
+        .stdout(predicate::str::contains("Disposition: Not run (no_device)"));
+    repro()
+        .arg("bench")
+        .arg(&first)
+        .arg("--variants")
+        .arg(&second)
+        .args(["--sizes", "32,64", "--dims", "M,N"])
+        .assert()
+        .code(7)
+        .stdout(predicate::str::contains("size    M = N = 32"))
+        .stdout(predicate::str::contains("timing needs a GPU"));
+}

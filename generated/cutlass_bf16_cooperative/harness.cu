@@ -2144,6 +2144,15 @@ inline int conclude(int exit_code, const std::string& cls, const std::string& me
   return exit_code;
 }
 
+// The end of a --bench run: the kernel was timed, not checked, so the disposition says neither
+// passed nor failed.
+inline int conclude_timed() {
+  std::printf("Disposition: Timed (not checked)\n");
+  std::fflush(stdout);
+  write_json_report(kExitPassed, "timed", "timed", "");
+  return kExitPassed;
+}
+
 // For a run that cannot go on (fault, hang, CUDA error): the message, the disposition, the
 // report, and an exit that runs no destructors or atexit handlers, since those would
 // synchronize with a device that may never answer.
@@ -3362,6 +3371,108 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
 
 }  // namespace repro
 
+// ---- runtime: bench.cuh ----
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: timing the kernel (--bench; `repro bench`, DESIGN §2)
+//
+// Device events around each launch, as every launch of this harness is timed, but with the
+// conditions a timing needs and a check does not: warm-up launches first (clocks ramp up, the
+// instruction cache and TLBs fill, lazy module loading happens), then N timed launches, each
+// waited for on its own so one launch's tail never overlaps the next one's events. With
+// --flush-l2, a write over a buffer twice the L2's size runs before every timed launch (outside
+// its events), so each launch reads its operands from HBM as a cold production call would; without
+// it, operands that fit stay in L2 between launches and the times are the warm, best case.
+//
+// Bench mode checks nothing: no reference, no comparison, outputs not poisoned between
+// launches. `repro run` is what says whether the kernel is right.
+// ---------------------------------------------------------------------------------------------
+namespace repro {
+
+struct BenchOptions {
+  int warmup = 5;
+  int repeat = 20;
+  bool flush_l2 = false;
+};
+
+struct BenchResult {
+  std::vector<double> ms;  // each timed launch, in order
+  double median = 0, min = 0, max = 0, mean = 0;
+  size_t flush_bytes = 0;  // the buffer written before each timed launch (0: no flush)
+};
+
+// Median, min, max and mean of the timed launches.
+inline void summarize(BenchResult& r) {
+  std::vector<double> sorted = r.ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  r.median = 0.5 * (sorted[(n - 1) / 2] + sorted[n / 2]);
+  r.min = sorted.front();
+  r.max = sorted.back();
+  double sum = 0;
+  for (double v : sorted) sum += v;
+  r.mean = sum / double(n);
+}
+
+inline BenchResult bench_kernel(SpecInfo& spec, const BenchOptions& options, cudaStream_t stream,
+                                cudaEvent_t start, cudaEvent_t stop, double timeout, Launch* launch) {
+  BenchResult r;
+  void* flush = nullptr;
+  if (options.flush_l2) {
+    int l2_bytes = 0;
+    REPRO_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, current_device().ordinal));
+    r.flush_bytes = 2 * size_t(std::max(l2_bytes, 1 << 20));
+    REPRO_CUDA_CHECK(cudaMalloc(&flush, r.flush_bytes));
+  }
+  for (int run = 0; run < options.warmup + options.repeat; ++run) {
+    const bool timed = run >= options.warmup;
+    if (timed && flush != nullptr) REPRO_CUDA_CHECK(cudaMemsetAsync(flush, run & 0xFF, r.flush_bytes, stream));
+    *launch = spec.launch(spec.tensors, stream, start, stop);
+    wait_for_kernel(stop, timeout, launch->label, launch->describe());
+    if (!timed) continue;
+    float ms = 0;
+    REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    r.ms.push_back(ms);
+  }
+  if (flush != nullptr) REPRO_CUDA_CHECK(cudaFree(flush));
+  summarize(r);
+  return r;
+}
+
+// The report: a line for people, a `bench` member for repro bench and scripts. For a GEMM the
+// rate is 2*L*M*N*K flops over the median; the bytes are every tensor's storage once (a lower
+// bound on the traffic, so the bandwidth is one too).
+inline void report_bench(const BenchResult& r, const BenchOptions& options, const SpecInfo& spec) {
+  const GemmOperands& g = spec.gemm;
+  const double flops = 2.0 * double(g.L) * double(g.M) * double(g.N) * double(g.K);
+  double bytes = 0;
+  for (const Tensor& t : spec.tensors) bytes += double(t.storage_bytes());
+  const double seconds = r.median * 1e-3;
+  std::printf("bench   kernel median %.4f ms  min %.4f  max %.4f  mean %.4f  (%d timed launches after %d warm-up, %s)\n",
+              r.median, r.min, r.max, r.mean, options.repeat, options.warmup,
+              r.flush_bytes ? strprintf("L2 flushed before each (%zu MB written)", r.flush_bytes >> 20).c_str()
+                            : "L2 not flushed");
+  std::printf("bench   %.1f GFLOP/s (2*L*M*N*K = %.3g flop), %.1f GB/s over the tensors' %.3g bytes\n",
+              flops / seconds * 1e-9, flops, bytes / seconds * 1e-9, bytes);
+  JsonWriter w;
+  w.begin_object();
+  w.field("median_ms", r.median);
+  w.field("min_ms", r.min);
+  w.field("max_ms", r.max);
+  w.field("mean_ms", r.mean);
+  w.field("warmup", options.warmup);
+  w.field("repeat", options.repeat);
+  w.field("flush_l2", options.flush_l2);
+  w.field("flops", flops);
+  w.field("bytes", bytes);
+  w.key("ms").begin_array();
+  for (double ms : r.ms) w.value(ms);
+  w.end_array();
+  w.end_object();
+  report_set("bench", w.str());
+}
+
+}  // namespace repro
+
 // ---- runtime: harness_main.cuh ----
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: harness_main
@@ -3383,6 +3494,9 @@ struct Options {
   double timeout_seconds = -1;
   std::string json_path, dump_dir, emit_inputs_dir;
   std::string reference;  // --reference host|device|auto; empty: the spec's reference.provider
+  bool bench = false;     // --bench: time the kernel, check nothing (bench.cuh)
+  BenchOptions bench_options;
+  std::string bench_only_flag;  // --warmup or --flush-l2, when given: they need --bench
 };
 
 inline void print_usage(const char* argv0) {
@@ -3400,6 +3514,8 @@ inline void print_usage(const char* argv0) {
       "  --json FILE        write the whole report as JSON\n"
       "  --dump DIR         write inputs, outputs and the reference as .npy into DIR\n"
       "  --emit-inputs DIR  write the generated inputs as .npy and exit (no GPU needed)\n"
+      "  --bench            time the kernel instead of checking it: --warmup N launches (default 5), then\n"
+      "                     --repeat N timed ones (default 20); --flush-l2 empties the L2 before each\n"
       "exit: 0 passed, 1 mismatch, 2 usage, 4 CUDA error/fault, 5 hang, 7 no usable device\n",
       argv0);
 }
@@ -3467,6 +3583,16 @@ inline Options parse_options(int argc, char** argv) {
       options.json_path = value_of(i, "--json");
     } else if (is("--dump")) {
       options.dump_dir = value_of(i, "--dump");
+    } else if (arg == "--bench") {
+      options.bench = true;
+    } else if (arg == "--flush-l2") {
+      options.bench_options.flush_l2 = true;
+      options.bench_only_flag = "--flush-l2";
+    } else if (is("--warmup")) {
+      const double v = number_of(value_of(i, "--warmup"), "--warmup");
+      if (v < 0 || v != std::floor(v)) usage_error("--warmup takes an integer >= 0");
+      options.bench_options.warmup = static_cast<int>(v);
+      options.bench_only_flag = "--warmup";
     } else if (is("--emit-inputs")) {
       options.emit_inputs_dir = value_of(i, "--emit-inputs");
     } else {
@@ -3475,6 +3601,11 @@ inline Options parse_options(int argc, char** argv) {
   }
   if (options.probe && (options.ones || !options.inits.empty() || !options.dump_dir.empty()))
     usage_error("--probe chooses its own inputs: it cannot be combined with --ones, --init or --dump");
+  if (options.bench && (options.probe || !options.dump_dir.empty()))
+    usage_error("--bench times the kernel and checks nothing: it cannot be combined with --probe or --dump");
+  if (!options.bench && !options.bench_only_flag.empty())
+    usage_error(options.bench_only_flag + " times launches: it needs --bench");
+  if (options.bench && options.repeat > 0) options.bench_options.repeat = options.repeat;
   return options;
 }
 
@@ -3585,7 +3716,34 @@ inline bool use_device_reference(const std::string& provider, const GemmOperands
   return double(g.L) * double(g.M) * double(g.N) * double(g.K) >= kDeviceReferenceMinMacs;
 }
 
+// Where a run's wall time goes, phase by phase (the `time` line and the report's `timings`):
+// what to speed up when time-to-verdict matters (docs/performance.md).
+struct PhaseTimes {
+  std::chrono::steady_clock::time_point begin = std::chrono::steady_clock::now(), last = begin;
+  std::vector<std::pair<const char*, double>> phases;
+  void end(const char* phase) {
+    const auto now = std::chrono::steady_clock::now();
+    phases.emplace_back(phase, std::chrono::duration<double>(now - last).count());
+    last = now;
+  }
+  void report() const {
+    std::string line;
+    JsonWriter w;
+    w.begin_object();
+    for (const auto& phase : phases) {
+      line += strprintf("%s %.3f s  ", phase.first, phase.second);
+      w.field(phase.first, phase.second);
+    }
+    const double total = std::chrono::duration<double>(last - begin).count();
+    w.field("total", total);
+    w.end_object();
+    std::printf("time    %stotal %.3f s (in this process)\n", line.c_str(), total);
+    report_set("timings", w.str());
+  }
+};
+
 inline int harness_main(int argc, char** argv, SpecInfo& spec) {
+  PhaseTimes times;
   set_command_line(argc, argv);
   const Options options = parse_options(argc, argv);
   if (!options.json_path.empty()) set_json_path(options.json_path);
@@ -3612,12 +3770,14 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   Tensor& out = tensors[g.out];
 
   // Inputs first: they need no GPU, so a spec's input problems show on any machine.
-  const std::string inputs_line = apply_input_options(spec, options);
+  std::string inputs_line = apply_input_options(spec, options);
+  if (options.bench) inputs_line = inputs_line.substr(0, inputs_line.find(" -> ")) + " (timing only: nothing is checked)";
   const std::string base_dir = executable_dir();
   for (Tensor& t : tensors) {
     std::string error;
     if (!fill_host(t, base_dir, &error)) usage_error(strprintf("tensor %s: %s", t.name.c_str(), error.c_str()));
   }
+  times.end("inputs");
   if (!options.emit_inputs_dir.empty()) {
     make_directories(options.emit_inputs_dir);
     for (const Tensor& t : tensors)
@@ -3640,6 +3800,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   if (!sizes_line.empty()) std::printf("sizes   %s (--size; the spec says otherwise)\n", sizes_line.c_str());
   std::printf("inputs  %s\n", inputs_line.c_str());
   std::fflush(stdout);
+  REPRO_CUDA_CHECK(cudaFree(nullptr));  // the context, created here rather than in the first copy
+  times.end("context");
 
   // Device buffers first: the device reference reads the inputs there. Outputs are re-poisoned
   // before every launch, so an element the kernel never writes is caught even when an earlier
@@ -3647,6 +3809,23 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   for (Tensor& t : tensors) {
     REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
     if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+  }
+  times.end("uploads");
+
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  REPRO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REPRO_CUDA_CHECK(cudaEventCreate(&start));
+  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+  if (options.bench) {
+    Launch launch;
+    const BenchResult result = bench_kernel(spec, options.bench_options, stream, start, stop, timeout, &launch);
+    times.end("launches");
+    std::printf("launch  %s\n", launch.describe().c_str());
+    report_bench(result, options.bench_options, spec);
+    times.report();
+    for (Tensor& t : tensors) cudaFree(t.device);
+    return conclude_timed();
   }
 
   // The reference comes before the kernel: a kernel that kills the context still leaves one.
@@ -3686,16 +3865,11 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     report_set("reference_provider", json_string("host"));
   }
   const double reference_seconds = seconds_since(reference_start);
+  times.end("reference");
 
   std::vector<std::vector<unsigned char>> poison(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].output) poison[i] = tensors[i].host;  // fill_host poisoned them
-
-  cudaStream_t stream;
-  cudaEvent_t start, stop;
-  REPRO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  REPRO_CUDA_CHECK(cudaEventCreate(&start));
-  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
 
   if (options.probe) {
     ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), poison, Launch(), {} };
@@ -3733,6 +3907,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
       keep_most(repeat_differences, run_differences(out, first_run, out.host, want, tolerance));
     }
   }
+  times.end("launches");
   // Report the first run's output (later runs only serve the bitwise comparison).
   std::vector<unsigned char> last_run = out.host;
   out.host = first_run;
@@ -3744,6 +3919,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
 
   const Comparison comparison =
       compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);
+  times.end("compare");
 
   std::printf("launch  %s   kernel %.3f ms%s\n", launch.describe().c_str(), median_ms,
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
@@ -3850,6 +4026,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   report_set("repeat_stale_differences", JsonWriter().value(repeat_differences.stale).str());
   if (!passed) report_set("evidence", json_string(pattern.evidence));
 
+  times.end("report");
+  times.report();
   for (Tensor& t : tensors) cudaFree(t.device);
   return conclude(exit_code, pattern.cls, passed ? "" : pattern.evidence);
 }

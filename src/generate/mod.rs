@@ -78,6 +78,10 @@ const RUNTIME_PARTS: &[(&str, &str)] = &[
         include_str!("../../templates/harness/runtime/probe.cuh"),
     ),
     (
+        "bench.cuh",
+        include_str!("../../templates/harness/runtime/bench.cuh"),
+    ),
+    (
         "harness_main.cuh",
         include_str!("../../templates/harness/runtime/harness_main.cuh"),
     ),

@@ -5,6 +5,7 @@
 //! limit on the whole process, because a watchdog inside a process that is itself stuck (in the
 //! driver, in a host loop of the kernel's own setup code) cannot fire.
 
+pub mod bench;
 pub mod probe;
 pub mod sanitize;
 pub mod shrink;

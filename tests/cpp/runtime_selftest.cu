@@ -23,6 +23,7 @@
 #include "../../templates/harness/runtime/trace.cuh"
 #include "../../templates/harness/runtime/spec_info.cuh"
 #include "../../templates/harness/runtime/probe.cuh"
+#include "../../templates/harness/runtime/bench.cuh"
 
 // CUDA's own host-side conversions: an independent oracle for encode().
 #include <cuda_fp8.h>
@@ -1159,6 +1160,18 @@ void test_probe_verdicts() {
   CHECK_EQ(slices_to_probe(5).size(), size_t(5));
 }
 
+// ------------------------------------------------------------------ bench statistics
+
+void test_bench_summary() {
+  BenchResult r;
+  r.ms = {3.0, 1.0, 2.0, 10.0};  // even count: the median is the mean of the middle two
+  summarize(r);
+  CHECK(r.median == 2.5 && r.min == 1.0 && r.max == 10.0 && r.mean == 4.0);
+  r.ms = {5.0, 4.0, 6.0};
+  summarize(r);
+  CHECK(r.median == 5.0 && r.min == 4.0 && r.max == 6.0 && r.mean == 5.0);
+}
+
 void test_trace_verdicts() {
   const double K = 96, alpha = 1.0;
   const auto stages = [&](double a, double b, double acc, double out) {
@@ -1295,6 +1308,7 @@ int main(int argc, char** argv) {
   test_probe_verdicts();
   test_heatmap();
   test_trace_verdicts();
+  test_bench_summary();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -42,6 +42,15 @@ inline int conclude(int exit_code, const std::string& cls, const std::string& me
   return exit_code;
 }
 
+// The end of a --bench run: the kernel was timed, not checked, so the disposition says neither
+// passed nor failed.
+inline int conclude_timed() {
+  std::printf("Disposition: Timed (not checked)\n");
+  std::fflush(stdout);
+  write_json_report(kExitPassed, "timed", "timed", "");
+  return kExitPassed;
+}
+
 // For a run that cannot go on (fault, hang, CUDA error): the message, the disposition, the
 // report, and an exit that runs no destructors or atexit handlers, since those would
 // synchronize with a device that may never answer.

@@ -1,0 +1,310 @@
+//! `repro bench`: time the kernel with device events (`harness --bench`: warm-up launches, then
+//! timed ones; median, min, max), for one spec or for several side by side (`--variants`), at
+//! the spec's sizes or over `--sizes` (one build per spec). Nothing is checked while timing:
+//! `repro run` says whether the kernel is right.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::sweep::{check_dims, output_dims, run_arguments};
+use crate::build::Variant;
+use crate::cli::BenchArgs;
+use crate::error::{exit, Error};
+use crate::generate::command::{prepare, Prepared};
+
+/// One spec to time: its artifact, its built harness, its name.
+struct Contender {
+    prepared: Prepared,
+    binary: PathBuf,
+}
+
+/// What one timing run gave: the harness's `bench` report member, or why there is none.
+enum Timing {
+    Measured(Value),
+    Failed { code: u8, class: String },
+}
+
+impl Timing {
+    fn median_ms(&self) -> Option<f64> {
+        match self {
+            Timing::Measured(bench) => bench["median_ms"].as_f64(),
+            Timing::Failed { .. } => None,
+        }
+    }
+
+    /// "0.6180 ms [0.6102, 0.6311]  3474 GFLOP/s", or "FAIL fault (exit 4)".
+    fn cell(&self) -> String {
+        match self {
+            Timing::Measured(b) => {
+                let median = b["median_ms"].as_f64().unwrap_or(f64::NAN);
+                let flops = b["flops"].as_f64().unwrap_or(0.0);
+                format!(
+                    "{median:.4} ms [{:.4}, {:.4}] {:>7.0} GFLOP/s",
+                    b["min_ms"].as_f64().unwrap_or(f64::NAN),
+                    b["max_ms"].as_f64().unwrap_or(f64::NAN),
+                    flops / (median * 1e-3) * 1e-9
+                )
+            }
+            Timing::Failed { code, class } => format!("FAIL {class} (exit {code})"),
+        }
+    }
+}
+
+impl BenchArgs {
+    pub fn exec(self) -> Result<u8, Error> {
+        super::check_timeout(self.timeout)?;
+        if self.repeat == 0 {
+            return Err(Error::Usage(
+                "--repeat for bench must be at least 1 timed launch".into(),
+            ));
+        }
+        if let Some(bad) = self.sizes.iter().find(|&&s| s < 1) {
+            return Err(Error::Usage(format!(
+                "--sizes: {bad} is not a positive size"
+            )));
+        }
+        let specs: Vec<&Path> = std::iter::once(self.target.as_path())
+            .chain(self.variants.iter().map(PathBuf::as_path))
+            .collect();
+        let mut contenders = Vec::new();
+        for path in specs {
+            let prepared = prepare(path, None)?;
+            let dims = self.dims_for(&prepared);
+            if !self.sizes.is_empty() {
+                check_dims(&prepared.spec, &dims, "bench")?;
+            }
+            let binary = super::build_harness(
+                &prepared,
+                self.toolchain.nvcc.as_deref(),
+                Variant::Production,
+                "",
+            )?;
+            contenders.push(Contender { prepared, binary });
+        }
+
+        let sizes: Vec<Option<i64>> = if self.sizes.is_empty() {
+            vec![None]
+        } else {
+            self.sizes.iter().copied().map(Some).collect()
+        };
+        // One spec at its own size: the harness's report as it comes, like `repro run`.
+        if contenders.len() == 1 && sizes == [None] {
+            return self.relay_one(&contenders[0]);
+        }
+
+        println!(
+            "bench   median kernel time [min, max] of {} launches after {} warm-up, {}{}",
+            self.repeat,
+            self.warmup,
+            if self.flush_l2 {
+                "L2 flushed before each"
+            } else {
+                "L2 not flushed"
+            },
+            if self.ones {
+                ", all-ones operands"
+            } else {
+                ""
+            }
+        );
+        let name_width = contenders
+            .iter()
+            .map(|c| c.prepared.spec.name().len())
+            .max()
+            .unwrap_or(0)
+            .max(8);
+        let mut results = Vec::new();
+        let mut worst = exit::PASSED;
+        for &size in &sizes {
+            if let Some(size) = size {
+                println!(
+                    "size    {} = {size}",
+                    self.dims_for(&contenders[0].prepared).join(" = ")
+                );
+            }
+            let mut first_median = None;
+            for (index, contender) in contenders.iter().enumerate() {
+                let timing = self.time(contender, size)?;
+                if let Timing::Failed { code, .. } = &timing {
+                    if *code == exit::NO_DEVICE {
+                        println!(
+                            "no usable CUDA device: the harnesses are built; timing needs a GPU"
+                        );
+                        return Ok(exit::NO_DEVICE);
+                    }
+                    if worst == exit::PASSED {
+                        worst = *code;
+                    }
+                }
+                if index == 0 {
+                    first_median = timing.median_ms();
+                }
+                let relative = match (first_median, timing.median_ms()) {
+                    (Some(first), Some(m)) if index > 0 => format!(
+                        "  {:.2}x the time of {}",
+                        m / first,
+                        contenders[0].prepared.spec.name()
+                    ),
+                    _ => String::new(),
+                };
+                println!(
+                    "  {:<name_width$}  {}{relative}",
+                    contender.prepared.spec.name(),
+                    timing.cell()
+                );
+                results.push(self.result_json(contender, size, &timing));
+            }
+        }
+        if let Some(path) = &self.json {
+            self.write_json(path, results)?;
+        }
+        Ok(worst)
+    }
+
+    /// The sizes --sizes sets in this spec: --dims, else the output's extents.
+    fn dims_for(&self, prepared: &Prepared) -> Vec<String> {
+        if self.dims.is_empty() {
+            output_dims(&prepared.spec)
+        } else {
+            self.dims.clone()
+        }
+    }
+
+    /// The harness options of one timing run.
+    fn harness_arguments(&self, prepared: &Prepared, size: Option<i64>, report: &Path) -> Vec<String> {
+        let dims = self.dims_for(prepared);
+        let at_size = size
+            .into_iter()
+            .flat_map(|value| dims.iter().map(move |d| (d.as_str(), value)));
+        let mut args = run_arguments(at_size, self.ones, self.timeout);
+        args.extend([
+            "--bench".to_string(),
+            "--warmup".to_string(),
+            self.warmup.to_string(),
+            "--repeat".to_string(),
+            self.repeat.to_string(),
+            "--json".to_string(),
+            report.to_string_lossy().into_owned(),
+        ]);
+        if self.flush_l2 {
+            args.push("--flush-l2".to_string());
+        }
+        args
+    }
+
+    /// The whole process's limit: every launch's watchdog plus a minute for context and inputs.
+    fn limit(&self, prepared: &Prepared) -> Duration {
+        let timeout = self.timeout.unwrap_or(prepared.spec.check.timeout);
+        Duration::from_secs_f64(60.0 + timeout * f64::from(self.warmup + self.repeat))
+    }
+
+    fn report_path(prepared: &Prepared) -> Result<PathBuf, Error> {
+        let dir = prepared.dir.join(".repro/bench");
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            action: "create",
+            path: dir.clone(),
+            source,
+        })?;
+        Ok(crate::generate::paths::absolute(&dir.join("report.json")))
+    }
+
+    fn time(&self, contender: &Contender, size: Option<i64>) -> Result<Timing, Error> {
+        let report = Self::report_path(&contender.prepared)?;
+        // A report left by an earlier run must not pass for this one's.
+        let _ = std::fs::remove_file(&report);
+        let args = self.harness_arguments(&contender.prepared, size, &report);
+        let outcome = super::run_quiet(&contender.binary, &args, self.limit(&contender.prepared))?;
+        if outcome.code != exit::PASSED {
+            return Ok(Timing::Failed {
+                code: outcome.code,
+                class: outcome.class,
+            });
+        }
+        read_bench(&report).map(Timing::Measured)
+    }
+
+    fn relay_one(&self, contender: &Contender) -> Result<u8, Error> {
+        let report = Self::report_path(&contender.prepared)?;
+        let _ = std::fs::remove_file(&report);
+        let args = self.harness_arguments(&contender.prepared, None, &report);
+        let limit = self.limit(&contender.prepared);
+        let Some((code, _)) = super::relay(
+            std::process::Command::new(&contender.binary),
+            &args,
+            limit,
+            &contender.binary,
+        )?
+        else {
+            return Ok(exit::HANG);
+        };
+        if let Some(path) = &self.json {
+            let timing = if code == exit::PASSED {
+                Timing::Measured(read_bench(&report)?)
+            } else {
+                Timing::Failed {
+                    code,
+                    class: "failed".into(),
+                }
+            };
+            self.write_json(path, vec![self.result_json(contender, None, &timing)])?;
+        }
+        Ok(code)
+    }
+
+    fn result_json(&self, contender: &Contender, size: Option<i64>, timing: &Timing) -> Value {
+        let mut result = json!({
+            "spec": contender.prepared.spec.name(),
+            "size": size,
+            "dims": if size.is_some() { self.dims_for(&contender.prepared) } else { Vec::new() },
+        });
+        match timing {
+            Timing::Measured(bench) => result["bench"] = bench.clone(),
+            Timing::Failed { code, class } => {
+                result["exit"] = json!(code);
+                result["class"] = json!(class);
+            }
+        }
+        result
+    }
+
+    fn write_json(&self, path: &Path, results: Vec<Value>) -> Result<(), Error> {
+        let document = json!({
+            "warmup": self.warmup,
+            "repeat": self.repeat,
+            "flush_l2": self.flush_l2,
+            "ones": self.ones,
+            "results": results,
+        });
+        let text = serde_json::to_string_pretty(&document).expect("a JSON value serializes");
+        std::fs::write(path, text + "\n").map_err(|source| Error::Io {
+            action: "write",
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+/// The `bench` member of a harness report.
+fn read_bench(report: &Path) -> Result<Value, Error> {
+    let text = std::fs::read_to_string(report).map_err(|source| Error::Io {
+        action: "read",
+        path: report.to_path_buf(),
+        source,
+    })?;
+    let mut document: Value = serde_json::from_str(&text).map_err(|e| {
+        Error::Usage(format!(
+            "{}: the harness's report is not JSON ({e})",
+            report.display()
+        ))
+    })?;
+    match document.get_mut("bench").map(Value::take) {
+        Some(bench) if bench.is_object() => Ok(bench),
+        _ => Err(Error::Usage(format!(
+            "{}: the harness's report has no `bench` member (a harness from before `repro bench`? \
+             run `repro scaffold` on its spec again)",
+            report.display()
+        ))),
+    }
+}
