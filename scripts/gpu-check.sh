@@ -204,17 +204,30 @@ echo "warm run:"; time "$repro" run examples/cutlass_bf16_cooperative.yaml --one
 fi
 
 if wanted bench; then
-section "benchmarks: the fp64 reference on the host and on the device, 1024^3 to 8192^3"
+section "benchmarks: the fp64 reference on the host and on the device, 1024^3 to 8192^3; repro bench"
 for size in 1024 4096 8192; do
   "$repro" build "tests/gpu/bench_tiled_bf16_$size.yaml" >/dev/null 2>&1
   for provider in host device; do
     SAYS="fp64 $provider GEMM" run_case "bench_tiled_bf16_$size --reference $provider" 0 \
-      run "tests/gpu/bench_tiled_bf16_$size.yaml" --repeat 1 --reference "$provider"
+      run "tests/gpu/bench_tiled_bf16_$size.yaml" --repeat 1 --reference "$provider" --no-reference-cache
   done
 done
 # The device reference on the harder cases: batches, alpha, beta*C, bias, a column-major B, fp8.
 SAYS='fp64 device GEMM' run_case "batched_gemm --reference device" 0 run tests/gpu/batched_gemm.yaml --reference device
 SAYS='fp64 device GEMM' run_case "cutlass_fp8_e4m3 --reference device" 0 run examples/cutlass_fp8_e4m3.yaml --reference device
+# The reference cache: the first run stores, a rerun reads, another seed computes anew.
+rm -rf generated/bench_tiled_bf16_4096/.repro/cache
+SAYS='cached for reruns' run_case "reference cache: first run stores" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1
+SAYS='fp64 reference from the cache' run_case "reference cache: the rerun reads it" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1
+SAYS='cached for reruns' run_case "reference cache: --seed 7 computes anew" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1 --seed 7
+# repro bench: one spec (the harness's report), variants over sizes (a table), cold L2, a hang.
+SAYS='GFLOP/s' run_case "bench tiled_gemm_bf16" 0 bench examples/tiled_gemm_bf16.yaml
+SAYS='the time of tiled_gemm_bf16' run_case "bench tiled vs naive, 1024-4096" 0 bench examples/tiled_gemm_bf16.yaml \
+  --variants examples/naive_gemm_bf16.yaml --sizes 1024,2048,4096 --dims M,N,K
+SAYS='L2 flushed before each' run_case "bench CUTLASS coop vs pingpong, cold L2" 0 bench examples/cutlass_bf16_cooperative.yaml \
+  --variants examples/cutlass_bf16_pingpong.yaml --sizes 4096,8192 --dims M,N,K --flush-l2 --json "$logs/bench-cutlass.json"
+SAYS='FAIL hang (exit 5)' run_case "bench of a kernel that hangs" 5 bench tests/gpu/wait_forever.yaml \
+  --variants tests/gpu/batched_gemm.yaml --sizes 64 --dims M --warmup 0 --repeat 1
 # repro's own overhead on a warm run: the same harness run directly, then through repro.
 TIMEFORMAT='  %R s wall'
 echo "harness directly:"; time generated/bench_tiled_bf16_1024/harness --ones --repeat 1 >/dev/null

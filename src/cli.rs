@@ -105,6 +105,9 @@ pub struct RunArgs {
     /// Where the fp64 reference GEMM runs [default: reference.provider, else auto: by size].
     #[arg(long, value_name = "WHERE", value_parser = ["host", "device", "auto"], help_heading = "Checks")]
     pub reference: Option<String>,
+    /// Compute the reference even when a run with the same operands left one in .repro/cache/.
+    #[arg(long, help_heading = "Checks")]
+    pub no_reference_cache: bool,
     /// Write the whole report as JSON.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub json: Option<PathBuf>,
@@ -137,6 +140,9 @@ pub struct ProbeArgs {
     /// Where the random probe's fp64 reference runs [default: reference.provider, else by size].
     #[arg(long, value_name = "WHERE", value_parser = ["host", "device", "auto"], help_heading = "Checks")]
     pub reference: Option<String>,
+    /// Compute the reference even when a run with the same operands left one in .repro/cache/.
+    #[arg(long, help_heading = "Checks")]
+    pub no_reference_cache: bool,
     /// Write the probes and the verdict as JSON.
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub json: Option<PathBuf>,

@@ -656,7 +656,9 @@ fn bench_builds_every_variant_and_needs_a_gpu_to_time() {
         .args(["--warmup", "3"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("--warmup times launches: it needs --bench"));
+        .stderr(predicate::str::contains(
+            "--warmup times launches: it needs --bench",
+        ));
     Command::new(&harness)
         .args(["--bench", "--probe"])
         .assert()
@@ -673,7 +675,9 @@ fn bench_builds_every_variant_and_needs_a_gpu_to_time() {
         .arg(&first)
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("`Q` is not one of the spec's sizes"));
+        .stderr(predicate::str::contains(
+            "`Q` is not one of the spec's sizes",
+        ));
 
     if std::path::Path::new("/dev/nvidia0").exists() {
         return;

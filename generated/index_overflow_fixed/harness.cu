@@ -41,7 +41,9 @@
 #include <utility>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <utime.h>
 #include <unistd.h>
 
 #include <cuda_bf16.h>
@@ -1481,53 +1483,109 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     return std::isfinite(got) && std::isfinite(want_value) && !unwritten_at(offset, got, want_value);
   };
 
-  double diff2 = 0.0, ref2 = 0.0, cross = 0.0, got2 = 0.0;
-  for (int64_t i = 0; i < c.count; ++i) {
-    const int64_t l = i / (M * N), m = (i / N) % M, n = i % N;
-    const int64_t offset = out.logical_offset(i);
-    const double got = decode(dtype, storage, offset);
-    const double w = want[size_t(i)];
-    bool ok;
-    const bool unwritten = unwritten_at(offset, got, w);
-    if (unwritten) {
-      if (c.unwritten == 0) {
-        c.unwritten_row_min = c.unwritten_row_max = m;
-        c.unwritten_col_min = c.unwritten_col_max = n;
-      }
-      ++c.unwritten;
-      c.unwritten_row_min = std::min(c.unwritten_row_min, m), c.unwritten_row_max = std::max(c.unwritten_row_max, m);
-      c.unwritten_col_min = std::min(c.unwritten_col_min, n), c.unwritten_col_max = std::max(c.unwritten_col_max, n);
-      ok = false;
-    } else if (!std::isfinite(w)) {
-      ok = std::isnan(w) ? std::isnan(got) : got == w;  // a non-finite reference must be matched
-    } else if (std::isnan(got)) {
-      ++c.nan;
-      ok = false;
-    } else if (std::isinf(got)) {
-      ++c.inf;
-      ok = false;
-    } else {
-      ok = element_matches(dtype, got, w, tol);
-    }
+  // The outputs are split into a fixed number of chunks in logical order, compared in parallel,
+  // and merged in chunk order: the sums (and so the report) do not depend on the machine's core
+  // count, and a 2^24-output comparison takes a fraction of a second instead of seconds.
+  struct Part {
+    int64_t bad = 0, nan = 0, inf = 0, unwritten = 0;
+    int64_t unwritten_row_min = 0, unwritten_row_max = 0, unwritten_col_min = 0, unwritten_col_max = 0;
+    double diff2 = 0.0, ref2 = 0.0, cross = 0.0, got2 = 0.0, max_abs = 0.0, max_rel = 0.0, residual2 = 0.0;
+    std::vector<Mismatch> first;
+    // Where the chunk's bad outputs are; sized at its first bad output, so a passing comparison
+    // allocates none of them.
+    std::vector<int64_t> bad_per_tile, bad_per_row, bad_per_col;
+    int64_t bad_by_residue[Comparison::kPeriod * Comparison::kPeriod] = {};
+    int64_t count_by_residue[Comparison::kPeriod * Comparison::kPeriod] = {};
+  };
+  const int64_t chunk_count = std::max<int64_t>(1, std::min<int64_t>(64, c.count / 65536));
+  std::vector<Part> parts(static_cast<size_t>(chunk_count));
+  const auto chunk_begin = [&](int64_t chunk) { return c.count * chunk / chunk_count; };
+  parallel_for(chunk_count, 1, [&](int64_t chunk_first, int64_t chunk_last) {
+    for (int64_t chunk = chunk_first; chunk < chunk_last; ++chunk) {
+      Part& part = parts[size_t(chunk)];
+      for (int64_t i = chunk_begin(chunk); i < chunk_begin(chunk + 1); ++i) {
+        const int64_t l = i / (M * N), m = (i / N) % M, n = i % N;
+        const int64_t offset = out.logical_offset(i);
+        const double got = decode(dtype, storage, offset);
+        const double w = want[size_t(i)];
+        bool ok;
+        const bool unwritten = unwritten_at(offset, got, w);
+        if (unwritten) {
+          if (part.unwritten == 0) {
+            part.unwritten_row_min = part.unwritten_row_max = m;
+            part.unwritten_col_min = part.unwritten_col_max = n;
+          }
+          ++part.unwritten;
+          part.unwritten_row_min = std::min(part.unwritten_row_min, m);
+          part.unwritten_row_max = std::max(part.unwritten_row_max, m);
+          part.unwritten_col_min = std::min(part.unwritten_col_min, n);
+          part.unwritten_col_max = std::max(part.unwritten_col_max, n);
+          ok = false;
+        } else if (!std::isfinite(w)) {
+          ok = std::isnan(w) ? std::isnan(got) : got == w;  // a non-finite reference must be matched
+        } else if (std::isnan(got)) {
+          ++part.nan;
+          ok = false;
+        } else if (std::isinf(got)) {
+          ++part.inf;
+          ok = false;
+        } else {
+          ok = element_matches(dtype, got, w, tol);
+        }
 
-    if (measurable(offset, got, w)) {
-      const double diff = got - w;
-      diff2 += diff * diff;
-      ref2 += w * w;
-      cross += got * w;
-      got2 += got * got;
-      c.max_abs = std::max(c.max_abs, std::fabs(diff));
-      if (w != 0.0) c.max_rel = std::max(c.max_rel, std::fabs(diff) / std::fabs(w));
+        if (measurable(offset, got, w)) {
+          const double diff = got - w;
+          part.diff2 += diff * diff;
+          part.ref2 += w * w;
+          part.cross += got * w;
+          part.got2 += got * got;
+          part.max_abs = std::max(part.max_abs, std::fabs(diff));
+          if (w != 0.0) part.max_rel = std::max(part.max_rel, std::fabs(diff) / std::fabs(w));
+        }
+        const int residue = int(m % Comparison::kPeriod) * Comparison::kPeriod + int(n % Comparison::kPeriod);
+        ++part.count_by_residue[residue];
+        if (!ok) {
+          if (part.bad++ == 0) {
+            part.bad_per_tile.assign(c.bad_per_tile.size(), 0);
+            part.bad_per_row.assign(c.bad_per_row.size(), 0);
+            part.bad_per_col.assign(c.bad_per_col.size(), 0);
+          }
+          ++part.bad_per_tile[size_t((m / c.tile_m) * c.tiles_n + n / c.tile_n)];
+          ++part.bad_per_row[size_t(m)];
+          ++part.bad_per_col[size_t(n)];
+          ++part.bad_by_residue[residue];
+          if (part.first.size() < kMaxMismatches) part.first.push_back(Mismatch{l, m, n, got, w, unwritten});
+        }
+      }
     }
-    const int residue = int(m % Comparison::kPeriod) * Comparison::kPeriod + int(n % Comparison::kPeriod);
-    ++c.count_by_residue[residue];
-    if (!ok) {
-      ++c.bad;
-      ++c.bad_per_tile[size_t((m / c.tile_m) * c.tiles_n + n / c.tile_n)];
-      ++c.bad_per_row[size_t(m)];
-      ++c.bad_per_col[size_t(n)];
-      ++c.bad_by_residue[residue];
-      if (c.first.size() < kMaxMismatches) c.first.push_back(Mismatch{l, m, n, got, w, unwritten});
+  });
+
+  double diff2 = 0.0, ref2 = 0.0, cross = 0.0, got2 = 0.0;
+  for (const Part& part : parts) {
+    if (part.unwritten > 0) {
+      if (c.unwritten == 0) {
+        c.unwritten_row_min = part.unwritten_row_min, c.unwritten_row_max = part.unwritten_row_max;
+        c.unwritten_col_min = part.unwritten_col_min, c.unwritten_col_max = part.unwritten_col_max;
+      }
+      c.unwritten_row_min = std::min(c.unwritten_row_min, part.unwritten_row_min);
+      c.unwritten_row_max = std::max(c.unwritten_row_max, part.unwritten_row_max);
+      c.unwritten_col_min = std::min(c.unwritten_col_min, part.unwritten_col_min);
+      c.unwritten_col_max = std::max(c.unwritten_col_max, part.unwritten_col_max);
+    }
+    c.bad += part.bad, c.nan += part.nan, c.inf += part.inf, c.unwritten += part.unwritten;
+    diff2 += part.diff2, ref2 += part.ref2, cross += part.cross, got2 += part.got2;
+    c.max_abs = std::max(c.max_abs, part.max_abs);
+    c.max_rel = std::max(c.max_rel, part.max_rel);
+    for (const Mismatch& mismatch : part.first)
+      if (c.first.size() < kMaxMismatches) c.first.push_back(mismatch);
+    for (int r = 0; r < Comparison::kPeriod * Comparison::kPeriod; ++r) {
+      c.count_by_residue[r] += part.count_by_residue[r];
+      c.bad_by_residue[r] += part.bad_by_residue[r];
+    }
+    if (part.bad > 0) {
+      for (size_t t = 0; t < c.bad_per_tile.size(); ++t) c.bad_per_tile[t] += part.bad_per_tile[t];
+      for (size_t r = 0; r < c.bad_per_row.size(); ++r) c.bad_per_row[r] += part.bad_per_row[r];
+      for (size_t n = 0; n < c.bad_per_col.size(); ++n) c.bad_per_col[n] += part.bad_per_col[n];
     }
   }
 
@@ -1536,14 +1594,20 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   // The residual in a second pass: from the sums alone it would cancel catastrophically exactly
   // when it matters, for an output that is almost a multiple of the reference.
   if (got2 > 0.0 && ref2 > 0.0) {
+    parallel_for(chunk_count, 1, [&](int64_t chunk_first, int64_t chunk_last) {
+      for (int64_t chunk = chunk_first; chunk < chunk_last; ++chunk) {
+        Part& part = parts[size_t(chunk)];
+        for (int64_t i = chunk_begin(chunk); i < chunk_begin(chunk + 1); ++i) {
+          const int64_t offset = out.logical_offset(i);
+          const double got = decode(dtype, storage, offset), w = want[size_t(i)];
+          if (!measurable(offset, got, w)) continue;
+          const double r = got - c.ratio * w;
+          part.residual2 += r * r;
+        }
+      }
+    });
     double residual2 = 0.0;
-    for (int64_t i = 0; i < c.count; ++i) {
-      const int64_t offset = out.logical_offset(i);
-      const double got = decode(dtype, storage, offset), w = want[size_t(i)];
-      if (!measurable(offset, got, w)) continue;
-      const double r = got - c.ratio * w;
-      residual2 += r * r;
-    }
+    for (const Part& part : parts) residual2 += part.residual2;
     c.residual = std::sqrt(residual2 / got2);
   }
   c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
@@ -2483,6 +2547,158 @@ inline CrossCheck cross_check_reference(const GemmProblem& p, const std::vector<
   }
   return check;
 }
+
+}  // namespace repro
+
+// ---- runtime: reference_cache.cuh ----
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: the reference cache (--reference-cache DIR; issue 9)
+//
+// Most reruns change the kernel, not its inputs: the same shapes, dtypes, seeds and files give
+// the same operands, and the same operands and GEMM give the same fp64 reference. So the
+// reference is stored under a hash of exactly what determines it: every operand's dtype, shape,
+// strides and storage bytes (whatever produced them: a generator, a seed, a file), and the
+// GEMM's extents, alpha and beta. A key computed from the bytes, not from the spec's words,
+// cannot be fooled by an edited input file or a changed generator.
+//
+// The file holds a header (magic, key, element count) and the doubles; anything that does not
+// match exactly is ignored and recomputed. Written to a temporary name and renamed, so an
+// interrupted run never leaves a half file under a valid name. The directory keeps the
+// kReferenceCacheEntries most recently used references; older ones are deleted.
+// ---------------------------------------------------------------------------------------------
+namespace repro {
+
+constexpr int kReferenceCacheEntries = 4;
+// Larger references are recomputed each time rather than written (8192^2 outputs are 512 MiB).
+constexpr size_t kReferenceCacheMaxBytes = size_t(2) << 30;
+constexpr char kReferenceCacheMagic[16] = "repro-reference";
+
+// 128 bits of hash over a byte range, from two differently seeded lanes of mix64 over 8-byte
+// words. Parallel over fixed chunks whose hashes are folded in order: the key does not depend
+// on the core count.
+struct Hash128 {
+  uint64_t lo = 0x6A09E667F3BCC908ull, hi = 0xBB67AE8584CAA73Bull;
+  void add(uint64_t word) {
+    lo = mix64(lo ^ word);
+    hi = mix64(hi + word * 0x9E3779B97F4A7C15ull);
+  }
+  void add_bytes(const unsigned char* bytes, size_t size) {
+    constexpr size_t kChunk = size_t(1) << 22;
+    const int64_t chunks = int64_t((size + kChunk - 1) / kChunk);
+    std::vector<Hash128> parts(size_t(std::max<int64_t>(chunks, 0)));
+    parallel_for(chunks, 1, [&](int64_t first, int64_t last) {
+      for (int64_t c = first; c < last; ++c) {
+        const size_t begin = size_t(c) * kChunk, end = std::min(size, begin + kChunk);
+        Hash128& h = parts[size_t(c)];
+        size_t at = begin;
+        for (; at + 8 <= end; at += 8) {
+          uint64_t word;
+          std::memcpy(&word, bytes + at, 8);
+          h.add(word);
+        }
+        uint64_t tail = 0;
+        std::memcpy(&tail, bytes + at, end - at);
+        h.add(tail ^ (uint64_t(end - at) << 56));
+      }
+    });
+    add(uint64_t(size));
+    for (const Hash128& part : parts) add(part.lo), add(part.hi);
+  }
+  std::string hex() const { return strprintf("%016llx%016llx", (unsigned long long)hi, (unsigned long long)lo); }
+};
+
+// The key of a GEMM's reference: the operands that enter it, as stored, and the problem.
+inline std::string reference_key(const GemmProblem& p) {
+  Hash128 h;
+  const auto add_double = [&](double v) { h.add(double_bits(v)); };
+  for (int64_t v : {p.L, p.M, p.N, p.K, int64_t(p.batched)}) h.add(uint64_t(v));
+  add_double(p.alpha);
+  add_double(p.beta);
+  const Tensor* operands[] = {p.a, p.b, p.beta != 0.0 ? p.c : nullptr, p.bias};
+  for (const Tensor* t : operands) {
+    if (t == nullptr) {
+      h.add(0);
+      continue;
+    }
+    h.add(uint64_t(t->dtype) + 1);
+    h.add(uint64_t(t->rank));
+    for (int d = 0; d < t->rank; ++d) h.add(uint64_t(t->shape[d])), h.add(uint64_t(t->strides[d]));
+    h.add_bytes(t->host.data(), t->host.size());
+  }
+  return h.hex();
+}
+
+struct ReferenceCache {
+  std::string dir;  // empty: no cache
+  std::string key;
+
+  std::string path() const { return join_cache_path(dir, key + ".f64"); }
+  static std::string join_cache_path(const std::string& dir, const std::string& file) {
+    return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+  }
+
+  // The cached reference into *ref; false when there is none that matches exactly.
+  bool load(size_t count, std::vector<double>* ref) const {
+    if (dir.empty()) return false;
+    FILE* f = std::fopen(path().c_str(), "rb");
+    if (f == nullptr) return false;
+    char magic[16] = {}, stored_key[32] = {};
+    uint64_t stored_count = 0;
+    bool ok = std::fread(magic, 1, 16, f) == 16 && std::memcmp(magic, kReferenceCacheMagic, 16) == 0 &&
+              std::fread(stored_key, 1, 32, f) == 32 && std::memcmp(stored_key, key.data(), 32) == 0 &&
+              std::fread(&stored_count, 8, 1, f) == 1 && stored_count == count;
+    if (ok) {
+      ref->resize(count);
+      ok = std::fread(ref->data(), sizeof(double), count, f) == count && std::fgetc(f) == EOF;
+    }
+    std::fclose(f);
+    if (ok) utime(path().c_str(), nullptr);  // most recently used: the last to be evicted
+    return ok;
+  }
+
+  // Stores the reference (best effort: a cache that cannot be written only costs time), then
+  // evicts all but the newest entries. Returns what happened, for the report.
+  std::string store(const std::vector<double>& ref) const {
+    if (dir.empty()) return "";
+    const size_t bytes = ref.size() * sizeof(double);
+    if (bytes > kReferenceCacheMaxBytes)
+      return strprintf("not cached: %zu MiB is over the cache's %zu MiB limit", bytes >> 20,
+                       kReferenceCacheMaxBytes >> 20);
+    for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+      mkdir((slash == std::string::npos ? dir : dir.substr(0, slash)).c_str(), 0755);
+      if (slash == std::string::npos) break;
+    }
+    const std::string temporary = path() + strprintf(".%d.tmp", int(getpid()));
+    FILE* f = std::fopen(temporary.c_str(), "wb");
+    if (f == nullptr) return strprintf("not cached: cannot write %s: %s", temporary.c_str(), std::strerror(errno));
+    const uint64_t count = ref.size();
+    bool ok = std::fwrite(kReferenceCacheMagic, 1, 16, f) == 16 && std::fwrite(key.data(), 1, 32, f) == 32 &&
+              std::fwrite(&count, 8, 1, f) == 1 && std::fwrite(ref.data(), sizeof(double), ref.size(), f) == ref.size();
+    ok = std::fclose(f) == 0 && ok;
+    if (!ok || std::rename(temporary.c_str(), path().c_str()) != 0) {
+      std::remove(temporary.c_str());
+      return "not cached: the write failed";
+    }
+    evict();
+    return "cached for reruns with the same inputs";
+  }
+
+  void evict() const {
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return;
+    std::vector<std::pair<double, std::string>> entries;  // (mtime, path)
+    while (const dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() != 36 || name.compare(32, 4, ".f64") != 0) continue;
+      struct stat st;
+      const std::string full = join_cache_path(dir, name);
+      if (stat(full.c_str(), &st) == 0) entries.emplace_back(double(st.st_mtim.tv_sec) + 1e-9 * st.st_mtim.tv_nsec, full);
+    }
+    closedir(d);
+    std::sort(entries.begin(), entries.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    for (size_t i = kReferenceCacheEntries; i < entries.size(); ++i) std::remove(entries[i].second.c_str());
+  }
+};
 
 }  // namespace repro
 
@@ -3494,6 +3710,7 @@ struct Options {
   double timeout_seconds = -1;
   std::string json_path, dump_dir, emit_inputs_dir;
   std::string reference;  // --reference host|device|auto; empty: the spec's reference.provider
+  std::string reference_cache;  // --reference-cache DIR: reuse a reference of the same operands
   bool bench = false;     // --bench: time the kernel, check nothing (bench.cuh)
   BenchOptions bench_options;
   std::string bench_only_flag;  // --warmup or --flush-l2, when given: they need --bench
@@ -3511,6 +3728,7 @@ inline void print_usage(const char* argv0) {
       "  --repeat N         launch N times; outputs are compared bitwise between runs\n"
       "  --timeout S        seconds one launch may take before it counts as a hang (exit 5)\n"
       "  --reference WHERE  host | device | auto: where the fp64 reference GEMM runs (default: the spec's)\n"
+      "  --reference-cache DIR  reuse the reference of a run with the same operands and GEMM, kept in DIR\n"
       "  --json FILE        write the whole report as JSON\n"
       "  --dump DIR         write inputs, outputs and the reference as .npy into DIR\n"
       "  --emit-inputs DIR  write the generated inputs as .npy and exit (no GPU needed)\n"
@@ -3579,6 +3797,8 @@ inline Options parse_options(int argc, char** argv) {
       options.reference = value_of(i, "--reference");
       if (options.reference != "host" && options.reference != "device" && options.reference != "auto")
         usage_error(strprintf("--reference takes host, device or auto, not `%s`", options.reference.c_str()));
+    } else if (is("--reference-cache")) {
+      options.reference_cache = value_of(i, "--reference-cache");
     } else if (is("--json")) {
       options.json_path = value_of(i, "--json");
     } else if (is("--dump")) {
@@ -3846,8 +4066,18 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   std::vector<double> want;
   const auto reference_start = std::chrono::steady_clock::now();
   std::string reference_line;
+  ReferenceCache cache;
+  bool from_cache = false;
+  if (!analytic && !options.reference_cache.empty()) {
+    cache.dir = options.reference_cache;
+    cache.key = reference_key(problem);
+  }
   if (analytic) {
     analytic_ones(problem, &want);
+  } else if ((from_cache = cache.load(size_t(problem.L * problem.M * problem.N), &want))) {
+    reference_line = strprintf("fp64 reference from the cache, %.2f s (the same operands and GEMM as an earlier run: %s)",
+                               seconds_since(reference_start), cache.path().c_str());
+    report_set("reference_provider", json_string("cache"));
   } else if (use_device_reference(options.reference.empty() ? spec.reference_provider : options.reference, g)) {
     const double ms = reference_gemm_device(problem, &want);
     const double device_seconds = seconds_since(reference_start);
@@ -3864,6 +4094,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
                                seconds_since(reference_start));
     report_set("reference_provider", json_string("host"));
   }
+  if (!analytic && !from_cache && !cache.dir.empty())
+    reference_line += "; " + cache.store(want);
   const double reference_seconds = seconds_since(reference_start);
   times.end("reference");
 

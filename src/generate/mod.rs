@@ -58,6 +58,10 @@ const RUNTIME_PARTS: &[(&str, &str)] = &[
         include_str!("../../templates/harness/runtime/device_reference.cuh"),
     ),
     (
+        "reference_cache.cuh",
+        include_str!("../../templates/harness/runtime/reference_cache.cuh"),
+    ),
+    (
         "launch.cuh",
         include_str!("../../templates/harness/runtime/launch.cuh"),
     ),

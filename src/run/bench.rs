@@ -103,11 +103,7 @@ impl BenchArgs {
             } else {
                 "L2 not flushed"
             },
-            if self.ones {
-                ", all-ones operands"
-            } else {
-                ""
-            }
+            if self.ones { ", all-ones operands" } else { "" }
         );
         let name_width = contenders
             .iter()
@@ -173,7 +169,12 @@ impl BenchArgs {
     }
 
     /// The harness options of one timing run.
-    fn harness_arguments(&self, prepared: &Prepared, size: Option<i64>, report: &Path) -> Vec<String> {
+    fn harness_arguments(
+        &self,
+        prepared: &Prepared,
+        size: Option<i64>,
+        report: &Path,
+    ) -> Vec<String> {
         let dims = self.dims_for(prepared);
         let at_size = size
             .into_iter()

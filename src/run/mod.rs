@@ -215,6 +215,20 @@ pub(crate) fn report_path(
     Ok(crate::generate::paths::absolute(&path))
 }
 
+/// `--reference-cache DIR` for the harness: the artifact's `.repro/cache/reference/`, where a
+/// reference computed once serves every rerun with the same operands (the kernel may change
+/// between them; the reference does not). Nothing when the user asked for a fresh one.
+pub(crate) fn reference_cache_arguments(artifact: &std::path::Path, disabled: bool) -> Vec<String> {
+    if disabled {
+        return Vec::new();
+    }
+    let dir = crate::generate::paths::absolute(&artifact.join(".repro/cache/reference"));
+    vec![
+        "--reference-cache".to_string(),
+        dir.to_string_lossy().into_owned(),
+    ]
+}
+
 /// After a mismatch: the per-tile heatmap as a PNG next to the report, and where it is.
 pub(crate) fn print_heatmap_path(report: &std::path::Path) -> Result<(), Error> {
     if let Some(png) = crate::analyze::heatmap::write_for_report(report)? {
@@ -274,6 +288,10 @@ impl RunArgs {
         // The JSON report always: the heatmap is drawn from it.
         let report = report_path(self.json.as_deref(), &prepared.dir)?;
         harness_args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
+        harness_args.extend(reference_cache_arguments(
+            &prepared.dir,
+            self.no_reference_cache,
+        ));
         let (mut timeout, mut repeat) = (
             self.timeout.unwrap_or(spec.check.timeout),
             self.repeat.unwrap_or(spec.check.repeat),

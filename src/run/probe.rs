@@ -49,6 +49,10 @@ impl ProbeArgs {
         }
         let report = super::report_path(self.json.as_deref(), &prepared.dir)?;
         args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
+        args.extend(super::reference_cache_arguments(
+            &prepared.dir,
+            self.no_reference_cache,
+        ));
         let timeout = self.timeout.unwrap_or(spec.check.timeout);
         let r = &spec.reference;
         let flops = 2.0 * (r.l * r.m * r.n) as f64 * r.k as f64;

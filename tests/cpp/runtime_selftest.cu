@@ -18,6 +18,7 @@
 #include "../../templates/harness/runtime/report.cuh"
 #include "../../templates/harness/runtime/device.cuh"
 #include "../../templates/harness/runtime/device_reference.cuh"
+#include "../../templates/harness/runtime/reference_cache.cuh"
 #include "../../templates/harness/runtime/launch.cuh"
 #include "../../templates/harness/runtime/tma.cuh"
 #include "../../templates/harness/runtime/trace.cuh"
@@ -89,7 +90,8 @@ struct ScratchDir {
     return files.back();
   }
   ~ScratchDir() {
-    for (const std::string& f : files) unlink(f.c_str());
+    for (const std::string& f : files)
+      if (unlink(f.c_str()) != 0) rmdir(f.c_str());  // a folder, listed after its files
     rmdir(path.c_str());
   }
 };
@@ -732,6 +734,69 @@ void test_reference() {
   CHECK(expected.size() == size_t(3 * M * N) && expected.front() == 106.0 && expected.back() == 106.0);
 }
 
+// ------------------------------------------------------------------ the reference cache
+
+void test_reference_cache(ScratchDir& scratch) {
+  Tensor a = make_tensor("A", DType::bf16, {33, 20});
+  Tensor b = make_tensor("B", DType::bf16, {20, 17}, {1, 20});
+  Tensor d = make_tensor("D", DType::f32, {33, 17}, {}, true);
+  std::string error;
+  fill_host(a, "", &error);
+  fill_host(b, "", &error);
+  GemmProblem p{&a, &b, nullptr, nullptr, &d, 1.0, 0.0, 1, 33, 17, 20, false};
+  const std::string key = reference_key(p);
+  CHECK_EQ(key.size(), size_t(32));
+  CHECK_EQ(reference_key(p), key);  // a pure function of the operands
+  // One changed operand bit, another alpha, another layout: another key.
+  a.host[7] ^= 1;
+  CHECK(reference_key(p) != key);
+  a.host[7] ^= 1;
+  p.alpha = 2.0;
+  CHECK(reference_key(p) != key);
+  p.alpha = 1.0;
+  Tensor b_row_major = make_tensor("B", DType::bf16, {20, 17});
+  b_row_major.host = b.host;
+  GemmProblem q = p;
+  q.b = &b_row_major;
+  CHECK(reference_key(q) != key);
+  // C enters the key only when beta reads it.
+  Tensor c = make_tensor("C", DType::f32, {33, 17});
+  fill_host(c, "", &error);
+  GemmProblem with_c = p;
+  with_c.c = &c;
+  CHECK_EQ(reference_key(with_c), key);
+  with_c.beta = 1.0;
+  CHECK(reference_key(with_c) != key);
+
+  // Stored, then loaded bit for bit; a wrong count or a damaged file is a miss.
+  ReferenceCache cache{scratch.path + "/cache", key};
+  std::vector<double> ref, loaded;
+  reference_gemm(p, &ref);
+  CHECK(!cache.load(ref.size(), &loaded));
+  CHECK_CONTAINS(cache.store(ref), "cached");
+  scratch.files.push_back(cache.path());
+  CHECK(cache.load(ref.size(), &loaded) && loaded == ref);
+  CHECK(!cache.load(ref.size() + 1, &loaded));
+  {
+    FILE* f = std::fopen(cache.path().c_str(), "ab");
+    std::fputc(0, f);
+    std::fclose(f);
+  }
+  CHECK(!cache.load(ref.size(), &loaded));
+  // Only the newest kReferenceCacheEntries stay.
+  for (int i = 0; i < kReferenceCacheEntries + 2; ++i) {
+    ReferenceCache other{cache.dir, strprintf("%032x", i)};
+    other.store(ref);
+    scratch.files.push_back(other.path());
+  }
+  int kept = 0;
+  for (int i = 0; i < kReferenceCacheEntries + 2; ++i)
+    if (access(ReferenceCache{cache.dir, strprintf("%032x", i)}.path().c_str(), F_OK) == 0) ++kept;
+  CHECK_EQ(kept, kReferenceCacheEntries);
+  CHECK(access(cache.path().c_str(), F_OK) != 0);  // the oldest went first
+  scratch.files.push_back(cache.dir);  // removed (as an empty folder) after the files
+}
+
 // ------------------------------------------------------------------ compare
 
 // An output tensor holding `values` (logical order); NaN entries of `poison_mask` stay poison.
@@ -824,6 +889,24 @@ void test_compare() {
   c = compare_output(output_with(DType::f32, {64, 48}, doubled), ref, 1, 64, 48, f32_tol, 16, 16);
   CHECK(std::fabs(c.ratio - 2.0) < 1e-6 && c.residual < 1e-7 && c.max_rel > 0.99 && c.rel_l2 > 0.99);
   CHECK(std::fabs(c.ref_rms - reference_rms(ref)) < 1e-15);
+  // Many chunks (compared in parallel, merged in order): the first mismatches stay in row-major
+  // order, and the counts, the unwritten span and the per-row table are whole.
+  {
+    const int64_t M = 1024, N = 1024;
+    std::vector<double> big_ref(size_t(M * N), 3.0), big_got = big_ref;
+    for (int64_t i : {int64_t(900000), int64_t(5), int64_t(300001), int64_t(70000)}) big_got[size_t(i)] = 4.0;
+    const Comparison big = compare_output(output_with(DType::f32, {M, N}, big_got, {1000, 1048575}), big_ref, 1, M,
+                                          N, kExact, 128, 128);
+    CHECK_EQ(big.bad, int64_t(6));
+    CHECK_EQ(big.unwritten, int64_t(2));
+    CHECK(big.first.size() == 6 && big.first[0].n == 5 && big.first[1].n == 1000 && big.first[2].m == 68 &&
+          big.first[3].m == 292 && big.first[4].m == 878 && big.first[5].m == 1023);
+    CHECK(big.unwritten_row_min == 0 && big.unwritten_row_max == 1023 && big.unwritten_col_min == 1000 &&
+          big.unwritten_col_max == 1023);
+    CHECK(big.bad_per_row[0] == 2 && big.bad_per_row[1023] == 1 && big.bad_per_tile[0] == 1 &&
+          big.bad_per_tile[7] == 1);
+    CHECK(big.max_abs == 1.0 && big.ratio > 1.0);
+  }
   // Repeat runs.
   Tensor first = output_with(DType::bf16, {4, 8}, want, {}, {1, 4});
   const std::vector<unsigned char> first_storage = first.host;
@@ -1301,6 +1384,7 @@ int main(int argc, char** argv) {
   test_parse_init();
   test_npy(dir);
   test_tensors(dir);
+  test_reference_cache(dir);
   test_reference();
   test_compare();
   test_json_and_lines();

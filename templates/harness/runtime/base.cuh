@@ -22,7 +22,9 @@
 #include <utility>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <utime.h>
 #include <unistd.h>
 
 #include <cuda_bf16.h>

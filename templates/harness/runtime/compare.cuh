@@ -217,53 +217,109 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     return std::isfinite(got) && std::isfinite(want_value) && !unwritten_at(offset, got, want_value);
   };
 
-  double diff2 = 0.0, ref2 = 0.0, cross = 0.0, got2 = 0.0;
-  for (int64_t i = 0; i < c.count; ++i) {
-    const int64_t l = i / (M * N), m = (i / N) % M, n = i % N;
-    const int64_t offset = out.logical_offset(i);
-    const double got = decode(dtype, storage, offset);
-    const double w = want[size_t(i)];
-    bool ok;
-    const bool unwritten = unwritten_at(offset, got, w);
-    if (unwritten) {
-      if (c.unwritten == 0) {
-        c.unwritten_row_min = c.unwritten_row_max = m;
-        c.unwritten_col_min = c.unwritten_col_max = n;
-      }
-      ++c.unwritten;
-      c.unwritten_row_min = std::min(c.unwritten_row_min, m), c.unwritten_row_max = std::max(c.unwritten_row_max, m);
-      c.unwritten_col_min = std::min(c.unwritten_col_min, n), c.unwritten_col_max = std::max(c.unwritten_col_max, n);
-      ok = false;
-    } else if (!std::isfinite(w)) {
-      ok = std::isnan(w) ? std::isnan(got) : got == w;  // a non-finite reference must be matched
-    } else if (std::isnan(got)) {
-      ++c.nan;
-      ok = false;
-    } else if (std::isinf(got)) {
-      ++c.inf;
-      ok = false;
-    } else {
-      ok = element_matches(dtype, got, w, tol);
-    }
+  // The outputs are split into a fixed number of chunks in logical order, compared in parallel,
+  // and merged in chunk order: the sums (and so the report) do not depend on the machine's core
+  // count, and a 2^24-output comparison takes a fraction of a second instead of seconds.
+  struct Part {
+    int64_t bad = 0, nan = 0, inf = 0, unwritten = 0;
+    int64_t unwritten_row_min = 0, unwritten_row_max = 0, unwritten_col_min = 0, unwritten_col_max = 0;
+    double diff2 = 0.0, ref2 = 0.0, cross = 0.0, got2 = 0.0, max_abs = 0.0, max_rel = 0.0, residual2 = 0.0;
+    std::vector<Mismatch> first;
+    // Where the chunk's bad outputs are; sized at its first bad output, so a passing comparison
+    // allocates none of them.
+    std::vector<int64_t> bad_per_tile, bad_per_row, bad_per_col;
+    int64_t bad_by_residue[Comparison::kPeriod * Comparison::kPeriod] = {};
+    int64_t count_by_residue[Comparison::kPeriod * Comparison::kPeriod] = {};
+  };
+  const int64_t chunk_count = std::max<int64_t>(1, std::min<int64_t>(64, c.count / 65536));
+  std::vector<Part> parts(static_cast<size_t>(chunk_count));
+  const auto chunk_begin = [&](int64_t chunk) { return c.count * chunk / chunk_count; };
+  parallel_for(chunk_count, 1, [&](int64_t chunk_first, int64_t chunk_last) {
+    for (int64_t chunk = chunk_first; chunk < chunk_last; ++chunk) {
+      Part& part = parts[size_t(chunk)];
+      for (int64_t i = chunk_begin(chunk); i < chunk_begin(chunk + 1); ++i) {
+        const int64_t l = i / (M * N), m = (i / N) % M, n = i % N;
+        const int64_t offset = out.logical_offset(i);
+        const double got = decode(dtype, storage, offset);
+        const double w = want[size_t(i)];
+        bool ok;
+        const bool unwritten = unwritten_at(offset, got, w);
+        if (unwritten) {
+          if (part.unwritten == 0) {
+            part.unwritten_row_min = part.unwritten_row_max = m;
+            part.unwritten_col_min = part.unwritten_col_max = n;
+          }
+          ++part.unwritten;
+          part.unwritten_row_min = std::min(part.unwritten_row_min, m);
+          part.unwritten_row_max = std::max(part.unwritten_row_max, m);
+          part.unwritten_col_min = std::min(part.unwritten_col_min, n);
+          part.unwritten_col_max = std::max(part.unwritten_col_max, n);
+          ok = false;
+        } else if (!std::isfinite(w)) {
+          ok = std::isnan(w) ? std::isnan(got) : got == w;  // a non-finite reference must be matched
+        } else if (std::isnan(got)) {
+          ++part.nan;
+          ok = false;
+        } else if (std::isinf(got)) {
+          ++part.inf;
+          ok = false;
+        } else {
+          ok = element_matches(dtype, got, w, tol);
+        }
 
-    if (measurable(offset, got, w)) {
-      const double diff = got - w;
-      diff2 += diff * diff;
-      ref2 += w * w;
-      cross += got * w;
-      got2 += got * got;
-      c.max_abs = std::max(c.max_abs, std::fabs(diff));
-      if (w != 0.0) c.max_rel = std::max(c.max_rel, std::fabs(diff) / std::fabs(w));
+        if (measurable(offset, got, w)) {
+          const double diff = got - w;
+          part.diff2 += diff * diff;
+          part.ref2 += w * w;
+          part.cross += got * w;
+          part.got2 += got * got;
+          part.max_abs = std::max(part.max_abs, std::fabs(diff));
+          if (w != 0.0) part.max_rel = std::max(part.max_rel, std::fabs(diff) / std::fabs(w));
+        }
+        const int residue = int(m % Comparison::kPeriod) * Comparison::kPeriod + int(n % Comparison::kPeriod);
+        ++part.count_by_residue[residue];
+        if (!ok) {
+          if (part.bad++ == 0) {
+            part.bad_per_tile.assign(c.bad_per_tile.size(), 0);
+            part.bad_per_row.assign(c.bad_per_row.size(), 0);
+            part.bad_per_col.assign(c.bad_per_col.size(), 0);
+          }
+          ++part.bad_per_tile[size_t((m / c.tile_m) * c.tiles_n + n / c.tile_n)];
+          ++part.bad_per_row[size_t(m)];
+          ++part.bad_per_col[size_t(n)];
+          ++part.bad_by_residue[residue];
+          if (part.first.size() < kMaxMismatches) part.first.push_back(Mismatch{l, m, n, got, w, unwritten});
+        }
+      }
     }
-    const int residue = int(m % Comparison::kPeriod) * Comparison::kPeriod + int(n % Comparison::kPeriod);
-    ++c.count_by_residue[residue];
-    if (!ok) {
-      ++c.bad;
-      ++c.bad_per_tile[size_t((m / c.tile_m) * c.tiles_n + n / c.tile_n)];
-      ++c.bad_per_row[size_t(m)];
-      ++c.bad_per_col[size_t(n)];
-      ++c.bad_by_residue[residue];
-      if (c.first.size() < kMaxMismatches) c.first.push_back(Mismatch{l, m, n, got, w, unwritten});
+  });
+
+  double diff2 = 0.0, ref2 = 0.0, cross = 0.0, got2 = 0.0;
+  for (const Part& part : parts) {
+    if (part.unwritten > 0) {
+      if (c.unwritten == 0) {
+        c.unwritten_row_min = part.unwritten_row_min, c.unwritten_row_max = part.unwritten_row_max;
+        c.unwritten_col_min = part.unwritten_col_min, c.unwritten_col_max = part.unwritten_col_max;
+      }
+      c.unwritten_row_min = std::min(c.unwritten_row_min, part.unwritten_row_min);
+      c.unwritten_row_max = std::max(c.unwritten_row_max, part.unwritten_row_max);
+      c.unwritten_col_min = std::min(c.unwritten_col_min, part.unwritten_col_min);
+      c.unwritten_col_max = std::max(c.unwritten_col_max, part.unwritten_col_max);
+    }
+    c.bad += part.bad, c.nan += part.nan, c.inf += part.inf, c.unwritten += part.unwritten;
+    diff2 += part.diff2, ref2 += part.ref2, cross += part.cross, got2 += part.got2;
+    c.max_abs = std::max(c.max_abs, part.max_abs);
+    c.max_rel = std::max(c.max_rel, part.max_rel);
+    for (const Mismatch& mismatch : part.first)
+      if (c.first.size() < kMaxMismatches) c.first.push_back(mismatch);
+    for (int r = 0; r < Comparison::kPeriod * Comparison::kPeriod; ++r) {
+      c.count_by_residue[r] += part.count_by_residue[r];
+      c.bad_by_residue[r] += part.bad_by_residue[r];
+    }
+    if (part.bad > 0) {
+      for (size_t t = 0; t < c.bad_per_tile.size(); ++t) c.bad_per_tile[t] += part.bad_per_tile[t];
+      for (size_t r = 0; r < c.bad_per_row.size(); ++r) c.bad_per_row[r] += part.bad_per_row[r];
+      for (size_t n = 0; n < c.bad_per_col.size(); ++n) c.bad_per_col[n] += part.bad_per_col[n];
     }
   }
 
@@ -272,14 +328,20 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   // The residual in a second pass: from the sums alone it would cancel catastrophically exactly
   // when it matters, for an output that is almost a multiple of the reference.
   if (got2 > 0.0 && ref2 > 0.0) {
+    parallel_for(chunk_count, 1, [&](int64_t chunk_first, int64_t chunk_last) {
+      for (int64_t chunk = chunk_first; chunk < chunk_last; ++chunk) {
+        Part& part = parts[size_t(chunk)];
+        for (int64_t i = chunk_begin(chunk); i < chunk_begin(chunk + 1); ++i) {
+          const int64_t offset = out.logical_offset(i);
+          const double got = decode(dtype, storage, offset), w = want[size_t(i)];
+          if (!measurable(offset, got, w)) continue;
+          const double r = got - c.ratio * w;
+          part.residual2 += r * r;
+        }
+      }
+    });
     double residual2 = 0.0;
-    for (int64_t i = 0; i < c.count; ++i) {
-      const int64_t offset = out.logical_offset(i);
-      const double got = decode(dtype, storage, offset), w = want[size_t(i)];
-      if (!measurable(offset, got, w)) continue;
-      const double r = got - c.ratio * w;
-      residual2 += r * r;
-    }
+    for (const Part& part : parts) residual2 += part.residual2;
     c.residual = std::sqrt(residual2 / got2);
   }
   c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);

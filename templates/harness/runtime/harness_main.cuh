@@ -18,6 +18,7 @@ struct Options {
   double timeout_seconds = -1;
   std::string json_path, dump_dir, emit_inputs_dir;
   std::string reference;  // --reference host|device|auto; empty: the spec's reference.provider
+  std::string reference_cache;  // --reference-cache DIR: reuse a reference of the same operands
   bool bench = false;     // --bench: time the kernel, check nothing (bench.cuh)
   BenchOptions bench_options;
   std::string bench_only_flag;  // --warmup or --flush-l2, when given: they need --bench
@@ -35,6 +36,7 @@ inline void print_usage(const char* argv0) {
       "  --repeat N         launch N times; outputs are compared bitwise between runs\n"
       "  --timeout S        seconds one launch may take before it counts as a hang (exit 5)\n"
       "  --reference WHERE  host | device | auto: where the fp64 reference GEMM runs (default: the spec's)\n"
+      "  --reference-cache DIR  reuse the reference of a run with the same operands and GEMM, kept in DIR\n"
       "  --json FILE        write the whole report as JSON\n"
       "  --dump DIR         write inputs, outputs and the reference as .npy into DIR\n"
       "  --emit-inputs DIR  write the generated inputs as .npy and exit (no GPU needed)\n"
@@ -103,6 +105,8 @@ inline Options parse_options(int argc, char** argv) {
       options.reference = value_of(i, "--reference");
       if (options.reference != "host" && options.reference != "device" && options.reference != "auto")
         usage_error(strprintf("--reference takes host, device or auto, not `%s`", options.reference.c_str()));
+    } else if (is("--reference-cache")) {
+      options.reference_cache = value_of(i, "--reference-cache");
     } else if (is("--json")) {
       options.json_path = value_of(i, "--json");
     } else if (is("--dump")) {
@@ -370,8 +374,18 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   std::vector<double> want;
   const auto reference_start = std::chrono::steady_clock::now();
   std::string reference_line;
+  ReferenceCache cache;
+  bool from_cache = false;
+  if (!analytic && !options.reference_cache.empty()) {
+    cache.dir = options.reference_cache;
+    cache.key = reference_key(problem);
+  }
   if (analytic) {
     analytic_ones(problem, &want);
+  } else if ((from_cache = cache.load(size_t(problem.L * problem.M * problem.N), &want))) {
+    reference_line = strprintf("fp64 reference from the cache, %.2f s (the same operands and GEMM as an earlier run: %s)",
+                               seconds_since(reference_start), cache.path().c_str());
+    report_set("reference_provider", json_string("cache"));
   } else if (use_device_reference(options.reference.empty() ? spec.reference_provider : options.reference, g)) {
     const double ms = reference_gemm_device(problem, &want);
     const double device_seconds = seconds_since(reference_start);
@@ -388,6 +402,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
                                seconds_since(reference_start));
     report_set("reference_provider", json_string("host"));
   }
+  if (!analytic && !from_cache && !cache.dir.empty())
+    reference_line += "; " + cache.store(want);
   const double reference_seconds = seconds_since(reference_start);
   times.end("reference");
 
