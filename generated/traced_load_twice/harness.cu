@@ -64,6 +64,13 @@
 #define REPRO_HOST_HOT
 #endif
 
+// Functions the device runs too: the input generators and the dtype conversions, so that inputs
+// generated on the GPU are the host's bit for bit (device_inputs.cuh), and the element test, so
+// that a comparison can run where the reference is (device_compare.cuh). Such functions use no
+// std::max/std::min (constexpr host functions, callable on the device only under
+// --expt-relaxed-constexpr, which production flags need not have).
+#define REPRO_HD __host__ __device__
+
 namespace repro {
 
 // Exit codes, shared with `repro` itself (DESIGN §2).
@@ -192,7 +199,7 @@ inline bool parse_dtype(const std::string& name, DType* out) {
 }
 
 // Bytes per element in storage (tf32 is stored as f32).
-inline size_t dtype_bytes(DType dtype) {
+REPRO_HD inline size_t dtype_bytes(DType dtype) {
   switch (dtype) {
     case DType::f64:
     case DType::i64: return 8;
@@ -211,7 +218,7 @@ inline size_t dtype_bytes(DType dtype) {
   return 1;
 }
 
-inline bool dtype_is_float(DType dtype) {
+REPRO_HD inline bool dtype_is_float(DType dtype) {
   switch (dtype) {
     case DType::f64:
     case DType::f32:
@@ -236,7 +243,7 @@ struct FloatFormat {
   int storage_shift;
 };
 
-inline FloatFormat float_format(DType dtype) {
+REPRO_HD inline FloatFormat float_format(DType dtype) {
   switch (dtype) {
     case DType::f64: return FloatFormat{11, 52, 1023, true, 0};
     case DType::f32: return FloatFormat{8, 23, 127, true, 0};
@@ -249,20 +256,20 @@ inline FloatFormat float_format(DType dtype) {
   }
 }
 
-inline uint64_t double_bits(double value) {
+REPRO_HD inline uint64_t double_bits(double value) {
   uint64_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
+  memcpy(&bits, &value, sizeof bits);
   return bits;
 }
 
-inline double double_from_bits(uint64_t bits) {
+REPRO_HD inline double double_from_bits(uint64_t bits) {
   double value;
-  std::memcpy(&value, &bits, sizeof value);
+  memcpy(&value, &bits, sizeof value);
   return value;
 }
 
 // The storage bits of each format's canonical (quiet, positive) NaN.
-inline uint64_t canonical_nan_bits(DType dtype) {
+REPRO_HD inline uint64_t canonical_nan_bits(DType dtype) {
   switch (dtype) {
     case DType::f64: return 0x7FF8000000000000ull;
     case DType::f32:
@@ -278,7 +285,7 @@ inline uint64_t canonical_nan_bits(DType dtype) {
 // Rounds a finite or infinite double to a format narrower than f32's 24-bit significand
 // (tf32, f16, bf16, e4m3, e5m2), to nearest, ties to even, in one step. Returns the format's
 // bits (not yet shifted into storage). NaN is handled by the caller.
-inline uint64_t round_to_narrow_float(const FloatFormat& format, double value) {
+REPRO_HD inline uint64_t round_to_narrow_float(const FloatFormat& format, double value) {
   const int p = format.mantissa_bits;
   const uint64_t bits = double_bits(value);
   const uint64_t sign = (bits >> 63) << (format.exponent_bits + p);
@@ -308,7 +315,7 @@ inline uint64_t round_to_narrow_float(const FloatFormat& format, double value) {
   // Representable values in the binade of |value| (or in the subnormal range, which shares the
   // lowest binade's spacing) are multiples of 2^quantum.
   const int min_exponent = 1 - format.bias;
-  const int binade = std::max(exponent + 52, min_exponent);
+  const int binade = exponent + 52 > min_exponent ? exponent + 52 : min_exponent;
   const int quantum = binade - p;
   const int shift = quantum - exponent;  // >= 52 - p > 0: bits of the double that round away
   uint64_t multiple = 0;                 // |value| rounded, in units of 2^quantum
@@ -326,7 +333,7 @@ inline uint64_t round_to_narrow_float(const FloatFormat& format, double value) {
   return sign | magnitude;
 }
 
-inline double narrow_float_value(const FloatFormat& format, uint64_t bits) {
+REPRO_HD inline double narrow_float_value(const FloatFormat& format, uint64_t bits) {
   const int p = format.mantissa_bits;
   const bool negative = (bits >> (format.exponent_bits + p)) & 1;
   const uint64_t max_exponent_field = (uint64_t(1) << format.exponent_bits) - 1;
@@ -335,7 +342,7 @@ inline double narrow_float_value(const FloatFormat& format, uint64_t bits) {
   const uint64_t all_fraction = (uint64_t(1) << p) - 1;
   if (exponent_field == max_exponent_field && (format.has_infinity || fraction == all_fraction)) {
     if (format.has_infinity && fraction == 0) return negative ? -HUGE_VAL : HUGE_VAL;
-    return std::nan("");
+    return double_from_bits(0x7FF8000000000000ull);
   }
   const int min_exponent = 1 - format.bias;
   const double magnitude =
@@ -346,14 +353,14 @@ inline double narrow_float_value(const FloatFormat& format, uint64_t bits) {
 }
 
 // Integers: round half to even, then clamp to the type's range; NaN becomes 0.
-inline double round_half_even(double value) {
+REPRO_HD inline double round_half_even(double value) {
   const double floor = std::floor(value);
   const double fraction = value - floor;  // exact
   if (fraction > 0.5 || (fraction == 0.5 && std::fmod(floor, 2.0) != 0.0)) return floor + 1.0;
   return floor;
 }
 
-inline int64_t clamp_to_integer(double value, int64_t lo, int64_t hi) {
+REPRO_HD inline int64_t clamp_to_integer(double value, int64_t lo, int64_t hi) {
   if (std::isnan(value)) return 0;
   const double rounded = round_half_even(value);
   if (rounded <= double(lo)) return lo;
@@ -362,14 +369,14 @@ inline int64_t clamp_to_integer(double value, int64_t lo, int64_t hi) {
 }
 
 // The storage bits (in the low dtype_bytes bytes) of `value` converted to `dtype`.
-inline uint64_t encode_bits(DType dtype, double value) {
+REPRO_HD inline uint64_t encode_bits(DType dtype, double value) {
   if (dtype_is_float(dtype) && std::isnan(value)) return canonical_nan_bits(dtype);
   switch (dtype) {
     case DType::f64: return double_bits(value);
     case DType::f32: {
       const float single = static_cast<float>(value);  // IEEE conversion: nearest, ties to even
       uint32_t bits;
-      std::memcpy(&bits, &single, sizeof bits);
+      memcpy(&bits, &single, sizeof bits);
       return bits;
     }
     case DType::tf32:
@@ -390,14 +397,14 @@ inline uint64_t encode_bits(DType dtype, double value) {
   return 0;
 }
 
-inline double decode_bits(DType dtype, uint64_t bits) {
+REPRO_HD inline double decode_bits(DType dtype, uint64_t bits) {
   switch (dtype) {
     case DType::f64: return double_from_bits(bits);
     case DType::f32:
     case DType::tf32: {  // the kernel rounds tf32 operands itself; storage holds a full f32
       const uint32_t low = uint32_t(bits);
       float single;
-      std::memcpy(&single, &low, sizeof single);
+      memcpy(&single, &low, sizeof single);
       return single;
     }
     case DType::f16:
@@ -414,35 +421,35 @@ inline double decode_bits(DType dtype, uint64_t bits) {
   return 0.0;
 }
 
-inline uint64_t load_bits(DType dtype, const void* storage, int64_t element) {
+REPRO_HD inline uint64_t load_bits(DType dtype, const void* storage, int64_t element) {
   uint64_t bits = 0;
   const size_t bytes = dtype_bytes(dtype);
-  std::memcpy(&bits, static_cast<const unsigned char*>(storage) + element * int64_t(bytes), bytes);
+  memcpy(&bits, static_cast<const unsigned char*>(storage) + element * int64_t(bytes), bytes);
   return bits;
 }
 
-inline void store_bits(DType dtype, void* storage, int64_t element, uint64_t bits) {
+REPRO_HD inline void store_bits(DType dtype, void* storage, int64_t element, uint64_t bits) {
   const size_t bytes = dtype_bytes(dtype);
-  std::memcpy(static_cast<unsigned char*>(storage) + element * int64_t(bytes), &bits, bytes);
+  memcpy(static_cast<unsigned char*>(storage) + element * int64_t(bytes), &bits, bytes);
 }
 
 // Element `element` (counted in elements, not bytes) of `storage`, as a double.
-inline double decode(DType dtype, const void* storage, int64_t element) {
+REPRO_HD inline double decode(DType dtype, const void* storage, int64_t element) {
   return decode_bits(dtype, load_bits(dtype, storage, element));
 }
 
-inline void encode(DType dtype, void* storage, int64_t element, double value) {
+REPRO_HD inline void encode(DType dtype, void* storage, int64_t element, double value) {
   store_bits(dtype, storage, element, encode_bits(dtype, value));
 }
 
 // The value `dtype` holds for `value`.
-inline double round_to(DType dtype, double value) { return decode_bits(dtype, encode_bits(dtype, value)); }
+REPRO_HD inline double round_to(DType dtype, double value) { return decode_bits(dtype, encode_bits(dtype, value)); }
 
 // The spacing of representable values of `dtype` in the binade of |value| (subnormal spacing
 // below the smallest normal); 1 for integer types; NaN for a non-finite value.
-inline double ulp_at(DType dtype, double value) {
+REPRO_HD inline double ulp_at(DType dtype, double value) {
   if (!dtype_is_float(dtype)) return 1.0;
-  if (!std::isfinite(value)) return std::nan("");
+  if (!std::isfinite(value)) return double_from_bits(0x7FF8000000000000ull);
   const FloatFormat format = float_format(dtype);
   const int min_exponent = 1 - format.bias;
   int exponent = min_exponent;
@@ -450,7 +457,7 @@ inline double ulp_at(DType dtype, double value) {
     std::frexp(value, &exponent);  // |value| = f * 2^exponent, f in [0.5, 1)
     exponent -= 1;
   }
-  return std::ldexp(1.0, std::max(exponent, min_exponent) - format.mantissa_bits);
+  return std::ldexp(1.0, (exponent > min_exponent ? exponent : min_exponent) - format.mantissa_bits);
 }
 
 // Poison: every byte 0xFF. That is a NaN in every float format (the only NaN of E4M3FN) and -1
@@ -459,10 +466,12 @@ inline void fill_poison(DType dtype, void* storage, int64_t count) {
   std::memset(storage, 0xFF, size_t(count) * dtype_bytes(dtype));
 }
 
-inline bool is_poison(DType dtype, const void* storage, int64_t element) {
+REPRO_HD inline bool is_poison(DType dtype, const void* storage, int64_t element) {
   const size_t bytes = dtype_bytes(dtype);
   const unsigned char* first = static_cast<const unsigned char*>(storage) + element * int64_t(bytes);
-  return std::all_of(first, first + bytes, [](unsigned char byte) { return byte == 0xFF; });
+  for (size_t i = 0; i < bytes; ++i)
+    if (first[i] != 0xFF) return false;
+  return true;
 }
 
 }  // namespace repro
@@ -503,16 +512,30 @@ struct Init {
   std::string path;  // file: relative to the spec's directory unless absolute
 };
 
+// The numbers of an Init without its file path: what a kernel can take by value.
+struct InitValues {
+  InitKind kind;
+  double p0, p1;
+  uint64_t seed;
+};
+
+inline InitValues values_of(const Init& init) { return InitValues{init.kind, init.p0, init.p1, init.seed}; }
+
 // a * b rounded to double before anything else sees it. The volatile store is what stops a host
-// compiler from contracting `x + a * b` into an FMA, whatever -ffp-contract or -march says.
-inline double rounded_product(double a, double b) {
+// compiler from contracting `x + a * b` into an FMA, whatever -ffp-contract or -march says; on
+// the device, __dmul_rn is the multiplication nvcc never fuses.
+REPRO_HD inline double rounded_product(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
   volatile double product = a * b;
   return product;
+#endif
 }
 
 // splitmix64's output finalizer (Steele, Lea, Flood 2014): a bijection of 64-bit words whose
 // every output bit depends on every input bit.
-inline uint64_t mix64(uint64_t z) {
+REPRO_HD inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
@@ -521,7 +544,7 @@ inline uint64_t mix64(uint64_t z) {
 // The golden-ratio constant splitmix64 steps by; keeps seed 0 away from mix64's fixed point 0.
 constexpr uint64_t kSeedSalt = 0x9E3779B97F4A7C15ull;
 
-inline uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t index, uint64_t draw) {
+REPRO_HD inline uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t index, uint64_t draw) {
   return mix64(mix64(mix64(mix64(seed ^ kSeedSalt) ^ stream) ^ index) ^ draw);
 }
 
@@ -536,14 +559,14 @@ inline uint64_t stream_of(const char* tensor_name) {
 }
 
 // The top 53 bits of a hash as a double in [0, 1).
-inline double unit_interval(uint64_t hash) { return double(hash >> 11) * 0x1.0p-53; }
+REPRO_HD inline double unit_interval(uint64_t hash) { return double(hash >> 11) * 0x1.0p-53; }
 
 // ln(x) for a positive normal double, using only + - * / so that it is bit-identical on every
 // machine (std::log is not: libm implementations differ in the last bit).
 //   x = m * 2^e with m in [sqrt(1/2), sqrt(2));  ln x = e ln 2 + 2 atanh(t),  t = (m-1)/(m+1)
 //   atanh(t) = t (1 + t^2/3 + t^4/5 + ...), |t| <= 0.1716, t^2 <= 0.0295: the 12 terms up to
 //   t^22/23 leave a remainder below 2^-53 relative.
-inline double deterministic_log(double x) {
+REPRO_HD inline double deterministic_log(double x) {
   const uint64_t bits = double_bits(x);
   int exponent = int((bits >> 52) & 0x7FF) - 1022;                          // x = m * 2^exponent,
   double m = double_from_bits((bits & ((uint64_t(1) << 52) - 1)) | (uint64_t(1022) << 52));  // m in [0.5, 1)
@@ -564,7 +587,7 @@ inline double deterministic_log(double x) {
 // bound keeps the loop finite by construction. The fallback is the mean.
 constexpr int kMaxNormalPairs = 64;
 
-inline double normal_value(double mean, double std_dev, uint64_t seed, uint64_t stream, uint64_t index) {
+REPRO_HD inline double normal_value(double mean, double std_dev, uint64_t seed, uint64_t stream, uint64_t index) {
   for (uint64_t pair = 0; pair < kMaxNormalPairs; ++pair) {
     const double v1 = 2.0 * unit_interval(counter_hash(seed, stream, index, 2 * pair)) - 1.0;  // exact
     const double v2 = 2.0 * unit_interval(counter_hash(seed, stream, index, 2 * pair + 1)) - 1.0;
@@ -583,8 +606,8 @@ inline double normal_value(double mean, double std_dev, uint64_t seed, uint64_t 
 //   identity  1 where the last two logical coordinates are equal, else 0; a rank-1 tensor is
 //             read as one row [1, n], so it is e_0 (1 at index 0)
 //   file      not generated: fill_host() loads it; NaN here
-inline double generate_value(const Init& init, uint64_t stream, int64_t logical_index, int rank,
-                             const int64_t* shape) {
+REPRO_HD inline double generate_value(const InitValues& init, uint64_t stream, int64_t logical_index, int rank,
+                                      const int64_t* shape) {
   switch (init.kind) {
     case InitKind::ones: return 1.0;
     case InitKind::zeros: return 0.0;
@@ -604,9 +627,13 @@ inline double generate_value(const Init& init, uint64_t stream, int64_t logical_
       return init.p0 + double(counter_hash(init.seed, stream, uint64_t(logical_index), 0) % span);
     }
     case InitKind::normal: return normal_value(init.p0, init.p1, init.seed, stream, uint64_t(logical_index));
-    case InitKind::file: return std::nan("");
+    case InitKind::file: break;
   }
-  return std::nan("");
+  return double_from_bits(0x7FF8000000000000ull);
+}
+
+inline double generate_value(const Init& init, uint64_t stream, int64_t logical_index, int rank, const int64_t* shape) {
+  return generate_value(values_of(init), stream, logical_index, rank, shape);
 }
 
 constexpr const char* kInitForms =

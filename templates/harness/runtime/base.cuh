@@ -45,6 +45,13 @@
 #define REPRO_HOST_HOT
 #endif
 
+// Functions the device runs too: the input generators and the dtype conversions, so that inputs
+// generated on the GPU are the host's bit for bit (device_inputs.cuh), and the element test, so
+// that a comparison can run where the reference is (device_compare.cuh). Such functions use no
+// std::max/std::min (constexpr host functions, callable on the device only under
+// --expt-relaxed-constexpr, which production flags need not have).
+#define REPRO_HD __host__ __device__
+
 namespace repro {
 
 // Exit codes, shared with `repro` itself (DESIGN §2).

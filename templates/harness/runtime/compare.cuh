@@ -358,7 +358,8 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
 // run's storage and a later one's), and of those the stale ones: wrong in both runs. A race on
 // the result shows as an output right in one run and wrong in another; an output wrong in every
 // run, each time differently, is computed from memory nobody wrote (shared memory a load left
-// unfilled), and its errors keep the structure that names the defect.
+// unfilled, or read before it was written), and its errors keep the structure that names the
+// defect.
 struct RunDifferences {
   int64_t total = 0;
   int64_t stale = 0;
@@ -382,6 +383,13 @@ inline RunDifferences run_differences(const Tensor& out, const std::vector<unsig
   }
   return d;
 }
+
+// Whether run-to-run differences are a race on the result. A race leaves outputs right in one
+// run and wrong in another; stale data leaves outputs wrong in both, except where the stale value
+// happens to be the right one, which structured inputs make common (a probe's A repeats every 7
+// rows, and a stale row of it is right one time in 7). So it takes a majority of differences
+// with a right run to call a race.
+inline bool is_race(const RunDifferences& d) { return d.total > 0 && 2 * (d.total - d.stale) > d.total; }
 
 // The run with the most differences against the first.
 inline void keep_most(RunDifferences& most, const RunDifferences& run) {

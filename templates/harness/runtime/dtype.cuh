@@ -43,7 +43,7 @@ inline bool parse_dtype(const std::string& name, DType* out) {
 }
 
 // Bytes per element in storage (tf32 is stored as f32).
-inline size_t dtype_bytes(DType dtype) {
+REPRO_HD inline size_t dtype_bytes(DType dtype) {
   switch (dtype) {
     case DType::f64:
     case DType::i64: return 8;
@@ -62,7 +62,7 @@ inline size_t dtype_bytes(DType dtype) {
   return 1;
 }
 
-inline bool dtype_is_float(DType dtype) {
+REPRO_HD inline bool dtype_is_float(DType dtype) {
   switch (dtype) {
     case DType::f64:
     case DType::f32:
@@ -87,7 +87,7 @@ struct FloatFormat {
   int storage_shift;
 };
 
-inline FloatFormat float_format(DType dtype) {
+REPRO_HD inline FloatFormat float_format(DType dtype) {
   switch (dtype) {
     case DType::f64: return FloatFormat{11, 52, 1023, true, 0};
     case DType::f32: return FloatFormat{8, 23, 127, true, 0};
@@ -100,20 +100,20 @@ inline FloatFormat float_format(DType dtype) {
   }
 }
 
-inline uint64_t double_bits(double value) {
+REPRO_HD inline uint64_t double_bits(double value) {
   uint64_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
+  memcpy(&bits, &value, sizeof bits);
   return bits;
 }
 
-inline double double_from_bits(uint64_t bits) {
+REPRO_HD inline double double_from_bits(uint64_t bits) {
   double value;
-  std::memcpy(&value, &bits, sizeof value);
+  memcpy(&value, &bits, sizeof value);
   return value;
 }
 
 // The storage bits of each format's canonical (quiet, positive) NaN.
-inline uint64_t canonical_nan_bits(DType dtype) {
+REPRO_HD inline uint64_t canonical_nan_bits(DType dtype) {
   switch (dtype) {
     case DType::f64: return 0x7FF8000000000000ull;
     case DType::f32:
@@ -129,7 +129,7 @@ inline uint64_t canonical_nan_bits(DType dtype) {
 // Rounds a finite or infinite double to a format narrower than f32's 24-bit significand
 // (tf32, f16, bf16, e4m3, e5m2), to nearest, ties to even, in one step. Returns the format's
 // bits (not yet shifted into storage). NaN is handled by the caller.
-inline uint64_t round_to_narrow_float(const FloatFormat& format, double value) {
+REPRO_HD inline uint64_t round_to_narrow_float(const FloatFormat& format, double value) {
   const int p = format.mantissa_bits;
   const uint64_t bits = double_bits(value);
   const uint64_t sign = (bits >> 63) << (format.exponent_bits + p);
@@ -159,7 +159,7 @@ inline uint64_t round_to_narrow_float(const FloatFormat& format, double value) {
   // Representable values in the binade of |value| (or in the subnormal range, which shares the
   // lowest binade's spacing) are multiples of 2^quantum.
   const int min_exponent = 1 - format.bias;
-  const int binade = std::max(exponent + 52, min_exponent);
+  const int binade = exponent + 52 > min_exponent ? exponent + 52 : min_exponent;
   const int quantum = binade - p;
   const int shift = quantum - exponent;  // >= 52 - p > 0: bits of the double that round away
   uint64_t multiple = 0;                 // |value| rounded, in units of 2^quantum
@@ -177,7 +177,7 @@ inline uint64_t round_to_narrow_float(const FloatFormat& format, double value) {
   return sign | magnitude;
 }
 
-inline double narrow_float_value(const FloatFormat& format, uint64_t bits) {
+REPRO_HD inline double narrow_float_value(const FloatFormat& format, uint64_t bits) {
   const int p = format.mantissa_bits;
   const bool negative = (bits >> (format.exponent_bits + p)) & 1;
   const uint64_t max_exponent_field = (uint64_t(1) << format.exponent_bits) - 1;
@@ -186,7 +186,7 @@ inline double narrow_float_value(const FloatFormat& format, uint64_t bits) {
   const uint64_t all_fraction = (uint64_t(1) << p) - 1;
   if (exponent_field == max_exponent_field && (format.has_infinity || fraction == all_fraction)) {
     if (format.has_infinity && fraction == 0) return negative ? -HUGE_VAL : HUGE_VAL;
-    return std::nan("");
+    return double_from_bits(0x7FF8000000000000ull);
   }
   const int min_exponent = 1 - format.bias;
   const double magnitude =
@@ -197,14 +197,14 @@ inline double narrow_float_value(const FloatFormat& format, uint64_t bits) {
 }
 
 // Integers: round half to even, then clamp to the type's range; NaN becomes 0.
-inline double round_half_even(double value) {
+REPRO_HD inline double round_half_even(double value) {
   const double floor = std::floor(value);
   const double fraction = value - floor;  // exact
   if (fraction > 0.5 || (fraction == 0.5 && std::fmod(floor, 2.0) != 0.0)) return floor + 1.0;
   return floor;
 }
 
-inline int64_t clamp_to_integer(double value, int64_t lo, int64_t hi) {
+REPRO_HD inline int64_t clamp_to_integer(double value, int64_t lo, int64_t hi) {
   if (std::isnan(value)) return 0;
   const double rounded = round_half_even(value);
   if (rounded <= double(lo)) return lo;
@@ -213,14 +213,14 @@ inline int64_t clamp_to_integer(double value, int64_t lo, int64_t hi) {
 }
 
 // The storage bits (in the low dtype_bytes bytes) of `value` converted to `dtype`.
-inline uint64_t encode_bits(DType dtype, double value) {
+REPRO_HD inline uint64_t encode_bits(DType dtype, double value) {
   if (dtype_is_float(dtype) && std::isnan(value)) return canonical_nan_bits(dtype);
   switch (dtype) {
     case DType::f64: return double_bits(value);
     case DType::f32: {
       const float single = static_cast<float>(value);  // IEEE conversion: nearest, ties to even
       uint32_t bits;
-      std::memcpy(&bits, &single, sizeof bits);
+      memcpy(&bits, &single, sizeof bits);
       return bits;
     }
     case DType::tf32:
@@ -241,14 +241,14 @@ inline uint64_t encode_bits(DType dtype, double value) {
   return 0;
 }
 
-inline double decode_bits(DType dtype, uint64_t bits) {
+REPRO_HD inline double decode_bits(DType dtype, uint64_t bits) {
   switch (dtype) {
     case DType::f64: return double_from_bits(bits);
     case DType::f32:
     case DType::tf32: {  // the kernel rounds tf32 operands itself; storage holds a full f32
       const uint32_t low = uint32_t(bits);
       float single;
-      std::memcpy(&single, &low, sizeof single);
+      memcpy(&single, &low, sizeof single);
       return single;
     }
     case DType::f16:
@@ -265,35 +265,35 @@ inline double decode_bits(DType dtype, uint64_t bits) {
   return 0.0;
 }
 
-inline uint64_t load_bits(DType dtype, const void* storage, int64_t element) {
+REPRO_HD inline uint64_t load_bits(DType dtype, const void* storage, int64_t element) {
   uint64_t bits = 0;
   const size_t bytes = dtype_bytes(dtype);
-  std::memcpy(&bits, static_cast<const unsigned char*>(storage) + element * int64_t(bytes), bytes);
+  memcpy(&bits, static_cast<const unsigned char*>(storage) + element * int64_t(bytes), bytes);
   return bits;
 }
 
-inline void store_bits(DType dtype, void* storage, int64_t element, uint64_t bits) {
+REPRO_HD inline void store_bits(DType dtype, void* storage, int64_t element, uint64_t bits) {
   const size_t bytes = dtype_bytes(dtype);
-  std::memcpy(static_cast<unsigned char*>(storage) + element * int64_t(bytes), &bits, bytes);
+  memcpy(static_cast<unsigned char*>(storage) + element * int64_t(bytes), &bits, bytes);
 }
 
 // Element `element` (counted in elements, not bytes) of `storage`, as a double.
-inline double decode(DType dtype, const void* storage, int64_t element) {
+REPRO_HD inline double decode(DType dtype, const void* storage, int64_t element) {
   return decode_bits(dtype, load_bits(dtype, storage, element));
 }
 
-inline void encode(DType dtype, void* storage, int64_t element, double value) {
+REPRO_HD inline void encode(DType dtype, void* storage, int64_t element, double value) {
   store_bits(dtype, storage, element, encode_bits(dtype, value));
 }
 
 // The value `dtype` holds for `value`.
-inline double round_to(DType dtype, double value) { return decode_bits(dtype, encode_bits(dtype, value)); }
+REPRO_HD inline double round_to(DType dtype, double value) { return decode_bits(dtype, encode_bits(dtype, value)); }
 
 // The spacing of representable values of `dtype` in the binade of |value| (subnormal spacing
 // below the smallest normal); 1 for integer types; NaN for a non-finite value.
-inline double ulp_at(DType dtype, double value) {
+REPRO_HD inline double ulp_at(DType dtype, double value) {
   if (!dtype_is_float(dtype)) return 1.0;
-  if (!std::isfinite(value)) return std::nan("");
+  if (!std::isfinite(value)) return double_from_bits(0x7FF8000000000000ull);
   const FloatFormat format = float_format(dtype);
   const int min_exponent = 1 - format.bias;
   int exponent = min_exponent;
@@ -301,7 +301,7 @@ inline double ulp_at(DType dtype, double value) {
     std::frexp(value, &exponent);  // |value| = f * 2^exponent, f in [0.5, 1)
     exponent -= 1;
   }
-  return std::ldexp(1.0, std::max(exponent, min_exponent) - format.mantissa_bits);
+  return std::ldexp(1.0, (exponent > min_exponent ? exponent : min_exponent) - format.mantissa_bits);
 }
 
 // Poison: every byte 0xFF. That is a NaN in every float format (the only NaN of E4M3FN) and -1
@@ -310,10 +310,12 @@ inline void fill_poison(DType dtype, void* storage, int64_t count) {
   std::memset(storage, 0xFF, size_t(count) * dtype_bytes(dtype));
 }
 
-inline bool is_poison(DType dtype, const void* storage, int64_t element) {
+REPRO_HD inline bool is_poison(DType dtype, const void* storage, int64_t element) {
   const size_t bytes = dtype_bytes(dtype);
   const unsigned char* first = static_cast<const unsigned char*>(storage) + element * int64_t(bytes);
-  return std::all_of(first, first + bytes, [](unsigned char byte) { return byte == 0xFF; });
+  for (size_t i = 0; i < bytes; ++i)
+    if (first[i] != 0xFF) return false;
+  return true;
 }
 
 }  // namespace repro

@@ -33,16 +33,30 @@ struct Init {
   std::string path;  // file: relative to the spec's directory unless absolute
 };
 
+// The numbers of an Init without its file path: what a kernel can take by value.
+struct InitValues {
+  InitKind kind;
+  double p0, p1;
+  uint64_t seed;
+};
+
+inline InitValues values_of(const Init& init) { return InitValues{init.kind, init.p0, init.p1, init.seed}; }
+
 // a * b rounded to double before anything else sees it. The volatile store is what stops a host
-// compiler from contracting `x + a * b` into an FMA, whatever -ffp-contract or -march says.
-inline double rounded_product(double a, double b) {
+// compiler from contracting `x + a * b` into an FMA, whatever -ffp-contract or -march says; on
+// the device, __dmul_rn is the multiplication nvcc never fuses.
+REPRO_HD inline double rounded_product(double a, double b) {
+#ifdef __CUDA_ARCH__
+  return __dmul_rn(a, b);
+#else
   volatile double product = a * b;
   return product;
+#endif
 }
 
 // splitmix64's output finalizer (Steele, Lea, Flood 2014): a bijection of 64-bit words whose
 // every output bit depends on every input bit.
-inline uint64_t mix64(uint64_t z) {
+REPRO_HD inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
@@ -51,7 +65,7 @@ inline uint64_t mix64(uint64_t z) {
 // The golden-ratio constant splitmix64 steps by; keeps seed 0 away from mix64's fixed point 0.
 constexpr uint64_t kSeedSalt = 0x9E3779B97F4A7C15ull;
 
-inline uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t index, uint64_t draw) {
+REPRO_HD inline uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t index, uint64_t draw) {
   return mix64(mix64(mix64(mix64(seed ^ kSeedSalt) ^ stream) ^ index) ^ draw);
 }
 
@@ -66,14 +80,14 @@ inline uint64_t stream_of(const char* tensor_name) {
 }
 
 // The top 53 bits of a hash as a double in [0, 1).
-inline double unit_interval(uint64_t hash) { return double(hash >> 11) * 0x1.0p-53; }
+REPRO_HD inline double unit_interval(uint64_t hash) { return double(hash >> 11) * 0x1.0p-53; }
 
 // ln(x) for a positive normal double, using only + - * / so that it is bit-identical on every
 // machine (std::log is not: libm implementations differ in the last bit).
 //   x = m * 2^e with m in [sqrt(1/2), sqrt(2));  ln x = e ln 2 + 2 atanh(t),  t = (m-1)/(m+1)
 //   atanh(t) = t (1 + t^2/3 + t^4/5 + ...), |t| <= 0.1716, t^2 <= 0.0295: the 12 terms up to
 //   t^22/23 leave a remainder below 2^-53 relative.
-inline double deterministic_log(double x) {
+REPRO_HD inline double deterministic_log(double x) {
   const uint64_t bits = double_bits(x);
   int exponent = int((bits >> 52) & 0x7FF) - 1022;                          // x = m * 2^exponent,
   double m = double_from_bits((bits & ((uint64_t(1) << 52) - 1)) | (uint64_t(1022) << 52));  // m in [0.5, 1)
@@ -94,7 +108,7 @@ inline double deterministic_log(double x) {
 // bound keeps the loop finite by construction. The fallback is the mean.
 constexpr int kMaxNormalPairs = 64;
 
-inline double normal_value(double mean, double std_dev, uint64_t seed, uint64_t stream, uint64_t index) {
+REPRO_HD inline double normal_value(double mean, double std_dev, uint64_t seed, uint64_t stream, uint64_t index) {
   for (uint64_t pair = 0; pair < kMaxNormalPairs; ++pair) {
     const double v1 = 2.0 * unit_interval(counter_hash(seed, stream, index, 2 * pair)) - 1.0;  // exact
     const double v2 = 2.0 * unit_interval(counter_hash(seed, stream, index, 2 * pair + 1)) - 1.0;
@@ -113,8 +127,8 @@ inline double normal_value(double mean, double std_dev, uint64_t seed, uint64_t 
 //   identity  1 where the last two logical coordinates are equal, else 0; a rank-1 tensor is
 //             read as one row [1, n], so it is e_0 (1 at index 0)
 //   file      not generated: fill_host() loads it; NaN here
-inline double generate_value(const Init& init, uint64_t stream, int64_t logical_index, int rank,
-                             const int64_t* shape) {
+REPRO_HD inline double generate_value(const InitValues& init, uint64_t stream, int64_t logical_index, int rank,
+                                      const int64_t* shape) {
   switch (init.kind) {
     case InitKind::ones: return 1.0;
     case InitKind::zeros: return 0.0;
@@ -134,9 +148,13 @@ inline double generate_value(const Init& init, uint64_t stream, int64_t logical_
       return init.p0 + double(counter_hash(init.seed, stream, uint64_t(logical_index), 0) % span);
     }
     case InitKind::normal: return normal_value(init.p0, init.p1, init.seed, stream, uint64_t(logical_index));
-    case InitKind::file: return std::nan("");
+    case InitKind::file: break;
   }
-  return std::nan("");
+  return double_from_bits(0x7FF8000000000000ull);
+}
+
+inline double generate_value(const Init& init, uint64_t stream, int64_t logical_index, int rank, const int64_t* shape) {
+  return generate_value(values_of(init), stream, logical_index, rank, shape);
 }
 
 constexpr const char* kInitForms =

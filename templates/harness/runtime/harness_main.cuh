@@ -492,19 +492,22 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     else
       std::printf("repeat  %d runs: %lld outputs differ from the first run%s\n", repeat,
                   static_cast<long long>(repeat_differences.total),
-                  repeat_differences.stale == repeat_differences.total ? " (each of them wrong in every run)" : "");
+                  strprintf(" (%lld of them right in no run)", static_cast<long long>(repeat_differences.stale)).c_str());
   }
   const bool passed = comparison.passed && repeat_differences.total == 0;
   Pattern pattern;
   if (!passed) {
     print_mismatches(out.name.c_str(), comparison, g.batched);
     std::printf("%s", format_heatmap(comparison).c_str());
-    // Stale reads (outputs wrong in every run) leave the pattern to the structure of the errors.
-    pattern = classify(comparison, repeat_differences.total - repeat_differences.stale, tolerance);
-    if (repeat_differences.stale > 0)
-      pattern.evidence += strprintf("; %lld of the wrong outputs also change between runs, none of them right in "
-                                    "any run: they are computed from memory nobody wrote, such as shared memory a "
-                                    "load left unfilled",
+    // Stale reads (outputs wrong in every run) leave the pattern to the structure of the errors;
+    // a race (is_race) is the pattern.
+    const bool race = is_race(repeat_differences);
+    pattern = classify(comparison, race ? repeat_differences.total : 0, tolerance);
+    if (repeat_differences.total > 0 && !race)
+      pattern.evidence += strprintf("; %lld outputs also change between runs, %lld of them right in no run: the wrong "
+                                    "ones are computed from memory nobody wrote, such as shared memory a load left "
+                                    "unfilled",
+                                    static_cast<long long>(repeat_differences.total),
                                     static_cast<long long>(repeat_differences.stale));
     std::printf("pattern %s: %s\n", pattern.cls.c_str(), pattern.evidence.c_str());
   }

@@ -94,8 +94,8 @@ inline void judge_probe(ProbeOutcome& o, const SpecInfo& spec, Tensor& out,
   o.stale_differences = most.stale;
   o.comparison = compare_output(out, want, g.L, g.M, g.N, tol, spec.tile_m, spec.tile_n);
   o.passed = o.comparison.passed && o.differences == 0;
-  // Stale reads alone leave the pattern to the wrong outputs; any other difference is a race.
-  if (!o.passed) o.pattern = classify(o.comparison, o.differences - o.stale_differences, tol);
+  // Stale reads leave the pattern to the wrong outputs; a race is the pattern (is_race).
+  if (!o.passed) o.pattern = classify(o.comparison, is_race(most) ? o.differences : 0, tol);
 }
 
 // One analytic probe: inputs already set on the host, `want(l, m, n)` the exact answer.
@@ -208,7 +208,7 @@ inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const
 inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
                              const std::string& col_finding) {
   for (const ProbeOutcome& o : probes)
-    if (o.differences > o.stale_differences)
+    if (is_race(RunDifferences{o.differences, o.stale_differences}))
       return {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
                                             "(a race, or an uninitialized read)",
                                             o.name.c_str(), (long long)o.differences)};
@@ -216,11 +216,11 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
   // Outputs wrong in every run, differently each time: the pattern above names the defect, and
   // the noise says the wrong outputs are computed from data nobody wrote.
   for (const ProbeOutcome& o : probes)
-    if (o.stale_differences > 0) {
-      verdict.evidence += strprintf("; the wrong outputs also change between runs (probe %s: %lld outputs, none of "
-                                    "them right in any run): they are computed from memory nobody wrote, such as "
-                                    "shared memory a load left unfilled",
-                                    o.name.c_str(), (long long)o.stale_differences);
+    if (o.differences > 0) {
+      verdict.evidence += strprintf("; the wrong outputs also change between runs (probe %s: %lld of %lld outputs "
+                                    "that differ are right in no run): they are computed from memory nobody wrote, "
+                                    "such as shared memory a load left unfilled",
+                                    o.name.c_str(), (long long)o.stale_differences, (long long)o.differences);
       break;
     }
   return verdict;
@@ -286,9 +286,8 @@ inline void print_probe(const ProbeOutcome& o) {
   if (!o.passed) {
     result += "  " + (o.note.empty() ? o.pattern.cls + ": " + o.pattern.evidence : o.note);
     if (o.differences > 0)
-      result += o.stale_differences == o.differences
-                    ? strprintf(" (%lld wrong outputs differ between runs, none right in any)", (long long)o.differences)
-                    : strprintf(" (%lld outputs differ between runs)", (long long)o.differences);
+      result += strprintf(" (%lld outputs differ between runs, %lld of them right in no run)", (long long)o.differences,
+                          (long long)o.stale_differences);
   }
   std::printf("probe   %-18s %-44s %s\n", o.name.c_str(), o.inputs.c_str(), result.c_str());
   std::fflush(stdout);
