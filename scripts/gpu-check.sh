@@ -46,6 +46,22 @@ run_case() {
   rows+=("$(printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |' "$label" "$want" "$code" "$ok" "${disposition:--}" "${expect_line:--}")")
 }
 
+# harness_case LABEL EXPECTED_EXIT TEXT HARNESS ARGS...: a harness run directly, for its options
+# that `repro run` does not pass on (--check-device-inputs); the output must contain TEXT.
+harness_case() {
+  local label=$1 want=$2 says=$3
+  shift 3
+  local log="$logs/$(echo "$label" | tr -c 'A-Za-z0-9_.\n-' '_' | sed 's/__*/_/g').log" code ok disposition
+  "$@" >"$log" 2>&1
+  code=$?
+  disposition=$(grep -a '^Disposition:' "$log" | tail -1 | sed 's/^Disposition: //')
+  ok=$([[ "$want" == "$code" ]] && grep -qF -- "$says" "$log" && echo yes || echo NO)
+  printf '$ %s\n' "$*"
+  cat "$log"
+  printf -- '-> exit %s\n' "$code"
+  rows+=("$(printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |' "$label" "$want" "$code" "$ok" "${disposition:--}" "-")")
+}
+
 expected_exit() {  # expected_exit SPEC MODE -> the exit code the spec's expect: implies
   local outcome
   outcome=$(sed -n 's/^expect:.*'"$2"': *\([a-z]*\).*/\1/p' "$1")
@@ -215,6 +231,19 @@ done
 # The device reference on the harder cases: batches, alpha, beta*C, bias, a column-major B, fp8.
 SAYS='fp64 device GEMM' run_case "batched_gemm --reference device" 0 run tests/gpu/batched_gemm.yaml --reference device
 SAYS='fp64 device GEMM' run_case "cutlass_fp8_e4m3 --reference device" 0 run examples/cutlass_fp8_e4m3.yaml --reference device
+# The device path: inputs made on the device (every element against the host generator: bf16;
+# f32 with normal and int_uniform inits, batched, column-major; e4m3), the comparison on the
+# device, and failing kernels still located (the host analysis on copies).
+for spec in tests/gpu/bench_tiled_bf16_1024.yaml tests/gpu/batched_gemm.yaml examples/cutlass_fp8_e4m3.yaml; do
+  name=$(basename "$spec" .yaml)
+  "$repro" build "$spec" >/dev/null 2>&1
+  harness_case "$name: device inputs, all" 0 'bit for bit (every element' "generated/$name/harness" --reference device --check-device-inputs
+done
+SAYS='compare on the device' run_case "tiled_gemm_bf16 --reference device" 0 run examples/tiled_gemm_bf16.yaml --reference device
+SAYS='compare on the device, then' run_case "skip_last_m_tile --reference device" 1 run examples/skip_last_m_tile.yaml --reference device
+SAYS='pattern row_mapping' run_case "swap_rows_store --reference device" 1 run examples/swap_rows_store.yaml --reference device
+SAYS='pattern nondeterministic' run_case "missing_sync --reference device" 1 run examples/missing_sync.yaml --reference device --repeat 5
+SAYS='pattern scattered' run_case "k_tile_twice --reference device" 1 run examples/k_tile_twice.yaml --reference device
 # The reference cache: the first run stores, a rerun reads, another seed computes anew.
 rm -rf generated/bench_tiled_bf16_4096/.repro/cache
 SAYS='cached for reruns' run_case "reference cache: first run stores" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1

@@ -54,8 +54,16 @@ const RUNTIME_PARTS: &[(&str, &str)] = &[
         include_str!("../../templates/harness/runtime/device.cuh"),
     ),
     (
+        "device_inputs.cuh",
+        include_str!("../../templates/harness/runtime/device_inputs.cuh"),
+    ),
+    (
         "device_reference.cuh",
         include_str!("../../templates/harness/runtime/device_reference.cuh"),
+    ),
+    (
+        "device_compare.cuh",
+        include_str!("../../templates/harness/runtime/device_compare.cuh"),
     ),
     (
         "reference_cache.cuh",

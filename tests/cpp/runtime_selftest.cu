@@ -17,7 +17,9 @@
 #include "../../templates/harness/runtime/compare.cuh"
 #include "../../templates/harness/runtime/report.cuh"
 #include "../../templates/harness/runtime/device.cuh"
+#include "../../templates/harness/runtime/device_inputs.cuh"
 #include "../../templates/harness/runtime/device_reference.cuh"
+#include "../../templates/harness/runtime/device_compare.cuh"
 #include "../../templates/harness/runtime/reference_cache.cuh"
 #include "../../templates/harness/runtime/launch.cuh"
 #include "../../templates/harness/runtime/tma.cuh"
@@ -710,7 +712,7 @@ void test_reference() {
   reference_gemm(GemmProblem{&a3, &b, &c3, nullptr, &d3, 1.0, 1.0, 2, 2, 2, 3, true}, &ref);
   CHECK(ref == std::vector<double>({58, 64, 139, 154, 117, 130, 281, 312}));
 
-  // A ragged random problem (M, N, K not multiples of the 4x4 block) against a naive loop.
+  // A ragged random problem (M, N, K not multiples of the register tile) against a naive loop.
   const int64_t M = 37, N = 29, K = 53;
   Tensor ra = make_tensor("A", DType::bf16, {M, K});
   Tensor rb = make_tensor("B", DType::bf16, {K, N}, {1, K});
@@ -728,6 +730,102 @@ void test_reference() {
     }
   record(ref.size() == size_t(M * N) && worst < 1e-13, __FILE__, __LINE__,
          strprintf("reference_gemm vs naive loop: worst relative difference %.3g", worst));
+
+  // Larger problems against a naive sequential-k loop: several K-blocks, more than one block of
+  // rows and of columns, ragged M and N edges, column-major B, and both operands batched.
+  TestRng rng{0x5eed0fa11ab1e5ull};
+  // Random f32 values; with `exact_products` they are v * 2^e with an 8-bit integer v and e in
+  // [-12, 12]: every product is then exact in double, so a fused multiply-add rounds just like a
+  // multiply and an add (the test holds under -ffp-contract=fast), while sums mixing magnitudes
+  // 2^48 apart round at almost every step, and so depend on the order of k.
+  const auto fill_random = [&](Tensor& t, bool exact_products) {
+    t.host.assign(t.storage_bytes(), 0xEE);
+    int64_t count = 1;
+    for (int d = 0; d < t.rank; ++d) count *= t.shape[d];
+    for (int64_t i = 0; i < count; ++i)
+      set_logical(t, i, exact_products ? std::ldexp(double(int64_t(rng.next() % 255) - 127), int(rng.next() % 25) - 12)
+                                       : rng.uniform() * 2 - 1);
+  };
+  // Runs reference_gemm on p and compares every output with alpha * (sequential-k sum) + beta * C
+  // + bias: exactly (==) with `exact`, else within 1e-13 of the magnitude of its terms (what an
+  // FMA-contracting host compiler may move it by).
+  const auto check_against_naive = [&](const GemmProblem& p, bool exact, int line) {
+    std::vector<double> got;
+    reference_gemm(p, &got);
+    const int64_t L = p.L, M = p.M, N = p.N, K = p.K;
+    // The operands' logical values, decoded once: A as [La][M][K], B as [Lb][K][N].
+    const auto logical_values = [](const Tensor& t, int64_t count) {
+      std::vector<double> values(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) values[size_t(i)] = get_logical(t, i);
+      return values;
+    };
+    const std::vector<double> av = logical_values(*p.a, (p.a->rank == 3 ? L : 1) * M * K);
+    const std::vector<double> bv = logical_values(*p.b, (p.b->rank == 3 ? L : 1) * K * N);
+    int64_t mismatched = 0, order_sensitive = 0;
+    double worst = 0.0;
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          const double* a_row = av.data() + ((p.a->rank == 3 ? l : 0) * M + m) * K;
+          const double* b_col = bv.data() + (p.b->rank == 3 ? l : 0) * K * N + n;
+          double sum = 0.0, reversed = 0.0, scale = 0.0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double term = a_row[k] * b_col[k * N];
+            sum += term;
+            scale += std::fabs(term);
+          }
+          for (int64_t k = K - 1; k >= 0; --k) reversed += a_row[k] * b_col[k * N];
+          order_sensitive += reversed != sum;
+          double want = p.alpha * sum;
+          scale *= std::fabs(p.alpha);
+          if (p.c != nullptr && p.beta != 0.0) {
+            const double c = p.beta * get_logical(*p.c, (l * M + m) * N + n);
+            want += c;
+            scale += std::fabs(c);
+          }
+          if (p.bias != nullptr) {
+            const double bias = get_logical(*p.bias, n);
+            want += bias;
+            scale += std::fabs(bias);
+          }
+          const double have = got[size_t((l * M + m) * N + n)];
+          mismatched += have != want;
+          worst = std::max(worst, std::fabs(have - want) / (scale + 1e-300));
+        }
+    const bool ok = got.size() == size_t(L * M * N) && (exact ? mismatched == 0 : worst < 1e-13);
+    record(ok, __FILE__, line,
+           strprintf("reference_gemm %lldx%lldx%lldx%lld vs naive loop: %lld outputs differ, worst relative "
+                     "difference %.3g",
+                     (long long)L, (long long)M, (long long)N, (long long)K, (long long)mismatched, worst));
+    // The exact comparison has teeth: summing k in reverse changes many of these outputs.
+    if (exact)
+      record(order_sensitive > L * M * N / 4, __FILE__, line,
+             strprintf("order-sensitive sums: %lld of %lld", (long long)order_sensitive, (long long)(L * M * N)));
+  };
+  {
+    // 133 x 301 x 700: K is 2 full K-blocks of 256 and a ragged one; 133 rows and 301 columns are
+    // more than one block each, and not whole numbers of register tiles (3 or 4 by 8) or blocks.
+    const int64_t M2 = 133, N2 = 301, K2 = 700;
+    Tensor a2 = make_tensor("A", DType::f32, {M2, K2});
+    Tensor b2 = make_tensor("B", DType::f32, {K2, N2}, {1, K2});
+    Tensor c2 = make_tensor("C", DType::f32, {M2, N2});
+    Tensor bias2 = make_tensor("bias", DType::f32, {N2});
+    Tensor d2 = make_tensor("D", DType::f32, {M2, N2}, {}, true);
+    for (bool exact : {false, true}) {
+      for (Tensor* t : {&a2, &b2, &c2, &bias2}) fill_random(*t, exact);
+      check_against_naive(GemmProblem{&a2, &b2, &c2, &bias2, &d2, 2.0, 0.5, 1, M2, N2, K2, false}, exact, __LINE__);
+    }
+  }
+  {
+    // Both operands batched, with padded strides (A row-major, B column-major in each batch).
+    const int64_t L3 = 3, M3 = 37, N3 = 45, K3 = 300;
+    Tensor a3b = make_tensor("A", DType::f32, {L3, M3, K3}, {M3 * K3 + 7, K3, 1});
+    Tensor b3b = make_tensor("B", DType::bf16, {L3, K3, N3}, {K3 * N3 + 3, 1, K3});
+    Tensor c3b = make_tensor("C", DType::f32, {L3, M3, N3});
+    Tensor d3b = make_tensor("D", DType::f32, {L3, M3, N3}, {}, true);
+    for (Tensor* t : {&a3b, &b3b, &c3b}) fill_random(*t, true);
+    check_against_naive(GemmProblem{&a3b, &b3b, &c3b, nullptr, &d3b, 1.0, -0.75, L3, M3, N3, K3, true}, true, __LINE__);
+  }
 
   std::vector<double> expected;
   analytic_ones(GemmProblem{&ra, &rb, nullptr, nullptr, &rd, 2.0, 0.0, 3, M, N, K, true}, &expected);
@@ -747,10 +845,23 @@ void test_reference_cache(ScratchDir& scratch) {
   const std::string key = reference_key(p);
   CHECK_EQ(key.size(), size_t(32));
   CHECK_EQ(reference_key(p), key);  // a pure function of the operands
-  // One changed operand bit, another alpha, another layout: another key.
+  // A generated operand is keyed by its generator (its bytes may exist only on the device), a
+  // file's by its bytes.
   a.host[7] ^= 1;
+  CHECK_EQ(reference_key(p), key);
+  a.host[7] ^= 1;
+  a.init.seed += 1;
   CHECK(reference_key(p) != key);
+  a.init.seed -= 1;
+  a.init.kind = InitKind::file;
+  const std::string file_key = reference_key(p);
+  CHECK(file_key != key);
   a.host[7] ^= 1;
+  CHECK(reference_key(p) != file_key);
+  a.host[7] ^= 1;
+  a.init.kind = InitKind::uniform;
+  CHECK_EQ(reference_key(p), key);
+  // Another alpha, another layout: another key.
   p.alpha = 2.0;
   CHECK(reference_key(p) != key);
   p.alpha = 1.0;

@@ -115,7 +115,7 @@ struct Comparison {
 constexpr size_t kMaxMismatches = 10;
 
 // The element test for a written, finite output `got` against a finite reference `want`.
-inline bool element_matches(DType dtype, double got, double want, const Tolerance& tol) {
+REPRO_HD inline bool element_matches(DType dtype, double got, double want, const Tolerance& tol) {
   if (tol.exact) {
     const double representable = round_to(dtype, want);
     return got == representable || (representable != want && std::fabs(got - want) <= ulp_at(dtype, want));

@@ -106,9 +106,10 @@ __global__ void __launch_bounds__(kRefThreads* kRefThreads) reference_gemm_kerne
     }
 }
 
-// Computes the reference into `ref` ([L][M][N]) from the operands' device copies, which must be
-// uploaded already. Returns the kernel's time in milliseconds.
-inline double reference_gemm_device(const GemmProblem& p, std::vector<double>* ref) {
+// Computes the reference into a new device buffer *out ([L][M][N] doubles; the caller frees it)
+// from the operands' device copies, which must be there already. Returns the kernel's time in
+// milliseconds.
+inline double reference_gemm_device_buffer(const GemmProblem& p, double** out) {
   DeviceGemmArgs args;
   args.a = device_matrix(*p.a);
   args.b = device_matrix(*p.b);
@@ -130,11 +131,19 @@ inline double reference_gemm_device(const GemmProblem& p, std::vector<double>* r
   REPRO_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
   REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  ref->resize(count);
-  REPRO_CUDA_CHECK(cudaMemcpy(ref->data(), args.out, count * sizeof(double), cudaMemcpyDeviceToHost));
-  cudaFree(args.out);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  *out = args.out;
+  return ms;
+}
+
+// The same, copied back into `ref` (the probes, which compare on the host).
+inline double reference_gemm_device(const GemmProblem& p, std::vector<double>* ref) {
+  double* out = nullptr;
+  const double ms = reference_gemm_device_buffer(p, &out);
+  ref->resize(size_t(p.L * p.M * p.N));
+  REPRO_CUDA_CHECK(cudaMemcpy(ref->data(), out, ref->size() * sizeof(double), cudaMemcpyDeviceToHost));
+  cudaFree(out);
   return ms;
 }
 
@@ -190,6 +199,90 @@ inline CrossCheck cross_check_reference(const GemmProblem& p, const std::vector<
     check.max_relative = std::max(check.max_relative, differences[size_t(s)]);
     ++check.samples;
   }
+  return check;
+}
+
+// The cross-check when the operands and the reference are only on the device (inputs made
+// there, reference kept there): the same test on a grid of outputs (up to 64 rows x 64 columns,
+// over up to 4 batches), whose rows of A and columns of B are fetched, and nothing else. The
+// epilogue is reference_epilogue()'s arithmetic, on fetched C and bias values.
+inline CrossCheck cross_check_device_reference(const GemmProblem& p, const double* want_device) {
+  const int64_t batches = std::min<int64_t>(p.L, 4);
+  const int64_t rows = std::min<int64_t>(p.M, kCrossCheckSamples / 64 / batches);
+  const int64_t cols = std::min<int64_t>(p.N, 64);
+  const auto spread = [](int64_t i, int64_t extent, uint64_t salt) {
+    return i == 0 ? 0 : i == 1 ? extent - 1 : int64_t(mix64(uint64_t(i) ^ salt) % uint64_t(extent));
+  };
+  const auto batch_offset = [](const Tensor& t, int64_t l) { return t.rank == 3 ? l * t.strides[0] : 0; };
+  const auto at = [&](const Tensor& t, int64_t l, int64_t row, int64_t col) {
+    return batch_offset(t, l) + row * t.strides[t.rank - 2] + col * t.strides[t.rank - 1];
+  };
+  // (static_cast, not size_t(batches): that would declare functions)
+  std::vector<int64_t> batch_of(static_cast<size_t>(batches)), row_of(static_cast<size_t>(batches * rows)),
+      col_of(static_cast<size_t>(batches * cols));
+  std::vector<int64_t> a_offsets, b_offsets, want_offsets, c_offsets, bias_offsets;
+  for (int64_t g = 0; g < batches; ++g) {
+    batch_of[size_t(g)] = batches == 1 ? 0 : g * (p.L - 1) / (batches - 1);
+    const int64_t l = batch_of[size_t(g)];
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t m = row_of[size_t(g * rows + r)] = spread(r, p.M, 0xA0 + uint64_t(g));
+      for (int64_t k = 0; k < p.K; ++k) a_offsets.push_back(at(*p.a, l, m, k));
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t n = col_of[size_t(g * cols + c)] = spread(c, p.N, 0xB0 + uint64_t(g));
+      for (int64_t k = 0; k < p.K; ++k) b_offsets.push_back(at(*p.b, l, k, n));
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t m = row_of[size_t(g * rows + r)], n = col_of[size_t(g * cols + c)];
+        want_offsets.push_back((l * p.M + m) * p.N + n);
+        if (p.c != nullptr && p.beta != 0.0) c_offsets.push_back(at(*p.c, l, m, n));
+        if (p.bias != nullptr) bias_offsets.push_back(n * p.bias->strides[0]);
+      }
+  }
+  const auto fetch = [](DType dtype, const void* device, const std::vector<int64_t>& offsets) {
+    std::vector<double> values(offsets.size());
+    if (offsets.empty()) return values;
+    const std::vector<uint64_t> bits = gather_bits(dtype, device, offsets);
+    for (size_t i = 0; i < bits.size(); ++i) values[i] = decode_bits(dtype, bits[i]);
+    return values;
+  };
+  const std::vector<double> a = fetch(p.a->dtype, p.a->device, a_offsets);
+  const std::vector<double> b = fetch(p.b->dtype, p.b->device, b_offsets);
+  const std::vector<double> want = fetch(DType::f64, want_device, want_offsets);
+  const std::vector<double> c_values = c_offsets.empty() ? std::vector<double>() : fetch(p.c->dtype, p.c->device, c_offsets);
+  const std::vector<double> bias_values =
+      bias_offsets.empty() ? std::vector<double>() : fetch(p.bias->dtype, p.bias->device, bias_offsets);
+
+  CrossCheck check;
+  size_t sample = 0;
+  for (int64_t g = 0; g < batches; ++g)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c, ++sample) {
+        const double* a_row = a.data() + (g * rows + r) * p.K;
+        const double* b_col = b.data() + (g * cols + c) * p.K;
+        double sum = 0, magnitude = 0;
+        for (int64_t k = 0; k < p.K; ++k) {
+          const double term = a_row[k] * b_col[k];
+          sum += term;
+          magnitude += std::fabs(term);
+        }
+        double value = p.alpha * sum;  // reference_epilogue(), on fetched C and bias
+        if (!c_values.empty()) value += p.beta * c_values[sample];
+        if (!bias_values.empty()) value += bias_values[sample];
+        const double scale = std::fabs(p.alpha) * magnitude + std::fabs(value) + 1e-300;
+        const double difference = std::fabs(want[sample] - value) / scale;
+        if (!(difference <= 1e-10))
+          fatal(kExitCudaError, "fault",
+                strprintf("the device reference disagrees with the host at output [%lld, %lld, %lld]: device %s, "
+                          "host %s. A reference computed on a faulty GPU cannot judge the kernel: rerun with "
+                          "--reference host",
+                          (long long)batch_of[size_t(g)], (long long)row_of[size_t(g * rows + r)],
+                          (long long)col_of[size_t(g * cols + c)], format_value(want[sample]).c_str(),
+                          format_value(value).c_str()));
+        check.max_relative = std::max(check.max_relative, difference);
+        ++check.samples;
+      }
   return check;
 }
 

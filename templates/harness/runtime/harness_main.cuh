@@ -19,6 +19,7 @@ struct Options {
   std::string json_path, dump_dir, emit_inputs_dir;
   std::string reference;  // --reference host|device|auto; empty: the spec's reference.provider
   std::string reference_cache;  // --reference-cache DIR: reuse a reference of the same operands
+  bool check_device_inputs = false;  // compare every element made on the device with the host's
   bool bench = false;     // --bench: time the kernel, check nothing (bench.cuh)
   BenchOptions bench_options;
   std::string bench_only_flag;  // --warmup or --flush-l2, when given: they need --bench
@@ -37,6 +38,7 @@ inline void print_usage(const char* argv0) {
       "  --timeout S        seconds one launch may take before it counts as a hang (exit 5)\n"
       "  --reference WHERE  host | device | auto: where the fp64 reference GEMM runs (default: the spec's)\n"
       "  --reference-cache DIR  reuse the reference of a run with the same operands and GEMM, kept in DIR\n"
+      "  --check-device-inputs  compare every input element made on the device with the host generator\n"
       "  --json FILE        write the whole report as JSON\n"
       "  --dump DIR         write inputs, outputs and the reference as .npy into DIR\n"
       "  --emit-inputs DIR  write the generated inputs as .npy and exit (no GPU needed)\n"
@@ -105,6 +107,8 @@ inline Options parse_options(int argc, char** argv) {
       options.reference = value_of(i, "--reference");
       if (options.reference != "host" && options.reference != "device" && options.reference != "auto")
         usage_error(strprintf("--reference takes host, device or auto, not `%s`", options.reference.c_str()));
+    } else if (arg == "--check-device-inputs") {
+      options.check_device_inputs = true;
     } else if (is("--reference-cache")) {
       options.reference_cache = value_of(i, "--reference-cache");
     } else if (is("--json")) {
@@ -193,7 +197,7 @@ inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
     if (t.output) continue;
     line += (line.empty() ? "" : ", ") + t.name + " " + describe_init(t.init);
   }
-  return line + " -> fp64 host reference";
+  return line;
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -224,10 +228,10 @@ inline void write_npy_or_die(const std::string& path, const Tensor& t) {
 
 // The random-input tolerance: the output dtype's defaults (compare.cuh), where the spec's
 // `check:` does not set its own.
-inline Tolerance spec_tolerance(const SpecInfo& spec, const std::vector<double>& want) {
+inline Tolerance spec_tolerance(const SpecInfo& spec, double ref_rms) {
   const GemmOperands& g = spec.gemm;
   Tolerance tolerance = default_tolerance(spec.tensors[size_t(g.out)].dtype, spec.tensors[size_t(g.a)].dtype,
-                                          spec.tensors[size_t(g.b)].dtype, reference_rms(want));
+                                          spec.tensors[size_t(g.b)].dtype, ref_rms);
   if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
   if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
   if (spec.atol >= 0) tolerance.atol = spec.atol;
@@ -299,9 +303,26 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
 
   // Inputs first: they need no GPU, so a spec's input problems show on any machine.
   std::string inputs_line = apply_input_options(spec, options);
-  if (options.bench) inputs_line = inputs_line.substr(0, inputs_line.find(" -> ")) + " (timing only: nothing is checked)";
+  const bool analytic = options.ones && options.inits.empty();
+  const bool device_reference =
+      !analytic && use_device_reference(options.reference.empty() ? spec.reference_provider : options.reference, g);
+  // The device path (device_inputs.cuh, device_compare.cuh): with the reference on the device,
+  // the inputs are made there too and the output compared there; the host sees sums, samples,
+  // and the whole output only when something failed. Probes, --dump and --emit-inputs need the
+  // inputs on the host, and take the host path.
+  const bool device_path = device_reference && !options.probe && !options.bench && options.dump_dir.empty() &&
+                           options.emit_inputs_dir.empty();
+  if (options.check_device_inputs && !device_path)
+    usage_error("--check-device-inputs checks inputs made on the device, which happens with the device reference "
+                "(--reference device, or auto at large sizes) and random inputs, without --probe, --dump or --bench");
+  if (options.bench) inputs_line += " (timing only: nothing is checked)";
+  else if (!analytic)
+    inputs_line += device_path        ? " -> made on the device, fp64 device reference, compared on the device"
+                   : device_reference ? " -> fp64 device reference"
+                                      : " -> fp64 host reference";
   const std::string base_dir = executable_dir();
   for (Tensor& t : tensors) {
+    if (device_path && is_generated_input(t)) continue;  // made on the device, after the context
     std::string error;
     if (!fill_host(t, base_dir, &error)) usage_error(strprintf("tensor %s: %s", t.name.c_str(), error.c_str()));
   }
@@ -336,7 +357,17 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   // run wrote it.
   for (Tensor& t : tensors) {
     REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
-    if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+    if (t.output) continue;
+    if (device_path && is_generated_input(t)) generate_on_device(t);
+    else REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+  }
+  if (device_path) {
+    REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    int64_t checked = 0;
+    for (const Tensor& t : tensors)
+      if (is_generated_input(t)) checked += check_device_inputs(t, options.check_device_inputs);
+    std::printf("inputs  made on the device; %lld elements checked against the host generator, bit for bit%s\n",
+                (long long)checked, options.check_device_inputs ? " (every element: --check-device-inputs)" : "");
   }
   times.end("uploads");
 
@@ -370,13 +401,16 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   problem.N = g.N;
   problem.K = g.K;
   problem.batched = g.batched;
-  const bool analytic = options.ones && options.inits.empty();
   std::vector<double> want;
+  double* want_device = nullptr;  // the device path's reference, [L][M][N]
+  const int64_t output_count = problem.L * problem.M * problem.N;
   const auto reference_start = std::chrono::steady_clock::now();
   std::string reference_line;
   ReferenceCache cache;
   bool from_cache = false;
-  if (!analytic && !options.reference_cache.empty()) {
+  // The device path does not cache: the device recomputes the reference faster than a disk
+  // reads it back (8192^2 doubles are 512 MiB).
+  if (!analytic && !device_path && !options.reference_cache.empty()) {
     cache.dir = options.reference_cache;
     cache.key = reference_key(problem);
   }
@@ -386,7 +420,17 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     reference_line = strprintf("fp64 reference from the cache, %.2f s (the same operands and GEMM as an earlier run: %s)",
                                seconds_since(reference_start), cache.path().c_str());
     report_set("reference_provider", json_string("cache"));
-  } else if (use_device_reference(options.reference.empty() ? spec.reference_provider : options.reference, g)) {
+  } else if (device_path) {
+    const double ms = reference_gemm_device_buffer(problem, &want_device);
+    const double device_seconds = seconds_since(reference_start);
+    const auto check_start = std::chrono::steady_clock::now();
+    const CrossCheck check = cross_check_device_reference(problem, want_device);
+    reference_line = strprintf("fp64 device GEMM, %.1f ms, kept on the device; host cross-check of %lld outputs (their "
+                               "rows and columns fetched) in %.3f s: max difference %.1e of the terms' magnitude",
+                               ms, (long long)check.samples, seconds_since(check_start), check.max_relative);
+    (void)device_seconds;
+    report_set("reference_provider", json_string("device"));
+  } else if (device_reference) {
     const double ms = reference_gemm_device(problem, &want);
     const double device_seconds = seconds_since(reference_start);
     const auto check_start = std::chrono::steady_clock::now();
@@ -415,7 +459,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), poison, Launch(), {} };
     std::vector<std::vector<unsigned char>> spec_inputs;
     for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
-    const int code = run_probes(spec, context, want, spec_tolerance(spec, want), spec_inputs);
+    const int code = run_probes(spec, context, want, spec_tolerance(spec, reference_rms(want)), spec_inputs);
     for (Tensor& t : tensors) cudaFree(t.device);
     return code;
   }
@@ -424,13 +468,17 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   std::vector<TraceReading> trace;  // stages read after the first launch (spec: trace)
   std::vector<double> kernel_ms;
   std::vector<unsigned char> first_run;
-  Tolerance tolerance = spec_tolerance(spec, want);
+  const double ref_rms = device_path ? device_reference_rms(out, want_device, output_count) : reference_rms(want);
+  Tolerance tolerance = spec_tolerance(spec, ref_rms);
   tolerance.exact = analytic;
   RunDifferences repeat_differences;  // the most any later run differs from the first
+  void* first_run_device = nullptr;   // the device path's copy of the first run's output
+  int64_t device_differences_seen = 0;
+  if (device_path && repeat > 1) REPRO_CUDA_CHECK(cudaMalloc(&first_run_device, std::max<size_t>(out.storage_bytes(), 1)));
   for (int run = 0; run < repeat; ++run) {
+    // Poison: every byte 0xFF, as fill_host() poisoned the host copies.
     for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].output)
-        REPRO_CUDA_CHECK(cudaMemcpy(tensors[i].device, poison[i].data(), poison[i].size(), cudaMemcpyHostToDevice));
+      if (tensors[i].output) REPRO_CUDA_CHECK(cudaMemset(tensors[i].device, 0xFF, poison[i].size()));
     REPRO_CUDA_CHECK(cudaDeviceSynchronize());
     if (run == 0 && spec.reset_trace) spec.reset_trace();
     launch = spec.launch(tensors, stream, start, stop);
@@ -439,6 +487,13 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     float ms = 0;
     REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     kernel_ms.push_back(ms);
+    if (device_path) {
+      if (run == 0 && first_run_device != nullptr)
+        REPRO_CUDA_CHECK(cudaMemcpy(first_run_device, out.device, out.storage_bytes(), cudaMemcpyDeviceToDevice));
+      else if (run > 0)
+        device_differences_seen = std::max(device_differences_seen, device_differences(out, first_run_device));
+      continue;
+    }
     for (Tensor& t : tensors)
       if (t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.host.data(), t.device, t.storage_bytes(), cudaMemcpyDeviceToHost));
     if (run == 0) {
@@ -448,23 +503,52 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     }
   }
   times.end("launches");
-  // Report the first run's output (later runs only serve the bitwise comparison).
-  std::vector<unsigned char> last_run = out.host;
-  out.host = first_run;
+  // Report the first run's output (later runs only serve the bitwise comparison). The device
+  // path has it on the device.
+  std::vector<unsigned char> last_run;
+  if (!device_path) {
+    last_run = out.host;
+    out.host = first_run;
+  }
 
   std::vector<double> sorted_ms = kernel_ms;
   std::sort(sorted_ms.begin(), sorted_ms.end());
   const size_t runs = sorted_ms.size();
   const double median_ms = 0.5 * (sorted_ms[(runs - 1) / 2] + sorted_ms[runs / 2]);
 
-  const Comparison comparison =
-      compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);
+  Comparison comparison;
+  std::string compared_where = "host";
+  if (device_path) {
+    comparison = device_comparison(out, want_device, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m,
+                                   spec.tile_n, ref_rms);
+    compared_where = "device";
+    if (!comparison.passed || device_differences_seen > 0) {
+      // Something to locate: the reference and the output come back for the host's analysis
+      // (the first run's output, and the last run's against it).
+      compared_where = "device, then host (to locate the failure)";
+      want.resize(size_t(output_count));
+      REPRO_CUDA_CHECK(cudaMemcpy(want.data(), want_device, want.size() * sizeof(double), cudaMemcpyDeviceToHost));
+      REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
+      if (first_run_device != nullptr) {
+        last_run = out.host;
+        REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), first_run_device, out.storage_bytes(), cudaMemcpyDeviceToHost));
+        repeat_differences = run_differences(out, out.host, last_run, want, tolerance);
+      }
+      comparison = compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);
+    }
+  } else {
+    comparison = compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);
+  }
+  if (first_run_device != nullptr) cudaFree(first_run_device);
+  if (want_device != nullptr) cudaFree(want_device);
+  report_set("compared_on", json_string(compared_where));
   times.end("compare");
 
   std::printf("launch  %s   kernel %.3f ms%s\n", launch.describe().c_str(), median_ms,
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
   if (!analytic) std::printf("ref     %s\n", reference_line.c_str());
   print_comparison_line(out.name.c_str(), comparison);
+  if (device_path) std::printf("compare on the %s\n", compared_where.c_str());
   if (!trace.empty()) {
     print_trace(trace, analytic, double(g.K), g.alpha);
     JsonWriter w;

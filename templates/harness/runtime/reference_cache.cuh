@@ -3,10 +3,12 @@
 //
 // Most reruns change the kernel, not its inputs: the same shapes, dtypes, seeds and files give
 // the same operands, and the same operands and GEMM give the same fp64 reference. So the
-// reference is stored under a hash of exactly what determines it: every operand's dtype, shape,
-// strides and storage bytes (whatever produced them: a generator, a seed, a file), and the
-// GEMM's extents, alpha and beta. A key computed from the bytes, not from the spec's words,
-// cannot be fooled by an edited input file or a changed generator.
+// reference is stored under a hash of exactly what determines it: every operand's dtype, shape
+// and strides, its content (the bytes of an operand read from a file; the generator, its
+// parameters and seed, and the tensor's name for a generated one, whose bytes are a pure function
+// of those and may exist only on the device), and the GEMM's extents, alpha and beta. An edited
+// input file changes its bytes and so the key; a change to the generators themselves must bump
+// kGeneratorVersion.
 //
 // The file holds a header (magic, key, element count) and the doubles; anything that does not
 // match exactly is ignored and recomputed. Written to a temporary name and renamed, so an
@@ -16,6 +18,8 @@
 namespace repro {
 
 constexpr int kReferenceCacheEntries = 4;
+// Bumped whenever generators.cuh or dtype.cuh would make different bits from the same spec.
+constexpr uint64_t kGeneratorVersion = 1;
 // Larger references are recomputed each time rather than written (8192^2 outputs are 512 MiB).
 constexpr size_t kReferenceCacheMaxBytes = size_t(2) << 30;
 constexpr char kReferenceCacheMagic[16] = "repro-reference";
@@ -70,7 +74,16 @@ inline std::string reference_key(const GemmProblem& p) {
     h.add(uint64_t(t->dtype) + 1);
     h.add(uint64_t(t->rank));
     for (int d = 0; d < t->rank; ++d) h.add(uint64_t(t->shape[d])), h.add(uint64_t(t->strides[d]));
-    h.add_bytes(t->host.data(), t->host.size());
+    if (t->init.kind == InitKind::file) {
+      h.add_bytes(t->host.data(), t->host.size());
+    } else {
+      h.add(kGeneratorVersion);
+      h.add(uint64_t(t->init.kind) + 1);
+      add_double(t->init.p0);
+      add_double(t->init.p1);
+      h.add(t->init.seed);
+      h.add(stream_of(t->name.c_str()));
+    }
   }
   return h.hex();
 }
