@@ -244,11 +244,12 @@ SAYS='compare on the device, then' run_case "skip_last_m_tile --reference device
 SAYS='pattern row_mapping' run_case "swap_rows_store --reference device" 1 run examples/swap_rows_store.yaml --reference device
 SAYS='pattern nondeterministic' run_case "missing_sync --reference device" 1 run examples/missing_sync.yaml --reference device --repeat 5
 SAYS='pattern scattered' run_case "k_tile_twice --reference device" 1 run examples/k_tile_twice.yaml --reference device
-# The reference cache: the first run stores, a rerun reads, another seed computes anew.
+# The reference cache (host reference; the device path recomputes instead): the first run
+# stores, a rerun reads, another seed computes anew.
 rm -rf generated/bench_tiled_bf16_4096/.repro/cache
-SAYS='cached for reruns' run_case "reference cache: first run stores" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1
-SAYS='fp64 reference from the cache' run_case "reference cache: the rerun reads it" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1
-SAYS='cached for reruns' run_case "reference cache: --seed 7 computes anew" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1 --seed 7
+SAYS='cached for reruns' run_case "reference cache: first run stores" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1 --reference host
+SAYS='fp64 reference from the cache' run_case "reference cache: the rerun reads it" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1 --reference host
+SAYS='cached for reruns' run_case "reference cache: --seed 7 computes anew" 0 run tests/gpu/bench_tiled_bf16_4096.yaml --repeat 1 --reference host --seed 7
 # repro bench: one spec (the harness's report), variants over sizes (a table), cold L2, a hang.
 SAYS='GFLOP/s' run_case "bench tiled_gemm_bf16" 0 bench examples/tiled_gemm_bf16.yaml
 SAYS='the time of tiled_gemm_bf16' run_case "bench tiled vs naive, 1024-4096" 0 bench examples/tiled_gemm_bf16.yaml \
