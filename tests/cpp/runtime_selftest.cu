@@ -1031,7 +1031,11 @@ void test_compare() {
   RunDifferences d = run_differences(first, earlier, first.host, want, kExact);
   CHECK_EQ(d.total, int64_t(2));
   CHECK_EQ(d.stale, int64_t(1));
-  CHECK(!is_race(d) && is_race(RunDifferences{3, 1}) && !is_race(RunDifferences{0, 0}));
+  CHECK_EQ(d.wrong, int64_t(2));
+  // One flipped output among two wrong ones moves the errors: a race. A few flipped among many
+  // outputs wrong in every run is stale data that matched by chance.
+  CHECK(is_race(d) && !is_race(RunDifferences{3270, 3200, 363072}) && is_race(RunDifferences{17, 0, 17}));
+  CHECK(is_race(RunDifferences{862556, 433317, 640000}) && !is_race(RunDifferences{0, 0, 5}));
   RunDifferences most;
   keep_most(most, d);
   keep_most(most, RunDifferences{1, 1});
@@ -1316,6 +1320,7 @@ void test_probe_verdicts() {
     const auto half_rows = [](int64_t m, int64_t) { return m % 128 >= 64 ? 7.0 : 100.0; };
     ProbeOutcome stale = synthetic_probe("ones", "", M, N, half_rows, constant(100.0), 40);
     stale.stale_differences = 40;
+    stale.wrong_in_runs = 3000;
     stale.pattern = classify(stale.comparison, 0, kExact);
     std::vector<ProbeOutcome> probes = {stale};
     p = probe_verdict(probes, "", "");
@@ -1325,8 +1330,9 @@ void test_probe_verdicts() {
     // A few right by coincidence (stale data equal to the answer) still read as stale...
     probes[0].stale_differences = 30;
     CHECK(probe_verdict(probes, "", "").cls != std::string("nondeterministic"));
-    // ...but outputs mostly right in one run and wrong in another are a race.
-    probes[0].stale_differences = 19;
+    // ...but errors that move between runs are a race.
+    probes[0].stale_differences = 0;
+    probes[0].wrong_in_runs = 60;
     p = probe_verdict(probes, "", "");
     CHECK_EQ(p.cls, std::string("nondeterministic"));
   }

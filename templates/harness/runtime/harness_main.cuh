@@ -651,6 +651,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   report_set("repeat", JsonWriter().value(repeat).str());
   report_set("repeat_differences", JsonWriter().value(repeat_differences.total).str());
   report_set("repeat_stale_differences", JsonWriter().value(repeat_differences.stale).str());
+  report_set("repeat_wrong", JsonWriter().value(repeat_differences.wrong).str());
   if (!passed) report_set("evidence", json_string(pattern.evidence));
 
   times.end("report");

@@ -33,6 +33,8 @@ struct ProbeOutcome {
   // data nobody wrote (shared memory a load never filled): its errors keep their structure, and
   // that structure, not the noise, names the defect.
   int64_t stale_differences = 0;
+  int64_t wrong_in_runs = 0;  // outputs wrong in the first run or in the most different later one
+  RunDifferences run_differences_seen() const { return RunDifferences{differences, stale_differences, wrong_in_runs}; }
   Comparison comparison;
   Pattern pattern;
   std::string note;  // what the failure says in the probe's own terms
@@ -92,6 +94,7 @@ inline void judge_probe(ProbeOutcome& o, const SpecInfo& spec, Tensor& out,
   for (size_t r = 1; r < runs.size(); ++r) keep_most(most, run_differences(out, runs[0], runs[r], want, tol));
   o.differences = most.total;
   o.stale_differences = most.stale;
+  o.wrong_in_runs = most.wrong;
   o.comparison = compare_output(out, want, g.L, g.M, g.N, tol, spec.tile_m, spec.tile_n);
   o.passed = o.comparison.passed && o.differences == 0;
   // Stale reads leave the pattern to the wrong outputs; a race is the pattern (is_race).
@@ -208,7 +211,7 @@ inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const
 inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
                              const std::string& col_finding) {
   for (const ProbeOutcome& o : probes)
-    if (is_race(RunDifferences{o.differences, o.stale_differences}))
+    if (is_race(o.run_differences_seen()))
       return {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
                                             "(a race, or an uninitialized read)",
                                             o.name.c_str(), (long long)o.differences)};
@@ -428,6 +431,7 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
       w.field("bad", o.comparison.bad);
       w.field("differences", o.differences);
       w.field("stale_differences", o.stale_differences);
+      w.field("wrong_in_runs", o.wrong_in_runs);
       if (!o.passed) {
         w.field("class", o.pattern.cls);
         w.field("evidence", o.pattern.evidence);
