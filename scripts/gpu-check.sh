@@ -190,6 +190,20 @@ SAYS='trace   stage load:' run_case "traced_padding_unpredicated --ones (false a
 nvcc_for_demo="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 "$nvcc_for_demo" -std=c++17 -o "$logs/capture_demo" tests/cpp/capture_demo.cu && mkdir -p "$logs/capture" &&
   REPRO_CAPTURE_DIR="$logs/capture" "$logs/capture_demo" && cat "$logs/capture/manifest.jsonl"
+# The captured values, read back: A (bf16 as uint16), B (column-major view), C (a host pointer
+# through cudaMemcpyAsync), D (a cudaMalloc buffer on its own stream); then the import.
+python3 - "$logs/capture" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+a = (np.load(d + "/A.0.npy").astype(np.uint32) << 16).view(np.float32)
+want_a = np.array([[m + k / 4 for k in range(3)] for m in range(5)], np.float32)
+want_b = np.array([[10 * k + n for n in range(4)] for k in range(3)], np.float32)
+checks = {"A": (a, want_a), "B": (np.load(d + "/B.0.npy"), want_b),
+          "C": (np.load(d + "/C.0.npy"), want_b.T.reshape(12)), "D": (np.load(d + "/D.0.npy"), want_b.T)}
+for name, (got, want) in checks.items():
+    print(f"capture {name}: {got.dtype} {got.shape} {'equal' if np.array_equal(got, want) else 'DIFFERENT'}: {got.tolist()}")
+PY
+SAYS='init: { file:' run_case "import capture (device buffers)" 0 import capture "$logs/capture"
 
 fi
 

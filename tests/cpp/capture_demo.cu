@@ -3,7 +3,8 @@
 // must fail softly where there is no device, and the per-name call limit.
 //
 //   capture_demo          with REPRO_CAPTURE_DIR set: writes A (bf16, 5 x 3), B (f32, 3 x 4,
-//                         captured through strides as a column-major view) and a second call of A
+//                         captured through strides as a column-major view) and a second call of A;
+//                         with a GPU also D, from a device buffer
 #include <cuda_bf16.h>
 
 #include <cstdio>
@@ -26,6 +27,19 @@ int main() {
   repro::capture_host("A", a.data(), "bf16", {5, 3});
   // The device path: a host pointer through cudaMemcpyAsync. Without a driver it must warn and go on.
   repro::capture("C", b.data(), {12}, 0);
+  // With a GPU (scripts/gpu-check.sh trace): a real device buffer, on a stream of its own. D is
+  // B's storage read as [4, 3] row-major: D[n][k] = 10 k + n.
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
+    float* d = nullptr;
+    cudaStream_t stream = nullptr;
+    if (cudaStreamCreate(&stream) == cudaSuccess && cudaMalloc(&d, b.size() * sizeof(float)) == cudaSuccess &&
+        cudaMemcpy(d, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess)
+      repro::capture("D", d, {4, 3}, stream);
+    cudaFree(d);
+    cudaStreamDestroy(stream);
+  }
+  cudaGetLastError();
   std::printf("capture_demo done\n");
   return 0;
 }
