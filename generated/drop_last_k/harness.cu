@@ -114,6 +114,21 @@ inline std::string format_value(double v) {
 
 // Calls body(begin, end) on contiguous chunks of [0, count), one chunk per host core, and
 // waits for all of them. Work below `min_chunk` items per thread stays on fewer threads.
+inline std::string join_path(const std::string& dir, const std::string& file) {
+  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+// mkdir -p. Empty when every folder exists or was made; else what failed, for the caller to say
+// (--dump and --emit-inputs stop on it, the reference cache goes without).
+inline std::string make_directories(const std::string& dir) {
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    const std::string prefix = slash == std::string::npos ? dir : dir.substr(0, slash);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return strprintf("cannot create %s: %s", prefix.c_str(), std::strerror(errno));
+    if (slash == std::string::npos) return "";
+  }
+}
+
 template <typename Body>
 void parallel_for(int64_t count, int64_t min_chunk, Body body) {
   if (count <= 0) return;
@@ -546,6 +561,13 @@ constexpr uint64_t kSeedSalt = 0x9E3779B97F4A7C15ull;
 
 REPRO_HD inline uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t index, uint64_t draw) {
   return mix64(mix64(mix64(mix64(seed ^ kSeedSalt) ^ stream) ^ index) ^ draw);
+}
+
+// The i-th of a spread of sample indices into [0, extent): the first and the last always in
+// (0 and 1 give them), the others hashed over the whole range. `salt` makes unrelated spreads
+// differ (the device-input check, the rows and columns the cross-check fetches).
+inline int64_t spread_index(int64_t i, int64_t extent, uint64_t salt) {
+  return i == 0 ? 0 : i == 1 ? extent - 1 : int64_t(mix64(uint64_t(i) ^ salt) % uint64_t(extent));
 }
 
 // FNV-1a 64 of the tensor's name: tensors that share a seed still get different values.
@@ -1066,6 +1088,17 @@ inline bool write_npy(const std::string& path, DType dtype, int rank, const int6
 // ---------------------------------------------------------------------------------------------
 namespace repro {
 
+// Storage offset (elements) of the element at row-major logical index `logical_index` of a
+// tensor with this shape and these strides; Tensor and, on the device, DeviceLayout use it.
+REPRO_HD inline int64_t logical_offset(int rank, const int64_t* shape, const int64_t* strides, int64_t logical_index) {
+  int64_t result = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    result += (logical_index % shape[d]) * strides[d];
+    logical_index /= shape[d];
+  }
+  return result;
+}
+
 struct Tensor {
   std::string name;
   DType dtype = DType::f32;
@@ -1097,14 +1130,7 @@ struct Tensor {
   }
 
   // Storage offset of the element at logical row-major index `logical_index`.
-  int64_t logical_offset(int64_t logical_index) const {
-    int64_t result = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      result += (logical_index % shape[d]) * strides[d];
-      logical_index /= shape[d];
-    }
-    return result;
-  }
+  int64_t logical_offset(int64_t logical_index) const { return repro::logical_offset(rank, shape, strides, logical_index); }
 };
 
 // Packed strides for the tensor's shape; col_major swaps the last two dimensions (a leading
@@ -1194,9 +1220,13 @@ struct GemmProblem {
 };
 
 // Element (l, row, col) of a matrix operand, or of its only matrix when it has no batch dimension.
-inline double matrix_element(const Tensor& t, int64_t l, int64_t row, int64_t col) {
+inline int64_t matrix_offset(const Tensor& t, int64_t l, int64_t row, int64_t col) {
   const int64_t batch_offset = t.rank == 3 ? l * t.strides[0] : 0;
-  return decode(t.dtype, t.host.data(), batch_offset + row * t.strides[t.rank - 2] + col * t.strides[t.rank - 1]);
+  return batch_offset + row * t.strides[t.rank - 2] + col * t.strides[t.rank - 1];
+}
+
+inline double matrix_element(const Tensor& t, int64_t l, int64_t row, int64_t col) {
+  return decode(t.dtype, t.host.data(), matrix_offset(t, l, row, col));
 }
 
 // The GEMM is cache- and register-blocked (the classic Goto/BLIS structure): both operands are
@@ -1283,13 +1313,23 @@ REPRO_GEMM_KERNEL inline void gemm_micro_kernel(const double* __restrict__ a, co
     for (int64_t j = 0; j < kGemmNR; ++j) c[i * ldc + j] = acc[i][j];
 }
 
-// alpha * sum + beta * C[l, m, n] + bias[n]: what becomes of a dot product (the host reference,
-// and the host's cross-check of the device reference).
-inline double reference_epilogue(const GemmProblem& p, int64_t l, int64_t m, int64_t n, double sum) {
+// Whether the epilogue reads C (BLAS: not when beta is 0, so a C of NaN does not matter).
+inline bool reads_c(const GemmProblem& p) { return p.c != nullptr && p.beta != 0.0; }
+
+// alpha * sum + beta * c + bias: what becomes of a dot product, given the C and bias values of
+// its output (unused where the problem has none). The host reference, and the host's
+// cross-check of the device reference, on values it fetched.
+inline double epilogue_value(const GemmProblem& p, double sum, double c, double bias) {
   double value = p.alpha * sum;
-  if (p.c != nullptr && p.beta != 0.0) value += p.beta * matrix_element(*p.c, l, m, n);
-  if (p.bias != nullptr) value += decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]);
+  if (reads_c(p)) value += p.beta * c;
+  if (p.bias != nullptr) value += bias;
   return value;
+}
+
+// The same, reading C[l, m, n] and bias[n] from the host copies.
+inline double reference_epilogue(const GemmProblem& p, int64_t l, int64_t m, int64_t n, double sum) {
+  return epilogue_value(p, sum, reads_c(p) ? matrix_element(*p.c, l, m, n) : 0.0,
+                        p.bias != nullptr ? decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]) : 0.0);
 }
 
 // ref is resized to L*M*N and filled in logical row-major order [L][M][N].
@@ -1555,10 +1595,9 @@ inline std::string find_line_mapping(const Tensor& out, const std::vector<double
   return "";
 }
 
-// Compares output tensor `out` (logical [M, N] or [L, M, N], read through its strides from
-// out.host) with `want` (logical row-major [L][M][N]).
-inline Comparison compare_output(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M,
-                                 int64_t N, const Tolerance& tol, int64_t tile_m, int64_t tile_n) {
+// A comparison of an [L, M, N] output with nothing counted yet: its extents, its tiles (a tile
+// of 0 is the whole extent) and zeroed tables (compare_output, and device_comparison).
+inline Comparison comparison_frame(int64_t L, int64_t M, int64_t N, int64_t tile_m, int64_t tile_n) {
   Comparison c;
   c.L = L;
   c.M = M;
@@ -1571,6 +1610,26 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   c.bad_per_tile.assign(size_t(c.tiles_m * c.tiles_n), 0);
   c.bad_per_row.assign(size_t(M), 0);
   c.bad_per_col.assign(size_t(N), 0);
+  return c;
+}
+
+// relL2 and the least-squares ratio from the sums over measurable elements: sum (out - ref)^2,
+// sum ref^2, sum out * ref.
+inline void set_norms(Comparison& c, double diff2, double ref2, double cross) {
+  c.rel_l2 = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : (diff2 > 0.0 ? HUGE_VAL : 0.0);
+  c.ratio = ref2 > 0.0 ? cross / ref2 : std::nan("");
+}
+
+// The verdict of a comparison: nothing bad, and (random inputs) relL2 within its tolerance.
+inline void set_passed(Comparison& c, const Tolerance& tol) {
+  c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
+}
+
+// Compares output tensor `out` (logical [M, N] or [L, M, N], read through its strides from
+// out.host) with `want` (logical row-major [L][M][N]).
+inline Comparison compare_output(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M,
+                                 int64_t N, const Tolerance& tol, int64_t tile_m, int64_t tile_n) {
+  Comparison c = comparison_frame(L, M, N, tile_m, tile_n);
   c.ref_rms = reference_rms(want);
 
   const DType dtype = out.dtype;
@@ -1691,8 +1750,7 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     }
   }
 
-  c.rel_l2 = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : (diff2 > 0.0 ? HUGE_VAL : 0.0);
-  c.ratio = ref2 > 0.0 ? cross / ref2 : std::nan("");
+  set_norms(c, diff2, ref2, cross);
   // The residual in a second pass: from the sums alone it would cancel catastrophically exactly
   // when it matters, for an output that is almost a multiple of the reference.
   if (got2 > 0.0 && ref2 > 0.0) {
@@ -1712,7 +1770,7 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     for (const Part& part : parts) residual2 += part.residual2;
     c.residual = std::sqrt(residual2 / got2);
   }
-  c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
+  set_passed(c, tol);
   // Mapping hypotheses cost a pass over the bad lines each; not worth it for outputs so large
   // that one pass takes seconds, nor when the outputs were never written.
   if (!c.passed && c.bad > 0 && c.unwritten == 0 && c.count <= (int64_t(1) << 28)) {
@@ -1777,6 +1835,14 @@ inline RunDifferences run_differences(const Tensor& out, const std::vector<unsig
 // least: on the H200, a missing __syncthreads flips 70% of its wrong outputs, a TMA box that
 // leaves rows unfilled flips under 1% (docs/gpu-validation.md).
 inline bool is_race(const RunDifferences& d) { return d.total > d.stale && 3 * (d.total - d.stale) > d.wrong; }
+
+// The evidence that differences which are not a race add to a pattern; `where` names the probe
+// ("probe ones: ") or is empty for a run.
+inline std::string stale_note(const RunDifferences& d, const std::string& where) {
+  return strprintf("the wrong outputs also change between runs (%s%lld of %lld outputs that differ are right in no "
+                   "run): they are computed from memory nobody wrote, such as shared memory a load left unfilled",
+                   where.c_str(), (long long)d.stale, (long long)d.total);
+}
 
 // The run with the most differences against the first.
 inline void keep_most(RunDifferences& most, const RunDifferences& run) {
@@ -2505,12 +2571,7 @@ struct DeviceLayout {
   int64_t strides[4];
 
   REPRO_HD int64_t logical_offset(int64_t logical_index) const {
-    int64_t result = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      result += (logical_index % shape[d]) * strides[d];
-      logical_index /= shape[d];
-    }
-    return result;
+    return repro::logical_offset(rank, shape, strides, logical_index);
   }
 };
 
@@ -2542,6 +2603,15 @@ inline void generate_on_device(const Tensor& t) {
   generate_kernel<<<pipeline_blocks(t.numel()), kPipelineThreads>>>(
       device_layout(t), values_of(t.init), stream_of(t.name.c_str()), t.numel(), static_cast<unsigned char*>(t.device));
   REPRO_CUDA_CHECK(cudaGetLastError());
+}
+
+// Every output's device buffer set to poison (every byte 0xFF, as fill_host() poisons the host
+// copies) and waited for: before every launch, so an element the kernel never writes is caught
+// even when an earlier launch wrote it.
+inline void poison_device_outputs(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors)
+    if (t.output) REPRO_CUDA_CHECK(cudaMemset(t.device, 0xFF, t.storage_bytes()));
+  REPRO_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 __global__ void gather_bits_kernel(DType dtype, const unsigned char* storage, const int64_t* offsets, int64_t count,
@@ -2580,7 +2650,7 @@ inline int64_t check_device_inputs(const Tensor& t, bool full) {
   const int64_t count = full ? numel : std::min(numel, kInputCheckSamples);
   std::vector<int64_t> indices(size_t(std::max<int64_t>(count, 0))), offsets(indices.size());
   for (int64_t s = 0; s < count; ++s) {
-    indices[size_t(s)] = full || s == 0 ? s : s == 1 ? numel - 1 : int64_t(mix64(uint64_t(s) ^ 0x5EEDull) % uint64_t(numel));
+    indices[size_t(s)] = full ? s : spread_index(s, numel, 0x5EEDull);
     offsets[size_t(s)] = t.logical_offset(indices[size_t(s)]);
   }
   const std::vector<uint64_t> device_bits = gather_bits(t.dtype, t.device, offsets);
@@ -2613,7 +2683,7 @@ inline int64_t check_device_inputs(const Tensor& t, bool full) {
 // kernel's error.
 //
 // A reference computed by the same GPU as the kernel under test could share its fault, so a
-// sample of outputs is recomputed on the host and compared (cross_check_reference): a device
+// sample of outputs is recomputed on the host and compared (cross_check_device_reference): a device
 // reference that disagrees with the host ends the run instead of judging the kernel.
 // ---------------------------------------------------------------------------------------------
 #include <cuda_fp8.h>
@@ -2714,11 +2784,11 @@ __global__ void __launch_bounds__(kRefThreads* kRefThreads) reference_gemm_kerne
 // Computes the reference into a new device buffer *out ([L][M][N] doubles; the caller frees it)
 // from the operands' device copies, which must be there already. Returns the kernel's time in
 // milliseconds.
-inline double reference_gemm_device_buffer(const GemmProblem& p, double** out) {
+inline double reference_gemm_device(const GemmProblem& p, double** out) {
   DeviceGemmArgs args;
   args.a = device_matrix(*p.a);
   args.b = device_matrix(*p.b);
-  if (p.c != nullptr && p.beta != 0.0) args.c = device_matrix(*p.c);
+  if (reads_c(p)) args.c = device_matrix(*p.c);
   if (p.bias != nullptr) args.bias = device_matrix(*p.bias);
   args.alpha = p.alpha;
   args.beta = p.beta;
@@ -2742,16 +2812,6 @@ inline double reference_gemm_device_buffer(const GemmProblem& p, double** out) {
   return ms;
 }
 
-// The same, copied back into `ref` (the probes, which compare on the host).
-inline double reference_gemm_device(const GemmProblem& p, std::vector<double>* ref) {
-  double* out = nullptr;
-  const double ms = reference_gemm_device_buffer(p, &out);
-  ref->resize(size_t(p.L * p.M * p.N));
-  REPRO_CUDA_CHECK(cudaMemcpy(ref->data(), out, ref->size() * sizeof(double), cudaMemcpyDeviceToHost));
-  cudaFree(out);
-  return ms;
-}
-
 // How many outputs the host recomputes to vouch for a device reference.
 constexpr int64_t kCrossCheckSamples = 4096;
 
@@ -2760,68 +2820,16 @@ struct CrossCheck {
   double max_relative = 0;  // max |device - host| / sum_k |a b|, over the samples
 };
 
-// Recomputes a spread sample of outputs on the host (host copies of the operands) and compares
-// them with the device reference. The bound: fp64 sums of K terms in two different orders differ
-// by at most ~K * 2^-53 of the sum of |terms|; 1e-10 of it leaves room and still catches any real
-// fault (a wrong element is off by a sizeable fraction of its terms).
-inline CrossCheck cross_check_reference(const GemmProblem& p, const std::vector<double>& ref) {
-  CrossCheck check;
-  const int64_t count = p.L * p.M * p.N;
-  const int64_t samples = std::min(count, kCrossCheckSamples);
-  // Each sample reads a column of B with a stride: thousands of cache misses per sample, so the
-  // samples are spread over every core, and judged afterwards.
-  // (static_cast, not size_t(samples): that would declare functions)
-  std::vector<double> host_values(static_cast<size_t>(samples)), differences(static_cast<size_t>(samples));
-  std::vector<int64_t> sampled(static_cast<size_t>(samples));
-  parallel_for(samples, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t s = begin; s < end; ++s) {
-      // Spread over the whole output, with the corners always in.
-    const int64_t index = s == 0 ? 0 : s == 1 ? count - 1 : int64_t(mix64(uint64_t(s)) % uint64_t(count));
-    const int64_t l = index / (p.M * p.N), m = (index / p.N) % p.M, n = index % p.N;
-    double sum = 0, magnitude = 0;
-    for (int64_t k = 0; k < p.K; ++k) {
-      const double term = matrix_element(*p.a, l, m, k) * matrix_element(*p.b, l, k, n);
-      sum += term;
-      magnitude += std::fabs(term);
-    }
-    const double value = reference_epilogue(p, l, m, n, sum);
-    const double scale = std::fabs(p.alpha) * magnitude + std::fabs(value) + 1e-300;
-    host_values[size_t(s)] = value;
-    sampled[size_t(s)] = index;
-    differences[size_t(s)] = std::fabs(ref[size_t(index)] - value) / scale;
-    }
-  });
-  for (int64_t s = 0; s < samples; ++s) {
-    const int64_t index = sampled[size_t(s)];
-    if (!(differences[size_t(s)] <= 1e-10)) {
-      const int64_t l = index / (p.M * p.N), m = (index / p.N) % p.M, n = index % p.N;
-      fatal(kExitCudaError, "fault",
-            strprintf("the device reference disagrees with the host at output [%lld, %lld, %lld]: device %s, host "
-                      "%s. A reference computed on a faulty GPU cannot judge the kernel: rerun with --reference host",
-                      (long long)l, (long long)m, (long long)n, format_value(ref[size_t(index)]).c_str(),
-                      format_value(host_values[size_t(s)]).c_str()));
-    }
-    check.max_relative = std::max(check.max_relative, differences[size_t(s)]);
-    ++check.samples;
-  }
-  return check;
-}
-
-// The cross-check when the operands and the reference are only on the device (inputs made
-// there, reference kept there): the same test on a grid of outputs (up to 64 rows x 64 columns,
-// over up to 4 batches), whose rows of A and columns of B are fetched, and nothing else. The
-// epilogue is reference_epilogue()'s arithmetic, on fetched C and bias values.
+// Recomputes a grid of outputs on the host (up to 64 rows x 64 columns, over up to 4 batches) and
+// compares them with the device reference. Only what they need comes back from the device: their
+// rows of A, columns of B, C and bias values and reference values, so the check works the same
+// whether the inputs were made on the device or uploaded. The bound: fp64 sums of K terms in two
+// different orders differ by at most ~K * 2^-53 of the sum of |terms|; 1e-10 of it leaves room
+// and still catches any real fault (a wrong element is off by a sizeable fraction of its terms).
 inline CrossCheck cross_check_device_reference(const GemmProblem& p, const double* want_device) {
   const int64_t batches = std::min<int64_t>(p.L, 4);
   const int64_t rows = std::min<int64_t>(p.M, kCrossCheckSamples / 64 / batches);
   const int64_t cols = std::min<int64_t>(p.N, 64);
-  const auto spread = [](int64_t i, int64_t extent, uint64_t salt) {
-    return i == 0 ? 0 : i == 1 ? extent - 1 : int64_t(mix64(uint64_t(i) ^ salt) % uint64_t(extent));
-  };
-  const auto batch_offset = [](const Tensor& t, int64_t l) { return t.rank == 3 ? l * t.strides[0] : 0; };
-  const auto at = [&](const Tensor& t, int64_t l, int64_t row, int64_t col) {
-    return batch_offset(t, l) + row * t.strides[t.rank - 2] + col * t.strides[t.rank - 1];
-  };
   // (static_cast, not size_t(batches): that would declare functions)
   std::vector<int64_t> batch_of(static_cast<size_t>(batches)), row_of(static_cast<size_t>(batches * rows)),
       col_of(static_cast<size_t>(batches * cols));
@@ -2830,18 +2838,18 @@ inline CrossCheck cross_check_device_reference(const GemmProblem& p, const doubl
     batch_of[size_t(g)] = batches == 1 ? 0 : g * (p.L - 1) / (batches - 1);
     const int64_t l = batch_of[size_t(g)];
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t m = row_of[size_t(g * rows + r)] = spread(r, p.M, 0xA0 + uint64_t(g));
-      for (int64_t k = 0; k < p.K; ++k) a_offsets.push_back(at(*p.a, l, m, k));
+      const int64_t m = row_of[size_t(g * rows + r)] = spread_index(r, p.M, 0xA0 + uint64_t(g));
+      for (int64_t k = 0; k < p.K; ++k) a_offsets.push_back(matrix_offset(*p.a, l, m, k));
     }
     for (int64_t c = 0; c < cols; ++c) {
-      const int64_t n = col_of[size_t(g * cols + c)] = spread(c, p.N, 0xB0 + uint64_t(g));
-      for (int64_t k = 0; k < p.K; ++k) b_offsets.push_back(at(*p.b, l, k, n));
+      const int64_t n = col_of[size_t(g * cols + c)] = spread_index(c, p.N, 0xB0 + uint64_t(g));
+      for (int64_t k = 0; k < p.K; ++k) b_offsets.push_back(matrix_offset(*p.b, l, k, n));
     }
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         const int64_t m = row_of[size_t(g * rows + r)], n = col_of[size_t(g * cols + c)];
         want_offsets.push_back((l * p.M + m) * p.N + n);
-        if (p.c != nullptr && p.beta != 0.0) c_offsets.push_back(at(*p.c, l, m, n));
+        if (reads_c(p)) c_offsets.push_back(matrix_offset(*p.c, l, m, n));
         if (p.bias != nullptr) bias_offsets.push_back(n * p.bias->strides[0]);
       }
   }
@@ -2873,9 +2881,8 @@ inline CrossCheck cross_check_device_reference(const GemmProblem& p, const doubl
         sum += term;
         magnitude += std::fabs(term);
       }
-      double value = p.alpha * sum;  // reference_epilogue(), on fetched C and bias
-      if (!c_values.empty()) value += p.beta * c_values[size_t(sample)];
-      if (!bias_values.empty()) value += bias_values[size_t(sample)];
+      const double value = epilogue_value(p, sum, c_values.empty() ? 0.0 : c_values[size_t(sample)],
+                                          bias_values.empty() ? 0.0 : bias_values[size_t(sample)]);
       const double scale = std::fabs(p.alpha) * magnitude + std::fabs(value) + 1e-300;
       host_values[size_t(sample)] = value;
       differences[size_t(sample)] = std::fabs(want[size_t(sample)] - value) / scale;
@@ -3041,21 +3048,12 @@ inline int64_t device_differences(const Tensor& out, const void* other_run) {
 // the full analysis (compare_output) on copies.
 inline Comparison device_comparison(const Tensor& out, const double* want, int64_t L, int64_t M, int64_t N,
                                     const Tolerance& tol, int64_t tile_m, int64_t tile_n, double ref_rms) {
-  Comparison c;
-  c.L = L, c.M = M, c.N = N, c.count = L * M * N;
-  c.tile_m = tile_m > 0 ? tile_m : std::max<int64_t>(M, 1);
-  c.tile_n = tile_n > 0 ? tile_n : std::max<int64_t>(N, 1);
-  c.tiles_m = (M + c.tile_m - 1) / c.tile_m;
-  c.tiles_n = (N + c.tile_n - 1) / c.tile_n;
-  c.bad_per_tile.assign(size_t(c.tiles_m * c.tiles_n), 0);
-  c.bad_per_row.assign(size_t(M), 0);
-  c.bad_per_col.assign(size_t(N), 0);
+  Comparison c = comparison_frame(L, M, N, tile_m, tile_n);
   c.ref_rms = ref_rms;
   const DeviceSums s = device_pass(DevicePass::compare, out, nullptr, want, c.count, tol, 0.0);
   c.bad = s.bad, c.nan = s.nan, c.inf = s.inf, c.unwritten = s.unwritten;
   c.max_abs = s.max_abs, c.max_rel = s.max_rel;
-  c.rel_l2 = s.ref2 > 0.0 ? std::sqrt(s.diff2 / s.ref2) : (s.diff2 > 0.0 ? HUGE_VAL : 0.0);
-  c.ratio = s.ref2 > 0.0 ? s.cross / s.ref2 : std::nan("");
+  set_norms(c, s.diff2, s.ref2, s.cross);
   if (s.got2 > 0.0 && s.ref2 > 0.0)
     c.residual = std::sqrt(device_pass(DevicePass::residual, out, nullptr, want, c.count, tol, c.ratio).residual2 / s.got2);
   // The residue classes' sizes, for the report's tables: (m mod 8, n mod 8) over L batches.
@@ -3065,7 +3063,7 @@ inline Comparison device_comparison(const Tensor& out, const double* want, int64
       const int64_t cols = N > q ? (N - 1 - q) / Comparison::kPeriod + 1 : 0;
       c.count_by_residue[r * Comparison::kPeriod + q] = L * rows * cols;
     }
-  c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
+  set_passed(c, tol);
   return c;
 }
 
@@ -3166,10 +3164,7 @@ struct ReferenceCache {
   std::string dir;  // empty: no cache
   std::string key;
 
-  std::string path() const { return join_cache_path(dir, key + ".f64"); }
-  static std::string join_cache_path(const std::string& dir, const std::string& file) {
-    return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
-  }
+  std::string path() const { return join_path(dir, key + ".f64"); }
 
   // The cached reference into *ref; false when there is none that matches exactly.
   bool load(size_t count, std::vector<double>* ref) const {
@@ -3198,10 +3193,8 @@ struct ReferenceCache {
     if (bytes > kReferenceCacheMaxBytes)
       return strprintf("not cached: %zu MiB is over the cache's %zu MiB limit", bytes >> 20,
                        kReferenceCacheMaxBytes >> 20);
-    for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
-      mkdir((slash == std::string::npos ? dir : dir.substr(0, slash)).c_str(), 0755);
-      if (slash == std::string::npos) break;
-    }
+    const std::string folder_error = make_directories(dir);
+    if (!folder_error.empty()) return "not cached: " + folder_error;
     const std::string temporary = path() + strprintf(".%d.tmp", int(getpid()));
     FILE* f = std::fopen(temporary.c_str(), "wb");
     if (f == nullptr) return strprintf("not cached: cannot write %s: %s", temporary.c_str(), std::strerror(errno));
@@ -3225,7 +3218,7 @@ struct ReferenceCache {
       const std::string name = e->d_name;
       if (name.size() != 36 || name.compare(32, 4, ".f64") != 0) continue;
       struct stat st;
-      const std::string full = join_cache_path(dir, name);
+      const std::string full = join_path(dir, name);
       if (stat(full.c_str(), &st) == 0) entries.emplace_back(double(st.st_mtim.tv_sec) + 1e-9 * st.st_mtim.tv_nsec, full);
     }
     closedir(d);
@@ -3721,7 +3714,6 @@ struct ProbeContext {
   cudaEvent_t start, stop;
   double timeout;
   int repeat;  // launches per analytic probe
-  std::vector<std::vector<unsigned char>> poison;
   Launch launch;
   std::vector<ProbeOutcome> outcomes;
 };
@@ -3743,11 +3735,7 @@ inline std::vector<std::vector<unsigned char>> probe_launch(ProbeContext& ctx, T
     if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
   std::vector<std::vector<unsigned char>> runs;
   for (int run = 0; run < ctx.repeat; ++run) {
-    for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].output)
-        REPRO_CUDA_CHECK(
-            cudaMemcpy(tensors[i].device, ctx.poison[i].data(), ctx.poison[i].size(), cudaMemcpyHostToDevice));
-    REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    poison_device_outputs(tensors);
     ctx.launch = ctx.spec->launch(tensors, ctx.stream, ctx.start, ctx.stop);
     wait_for_kernel(ctx.stop, ctx.timeout, ctx.launch.label, ctx.launch.describe());
     REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
@@ -3894,10 +3882,7 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
   // the noise says the wrong outputs are computed from data nobody wrote.
   for (const ProbeOutcome& o : probes)
     if (o.differences > 0) {
-      verdict.evidence += strprintf("; the wrong outputs also change between runs (probe %s: %lld of %lld outputs "
-                                    "that differ are right in no run): they are computed from memory nobody wrote, "
-                                    "such as shared memory a load left unfilled",
-                                    o.name.c_str(), (long long)o.stale_differences, (long long)o.differences);
+      verdict.evidence += "; " + stale_note(o.run_differences_seen(), "probe " + o.name + ": ");
       break;
     }
   return verdict;
@@ -4433,18 +4418,10 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-inline std::string join_path(const std::string& dir, const std::string& file) {
-  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
-}
-
-// mkdir -p: --dump and --emit-inputs create the folder they are given.
-inline void make_directories(const std::string& dir) {
-  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
-    const std::string prefix = slash == std::string::npos ? dir : dir.substr(0, slash);
-    if (!prefix.empty() && mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
-      usage_error(strprintf("cannot create %s: %s", prefix.c_str(), std::strerror(errno)));
-    if (slash == std::string::npos) return;
-  }
+// --dump and --emit-inputs create the folder they are given.
+inline void make_directories_or_die(const std::string& dir) {
+  const std::string error = make_directories(dir);
+  if (!error.empty()) usage_error(error);
 }
 
 inline void write_npy_or_die(const std::string& path, const Tensor& t) {
@@ -4557,7 +4534,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   }
   times.end("inputs");
   if (!options.emit_inputs_dir.empty()) {
-    make_directories(options.emit_inputs_dir);
+    make_directories_or_die(options.emit_inputs_dir);
     for (const Tensor& t : tensors)
       if (!t.output) write_npy_or_die(join_path(options.emit_inputs_dir, t.name + ".npy"), t);
     return kExitPassed;
@@ -4581,9 +4558,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   REPRO_CUDA_CHECK(cudaFree(nullptr));  // the context, created here rather than in the first copy
   times.end("context");
 
-  // Device buffers first: the device reference reads the inputs there. Outputs are re-poisoned
-  // before every launch, so an element the kernel never writes is caught even when an earlier
-  // run wrote it.
+  // Device buffers first: the device reference reads the inputs there. Outputs are poisoned
+  // before every launch (poison_device_outputs).
   for (Tensor& t : tensors) {
     REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
     if (t.output) continue;
@@ -4649,25 +4625,24 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     reference_line = strprintf("fp64 reference from the cache, %.2f s (the same operands and GEMM as an earlier run: %s)",
                                seconds_since(reference_start), cache.path().c_str());
     report_set("reference_provider", json_string("cache"));
-  } else if (device_path) {
-    const double ms = reference_gemm_device_buffer(problem, &want_device);
-    const double device_seconds = seconds_since(reference_start);
+  } else if (device_reference) {
+    // Kept on the device on the device path; copied back for the probes and --dump.
+    const double ms = reference_gemm_device(problem, &want_device);
     const auto check_start = std::chrono::steady_clock::now();
     const CrossCheck check = cross_check_device_reference(problem, want_device);
-    reference_line = strprintf("fp64 device GEMM, %.1f ms, kept on the device; host cross-check of %lld outputs (their "
-                               "rows and columns fetched) in %.3f s: max difference %.1e of the terms' magnitude",
-                               ms, (long long)check.samples, seconds_since(check_start), check.max_relative);
-    (void)device_seconds;
-    report_set("reference_provider", json_string("device"));
-  } else if (device_reference) {
-    const double ms = reference_gemm_device(problem, &want);
-    const double device_seconds = seconds_since(reference_start);
-    const auto check_start = std::chrono::steady_clock::now();
-    const CrossCheck check = cross_check_reference(problem, want);
-    reference_line = strprintf("fp64 device GEMM, %.1f ms (%.2f s with the copy back); host cross-check of %lld "
-                               "outputs in %.2f s: max difference %.1e of the terms' magnitude",
-                               ms, device_seconds, (long long)check.samples, seconds_since(check_start),
-                               check.max_relative);
+    const double check_seconds = seconds_since(check_start);
+    std::string where = "kept on the device";
+    if (!device_path) {
+      const auto copy_start = std::chrono::steady_clock::now();
+      want.resize(size_t(output_count));
+      REPRO_CUDA_CHECK(cudaMemcpy(want.data(), want_device, want.size() * sizeof(double), cudaMemcpyDeviceToHost));
+      cudaFree(want_device);
+      want_device = nullptr;
+      where = strprintf("copied back in %.2f s", seconds_since(copy_start));
+    }
+    reference_line = strprintf("fp64 device GEMM, %.1f ms, %s; host cross-check of %lld outputs (their rows and "
+                               "columns fetched) in %.3f s: max difference %.1e of the terms' magnitude",
+                               ms, where.c_str(), (long long)check.samples, check_seconds, check.max_relative);
     report_set("reference_provider", json_string("device"));
   } else {
     reference_gemm(problem, &want);
@@ -4680,12 +4655,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   const double reference_seconds = seconds_since(reference_start);
   times.end("reference");
 
-  std::vector<std::vector<unsigned char>> poison(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (tensors[i].output) poison[i] = tensors[i].host;  // fill_host poisoned them
-
   if (options.probe) {
-    ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), poison, Launch(), {} };
+    ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), Launch(), {} };
     std::vector<std::vector<unsigned char>> spec_inputs;
     for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
     const int code = run_probes(spec, context, want, spec_tolerance(spec, reference_rms(want)), spec_inputs);
@@ -4705,10 +4676,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   int64_t device_differences_seen = 0;
   if (device_path && repeat > 1) REPRO_CUDA_CHECK(cudaMalloc(&first_run_device, std::max<size_t>(out.storage_bytes(), 1)));
   for (int run = 0; run < repeat; ++run) {
-    // Poison: every byte 0xFF, as fill_host() poisoned the host copies.
-    for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].output) REPRO_CUDA_CHECK(cudaMemset(tensors[i].device, 0xFF, poison[i].size()));
-    REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    poison_device_outputs(tensors);
     if (run == 0 && spec.reset_trace) spec.reset_trace();
     launch = spec.launch(tensors, stream, start, stop);
     wait_for_kernel(stop, timeout, launch.label, launch.describe());
@@ -4803,9 +4771,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     if (repeat_differences.total == 0)
       std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
     else
-      std::printf("repeat  %d runs: %lld outputs differ from the first run%s\n", repeat,
-                  static_cast<long long>(repeat_differences.total),
-                  strprintf(" (%lld of them right in no run)", static_cast<long long>(repeat_differences.stale)).c_str());
+      std::printf("repeat  %d runs: %lld outputs differ from the first run (%lld of them right in no run)\n", repeat,
+                  static_cast<long long>(repeat_differences.total), static_cast<long long>(repeat_differences.stale));
   }
   const bool passed = comparison.passed && repeat_differences.total == 0;
   Pattern pattern;
@@ -4817,16 +4784,12 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     const bool race = is_race(repeat_differences);
     pattern = classify(comparison, race ? repeat_differences.total : 0, tolerance);
     if (repeat_differences.total > 0 && !race)
-      pattern.evidence += strprintf("; %lld outputs also change between runs, %lld of them right in no run: the wrong "
-                                    "ones are computed from memory nobody wrote, such as shared memory a load left "
-                                    "unfilled",
-                                    static_cast<long long>(repeat_differences.total),
-                                    static_cast<long long>(repeat_differences.stale));
+      pattern.evidence += "; " + stale_note(repeat_differences, "");
     std::printf("pattern %s: %s\n", pattern.cls.c_str(), pattern.evidence.c_str());
   }
 
   if (!options.dump_dir.empty()) {
-    make_directories(options.dump_dir);
+    make_directories_or_die(options.dump_dir);
     for (const Tensor& t : tensors) write_npy_or_die(join_path(options.dump_dir, t.name + ".npy"), t);
     Tensor reference = out;
     reference.name = out.name + "_reference";

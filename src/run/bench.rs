@@ -202,13 +202,7 @@ impl BenchArgs {
     }
 
     fn report_path(prepared: &Prepared) -> Result<PathBuf, Error> {
-        let dir = prepared.dir.join(".repro/bench");
-        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-            action: "create",
-            path: dir.clone(),
-            source,
-        })?;
-        Ok(crate::generate::paths::absolute(&dir.join("report.json")))
+        super::state_path(&prepared.dir, "bench", "report.json")
     }
 
     fn time(&self, contender: &Contender, size: Option<i64>) -> Result<Timing, Error> {

@@ -200,19 +200,26 @@ pub(crate) fn report_path(
     json: Option<&std::path::Path>,
     artifact: &std::path::Path,
 ) -> Result<std::path::PathBuf, Error> {
-    let path = match json {
-        Some(p) => p.to_path_buf(),
-        None => {
-            let dir = artifact.join(".repro/run");
-            std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-                action: "create",
-                path: dir.clone(),
-                source,
-            })?;
-            dir.join("report.json")
-        }
-    };
-    Ok(crate::generate::paths::absolute(&path))
+    match json {
+        Some(p) => Ok(crate::generate::paths::absolute(p)),
+        None => state_path(artifact, "run", "report.json"),
+    }
+}
+
+/// `<artifact>/.repro/<folder>/<file>`, absolute, with its folder created: where repro keeps
+/// what its runs leave in an artifact (reports, timings; the build keeps `.repro/build`).
+pub(crate) fn state_path(
+    artifact: &std::path::Path,
+    folder: &str,
+    file: &str,
+) -> Result<std::path::PathBuf, Error> {
+    let dir = artifact.join(".repro").join(folder);
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+        action: "create",
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(crate::generate::paths::absolute(&dir.join(file)))
 }
 
 /// `--reference-cache DIR` for the harness: the artifact's `.repro/cache/reference/`, where a

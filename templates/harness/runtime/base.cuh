@@ -95,6 +95,21 @@ inline std::string format_value(double v) {
 
 // Calls body(begin, end) on contiguous chunks of [0, count), one chunk per host core, and
 // waits for all of them. Work below `min_chunk` items per thread stays on fewer threads.
+inline std::string join_path(const std::string& dir, const std::string& file) {
+  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+// mkdir -p. Empty when every folder exists or was made; else what failed, for the caller to say
+// (--dump and --emit-inputs stop on it, the reference cache goes without).
+inline std::string make_directories(const std::string& dir) {
+  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
+    const std::string prefix = slash == std::string::npos ? dir : dir.substr(0, slash);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return strprintf("cannot create %s: %s", prefix.c_str(), std::strerror(errno));
+    if (slash == std::string::npos) return "";
+  }
+}
+
 template <typename Body>
 void parallel_for(int64_t count, int64_t min_chunk, Body body) {
   if (count <= 0) return;

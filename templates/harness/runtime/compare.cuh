@@ -187,10 +187,9 @@ inline std::string find_line_mapping(const Tensor& out, const std::vector<double
   return "";
 }
 
-// Compares output tensor `out` (logical [M, N] or [L, M, N], read through its strides from
-// out.host) with `want` (logical row-major [L][M][N]).
-inline Comparison compare_output(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M,
-                                 int64_t N, const Tolerance& tol, int64_t tile_m, int64_t tile_n) {
+// A comparison of an [L, M, N] output with nothing counted yet: its extents, its tiles (a tile
+// of 0 is the whole extent) and zeroed tables (compare_output, and device_comparison).
+inline Comparison comparison_frame(int64_t L, int64_t M, int64_t N, int64_t tile_m, int64_t tile_n) {
   Comparison c;
   c.L = L;
   c.M = M;
@@ -203,6 +202,26 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   c.bad_per_tile.assign(size_t(c.tiles_m * c.tiles_n), 0);
   c.bad_per_row.assign(size_t(M), 0);
   c.bad_per_col.assign(size_t(N), 0);
+  return c;
+}
+
+// relL2 and the least-squares ratio from the sums over measurable elements: sum (out - ref)^2,
+// sum ref^2, sum out * ref.
+inline void set_norms(Comparison& c, double diff2, double ref2, double cross) {
+  c.rel_l2 = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : (diff2 > 0.0 ? HUGE_VAL : 0.0);
+  c.ratio = ref2 > 0.0 ? cross / ref2 : std::nan("");
+}
+
+// The verdict of a comparison: nothing bad, and (random inputs) relL2 within its tolerance.
+inline void set_passed(Comparison& c, const Tolerance& tol) {
+  c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
+}
+
+// Compares output tensor `out` (logical [M, N] or [L, M, N], read through its strides from
+// out.host) with `want` (logical row-major [L][M][N]).
+inline Comparison compare_output(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M,
+                                 int64_t N, const Tolerance& tol, int64_t tile_m, int64_t tile_n) {
+  Comparison c = comparison_frame(L, M, N, tile_m, tile_n);
   c.ref_rms = reference_rms(want);
 
   const DType dtype = out.dtype;
@@ -323,8 +342,7 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     }
   }
 
-  c.rel_l2 = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : (diff2 > 0.0 ? HUGE_VAL : 0.0);
-  c.ratio = ref2 > 0.0 ? cross / ref2 : std::nan("");
+  set_norms(c, diff2, ref2, cross);
   // The residual in a second pass: from the sums alone it would cancel catastrophically exactly
   // when it matters, for an output that is almost a multiple of the reference.
   if (got2 > 0.0 && ref2 > 0.0) {
@@ -344,7 +362,7 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     for (const Part& part : parts) residual2 += part.residual2;
     c.residual = std::sqrt(residual2 / got2);
   }
-  c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
+  set_passed(c, tol);
   // Mapping hypotheses cost a pass over the bad lines each; not worth it for outputs so large
   // that one pass takes seconds, nor when the outputs were never written.
   if (!c.passed && c.bad > 0 && c.unwritten == 0 && c.count <= (int64_t(1) << 28)) {
@@ -409,6 +427,14 @@ inline RunDifferences run_differences(const Tensor& out, const std::vector<unsig
 // least: on the H200, a missing __syncthreads flips 70% of its wrong outputs, a TMA box that
 // leaves rows unfilled flips under 1% (docs/gpu-validation.md).
 inline bool is_race(const RunDifferences& d) { return d.total > d.stale && 3 * (d.total - d.stale) > d.wrong; }
+
+// The evidence that differences which are not a race add to a pattern; `where` names the probe
+// ("probe ones: ") or is empty for a run.
+inline std::string stale_note(const RunDifferences& d, const std::string& where) {
+  return strprintf("the wrong outputs also change between runs (%s%lld of %lld outputs that differ are right in no "
+                   "run): they are computed from memory nobody wrote, such as shared memory a load left unfilled",
+                   where.c_str(), (long long)d.stale, (long long)d.total);
+}
 
 // The run with the most differences against the first.
 inline void keep_most(RunDifferences& most, const RunDifferences& run) {

@@ -139,21 +139,12 @@ inline int64_t device_differences(const Tensor& out, const void* other_run) {
 // the full analysis (compare_output) on copies.
 inline Comparison device_comparison(const Tensor& out, const double* want, int64_t L, int64_t M, int64_t N,
                                     const Tolerance& tol, int64_t tile_m, int64_t tile_n, double ref_rms) {
-  Comparison c;
-  c.L = L, c.M = M, c.N = N, c.count = L * M * N;
-  c.tile_m = tile_m > 0 ? tile_m : std::max<int64_t>(M, 1);
-  c.tile_n = tile_n > 0 ? tile_n : std::max<int64_t>(N, 1);
-  c.tiles_m = (M + c.tile_m - 1) / c.tile_m;
-  c.tiles_n = (N + c.tile_n - 1) / c.tile_n;
-  c.bad_per_tile.assign(size_t(c.tiles_m * c.tiles_n), 0);
-  c.bad_per_row.assign(size_t(M), 0);
-  c.bad_per_col.assign(size_t(N), 0);
+  Comparison c = comparison_frame(L, M, N, tile_m, tile_n);
   c.ref_rms = ref_rms;
   const DeviceSums s = device_pass(DevicePass::compare, out, nullptr, want, c.count, tol, 0.0);
   c.bad = s.bad, c.nan = s.nan, c.inf = s.inf, c.unwritten = s.unwritten;
   c.max_abs = s.max_abs, c.max_rel = s.max_rel;
-  c.rel_l2 = s.ref2 > 0.0 ? std::sqrt(s.diff2 / s.ref2) : (s.diff2 > 0.0 ? HUGE_VAL : 0.0);
-  c.ratio = s.ref2 > 0.0 ? s.cross / s.ref2 : std::nan("");
+  set_norms(c, s.diff2, s.ref2, s.cross);
   if (s.got2 > 0.0 && s.ref2 > 0.0)
     c.residual = std::sqrt(device_pass(DevicePass::residual, out, nullptr, want, c.count, tol, c.ratio).residual2 / s.got2);
   // The residue classes' sizes, for the report's tables: (m mod 8, n mod 8) over L batches.
@@ -163,7 +154,7 @@ inline Comparison device_comparison(const Tensor& out, const double* want, int64
       const int64_t cols = N > q ? (N - 1 - q) / Comparison::kPeriod + 1 : 0;
       c.count_by_residue[r * Comparison::kPeriod + q] = L * rows * cols;
     }
-  c.passed = c.bad == 0 && (tol.exact || c.rel_l2 <= tol.rel_l2);
+  set_passed(c, tol);
   return c;
 }
 

@@ -21,12 +21,7 @@ struct DeviceLayout {
   int64_t strides[4];
 
   REPRO_HD int64_t logical_offset(int64_t logical_index) const {
-    int64_t result = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      result += (logical_index % shape[d]) * strides[d];
-      logical_index /= shape[d];
-    }
-    return result;
+    return repro::logical_offset(rank, shape, strides, logical_index);
   }
 };
 
@@ -58,6 +53,15 @@ inline void generate_on_device(const Tensor& t) {
   generate_kernel<<<pipeline_blocks(t.numel()), kPipelineThreads>>>(
       device_layout(t), values_of(t.init), stream_of(t.name.c_str()), t.numel(), static_cast<unsigned char*>(t.device));
   REPRO_CUDA_CHECK(cudaGetLastError());
+}
+
+// Every output's device buffer set to poison (every byte 0xFF, as fill_host() poisons the host
+// copies) and waited for: before every launch, so an element the kernel never writes is caught
+// even when an earlier launch wrote it.
+inline void poison_device_outputs(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors)
+    if (t.output) REPRO_CUDA_CHECK(cudaMemset(t.device, 0xFF, t.storage_bytes()));
+  REPRO_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 __global__ void gather_bits_kernel(DType dtype, const unsigned char* storage, const int64_t* offsets, int64_t count,
@@ -96,7 +100,7 @@ inline int64_t check_device_inputs(const Tensor& t, bool full) {
   const int64_t count = full ? numel : std::min(numel, kInputCheckSamples);
   std::vector<int64_t> indices(size_t(std::max<int64_t>(count, 0))), offsets(indices.size());
   for (int64_t s = 0; s < count; ++s) {
-    indices[size_t(s)] = full || s == 0 ? s : s == 1 ? numel - 1 : int64_t(mix64(uint64_t(s) ^ 0x5EEDull) % uint64_t(numel));
+    indices[size_t(s)] = full ? s : spread_index(s, numel, 0x5EEDull);
     offsets[size_t(s)] = t.logical_offset(indices[size_t(s)]);
   }
   const std::vector<uint64_t> device_bits = gather_bits(t.dtype, t.device, offsets);

@@ -8,7 +8,7 @@
 // kernel's error.
 //
 // A reference computed by the same GPU as the kernel under test could share its fault, so a
-// sample of outputs is recomputed on the host and compared (cross_check_reference): a device
+// sample of outputs is recomputed on the host and compared (cross_check_device_reference): a device
 // reference that disagrees with the host ends the run instead of judging the kernel.
 // ---------------------------------------------------------------------------------------------
 #include <cuda_fp8.h>
@@ -109,11 +109,11 @@ __global__ void __launch_bounds__(kRefThreads* kRefThreads) reference_gemm_kerne
 // Computes the reference into a new device buffer *out ([L][M][N] doubles; the caller frees it)
 // from the operands' device copies, which must be there already. Returns the kernel's time in
 // milliseconds.
-inline double reference_gemm_device_buffer(const GemmProblem& p, double** out) {
+inline double reference_gemm_device(const GemmProblem& p, double** out) {
   DeviceGemmArgs args;
   args.a = device_matrix(*p.a);
   args.b = device_matrix(*p.b);
-  if (p.c != nullptr && p.beta != 0.0) args.c = device_matrix(*p.c);
+  if (reads_c(p)) args.c = device_matrix(*p.c);
   if (p.bias != nullptr) args.bias = device_matrix(*p.bias);
   args.alpha = p.alpha;
   args.beta = p.beta;
@@ -137,16 +137,6 @@ inline double reference_gemm_device_buffer(const GemmProblem& p, double** out) {
   return ms;
 }
 
-// The same, copied back into `ref` (the probes, which compare on the host).
-inline double reference_gemm_device(const GemmProblem& p, std::vector<double>* ref) {
-  double* out = nullptr;
-  const double ms = reference_gemm_device_buffer(p, &out);
-  ref->resize(size_t(p.L * p.M * p.N));
-  REPRO_CUDA_CHECK(cudaMemcpy(ref->data(), out, ref->size() * sizeof(double), cudaMemcpyDeviceToHost));
-  cudaFree(out);
-  return ms;
-}
-
 // How many outputs the host recomputes to vouch for a device reference.
 constexpr int64_t kCrossCheckSamples = 4096;
 
@@ -155,68 +145,16 @@ struct CrossCheck {
   double max_relative = 0;  // max |device - host| / sum_k |a b|, over the samples
 };
 
-// Recomputes a spread sample of outputs on the host (host copies of the operands) and compares
-// them with the device reference. The bound: fp64 sums of K terms in two different orders differ
-// by at most ~K * 2^-53 of the sum of |terms|; 1e-10 of it leaves room and still catches any real
-// fault (a wrong element is off by a sizeable fraction of its terms).
-inline CrossCheck cross_check_reference(const GemmProblem& p, const std::vector<double>& ref) {
-  CrossCheck check;
-  const int64_t count = p.L * p.M * p.N;
-  const int64_t samples = std::min(count, kCrossCheckSamples);
-  // Each sample reads a column of B with a stride: thousands of cache misses per sample, so the
-  // samples are spread over every core, and judged afterwards.
-  // (static_cast, not size_t(samples): that would declare functions)
-  std::vector<double> host_values(static_cast<size_t>(samples)), differences(static_cast<size_t>(samples));
-  std::vector<int64_t> sampled(static_cast<size_t>(samples));
-  parallel_for(samples, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t s = begin; s < end; ++s) {
-      // Spread over the whole output, with the corners always in.
-    const int64_t index = s == 0 ? 0 : s == 1 ? count - 1 : int64_t(mix64(uint64_t(s)) % uint64_t(count));
-    const int64_t l = index / (p.M * p.N), m = (index / p.N) % p.M, n = index % p.N;
-    double sum = 0, magnitude = 0;
-    for (int64_t k = 0; k < p.K; ++k) {
-      const double term = matrix_element(*p.a, l, m, k) * matrix_element(*p.b, l, k, n);
-      sum += term;
-      magnitude += std::fabs(term);
-    }
-    const double value = reference_epilogue(p, l, m, n, sum);
-    const double scale = std::fabs(p.alpha) * magnitude + std::fabs(value) + 1e-300;
-    host_values[size_t(s)] = value;
-    sampled[size_t(s)] = index;
-    differences[size_t(s)] = std::fabs(ref[size_t(index)] - value) / scale;
-    }
-  });
-  for (int64_t s = 0; s < samples; ++s) {
-    const int64_t index = sampled[size_t(s)];
-    if (!(differences[size_t(s)] <= 1e-10)) {
-      const int64_t l = index / (p.M * p.N), m = (index / p.N) % p.M, n = index % p.N;
-      fatal(kExitCudaError, "fault",
-            strprintf("the device reference disagrees with the host at output [%lld, %lld, %lld]: device %s, host "
-                      "%s. A reference computed on a faulty GPU cannot judge the kernel: rerun with --reference host",
-                      (long long)l, (long long)m, (long long)n, format_value(ref[size_t(index)]).c_str(),
-                      format_value(host_values[size_t(s)]).c_str()));
-    }
-    check.max_relative = std::max(check.max_relative, differences[size_t(s)]);
-    ++check.samples;
-  }
-  return check;
-}
-
-// The cross-check when the operands and the reference are only on the device (inputs made
-// there, reference kept there): the same test on a grid of outputs (up to 64 rows x 64 columns,
-// over up to 4 batches), whose rows of A and columns of B are fetched, and nothing else. The
-// epilogue is reference_epilogue()'s arithmetic, on fetched C and bias values.
+// Recomputes a grid of outputs on the host (up to 64 rows x 64 columns, over up to 4 batches) and
+// compares them with the device reference. Only what they need comes back from the device: their
+// rows of A, columns of B, C and bias values and reference values, so the check works the same
+// whether the inputs were made on the device or uploaded. The bound: fp64 sums of K terms in two
+// different orders differ by at most ~K * 2^-53 of the sum of |terms|; 1e-10 of it leaves room
+// and still catches any real fault (a wrong element is off by a sizeable fraction of its terms).
 inline CrossCheck cross_check_device_reference(const GemmProblem& p, const double* want_device) {
   const int64_t batches = std::min<int64_t>(p.L, 4);
   const int64_t rows = std::min<int64_t>(p.M, kCrossCheckSamples / 64 / batches);
   const int64_t cols = std::min<int64_t>(p.N, 64);
-  const auto spread = [](int64_t i, int64_t extent, uint64_t salt) {
-    return i == 0 ? 0 : i == 1 ? extent - 1 : int64_t(mix64(uint64_t(i) ^ salt) % uint64_t(extent));
-  };
-  const auto batch_offset = [](const Tensor& t, int64_t l) { return t.rank == 3 ? l * t.strides[0] : 0; };
-  const auto at = [&](const Tensor& t, int64_t l, int64_t row, int64_t col) {
-    return batch_offset(t, l) + row * t.strides[t.rank - 2] + col * t.strides[t.rank - 1];
-  };
   // (static_cast, not size_t(batches): that would declare functions)
   std::vector<int64_t> batch_of(static_cast<size_t>(batches)), row_of(static_cast<size_t>(batches * rows)),
       col_of(static_cast<size_t>(batches * cols));
@@ -225,18 +163,18 @@ inline CrossCheck cross_check_device_reference(const GemmProblem& p, const doubl
     batch_of[size_t(g)] = batches == 1 ? 0 : g * (p.L - 1) / (batches - 1);
     const int64_t l = batch_of[size_t(g)];
     for (int64_t r = 0; r < rows; ++r) {
-      const int64_t m = row_of[size_t(g * rows + r)] = spread(r, p.M, 0xA0 + uint64_t(g));
-      for (int64_t k = 0; k < p.K; ++k) a_offsets.push_back(at(*p.a, l, m, k));
+      const int64_t m = row_of[size_t(g * rows + r)] = spread_index(r, p.M, 0xA0 + uint64_t(g));
+      for (int64_t k = 0; k < p.K; ++k) a_offsets.push_back(matrix_offset(*p.a, l, m, k));
     }
     for (int64_t c = 0; c < cols; ++c) {
-      const int64_t n = col_of[size_t(g * cols + c)] = spread(c, p.N, 0xB0 + uint64_t(g));
-      for (int64_t k = 0; k < p.K; ++k) b_offsets.push_back(at(*p.b, l, k, n));
+      const int64_t n = col_of[size_t(g * cols + c)] = spread_index(c, p.N, 0xB0 + uint64_t(g));
+      for (int64_t k = 0; k < p.K; ++k) b_offsets.push_back(matrix_offset(*p.b, l, k, n));
     }
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         const int64_t m = row_of[size_t(g * rows + r)], n = col_of[size_t(g * cols + c)];
         want_offsets.push_back((l * p.M + m) * p.N + n);
-        if (p.c != nullptr && p.beta != 0.0) c_offsets.push_back(at(*p.c, l, m, n));
+        if (reads_c(p)) c_offsets.push_back(matrix_offset(*p.c, l, m, n));
         if (p.bias != nullptr) bias_offsets.push_back(n * p.bias->strides[0]);
       }
   }
@@ -268,9 +206,8 @@ inline CrossCheck cross_check_device_reference(const GemmProblem& p, const doubl
         sum += term;
         magnitude += std::fabs(term);
       }
-      double value = p.alpha * sum;  // reference_epilogue(), on fetched C and bias
-      if (!c_values.empty()) value += p.beta * c_values[size_t(sample)];
-      if (!bias_values.empty()) value += bias_values[size_t(sample)];
+      const double value = epilogue_value(p, sum, c_values.empty() ? 0.0 : c_values[size_t(sample)],
+                                          bias_values.empty() ? 0.0 : bias_values[size_t(sample)]);
       const double scale = std::fabs(p.alpha) * magnitude + std::fabs(value) + 1e-300;
       host_values[size_t(sample)] = value;
       differences[size_t(sample)] = std::fabs(want[size_t(sample)] - value) / scale;

@@ -69,6 +69,13 @@ REPRO_HD inline uint64_t counter_hash(uint64_t seed, uint64_t stream, uint64_t i
   return mix64(mix64(mix64(mix64(seed ^ kSeedSalt) ^ stream) ^ index) ^ draw);
 }
 
+// The i-th of a spread of sample indices into [0, extent): the first and the last always in
+// (0 and 1 give them), the others hashed over the whole range. `salt` makes unrelated spreads
+// differ (the device-input check, the rows and columns the cross-check fetches).
+inline int64_t spread_index(int64_t i, int64_t extent, uint64_t salt) {
+  return i == 0 ? 0 : i == 1 ? extent - 1 : int64_t(mix64(uint64_t(i) ^ salt) % uint64_t(extent));
+}
+
 // FNV-1a 64 of the tensor's name: tensors that share a seed still get different values.
 inline uint64_t stream_of(const char* tensor_name) {
   uint64_t hash = 0xCBF29CE484222325ull;

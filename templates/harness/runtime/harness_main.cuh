@@ -204,18 +204,10 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-inline std::string join_path(const std::string& dir, const std::string& file) {
-  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
-}
-
-// mkdir -p: --dump and --emit-inputs create the folder they are given.
-inline void make_directories(const std::string& dir) {
-  for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
-    const std::string prefix = slash == std::string::npos ? dir : dir.substr(0, slash);
-    if (!prefix.empty() && mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
-      usage_error(strprintf("cannot create %s: %s", prefix.c_str(), std::strerror(errno)));
-    if (slash == std::string::npos) return;
-  }
+// --dump and --emit-inputs create the folder they are given.
+inline void make_directories_or_die(const std::string& dir) {
+  const std::string error = make_directories(dir);
+  if (!error.empty()) usage_error(error);
 }
 
 inline void write_npy_or_die(const std::string& path, const Tensor& t) {
@@ -328,7 +320,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   }
   times.end("inputs");
   if (!options.emit_inputs_dir.empty()) {
-    make_directories(options.emit_inputs_dir);
+    make_directories_or_die(options.emit_inputs_dir);
     for (const Tensor& t : tensors)
       if (!t.output) write_npy_or_die(join_path(options.emit_inputs_dir, t.name + ".npy"), t);
     return kExitPassed;
@@ -352,9 +344,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   REPRO_CUDA_CHECK(cudaFree(nullptr));  // the context, created here rather than in the first copy
   times.end("context");
 
-  // Device buffers first: the device reference reads the inputs there. Outputs are re-poisoned
-  // before every launch, so an element the kernel never writes is caught even when an earlier
-  // run wrote it.
+  // Device buffers first: the device reference reads the inputs there. Outputs are poisoned
+  // before every launch (poison_device_outputs).
   for (Tensor& t : tensors) {
     REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
     if (t.output) continue;
@@ -420,25 +411,24 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     reference_line = strprintf("fp64 reference from the cache, %.2f s (the same operands and GEMM as an earlier run: %s)",
                                seconds_since(reference_start), cache.path().c_str());
     report_set("reference_provider", json_string("cache"));
-  } else if (device_path) {
-    const double ms = reference_gemm_device_buffer(problem, &want_device);
-    const double device_seconds = seconds_since(reference_start);
+  } else if (device_reference) {
+    // Kept on the device on the device path; copied back for the probes and --dump.
+    const double ms = reference_gemm_device(problem, &want_device);
     const auto check_start = std::chrono::steady_clock::now();
     const CrossCheck check = cross_check_device_reference(problem, want_device);
-    reference_line = strprintf("fp64 device GEMM, %.1f ms, kept on the device; host cross-check of %lld outputs (their "
-                               "rows and columns fetched) in %.3f s: max difference %.1e of the terms' magnitude",
-                               ms, (long long)check.samples, seconds_since(check_start), check.max_relative);
-    (void)device_seconds;
-    report_set("reference_provider", json_string("device"));
-  } else if (device_reference) {
-    const double ms = reference_gemm_device(problem, &want);
-    const double device_seconds = seconds_since(reference_start);
-    const auto check_start = std::chrono::steady_clock::now();
-    const CrossCheck check = cross_check_reference(problem, want);
-    reference_line = strprintf("fp64 device GEMM, %.1f ms (%.2f s with the copy back); host cross-check of %lld "
-                               "outputs in %.2f s: max difference %.1e of the terms' magnitude",
-                               ms, device_seconds, (long long)check.samples, seconds_since(check_start),
-                               check.max_relative);
+    const double check_seconds = seconds_since(check_start);
+    std::string where = "kept on the device";
+    if (!device_path) {
+      const auto copy_start = std::chrono::steady_clock::now();
+      want.resize(size_t(output_count));
+      REPRO_CUDA_CHECK(cudaMemcpy(want.data(), want_device, want.size() * sizeof(double), cudaMemcpyDeviceToHost));
+      cudaFree(want_device);
+      want_device = nullptr;
+      where = strprintf("copied back in %.2f s", seconds_since(copy_start));
+    }
+    reference_line = strprintf("fp64 device GEMM, %.1f ms, %s; host cross-check of %lld outputs (their rows and "
+                               "columns fetched) in %.3f s: max difference %.1e of the terms' magnitude",
+                               ms, where.c_str(), (long long)check.samples, check_seconds, check.max_relative);
     report_set("reference_provider", json_string("device"));
   } else {
     reference_gemm(problem, &want);
@@ -451,12 +441,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   const double reference_seconds = seconds_since(reference_start);
   times.end("reference");
 
-  std::vector<std::vector<unsigned char>> poison(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (tensors[i].output) poison[i] = tensors[i].host;  // fill_host poisoned them
-
   if (options.probe) {
-    ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), poison, Launch(), {} };
+    ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), Launch(), {} };
     std::vector<std::vector<unsigned char>> spec_inputs;
     for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
     const int code = run_probes(spec, context, want, spec_tolerance(spec, reference_rms(want)), spec_inputs);
@@ -476,10 +462,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   int64_t device_differences_seen = 0;
   if (device_path && repeat > 1) REPRO_CUDA_CHECK(cudaMalloc(&first_run_device, std::max<size_t>(out.storage_bytes(), 1)));
   for (int run = 0; run < repeat; ++run) {
-    // Poison: every byte 0xFF, as fill_host() poisoned the host copies.
-    for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].output) REPRO_CUDA_CHECK(cudaMemset(tensors[i].device, 0xFF, poison[i].size()));
-    REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    poison_device_outputs(tensors);
     if (run == 0 && spec.reset_trace) spec.reset_trace();
     launch = spec.launch(tensors, stream, start, stop);
     wait_for_kernel(stop, timeout, launch.label, launch.describe());
@@ -574,9 +557,8 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     if (repeat_differences.total == 0)
       std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
     else
-      std::printf("repeat  %d runs: %lld outputs differ from the first run%s\n", repeat,
-                  static_cast<long long>(repeat_differences.total),
-                  strprintf(" (%lld of them right in no run)", static_cast<long long>(repeat_differences.stale)).c_str());
+      std::printf("repeat  %d runs: %lld outputs differ from the first run (%lld of them right in no run)\n", repeat,
+                  static_cast<long long>(repeat_differences.total), static_cast<long long>(repeat_differences.stale));
   }
   const bool passed = comparison.passed && repeat_differences.total == 0;
   Pattern pattern;
@@ -588,16 +570,12 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     const bool race = is_race(repeat_differences);
     pattern = classify(comparison, race ? repeat_differences.total : 0, tolerance);
     if (repeat_differences.total > 0 && !race)
-      pattern.evidence += strprintf("; %lld outputs also change between runs, %lld of them right in no run: the wrong "
-                                    "ones are computed from memory nobody wrote, such as shared memory a load left "
-                                    "unfilled",
-                                    static_cast<long long>(repeat_differences.total),
-                                    static_cast<long long>(repeat_differences.stale));
+      pattern.evidence += "; " + stale_note(repeat_differences, "");
     std::printf("pattern %s: %s\n", pattern.cls.c_str(), pattern.evidence.c_str());
   }
 
   if (!options.dump_dir.empty()) {
-    make_directories(options.dump_dir);
+    make_directories_or_die(options.dump_dir);
     for (const Tensor& t : tensors) write_npy_or_die(join_path(options.dump_dir, t.name + ".npy"), t);
     Tensor reference = out;
     reference.name = out.name + "_reference";

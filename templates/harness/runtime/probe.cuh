@@ -47,7 +47,6 @@ struct ProbeContext {
   cudaEvent_t start, stop;
   double timeout;
   int repeat;  // launches per analytic probe
-  std::vector<std::vector<unsigned char>> poison;
   Launch launch;
   std::vector<ProbeOutcome> outcomes;
 };
@@ -69,11 +68,7 @@ inline std::vector<std::vector<unsigned char>> probe_launch(ProbeContext& ctx, T
     if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
   std::vector<std::vector<unsigned char>> runs;
   for (int run = 0; run < ctx.repeat; ++run) {
-    for (size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].output)
-        REPRO_CUDA_CHECK(
-            cudaMemcpy(tensors[i].device, ctx.poison[i].data(), ctx.poison[i].size(), cudaMemcpyHostToDevice));
-    REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    poison_device_outputs(tensors);
     ctx.launch = ctx.spec->launch(tensors, ctx.stream, ctx.start, ctx.stop);
     wait_for_kernel(ctx.stop, ctx.timeout, ctx.launch.label, ctx.launch.describe());
     REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
@@ -220,10 +215,7 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
   // the noise says the wrong outputs are computed from data nobody wrote.
   for (const ProbeOutcome& o : probes)
     if (o.differences > 0) {
-      verdict.evidence += strprintf("; the wrong outputs also change between runs (probe %s: %lld of %lld outputs "
-                                    "that differ are right in no run): they are computed from memory nobody wrote, "
-                                    "such as shared memory a load left unfilled",
-                                    o.name.c_str(), (long long)o.stale_differences, (long long)o.differences);
+      verdict.evidence += "; " + stale_note(o.run_differences_seen(), "probe " + o.name + ": ");
       break;
     }
   return verdict;

@@ -23,9 +23,13 @@ struct GemmProblem {
 };
 
 // Element (l, row, col) of a matrix operand, or of its only matrix when it has no batch dimension.
-inline double matrix_element(const Tensor& t, int64_t l, int64_t row, int64_t col) {
+inline int64_t matrix_offset(const Tensor& t, int64_t l, int64_t row, int64_t col) {
   const int64_t batch_offset = t.rank == 3 ? l * t.strides[0] : 0;
-  return decode(t.dtype, t.host.data(), batch_offset + row * t.strides[t.rank - 2] + col * t.strides[t.rank - 1]);
+  return batch_offset + row * t.strides[t.rank - 2] + col * t.strides[t.rank - 1];
+}
+
+inline double matrix_element(const Tensor& t, int64_t l, int64_t row, int64_t col) {
+  return decode(t.dtype, t.host.data(), matrix_offset(t, l, row, col));
 }
 
 // The GEMM is cache- and register-blocked (the classic Goto/BLIS structure): both operands are
@@ -112,13 +116,23 @@ REPRO_GEMM_KERNEL inline void gemm_micro_kernel(const double* __restrict__ a, co
     for (int64_t j = 0; j < kGemmNR; ++j) c[i * ldc + j] = acc[i][j];
 }
 
-// alpha * sum + beta * C[l, m, n] + bias[n]: what becomes of a dot product (the host reference,
-// and the host's cross-check of the device reference).
-inline double reference_epilogue(const GemmProblem& p, int64_t l, int64_t m, int64_t n, double sum) {
+// Whether the epilogue reads C (BLAS: not when beta is 0, so a C of NaN does not matter).
+inline bool reads_c(const GemmProblem& p) { return p.c != nullptr && p.beta != 0.0; }
+
+// alpha * sum + beta * c + bias: what becomes of a dot product, given the C and bias values of
+// its output (unused where the problem has none). The host reference, and the host's
+// cross-check of the device reference, on values it fetched.
+inline double epilogue_value(const GemmProblem& p, double sum, double c, double bias) {
   double value = p.alpha * sum;
-  if (p.c != nullptr && p.beta != 0.0) value += p.beta * matrix_element(*p.c, l, m, n);
-  if (p.bias != nullptr) value += decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]);
+  if (reads_c(p)) value += p.beta * c;
+  if (p.bias != nullptr) value += bias;
   return value;
+}
+
+// The same, reading C[l, m, n] and bias[n] from the host copies.
+inline double reference_epilogue(const GemmProblem& p, int64_t l, int64_t m, int64_t n, double sum) {
+  return epilogue_value(p, sum, reads_c(p) ? matrix_element(*p.c, l, m, n) : 0.0,
+                        p.bias != nullptr ? decode(p.bias->dtype, p.bias->host.data(), n * p.bias->strides[0]) : 0.0);
 }
 
 // ref is resized to L*M*N and filled in logical row-major order [L][M][N].

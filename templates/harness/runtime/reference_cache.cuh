@@ -92,10 +92,7 @@ struct ReferenceCache {
   std::string dir;  // empty: no cache
   std::string key;
 
-  std::string path() const { return join_cache_path(dir, key + ".f64"); }
-  static std::string join_cache_path(const std::string& dir, const std::string& file) {
-    return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
-  }
+  std::string path() const { return join_path(dir, key + ".f64"); }
 
   // The cached reference into *ref; false when there is none that matches exactly.
   bool load(size_t count, std::vector<double>* ref) const {
@@ -124,10 +121,8 @@ struct ReferenceCache {
     if (bytes > kReferenceCacheMaxBytes)
       return strprintf("not cached: %zu MiB is over the cache's %zu MiB limit", bytes >> 20,
                        kReferenceCacheMaxBytes >> 20);
-    for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
-      mkdir((slash == std::string::npos ? dir : dir.substr(0, slash)).c_str(), 0755);
-      if (slash == std::string::npos) break;
-    }
+    const std::string folder_error = make_directories(dir);
+    if (!folder_error.empty()) return "not cached: " + folder_error;
     const std::string temporary = path() + strprintf(".%d.tmp", int(getpid()));
     FILE* f = std::fopen(temporary.c_str(), "wb");
     if (f == nullptr) return strprintf("not cached: cannot write %s: %s", temporary.c_str(), std::strerror(errno));
@@ -151,7 +146,7 @@ struct ReferenceCache {
       const std::string name = e->d_name;
       if (name.size() != 36 || name.compare(32, 4, ".f64") != 0) continue;
       struct stat st;
-      const std::string full = join_cache_path(dir, name);
+      const std::string full = join_path(dir, name);
       if (stat(full.c_str(), &st) == 0) entries.emplace_back(double(st.st_mtim.tv_sec) + 1e-9 * st.st_mtim.tv_nsec, full);
     }
     closedir(d);

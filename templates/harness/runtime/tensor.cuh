@@ -7,6 +7,17 @@
 // ---------------------------------------------------------------------------------------------
 namespace repro {
 
+// Storage offset (elements) of the element at row-major logical index `logical_index` of a
+// tensor with this shape and these strides; Tensor and, on the device, DeviceLayout use it.
+REPRO_HD inline int64_t logical_offset(int rank, const int64_t* shape, const int64_t* strides, int64_t logical_index) {
+  int64_t result = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    result += (logical_index % shape[d]) * strides[d];
+    logical_index /= shape[d];
+  }
+  return result;
+}
+
 struct Tensor {
   std::string name;
   DType dtype = DType::f32;
@@ -38,14 +49,7 @@ struct Tensor {
   }
 
   // Storage offset of the element at logical row-major index `logical_index`.
-  int64_t logical_offset(int64_t logical_index) const {
-    int64_t result = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      result += (logical_index % shape[d]) * strides[d];
-      logical_index /= shape[d];
-    }
-    return result;
-  }
+  int64_t logical_offset(int64_t logical_index) const { return repro::logical_offset(rank, shape, strides, logical_index); }
 };
 
 // Packed strides for the tensor's shape; col_major swaps the last two dimensions (a leading
