@@ -68,12 +68,17 @@ for size in $sizes; do
   echo "-- rerun, host reference from the cache: $wall s wall"
   grep -E '^(ref|time|Disposition)' "$work/$size-cached.log"
   row+=" | $wall s"
-  rows+=("$row | $(field "$work/$size-device.json" timings.compare) s | $(field "$work/$size-device.json" timings.context) s |")
+  # Issue 9's target: reference + comparison with the device provider, and its speed-up over the
+  # naive loop.
+  device_verdict=$(python3 -c 'import sys; print("%.3f" % (float(sys.argv[1]) + float(sys.argv[2])))' \
+    "$(field "$work/$size-device.json" timings.reference)" "$(field "$work/$size-device.json" timings.compare)")
+  speedup=$(python3 -c 'import sys; print("%.0fx" % (float(sys.argv[1]) / float(sys.argv[2])))' "$naive" "$device_verdict")
+  rows+=("$row | $(field "$work/$size-device.json" timings.compare) s | $device_verdict s ($speedup) | $(field "$work/$size-device.json" reference_kernel_ms) ms | $(field "$work/$size-device.json" timings.context) s |")
 done
 
 echo "== time to a verdict (repro run --repeat 1, random inputs, warm build)"
-echo "| M = N = K | naive host loop | host reference | repro run, host reference | device reference (+ copy back, cross-check) | repro run, device reference | repro run, host reference cached | comparison (device path) | context |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| M = N = K | naive host loop | host reference | repro run, host reference | device reference (+ cross-check) | repro run, device path | repro run, host reference cached | comparison (device path) | device reference + comparison (vs naive) | of which packing + GEMM kernels | context |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 
 echo "== a warm run's overhead: the 1024^3 harness directly, then through repro run (5 each, --ones)"

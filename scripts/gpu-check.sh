@@ -20,7 +20,7 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache build examples
-# large checks sanitize hopper probe sizes trace cutlass files bench; `examples` skips the 2^31-element
+# large checks sanitize hopper probe sizes trace cutlass files reference bench; `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
 wanted() { [[ ${#parts[@]} -eq 0 ]] || [[ " ${parts[*]} " == *" $1 "* ]]; }
@@ -230,6 +230,20 @@ section "CUTLASS (cutlass_bf16_cooperative): repro run cold (builds first), then
 rm -rf generated/cutlass_bf16_cooperative/harness generated/cutlass_bf16_cooperative/.repro/build
 echo "cold run:"; time "$repro" run examples/cutlass_bf16_cooperative.yaml --ones 2>&1 | grep -E '^(build|Disposition)'
 echo "warm run:"; time "$repro" run examples/cutlass_bf16_cooperative.yaml --ones 2>&1 | grep -E '^(build|Disposition)'
+
+fi
+
+if wanted reference; then
+section "the device reference (tests/cpp/device_reference_check.cu): every output against the host's; a damaged one refused"
+# Built here unless given (DEVICE_REFERENCE_CHECK: a binary built elsewhere with the same nvcc).
+check_exe=${DEVICE_REFERENCE_CHECK:-}
+if [[ -z "$check_exe" ]]; then
+  check_exe="$logs/device_reference_check"
+  "${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
+    -o "$check_exe" tests/cpp/device_reference_check.cu
+fi
+harness_case "device reference = host, 9 cases" 0 '9 passed, 0 failed' "$check_exe"
+harness_case "device reference damaged: refused" 4 'the device reference disagrees with the host' "$check_exe" corrupt
 
 fi
 

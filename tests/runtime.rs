@@ -315,6 +315,48 @@ fn generated_inputs_survive_production_host_flags() {
     assert_generators_match(&selftest);
 }
 
+/// The GPU check of the device reference (run by `scripts/gpu-check.sh reference`) compiles,
+/// warnings as errors, for the three inner loops of its kernel: sm_90a (one m16n8k4 DMMA),
+/// sm_80 (two m8n8k4 DMMAs) and sm_75 (fp64 FMAs); without a GPU it says so and exits 7.
+#[test]
+fn device_reference_check_compiles_for_every_kernel_path() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let exe = dir.path().join("device_reference_check");
+    let nvcc = find_nvcc();
+    let output = Command::new(&nvcc)
+        .current_dir(repo_root())
+        .args([
+            "-std=c++17",
+            "-O2",
+            "-gencode=arch=compute_90a,code=sm_90a",
+            "-gencode=arch=compute_80,code=sm_80",
+            "-gencode=arch=compute_75,code=sm_75",
+            "--Werror=all-warnings",
+            "-Xcompiler=-Wall,-Wextra,-Werror",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg("tests/cpp/device_reference_check.cu")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", nvcc.display()));
+    assert!(
+        output.status.success(),
+        "nvcc failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let has_gpu = Command::new("nvidia-smi")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_gpu {
+        let run = Command::new(&exe)
+            .output()
+            .expect("run device_reference_check");
+        assert_eq!(run.status.code(), Some(7), "{run:?}");
+        assert_eq!(String::from_utf8_lossy(&run.stdout), "no CUDA device\n");
+    }
+}
+
 #[test]
 fn runtime_files_are_tera_safe() {
     let dir = repo_root().join("templates/harness/runtime");
@@ -328,6 +370,7 @@ fn runtime_files_are_tera_safe() {
         "compare",
         "report",
         "device",
+        "device_reference",
         "launch",
         "tma",
         "spec_info",

@@ -28,6 +28,10 @@ inline double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Prints the final line, "Disposition: Passed", "Disposition: Failed (<cls>)", or, when there was
 // no device to run on, "Disposition: Not run (no_device)" (nothing about the kernel is known, so
 // it must not read as a failure); writes the JSON report if --json asked for one, and returns

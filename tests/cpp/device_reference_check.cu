@@ -1,0 +1,228 @@
+// GPU check of the device reference (templates/harness/runtime/device_reference.cuh): every output
+// of the fp64 device GEMM against the host reference (reference_gemm), over ragged sizes, every
+// operand layout the kernel distinguishes, batches, alpha, beta * C, bias and mixed dtypes. Run by
+// scripts/gpu-check.sh (part `reference`); tests/runtime.rs only compiles it, for the three code
+// paths of the kernel (sm_90a: m16n8k4 DMMA, sm_80: m8n8k4 DMMA, sm_75: FMA).
+//
+//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -o drc tests/cpp/device_reference_check.cu
+//   ./drc                               # one line per case, then "N passed, M failed"
+//   ./drc corrupt                       # damages one sampled output: the cross-check must exit 4
+//
+// Integer-valued cases must agree bit for bit (their sums are exact in any order); the others
+// within 1e-13 of the magnitude of their terms (fp64 sums in two orders).
+#include "../../templates/harness/runtime/base.cuh"
+#include "../../templates/harness/runtime/dtype.cuh"
+#include "../../templates/harness/runtime/generators.cuh"
+#include "../../templates/harness/runtime/npy.cuh"
+#include "../../templates/harness/runtime/tensor.cuh"
+#include "../../templates/harness/runtime/reference.cuh"
+#include "../../templates/harness/runtime/compare.cuh"
+#include "../../templates/harness/runtime/report.cuh"
+#include "../../templates/harness/runtime/device.cuh"
+#include "../../templates/harness/runtime/device_inputs.cuh"
+#include "../../templates/harness/runtime/device_reference.cuh"
+
+using namespace repro;
+
+namespace {
+
+struct Operand {
+  DType dtype;
+  std::vector<int64_t> shape, strides;  // strides empty: row-major
+};
+
+struct Case {
+  const char* name;
+  Operand a, b;
+  int64_t L, M, N, K;
+  bool integers;      // small integers: every sum exact, so device == host bit for bit
+  bool with_c_bias;   // beta * C (f32) and bias (f32)
+  double alpha, beta;
+};
+
+Tensor make_tensor(const char* name, const Operand& o, bool output = false) {
+  Tensor t;
+  t.name = name;
+  t.dtype = o.dtype;
+  t.rank = int(o.shape.size());
+  int64_t stride = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    t.shape[d] = o.shape[size_t(d)];
+    t.strides[d] = o.strides.empty() ? stride : o.strides[size_t(d)];
+    stride *= o.shape[size_t(d)];
+  }
+  t.output = output;
+  t.host.assign(t.storage_bytes(), 0);
+  return t;
+}
+
+// xorshift64*: values independent of the runtime's own generators.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 0x2545F4914F6CDD1Dull;
+  }
+};
+
+void fill(Tensor& t, bool integers, Rng& rng) {
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double value = integers ? double(int64_t(rng.next() % 15) - 7)
+                                  : (double(rng.next() >> 11) * 0x1.0p-53 * 2 - 1) * std::ldexp(1.0, int(rng.next() % 9) - 4);
+    encode(t.dtype, t.host.data(), t.logical_offset(i), value);  // rounded to the dtype: exact operands
+  }
+}
+
+void upload(Tensor& t) {
+  REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
+  REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+}
+
+// The operands of a case, on both sides.
+struct Problem {
+  Tensor a, b, c, bias, out;
+  GemmProblem gemm;
+  ~Problem() {
+    for (Tensor* t : {&a, &b, &c, &bias, &out})
+      if (t->device != nullptr) cudaFree(t->device);
+  }
+};
+
+void build(const Case& k, Problem* p) {
+  Rng rng{0x9E3779B97F4A7C15ull ^ uint64_t(k.M * 131 + k.N * 7 + k.K)};
+  p->a = make_tensor("A", k.a);
+  p->b = make_tensor("B", k.b);
+  const std::vector<int64_t> out_shape = k.L > 1 ? std::vector<int64_t>{k.L, k.M, k.N} : std::vector<int64_t>{k.M, k.N};
+  p->out = make_tensor("D", Operand{DType::f32, out_shape, {}}, true);
+  fill(p->a, k.integers, rng);
+  fill(p->b, k.integers, rng);
+  upload(p->a);
+  upload(p->b);
+  p->gemm = GemmProblem{&p->a, &p->b, nullptr, nullptr, &p->out, k.alpha, k.beta, k.L, k.M, k.N, k.K, k.L > 1};
+  if (k.with_c_bias) {
+    p->c = make_tensor("C", Operand{DType::f32, out_shape, {}});
+    p->bias = make_tensor("bias", Operand{DType::f32, {k.N}, {}});
+    fill(p->c, k.integers, rng);
+    fill(p->bias, k.integers, rng);
+    upload(p->c);
+    upload(p->bias);
+    p->gemm.c = &p->c;
+    p->gemm.bias = &p->bias;
+  }
+}
+
+// The largest |device - host| relative to sum_k |a b| (+ |beta c| + |bias|) of its output, and
+// how many outputs differ at all.
+struct Agreement {
+  int64_t differing = 0;
+  double worst = 0;
+};
+
+Agreement agreement(const Problem& p, const std::vector<double>& device, const std::vector<double>& host) {
+  const GemmProblem& g = p.gemm;
+  Agreement result;
+  for (int64_t l = 0; l < g.L; ++l)
+    for (int64_t m = 0; m < g.M; ++m)
+      for (int64_t n = 0; n < g.N; ++n) {
+        const size_t i = size_t((l * g.M + m) * g.N + n);
+        if (device[i] == host[i]) continue;
+        double scale = 0;
+        for (int64_t k = 0; k < g.K; ++k)
+          scale += std::fabs(matrix_element(*g.a, l, m, k) * matrix_element(*g.b, l, k, n));
+        scale = std::fabs(g.alpha) * scale + std::fabs(host[i]) + 1e-300;
+        ++result.differing;
+        result.worst = std::max(result.worst, std::fabs(device[i] - host[i]) / scale);
+      }
+  return result;
+}
+
+int run_cases() {
+  // Strides are in elements. "k-contiguous" and "i-contiguous" are the two load orders of the
+  // kernel's tile loader (OperandTileLoad); padded strides and a shared (rank-2) B under a batched
+  // A exercise its address arithmetic.
+  const std::vector<Case> cases = {
+      {"bf16 A row-major x B row-major, ragged 257x263x259, integers",
+       {DType::bf16, {257, 259}, {}}, {DType::bf16, {259, 263}, {}}, 1, 257, 263, 259, true, false, 1.0, 0.0},
+      {"bf16 A row-major x B column-major, one whole tile 128x128x16",
+       {DType::bf16, {128, 16}, {}}, {DType::bf16, {16, 128}, {1, 16}}, 1, 128, 128, 16, false, false, 1.0, 0.0},
+      {"f32 A column-major x B row-major, alpha 2, beta -0.5 C, bias, 300x200x1000",
+       {DType::f32, {300, 1000}, {1, 300}}, {DType::f32, {1000, 200}, {}}, 1, 300, 200, 1000, false, true, 2.0, -0.5},
+      {"batched f16 A (padded strides) x shared e4m3 B, 3x70x90x45, integers, C and bias",
+       {DType::f16, {3, 70, 45}, {70 * 48 + 5, 48, 1}}, {DType::e4m3, {45, 90}, {1, 45}}, 3, 70, 90, 45, true, true, 1.0, 1.0},
+      {"f64 x f64, 1x1x1",
+       {DType::f64, {1, 1}, {}}, {DType::f64, {1, 1}, {}}, 1, 1, 1, 1, false, false, 1.0, 0.0},
+      {"f64 x f64, 5x300x3 (K below one k-step of 4)",
+       {DType::f64, {5, 3}, {}}, {DType::f64, {3, 300}, {}}, 1, 5, 300, 3, false, false, -1.5, 0.0},
+      {"i8 x u8, 129x130x131, integers",
+       {DType::i8, {129, 131}, {}}, {DType::u8, {131, 130}, {}}, 1, 129, 130, 131, true, false, 1.0, 0.0},
+      {"e5m2 A column-major x i32 B column-major, 2x33x200x77 batched, integers",
+       {DType::e5m2, {2, 33, 77}, {33 * 77, 1, 33}}, {DType::i32, {2, 77, 200}, {77 * 200, 1, 77}}, 2, 33, 200, 77,
+       true, false, 1.0, 0.0},
+      {"bf16 A row-major x B column-major, 1024x1024x1024",
+       {DType::bf16, {1024, 1024}, {}}, {DType::bf16, {1024, 1024}, {1, 1024}}, 1, 1024, 1024, 1024, false, false,
+       1.0, 0.0},
+  };
+  int passed = 0, failed = 0;
+  std::printf("device reference engine: %s\n", reference_engine().c_str());
+  for (const Case& k : cases) {
+    Problem p;
+    build(k, &p);
+    std::vector<double> host;
+    reference_gemm(p.gemm, &host);
+    const DeviceReference reference = compute_device_reference(p.gemm);
+    std::vector<double> device(host.size());
+    REPRO_CUDA_CHECK(
+        cudaMemcpy(device.data(), reference.values, device.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    cudaFree(reference.values);
+    const Agreement a = agreement(p, device, host);
+    const bool ok = k.integers ? a.differing == 0 : a.worst <= 1e-13;
+    (ok ? passed : failed) += 1;
+    std::printf("%-4s %s: %lld outputs, %lld differ from the host (worst %.1e of the terms' magnitude; %s), "
+                "kernel %.3f ms, cross-check of %lld samples\n",
+                ok ? "ok" : "FAIL", k.name, (long long)host.size(), (long long)a.differing, a.worst,
+                k.integers ? "must be 0" : "bound 1e-13", reference.kernel_ms, (long long)reference.check.samples);
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
+// A device reference that the host disagrees with: one sampled output of a correct GEMM is
+// overwritten between the kernel and the judging, as a faulty GPU might have computed it.
+int corrupt_one_output() {
+  const Case k = {"bf16 512x512x512", {DType::bf16, {512, 512}, {}}, {DType::bf16, {512, 512}, {}}, 1, 512, 512, 512,
+                  false, false, 1.0, 0.0};
+  Problem p;
+  build(k, &p);
+  CrossCheckSample sample = fetch_cross_check_sample(p.gemm);
+  ReferenceGemmLaunch launch = launch_reference_gemm(p.gemm);
+  double* values = launch.out;
+  compute_cross_check_sample(p.gemm, &sample);
+  finish_reference_gemm(&launch);
+  const int64_t victim = sample.output_offset(p.gemm, sample.count() / 2);
+  double wrong = 0;
+  REPRO_CUDA_CHECK(cudaMemcpy(&wrong, values + victim, sizeof(double), cudaMemcpyDeviceToHost));
+  wrong = wrong * (1 + 1e-6) + 1e-3;  // far above the 1e-10 bound, far below any visible error
+  REPRO_CUDA_CHECK(cudaMemcpy(values + victim, &wrong, sizeof(double), cudaMemcpyHostToDevice));
+  judge_cross_check_sample(p.gemm, sample, values);  // exits 4 (kExitCudaError) through fatal()
+  std::printf("the cross-check accepted a damaged reference\n");
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  set_command_line(argc, argv);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("no CUDA device\n");
+    return kExitNoDevice;
+  }
+  if (argc == 2 && std::string(argv[1]) == "corrupt") return corrupt_one_output();
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: %s [corrupt]\n", argv[0]);
+    return kExitUsage;
+  }
+  return run_cases();
+}
