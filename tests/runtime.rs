@@ -38,6 +38,32 @@ fn find_nvcc() -> PathBuf {
     })
 }
 
+/// Compiles a test program of tests/cpp with the real nvcc, C++17, warnings as errors in nvcc and
+/// the host compiler, and the given extra flags (architectures, optimization).
+fn compile(source: &str, exe: &Path, flags: &[&str]) {
+    let nvcc = find_nvcc();
+    let output = Command::new(&nvcc)
+        .current_dir(repo_root())
+        .args([
+            "-std=c++17",
+            "--Werror=all-warnings",
+            "-Xcompiler=-Wall,-Wextra,-Werror",
+        ])
+        .args(flags)
+        .arg("-o")
+        .arg(exe)
+        .arg(source)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", nvcc.display()));
+    assert!(
+        output.status.success(),
+        "nvcc {} {source} failed:\n{}{}",
+        flags.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// The self-test program, built into its own temporary directory.
 struct Selftest {
     _dir: tempfile::TempDir,
@@ -49,28 +75,9 @@ impl Selftest {
     fn build(extra_flags: &[&str]) -> Selftest {
         let dir = tempfile::tempdir().expect("temporary directory");
         let exe = dir.path().join("runtime_selftest");
-        let nvcc = find_nvcc();
-        let output = Command::new(&nvcc)
-            .current_dir(repo_root())
-            .args([
-                "-std=c++17",
-                "-gencode=arch=compute_90a,code=sm_90a",
-                "--Werror=all-warnings",
-            ])
-            .arg("-Xcompiler=-Wall,-Wextra,-Werror")
-            .args(extra_flags)
-            .arg("-o")
-            .arg(&exe)
-            .arg("tests/cpp/runtime_selftest.cu")
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", nvcc.display()));
-        assert!(
-            output.status.success(),
-            "nvcc {} failed:\n{}{}",
-            extra_flags.join(" "),
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let mut flags = vec!["-gencode=arch=compute_90a,code=sm_90a"];
+        flags.extend_from_slice(extra_flags);
+        compile("tests/cpp/runtime_selftest.cu", &exe, &flags);
         Selftest { _dir: dir, exe }
     }
 
@@ -322,28 +329,15 @@ fn generated_inputs_survive_production_host_flags() {
 fn device_reference_check_compiles_for_every_kernel_path() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let exe = dir.path().join("device_reference_check");
-    let nvcc = find_nvcc();
-    let output = Command::new(&nvcc)
-        .current_dir(repo_root())
-        .args([
-            "-std=c++17",
+    compile(
+        "tests/cpp/device_reference_check.cu",
+        &exe,
+        &[
             "-O2",
             "-gencode=arch=compute_90a,code=sm_90a",
             "-gencode=arch=compute_80,code=sm_80",
             "-gencode=arch=compute_75,code=sm_75",
-            "--Werror=all-warnings",
-            "-Xcompiler=-Wall,-Wextra,-Werror",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg("tests/cpp/device_reference_check.cu")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", nvcc.display()));
-    assert!(
-        output.status.success(),
-        "nvcc failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+        ],
     );
     let has_gpu = Command::new("nvidia-smi")
         .output()

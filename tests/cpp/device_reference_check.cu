@@ -21,6 +21,7 @@
 #include "../../templates/harness/runtime/device.cuh"
 #include "../../templates/harness/runtime/device_inputs.cuh"
 #include "../../templates/harness/runtime/device_reference.cuh"
+#include "test_rng.h"
 
 using namespace repro;
 
@@ -56,21 +57,10 @@ Tensor make_tensor(const char* name, const Operand& o, bool output = false) {
   return t;
 }
 
-// xorshift64*: values independent of the runtime's own generators.
-struct Rng {
-  uint64_t state;
-  uint64_t next() {
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    return state * 0x2545F4914F6CDD1Dull;
-  }
-};
-
-void fill(Tensor& t, bool integers, Rng& rng) {
+void fill(Tensor& t, bool integers, TestRng& rng) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double value = integers ? double(int64_t(rng.next() % 15) - 7)
-                                  : (double(rng.next() >> 11) * 0x1.0p-53 * 2 - 1) * std::ldexp(1.0, int(rng.next() % 9) - 4);
+                                  : (rng.uniform() * 2 - 1) * std::ldexp(1.0, int(rng.next() % 9) - 4);
     encode(t.dtype, t.host.data(), t.logical_offset(i), value);  // rounded to the dtype: exact operands
   }
 }
@@ -91,7 +81,7 @@ struct Problem {
 };
 
 void build(const Case& k, Problem* p) {
-  Rng rng{0x9E3779B97F4A7C15ull ^ uint64_t(k.M * 131 + k.N * 7 + k.K)};
+  TestRng rng{0x9E3779B97F4A7C15ull ^ uint64_t(k.M * 131 + k.N * 7 + k.K)};
   p->a = make_tensor("A", k.a);
   p->b = make_tensor("B", k.b);
   const std::vector<int64_t> out_shape = k.L > 1 ? std::vector<int64_t>{k.L, k.M, k.N} : std::vector<int64_t>{k.M, k.N};

@@ -31,6 +31,8 @@
 // CUDA's own host-side conversions: an independent oracle for encode().
 #include <cuda_fp8.h>
 
+#include "test_rng.h"
+
 using namespace repro;
 
 namespace {
@@ -119,17 +121,6 @@ Tensor make_tensor(const char* name, DType dtype, std::vector<int64_t> shape, st
 void set_logical(Tensor& t, int64_t i, double v) { encode(t.dtype, t.host.data(), t.logical_offset(i), v); }
 double get_logical(const Tensor& t, int64_t i) { return decode(t.dtype, t.host.data(), t.logical_offset(i)); }
 
-// A small deterministic generator for test inputs (xorshift64*), independent of the runtime's.
-struct TestRng {
-  uint64_t state;
-  uint64_t next() {
-    state ^= state >> 12;
-    state ^= state << 25;
-    state ^= state >> 27;
-    return state * 0x2545F4914F6CDD1Dull;
-  }
-  double uniform() { return double(next() >> 11) * 0x1.0p-53; }
-};
 
 // ------------------------------------------------------------------ dtype
 
