@@ -2789,6 +2789,23 @@ constexpr int kRefTileM = 128, kRefTileN = 128, kRefTileK = 16;
 
 inline int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
+// `count` doubles of device memory for the reference: packed operands and the output. Running
+// out is the user's problem to solve, not a CUDA error to decode, so it says what to do.
+inline double* allocate_reference_doubles(int64_t count, const char* what) {
+  double* data = nullptr;
+  const size_t bytes = size_t(std::max<int64_t>(count, 1)) * sizeof(double);
+  if (cudaMalloc(&data, bytes) != cudaSuccess) {
+    cudaGetLastError();  // clear it: the run ends here with its own message
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    fatal(kExitCudaError, "fault",
+          strprintf("the device reference needs %.2f GiB of device memory for %s, and %.2f GiB are free: rerun "
+                    "with --reference host (the fp64 reference on the CPU)",
+                    double(bytes) / (1 << 30), what, double(free_bytes) / (1 << 30)));
+  }
+  return data;
+}
+
 struct PackedOperand {
   double* data = nullptr;
   int64_t batch_stride = 0;  // Kp * Ip, or 0: one matrix shared by all batches
@@ -2813,7 +2830,7 @@ inline PackedOperand pack_operand(const DeviceMatrix& source, int64_t i_stride, 
   const int64_t batches = source.batch_stride == 0 ? 1 : L;
   packed.batch_stride = source.batch_stride == 0 ? 0 : Kp * Ip;
   const int64_t total = batches * Kp * Ip;
-  REPRO_CUDA_CHECK(cudaMalloc(&packed.data, size_t(std::max<int64_t>(total, 1)) * sizeof(double)));
+  packed.data = allocate_reference_doubles(total, "an fp64 copy of an operand");
   if (total > 0) {
     pack_operand_kernel<<<pipeline_blocks(total), kPipelineThreads>>>(source, i_stride, k_stride, batches, I, K, Ip,
                                                                       Kp, packed.data);
@@ -3032,7 +3049,7 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p) {
   args.alpha = p.alpha;
   args.beta = p.beta;
   const size_t count = size_t(p.L * p.M * p.N);
-  REPRO_CUDA_CHECK(cudaMalloc(&args.out, std::max<size_t>(count, 1) * sizeof(double)));
+  args.out = allocate_reference_doubles(int64_t(count), "its output");
   if (count > 0) {
     int device = 0, shared_limit = 0;
     REPRO_CUDA_CHECK(cudaGetDevice(&device));
