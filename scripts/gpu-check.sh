@@ -13,6 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repro=${REPRO:-$PWD/target/release/repro}
+nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}  # for the C++ test programs
 logs=${GPU_CHECK_LOGS:-$(mktemp -d)}
 mkdir -p "$logs"
 rows=()
@@ -71,7 +72,7 @@ expected_exit() {  # expected_exit SPEC MODE -> the exit code the spec's expect:
 section "machine"
 date -u '+%Y-%m-%d %H:%M:%S UTC'
 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader
-"${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}" --version | tail -n 2
+"$nvcc" --version | tail -n 2
 "$repro" --version
 "$repro" doctor
 
@@ -187,8 +188,7 @@ SAYS='trace   stage epilogue:' run_case "traced_epilogue_half --ones" 1 run exam
 SAYS='trace   stage ok:' run_case "traced_padding --ones" 0 run examples/traced_padding.yaml --ones
 SAYS='trace   stage load:' run_case "traced_padding_unpredicated --ones (false alarm)" 0 run examples/traced_padding_unpredicated.yaml --ones
 # repro::capture on the device: a real device buffer captured and imported (tests/cpp/capture_demo.cu).
-nvcc_for_demo="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-"$nvcc_for_demo" -std=c++17 -o "$logs/capture_demo" tests/cpp/capture_demo.cu && mkdir -p "$logs/capture" &&
+"$nvcc" -std=c++17 -o "$logs/capture_demo" tests/cpp/capture_demo.cu && mkdir -p "$logs/capture" &&
   REPRO_CAPTURE_DIR="$logs/capture" "$logs/capture_demo" && cat "$logs/capture/manifest.jsonl"
 # The captured values, read back: A (bf16 as uint16), B (column-major view), C (a host pointer
 # through cudaMemcpyAsync), D (a cudaMalloc buffer on its own stream); then the import.
@@ -239,7 +239,7 @@ section "the device reference (tests/cpp/device_reference_check.cu): every outpu
 check_exe=${DEVICE_REFERENCE_CHECK:-}
 if [[ -z "$check_exe" ]]; then
   check_exe="$logs/device_reference_check"
-  "${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
+  "$nvcc" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
     -o "$check_exe" tests/cpp/device_reference_check.cu
 fi
 harness_case "device reference = host, 9 cases" 0 '9 passed, 0 failed' "$check_exe"

@@ -129,6 +129,10 @@ inline std::string make_directories(const std::string& dir) {
   }
 }
 
+// Integer ceiling division: blocks of a size, padded extents, and the spec's grid expressions
+// such as ceil_div(N, 128).
+REPRO_HD inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 template <typename Body>
 void parallel_for(int64_t count, int64_t min_chunk, Body body) {
   if (count <= 0) return;
@@ -1252,7 +1256,8 @@ constexpr int64_t kGemmMRBuild = 4;  // rows of A per panel, and of the register
 #else
 constexpr int64_t kGemmMRBuild = 3;
 #endif
-constexpr int64_t kGemmMRMax = 4;
+constexpr int64_t kGemmMRAvx512 = 4;
+constexpr int64_t kGemmMRMax = 4;  // the larger of the two
 constexpr int64_t kGemmNR = 8;    // columns of B per panel, and of the register tile
 constexpr int64_t kGemmKC = 256;  // K-block: a B panel of it (16 KiB) stays in L1
 // Per work item: 32 panels of rows (its A block, MC x KC, stays in L2) and of columns.
@@ -1330,9 +1335,10 @@ REPRO_GEMM_KERNEL inline void gemm_micro_kernel_build(const double* a, const dou
 
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__) && defined(__x86_64__) && !defined(__AVX512F__)
 #define REPRO_GEMM_AVX512 1
-__attribute__((target("avx512f"), noinline, optimize("O3", "no-tree-loop-vectorize", "fp-contract=off"))) inline void
-gemm_micro_kernel_avx512(const double* a, const double* b, int64_t kc, double* c, int64_t ldc) {
-  gemm_micro_kernel_body<4>(a, b, kc, c, ldc);
+__attribute__((target("avx512f"))) REPRO_GEMM_KERNEL inline void gemm_micro_kernel_avx512(const double* a,
+                                                                                           const double* b, int64_t kc,
+                                                                                           double* c, int64_t ldc) {
+  gemm_micro_kernel_body<kGemmMRAvx512>(a, b, kc, c, ldc);
 }
 #endif
 
@@ -1344,7 +1350,7 @@ struct GemmKernelChoice {
 
 inline GemmKernelChoice choose_gemm_kernel() {
 #if defined(REPRO_GEMM_AVX512)
-  if (__builtin_cpu_supports("avx512f")) return GemmKernelChoice{gemm_micro_kernel_avx512, 4};
+  if (__builtin_cpu_supports("avx512f")) return GemmKernelChoice{gemm_micro_kernel_avx512, kGemmMRAvx512};
 #endif
   return GemmKernelChoice{gemm_micro_kernel_build, kGemmMRBuild};
 }
@@ -1376,8 +1382,8 @@ REPRO_HOST_HOT inline void reference_gemm(const GemmProblem& p, std::vector<doub
   // Panels of MR rows of A, and of NR columns of B (pack_panels).
   const std::unique_ptr<double[]> a = pack_panels(*p.a, M, K, mr, false);
   const std::unique_ptr<double[]> b = pack_panels(*p.b, N, K, kGemmNR, true);
-  const int64_t m_padded = (M + mr - 1) / mr * mr;
-  const int64_t n_padded = (N + kGemmNR - 1) / kGemmNR * kGemmNR;
+  const int64_t m_padded = ceil_div(M, mr) * mr;
+  const int64_t n_padded = ceil_div(N, kGemmNR) * kGemmNR;
   const bool a_batched = p.a->rank == 3, b_batched = p.b->rank == 3;
   // The running sums live in the output itself until the epilogue: zero is where every sum starts.
   ref->assign(size_t(p.L * M * N), 0.0);
@@ -2726,13 +2732,11 @@ inline int64_t check_device_inputs(const Tensor& t, bool full) {
 // magnitude, far below any kernel's error.
 //
 // A reference computed by the same GPU as the kernel under test could share its fault, so a
-// sample of outputs is recomputed on the host (cross_check_device_reference): a device reference
+// sample of outputs is recomputed on the host (the cross-check, below): a device reference
 // that disagrees with the host ends the run instead of judging the kernel. The host computes its
 // sample while the GPU computes the reference, so the check costs little more than fetching the
 // sampled rows of A and columns of B.
 // ---------------------------------------------------------------------------------------------
-#include <cuda_fp8.h>
-
 namespace repro {
 
 // One matrix operand as the device kernel reads it: element (l, row, col) is at
@@ -2753,28 +2757,10 @@ inline DeviceMatrix device_matrix(const Tensor& t) {
   return d;
 }
 
-// Exact conversions of every storage type to double (f16, bf16 and fp8 widen exactly).
-__device__ inline double device_decode(DType dtype, const unsigned char* base, int64_t element) {
-  switch (dtype) {
-    case DType::f64: return reinterpret_cast<const double*>(base)[element];
-    case DType::f32:
-    case DType::tf32: return reinterpret_cast<const float*>(base)[element];
-    case DType::f16: return __half2float(reinterpret_cast<const __half*>(base)[element]);
-    case DType::bf16: return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(base)[element]);
-    case DType::e4m3: return __half2float(__half(__nv_cvt_fp8_to_halfraw(base[element], __NV_E4M3)));
-    case DType::e5m2: return __half2float(__half(__nv_cvt_fp8_to_halfraw(base[element], __NV_E5M2)));
-    case DType::i8: return double(reinterpret_cast<const int8_t*>(base)[element]);
-    case DType::u8: return double(base[element]);
-    case DType::i32: return double(reinterpret_cast<const int32_t*>(base)[element]);
-    case DType::u32: return double(reinterpret_cast<const uint32_t*>(base)[element]);
-    case DType::i64: return double(reinterpret_cast<const int64_t*>(base)[element]);
-    case DType::boolean: return base[element] != 0 ? 1.0 : 0.0;
-  }
-  return 0.0;
-}
-
+// Element (l, row, col) as a double: dtype.cuh's decode(), the host's own exact conversion, also
+// compiled for the device.
 __device__ inline double device_element(const DeviceMatrix& m, int64_t l, int64_t row, int64_t col) {
-  return device_decode(m.dtype, m.data, l * m.batch_stride + row * m.row_stride + col * m.col_stride);
+  return decode(m.dtype, m.data, l * m.batch_stride + row * m.row_stride + col * m.col_stride);
 }
 
 // ------------------------------------------------------------------------ packing the operands
@@ -2786,8 +2772,6 @@ __device__ inline double device_element(const DeviceMatrix& m, int64_t l, int64_
 // takes about a millisecond and 1 GiB; in exchange the kernel's inner loop is copies and fp64
 // MMAs only, with no bounds checks and no per-element decoding.
 constexpr int kRefTileM = 128, kRefTileN = 128, kRefTileK = 16;
-
-inline int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 // `count` doubles of device memory for the reference: packed operands and the output. Running
 // out is the user's problem to solve, not a CUDA error to decode, so it says what to do.
@@ -2818,7 +2802,7 @@ __global__ void pack_operand_kernel(DeviceMatrix source, int64_t i_stride, int64
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e % Ip, k = e / Ip % Kp, l = e / (Ip * Kp);
     packed[e] = i < I && k < K
-                    ? device_decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride)
+                    ? decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride)
                     : 0.0;
   }
 }
@@ -3008,7 +2992,7 @@ __global__ void reference_epilogue_kernel(DeviceGemmArgs p, int64_t L) {
     const int64_t n = e % p.N, m = e / p.N % p.M, l = e / (p.M * p.N);
     double value = p.out[e];
     if (p.c.data != nullptr) value += p.beta * device_element(p.c, l, m, n);
-    if (p.bias.data != nullptr) value += device_decode(p.bias.dtype, p.bias.data, n * p.bias.col_stride);
+    if (p.bias.data != nullptr) value += decode(p.bias.dtype, p.bias.data, n * p.bias.col_stride);
     p.out[e] = value;
   }
 }
@@ -3038,7 +3022,8 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p) {
   REPRO_CUDA_CHECK(cudaEventCreate(&launch.stop));
   DeviceGemmArgs args;
   args.M = p.M, args.N = p.N, args.K = p.K;
-  args.Mp = round_up(p.M, kRefTileM), args.Np = round_up(p.N, kRefTileN), args.Kp = round_up(p.K, kRefTileK);
+  args.Mp = ceil_div(p.M, kRefTileM) * kRefTileM, args.Np = ceil_div(p.N, kRefTileN) * kRefTileN;
+  args.Kp = ceil_div(p.K, kRefTileK) * kRefTileK;
   const DeviceMatrix a = device_matrix(*p.a), b = device_matrix(*p.b);
   REPRO_CUDA_CHECK(cudaEventRecord(launch.start));
   args.a = pack_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, args.Mp, args.Kp);
@@ -3092,12 +3077,13 @@ inline double finish_reference_gemm(ReferenceGemmLaunch* launch) {
 constexpr int64_t kCrossCheckSamples = 4096;
 
 // Vector v of `count` elements starting at element bases[v] and `step` elements apart, decoded
-// into out[v * count ...]: the sampled rows of A (step: A's K stride) or columns of B.
+// into out[v * count ...]: the sampled rows of A (step: A's K stride) or columns of B; with
+// count 1, single elements (gather_values).
 __global__ void gather_vectors_kernel(DType dtype, const unsigned char* storage, const int64_t* bases,
                                       int64_t vectors, int64_t step, int64_t count, double* out) {
   const int64_t total = vectors * count;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = device_decode(dtype, storage, bases[i / count] + (i % count) * step);
+    out[i] = decode(dtype, storage, bases[i / count] + (i % count) * step);
 }
 
 inline std::vector<double> gather_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases,
@@ -3121,11 +3107,7 @@ inline std::vector<double> gather_vectors(DType dtype, const void* device, const
 
 // The decoded values of the elements at `offsets` of a device buffer.
 inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
-  std::vector<double> values(offsets.size());
-  if (offsets.empty()) return values;
-  const std::vector<uint64_t> bits = gather_bits(dtype, device, offsets);
-  for (size_t i = 0; i < bits.size(); ++i) values[i] = decode_bits(dtype, bits[i]);
-  return values;
+  return gather_vectors(dtype, device, offsets, 0, 1);
 }
 
 // A grid of outputs (up to 64 rows x 64 columns, over up to 4 batches) and what the host makes
@@ -3234,7 +3216,7 @@ inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossChec
 // A device reference and how it was made.
 struct DeviceReference {
   double* values = nullptr;  // [L][M][N] doubles on the device; the caller frees it
-  double kernel_ms = 0;      // the GEMM kernel, device events
+  double kernel_ms = 0;      // packing and GEMM kernels, device events
   double fetch_seconds = 0;  // fetching the sample's rows and columns
   double check_seconds = 0;  // the host's sample and judging it, beyond the kernel's time
   std::string engine;        // reference_engine()
@@ -3253,14 +3235,13 @@ inline DeviceReference compute_device_reference(const GemmProblem& p) {
   reference.values = launch.out;
   phase_start = std::chrono::steady_clock::now();
   compute_cross_check_sample(p, &sample);
-  double overlapped = seconds_since(phase_start);
-  const double ms = finish_reference_gemm(&launch);
-  reference.kernel_ms = ms;
-  // The host's share that the kernel did not hide, then the judging.
-  overlapped = std::max(0.0, overlapped - ms / 1e3);
+  const double host_seconds = seconds_since(phase_start);
+  reference.kernel_ms = finish_reference_gemm(&launch);
+  // The host's share that the kernels did not hide, then the judging.
+  const double not_hidden = std::max(0.0, host_seconds - reference.kernel_ms / 1e3);
   phase_start = std::chrono::steady_clock::now();
   reference.check = judge_cross_check_sample(p, sample, reference.values);
-  reference.check_seconds = overlapped + seconds_since(phase_start);
+  reference.check_seconds = not_hidden + seconds_since(phase_start);
   return reference;
 }
 
@@ -3615,8 +3596,6 @@ struct DevicePointer {
   }
 };
 
-// Integer ceiling division, for grid expressions such as ceil_div(N, 128).
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // min and max of shape expressions, on int64_t whatever the literals' types.
 inline int64_t size_min(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t size_max(int64_t a, int64_t b) { return a < b ? b : a; }
@@ -4773,7 +4752,6 @@ inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
   }
   return line;
 }
-
 
 // --dump and --emit-inputs create the folder they are given.
 inline void make_directories_or_die(const std::string& dir) {

@@ -110,6 +110,10 @@ inline std::string make_directories(const std::string& dir) {
   }
 }
 
+// Integer ceiling division: blocks of a size, padded extents, and the spec's grid expressions
+// such as ceil_div(N, 128).
+REPRO_HD inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 template <typename Body>
 void parallel_for(int64_t count, int64_t min_chunk, Body body) {
   if (count <= 0) return;

@@ -9,13 +9,11 @@
 // magnitude, far below any kernel's error.
 //
 // A reference computed by the same GPU as the kernel under test could share its fault, so a
-// sample of outputs is recomputed on the host (cross_check_device_reference): a device reference
+// sample of outputs is recomputed on the host (the cross-check, below): a device reference
 // that disagrees with the host ends the run instead of judging the kernel. The host computes its
 // sample while the GPU computes the reference, so the check costs little more than fetching the
 // sampled rows of A and columns of B.
 // ---------------------------------------------------------------------------------------------
-#include <cuda_fp8.h>
-
 namespace repro {
 
 // One matrix operand as the device kernel reads it: element (l, row, col) is at
@@ -36,28 +34,10 @@ inline DeviceMatrix device_matrix(const Tensor& t) {
   return d;
 }
 
-// Exact conversions of every storage type to double (f16, bf16 and fp8 widen exactly).
-__device__ inline double device_decode(DType dtype, const unsigned char* base, int64_t element) {
-  switch (dtype) {
-    case DType::f64: return reinterpret_cast<const double*>(base)[element];
-    case DType::f32:
-    case DType::tf32: return reinterpret_cast<const float*>(base)[element];
-    case DType::f16: return __half2float(reinterpret_cast<const __half*>(base)[element]);
-    case DType::bf16: return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(base)[element]);
-    case DType::e4m3: return __half2float(__half(__nv_cvt_fp8_to_halfraw(base[element], __NV_E4M3)));
-    case DType::e5m2: return __half2float(__half(__nv_cvt_fp8_to_halfraw(base[element], __NV_E5M2)));
-    case DType::i8: return double(reinterpret_cast<const int8_t*>(base)[element]);
-    case DType::u8: return double(base[element]);
-    case DType::i32: return double(reinterpret_cast<const int32_t*>(base)[element]);
-    case DType::u32: return double(reinterpret_cast<const uint32_t*>(base)[element]);
-    case DType::i64: return double(reinterpret_cast<const int64_t*>(base)[element]);
-    case DType::boolean: return base[element] != 0 ? 1.0 : 0.0;
-  }
-  return 0.0;
-}
-
+// Element (l, row, col) as a double: dtype.cuh's decode(), the host's own exact conversion, also
+// compiled for the device.
 __device__ inline double device_element(const DeviceMatrix& m, int64_t l, int64_t row, int64_t col) {
-  return device_decode(m.dtype, m.data, l * m.batch_stride + row * m.row_stride + col * m.col_stride);
+  return decode(m.dtype, m.data, l * m.batch_stride + row * m.row_stride + col * m.col_stride);
 }
 
 // ------------------------------------------------------------------------ packing the operands
@@ -69,8 +49,6 @@ __device__ inline double device_element(const DeviceMatrix& m, int64_t l, int64_
 // takes about a millisecond and 1 GiB; in exchange the kernel's inner loop is copies and fp64
 // MMAs only, with no bounds checks and no per-element decoding.
 constexpr int kRefTileM = 128, kRefTileN = 128, kRefTileK = 16;
-
-inline int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 // `count` doubles of device memory for the reference: packed operands and the output. Running
 // out is the user's problem to solve, not a CUDA error to decode, so it says what to do.
@@ -101,7 +79,7 @@ __global__ void pack_operand_kernel(DeviceMatrix source, int64_t i_stride, int64
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e % Ip, k = e / Ip % Kp, l = e / (Ip * Kp);
     packed[e] = i < I && k < K
-                    ? device_decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride)
+                    ? decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride)
                     : 0.0;
   }
 }
@@ -291,7 +269,7 @@ __global__ void reference_epilogue_kernel(DeviceGemmArgs p, int64_t L) {
     const int64_t n = e % p.N, m = e / p.N % p.M, l = e / (p.M * p.N);
     double value = p.out[e];
     if (p.c.data != nullptr) value += p.beta * device_element(p.c, l, m, n);
-    if (p.bias.data != nullptr) value += device_decode(p.bias.dtype, p.bias.data, n * p.bias.col_stride);
+    if (p.bias.data != nullptr) value += decode(p.bias.dtype, p.bias.data, n * p.bias.col_stride);
     p.out[e] = value;
   }
 }
@@ -321,7 +299,8 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p) {
   REPRO_CUDA_CHECK(cudaEventCreate(&launch.stop));
   DeviceGemmArgs args;
   args.M = p.M, args.N = p.N, args.K = p.K;
-  args.Mp = round_up(p.M, kRefTileM), args.Np = round_up(p.N, kRefTileN), args.Kp = round_up(p.K, kRefTileK);
+  args.Mp = ceil_div(p.M, kRefTileM) * kRefTileM, args.Np = ceil_div(p.N, kRefTileN) * kRefTileN;
+  args.Kp = ceil_div(p.K, kRefTileK) * kRefTileK;
   const DeviceMatrix a = device_matrix(*p.a), b = device_matrix(*p.b);
   REPRO_CUDA_CHECK(cudaEventRecord(launch.start));
   args.a = pack_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, args.Mp, args.Kp);
@@ -375,12 +354,13 @@ inline double finish_reference_gemm(ReferenceGemmLaunch* launch) {
 constexpr int64_t kCrossCheckSamples = 4096;
 
 // Vector v of `count` elements starting at element bases[v] and `step` elements apart, decoded
-// into out[v * count ...]: the sampled rows of A (step: A's K stride) or columns of B.
+// into out[v * count ...]: the sampled rows of A (step: A's K stride) or columns of B; with
+// count 1, single elements (gather_values).
 __global__ void gather_vectors_kernel(DType dtype, const unsigned char* storage, const int64_t* bases,
                                       int64_t vectors, int64_t step, int64_t count, double* out) {
   const int64_t total = vectors * count;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = device_decode(dtype, storage, bases[i / count] + (i % count) * step);
+    out[i] = decode(dtype, storage, bases[i / count] + (i % count) * step);
 }
 
 inline std::vector<double> gather_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases,
@@ -404,11 +384,7 @@ inline std::vector<double> gather_vectors(DType dtype, const void* device, const
 
 // The decoded values of the elements at `offsets` of a device buffer.
 inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
-  std::vector<double> values(offsets.size());
-  if (offsets.empty()) return values;
-  const std::vector<uint64_t> bits = gather_bits(dtype, device, offsets);
-  for (size_t i = 0; i < bits.size(); ++i) values[i] = decode_bits(dtype, bits[i]);
-  return values;
+  return gather_vectors(dtype, device, offsets, 0, 1);
 }
 
 // A grid of outputs (up to 64 rows x 64 columns, over up to 4 batches) and what the host makes
@@ -517,7 +493,7 @@ inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossChec
 // A device reference and how it was made.
 struct DeviceReference {
   double* values = nullptr;  // [L][M][N] doubles on the device; the caller frees it
-  double kernel_ms = 0;      // the GEMM kernel, device events
+  double kernel_ms = 0;      // packing and GEMM kernels, device events
   double fetch_seconds = 0;  // fetching the sample's rows and columns
   double check_seconds = 0;  // the host's sample and judging it, beyond the kernel's time
   std::string engine;        // reference_engine()
@@ -536,14 +512,13 @@ inline DeviceReference compute_device_reference(const GemmProblem& p) {
   reference.values = launch.out;
   phase_start = std::chrono::steady_clock::now();
   compute_cross_check_sample(p, &sample);
-  double overlapped = seconds_since(phase_start);
-  const double ms = finish_reference_gemm(&launch);
-  reference.kernel_ms = ms;
-  // The host's share that the kernel did not hide, then the judging.
-  overlapped = std::max(0.0, overlapped - ms / 1e3);
+  const double host_seconds = seconds_since(phase_start);
+  reference.kernel_ms = finish_reference_gemm(&launch);
+  // The host's share that the kernels did not hide, then the judging.
+  const double not_hidden = std::max(0.0, host_seconds - reference.kernel_ms / 1e3);
   phase_start = std::chrono::steady_clock::now();
   reference.check = judge_cross_check_sample(p, sample, reference.values);
-  reference.check_seconds = overlapped + seconds_since(phase_start);
+  reference.check_seconds = not_hidden + seconds_since(phase_start);
   return reference;
 }
 

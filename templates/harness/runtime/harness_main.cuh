@@ -200,7 +200,6 @@ inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
   return line;
 }
 
-
 // --dump and --emit-inputs create the folder they are given.
 inline void make_directories_or_die(const std::string& dir) {
   const std::string error = make_directories(dir);

@@ -23,8 +23,6 @@ struct DevicePointer {
   }
 };
 
-// Integer ceiling division, for grid expressions such as ceil_div(N, 128).
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // min and max of shape expressions, on int64_t whatever the literals' types.
 inline int64_t size_min(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t size_max(int64_t a, int64_t b) { return a < b ? b : a; }

@@ -55,7 +55,8 @@ constexpr int64_t kGemmMRBuild = 4;  // rows of A per panel, and of the register
 #else
 constexpr int64_t kGemmMRBuild = 3;
 #endif
-constexpr int64_t kGemmMRMax = 4;
+constexpr int64_t kGemmMRAvx512 = 4;
+constexpr int64_t kGemmMRMax = 4;  // the larger of the two
 constexpr int64_t kGemmNR = 8;    // columns of B per panel, and of the register tile
 constexpr int64_t kGemmKC = 256;  // K-block: a B panel of it (16 KiB) stays in L1
 // Per work item: 32 panels of rows (its A block, MC x KC, stays in L2) and of columns.
@@ -133,9 +134,10 @@ REPRO_GEMM_KERNEL inline void gemm_micro_kernel_build(const double* a, const dou
 
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__) && defined(__x86_64__) && !defined(__AVX512F__)
 #define REPRO_GEMM_AVX512 1
-__attribute__((target("avx512f"), noinline, optimize("O3", "no-tree-loop-vectorize", "fp-contract=off"))) inline void
-gemm_micro_kernel_avx512(const double* a, const double* b, int64_t kc, double* c, int64_t ldc) {
-  gemm_micro_kernel_body<4>(a, b, kc, c, ldc);
+__attribute__((target("avx512f"))) REPRO_GEMM_KERNEL inline void gemm_micro_kernel_avx512(const double* a,
+                                                                                           const double* b, int64_t kc,
+                                                                                           double* c, int64_t ldc) {
+  gemm_micro_kernel_body<kGemmMRAvx512>(a, b, kc, c, ldc);
 }
 #endif
 
@@ -147,7 +149,7 @@ struct GemmKernelChoice {
 
 inline GemmKernelChoice choose_gemm_kernel() {
 #if defined(REPRO_GEMM_AVX512)
-  if (__builtin_cpu_supports("avx512f")) return GemmKernelChoice{gemm_micro_kernel_avx512, 4};
+  if (__builtin_cpu_supports("avx512f")) return GemmKernelChoice{gemm_micro_kernel_avx512, kGemmMRAvx512};
 #endif
   return GemmKernelChoice{gemm_micro_kernel_build, kGemmMRBuild};
 }
@@ -179,8 +181,8 @@ REPRO_HOST_HOT inline void reference_gemm(const GemmProblem& p, std::vector<doub
   // Panels of MR rows of A, and of NR columns of B (pack_panels).
   const std::unique_ptr<double[]> a = pack_panels(*p.a, M, K, mr, false);
   const std::unique_ptr<double[]> b = pack_panels(*p.b, N, K, kGemmNR, true);
-  const int64_t m_padded = (M + mr - 1) / mr * mr;
-  const int64_t n_padded = (N + kGemmNR - 1) / kGemmNR * kGemmNR;
+  const int64_t m_padded = ceil_div(M, mr) * mr;
+  const int64_t n_padded = ceil_div(N, kGemmNR) * kGemmNR;
   const bool a_batched = p.a->rank == 3, b_batched = p.b->rank == 3;
   // The running sums live in the output itself until the epilogue: zero is where every sum starts.
   ref->assign(size_t(p.L * M * N), 0.0);
