@@ -1307,3 +1307,76 @@ fn every_prefix_of_every_fixture_reads_without_panicking() {
         }
     }
 }
+
+/// A CMake/Ninja `-v` log line compiling `file` (the words CMake writes for a CUDA object).
+fn cmake_nvcc_line(step: usize, file: &str, extra: &str) -> String {
+    format!(
+        "[{step}/9000] /usr/local/cuda/bin/nvcc -forward-unknown-to-host-compiler -DKERNELS_EXPORTS \
+         -I/src/kernels/include -isystem /usr/local/cuda/include -O3 -DNDEBUG -std=c++17 \
+         --expt-relaxed-constexpr \"--generate-code=arch=compute_90a,code=[sm_90a]\" \
+         -Xcompiler=-fPIC{extra} -MD -MT CMakeFiles/kernels.dir/src/{file}.cu.o \
+         -MF CMakeFiles/kernels.dir/src/{file}.cu.o.d -x cu -c /src/kernels/src/{file}.cu \
+         -o CMakeFiles/kernels.dir/src/{file}.cu.o\n"
+    )
+}
+
+/// Issue 17: `repro flags --from-log` was quadratic in the log's size (1 MB: 31 s, 2 MB: 135 s).
+/// A 5 MB log of 4,000 compile lines among warnings and ninja's status lines must read in a
+/// time that only a linear reader meets, even in a debug build on a busy machine.
+#[test]
+fn a_large_build_log_reads_in_linear_time() {
+    let mut text = String::new();
+    let mut i = 0;
+    while text.len() < 5 << 20 {
+        i += 1;
+        text += &cmake_nvcc_line(i, &format!("gemm_{i}"), "");
+        text += &format!(
+            "/src/kernels/src/gemm_{i}.cu(41): warning #177-D: variable \"tile\" was declared but never referenced\n\
+             \x20     int tile = blockIdx.x * 128;\n          ^\n\n\
+             Remark: The warnings can be suppressed with \"-diag-suppress <warning-number>\"\n\n\
+             [{i}/9000] Linking CXX shared library libkernels_{i}.so\n"
+        );
+    }
+    let start = std::time::Instant::now();
+    let e = flags::extract(&Input::from_text("big.log", text), &Selector::default()).unwrap();
+    let took = start.elapsed();
+    assert_eq!(e.origin, "big.log:1");
+    assert_eq!(
+        e.notes[0],
+        format!("{i} nvcc invocations give the same harness flags; took big.log:1")
+    );
+    assert!(
+        took.as_secs_f64() < 30.0,
+        "a 5 MB log took {took:?}: reading a log must be linear in its size"
+    );
+}
+
+/// The shortcut that compares lines differing only in the files they compile and write must not
+/// hide a real difference: a value of another option, or a flag more, is read in full.
+#[test]
+fn lines_that_differ_in_more_than_their_files_are_still_told_apart() {
+    let alike = cmake_nvcc_line(1, "a", "") + &cmake_nvcc_line(2, "b", "");
+    let e = extract_text(&alike);
+    assert!(e.notes[0].starts_with("2 nvcc invocations give the same harness flags"));
+    for (first, second) in [
+        (" --pre-include a.cu", " --pre-include b.cu"),
+        ("", " -DFAST=1"),
+        (" -lineinfo", " -G"),
+        (" -Xcompiler", " -Xlinker"),
+    ] {
+        let text = cmake_nvcc_line(1, "a", first) + &cmake_nvcc_line(2, "b", second);
+        let err = flags::extract(&Input::from_text("two.log", text), &Selector::default())
+            .map(|e| flags::render_report(&e))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("has 2 nvcc invocations, with different flags"),
+            "`{first}` vs `{second}`: {err}"
+        );
+    }
+}
+
+fn extract_text(text: &str) -> Extraction {
+    flags::extract(&Input::from_text("two.log", text), &Selector::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+}

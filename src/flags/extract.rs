@@ -61,8 +61,15 @@ const HOST_LINK_ONLY: &[&str] = &[
 const RESPONSE_DEPTH: usize = 8;
 const MAX_RESPONSE_BYTES: u64 = 16 << 20;
 
+/// The extension of a path's last component, as `Path::extension` reads it (none for `.hidden`
+/// or `..`), without building a `Path`: it runs on every word of every line of a build log.
 fn extension(path: &str) -> Option<&str> {
-    Path::new(path).extension()?.to_str()
+    let name = path.trim_end_matches('/').rsplit('/').next()?;
+    match name.rsplit_once('.') {
+        Some(("", _)) | None => None,
+        Some(_) if name == ".." => None,
+        Some((_, ext)) => Some(ext),
+    }
 }
 
 /// A file nvcc compiles (by extension).
@@ -70,7 +77,7 @@ pub(crate) fn is_source(path: &str) -> bool {
     extension(path).is_some_and(|e| SOURCE_EXTS.contains(&e))
 }
 
-fn is_object(path: &str) -> bool {
+pub(crate) fn is_object(path: &str) -> bool {
     extension(path).is_some_and(|e| OBJECT_EXTS.contains(&e)) || path.contains(".so.")
 }
 
@@ -564,6 +571,35 @@ impl Builder {
         } else if self.arch_option.is_none() {
             e.notes
                 .push("the line names no GPU target (nvcc's default); set build.arch".into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::extension;
+    use std::path::Path;
+
+    #[test]
+    fn extension_reads_like_path_extension() {
+        for path in [
+            "k.cu",
+            "/src/k.cu",
+            "a.b.cu",
+            "dir.d/k",
+            ".hidden",
+            "..",
+            ".",
+            "foo.",
+            "/",
+            "",
+            "k.cu/",
+            "obj/k.cu.o",
+            "lib.so.1",
+            "C:\\src\\k.cu",
+        ] {
+            let want = Path::new(path).extension().and_then(|e| e.to_str());
+            assert_eq!(extension(path), want, "{path:?}");
         }
     }
 }

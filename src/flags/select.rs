@@ -3,10 +3,11 @@
 //! that give the same harness flags (a CMake project compiling many files alike) are not an
 //! ambiguity; different ones are an error that lists them.
 
+use std::collections::HashSet;
 use std::path::Path;
 
-use super::extract::{analyze, is_source};
-use super::{Extraction, FlagsError, Format, Input, Invocation, Selector};
+use super::extract::{analyze, is_object, is_source};
+use super::{Extraction, FlagsError, Format, Input, Invocation, Selector, Verdict};
 
 /// The source file an invocation compiles, as written.
 fn source_of(inv: &Invocation) -> Option<String> {
@@ -71,6 +72,68 @@ fn same_build(a: &Extraction, b: &Extraction) -> bool {
     key(a) == key(b) && a.kept_flags() == b.kept_flags()
 }
 
+/// Options whose value only names a file the production build writes (`-o`, dependency files):
+/// dropped whatever the value says.
+const OUTPUT_OPTIONS: &[&str] = &[
+    "-o",
+    "--output-file",
+    "-odir",
+    "--output-directory",
+    "-MF",
+    "--dependency-output",
+    "-MT",
+    "--dependency-target-name",
+];
+
+/// Whether `other` gives the same harness build as `first` (read into `done`) without reading
+/// it: the same words but for the files compiled and written, which the harness drops. A large
+/// project's log has tens of thousands of such lines, one per source file, and reading each fully
+/// (response files, include dirs on disk) to compare it was most of `repro flags`' time. False
+/// means "not known", and the caller reads `other` in full.
+fn same_but_file_names(first: &Invocation, done: &Extraction, other: &Invocation) -> bool {
+    let (a, b) = (&first.args, &other.args);
+    let plain = first.prepend.is_empty() && first.append.is_empty();
+    if !plain
+        || (&other.prepend, &other.append, &other.directory, b.len())
+            != (&first.prepend, &first.append, &first.directory, a.len())
+    {
+        return false;
+    }
+    // Which words each flag of `done` was read from; they are the line's words, in order, unless a
+    // response file was spliced in (then the words are not all on the line: not known).
+    let mut at = 0;
+    for flag in &done.flags {
+        let n = flag.original.len();
+        if flag.from.is_some() || a.get(at..at + n) != Some(&flag.original[..]) {
+            return false;
+        }
+        if a[at..at + n] != b[at..at + n] {
+            let file_kind = |w: &str| (!w.starts_with('-')).then(|| (is_object(w), is_source(w)));
+            let same = match (n, flag.verdict) {
+                // A positional file: the same kind (source or object) is read the same way, since
+                // every word before it is the same.
+                (1, Verdict::Dropped) => {
+                    file_kind(&a[at]).is_some_and(|k| k.0 || k.1)
+                        && file_kind(&a[at]) == file_kind(&b[at])
+                }
+                // `-o FILE`: the same option, and a value that is not an option, is taken as its value.
+                (2, Verdict::Dropped) => {
+                    a[at] == b[at]
+                        && OUTPUT_OPTIONS.contains(&a[at].as_str())
+                        && !a[at + 1].starts_with('-')
+                        && !b[at + 1].starts_with('-')
+                }
+                _ => false,
+            };
+            if !same {
+                return false;
+            }
+        }
+        at += n;
+    }
+    at == a.len()
+}
+
 pub(crate) fn choose(
     input: &Input,
     invocations: Vec<Invocation>,
@@ -82,14 +145,22 @@ pub(crate) fn choose(
         inv.directory = inv.directory.or_else(|| input.base_dir.clone());
         return analyze(&inv, base);
     }
-    // The same command twice (ninja's "FAILED:" repeats it) is one invocation.
-    let mut unique: Vec<Invocation> = Vec::new();
-    for inv in invocations {
-        let key = |i: &Invocation| (i.args.clone(), i.directory.clone(), i.file.clone());
-        if !unique.iter().any(|u| key(u) == key(&inv)) {
-            unique.push(inv);
-        }
-    }
+    // The same command twice (ninja's "FAILED:" repeats it) is one invocation. A set of borrowed
+    // keys, not a scan of the kept ones: a build log has one invocation per compiled file, tens
+    // of thousands in a large project's log, and comparing each with all before it was the
+    // quadratic time of issue 17 (a 1 MB log took 31 s).
+    let first_of_its_kind: Vec<bool> = {
+        let mut seen = HashSet::new();
+        invocations
+            .iter()
+            .map(|i| seen.insert((&i.args, &i.directory, &i.file)))
+            .collect()
+    };
+    let unique: Vec<Invocation> = invocations
+        .into_iter()
+        .zip(first_of_its_kind)
+        .filter_map(|(inv, first)| first.then_some(inv))
+        .collect();
     let (candidates, idle): (Vec<_>, Vec<_>) = unique.into_iter().partition(compiles);
     if candidates.is_empty() {
         let example = idle
@@ -139,9 +210,12 @@ pub(crate) fn choose(
     let extraction = analyze(&candidates[chosen], base);
     let (mut notes, mut warnings) = (Vec::new(), Vec::new());
     if pool.len() > 1 {
-        let alike = |i: &usize| match (&extraction, analyze(&candidates[*i], base)) {
-            (Ok(a), Ok(b)) => same_build(a, &b),
-            _ => false,
+        let alike = |i: &usize| match &extraction {
+            Ok(a) => {
+                same_but_file_names(&candidates[chosen], a, &candidates[*i])
+                    || analyze(&candidates[*i], base).is_ok_and(|b| same_build(a, &b))
+            }
+            Err(_) => false,
         };
         if !pool[1..].iter().all(alike) {
             let candidates = pool.iter().map(|&i| describe(&candidates[i])).collect();
