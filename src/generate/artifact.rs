@@ -133,6 +133,27 @@ pub fn write(artifact: &Artifact, spec_path: &Path, force: bool) -> Result<Write
         });
     }
     let dir = &artifact.dir;
+    // A folder on the way that is a dangling symlink or a file makes create_dir_all answer "File
+    // exists (os error 17)", which names neither the path nor the problem: say which it is.
+    if let Some(blocked) = dir
+        .ancestors()
+        .find(|p| p.symlink_metadata().is_ok())
+        .filter(|p| !p.is_dir())
+    {
+        let what = match std::fs::read_link(blocked) {
+            Ok(target) if !blocked.exists() => format!(
+                "is a symbolic link to {}, which does not exist",
+                target.display()
+            ),
+            _ => "is not a folder".to_string(),
+        };
+        return Err(Error::Usage(format!(
+            "cannot write the artifact into {}: {} {what}; create the folder it names, or pass \
+             another -o",
+            dir.display(),
+            blocked.display()
+        )));
+    }
     std::fs::create_dir_all(dir.join(STATE_DIR))
         .map_err(Error::io("create", dir.join(STATE_DIR)))?;
     let mut summary = WriteSummary::default();
