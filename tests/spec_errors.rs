@@ -467,3 +467,239 @@ fn trace_stages_need_unique_indexes_below_16() {
     );
     insta::assert_snapshot!(error_for(&text));
 }
+
+// Issue 24: an output the kernel writes only through a TMA map (TMA stores) is passed.
+
+/// The good spec with a TMA map over D (N = 64: a 128-byte row, TMA-aligned).
+fn with_tma_over_d(args: &str, setup: Option<&str>) -> String {
+    let text = with_tma("  map_d: { tensor: D, box: [16, 16] }\n")
+        .replace("N: 60", "N: 64")
+        .replace("args: [A, B, D, M, N, K]", &format!("args: {args}"));
+    match setup {
+        Some(setup) => text.replace("  args:", &format!("  setup: |\n    {setup}\n  args:")),
+        None => text,
+    }
+}
+
+#[test]
+fn an_output_passed_through_its_tma_map_is_passed() {
+    let spec =
+        load(&with_tma_over_d("[A, B, map_d, M, N, K]", None)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(spec.kernel.args[2], repro::spec::KernelArg::Tma(0));
+}
+
+#[test]
+fn an_output_named_in_setup_is_passed() {
+    // The setup wraps D (or its map) in a library's own descriptor, which the kernel takes.
+    for setup in ["auto out = make_desc(D, M, N);", "auto out = wrap(map_d);"] {
+        let text = with_tma_over_d("[A, B, out, M, N, K]", Some(setup));
+        load(&text).unwrap_or_else(|e| panic!("{setup}: {e}"));
+    }
+}
+
+#[test]
+fn an_output_reached_by_nothing_is_an_error_even_with_a_setup() {
+    // A setup that names neither D nor its map does not reach the output.
+    let text = with_tma_over_d(
+        "[A, B, out, M, N, K]",
+        Some("auto out = make_desc(A, M, K);  // Dx and map_dd are other names"),
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn an_output_reached_by_nothing_without_a_tma_map() {
+    let text = replace("args: [A, B, D, M, N, K]", "args: [A, B, M, N, K]");
+    insta::assert_snapshot!(error_for(&text));
+}
+
+// Issue 17 item 4: hostile input gets an error with a place, never a panic.
+
+#[test]
+fn an_error_past_column_65535_is_shown_around_its_column() {
+    // A flow mapping on one line puts the error far to the right; the column must be right and
+    // the excerpt short.
+    let flags = "-DX, ".repeat(14_000);
+    let text = replace(
+        "build: { arch: sm_90a, flags: [-O3] }",
+        &format!("build: {{ arch: sm_90a, flags: [{flags}-O3], flagz: [] }}"),
+    );
+    let error = error_for(&text);
+    let column = text.lines().last().unwrap().find("flagz").unwrap() + 1;
+    assert!(column > 65_535);
+    assert!(error.contains(&format!("bad.yaml:18:{column}")), "{error}");
+    insta::assert_snapshot!(error);
+}
+
+#[test]
+fn a_spec_name_longer_than_a_folder_name_can_be() {
+    let name = "n".repeat(300);
+    insta::assert_snapshot!(error_for(&replace(
+        "name: good_gemm",
+        &format!("name: {name}")
+    )));
+    // The longest name allowed still leaves room for the names derived from it.
+    let longest = "n".repeat(repro::spec::validate::MAX_SPEC_NAME);
+    load(&replace("name: good_gemm", &format!("name: {longest}"))).unwrap();
+}
+
+/// `error_for`, for a spec read from a file in `dir`, with the folder's path replaced by `<dir>`.
+fn error_for_file(dir: &Path, name: &str) -> String {
+    match repro::spec::load(&dir.join(name)) {
+        Ok(_) => panic!("{name} unexpectedly valid"),
+        Err(e) => {
+            assert_eq!(e.exit_code(), 2, "spec errors exit 2");
+            let dir = dir.canonicalize().unwrap();
+            e.to_string().replace(&dir.display().to_string(), "<dir>")
+        }
+    }
+}
+
+#[test]
+fn a_spec_that_is_not_utf8_gets_a_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = replace("about: a valid spec", "about: a valid spec, caf").into_bytes();
+    // Latin-1 `é` after "caf" on line 3.
+    let at = bytes.windows(3).position(|w| w == b"caf").unwrap() + 3;
+    bytes.insert(at, 0xE9);
+    std::fs::write(dir.path().join("latin1.yaml"), bytes).unwrap();
+    let error = error_for_file(dir.path(), "latin1.yaml");
+    assert!(error.contains("latin1.yaml:3:25"), "{error}");
+    insta::assert_snapshot!(error.replace(&dir.path().display().to_string(), "<dir>"));
+}
+
+#[cfg(unix)]
+#[test]
+fn an_input_file_that_is_a_fifo_or_a_device_is_not_a_regular_file() {
+    // dir/spec/ holds the spec's input files; dir/kernels/ is its `../kernels`.
+    let dir = tempfile::tempdir().unwrap();
+    let spec_dir = dir.path().join("spec");
+    std::fs::create_dir_all(&spec_dir).unwrap();
+    std::fs::create_dir_all(dir.path().join("kernels")).unwrap();
+    let fifo = std::ffi::CString::new(spec_dir.join("a.npy").display().to_string()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    std::os::unix::fs::symlink("/dev/zero", spec_dir.join("b.npy")).unwrap();
+    std::os::unix::fs::symlink("missing.npy", spec_dir.join("c.npy")).unwrap();
+    std::fs::create_dir_all(spec_dir.join("d.npy")).unwrap();
+    let text = replace(
+        "A: { dtype: bf16, shape: [M, K] }",
+        "A: { dtype: bf16, shape: [M, K], init: { file: a.npy } }",
+    )
+    .replace(
+        "B: { dtype: bf16, shape: [K, N] }",
+        "B: { dtype: bf16, shape: [K, N], init: { file: b.npy } }\n  \
+         C: { dtype: bf16, shape: [M, N], init: { file: c.npy } }\n  \
+         E: { dtype: bf16, shape: [M, N], init: { file: d.npy } }\n  \
+         F: { dtype: bf16, shape: [M, N], init: { file: f.npy } }",
+    );
+    let error = match repro::spec::load_text(Path::new("bad.yaml"), &text, &spec_dir) {
+        Ok(_) => panic!("unexpectedly valid"),
+        Err(e) => e.to_string(),
+    };
+    insta::assert_snapshot!(error.replace(&spec_dir.display().to_string(), "<dir>"));
+}
+
+/// Time for one spec to be refused: the bounds must make hostile YAML cheap.
+fn refused_within(text: &str, seconds: f64) -> String {
+    let start = std::time::Instant::now();
+    let error = error_for(text);
+    let took = start.elapsed().as_secs_f64();
+    assert!(took < seconds, "took {took:.1} s to refuse");
+    error
+}
+
+#[test]
+fn alias_expansion_is_bounded() {
+    // Issue 17 item 6: a 107 KB spec whose 100 KB anchor is used 2,000 times took 31 s and
+    // 3.2 GB; it must be refused before anything is expanded.
+    let anchor = "x".repeat(100_000);
+    let uses = vec!["*big"; 2_000].join(", ");
+    let text = replace(
+        "build: { arch: sm_90a, flags: [-O3] }",
+        &format!("about2: &big \"-D{anchor}\"\nbuild: {{ arch: sm_90a, flags: [{uses}] }}"),
+    );
+    let error = refused_within(&text, 5.0);
+    assert!(
+        error.contains("aliases expand the spec by more than 4 MiB"),
+        "{error}"
+    );
+    assert!(error.contains("bad.yaml:19:"), "{error}");
+    // Nested aliases (a "billion laughs") are counted expanded, not as written.
+    let mut laughs = String::from("l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for i in 1..10 {
+        let p = i - 1;
+        laughs += &format!(
+            "l{i}: &l{i} [*l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}, *l{p}]\n"
+        );
+    }
+    let error = refused_within(&format!("{GOOD}{laughs}"), 5.0);
+    insta::assert_snapshot!(error);
+    // A few aliases, as a spec uses them to share a shape or flags, are fine.
+    let shared = GOOD
+        .replace("shape: [M, K] }", "shape: &mk [M, K] }")
+        .replace(
+            "A: { dtype: bf16, shape: &mk [M, K] }",
+            "A: { dtype: bf16, shape: &mk [M, K] }\n  A2: { dtype: bf16, shape: *mk }",
+        );
+    load(&shared).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn nesting_depth_is_bounded() {
+    // 100,000 levels took 34 s (quadratic); refused at the 129th level.
+    let text = replace(
+        "about: a valid spec",
+        &format!("about: {}", "[".repeat(100_000)),
+    );
+    let error = refused_within(&text, 5.0);
+    assert!(error.contains("nests deeper than 128 levels"), "{error}");
+    assert!(error.contains("bad.yaml:3:"), "{error}");
+    // Block nesting (`- - - x`, one level per dash) is bounded alike.
+    let text = replace(
+        "about: a valid spec",
+        &format!("about:\n  {}x", "- ".repeat(100_000)),
+    );
+    let error = refused_within(&text, 5.0);
+    insta::assert_snapshot!(error);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_dangling_symlink_as_the_output_folder_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = examples_dir().join("tiled_gemm_bf16.yaml");
+    let out = dir.path().join("out");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &out).unwrap();
+    let output = assert_cmd::Command::cargo_bin("repro")
+        .unwrap()
+        .args([
+            "scaffold".as_ref(),
+            spec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is a symbolic link to") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("os error 17"), "{stderr}");
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let output = assert_cmd::Command::cargo_bin("repro")
+        .unwrap()
+        .args([
+            "scaffold".as_ref(),
+            spec.as_os_str(),
+            "-o".as_ref(),
+            file.as_os_str(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not a folder"), "{stderr}");
+}

@@ -73,10 +73,12 @@ impl fmt::Display for SpecErrors {
                 column
             )?;
             if let Some(text) = line.checked_sub(1).and_then(|l| lines.get(l)) {
+                let (shown, caret_at) = excerpt(text, column);
                 writeln!(f, "{:gutter$} |", "")?;
-                writeln!(f, "{line} | {text}")?;
-                let caret_at = column.saturating_sub(1).min(text.len());
-                writeln!(f, "{:gutter$} | {:caret_at$}^", "", "")?;
+                writeln!(f, "{line} | {shown}")?;
+                // Spaces written out, not a `{:width$}` padding: a width above 65,535 panics in
+                // `fmt` (a flow mapping on one long line puts an error far to the right).
+                writeln!(f, "{:gutter$} | {}^", "", " ".repeat(caret_at))?;
             }
             if let Some(help) = &d.help {
                 writeln!(f, "{:gutter$} = help: {help}", "")?;
@@ -93,6 +95,30 @@ impl fmt::Display for SpecErrors {
     }
 }
 
+/// Longest source line shown whole; a longer one is shown around the column, so that a spec
+/// written on one line (generated, or minified JSON, which is YAML too) still gets a readable
+/// excerpt with the caret under the problem.
+const EXCERPT_CHARS: usize = 120;
+
+/// The part of `text` to show and the caret's offset in it, for a 1-based `column` counted in
+/// characters (as both YAML parsers count).
+fn excerpt(text: &str, column: usize) -> (String, usize) {
+    let chars: Vec<char> = text.chars().collect();
+    let at = column.saturating_sub(1).min(chars.len());
+    if chars.len() <= EXCERPT_CHARS {
+        return (text.to_string(), at);
+    }
+    let start = at.saturating_sub(EXCERPT_CHARS / 3);
+    let end = (start + EXCERPT_CHARS).min(chars.len());
+    let start = end.saturating_sub(EXCERPT_CHARS);
+    let (before, after) = (
+        if start > 0 { "..." } else { "" },
+        if end < chars.len() { "..." } else { "" },
+    );
+    let shown: String = chars[start..end].iter().collect();
+    (format!("{before}{shown}{after}"), at - start + before.len())
+}
+
 /// The closest candidate to `word`, if one is close enough to be a plausible typo.
 pub fn did_you_mean<'a>(
     word: &str,
@@ -104,4 +130,38 @@ pub fn did_you_mean<'a>(
         .filter(|(score, _)| *score > 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_far_to_the_right_shows_its_surroundings() {
+        let line = format!("flags: [{}BAD]", "x, ".repeat(30_000));
+        let column = line.find("BAD").unwrap() + 1;
+        let errors = SpecErrors::new(
+            Path::new("wide.yaml"),
+            &line,
+            vec![Diagnostic::new(Location { line: 1, column }, "bad flag")],
+        );
+        let text = errors.to_string();
+        assert!(
+            text.contains(&format!("--> wide.yaml:1:{column}")),
+            "{text}"
+        );
+        let shown: Vec<&str> = text.lines().collect();
+        let (source, caret) = (shown[3], shown[4]);
+        assert!(
+            source.len() < 140 && source.starts_with("1 | ..."),
+            "{source}"
+        );
+        assert_eq!(source.find("BAD"), caret.find('^'), "{source}\n{caret}");
+    }
+
+    #[test]
+    fn short_lines_are_shown_whole() {
+        assert_eq!(excerpt("a: [1, 2]", 5), ("a: [1, 2]".to_string(), 4));
+        assert_eq!(excerpt("a: é", 99), ("a: é".to_string(), 4));
+    }
 }

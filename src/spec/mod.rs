@@ -12,6 +12,7 @@ mod tma;
 pub mod validate;
 pub mod yaml;
 
+use std::io::Read;
 use std::path::Path;
 
 pub use diagnostic::{Diagnostic, Location, SpecErrors};
@@ -20,12 +21,14 @@ pub use resolved::*;
 
 use crate::error::Error;
 
+/// Largest spec file read. A spec is a page of YAML; the bound keeps `repro scaffold /dev/zero`
+/// (or a spec path that names a large binary by mistake) from reading without end, while a pipe
+/// (`repro scaffold <(generate-spec)`) still works.
+pub const MAX_SPEC_BYTES: u64 = 16 << 20;
+
 /// Reads, parses and validates the spec at `path`.
 pub fn load(path: &Path) -> Result<ResolvedSpec, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::ReadSpec {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = read_spec_text(path)?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -40,4 +43,52 @@ pub fn load_text(path: &Path, text: &str, dir: &Path) -> Result<ResolvedSpec, Er
         yaml::parse_spec(text).map_err(|d| Error::Spec(SpecErrors::new(path, text, d)))?;
     validate::validate(spec, &spans, path, dir)
         .map_err(|diagnostics| Error::Spec(SpecErrors::new(path, text, diagnostics)))
+}
+
+/// The spec file's text: at most [`MAX_SPEC_BYTES`], and UTF-8, else an error that says where
+/// the first byte that is not UTF-8 is.
+fn read_spec_text(path: &Path) -> Result<String, Error> {
+    let read_error = |source| Error::ReadSpec {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(read_error)?
+        .take(MAX_SPEC_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_SPEC_BYTES {
+        return Err(Error::Usage(format!(
+            "{} is larger than {} MiB; a spec is a short YAML file (is this the right path?)",
+            path.display(),
+            MAX_SPEC_BYTES >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let bytes = e.as_bytes();
+        let valid = e.utf8_error().valid_up_to();
+        let before = std::str::from_utf8(&bytes[..valid]).expect("valid up to here");
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let location = Location {
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+        };
+        let diagnostic = Diagnostic::new(
+            location,
+            format!(
+                "the spec is not UTF-8 text: byte 0x{:02X} here is not UTF-8",
+                bytes[valid]
+            ),
+        )
+        .with_help(
+            "save the file as UTF-8 (an editor set to Latin-1 or UTF-16 writes other bytes for \
+             non-ASCII characters such as `é` or `µ`)",
+        );
+        Error::Spec(SpecErrors::new(
+            path,
+            &String::from_utf8_lossy(bytes),
+            vec![diagnostic],
+        ))
+    })
 }

@@ -88,6 +88,60 @@ pub fn validate(
     }
 }
 
+/// Largest tensor, in bytes (256 TiB): far above any GPU's memory, far below where 64-bit
+/// element and byte counts overflow.
+pub const MAX_TENSOR_BYTES: i64 = 1 << 48;
+
+/// Longest spec name. The name is a folder name (`generated/<name>/`), which common filesystems
+/// limit to 255 bytes; repro derives longer ones from it (`repro shrink` writes `<name>_shrunk`,
+/// and again for a shrunk spec), so the bound leaves room for those.
+pub const MAX_SPEC_NAME: usize = 128;
+
+/// Whether `path` is a regular file (after symlinks), else what it is and what to do. An input
+/// file is read whole, so a fifo would block and `/dev/zero` would never end.
+fn regular_file(path: &Path) -> Result<(), (String, &'static str)> {
+    let relative = "paths are relative to the spec file";
+    let not_regular = "give a .npy or .bin file: a fifo, a device such as /dev/zero or a folder \
+                       has no size to check against the tensor's shape, and reading it may never end";
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(m) => Err((
+            format!("is not a regular file ({})", file_kind(&m)),
+            not_regular,
+        )),
+        Err(_) if path.symlink_metadata().is_ok() => Err((
+            "is a symbolic link to a file that does not exist".into(),
+            relative,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(("does not exist".into(), relative))
+        }
+        Err(e) => Err((format!("cannot be read: {e}"), relative)),
+    }
+}
+
+fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        if t.is_fifo() {
+            return "a named pipe";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if m.is_dir() {
+        "a folder"
+    } else {
+        "not a plain file"
+    }
+}
+
 impl Validator<'_> {
     pub(super) fn error(&mut self, path: &str, message: impl Into<String>) -> &mut Diagnostic {
         let loc = self.spans.value(path);
@@ -112,6 +166,19 @@ impl Validator<'_> {
         if !is_spec_name(&self.spec.name) {
             self.error("name", format!("`{}` is not a valid spec name", self.spec.name)).help =
                 Some("names are lowercase letters, digits and `_` ([a-z0-9_]+); the name is the output folder".into());
+        } else if self.spec.name.len() > MAX_SPEC_NAME {
+            self.error(
+                "name",
+                format!(
+                    "the spec name is {} characters long; at most {MAX_SPEC_NAME}",
+                    self.spec.name.len()
+                ),
+            )
+            .help = Some(format!(
+                "the name is the output folder (generated/<name>/, bundles/<name>/), and a folder \
+                 name has at most 255 bytes on common filesystems; repro also derives names from \
+                 it (`<name>_shrunk`), so keep it under {MAX_SPEC_NAME}"
+            ));
         }
     }
 
@@ -231,6 +298,23 @@ impl Validator<'_> {
             shape.push(v);
             shape_text.push(text);
         }
+        // Every count the harness and repro compute from a shape (elements, bytes, offsets) is a
+        // 64-bit integer: a shape whose bytes do not fit any GPU is refused here, before a product
+        // overflows into a small, wrong allocation.
+        let elements = shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d));
+        let bytes = elements.and_then(|n| n.checked_mul(t.dtype.bytes() as i64));
+        if bytes.map_or(true, |b| b > MAX_TENSOR_BYTES) {
+            self.error(
+                &format!("{path}.shape"),
+                format!(
+                    "tensor `{name}` of shape [{}] is more than {} TiB",
+                    shape_text.join(", "),
+                    MAX_TENSOR_BYTES >> 40
+                ),
+            )
+            .help = Some("no GPU holds it; check the sizes the shape uses".into());
+            return None;
+        }
         let strides_text = t
             .strides
             .as_ref()
@@ -267,6 +351,22 @@ impl Validator<'_> {
                         return None;
                     }
                     out.push(v);
+                }
+                // The last element's offset, checked like the shape's size above.
+                let last = shape.iter().zip(&out).try_fold(0i64, |sum, (&d, &s)| {
+                    sum.checked_add((d - 1).checked_mul(s)?)
+                });
+                let bytes = last.and_then(|l| (l + 1).checked_mul(t.dtype.bytes() as i64));
+                if bytes.map_or(true, |b| b > MAX_TENSOR_BYTES) {
+                    self.error(
+                        &format!("{path}.strides"),
+                        format!(
+                            "tensor `{name}` with these strides spans more than {} TiB",
+                            MAX_TENSOR_BYTES >> 40
+                        ),
+                    )
+                    .help = Some("no GPU holds it; check the strides".into());
+                    return None;
                 }
                 out
             }
@@ -307,15 +407,15 @@ impl Validator<'_> {
             InitPattern::File(f) => {
                 let file = self.dir.join(&f.file);
                 let p = format!("{path}.init.file");
-                if !file.is_file() {
+                if let Err((problem, help)) = regular_file(&file) {
                     self.error(
                         &p,
                         format!(
-                            "input file `{}` for tensor `{name}` does not exist",
+                            "input file `{}` for tensor `{name}` {problem}",
                             file.display()
                         ),
                     )
-                    .help = Some("paths are relative to the spec file".into());
+                    .help = Some(help.into());
                     return None;
                 }
                 let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
@@ -465,7 +565,11 @@ impl Validator<'_> {
             .map(|c| expr::evaluate(c, sizes).ok())
             .collect();
         let Some(numbers) = numbers else { return };
-        let blocks: i64 = numbers.iter().product();
+        // Checked: a fuzzed or mistyped cluster can be large enough to overflow the product.
+        let blocks = numbers
+            .iter()
+            .try_fold(1i64, |n, &c| n.checked_mul(c))
+            .unwrap_or(i64::MAX);
         if blocks > 16 {
             self.error(
                 "kernel.cluster",
@@ -601,13 +705,49 @@ impl Validator<'_> {
             };
             args.push(arg);
         }
-        for (i, t) in tensors.iter().enumerate() {
-            if t.output && !args.contains(&KernelArg::Tensor(i)) && k.setup.is_none() {
+        // An output the kernel cannot reach is never written, and every check of it would fail
+        // for a reason that is not the kernel's. It is reached when passed itself, named in an
+        // argument expression or in kernel.setup (which may wrap it in a library's descriptor),
+        // or through a `tma:` entry over it that is passed or named there (a kernel that writes D
+        // only with TMA stores takes `map_d`, not D).
+        let arg_names: Vec<String> = k
+            .args
+            .iter()
+            .flat_map(|a| match a {
+                Value::Text(t) => expr::identifiers(t),
+                _ => Vec::new(),
+            })
+            .collect();
+        let reaches = |name: &String| arg_names.contains(name) || setup_names.contains(name);
+        for t in tensors.iter().filter(|t| t.output) {
+            let through_tma = self
+                .spec
+                .tma
+                .iter()
+                .any(|(map, entry)| entry.tensor == t.name && reaches(map));
+            if !reaches(&t.name) && !through_tma {
+                let maps: Vec<&str> = self
+                    .spec
+                    .tma
+                    .iter()
+                    .filter(|(_, entry)| entry.tensor == t.name)
+                    .map(|(map, _)| map.as_str())
+                    .collect();
+                let help = match maps.as_slice() {
+                    [] => "add it (or a `tma:` entry over it) to `kernel.args`, or drop \
+                           `output: true`"
+                        .to_string(),
+                    maps => format!(
+                        "add it or its TMA map (`{}`) to `kernel.args` (or name one of them in \
+                         `kernel.setup`), or drop `output: true`",
+                        maps.join("`, `")
+                    ),
+                };
                 self.key_error(
                     &format!("tensors.{}", t.name),
                     format!("output `{}` is never passed to the kernel", t.name),
                 )
-                .help = Some("add it to `kernel.args`, or drop `output: true`".into());
+                .help = Some(help);
             }
         }
         let grid = self.launch_triple("kernel.grid", k.grid.as_ref(), true);

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::Marker;
+use yaml_rust2::scanner::{Marker, ScanError};
 
 use super::diagnostic::{did_you_mean, Diagnostic, Location};
 use super::model::Spec;
@@ -60,12 +60,42 @@ enum Frame {
     Seq { path: String, index: usize },
 }
 
+/// Deepest nesting of mappings and sequences in a spec. A spec nests four or five levels; the
+/// bound refuses `[[[[...]]]]` at once, where reading it to the end took quadratic time (100,000
+/// levels: 34 s), and it is serde_yaml's own recursion limit, so both readers agree.
+pub const MAX_DEPTH: usize = 128;
+
+/// Most that aliases may add to a document, in bytes of expanded size (see [`NODE_SIZE`]). Each
+/// `*alias` is a copy of its anchor's node, so a small text can stand for an enormous document
+/// (a 107 KB spec using a 100 KB anchor 2,000 times took 31 s and 3.2 GB). Like other careful
+/// YAML readers, repro bounds the expansion; a spec that shares a flag list or a shape a few
+/// times stays far below it.
+pub const MAX_ALIAS_EXPANSION: u64 = 4 << 20;
+
+/// What one node counts for in the expanded size besides its text: roughly what a deserialized
+/// value costs in memory, so that many tiny nodes (`[*a, *a, ...]` nested) count too.
+const NODE_SIZE: u64 = 16;
+
+/// A node being read: its anchor (0 for none) and the expanded size of what it holds so far.
+struct Open {
+    anchor: usize,
+    size: u64,
+}
+
 #[derive(Default)]
 struct SpanCollector {
     stack: Vec<Frame>,
     spans: SpanMap,
     /// Values still reading `TODO...` (left by `repro import`), with where they are.
     todos: Vec<(String, Location, String)>,
+    /// The containers being read, for the expanded size of anchored nodes.
+    open: Vec<Open>,
+    /// The expanded size of each complete anchored node, by anchor id.
+    anchors: HashMap<usize, u64>,
+    /// What aliases added so far.
+    expanded: u64,
+    /// A bound of this module crossed: reading stops there.
+    limit: Option<Diagnostic>,
 }
 
 impl SpanCollector {
@@ -76,6 +106,47 @@ impl SpanCollector {
             Some(Frame::Map { key: None, .. }) => None,
             Some(Frame::Map { path, key: Some(k) }) => Some(join(path, k)),
             Some(Frame::Seq { path, index }) => Some(format!("{path}[{index}]")),
+        }
+    }
+
+    /// A node of `size` is complete inside the innermost container (or is the document).
+    fn add_size(&mut self, anchor: usize, size: u64) {
+        if anchor != 0 {
+            self.anchors.insert(anchor, size);
+        }
+        if let Some(parent) = self.open.last_mut() {
+            parent.size = parent.size.saturating_add(size);
+        }
+    }
+
+    /// Checks the bounds for `event` before it is taken in; a crossed bound is kept in `limit`.
+    fn check_limits(&mut self, event: &Event, loc: Location) {
+        match event {
+            Event::MappingStart(..) | Event::SequenceStart(..) if self.open.len() >= MAX_DEPTH => {
+                self.limit = Some(too_deep(loc));
+            }
+            Event::Alias(id) => {
+                // An alias inside its own anchor's node (a recursive alias) has no size yet;
+                // serde_yaml refuses it.
+                let size = self.anchors.get(id).copied().unwrap_or(NODE_SIZE);
+                self.expanded = self.expanded.saturating_add(size);
+                if self.expanded > MAX_ALIAS_EXPANSION {
+                    self.limit = Some(
+                        Diagnostic::new(
+                            loc,
+                            format!(
+                                "aliases expand the spec by more than {} MiB",
+                                MAX_ALIAS_EXPANSION >> 20
+                            ),
+                        )
+                        .with_help(
+                            "each `*alias` is a full copy of the node its `&anchor` names; \
+                             write a large value once instead of repeating it through aliases",
+                        ),
+                    );
+                }
+            }
+            _ => {}
         }
     }
 
@@ -108,6 +179,27 @@ fn location(mark: &Marker) -> Location {
 impl MarkedEventReceiver for SpanCollector {
     fn on_event(&mut self, event: Event, mark: Marker) {
         let loc = location(&mark);
+        match &event {
+            Event::Scalar(text, _, anchor, _) => {
+                self.add_size(*anchor, text.len() as u64 + NODE_SIZE)
+            }
+            Event::MappingStart(anchor, _) | Event::SequenceStart(anchor, _) => {
+                self.open.push(Open {
+                    anchor: *anchor,
+                    size: NODE_SIZE,
+                })
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                if let Some(done) = self.open.pop() {
+                    self.add_size(done.anchor, done.size);
+                }
+            }
+            Event::Alias(id) => {
+                let size = self.anchors.get(id).copied().unwrap_or(NODE_SIZE);
+                self.add_size(0, size);
+            }
+            _ => {}
+        }
         match event {
             Event::Scalar(text, ..) => match self.next_value_path() {
                 None => {
@@ -148,14 +240,85 @@ impl MarkedEventReceiver for SpanCollector {
     }
 }
 
+/// Reads the first document of `text` into `collector`, one event at a time, stopping at the
+/// first bound crossed (nesting depth, alias expansion) so that a hostile text costs no more
+/// than the bound. yaml-rust2's own `load` recurses once per nesting level and cannot stop early.
+fn collect(text: &str, collector: &mut SpanCollector) -> Result<(), ScanError> {
+    let mut parser = Parser::new_from_str(text);
+    loop {
+        let (event, mark) = parser.next_token()?;
+        if matches!(event, Event::DocumentEnd | Event::StreamEnd) {
+            return Ok(());
+        }
+        collector.check_limits(&event, location(&mark));
+        if collector.limit.is_some() {
+            return Ok(());
+        }
+        collector.on_event(event, mark);
+    }
+}
+
+/// Whether `text` may define an anchor: `&name` where a node's properties can stand (C++ in a
+/// prelude like `auto &x` reads as one too, which only costs a less detailed syntax message).
+fn has_anchor(text: &str) -> bool {
+    text.match_indices('&').any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + 1..].chars().next();
+        before.map_or(true, |c| c.is_whitespace() || "[{,:-".contains(c))
+            && after.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-')
+    })
+}
+
+/// The deepest nesting of `[`/`{` in `text`, counted as if no bracket were quoted: an upper bound
+/// for its flow collections' depth where the text could not be parsed.
+fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0);
+    for c in text.chars() {
+        match c {
+            '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+fn too_deep(at: Location) -> Diagnostic {
+    Diagnostic::new(at, format!("the spec nests deeper than {MAX_DEPTH} levels")).with_help(
+        "a spec nests a few levels of mappings and lists: look for `[` or `{` never closed, or a \
+         run of `- `",
+    )
+}
+
 /// Parses spec text: the typed spec and where each of its values was written.
 ///
 /// A value still reading `TODO...` is an error of its own, reported before anything else: it is
 /// what `repro import` could not know, and no default may stand in for it.
 pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Vec<Diagnostic>> {
     let mut collector = SpanCollector::default();
-    // A text the event parser rejects is reported by serde_yaml below, with its location.
-    let _ = Parser::new_from_str(text).load(&mut collector, false);
+    let scanned = collect(text, &mut collector);
+    if let Some(limit) = collector.limit {
+        return Err(vec![limit]);
+    }
+    if let Err(e) = scanned {
+        let at = location(e.marker());
+        // yaml-rust2's scanner reads ahead of its parser and stops at 256 levels of flow
+        // collections itself, before the bound above sees the 129th.
+        if e.info().contains("recursion limit") {
+            return Err(vec![too_deep(at)]);
+        }
+        // A text the event parser rejects is reported by serde_yaml below, which says more. But
+        // the bounds above were not checked to the end of it, and serde_yaml expands aliases
+        // without a bound and takes quadratic time in deep nesting: where either may be in the
+        // rest of the text, the event parser's error is the answer.
+        if has_anchor(text) || flow_depth(text) > MAX_DEPTH {
+            let help = "fix the YAML syntax here";
+            return Err(vec![Diagnostic::new(at, e.info()).with_help(help)]);
+        }
+    }
     if !collector.todos.is_empty() {
         return Err(collector
             .todos
@@ -240,9 +403,7 @@ mod tests {
     fn spans_point_at_nested_values() {
         let text = "a:\n  b: [1, 2]\n  c:\n    - x: 3\n";
         let mut collector = SpanCollector::default();
-        Parser::new_from_str(text)
-            .load(&mut collector, false)
-            .unwrap();
+        collect(text, &mut collector).unwrap();
         let spans = collector.spans;
         assert_eq!(
             spans.value("a.b[1]"),
@@ -275,10 +436,7 @@ mod tests {
 /// smaller spec this way, so the user's spec reads the same apart from the numbers it changed.
 pub fn rewrite_scalars(text: &str, edits: &[(String, String)]) -> Result<String, String> {
     let mut collector = SpanCollector::default();
-    if Parser::new_from_str(text)
-        .load(&mut collector, false)
-        .is_err()
-    {
+    if collect(text, &mut collector).is_err() || collector.limit.is_some() {
         return Err("the spec is not valid YAML".into());
     }
     let spans = collector.spans;
