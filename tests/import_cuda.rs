@@ -1081,3 +1081,72 @@ fn garbage_never_panics() {
     }
     let _ = cuda::find(tmp.path(), "k");
 }
+
+/// Issue 17 item 5: a fifo, a device or a huge file under the tree is skipped with a note, never
+/// read (a fifo blocks its reader, `/dev/zero` never ends); one named as PATH is an error.
+#[test]
+fn fifos_devices_and_huge_files_are_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("scale.cu"),
+        "__global__ void scale(float* x, int n) {}\n",
+    )
+    .unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("pipe.cu"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.cuh")).unwrap();
+    // Sparse: 17 MiB on paper, nothing on disk.
+    std::fs::File::create(dir.join("table.h"))
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+
+    let found = cuda::find(dir, "scale").unwrap();
+    assert_eq!(found.len(), 1);
+    let out = assert_cmd::Command::cargo_bin("repro")
+        .unwrap()
+        .args(["import", "cuda"])
+        .arg(dir)
+        .args(["--kernel", "scale"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .success();
+    let notes = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let path = |name: &str| dir.join(name).display().to_string();
+    assert!(
+        notes.contains(&format!(
+            "note: skipped {}: a fifo, not a source file",
+            path("pipe.cu")
+        )),
+        "{notes}"
+    );
+    assert!(
+        notes.contains(&format!(
+            "note: skipped {}: a device, not a source file",
+            path("zero.cuh")
+        )),
+        "{notes}"
+    );
+    assert!(
+        notes.contains(&format!(
+            "note: skipped {}: 17.0 MiB, above the 16 MiB read of a source file",
+            path("table.h")
+        )),
+        "{notes}"
+    );
+
+    for (root, what) in [
+        (PathBuf::from("/dev/zero"), "a device"),
+        (dir.join("pipe.cu"), "a fifo"),
+    ] {
+        let e = cuda::find(&root, "scale").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("cannot read {}: {what}, not a source file", root.display())
+        );
+    }
+}

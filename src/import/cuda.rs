@@ -2122,7 +2122,8 @@ pub fn source_files(root: &Path) -> Result<Vec<PathBuf>, ImportError> {
         path: root.to_path_buf(),
         source,
     })?;
-    if meta.is_file() {
+    if !meta.is_dir() {
+        // A file, or a fifo or device given by mistake: the reading says which.
         return Ok(vec![root.to_path_buf()]);
     }
     let mut files = Vec::new();
@@ -2136,7 +2137,8 @@ pub fn source_files(root: &Path) -> Result<Vec<PathBuf>, ImportError> {
         });
     for entry in walk.flatten() {
         let path = entry.path();
-        if entry.depth() > 0 && has_source_extension(path) && path.is_file() {
+        // Not only regular files: a fifo or device named like a source is noted when read.
+        if entry.depth() > 0 && has_source_extension(path) && !path.is_dir() {
             files.push(path.to_path_buf());
         }
     }
@@ -2144,13 +2146,39 @@ pub fn source_files(root: &Path) -> Result<Vec<PathBuf>, ImportError> {
 }
 
 fn read_lossy(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    if meta.len() > MAX_FILE_BYTES {
-        return None;
+    read_checked(path).ok()
+}
+
+/// A source file's text, or why it was not read: not a regular file (a fifo blocks on open,
+/// `/dev/zero` never ends), above [`MAX_FILE_BYTES`], or unreadable. The check comes before the
+/// open, and the read is bounded too, for a file that grows after the check.
+fn read_checked(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{}, not a source file",
+            super::rust::file_kind(&meta)
+        ));
     }
-    std::fs::read(path)
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
+    let too_large = |bytes: u64| {
+        format!(
+            "{:.1} MiB, above the {} MiB read of a source file (a generated table or an embedded binary)",
+            bytes as f64 / (1u64 << 20) as f64,
+            MAX_FILE_BYTES >> 20
+        )
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Lexical normalization (`a/./b/../c` → `a/c`), no file system access.
@@ -2404,8 +2432,20 @@ pub fn find(root: &Path, kernel: &str) -> Result<Vec<KernelDecl>, ImportError> {
     let mut all: Vec<Found> = Vec::new();
     let mut scanned = 0;
     for (k, path) in files.iter().enumerate() {
-        let Some(text) = read_lossy(path) else {
-            continue;
+        let text = match read_checked(path) {
+            Ok(text) => text,
+            Err(why) if path.as_path() == root => {
+                // The file named on the command line: nothing else to search.
+                return Err(ImportError::Io {
+                    path: root.to_path_buf(),
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+                });
+            }
+            Err(why) => {
+                // Said, not fatal: one odd file in a tree must not stop the search.
+                eprintln!("note: skipped {}: {why}", path.display());
+                continue;
+            }
         };
         scanned += 1;
         if !(text.contains(&short) || text.contains("__global__") || text.contains("GLOBAL")) {
