@@ -293,6 +293,10 @@ pub enum ImportCommand {
         /// List the launch sites found and stop.
         #[arg(long)]
         list: bool,
+        /// Also search the Rust files under DIR for where the kernels are loaded
+        /// (`module.load_function("..")` where the struct or map holding them is built).
+        #[arg(long, value_name = "DIR")]
+        search: Option<PathBuf>,
         /// Write the skeleton here (never over an existing file) [default: standard output].
         #[arg(short, long, value_name = "SPEC")]
         output: Option<PathBuf>,

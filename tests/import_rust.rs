@@ -208,7 +208,7 @@ fn a_kernel_function_passed_in_leaves_the_name_a_todo() {
     assert_eq!(site.kernel, None);
     assert_eq!(
         site.kernel_source,
-        "the kernel function `f` is a parameter of `launch_unary`"
+        "the kernel function `f` is a parameter of `launch_unary`: look at its callers for the `load_function(\"..\")` it comes from"
     );
     let at = "at the launch site (tests/fixtures/import/rust/elementwise.rs:65)";
     assert_eq!(
@@ -254,7 +254,7 @@ fn a_kernel_function_passed_in_leaves_the_name_a_todo() {
     assert_eq!(skeleton.name, "launch_unary");
     assert_eq!(
         skeleton.kernel_name,
-        "TODO: the kernel's name (the kernel function `f` is a parameter of `launch_unary`; launched at tests/fixtures/import/rust/elementwise.rs:65)"
+        "TODO: the kernel's name (the kernel function `f` is a parameter of `launch_unary`: look at its callers for the `load_function(\"..\")` it comes from; launched at tests/fixtures/import/rust/elementwise.rs:65)"
     );
     insta::assert_snapshot!("elementwise_unknown_kernel", rendered(&site));
 }
@@ -547,16 +547,17 @@ fn list_shows_every_site() {
     assert_eq!(
         listed,
         [
-            "softmax_fwd_f16  tests/fixtures/import/rust/chained.rs:55  (in `Ops::softmax`, chained launch builder)",
-            "grid_reduce_sum  tests/fixtures/import/rust/chained.rs:70  (in `Ops::sum`, launch builder, cooperative)",
+            "softmax_fwd_f16  tests/fixtures/import/rust/chained.rs:55  (in `Ops::softmax`, chained launch builder, held in `softmax_fwd`)",
+            "grid_reduce_sum  tests/fixtures/import/rust/chained.rs:70  (in `Ops::sum`, launch builder, cooperative, held in `reduce`)",
         ]
     );
     let unknown = rust::list(&fixture("elementwise.rs")).unwrap();
     assert_eq!(
         unknown[1].to_string(),
-        "(kernel name not known)  tests/fixtures/import/rust/elementwise.rs:65  (in `launch_unary`, launch builder)"
+        "f (CUDA name not known)  tests/fixtures/import/rust/elementwise.rs:65  (in `launch_unary`, launch builder)"
     );
-    assert_eq!(unknown[1].selector(), "65");
+    // The parameter the kernel function arrives in names the site.
+    assert_eq!(unknown[1].selector(), "f:65");
     assert_eq!(unknown[0].selector(), "relu_bf16:39");
 }
 
@@ -829,6 +830,10 @@ fn garbage_and_partial_rust_never_panics() {
         "elementwise.rs",
         "no_launch.rs",
         "broken.rs",
+        "linear_layer.rs",
+        "arc_kernels.rs",
+        "kernel_map.rs",
+        "split/src/ops.rs",
     ];
     let mut rng = Lcg(2024);
     for name in fixtures {
@@ -918,4 +923,336 @@ fn garbage_and_partial_rust_never_panics() {
          let e = (1u64 << 200) >> 3; let z = 0usize.next_power_of_two(); \
          unsafe { g.launch(LaunchConfig::for_num_elems(a), (&a, b, c, d, e, z, 99999999999999999999999999999999999999999)) }; }",
     );
+}
+
+// ---- kernels held in struct fields, locals, Arcs and maps (issue 24 item 5) -------------------
+
+/// `repro import rust ARGS...` run as a user runs it, from the repository root.
+fn repro_import(args: &[&str]) -> assert_cmd::assert::Assert {
+    assert_cmd::Command::cargo_bin("repro")
+        .unwrap()
+        .args(["import", "rust"])
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+}
+
+fn stdout_of(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stdout).into_owned()
+}
+
+fn stderr_of(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stderr).into_owned()
+}
+
+#[test]
+fn the_field_a_kernel_is_held_in_selects_its_launch() {
+    let path = fixture("linear_layer.rs");
+    // The issue's launch: `stream.launch_builder(&self.bias_grad_p1_kernel)...launch(..)`,
+    // whose chain starts on line 54 and whose `.launch` is on line 56.
+    for selector in [
+        "bias_grad_p1_kernel",
+        "bias_grad_p1_kernel:54",
+        "bias_grad_p1_kernel:56",
+        "bias_grad_p1",
+        "bias_grad_p1:55",
+    ] {
+        let found =
+            rust::import(&path, Some(selector)).unwrap_or_else(|e| panic!("{selector}: {e}"));
+        assert_eq!(found.len(), 1, "{selector}");
+        assert_eq!(found[0].line, 56, "{selector}");
+        assert_eq!(
+            found[0].kernel.as_deref(),
+            Some("bias_grad_p1"),
+            "{selector}"
+        );
+    }
+    // A line outside the launch is not it, and the hint names the field's own site.
+    let e = error(rust::import(&path, Some("bias_grad_p1_kernel:40")));
+    assert!(
+        e.to_string()
+            .contains("(did you mean `bias_grad_p1_kernel:56`?)"),
+        "{e}"
+    );
+
+    let p1 = site("linear_layer.rs", "bias_grad_p1_kernel");
+    assert_eq!(p1.handles, ["bias_grad_p1_kernel"]);
+    assert_eq!(p1.holder.as_deref(), Some("bias_grad_p1_kernel"));
+    assert_eq!(
+        p1.kernel_source,
+        "`module.load_function(\"bias_grad_p1\")` (line 28), stored in `bias_grad_p1_kernel` by `Linear::new`"
+    );
+    assert_eq!(p1.grid, ks(["ceil_div(batch, 256)", "out_dim", "1"]));
+    assert_eq!(p1.block, ks(["256", "1", "1"]));
+    assert_eq!(p1.smem, known("1024"));
+    // `let out_dim_i32 = out_dim as i32`: the argument is the size `out_dim`, the one the grid
+    // uses (one value for the user to give, not two that must agree).
+    assert_eq!(
+        p1.args,
+        vec![
+            arg("dy", t("dy")),
+            arg("&mut *partials", t("partials")),
+            arg("&out_dim_i32", s("out_dim")),
+            arg("&batch_i32", s("batch")),
+        ]
+    );
+    insta::assert_snapshot!("linear_bias_grad_p1", rendered(&p1));
+
+    // A `let` and the shorthand `Self { bias_grad_p2_kernel, .. }`; an assignment in another
+    // method (`self.relu_bwd_kernel = Some(module.load_function(..)?)`); a local.
+    let p2 = site("linear_layer.rs", "bias_grad_p2_kernel");
+    assert_eq!(p2.kernel.as_deref(), Some("bias_grad_p2"));
+    let relu = site("linear_layer.rs", "relu_bwd_kernel");
+    assert_eq!(relu.kernel.as_deref(), Some("relu_bwd_f32"));
+    assert_eq!(relu.handles, ["kernel", "relu_bwd_kernel"]);
+    assert_eq!(
+        relu.kernel_source,
+        "`module.load_function(\"relu_bwd_f32\")` (line 36), stored in `relu_bwd_kernel` by `Linear::set_activation`"
+    );
+    let fill = site("linear_layer.rs", "fill");
+    assert_eq!(fill.kernel.as_deref(), Some("fill_zero_f32"));
+    assert_eq!(fill.holder, None);
+}
+
+#[test]
+fn list_shows_each_sites_launch_and_arguments() {
+    let out = repro_import(&["tests/fixtures/import/rust/linear_layer.rs", "--list"]).success();
+    insta::assert_snapshot!("list_linear_layer", stdout_of(&out));
+    let out = repro_import(&["tests/fixtures/import/rust/kernel_map.rs", "--list"]).success();
+    insta::assert_snapshot!("list_kernel_map", stdout_of(&out));
+}
+
+#[test]
+fn kernels_in_arcs_and_cloned_locals() {
+    let all = sites("arc_kernels.rs");
+    let names: Vec<_> = all.iter().map(|s| s.kernel.as_deref()).collect();
+    assert_eq!(
+        names,
+        [Some("masked_softmax_bf16"), Some("rope_inplace_bf16")]
+    );
+    // `let kernel = Arc::clone(&kernels.softmax)`, `softmax: Arc::new(module.load_function(SOFTMAX)?)`.
+    assert_eq!(all[0].handles, ["kernel", "softmax"]);
+    assert_eq!(
+        all[0].kernel_source,
+        "`module.load_function(SOFTMAX)` (line 21), stored in `softmax` by `AttnKernels::load`"
+    );
+    assert_eq!(all[0].smem, known("seq * 4"));
+    // `let rope = kernels.rope.clone()`: the local and the field have one name.
+    assert_eq!(all[1].handles, ["rope"]);
+    assert_eq!(site("arc_kernels.rs", "softmax").line, all[0].line);
+    assert_eq!(site("arc_kernels.rs", "kernel").line, all[0].line);
+}
+
+#[test]
+fn kernels_in_a_map() {
+    let all = sites("kernel_map.rs");
+    let names: Vec<_> = all.iter().map(|s| s.kernel.as_deref()).collect();
+    // `for name in KERNEL_NAMES { kernels.insert(name.to_string(), module.load_function(name)?) }`
+    // gives each listed name; `insert("gelu".to_string(), ..("gelu_tanh_f32"))` an alias; a key
+    // nobody inserted stays a TODO.
+    assert_eq!(names, [Some("scale_rows_f32"), Some("gelu_tanh_f32"), None]);
+    assert_eq!(
+        all[0].kernel_source,
+        "`module.load_function(name)?` (line 24) with `name` = \"scale_rows_f32\", stored in `kernels[\"scale_rows_f32\"]` by `Registry::new`"
+    );
+    let gelu = site("kernel_map.rs", "gelu");
+    assert_eq!(gelu.kernel.as_deref(), Some("gelu_tanh_f32"));
+    assert_eq!(gelu.handles, ["f", "gelu"]);
+    let softplus = site("kernel_map.rs", "softplus");
+    assert!(
+        softplus.kernel_source.contains(
+            "the entry \"softplus\" of the map `kernels`, and no `kernels.insert(\"softplus\", ..load_function(\"..\"))` was found in this file: look where `kernels` is filled"
+        ),
+        "{}",
+        softplus.kernel_source
+    );
+}
+
+#[test]
+fn a_map_keyed_by_names_not_visible_takes_the_key_as_the_name() {
+    let site = inline(
+        r#"
+fn load(module: &CudaModule, names: &[String]) -> HashMap<String, CudaFunction> {
+    let mut map = HashMap::new();
+    for name in names {
+        map.insert(name.clone(), module.load_function(name).unwrap());
+    }
+    map
+}
+
+fn run(stream: &CudaStream, map: &HashMap<String, CudaFunction>, x: &mut CudaSlice<f32>) {
+    unsafe { stream.launch_builder(&map["axpy_f32"]).arg(x).launch(LaunchConfig::for_num_elems(64)) }.unwrap();
+}
+"#,
+    );
+    assert_eq!(site.kernel.as_deref(), Some("axpy_f32"));
+    assert_eq!(
+        site.kernel_source,
+        "the key `\"axpy_f32\"` of `map`: `module.load_function(name).unwrap()` (line 5) keys each kernel of `map` by the name it is loaded by"
+    );
+}
+
+#[test]
+fn a_field_set_to_different_kernels_is_a_todo_naming_them() {
+    let site = inline(
+        r#"
+struct K { f: CudaFunction }
+impl K {
+    fn new(m: &CudaModule) -> Self { K { f: m.load_function("a_f32").unwrap() } }
+    fn reload(&mut self, m: &CudaModule) { self.f = m.load_function("b_f32").unwrap(); }
+    fn run(&self, s: &CudaStream, x: &CudaSlice<f32>) {
+        unsafe { s.launch_builder(&self.f).arg(x).launch(LaunchConfig::for_num_elems(1)) }.unwrap();
+    }
+}
+"#,
+    );
+    assert_eq!(site.kernel, None);
+    assert_eq!(
+        site.kernel_source,
+        "field `f` is set to different kernels (`a_f32`, `b_f32`): pick the one this launch runs"
+    );
+}
+
+#[test]
+fn search_finds_the_load_call_in_another_file() {
+    let ops = fixture("split/src/ops.rs");
+    let alone = rust::import(&ops, None).unwrap();
+    assert_eq!(alone[0].kernel, None);
+    assert_eq!(
+        alone[0].kernel_source,
+        "the kernel function is `self.gemm_bias_relu`, and no `gemm_bias_relu: ..load_function(\"..\")` or `.gemm_bias_relu = ..load_function(\"..\")` was found in this file: look where `Mlp` is built (the value its field `gemm_bias_relu` gets) and write the name given to `load_function`, or rerun with --search DIR (the crate's src/) to search the other files"
+    );
+    // The field's name still selects it.
+    assert_eq!(rust::import(&ops, Some("gemm_bias_relu")).unwrap().len(), 1);
+
+    let searched = rust::import_with_search(&ops, None, Some(&fixture("split/src"))).unwrap();
+    assert_eq!(searched[0].kernel.as_deref(), Some("gemm_bias_relu_f16"));
+    assert_eq!(
+        searched[0].kernel_source,
+        "`module.load_function(\"gemm_bias_relu_f16\")` (line 17), stored in `gemm_bias_relu` by `Mlp::new`, in tests/fixtures/import/rust/split/src/model.rs"
+    );
+    let out = repro_import(&[
+        "tests/fixtures/import/rust/split/src/ops.rs",
+        "--search",
+        "tests/fixtures/import/rust/split/src",
+        "--kernel",
+        "gemm_bias_relu",
+    ])
+    .success();
+    insta::assert_snapshot!("split_gemm_bias_relu", stdout_of(&out));
+
+    // Searched and still not found: the TODO says where it looked.
+    let elsewhere = rust::import_with_search(
+        &fixture("linear_layer.rs"),
+        Some("bias_grad_p1_kernel"),
+        Some(&fixture("split/src")),
+    )
+    .unwrap();
+    assert_eq!(elsewhere[0].kernel.as_deref(), Some("bias_grad_p1"));
+    let e = error(rust::import_with_search(
+        &ops,
+        None,
+        Some(&fixture("split/src/lib.rs")),
+    ));
+    assert_eq!(
+        e.to_string(),
+        "--search tests/fixtures/import/rust/split/src/lib.rs: not a folder; give the folder of the crate's sources (e.g. src/)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let nothing = rust::import_with_search(&ops, None, Some(tmp.path())).unwrap();
+    assert!(
+        nothing[0].kernel_source.ends_with(&format!(
+            "was found in this file nor in the 0 other Rust files under {}: look where `Mlp` is built (the value its field `gemm_bias_relu` gets) and write the name given to `load_function`",
+            tmp.path().display()
+        )),
+        "{}",
+        nothing[0].kernel_source
+    );
+}
+
+// ---- input that is not a source file (issue 17 item 5) ------------------------------------------
+
+#[test]
+fn devices_fifos_folders_and_huge_files_are_refused_before_reading() {
+    // /dev/zero never ends: read whole, it fills memory.
+    let e = error(rust::import(std::path::Path::new("/dev/zero"), None));
+    assert_eq!(
+        e.to_string(),
+        "/dev/zero is a device, not a Rust source file; pass the .rs file that holds the launch"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    // A fifo blocks its reader until someone writes: refused without opening it.
+    let fifo = tmp.path().join("launch.rs");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = repro_import(&[fifo.to_str().unwrap()]).code(2);
+    assert_eq!(
+        stderr_of(&out).trim_end(),
+        format!(
+            "{} is a fifo, not a Rust source file; pass the .rs file that holds the launch",
+            fifo.display()
+        )
+    );
+    let e = error(rust::import(tmp.path(), None));
+    assert!(
+        e.to_string().ends_with(
+            " is a folder, not a Rust source file; pass the .rs file that holds the launch"
+        ),
+        "{e}"
+    );
+    // Sparse: 17 MiB on paper, nothing on disk.
+    let huge = tmp.path().join("huge.rs");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+    let e = error(rust::import(&huge, None));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{} is 17.0 MiB; repro import rust reads Rust source files up to 16 MiB: pass the .rs file that holds the launch (not a generated or bundled one)",
+            huge.display()
+        )
+    );
+    let binary = tmp.path().join("binary.rs");
+    std::fs::write(&binary, b"fn main() {\n    let s = \"\xff\xfe\";\n}\n").unwrap();
+    let e = error(rust::import(&binary, None));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:2:14: not UTF-8 text, so not a Rust source file; pass the .rs file that holds the launch",
+            binary.display()
+        )
+    );
+    // Under --search the same files are skipped with a note, not fatal.
+    std::fs::copy(fixture("split/src/model.rs"), tmp.path().join("model.rs")).unwrap();
+    let found =
+        rust::import_with_search(&fixture("split/src/ops.rs"), None, Some(tmp.path())).unwrap();
+    assert_eq!(found[0].kernel.as_deref(), Some("gemm_bias_relu_f16"));
+    let out = repro_import(&[
+        "tests/fixtures/import/rust/split/src/ops.rs",
+        "--search",
+        tmp.path().to_str().unwrap(),
+        "--list",
+    ])
+    .success();
+    let notes = stderr_of(&out);
+    assert!(
+        notes.contains(&format!(
+            "note: --search skipped {} is a fifo",
+            fifo.display()
+        )),
+        "{notes}"
+    );
+    assert!(
+        notes.contains(&format!(
+            "note: --search skipped {} is 17.0 MiB",
+            huge.display()
+        )),
+        "{notes}"
+    );
+    assert!(stdout_of(&out).starts_with("gemm_bias_relu_f16  "));
 }

@@ -15,14 +15,20 @@ impl ImportArgs {
                 file,
                 kernel,
                 list,
+                search,
                 output,
             } => {
-                let sites = super::rust::import(&file, kernel.as_deref())
-                    .map_err(|e| Error::Usage(e.to_string()))?;
+                let sites =
+                    super::rust::import_with_search(&file, kernel.as_deref(), search.as_deref())
+                        .map_err(|e| Error::Usage(e.to_string()))?;
+                let selectors = super::rust::selectors(&sites);
                 if list {
-                    for site in &sites {
-                        println!("{}", site.summary());
-                    }
+                    let listings: Vec<String> = sites
+                        .iter()
+                        .zip(&selectors)
+                        .map(|(site, select)| site.listing(select))
+                        .collect();
+                    print!("{}", listings.join("\n"));
                     return Ok(exit::PASSED);
                 }
                 let site = match sites.as_slice() {
@@ -30,9 +36,8 @@ impl ImportArgs {
                     _ => {
                         let listing: Vec<String> = sites
                             .iter()
-                            .map(|s| {
-                                format!("  {}   (--kernel {})", s.summary(), s.summary().selector())
-                            })
+                            .zip(&selectors)
+                            .map(|(s, select)| format!("  {}   (--kernel {select})", s.summary()))
                             .collect();
                         return Err(Error::Usage(format!(
                             "{} has {} launch sites; pick one with --kernel NAME:\n{}",

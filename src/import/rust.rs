@@ -40,6 +40,9 @@ const MAX_NESTING: usize = 256;
 /// The parser and the resolver run on a thread with this much stack (long operator chains
 /// nest deeply in syn's tree).
 const WORKER_STACK: usize = 256 << 20;
+/// The largest Rust source file read (hand-written sources are far below; anything larger is a
+/// generated or bundled file, or not a source file at all).
+pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
 /// cudarc's `LaunchConfig::for_num_elems(n)`: block 1024, grid ceil(n / 1024), no shared memory.
 const FOR_NUM_ELEMS_BLOCK: i128 = 1024;
 
@@ -109,11 +112,20 @@ pub struct LaunchSite {
     pub kernel: Option<String>,
     /// Where the name came from, or why it is not known.
     pub kernel_source: String,
+    /// The names the kernel function is held by at the launch, outermost first: the local, the
+    /// struct field (`bias_grad_p1_kernel` of `&self.bias_grad_p1_kernel`), the map key.
+    /// `--kernel` takes any of them.
+    pub handles: Vec<String>,
+    /// The struct field or map key among `handles` (what `--list` says the kernel is held in).
+    pub holder: Option<String>,
     /// The file as the caller named it.
     pub file: String,
     /// Line (1-based) and column (1-based) of the `launch` call.
     pub line: usize,
     pub column: usize,
+    /// The lines the launch expression spans (a chained launch starts at its
+    /// `stream.launch_builder(..)`): `--kernel NAME:LINE` takes any of them.
+    pub lines: (usize, usize),
     /// The enclosing function (`Type::method` inside an `impl`).
     pub function: String,
     pub form: LaunchForm,
@@ -140,6 +152,11 @@ impl LaunchSite {
     pub fn summary(&self) -> SiteSummary {
         SiteSummary {
             kernel: self.kernel.clone(),
+            handle: self
+                .holder
+                .clone()
+                .or_else(|| self.handles.first().cloned()),
+            held: self.holder.is_some(),
             location: self.location(),
             line: self.line,
             function: self.function.clone(),
@@ -147,12 +164,117 @@ impl LaunchSite {
             cooperative: self.cooperative,
         }
     }
+
+    /// Whether `--kernel NAME[:LINE]` (or `LINE`) picks this site: NAME is the kernel's CUDA
+    /// name or a name it is held by (field, local, map key); LINE any line of the launch.
+    pub fn matches(&self, name: Option<&str>, line: Option<usize>) -> bool {
+        name.map_or(true, |n| {
+            self.kernel.as_deref() == Some(n) || self.handles.iter().any(|h| h == n)
+        }) && line.map_or(true, |l| (self.lines.0..=self.lines.1).contains(&l))
+    }
+
+    /// The site as `--list` shows it: a heading line, then where the kernel's name came from,
+    /// the launch configuration and each argument with what it becomes in the spec. `select`
+    /// is what `--kernel` takes to pick it (see [`selectors`]).
+    pub fn listing(&self, select: &str) -> String {
+        let shown = |v: &Value| match v {
+            Value::Known(text) => text.clone(),
+            Value::Todo(_) => "TODO".to_string(),
+        };
+        let dims =
+            |d: &[Value; 3]| format!("[{}]", d.iter().map(shown).collect::<Vec<_>>().join(", "));
+        let mut out = format!("{}\n", self.summary());
+        out.push_str(&format!("  --kernel {select}\n"));
+        match &self.kernel {
+            Some(_) => out.push_str(&format!("  kernel   from {}\n", self.kernel_source)),
+            None => out.push_str(&format!("  kernel   TODO: {}\n", self.kernel_source)),
+        }
+        out.push_str(&format!("  grid     {}\n", dims(&self.grid)));
+        out.push_str(&format!("  block    {}\n", dims(&self.block)));
+        out.push_str(&format!("  smem     {}\n", shown(&self.smem)));
+        if self.args.is_empty() {
+            out.push_str("  args     none\n");
+        }
+        let width = self
+            .args
+            .iter()
+            .map(|a| a.rust.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (i, a) in self.args.iter().enumerate() {
+            let what = match &a.kind {
+                ArgKind::Tensor(name) => {
+                    let t = self.tensors.iter().find(|t| &t.name == name);
+                    let dtype = t.map_or("TODO".into(), |t| shown(&t.dtype));
+                    let shape = t.map_or("[TODO]".into(), |t| {
+                        format!(
+                            "[{}]",
+                            t.shape.iter().map(shown).collect::<Vec<_>>().join(", ")
+                        )
+                    });
+                    let role = match t.and_then(|t| t.output) {
+                        Some(true) => ", written",
+                        Some(false) => ", read",
+                        None => "",
+                    };
+                    format!("tensor {name}: {dtype} {shape}{role}")
+                }
+                ArgKind::Size(name) => {
+                    match self.sizes.iter().find(|(n, _)| n == name).map(|(_, v)| v) {
+                        Some(Value::Known(v)) => format!("size {name} = {v}"),
+                        _ => format!("size {name} = TODO"),
+                    }
+                }
+                ArgKind::Expr(v) => format!("value {}", shown(v)),
+            };
+            let label = if i == 0 { "  args" } else { "" };
+            out.push_str(&format!(
+                "{label:<9}{i:>2}  {:<width$}  -> {what}\n",
+                a.rust
+            ));
+        }
+        out
+    }
+}
+
+/// For each site, the shortest `--kernel` that picks it alone: the kernel's name, a name it is
+/// held by, either with the line, or the line.
+pub fn selectors(sites: &[LaunchSite]) -> Vec<String> {
+    sites
+        .iter()
+        .map(|site| {
+            let names: Vec<&str> = site
+                .kernel
+                .iter()
+                .chain(&site.handles)
+                .map(String::as_str)
+                .collect();
+            let alone = |name: Option<&str>, line: Option<usize>| {
+                sites.iter().filter(|s| s.matches(name, line)).count() == 1
+            };
+            names
+                .iter()
+                .find(|n| alone(Some(n), None))
+                .map(|n| n.to_string())
+                .or_else(|| {
+                    names
+                        .iter()
+                        .find(|n| alone(Some(n), Some(site.line)))
+                        .map(|n| format!("{n}:{}", site.line))
+                })
+                .unwrap_or_else(|| site.line.to_string())
+        })
+        .collect()
 }
 
 /// A launch site as `repro import rust --list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SiteSummary {
     pub kernel: Option<String>,
+    /// The field or map key the kernel function is held in, else the local it is bound to.
+    pub handle: Option<String>,
+    /// `handle` is a field or map key (shown as "held in").
+    pub held: bool,
     /// `file:line`.
     pub location: String,
     pub line: usize,
@@ -165,7 +287,7 @@ impl SiteSummary {
     /// What `--kernel` takes to pick exactly this site (`NAME:LINE`, or `LINE` when the kernel's
     /// name is not known).
     pub fn selector(&self) -> String {
-        match &self.kernel {
+        match self.kernel.as_ref().or(self.handle.as_ref()) {
             Some(name) => format!("{name}:{}", self.line),
             None => self.line.to_string(),
         }
@@ -174,15 +296,25 @@ impl SiteSummary {
 
 impl fmt::Display for SiteSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kernel = self.kernel.as_deref().unwrap_or("(kernel name not known)");
+        let kernel = match (&self.kernel, &self.handle) {
+            (Some(name), _) => name.clone(),
+            (None, Some(handle)) => format!("{handle} (CUDA name not known)"),
+            (None, None) => "(kernel name not known)".to_string(),
+        };
         let coop = if self.cooperative {
             ", cooperative"
         } else {
             ""
         };
+        let held = match (&self.kernel, &self.handle) {
+            (Some(name), Some(handle)) if self.held && name != handle => {
+                format!(", held in `{handle}`")
+            }
+            _ => String::new(),
+        };
         write!(
             f,
-            "{kernel}  {}  (in `{}`, {}{coop})",
+            "{kernel}  {}  (in `{}`, {}{coop}{held})",
             self.location, self.function, self.form
         )
     }
@@ -196,6 +328,27 @@ pub enum ImportError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+
+    #[error(
+        "{} is {kind}, not a Rust source file; pass the .rs file that holds the launch",
+        path.display()
+    )]
+    NotAFile { path: PathBuf, kind: &'static str },
+
+    #[error(
+        "{} is {:.1} MiB; repro import rust reads Rust source files up to {} MiB: pass the .rs file that holds the launch (not a generated or bundled one)",
+        path.display(),
+        *bytes as f64 / (1u64 << 20) as f64,
+        MAX_SOURCE_BYTES >> 20
+    )]
+    TooLarge { path: PathBuf, bytes: u64 },
+
+    #[error("{file}:{line}:{column}: not UTF-8 text, so not a Rust source file; pass the .rs file that holds the launch")]
+    NotUtf8 {
+        file: String,
+        line: usize,
+        column: usize,
     },
 
     #[error("{file}:{line}:{column}: not valid Rust: {message}")]
@@ -216,6 +369,12 @@ pub enum ImportError {
         suggestion: Option<String>,
         sites: Vec<SiteSummary>,
     },
+
+    #[error(
+        "--search {}: not a folder; give the folder of the crate's sources (e.g. src/)",
+        path.display()
+    )]
+    SearchNotAFolder { path: PathBuf },
 
     #[error("internal error while importing {file}: {message}")]
     Internal { file: String, message: String },
@@ -246,11 +405,187 @@ fn no_such_kernel(
 /// name (`gemm`), a name and a line (`gemm:88`, for a kernel launched in several places), or a
 /// line alone (`88`, for a site whose kernel name is not visible).
 pub fn import(path: &Path, kernel: Option<&str>) -> Result<Vec<LaunchSite>, ImportError> {
-    let source = std::fs::read_to_string(path).map_err(|source| ImportError::Read {
-        path: path.to_path_buf(),
+    import_with_search(path, kernel, None)
+}
+
+/// [`import`], also looking for the kernels' load calls in the other Rust files under `search`
+/// (a kernel held in a struct is usually loaded where the struct is built, often another file).
+pub fn import_with_search(
+    path: &Path,
+    kernel: Option<&str>,
+    search: Option<&Path>,
+) -> Result<Vec<LaunchSite>, ImportError> {
+    let source = read_source(path)?;
+    let others = match search {
+        Some(dir) => Some(search_files(dir, path)?),
+        None => None,
+    };
+    let file = path.display().to_string();
+    let sites = analyze_guarded(&file, &source, others)?;
+    select(&file, sites, kernel)
+}
+
+/// The folders `--search` does not enter: build output, version control, dependencies.
+fn skipped_search_folder(name: &str) -> bool {
+    name.starts_with('.') || matches!(name, "target" | "node_modules" | "build")
+}
+
+/// At most this much Rust source is read under a `--search` folder.
+const MAX_SEARCH_BYTES: u64 = 256 << 20;
+
+/// The Rust files under `dir` (but `file` itself), read: (folder as given, [(path, text)]). A
+/// file that cannot be read as a source file is noted on stderr and skipped.
+fn search_files(dir: &Path, file: &Path) -> Result<(String, Vec<(String, String)>), ImportError> {
+    let meta = std::fs::metadata(dir).map_err(|source| ImportError::Read {
+        path: dir.to_path_buf(),
         source,
     })?;
-    import_source(&path.display().to_string(), &source, kernel)
+    if !meta.is_dir() {
+        return Err(ImportError::SearchNotAFolder {
+            path: dir.to_path_buf(),
+        });
+    }
+    let own = std::fs::canonicalize(file).ok();
+    let walk = walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| {
+            e.depth() == 0
+                || !e.file_type().is_dir()
+                || !skipped_search_folder(&e.file_name().to_string_lossy())
+        });
+    let (mut found, mut total) = (Vec::new(), 0u64);
+    for entry in walk.flatten() {
+        let path = entry.path();
+        if entry.file_type().is_dir() || path.extension().map_or(true, |e| e != "rs") {
+            continue;
+        }
+        if own.is_some() && std::fs::canonicalize(path).ok() == own {
+            continue;
+        }
+        match read_source(path) {
+            Ok(text) => {
+                total += text.len() as u64;
+                if total > MAX_SEARCH_BYTES {
+                    eprintln!(
+                        "note: --search {}: stopped before {} after reading {} MiB of Rust",
+                        dir.display(),
+                        path.display(),
+                        MAX_SEARCH_BYTES >> 20
+                    );
+                    break;
+                }
+                found.push((path.display().to_string(), text));
+            }
+            Err(e) => eprintln!("note: --search skipped {e}"),
+        }
+    }
+    Ok((dir.display().to_string(), found))
+}
+
+/// The tables of the files `--search` read; files that do not parse are skipped (they say
+/// nothing reliable about the kernels).
+fn elsewhere_of(dir: String, files: &[(String, String)]) -> Elsewhere {
+    let mut out = Elsewhere {
+        dir: Some(dir),
+        files: 0,
+        tables: Tables::default(),
+    };
+    let none = Elsewhere::default();
+    for (path, text) in files {
+        if too_deep(text).is_some() {
+            continue;
+        }
+        let Ok(ast) = syn::parse_file(text) else {
+            eprintln!("note: --search skipped {path}: not valid Rust");
+            continue;
+        };
+        out.files += 1;
+        let mut walker = Walker::default();
+        walker.visit_file(&ast);
+        let vec_macros = HashMap::new();
+        let ctx = FileCtx {
+            file: path,
+            consts: walker.consts,
+            structs: walker.structs,
+            vec_macros: &vec_macros,
+            tables: Tables::default(),
+            elsewhere: &none,
+        };
+        out.tables
+            .merge(file_tables(&ctx, &walker.done, Some(path)));
+    }
+    out
+}
+
+/// What kind of thing a path is, when it is not a regular file ("a fifo").
+pub(crate) fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    let ty = meta.file_type();
+    if ty.is_dir() {
+        return "a folder";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ty.is_fifo() {
+            return "a fifo";
+        }
+        if ty.is_char_device() || ty.is_block_device() {
+            return "a device";
+        }
+        if ty.is_socket() {
+            return "a socket";
+        }
+    }
+    "not a regular file"
+}
+
+/// Reads a Rust source file, refusing what is not one before reading it: a fifo or a device
+/// (`/dev/zero` never ends, a fifo blocks until someone writes), or a file above
+/// [`MAX_SOURCE_BYTES`]. The read itself is bounded too, for a file that grows after the check.
+fn read_source(path: &Path) -> Result<String, ImportError> {
+    use std::io::Read;
+    let read_error = |source| ImportError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    // The path's metadata first: opening a fifo for reading would block until a writer comes.
+    let meta = std::fs::metadata(path).map_err(read_error)?;
+    if !meta.is_file() {
+        return Err(ImportError::NotAFile {
+            path: path.to_path_buf(),
+            kind: file_kind(&meta),
+        });
+    }
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(ImportError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: meta.len(),
+        });
+    }
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(ImportError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: bytes.len() as u64,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        // Valid up to here, so this prefix is text.
+        let before = String::from_utf8_lossy(valid);
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ImportError::NotUtf8 {
+            file: path.display().to_string(),
+            line,
+            column,
+        }
+    })
 }
 
 /// [`import`] over source text; `file` names it in locations and messages.
@@ -259,7 +594,7 @@ pub fn import_source(
     source: &str,
     kernel: Option<&str>,
 ) -> Result<Vec<LaunchSite>, ImportError> {
-    let sites = analyze_guarded(file, source)?;
+    let sites = analyze_guarded(file, source, None)?;
     select(file, sites, kernel)
 }
 
@@ -343,23 +678,24 @@ fn select(
     let (name, line) = parse_selector(selector);
     let picked: Vec<LaunchSite> = sites
         .iter()
-        .filter(|s| {
-            name.map_or(true, |n| s.kernel.as_deref() == Some(n))
-                && line.map_or(true, |l| s.line == l)
-        })
+        .filter(|s| s.matches(name, line))
         .cloned()
         .collect();
     if !picked.is_empty() {
         return Ok(picked);
     }
-    let names: Vec<&str> = sites.iter().filter_map(|s| s.kernel.as_deref()).collect();
+    let names: Vec<&str> = sites
+        .iter()
+        .flat_map(|s| s.kernel.iter().chain(&s.handles))
+        .map(String::as_str)
+        .collect();
     let suggestion = match name {
         Some(n) if line.is_some() && names.contains(&n) => Some(
             // The name exists, the line does not: suggest the name's own sites.
             sites
                 .iter()
-                .find(|s| s.kernel.as_deref() == Some(n))
-                .map(|s| s.summary().selector())
+                .find(|s| s.matches(Some(n), None))
+                .map(|s| format!("{n}:{}", s.line))
                 .unwrap_or_default(),
         ),
         Some(n) => did_you_mean(n, names.iter().copied()).map(str::to_string),
@@ -388,7 +724,11 @@ fn parse_selector(selector: &str) -> (Option<&str>, Option<usize>) {
 
 /// Parses and resolves on a worker thread with a large stack; a panic there (a bug) becomes an
 /// error, never a crash of `repro`.
-fn analyze_guarded(file: &str, source: &str) -> Result<Vec<LaunchSite>, ImportError> {
+fn analyze_guarded(
+    file: &str,
+    source: &str,
+    others: Option<(String, Vec<(String, String)>)>,
+) -> Result<Vec<LaunchSite>, ImportError> {
     if let Some((line, column)) = too_deep(source) {
         return Err(ImportError::Parse {
             file: file.to_string(),
@@ -401,7 +741,13 @@ fn analyze_guarded(file: &str, source: &str) -> Result<Vec<LaunchSite>, ImportEr
     let worker = std::thread::Builder::new()
         .name("repro-import-rust".into())
         .stack_size(WORKER_STACK)
-        .spawn(move || analyze(&owned_file, &owned_source));
+        .spawn(move || {
+            let elsewhere = match others {
+                Some((dir, files)) => elsewhere_of(dir, &files),
+                None => Elsewhere::default(),
+            };
+            analyze(&owned_file, &owned_source, &elsewhere)
+        });
     match worker {
         Ok(handle) => handle.join().unwrap_or_else(|panic| {
             let message = panic
@@ -414,7 +760,10 @@ fn analyze_guarded(file: &str, source: &str) -> Result<Vec<LaunchSite>, ImportEr
                 message,
             })
         }),
-        Err(_) => analyze(file, source),
+        Err(_) => Err(ImportError::Internal {
+            file: file.to_string(),
+            message: "cannot start the parser's thread".into(),
+        }),
     }
 }
 
@@ -443,7 +792,11 @@ fn too_deep(source: &str) -> Option<(usize, usize)> {
     None
 }
 
-fn analyze(file: &str, source: &str) -> Result<Vec<LaunchSite>, ImportError> {
+fn analyze(
+    file: &str,
+    source: &str,
+    elsewhere: &Elsewhere,
+) -> Result<Vec<LaunchSite>, ImportError> {
     let ast = syn::parse_file(source).map_err(|e| {
         let start = e.span().start();
         let mut message = e.to_string();
@@ -474,9 +827,10 @@ fn analyze(file: &str, source: &str) -> Result<Vec<LaunchSite>, ImportError> {
         consts: walker.consts,
         structs: walker.structs,
         vec_macros: &vec_macros,
-        field_kernels: HashMap::new(),
+        tables: Tables::default(),
+        elsewhere,
     };
-    ctx.field_kernels = field_kernels(&ctx, &walker.done);
+    ctx.tables = file_tables(&ctx, &walker.done, None);
     let mut sites = Vec::new();
     for fun in &walker.done {
         for call in &fun.launches {
@@ -567,6 +921,18 @@ struct FieldAssign<'a> {
     pos: Pos,
     line: usize,
     value: Option<&'a Expr>,
+    /// The member assigned, at any depth (`c` of `self.kernels.c = ..`), and its value: where
+    /// a struct's kernel functions are set after construction.
+    member: String,
+    rhs: Option<&'a Expr>,
+}
+
+/// `map.insert(key, value)`: where a map of kernel functions is filled.
+struct MapInsert<'a> {
+    /// The map's variable or field name (`kernels` of `self.kernels.insert(..)`).
+    map: String,
+    key: &'a Expr,
+    value: &'a Expr,
 }
 
 /// `var.arg(expr)` on a launch-builder variable (or anything else named `arg`).
@@ -591,6 +957,9 @@ struct FnInfo<'a> {
     pushes: Vec<Push<'a>>,
     launches: Vec<&'a syn::ExprMethodCall>,
     field_inits: Vec<FieldInit<'a>>,
+    inserts: Vec<MapInsert<'a>>,
+    /// `for x in EXPR`: the binding (an index into `bindings`) and what it iterates over.
+    loop_vars: Vec<(usize, &'a Expr)>,
 }
 
 #[derive(Default)]
@@ -660,6 +1029,8 @@ impl<'a> Walker<'a> {
             pushes: Vec::new(),
             launches: Vec::new(),
             field_inits: Vec::new(),
+            inserts: Vec::new(),
+            loop_vars: Vec::new(),
         });
     }
 
@@ -793,12 +1164,18 @@ impl<'a> Walker<'a> {
                 else {
                     return;
                 };
+                let member = match &field.member {
+                    Member::Named(m) => m.to_string(),
+                    Member::Unnamed(i) => i.index.to_string(),
+                };
                 f.assigns.push(FieldAssign {
                     var: var.to_string(),
                     field: first.to_string(),
                     pos: pos_of(whole),
                     line: whole.start().line,
                     value: if chain.len() == 1 { value } else { None },
+                    member,
+                    rhs: value,
                 });
             }
             _ => {}
@@ -956,7 +1333,16 @@ impl<'a> Visit<'a> for Walker<'a> {
 
     fn visit_expr_for_loop(&mut self, f: &'a syn::ExprForLoop) {
         let mark = self.mark();
-        visit::visit_expr_for_loop(self, f);
+        // The iterable first: the loop variable is not visible in it.
+        self.visit_expr(&f.expr);
+        let before = self.mark();
+        self.visit_pat(&f.pat);
+        if let (Pat::Ident(_), Some(fun)) = (&*f.pat, self.stack.last_mut()) {
+            for index in before..fun.bindings.len() {
+                fun.loop_vars.push((index, &*f.expr));
+            }
+        }
+        self.visit_block(&f.body);
         self.close_scope(mark, end_of(f.span()));
     }
 
@@ -999,6 +1385,17 @@ impl<'a> Visit<'a> for Walker<'a> {
                         var,
                         pos: start(&m.method),
                         expr: &m.args[0],
+                    });
+                }
+            }
+        }
+        if method == "insert" && m.args.len() == 2 {
+            if let Some(map) = place_name(&m.receiver) {
+                if let Some(f) = self.stack.last_mut() {
+                    f.inserts.push(MapInsert {
+                        map,
+                        key: &m.args[0],
+                        value: &m.args[1],
                     });
                 }
             }
@@ -1055,6 +1452,19 @@ fn chain_root(mut e: &Expr) -> &Expr {
     }
 }
 
+/// The name of the place an expression denotes: a variable (`kernels`) or the last field of a
+/// field chain (`kernels` of `self.ops.kernels`).
+fn place_name(e: &Expr) -> Option<String> {
+    match peel_value(e) {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
+        Expr::Field(f) => match &f.member {
+            Member::Named(n) => Some(n.to_string()),
+            Member::Unnamed(_) => None,
+        },
+        _ => None,
+    }
+}
+
 fn ident_of(e: &Expr) -> Option<String> {
     match peel_paren(e) {
         Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(|i| i.to_string()),
@@ -1107,6 +1517,36 @@ fn peel_value(mut e: &Expr) -> &Expr {
                 None => return e,
             },
             _ => return e,
+        };
+    }
+    e
+}
+
+/// [`peel_value`], and what wraps a kernel function without changing which one it is:
+/// `Arc::new(f)`, `Rc::new`, `Box::new`, `Arc::clone(&f)`, `Some(f)`, `.ok_or(..)?`,
+/// `.context(..)?`.
+fn peel_kernel(mut e: &Expr) -> &Expr {
+    for _ in 0..MAX_DEPTH {
+        e = match peel_value(e) {
+            Expr::Call(c)
+                if c.args.len() == 1 && is_path_call(c, &["new", "clone", "from", "Some"]) =>
+            {
+                &c.args[0]
+            }
+            Expr::MethodCall(m)
+                if matches!(
+                    m.method.to_string().as_str(),
+                    "ok_or"
+                        | "ok_or_else"
+                        | "context"
+                        | "with_context"
+                        | "wrap_err"
+                        | "unwrap_or_else"
+                ) =>
+            {
+                &m.receiver
+            }
+            other => return other,
         };
     }
     e
@@ -1168,54 +1608,226 @@ struct FileCtx<'a> {
     consts: HashMap<String, Option<(&'a Expr, &'a Type)>>,
     structs: Vec<(String, String, &'a Type)>,
     vec_macros: &'a HashMap<usize, VecMacro>,
-    /// Struct field → kernel name and how it was found (Err: why not).
-    field_kernels: HashMap<String, Result<(String, String), String>>,
+    /// Where this file stores its kernel functions.
+    tables: Tables,
+    /// The same, from the other files of `--search DIR`: consulted when this file has nothing.
+    elsewhere: &'a Elsewhere,
 }
 
-/// Which kernel each struct field holds, from `Struct { field: module.load_function("k")? }`
-/// (or the shorthand `Struct { field }` of a `let` so bound) anywhere in the file.
-fn field_kernels<'a>(
-    ctx: &FileCtx<'a>,
-    fns: &[FnInfo<'a>],
-) -> HashMap<String, Result<(String, String), String>> {
-    let mut found: HashMap<String, Vec<(String, String)>> = HashMap::new();
-    for fun in fns {
-        let r = Resolver::new(ctx, fun, 0);
-        for init in &fun.field_inits {
-            if let KernelRef {
-                name: Some(name),
-                how,
-            } = r.kernel_ref(init.expr, 0)
-            {
-                found.entry(init.field.clone()).or_default().push((
-                    name,
-                    format!("{how}, stored in `{}` by `{}`", init.field, fun.name),
-                ));
+/// Where kernel functions are stored, and which kernel each holds: (kernel name, how found).
+#[derive(Debug, Default)]
+struct Tables {
+    /// Struct field → what it is set to: `Struct { field: module.load_function("k")? }`, the
+    /// shorthand `Struct { field }` of a `let` so bound, or `x.field = module.load_function(..)`.
+    fields: HashMap<String, Vec<(String, String)>>,
+    /// Map (variable or field) → its entries.
+    maps: HashMap<String, MapTable>,
+}
+
+#[derive(Debug, Default)]
+struct MapTable {
+    /// `map.insert("key", module.load_function("k")?)`: key → kernel.
+    entries: HashMap<String, Vec<(String, String)>>,
+    /// `map.insert(name.to_string(), module.load_function(name)?)`: every key is the kernel's
+    /// own name (where that insert is).
+    keyed_by_name: Option<String>,
+}
+
+impl Tables {
+    fn merge(&mut self, other: Tables) {
+        for (field, found) in other.fields {
+            self.fields.entry(field).or_default().extend(found);
+        }
+        for (map, table) in other.maps {
+            let mine = self.maps.entry(map).or_default();
+            for (key, found) in table.entries {
+                mine.entries.entry(key).or_default().extend(found);
+            }
+            if mine.keyed_by_name.is_none() {
+                mine.keyed_by_name = table.keyed_by_name;
             }
         }
     }
-    found
-        .into_iter()
-        .map(|(field, mut sources)| {
-            sources.sort_by(|a, b| a.0.cmp(&b.0));
-            sources.dedup_by(|a, b| a.0 == b.0);
-            let value = if sources.len() == 1 {
-                Ok(sources.remove(0))
-            } else {
-                let names: Vec<String> = sources.iter().map(|s| format!("`{}`", s.0)).collect();
-                Err(format!(
-                    "field `{field}` is set to different kernels in this file ({})",
-                    names.join(", ")
-                ))
+}
+
+/// What `--search DIR` found in the other Rust files under DIR.
+#[derive(Debug, Default)]
+pub struct Elsewhere {
+    /// The folder searched (None: no `--search`).
+    dir: Option<String>,
+    /// Rust files read and parsed there.
+    files: usize,
+    tables: Tables,
+}
+
+/// One kernel of several candidates, or why it is not one: the same name found more than once
+/// counts once; different names are ambiguous.
+fn one_kernel(what: &str, found: &[(String, String)]) -> Result<(String, String), String> {
+    let mut found = found.to_vec();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found.dedup_by(|a, b| a.0 == b.0);
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        _ => {
+            let names: Vec<String> = found.iter().map(|s| format!("`{}`", s.0)).collect();
+            Err(format!(
+                "{what} is set to different kernels ({}): pick the one this launch runs",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+/// Where each struct field and map of the file gets its kernel functions; `origin` (a file
+/// found by `--search`) is added to each "how".
+fn file_tables<'a>(ctx: &FileCtx<'a>, fns: &[FnInfo<'a>], origin: Option<&str>) -> Tables {
+    let in_file = |how: String| match origin {
+        Some(file) => format!("{how}, in {file}"),
+        None => how,
+    };
+    let mut tables = Tables::default();
+    for fun in fns {
+        let r = Resolver::new(ctx, fun, 0);
+        let sets = fun.field_inits.iter().map(|i| (&i.field, i.expr)).chain(
+            fun.assigns
+                .iter()
+                .filter_map(|a| a.rhs.map(|rhs| (&a.member, rhs))),
+        );
+        for (field, expr) in sets {
+            if let KernelRef {
+                name: Some(name),
+                how,
+                ..
+            } = r.kernel_ref(expr, 0)
+            {
+                tables.fields.entry(field.clone()).or_default().push((
+                    name,
+                    in_file(format!("{how}, stored in `{field}` by `{}`", fun.name)),
+                ));
+            }
+        }
+        for insert in &fun.inserts {
+            let Some(load) = r.load_call(insert.value) else {
+                continue;
             };
-            (field, value)
-        })
-        .collect()
+            let table = tables.maps.entry(insert.map.clone()).or_default();
+            let key = r.str_value(insert.key, 0);
+            match (key, r.kernel_ref(insert.value, 0)) {
+                (
+                    Some(key),
+                    KernelRef {
+                        name: Some(name),
+                        how,
+                        ..
+                    },
+                ) => table.entries.entry(key.clone()).or_default().push((
+                    name,
+                    in_file(format!(
+                        "{how}, stored in `{}[\"{key}\"]` by `{}`",
+                        insert.map, fun.name
+                    )),
+                )),
+                _ => {
+                    // `insert(name.to_string(), module.load_function(name)?)`: the key is the
+                    // name the kernel was loaded by, whatever it is at run time.
+                    let same = load
+                        .name_arg
+                        .is_some_and(|arg| snippet(peel_key(arg)) == snippet(peel_key(insert.key)));
+                    let listed = if same {
+                        r.loop_strings(peel_key(insert.key))
+                    } else {
+                        None
+                    };
+                    if let Some(names) = listed {
+                        // `for name in KERNEL_NAMES`: exactly these keys, each its own kernel.
+                        for name in names {
+                            table.entries.entry(name.clone()).or_default().push((
+                                name.clone(),
+                                in_file(format!(
+                                    "`{}` (line {}) with `{}` = \"{name}\", stored in `{}[\"{name}\"]` by `{}`",
+                                    snippet(insert.value),
+                                    line_of(insert.value),
+                                    snippet(peel_key(insert.key)),
+                                    insert.map,
+                                    fun.name
+                                )),
+                            ));
+                        }
+                    } else if same && table.keyed_by_name.is_none() {
+                        table.keyed_by_name = Some(in_file(format!(
+                            "`{}` (line {}) keys each kernel of `{}` by the name it is loaded by",
+                            snippet(insert.value),
+                            line_of(insert.value),
+                            insert.map
+                        )));
+                    }
+                }
+            }
+        }
+        // `Self { kernels: map }`: the map's entries are the field's.
+        for init in &fun.field_inits {
+            if let Some(local) = ident_of(init.expr) {
+                if local != init.field {
+                    if let Some(table) = tables.maps.remove(&local) {
+                        let entries = table.entries.clone();
+                        let keyed = table.keyed_by_name.clone();
+                        tables.maps.insert(local, table);
+                        let field = tables.maps.entry(init.field.clone()).or_default();
+                        for (k, v) in entries {
+                            field.entries.entry(k).or_default().extend(v);
+                        }
+                        if field.keyed_by_name.is_none() {
+                            field.keyed_by_name = keyed;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    tables
+}
+
+/// A map key with what does not change its text removed (`&`, `.to_string()`, `String::from`).
+fn peel_key(mut e: &Expr) -> &Expr {
+    for _ in 0..MAX_DEPTH {
+        e = match peel_value(e) {
+            Expr::MethodCall(m)
+                if m.args.is_empty()
+                    && matches!(
+                        m.method.to_string().as_str(),
+                        "to_string" | "to_owned" | "into" | "as_str"
+                    ) =>
+            {
+                &m.receiver
+            }
+            Expr::Call(c) if c.args.len() == 1 && is_path_call(c, &["from"]) => &c.args[0],
+            other => return other,
+        };
+    }
+    e
+}
+
+/// `f(..)` where the called path ends in one of `names` (`String::from`, `Arc::new`).
+fn is_path_call(c: &syn::ExprCall, names: &[&str]) -> bool {
+    matches!(peel_paren(&c.func), Expr::Path(p)
+        if p.path.segments.last().is_some_and(|s| names.iter().any(|n| s.ident == n)))
+}
+
+/// A cudarc call that loads a CUDA function, and its name argument.
+struct LoadCall<'a> {
+    call: &'a syn::ExprMethodCall,
+    name_arg: Option<&'a Expr>,
 }
 
 struct KernelRef {
     name: Option<String>,
     how: String,
+    /// The names the kernel function is held by on the way from the launch to its load call:
+    /// the local, the struct field, the map key (`--kernel` takes any of them).
+    handles: Vec<String>,
+    /// The field or map key among them (a local is named in `handles` only): what `--list`
+    /// says the kernel is held in.
+    holder: Option<String>,
 }
 
 /// An integer expression, resolved as far as the function allows.
@@ -1435,44 +2047,71 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
 
     // ---- kernel names -----------------------------------------------------------------------
 
+    /// The cudarc call that loads a CUDA function by name, when `e` is one (under `?`,
+    /// `.unwrap()`, `Arc::new(..)`...): `module.load_function("k")`, `get_function`, `get_fn`,
+    /// `load_func` (the last string argument), or the older `dev.get_func("module", "k")`.
+    fn load_call(&self, e: &'a Expr) -> Option<LoadCall<'a>> {
+        let Expr::MethodCall(m) = peel_kernel(e) else {
+            return None;
+        };
+        let name_arg = match m.method.to_string().as_str() {
+            "load_function" | "get_function" | "get_fn" => m.args.first(),
+            "get_func" => m.args.iter().nth(1),
+            "load_func" => m
+                .args
+                .iter()
+                .rev()
+                .find(|a| self.str_value(a, 0).is_some())
+                .or(m.args.last()),
+            _ => return None,
+        };
+        Some(LoadCall { call: m, name_arg })
+    }
+
     fn kernel_ref(&self, e: &'a Expr, depth: usize) -> KernelRef {
-        let unknown = |how: String| KernelRef { name: None, how };
+        let unknown = |how: String| KernelRef {
+            name: None,
+            how,
+            handles: Vec::new(),
+            holder: None,
+        };
         if depth > MAX_DEPTH {
             return unknown("the kernel function is bound too many times over".into());
         }
-        let e = peel_value(e);
+        if let Some(load) = self.load_call(e) {
+            let call = Expr::MethodCall(load.call.clone());
+            let (text, line) = (snippet(&call), line_of(load.call));
+            let Some(arg) = load.name_arg else {
+                return unknown(format!("`{text}` (line {line}) names no kernel"));
+            };
+            return match self.str_value(arg, depth + 1) {
+                Some(name) => KernelRef {
+                    name: Some(name),
+                    how: format!("`{text}` (line {line})"),
+                    handles: Vec::new(),
+                    holder: None,
+                },
+                None => unknown(format!(
+                    "`{text}` (line {line}) does not name it with a string literal or a `const`"
+                )),
+            };
+        }
+        let e = peel_kernel(e);
         match e {
-            Expr::MethodCall(m) => {
-                let method = m.method.to_string();
-                let name_arg = match method.as_str() {
-                    "load_function" | "get_function" | "get_fn" => m.args.first(),
-                    "get_func" => m.args.iter().nth(1),
-                    _ => {
-                        return unknown(format!("the kernel function comes from `{}`", snippet(e)))
-                    }
-                };
-                let Some(arg) = name_arg else {
-                    return unknown(format!("`{}` names no kernel", snippet(e)));
-                };
-                match self.str_value(arg, depth + 1) {
-                    Some(name) => KernelRef {
-                        name: Some(name),
-                        how: format!("`{}` (line {})", snippet(e), line_of(e)),
-                    },
-                    None => unknown(format!(
-                        "`{}` (line {}) does not name it with a string literal",
-                        snippet(e),
-                        line_of(e)
-                    )),
-                }
+            Expr::MethodCall(m) if m.method == "get" && m.args.len() == 1 => {
+                self.map_ref(&m.receiver, &m.args[0], e)
+            }
+            Expr::Index(ix) => self.map_ref(&ix.expr, &ix.index, e),
+            Expr::MethodCall(_) => {
+                unknown(format!("the kernel function comes from `{}`", snippet(e)))
             }
             Expr::Path(p) if p.path.get_ident().is_some() => {
                 let name = p.path.segments[0].ident.to_string();
-                match self.binding(&name, start(e)) {
+                let mut found = match self.binding(&name, start(e)) {
                     Some(b) => match (b.kind, b.init) {
                         (BindKind::Let, Some(init)) => self.kernel_ref(init, depth + 1),
                         (BindKind::Param, _) => unknown(format!(
-                            "the kernel function `{name}` is a parameter of `{}`",
+                            "the kernel function `{name}` is a parameter of `{}`: look at its callers for the `load_function(\"..\")` it comes from",
                             self.fun.name
                         )),
                         _ => unknown(format!(
@@ -1480,26 +2119,200 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                             b.line
                         )),
                     },
-                    None => unknown(format!("the kernel function `{name}` is not bound in `{}`", self.fun.name)),
-                }
+                    None => unknown(format!(
+                        "the kernel function `{name}` is not bound in `{}`",
+                        self.fun.name
+                    )),
+                };
+                found.handles.insert(0, name);
+                found
             }
             Expr::Field(f) => {
                 let Member::Named(field) = &f.member else {
                     return unknown(format!("the kernel function is `{}`", snippet(e)));
                 };
-                match self.ctx.field_kernels.get(&field.to_string()) {
+                let field = field.to_string();
+                let mut found = match self.field_kernel(&field) {
                     Some(Ok((name, how))) => KernelRef {
-                        name: Some(name.clone()),
-                        how: how.clone(),
+                        name: Some(name),
+                        how,
+                        handles: Vec::new(),
+                        holder: None,
                     },
-                    Some(Err(why)) => unknown(why.clone()),
-                    None => unknown(format!(
-                        "the kernel function is `{}`, and no `{field}: ..load_function(\"..\")` was found in this file",
-                        snippet(e)
+                    Some(Err(why)) => unknown(why),
+                    None => unknown(self.not_found_where(
+                        &format!("the kernel function is `{}`", snippet(e)),
+                        &format!(
+                            "`{field}: ..load_function(\"..\")` or `.{field} = ..load_function(\"..\")`"
+                        ),
+                        &format!(
+                            "where {} is built (the value its field `{field}` gets)",
+                            self.owner_of(&f.base)
+                        ),
                     )),
-                }
+                };
+                found.handles.insert(0, field.clone());
+                found.holder.get_or_insert(field);
+                found
             }
             _ => unknown(format!("the kernel function is `{}`", snippet(e))),
+        }
+    }
+
+    /// `map[key]` or `map.get(key)`: the kernel the map holds under `key`.
+    fn map_ref(&self, map: &'a Expr, key: &'a Expr, whole: &'a Expr) -> KernelRef {
+        let key_text = self.str_value(key, 0);
+        // The handle a user has: the key, or the last segment of a non-string key
+        // (`Kernel::BiasGrad` → `BiasGrad`).
+        let handle = key_text.clone().or_else(|| match peel_key(key) {
+            Expr::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+            _ => None,
+        });
+        let unknown = |how: String| KernelRef {
+            name: None,
+            how,
+            handles: handle.iter().cloned().collect(),
+            holder: handle.clone(),
+        };
+        let Some(map_name) = place_name(map) else {
+            return unknown(format!("the kernel function is `{}`", snippet(whole)));
+        };
+        let tables = [
+            Some(&self.ctx.tables),
+            self.ctx
+                .elsewhere
+                .dir
+                .as_ref()
+                .map(|_| &self.ctx.elsewhere.tables),
+        ];
+        for table in tables.into_iter().flatten() {
+            let Some(entries) = table.maps.get(&map_name) else {
+                continue;
+            };
+            if let Some(found) = key_text.as_ref().and_then(|k| entries.entries.get(k)) {
+                return match one_kernel(
+                    &format!("`{map_name}[\"{}\"]`", key_text.as_deref().unwrap_or("")),
+                    found,
+                ) {
+                    Ok((name, how)) => KernelRef {
+                        name: Some(name),
+                        how,
+                        handles: handle.iter().cloned().collect(),
+                        holder: handle.clone(),
+                    },
+                    Err(why) => unknown(why),
+                };
+            }
+            if let (Some(key), Some(how)) = (&key_text, &entries.keyed_by_name) {
+                return KernelRef {
+                    name: Some(key.clone()),
+                    how: format!("the key `\"{key}\"` of `{map_name}`: {how}"),
+                    handles: handle.iter().cloned().collect(),
+                    holder: handle.clone(),
+                };
+            }
+        }
+        let key_shown = match &key_text {
+            Some(k) => format!("\"{k}\""),
+            None => snippet(key),
+        };
+        unknown(self.not_found_where(
+            &format!(
+                "the kernel function is `{}`, the entry {key_shown} of the map `{map_name}`",
+                snippet(whole)
+            ),
+            &format!("`{map_name}.insert({key_shown}, ..load_function(\"..\"))`"),
+            &format!("where `{map_name}` is filled (the name loaded for {key_shown})"),
+        ))
+    }
+
+    /// What a field lookup found: this file first, then `--search`.
+    fn field_kernel(&self, field: &str) -> Option<Result<(String, String), String>> {
+        let what = format!("field `{field}`");
+        if let Some(found) = self.ctx.tables.fields.get(field) {
+            return Some(one_kernel(&what, found));
+        }
+        self.ctx.elsewhere.dir.as_ref()?;
+        let found = self.ctx.elsewhere.tables.fields.get(field)?;
+        Some(one_kernel(&what, found))
+    }
+
+    /// "X, and no Y was found in this file (nor under DIR): look Z": a TODO that says where
+    /// the kernel's name is.
+    fn not_found_where(&self, what: &str, looked_for: &str, look: &str) -> String {
+        match &self.ctx.elsewhere.dir {
+            Some(dir) => format!(
+                "{what}, and no {looked_for} was found in this file nor in the {} other Rust files under {dir}: look {look} and write the name given to `load_function`",
+                self.ctx.elsewhere.files
+            ),
+            None => format!(
+                "{what}, and no {looked_for} was found in this file: look {look} and write the name given to `load_function`, or rerun with --search DIR (the crate's src/) to search the other files"
+            ),
+        }
+    }
+
+    /// "`Linear`" for `self` in `impl Linear`, else "the value of `x`".
+    fn owner_of(&self, base: &Expr) -> String {
+        let is_self = matches!(peel_value(base), Expr::Path(p) if p.path.is_ident("self"));
+        match (&self.fun.self_ty, is_self) {
+            (Some(ty), true) => format!("`{ty}`"),
+            _ => format!("`{}`", snippet(base)),
+        }
+    }
+
+    /// The strings a `for` loop variable takes, when its loop runs over a visible list of
+    /// literals (`for name in ["a", "b"]`, `for name in KERNEL_NAMES`, `.iter()` of one).
+    fn loop_strings(&self, var: &'a Expr) -> Option<Vec<String>> {
+        let ident = ident_of(var)?;
+        let b = self.binding(&ident, start(var))?;
+        let index = self.fun.bindings.iter().position(|x| std::ptr::eq(x, b))?;
+        let (_, iter) = self.fun.loop_vars.iter().find(|(i, _)| *i == index)?;
+        self.str_list(iter, 0)
+    }
+
+    fn str_list(&self, e: &'a Expr, depth: usize) -> Option<Vec<String>> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match peel_value(e) {
+            Expr::MethodCall(m)
+                if m.args.is_empty()
+                    && matches!(
+                        m.method.to_string().as_str(),
+                        "iter" | "into_iter" | "copied" | "cloned"
+                    ) =>
+            {
+                self.str_list(&m.receiver, depth + 1)
+            }
+            Expr::Array(a) => a
+                .elems
+                .iter()
+                .map(|x| self.str_value(x, depth + 1))
+                .collect(),
+            Expr::Macro(mac) => match self
+                .ctx
+                .vec_macros
+                .get(&(&mac.mac as *const syn::Macro as usize))
+            {
+                Some(VecMacro::List(items)) => {
+                    items.iter().map(|x| self.str_value(x, depth + 1)).collect()
+                }
+                _ => None,
+            },
+            inner @ Expr::Path(p) => {
+                let last = p.path.segments.last()?.ident.to_string();
+                if p.path.get_ident().is_some() {
+                    if let Some(b) = self.binding(&last, start(inner)) {
+                        return match (b.kind, b.init) {
+                            (BindKind::Let, Some(init)) => self.str_list(init, depth + 1),
+                            _ => None,
+                        };
+                    }
+                }
+                let (expr, _) = self.constant(&last)??;
+                self.str_list(expr, depth + 1)
+            }
+            _ => None,
         }
     }
 
@@ -1516,10 +2329,13 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
             Expr::MethodCall(m)
                 if matches!(
                     m.method.to_string().as_str(),
-                    "to_string" | "as_str" | "into"
+                    "to_string" | "as_str" | "into" | "to_owned"
                 ) =>
             {
                 self.str_value(&m.receiver, depth + 1)
+            }
+            Expr::Call(c) if c.args.len() == 1 && is_path_call(c, &["from"]) => {
+                self.str_value(&c.args[0], depth + 1)
             }
             Expr::Path(p) => {
                 let last = p.path.segments.last()?.ident.to_string();
@@ -1722,6 +2538,13 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                     if preferred {
                         match self.value_only(init, d) {
                             Int::Const(v) => named(Value::known(v.to_string())),
+                            // `let n_i32 = n as i32;`: the same value as the size `n` (one
+                            // size for the user to give, not two that must agree).
+                            Int::Sym { text, prec, leaves }
+                                if leaves.len() == 1 && text == marker(&leaves[0].key) =>
+                            {
+                                Int::Sym { text, prec, leaves }
+                            }
                             _ => named(todo()),
                         }
                     } else {
@@ -2524,12 +3347,23 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
             );
         }
 
+        let first_line = match found.form {
+            // The builder variable's `let` starts the launch.
+            LaunchForm::Builder => line_of(found.function).min(line),
+            _ => line_of(call),
+        };
+        let mut handles = kernel.handles;
+        handles.dedup();
+        let holder = kernel.holder;
         Some(LaunchSite {
             kernel: kernel.name,
             kernel_source: kernel.how,
+            handles,
+            holder,
             file: ctx.file.to_string(),
             line,
             column: column + 1,
+            lines: (first_line, end_of(call.span()).0.max(line)),
             function: fun.name.clone(),
             form: found.form,
             cooperative: found.cooperative,
