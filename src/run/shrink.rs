@@ -1,7 +1,26 @@
 //! `repro shrink`: from a failing spec, smaller sizes that still fail the same way. One build;
-//! each candidate is one run of the harness with `--size`. The smaller spec is written next to
-//! the original (never over anything), with only its sizes and name changed.
+//! each candidate is one run of the harness with `--size` and `--json`. The smaller spec is
+//! written next to the original (never over anything), with only its sizes and name changed.
+//!
+//! "The same way" is an interestingness test in the sense of delta debugging, and it keeps the
+//! verdict's evidence, not only its class: a kernel that skips its last partial M tile fails as
+//! `unwritten` at 1x1x1 too, but there the only tile is the partial one and nothing shows that
+//! full tiles work, so the small case says less than the original. A candidate is kept when its
+//! report (the harness's `--json`) shows, relative to the tile grid:
+//!
+//! - the same class (and for `scale` the same kind of factor: 0, below 1, above 1, negative);
+//! - outputs right if the original had right outputs;
+//! - each kind of output tile the original had (full, partial in M, partial in N, the corner)
+//!   right, wrong, or partly wrong as it was there, and no kind the original did not have.
+//!
+//! The last rule fixes the tile structure of M and N, so candidates that cannot keep it (M = 1
+//! when the original had full M tiles) are not run at all. The output does not show K, so K
+//! keeps one whole K tile when the original had one: the main K loop still runs; a partial K
+//! tile that matters shows itself as a change of class or factor, and such a candidate is
+//! refused. For `skip the last partial M tile` at M = 200 (tile 64), N = 192, K = 1000 this
+//! gives M = 65 (a full tile and one row of a partial one), N = 64, K = one K tile.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
@@ -14,31 +33,66 @@ use crate::error::{exit, Error};
 use crate::generate::command::prepare;
 use crate::spec::ResolvedSpec;
 
+/// The K tile assumed when `reference.tile` gives none: the probes' K slice (DESIGN §6).
+const DEFAULT_TILE_K: i64 = 32;
+
+/// Which extent of the GEMM a size is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Axis {
+    M,
+    N,
+    K,
+    Batch,
+}
+
+/// A size shrink can change, with its tile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dim {
+    pub name: String,
+    pub axis: Axis,
+    /// The tile along that axis (1 for the batch).
+    pub tile: i64,
+    /// The output tiles this size is the extent of (tile_m for M, tile_n for N; both when one
+    /// size names both extents): its tile structure there is part of the evidence.
+    pub output_tiles: Vec<i64>,
+}
+
 /// The sizes a GEMM's extents are named by, in the order they are shrunk: M, N, K, then the
 /// batch. Only extents written as a plain size name can be changed.
-pub fn gemm_size_names(spec: &ResolvedSpec) -> Vec<(String, i64)> {
+pub fn gemm_dims(spec: &ResolvedSpec) -> Vec<Dim> {
     let r = &spec.reference;
     let out = spec.tensor(r.out);
     let a = spec.tensor(r.a);
     let rank = out.shape_text.len();
-    let mut names = Vec::new();
-    let mut push = |text: &str, tile: i64| {
-        if spec.sizes.contains_key(text) && !names.iter().any(|(n, _)| n == text) {
-            names.push((text.to_string(), tile));
+    let mut dims: Vec<Dim> = Vec::new();
+    let mut push = |text: &str, axis: Axis, tile: i64| {
+        if !spec.sizes.contains_key(text) {
+            return;
+        }
+        let output_tile = matches!(axis, Axis::M | Axis::N).then_some(tile);
+        match dims.iter_mut().find(|d| d.name == text) {
+            Some(d) => d.output_tiles.extend(output_tile),
+            None => dims.push(Dim {
+                name: text.to_string(),
+                axis,
+                tile,
+                output_tiles: output_tile.into_iter().collect(),
+            }),
         }
     };
     if rank >= 2 {
-        push(&out.shape_text[rank - 2], r.tile_m);
+        push(&out.shape_text[rank - 2], Axis::M, r.tile_m);
     }
-    push(&out.shape_text[rank - 1], r.tile_n);
+    push(&out.shape_text[rank - 1], Axis::N, r.tile_n);
     push(
         &a.shape_text[a.shape_text.len() - 1],
-        r.tile_k.unwrap_or(32),
+        Axis::K,
+        r.tile_k.unwrap_or(DEFAULT_TILE_K),
     );
     if r.batched {
-        push(&out.shape_text[0], 1);
+        push(&out.shape_text[0], Axis::Batch, 1);
     }
-    names
+    dims
 }
 
 /// Values to try for a size now at `current` with tile `tile`, smallest first: tiny sizes, and
@@ -56,11 +110,421 @@ pub fn candidates(current: i64, tile: i64) -> Vec<i64> {
     values
 }
 
-/// What the spec's failure is: the first mode that fails (`--ones`, then random) and its class.
+/// Along one axis of the tile grid: whether an extent has a full tile, and a partial last one.
+pub fn tile_structure(extent: i64, tile: i64) -> (bool, bool) {
+    let tile = tile.max(1);
+    (extent >= tile, extent % tile != 0)
+}
+
+/// The candidates for `dim`, now at `current`, that can keep the evidence of a failure seen at
+/// `original`, smallest first: an output extent keeps its tile structure (a full tile and a
+/// partial one, as the original had), K keeps one whole K tile when the original had one.
+pub fn candidate_sizes(dim: &Dim, original: i64, current: i64) -> Vec<i64> {
+    let mut values = candidates(current, dim.tile);
+    match dim.axis {
+        Axis::M | Axis::N => values.retain(|&v| {
+            dim.output_tiles
+                .iter()
+                .all(|&t| tile_structure(v, t) == tile_structure(original, t))
+        }),
+        Axis::K => {
+            let floor = if original >= dim.tile { dim.tile } else { 1 };
+            values.retain(|&v| v >= floor);
+        }
+        Axis::Batch => {}
+    }
+    values
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a run showed, from the harness's JSON report
+// ---------------------------------------------------------------------------------------------
+
+/// One run as shrink judges it: its class, and the comparison of the output when the report
+/// has one (a hang or a fault has none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub class: String,
+    pub output: Option<OutputReport>,
+}
+
+/// The fields of the report's `output` that the evidence is made of.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputReport {
+    pub count: i64,
+    pub bad: i64,
+    /// The least-squares ratio output / reference (None when not finite: `null` in the JSON).
+    pub ratio: Option<f64>,
+    /// [L, M, N].
+    pub shape: [i64; 3],
+    /// [tile_m, tile_n].
+    pub tile: [i64; 2],
+    /// Bad outputs per output tile, row-major over the tile grid, summed over the batch.
+    pub bad_per_tile: Vec<i64>,
+}
+
+/// The `output` member of a harness JSON report (None when absent: the run stopped before the
+/// comparison).
+pub fn output_report(json: &serde_json::Value) -> Result<Option<OutputReport>, String> {
+    let Some(out) = json.get("output") else {
+        return Ok(None);
+    };
+    let int = |key: &str| {
+        out.get(key)
+            .and_then(serde_json::Value::as_i64)
+            .ok_or_else(|| format!("`output.{key}` is missing or not an integer"))
+    };
+    let ints = |key: &str, len: usize| -> Result<Vec<i64>, String> {
+        let values: Option<Vec<i64>> = out.get(key).and_then(|v| v.as_array()).and_then(|a| {
+            a.iter()
+                .map(serde_json::Value::as_i64)
+                .collect::<Option<Vec<i64>>>()
+        });
+        match values {
+            Some(v) if len == 0 || v.len() == len => Ok(v),
+            _ => Err(format!(
+                "`output.{key}` is missing or not a list of integers"
+            )),
+        }
+    };
+    let shape = ints("shape", 3)?;
+    let tile = ints("tile", 2)?;
+    let report = OutputReport {
+        count: int("count")?,
+        bad: int("bad")?,
+        ratio: out.get("ratio").and_then(serde_json::Value::as_f64),
+        shape: [shape[0], shape[1], shape[2]],
+        tile: [tile[0], tile[1]],
+        bad_per_tile: ints("bad_per_tile", 0)?,
+    };
+    let grid = report.grid();
+    if report.tile.iter().any(|&t| t < 1) || report.bad_per_tile.len() as i64 != grid.0 * grid.1 {
+        return Err("`output.bad_per_tile` does not match `output.shape` and `output.tile`".into());
+    }
+    Ok(Some(report))
+}
+
+/// Where a tile row or column lies on the tile grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Edge {
+    /// A whole tile.
+    Full,
+    /// The last, partial tile (the extent is not a multiple of the tile).
+    Partial,
+}
+
+/// What the outputs of one kind of tile showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TileState {
+    Right,
+    Wrong,
+    /// Some outputs right, some wrong.
+    PartlyWrong,
+}
+
+impl OutputReport {
+    /// Tile rows and columns.
+    fn grid(&self) -> (i64, i64) {
+        let [_, m, n] = self.shape;
+        let [tm, tn] = self.tile;
+        let up = |x: i64, t: i64| if t > 0 { (x + t - 1) / t } else { 0 };
+        (up(m, tm), up(n, tn))
+    }
+
+    /// Each kind of tile present ((row edge, column edge)) and what its outputs showed.
+    pub fn tile_states(&self) -> TileStates {
+        let [l, m, n] = self.shape;
+        let [tm, tn] = self.tile;
+        let (rows, cols) = self.grid();
+        // (bad, outputs) per kind.
+        let mut sums: BTreeMap<(Edge, Edge), (i64, i64)> = BTreeMap::new();
+        for r in 0..rows {
+            let height = tm.min(m - r * tm);
+            let row_edge = if height < tm {
+                Edge::Partial
+            } else {
+                Edge::Full
+            };
+            for c in 0..cols {
+                let width = tn.min(n - c * tn);
+                let col_edge = if width < tn {
+                    Edge::Partial
+                } else {
+                    Edge::Full
+                };
+                let entry = sums.entry((row_edge, col_edge)).or_default();
+                entry.0 += self.bad_per_tile[(r * cols + c) as usize];
+                entry.1 += height * width * l.max(1);
+            }
+        }
+        sums.into_iter()
+            .map(|(kind, (bad, outputs))| {
+                let state = match bad {
+                    0 => TileState::Right,
+                    b if b >= outputs => TileState::Wrong,
+                    _ => TileState::PartlyWrong,
+                };
+                (kind, state)
+            })
+            .collect()
+    }
+}
+
+/// The kind of factor a `scale` verdict names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Factor {
+    /// Every output 0: nothing of the sum was written.
+    Zero,
+    /// Between 0 and 1: part of the sum is lost.
+    Below,
+    /// Above 1: part of the sum counted more than once.
+    Above,
+    /// Below 0: the sign is flipped.
+    Negative,
+}
+
+impl Factor {
+    fn of(ratio: f64) -> Factor {
+        if ratio.abs() < 1e-12 {
+            Factor::Zero
+        } else if ratio < 0.0 {
+            Factor::Negative
+        } else if ratio < 1.0 {
+            Factor::Below
+        } else {
+            Factor::Above
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Factor::Zero => "a factor of 0",
+            Factor::Below => "a factor below 1",
+            Factor::Above => "a factor above 1",
+            Factor::Negative => "a negative factor",
+        }
+    }
+}
+
+/// What a shrunk case must still show: the original failure's evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evidence {
+    pub class: String,
+    /// For `scale`: the kind of factor.
+    pub factor: Option<Factor>,
+    /// Where the comparison localizes the failure: whether some output was right, and what
+    /// each kind of tile showed. None for classes without a localized comparison (hang, fault,
+    /// nondeterministic) or a report without one: the class alone is kept.
+    pub pattern: Option<(bool, TileStates)>,
+}
+
+/// What each kind of tile ((row edge, column edge)) showed.
+pub type TileStates = BTreeMap<(Edge, Edge), TileState>;
+
+/// The evidence of a failing run.
+pub fn evidence(observed: &Observation) -> Evidence {
+    let localized = !matches!(
+        observed.class.as_str(),
+        "hang" | "fault" | "nondeterministic" | "no_device"
+    );
+    let output = observed.output.as_ref().filter(|_| localized);
+    Evidence {
+        class: observed.class.clone(),
+        factor: output
+            .filter(|_| observed.class == "scale")
+            .and_then(|o| o.ratio)
+            .map(Factor::of),
+        pattern: output.map(|o| (o.bad < o.count, o.tile_states())),
+    }
+}
+
+/// Whether a candidate's run keeps the original's evidence; Err says what it lost.
+pub fn keeps(original: &Evidence, candidate: &Observation) -> Result<(), String> {
+    if candidate.class != original.class {
+        return Err(format!("{} (not the same)", candidate.class));
+    }
+    let seen = evidence(candidate);
+    if let Some(want) = original.factor {
+        match seen.factor {
+            Some(got) if got == want => {}
+            Some(got) => {
+                return Err(format!(
+                    "{}, but with {} where the original had {}",
+                    candidate.class,
+                    got.text(),
+                    want.text()
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "{}, but its report has no ratio to compare",
+                    candidate.class
+                ))
+            }
+        }
+    }
+    let Some((right_before, tiles_before)) = &original.pattern else {
+        return Ok(());
+    };
+    let Some((right_now, tiles_now)) = &seen.pattern else {
+        return Err(format!(
+            "{}, but its report has no comparison to check the pattern against",
+            candidate.class
+        ));
+    };
+    if *right_before && !right_now {
+        return Err(format!(
+            "{}, but no output is right (the original had right outputs)",
+            candidate.class
+        ));
+    }
+    for (kind, before) in tiles_before {
+        match tiles_now.get(kind) {
+            Some(now) if now == before => {}
+            Some(now) => {
+                return Err(format!(
+                    "{}, but {} are {} (they were {})",
+                    candidate.class,
+                    kind_text(*kind),
+                    state_text(*now),
+                    state_text(*before)
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "{}, but it has no {} (the original's were {})",
+                    candidate.class,
+                    kind_text(*kind),
+                    state_text(*before)
+                ))
+            }
+        }
+    }
+    if let Some(kind) = tiles_now.keys().find(|k| !tiles_before.contains_key(k)) {
+        return Err(format!(
+            "{}, but it has {}, which the original had not",
+            candidate.class,
+            kind_text(*kind)
+        ));
+    }
+    Ok(())
+}
+
+fn kind_text(kind: (Edge, Edge)) -> &'static str {
+    match kind {
+        (Edge::Full, Edge::Full) => "full tiles",
+        (Edge::Partial, Edge::Full) => "tiles of the partial last M tile row",
+        (Edge::Full, Edge::Partial) => "tiles of the partial last N tile column",
+        (Edge::Partial, Edge::Partial) => "the corner tile (partial in M and N)",
+    }
+}
+
+fn state_text(state: TileState) -> &'static str {
+    match state {
+        TileState::Right => "right",
+        TileState::Wrong => "wrong",
+        TileState::PartlyWrong => "partly wrong",
+    }
+}
+
+/// The properties a shrunk case was kept to, for the report: "class unwritten; some outputs
+/// right; full tiles right, tiles of the partial last M tile row wrong".
+pub fn describe(e: &Evidence) -> String {
+    let mut parts = vec![format!("class {}", e.class)];
+    if let Some(f) = e.factor {
+        parts.push(f.text().to_string());
+    }
+    match &e.pattern {
+        Some((right, tiles)) => {
+            parts.push(if *right {
+                "some outputs right".to_string()
+            } else {
+                "no output right".to_string()
+            });
+            let kinds: Vec<String> = tiles
+                .iter()
+                .map(|(k, s)| format!("{} {}", kind_text(*k), state_text(*s)))
+                .collect();
+            parts.push(kinds.join(", "));
+        }
+        None => parts.push(
+            "the class only (the run has no localized comparison to keep more of)".to_string(),
+        ),
+    }
+    parts.join("; ")
+}
+
+/// What the sizes were held to, for the report: "M keeps a full 64 tile and a partial one, N
+/// whole 64 tiles, K at least one 32 K tile".
+fn size_rules(dims: &[Dim], original: &IndexMap<String, i64>) -> String {
+    let rules: Vec<String> = dims
+        .iter()
+        .filter_map(|d| {
+            let at = original[&d.name];
+            match d.axis {
+                Axis::M | Axis::N => {
+                    let tile = *d.output_tiles.first()?;
+                    let (full, partial) = tile_structure(at, tile);
+                    let what = match (full, partial) {
+                        (true, true) => "a full tile and a partial one",
+                        (true, false) => "whole tiles",
+                        _ => "one partial tile",
+                    };
+                    Some(format!("{} {what} of {tile}", d.name))
+                }
+                Axis::K if at >= d.tile => {
+                    Some(format!("{} at least one K tile of {}", d.name, d.tile))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    rules.join(", ")
+}
+
+/// Greedy shrinking, smallest candidate first, until a pass over every size changes nothing or
+/// `max_runs` candidates ran. `keep` runs one candidate and says whether it keeps the evidence;
+/// a configuration is tried once. Returns the smallest sizes kept.
+pub fn search(
+    dims: &[Dim],
+    original: &IndexMap<String, i64>,
+    max_runs: usize,
+    mut keep: impl FnMut(&IndexMap<String, i64>) -> Result<bool, Error>,
+) -> Result<IndexMap<String, i64>, Error> {
+    let mut sizes = original.clone();
+    let mut tried: std::collections::HashSet<Vec<i64>> = std::collections::HashSet::new();
+    tried.insert(sizes.values().copied().collect());
+    let mut runs = 0;
+    let mut changed = true;
+    while changed && runs < max_runs {
+        changed = false;
+        for dim in dims {
+            for value in candidate_sizes(dim, original[&dim.name], sizes[&dim.name]) {
+                if runs >= max_runs {
+                    break;
+                }
+                let mut trial = sizes.clone();
+                trial[&dim.name] = value;
+                if !tried.insert(trial.values().copied().collect()) {
+                    continue;
+                }
+                runs += 1;
+                if keep(&trial)? {
+                    sizes = trial;
+                    changed = true;
+                    break;
+                }
+            }
+        }
+    }
+    Ok(sizes)
+}
+
+/// What the spec's failure is: the first mode that fails (`--ones`, then random) and its evidence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Target {
     ones: bool,
-    class: String,
+    evidence: Evidence,
 }
 
 impl ShrinkArgs {
@@ -68,8 +532,8 @@ impl ShrinkArgs {
         super::check_timeout(self.timeout)?;
         let prepared = prepare(&self.target, self.output.as_deref())?;
         let spec = &prepared.spec;
-        let dims = gemm_size_names(spec);
-        let names: Vec<String> = dims.iter().map(|(n, _)| n.clone()).collect();
+        let dims = gemm_dims(spec);
+        let names: Vec<String> = dims.iter().map(|d| d.name.clone()).collect();
         check_dims(spec, &names, "shrink")?;
         let binary = super::build_harness(
             &prepared,
@@ -78,21 +542,45 @@ impl ShrinkArgs {
             " (one build for every candidate)",
         )?;
         let limit = run_limit(spec, self.timeout.unwrap_or(spec.check.timeout));
-        // Counted in a Cell: the loop below reads the count while `run` holds the closure.
+        let report = super::state_path(&prepared.dir, "shrink", "report.json")?;
+        // Counted in a Cell: the search reads the count while `run` holds the closure.
         let runs = std::cell::Cell::new(0usize);
-        let run = |sizes: &IndexMap<String, i64>, ones: bool| -> Result<RunOutcome, Error> {
+        let run = |sizes: &IndexMap<String, i64>,
+                   ones: bool|
+         -> Result<(RunOutcome, Observation), Error> {
             runs.set(runs.get() + 1);
-            let args = run_arguments(
+            let mut args = run_arguments(
                 sizes.iter().map(|(n, v)| (n.as_str(), *v)),
                 ones,
                 self.timeout,
             );
-            run_quiet(&binary, &args, limit)
+            args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
+            // A report left by the previous run must not stand for this one.
+            let _ = std::fs::remove_file(&report);
+            let outcome = run_quiet(&binary, &args, limit)?;
+            let output = match std::fs::read_to_string(&report) {
+                Ok(text) => serde_json::from_str::<serde_json::Value>(&text)
+                    .map_err(|e| e.to_string())
+                    .and_then(|json| output_report(&json))
+                    .map_err(|why| {
+                        Error::Usage(format!(
+                            "the harness's JSON report {} is not what repro reads: {why}; rebuild the artifact with this repro (`repro build`)",
+                            report.display()
+                        ))
+                    })?,
+                // A hang or a fault may stop the harness before it writes the comparison.
+                Err(_) => None,
+            };
+            let observation = Observation {
+                class: outcome.class.clone(),
+                output,
+            };
+            Ok((outcome, observation))
         };
 
-        let mut sizes: IndexMap<String, i64> =
+        let original: IndexMap<String, i64> =
             names.iter().map(|n| (n.clone(), spec.sizes[n])).collect();
-        let ones = run(&sizes, true)?;
+        let (ones, ones_seen) = run(&original, true)?;
         if ones.code == exit::NO_DEVICE {
             println!(
                 "no usable CUDA device: the harness is built; shrinking needs a GPU to run it"
@@ -102,10 +590,10 @@ impl ShrinkArgs {
         let target = if ones.class != "ok" {
             Target {
                 ones: true,
-                class: ones.class,
+                evidence: evidence(&ones_seen),
             }
         } else {
-            let random = run(&sizes, false)?;
+            let (random, random_seen) = run(&original, false)?;
             if random.class == "ok" {
                 println!(
                     "shrink  {} passes with --ones and with random inputs: nothing to shrink",
@@ -115,7 +603,7 @@ impl ShrinkArgs {
             }
             Target {
                 ones: false,
-                class: random.class,
+                evidence: evidence(&random_seen),
             }
         };
         let mode = if target.ones {
@@ -126,47 +614,29 @@ impl ShrinkArgs {
         println!(
             "shrink  {} fails with {mode}, class {}, at {}",
             spec.name(),
-            target.class,
-            sizes_text(&sizes)
+            target.evidence.class,
+            sizes_text(&original)
         );
-
-        // Greedy, smallest candidate first, until a pass over every size changes nothing. A
-        // configuration tried once is not run again (a second pass revisits the same small
-        // values of the sizes that did not change).
-        let mut tried: std::collections::HashSet<Vec<i64>> = std::collections::HashSet::new();
-        tried.insert(sizes.values().copied().collect());
-        let mut changed = true;
-        while changed && runs.get() < self.max_runs {
-            changed = false;
-            for (name, tile) in &dims {
-                for value in candidates(sizes[name], *tile) {
-                    if runs.get() >= self.max_runs {
-                        break;
-                    }
-                    let mut trial = sizes.clone();
-                    trial[name] = value;
-                    if !tried.insert(trial.values().copied().collect()) {
-                        continue;
-                    }
-                    let outcome = run(&trial, target.ones)?;
-                    let same = outcome.class == target.class;
-                    println!(
-                        "  {:<28} {}",
-                        sizes_text(&trial),
-                        if same {
-                            "same failure".to_string()
-                        } else {
-                            format!("{} (not the same)", outcome.class)
-                        }
-                    );
-                    if same {
-                        sizes = trial;
-                        changed = true;
-                        break;
-                    }
-                }
-            }
+        println!("keep    {}", describe(&target.evidence));
+        let rules = size_rules(&dims, &original);
+        if !rules.is_empty() {
+            println!("sizes   on the tile grid as the original: {rules}");
         }
+
+        let budget = self.max_runs.saturating_sub(runs.get());
+        let sizes = search(&dims, &original, budget, |trial| {
+            let (_, seen) = run(trial, target.ones)?;
+            let verdict = keeps(&target.evidence, &seen);
+            println!(
+                "  {:<28} {}",
+                sizes_text(trial),
+                match &verdict {
+                    Ok(()) => "same failure, evidence kept".to_string(),
+                    Err(lost) => lost.clone(),
+                }
+            );
+            Ok(verdict.is_ok())
+        })?;
         let shrunk: Vec<String> = names
             .iter()
             .filter(|n| sizes[*n] != spec.sizes[*n])
@@ -174,7 +644,7 @@ impl ShrinkArgs {
             .collect();
         if shrunk.is_empty() {
             println!(
-                "shrink  no smaller size fails the same way ({} runs)",
+                "shrink  no smaller size keeps the failure's evidence ({} runs)",
                 runs.get()
             );
             return Ok(exit::MISMATCH);
@@ -184,8 +654,9 @@ impl ShrinkArgs {
             "shrunk  {} in {} runs of one build; still {mode}, class {}",
             shrunk.join(", "),
             runs.get(),
-            target.class
+            target.evidence.class
         );
+        println!("kept    {}", describe(&target.evidence));
         println!("wrote   {}", path.display());
         Ok(exit::MISMATCH)
     }
@@ -250,7 +721,7 @@ fn write_shrunk(spec: &ResolvedSpec, sizes: &IndexMap<String, i64>) -> Result<Pa
 
 #[cfg(test)]
 mod tests {
-    use super::candidates;
+    use super::*;
 
     #[test]
     fn candidates_are_small_first_and_below_the_current_size() {
@@ -262,5 +733,235 @@ mod tests {
             ]
         );
         assert!(candidates(1, 128).is_empty());
+    }
+
+    fn dim(name: &str, axis: Axis, tile: i64) -> Dim {
+        Dim {
+            name: name.into(),
+            axis,
+            tile,
+            output_tiles: if matches!(axis, Axis::M | Axis::N) {
+                vec![tile]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn gemm_dims_64() -> Vec<Dim> {
+        vec![
+            dim("M", Axis::M, 64),
+            dim("N", Axis::N, 64),
+            dim("K", Axis::K, 32),
+        ]
+    }
+
+    fn sizes(m: i64, n: i64, k: i64) -> IndexMap<String, i64> {
+        [("M", m), ("N", n), ("K", k)]
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect()
+    }
+
+    /// What the harness reports for a kernel with 64x64 output tiles that never writes its last
+    /// partial M tile (the issue's defect): those outputs stay poison, every other is right.
+    fn skips_last_partial_m_tile(sizes: &IndexMap<String, i64>) -> Observation {
+        let (m, n, tile) = (sizes["M"], sizes["N"], 64);
+        let (rows, cols) = ((m + tile - 1) / tile, (n + tile - 1) / tile);
+        let mut bad_per_tile = vec![0; (rows * cols) as usize];
+        if m % tile != 0 {
+            for c in 0..cols {
+                let width = tile.min(n - c * tile);
+                bad_per_tile[((rows - 1) * cols + c) as usize] = (m % tile) * width;
+            }
+        }
+        let bad: i64 = bad_per_tile.iter().sum();
+        Observation {
+            class: if bad > 0 { "unwritten" } else { "ok" }.into(),
+            output: Some(OutputReport {
+                count: m * n,
+                bad,
+                ratio: None,
+                shape: [1, m, n],
+                tile: [tile, tile],
+                bad_per_tile,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_partial_m_tile_example_shrinks_to_one_full_tile_and_one_row() {
+        // M = 200, tile 64: rows 192-199 unwritten, the three full tile rows right.
+        let original = sizes(200, 192, 1000);
+        let target = evidence(&skips_last_partial_m_tile(&original));
+        assert_eq!(
+            describe(&target),
+            "class unwritten; some outputs right; full tiles right, tiles of the partial last M tile row wrong"
+        );
+        let mut tried = Vec::new();
+        let shrunk = search(&gemm_dims_64(), &original, 200, |trial| {
+            tried.push(trial.clone());
+            Ok(keeps(&target, &skips_last_partial_m_tile(trial)).is_ok())
+        })
+        .unwrap();
+        // One full tile and one row of a partial one; N and K at one tile.
+        assert_eq!(shrunk, sizes(65, 64, 32));
+        // Candidates whose tile grid cannot show the evidence (M below a tile, N not a
+        // multiple of it, K below a K tile) are never run.
+        assert!(tried
+            .iter()
+            .all(|t| t["M"] > 64 && t["N"] % 64 == 0 && t["K"] >= 32));
+        assert!(tried.len() < 20, "{} runs", tried.len());
+    }
+
+    #[test]
+    fn what_the_old_class_only_test_accepted_is_refused() {
+        let target = evidence(&skips_last_partial_m_tile(&sizes(200, 192, 1000)));
+        // 1x1x1: the only tile is the partial one, no output right.
+        let e = keeps(&target, &skips_last_partial_m_tile(&sizes(1, 1, 1))).unwrap_err();
+        assert_eq!(
+            e,
+            "unwritten, but no output is right (the original had right outputs)"
+        );
+        // M = 65, N = 1: a partial N column the original did not have.
+        let e = keeps(&target, &skips_last_partial_m_tile(&sizes(65, 1, 1000))).unwrap_err();
+        assert_eq!(
+            e,
+            "unwritten, but it has no full tiles (the original's were right)"
+        );
+        let e = keeps(&target, &skips_last_partial_m_tile(&sizes(65, 65, 1000))).unwrap_err();
+        assert_eq!(
+            e,
+            "unwritten, but it has tiles of the partial last N tile column, which the original had not"
+        );
+        // M = 64: no partial tile, so nothing is unwritten.
+        let e = keeps(&target, &skips_last_partial_m_tile(&sizes(64, 64, 32))).unwrap_err();
+        assert_eq!(e, "ok (not the same)");
+        assert_eq!(
+            keeps(&target, &skips_last_partial_m_tile(&sizes(65, 64, 32))),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn candidate_sizes_keep_the_tile_structure() {
+        let [m, n, k] = [0, 1, 2].map(|i| gemm_dims_64()[i].clone());
+        // Ragged with full tiles: a full tile and a partial one.
+        assert_eq!(
+            candidate_sizes(&m, 200, 200),
+            vec![65, 100, 127, 129, 191, 193]
+        );
+        // A multiple of the tile stays one.
+        assert_eq!(candidate_sizes(&n, 192, 192), vec![64, 128]);
+        // Below one tile: anything below one tile.
+        assert_eq!(
+            candidate_sizes(&m, 50, 50),
+            vec![1, 2, 3, 4, 7, 8, 9, 12, 15, 16, 17, 25, 31, 32, 33]
+        );
+        // K keeps one K tile when it had one, partial or not.
+        assert_eq!(candidate_sizes(&k, 1000, 1000)[..4], [32, 33, 63, 64]);
+        assert_eq!(candidate_sizes(&k, 20, 20)[0], 1);
+    }
+
+    fn scale(ratio: f64, m: i64) -> Observation {
+        Observation {
+            class: "scale".into(),
+            output: Some(OutputReport {
+                count: m * 64,
+                bad: m * 64,
+                ratio: Some(ratio),
+                shape: [1, m, 64],
+                tile: [64, 64],
+                bad_per_tile: vec![64 * 64; ((m + 63) / 64) as usize]
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, full)| full.min((m - i as i64 * 64) * 64))
+                    .collect(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_scale_keeps_its_kind_of_factor() {
+        // --ones on a kernel that drops its last partial K tile: 992/1000 of every sum.
+        let target = evidence(&scale(0.992, 130));
+        assert_eq!(target.factor, Some(Factor::Below));
+        assert_eq!(keeps(&target, &scale(0.97, 65)), Ok(()));
+        // K = 1: the K loop wrote nothing; a factor of 0 is not the same evidence.
+        assert_eq!(
+            keeps(&target, &scale(0.0, 65)).unwrap_err(),
+            "scale, but with a factor of 0 where the original had a factor below 1"
+        );
+        assert_eq!(
+            keeps(&target, &scale(2.0, 65)).unwrap_err(),
+            "scale, but with a factor above 1 where the original had a factor below 1"
+        );
+    }
+
+    #[test]
+    fn classes_without_a_localized_comparison_keep_the_class() {
+        let hang = Observation {
+            class: "hang".into(),
+            output: None,
+        };
+        let target = evidence(&hang);
+        assert_eq!(target.pattern, None);
+        assert_eq!(
+            describe(&target),
+            "class hang; the class only (the run has no localized comparison to keep more of)"
+        );
+        assert_eq!(keeps(&target, &hang), Ok(()));
+        let fault = Observation {
+            class: "fault".into(),
+            output: None,
+        };
+        assert_eq!(keeps(&target, &fault).unwrap_err(), "fault (not the same)");
+    }
+
+    #[test]
+    fn the_report_is_read_from_the_harness_json() {
+        // The members write_comparison_json (report.cuh) writes, as a 130x70 run with 64x64
+        // tiles whose last M tile row is unwritten.
+        let json: serde_json::Value = serde_json::from_str(
+            r#"{"name": "skip", "mode": "ones",
+                "output": {"tensor": "D", "passed": false, "count": 9100, "bad": 140, "nan": 0,
+                           "inf": 0, "unwritten": 140, "rel_l2": 0, "max_abs": 0, "max_rel": 0,
+                           "ratio": null, "residual": 0, "ref_rms": 1, "shape": [1, 130, 70],
+                           "tile": [64, 64], "bad_per_tile": [0, 0, 0, 0, 128, 12],
+                           "first_mismatches": []},
+                "disposition": "failed", "class": "unwritten", "exit_code": 1, "message": ""}"#,
+        )
+        .unwrap();
+        let report = output_report(&json).unwrap().unwrap();
+        assert_eq!(report.ratio, None);
+        let states = report.tile_states();
+        assert_eq!(
+            states.into_iter().collect::<Vec<_>>(),
+            vec![
+                ((Edge::Full, Edge::Full), TileState::Right),
+                ((Edge::Full, Edge::Partial), TileState::Right),
+                ((Edge::Partial, Edge::Full), TileState::Wrong),
+                ((Edge::Partial, Edge::Partial), TileState::Wrong),
+            ]
+        );
+        // No comparison (a fault before it): None, not an error.
+        let fault: serde_json::Value =
+            serde_json::from_str(r#"{"class": "fault", "disposition": "failed"}"#).unwrap();
+        assert_eq!(output_report(&fault).unwrap(), None);
+        // A tile list that does not fit the grid is an error, not a wrong verdict.
+        let mut broken = json.clone();
+        broken["output"]["bad_per_tile"] = serde_json::json!([0, 1]);
+        assert_eq!(
+            output_report(&broken).unwrap_err(),
+            "`output.bad_per_tile` does not match `output.shape` and `output.tile`"
+        );
+    }
+
+    #[test]
+    fn size_rules_say_what_the_grid_keeps() {
+        assert_eq!(
+            size_rules(&gemm_dims_64(), &sizes(200, 192, 1000)),
+            "M a full tile and a partial one of 64, N whole tiles of 64, K at least one K tile of 32"
+        );
     }
 }
