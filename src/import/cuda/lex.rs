@@ -1,0 +1,536 @@
+//! The lexer: C++ text to tokens, with comments, literals, line splices and preprocessor
+//! directives handled, and the regions of `#if 0` (and the `#else` side of `#if 1`) dropped.
+//! Also what the other parts need to turn tokens back into text ([`join`], [`type_key`]) and the
+//! identifier rules ([`replace_word`]).
+
+use std::rc::Rc;
+
+// ---------------------------------------------------------------------------------------------
+// Lexer
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Ident,
+    Number,
+    Str,
+    Char,
+    Punct,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Token {
+    pub(super) kind: Kind,
+    /// The token's text; a string literal's content without quotes or prefix.
+    pub(super) text: String,
+    pub(super) line: usize,
+    /// Whitespace or a comment came before it.
+    pub(super) space: bool,
+    /// The outermost macro this token came out of.
+    pub(super) from_macro: Option<Rc<str>>,
+}
+
+impl Token {
+    pub(super) fn is(&self, text: &str) -> bool {
+        self.kind != Kind::Str && self.kind != Kind::Char && self.text == text
+    }
+
+    pub(super) fn is_ident(&self) -> bool {
+        self.kind == Kind::Ident
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Directive {
+    /// Tokens after the `#`.
+    pub(super) tokens: Vec<Token>,
+    /// Macros that enclosing `#ifdef X` / `#if defined(X)` (or the `#else` of an `#ifndef X`)
+    /// require to be defined.
+    pub(super) requires: Vec<String>,
+    /// How many code tokens came before it.
+    code_pos: usize,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Lexed {
+    pub(super) code: Vec<Token>,
+    pub(super) directives: Vec<Directive>,
+}
+
+fn is_ident_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || c == '$' || (!c.is_ascii() && !c.is_whitespace())
+}
+
+fn is_ident_continue(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '$' || (!c.is_ascii() && !c.is_whitespace())
+}
+
+const PUNCT3: &[&str] = &["...", "<<=", ">>=", "->*"];
+const PUNCT2: &[&str] = &[
+    "::", "->", "<<", "<=", ">=", "==", "!=", "&&", "||", "##", "++", "--", "+=", "-=", "*=", "/=",
+    "%=", "&=", "|=", "^=", ".*",
+];
+
+struct Lexer<'a> {
+    c: &'a [char],
+    i: usize,
+    line: usize,
+}
+
+impl Lexer<'_> {
+    fn at(&self, k: usize) -> Option<char> {
+        self.c.get(self.i + k).copied()
+    }
+
+    /// Length of a line splice (backslash, optional `\r`, newline) at the cursor, if any.
+    fn splice(&self) -> Option<usize> {
+        if self.at(0) != Some('\\') {
+            return None;
+        }
+        match (self.at(1), self.at(2)) {
+            (Some('\n'), _) => Some(2),
+            (Some('\r'), Some('\n')) => Some(3),
+            _ => None,
+        }
+    }
+
+    /// A quoted literal's body after the opening quote; stops at the closing quote or (unclosed)
+    /// before the end of the line.
+    fn quoted(&mut self, quote: char) -> String {
+        let mut text = String::new();
+        while let Some(c) = self.at(0) {
+            if c == '\\' {
+                if let Some(n) = self.splice() {
+                    self.i += n;
+                    self.line += 1;
+                    continue;
+                }
+                text.push(c);
+                if let Some(next) = self.at(1) {
+                    if next != '\n' {
+                        text.push(next);
+                        self.i += 2;
+                        continue;
+                    }
+                }
+                self.i += 1;
+                continue;
+            }
+            if c == quote {
+                self.i += 1;
+                break;
+            }
+            if c == '\n' {
+                break;
+            }
+            text.push(c);
+            self.i += 1;
+        }
+        text
+    }
+
+    /// A raw string after `R"`; falls back to an ordinary string when the delimiter is malformed.
+    fn raw(&mut self) -> String {
+        let start = self.i;
+        let mut delim = String::new();
+        while let Some(c) = self.at(0) {
+            if c == '(' {
+                break;
+            }
+            if delim.len() >= 16 || c == ')' || c == '\\' || c == '"' || c.is_whitespace() {
+                self.i = start;
+                return self.quoted('"');
+            }
+            delim.push(c);
+            self.i += 1;
+        }
+        if self.at(0) != Some('(') {
+            self.i = start;
+            return self.quoted('"');
+        }
+        self.i += 1;
+        let close: Vec<char> = format!("){delim}\"").chars().collect();
+        let mut text = String::new();
+        while self.i < self.c.len() {
+            if self.c[self.i..].starts_with(&close) {
+                self.i += close.len();
+                return text;
+            }
+            let c = self.c[self.i];
+            if c == '\n' {
+                self.line += 1;
+            }
+            text.push(c);
+            self.i += 1;
+        }
+        text
+    }
+
+    fn number(&mut self) -> String {
+        let mut text = String::new();
+        while let Some(c) = self.at(0) {
+            let prev = text.chars().last();
+            let part = c.is_ascii_alphanumeric()
+                || c == '_'
+                || c == '.'
+                || ((c == '+' || c == '-') && matches!(prev, Some('e' | 'E' | 'p' | 'P')))
+                // a digit separator: 1'000
+                || (c == '\'' && self.at(1).is_some_and(|n| n.is_ascii_alphanumeric()));
+            if !part {
+                break;
+            }
+            text.push(c);
+            self.i += 1;
+        }
+        text
+    }
+
+    fn punct(&mut self) -> String {
+        for group in [PUNCT3, PUNCT2] {
+            for p in group {
+                let n = p.chars().count();
+                if self.i + n <= self.c.len()
+                    && self.c[self.i..self.i + n].iter().copied().eq(p.chars())
+                {
+                    self.i += n;
+                    return p.to_string();
+                }
+            }
+        }
+        let c = self.c[self.i];
+        self.i += 1;
+        c.to_string()
+    }
+}
+
+/// Tokens of `text`, with comments and directives out of the code stream and `#if 0` regions
+/// (and the `#else` side of `#if 1`) dropped. Never fails: malformed input gives some tokens.
+pub(super) fn lex(text: &str) -> Lexed {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let chars: Vec<char> = text.chars().collect();
+    let mut lx = Lexer {
+        c: &chars,
+        i: 0,
+        line: 1,
+    };
+    let mut out = Lexed::default();
+    let mut space = true;
+    let mut line_start = true;
+    let mut in_directive = false;
+    while lx.i < chars.len() {
+        let c = chars[lx.i];
+        if let Some(n) = lx.splice() {
+            lx.i += n;
+            lx.line += 1;
+            space = true;
+            continue;
+        }
+        if c == '\n' {
+            lx.i += 1;
+            lx.line += 1;
+            space = true;
+            line_start = true;
+            in_directive = false;
+            continue;
+        }
+        if c.is_whitespace() {
+            lx.i += 1;
+            space = true;
+            continue;
+        }
+        if c == '/' && lx.at(1) == Some('/') {
+            lx.i += 2;
+            while let Some(c) = lx.at(0) {
+                if let Some(n) = lx.splice() {
+                    lx.i += n;
+                    lx.line += 1;
+                } else if c == '\n' {
+                    break;
+                } else {
+                    lx.i += 1;
+                }
+            }
+            space = true;
+            continue;
+        }
+        if c == '/' && lx.at(1) == Some('*') {
+            lx.i += 2;
+            while let Some(c) = lx.at(0) {
+                if c == '*' && lx.at(1) == Some('/') {
+                    lx.i += 2;
+                    break;
+                }
+                if c == '\n' {
+                    lx.line += 1;
+                }
+                lx.i += 1;
+            }
+            if lx.i > chars.len() {
+                lx.i = chars.len();
+            }
+            space = true;
+            continue;
+        }
+        if c == '#' && line_start && !in_directive {
+            out.directives.push(Directive {
+                tokens: Vec::new(),
+                requires: Vec::new(),
+                code_pos: out.code.len(),
+            });
+            in_directive = true;
+            line_start = false;
+            lx.i += 1;
+            space = false;
+            continue;
+        }
+        line_start = false;
+        let line = lx.line;
+        let (kind, text) = if is_ident_start(c) {
+            let start = lx.i;
+            while lx.at(0).is_some_and(is_ident_continue) {
+                lx.i += 1;
+            }
+            let word: String = chars[start..lx.i].iter().collect();
+            match (lx.at(0), word.as_str()) {
+                (Some('"'), "R" | "LR" | "uR" | "UR" | "u8R") => {
+                    lx.i += 1;
+                    (Kind::Str, lx.raw())
+                }
+                (Some('"'), "L" | "u" | "U" | "u8") => {
+                    lx.i += 1;
+                    (Kind::Str, lx.quoted('"'))
+                }
+                (Some('\''), "L" | "u" | "U" | "u8") => {
+                    lx.i += 1;
+                    (Kind::Char, lx.quoted('\''))
+                }
+                _ => (Kind::Ident, word),
+            }
+        } else if c.is_ascii_digit() || (c == '.' && lx.at(1).is_some_and(|n| n.is_ascii_digit())) {
+            (Kind::Number, lx.number())
+        } else if c == '"' {
+            lx.i += 1;
+            (Kind::Str, lx.quoted('"'))
+        } else if c == '\'' {
+            lx.i += 1;
+            (Kind::Char, lx.quoted('\''))
+        } else {
+            (Kind::Punct, lx.punct())
+        };
+        let token = Token {
+            kind,
+            text,
+            line,
+            space,
+            from_macro: None,
+        };
+        space = false;
+        if in_directive {
+            if let Some(d) = out.directives.last_mut() {
+                d.tokens.push(token);
+            }
+        } else {
+            out.code.push(token);
+        }
+    }
+    drop_dead_regions(&mut out);
+    mark_guards(&mut out.directives);
+    out
+}
+
+/// The macro a simple condition tests, and whether it must be defined: `#ifdef X`, `#ifndef X`,
+/// `#if defined(X)`, `#if !defined X`; None for anything else.
+fn simple_condition(d: &Directive) -> Option<(String, bool)> {
+    let t: Vec<&str> = d
+        .tokens
+        .iter()
+        .map(|t| t.text.as_str())
+        .filter(|t| *t != "(" && *t != ")")
+        .collect();
+    match t.as_slice() {
+        ["ifdef", x] | ["if", "defined", x] => Some((x.to_string(), true)),
+        ["ifndef", x] | ["if", "!", "defined", x] => Some((x.to_string(), false)),
+        _ => None,
+    }
+}
+
+fn mark_guards(directives: &mut [Directive]) {
+    let mut stack: Vec<Option<(String, bool)>> = Vec::new();
+    for d in directives.iter_mut() {
+        match directive_keyword(d) {
+            "if" | "ifdef" | "ifndef" => stack.push(simple_condition(d)),
+            "else" => {
+                if let Some(Some((_, defined))) = stack.last_mut() {
+                    *defined = !*defined;
+                }
+            }
+            "elif" | "elifdef" | "elifndef" => {
+                if let Some(top) = stack.last_mut() {
+                    *top = None;
+                }
+            }
+            "endif" => {
+                stack.pop();
+            }
+            "define" => {
+                d.requires = stack
+                    .iter()
+                    .flatten()
+                    .filter(|(_, defined)| *defined)
+                    .map(|(name, _)| name.clone())
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+}
+
+fn directive_keyword(d: &Directive) -> &str {
+    d.tokens.first().map(|t| t.text.as_str()).unwrap_or("")
+}
+
+/// `#if 0`, `#if (0)`, `#if false` → Some(false); `#if 1` → Some(true); anything else None.
+fn constant_condition(d: &Directive) -> Option<bool> {
+    let rest: String = d
+        .tokens
+        .iter()
+        .skip(1)
+        .map(|t| t.text.as_str())
+        .filter(|t| *t != "(" && *t != ")")
+        .collect();
+    match rest.as_str() {
+        "0" | "false" => Some(false),
+        "1" | "true" => Some(true),
+        _ => None,
+    }
+}
+
+fn drop_dead_regions(lexed: &mut Lexed) {
+    #[derive(PartialEq)]
+    enum Frame {
+        Plain,
+        /// `#if 1`: its `#else`/`#elif` side is dead.
+        One,
+    }
+    let mut frames: Vec<Frame> = Vec::new();
+    // (nesting inside the dead region, code position where it started, stops at #else/#elif)
+    let mut skip: Option<(usize, usize, bool)> = None;
+    let mut dead_code: Vec<(usize, usize)> = Vec::new();
+    let mut dead_directive = vec![false; lexed.directives.len()];
+    for (k, d) in lexed.directives.iter().enumerate() {
+        let kw = directive_keyword(d);
+        if let Some((nest, start, stops_at_else)) = skip.as_mut() {
+            dead_directive[k] = true;
+            match kw {
+                "if" | "ifdef" | "ifndef" => *nest += 1,
+                "endif" if *nest == 0 => {
+                    dead_code.push((*start, d.code_pos));
+                    skip = None;
+                }
+                "endif" => *nest -= 1,
+                "else" | "elif" | "elifdef" | "elifndef" if *nest == 0 && *stops_at_else => {
+                    dead_code.push((*start, d.code_pos));
+                    skip = None;
+                    frames.push(Frame::Plain);
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match kw {
+            "if" => match constant_condition(d) {
+                Some(false) => skip = Some((0, d.code_pos, true)),
+                Some(true) => frames.push(Frame::One),
+                None => frames.push(Frame::Plain),
+            },
+            "ifdef" | "ifndef" => frames.push(Frame::Plain),
+            "else" | "elif" | "elifdef" | "elifndef" if frames.last() == Some(&Frame::One) => {
+                frames.pop();
+                skip = Some((0, d.code_pos, false));
+            }
+            "endif" => {
+                frames.pop();
+            }
+            _ => {}
+        }
+    }
+    if let Some((_, start, _)) = skip {
+        dead_code.push((start, lexed.code.len()));
+    }
+    if !dead_code.is_empty() {
+        let mut keep = vec![true; lexed.code.len()];
+        for (a, b) in dead_code {
+            for flag in keep.iter_mut().take(b.min(lexed.code.len())).skip(a) {
+                *flag = false;
+            }
+        }
+        let mut k = 0;
+        lexed.code.retain(|_| {
+            k += 1;
+            keep[k - 1]
+        });
+    }
+    let mut k = 0;
+    lexed.directives.retain(|_| {
+        k += 1;
+        !dead_directive[k - 1]
+    });
+}
+
+/// Tokens back to text on one line: a space wherever the source had whitespace or a comment.
+pub(super) fn join(tokens: &[Token]) -> String {
+    let mut out = String::new();
+    for (k, t) in tokens.iter().enumerate() {
+        if k > 0 && t.space {
+            out.push(' ');
+        }
+        match t.kind {
+            Kind::Str => {
+                out.push('"');
+                out.push_str(&t.text);
+                out.push('"');
+            }
+            Kind::Char => {
+                out.push('\'');
+                out.push_str(&t.text);
+                out.push('\'');
+            }
+            _ => out.push_str(&t.text),
+        }
+    }
+    out
+}
+
+/// Type text normalized for comparison and lookup: words separated by one space, no space
+/// around punctuation.
+pub(super) fn type_key(tokens: &[Token]) -> String {
+    let mut out = String::new();
+    let mut prev_word = false;
+    for t in tokens {
+        let word = matches!(t.kind, Kind::Ident | Kind::Number);
+        if word && prev_word {
+            out.push(' ');
+        }
+        out.push_str(&t.text);
+        prev_word = word;
+    }
+    out
+}
+
+/// Replaces whole-word occurrences of `word` in `text`.
+pub(super) fn replace_word(text: &str, word: &str, with: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(pos) = rest.find(word) {
+        let before_ok = rest[..pos]
+            .chars()
+            .last()
+            .map_or(true, |c| !is_ident_continue(c));
+        let after = &rest[pos + word.len()..];
+        let after_ok = after.chars().next().map_or(true, |c| !is_ident_continue(c));
+        out.push_str(&rest[..pos]);
+        out.push_str(if before_ok && after_ok { with } else { word });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
