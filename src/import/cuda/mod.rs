@@ -22,10 +22,10 @@
 //! an ambiguity with both paths, which a narrower PATH resolves. A folder given as `root` is
 //! scanned even when its own name is on that list.
 //!
-//! The parts, in the order a file goes through them: [`lex`] (tokens, directives, dead `#if`
-//! regions), [`macros`] (the macro table and its expansion), [`brackets`] (nesting-aware search
-//! over token slices), [`declarations`] (namespace-scope function declarations) reading types with
-//! [`types`], [`tree`] (which files, reading them, resolving includes), then [`skeleton`] (the
+//! The parts, in the order a file goes through them: `lex` (tokens, directives, dead `#if`
+//! regions), `macros` (the macro table and its expansion), `brackets` (nesting-aware search
+//! over token slices), `declarations` (namespace-scope function declarations) reading types with
+//! `types`, `tree` (which files, reading them, resolving includes), then `skeleton` (the
 //! spec). This module holds the public types and [`find`], which merges what the scan found.
 
 mod brackets;

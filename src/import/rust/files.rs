@@ -1,0 +1,139 @@
+//! Reading Rust sources: one file, refused before it is opened when it is not a regular file or
+//! too large, and the Rust files under a `--search` folder (build output and version control
+//! skipped, the total read bounded).
+
+use std::path::Path;
+
+use super::report::ImportError;
+use super::MAX_SOURCE_BYTES;
+
+/// The folders `--search` does not enter: build output, version control, dependencies.
+fn skipped_search_folder(name: &str) -> bool {
+    name.starts_with('.') || matches!(name, "target" | "node_modules" | "build")
+}
+
+/// At most this much Rust source is read under a `--search` folder.
+const MAX_SEARCH_BYTES: u64 = 256 << 20;
+
+/// The Rust files under `dir` (but `file` itself), read: (folder as given, [(path, text)]). A
+/// file that cannot be read as a source file is noted on stderr and skipped.
+pub(super) fn search_files(
+    dir: &Path,
+    file: &Path,
+) -> Result<(String, Vec<(String, String)>), ImportError> {
+    let meta = std::fs::metadata(dir).map_err(|source| ImportError::Read {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Err(ImportError::SearchNotAFolder {
+            path: dir.to_path_buf(),
+        });
+    }
+    let own = std::fs::canonicalize(file).ok();
+    let walk = walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| {
+            e.depth() == 0
+                || !e.file_type().is_dir()
+                || !skipped_search_folder(&e.file_name().to_string_lossy())
+        });
+    let (mut found, mut total) = (Vec::new(), 0u64);
+    for entry in walk.flatten() {
+        let path = entry.path();
+        if entry.file_type().is_dir() || path.extension().map_or(true, |e| e != "rs") {
+            continue;
+        }
+        if own.is_some() && std::fs::canonicalize(path).ok() == own {
+            continue;
+        }
+        match read_source(path) {
+            Ok(text) => {
+                total += text.len() as u64;
+                if total > MAX_SEARCH_BYTES {
+                    eprintln!(
+                        "note: --search {}: stopped before {} after reading {} MiB of Rust",
+                        dir.display(),
+                        path.display(),
+                        MAX_SEARCH_BYTES >> 20
+                    );
+                    break;
+                }
+                found.push((path.display().to_string(), text));
+            }
+            Err(e) => eprintln!("note: --search skipped {e}"),
+        }
+    }
+    Ok((dir.display().to_string(), found))
+}
+
+/// What kind of thing a path is, when it is not a regular file ("a fifo").
+pub(crate) fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    let ty = meta.file_type();
+    if ty.is_dir() {
+        return "a folder";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ty.is_fifo() {
+            return "a fifo";
+        }
+        if ty.is_char_device() || ty.is_block_device() {
+            return "a device";
+        }
+        if ty.is_socket() {
+            return "a socket";
+        }
+    }
+    "not a regular file"
+}
+
+/// Reads a Rust source file, refusing what is not one before reading it: a fifo or a device
+/// (`/dev/zero` never ends, a fifo blocks until someone writes), or a file above
+/// [`MAX_SOURCE_BYTES`]. The read itself is bounded too, for a file that grows after the check.
+pub(super) fn read_source(path: &Path) -> Result<String, ImportError> {
+    use std::io::Read;
+    let read_error = |source| ImportError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    // The path's metadata first: opening a fifo for reading would block until a writer comes.
+    let meta = std::fs::metadata(path).map_err(read_error)?;
+    if !meta.is_file() {
+        return Err(ImportError::NotAFile {
+            path: path.to_path_buf(),
+            kind: file_kind(&meta),
+        });
+    }
+    if meta.len() > MAX_SOURCE_BYTES {
+        return Err(ImportError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: meta.len(),
+        });
+    }
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(ImportError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: bytes.len() as u64,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        // Valid up to here, so this prefix is text.
+        let before = String::from_utf8_lossy(valid);
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ImportError::NotUtf8 {
+            file: path.display().to_string(),
+            line,
+            column,
+        }
+    })
+}
