@@ -127,3 +127,66 @@ pub(super) fn top_level_eq(tokens: &[Token]) -> Option<usize> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::cuda::lex::{join, lex};
+
+    fn parts(text: &str) -> Vec<String> {
+        split_top(&lex(text).code).iter().map(|p| join(p)).collect()
+    }
+
+    #[test]
+    fn matching_brackets_of_each_kind() {
+        let code = lex("f(a, (b), [c], {d}) x").code;
+        assert_eq!(matching(&code, 1), Some(15));
+        assert_eq!(code[16].text, "x");
+        assert_eq!(matching(&code, 4), Some(6));
+        assert_eq!(matching(&lex("(a").code, 0), None);
+        assert_eq!(matching(&lex("(a]").code, 0), None);
+    }
+
+    #[test]
+    fn template_angles_count_outside_parentheses_only() {
+        let code = lex("A<B<int>, (x < y)> z").code;
+        let close = matching(&code, 1).unwrap();
+        assert_eq!(join(&code[close + 1..]), "z");
+        assert_eq!(close, code.len() - 2);
+        // `>>` is one token, so a nested template closes with a space in C++03 style only.
+        let nested = lex("A<B<int> > z").code;
+        assert_eq!(matching(&nested, 1), Some(6));
+        // An unclosed `<` inside parentheses (a comparison) does not hide the `)`.
+        let call = lex("(a < b) c").code;
+        assert_eq!(matching(&call, 0), Some(4));
+    }
+
+    #[test]
+    fn a_comparison_is_not_searched_to_the_end_of_the_file() {
+        let mut text = String::from("a < b ;");
+        text.push_str(&" x".repeat(MAX_TEMPLATE_ARGUMENT_TOKENS + 10));
+        let code = lex(&text).code;
+        assert_eq!(matching(&code, 1), None);
+    }
+
+    #[test]
+    fn split_at_top_level_commas() {
+        assert_eq!(
+            parts("std::pair<int, float> p, f(a, b) q, int r[2][3]"),
+            ["std::pair<int, float> p", "f(a, b) q", "int r[2][3]"]
+        );
+        assert_eq!(parts(""), [""]);
+        assert_eq!(
+            parts("bool b = (x < y), int z"),
+            ["bool b = (x < y)", "int z"]
+        );
+    }
+
+    #[test]
+    fn the_first_top_level_equals() {
+        let code = lex("A<(1 == 2)> x = y = 3").code;
+        let eq = top_level_eq(&code).unwrap();
+        assert_eq!(join(&code[..eq]), "A<(1 == 2)> x");
+        assert_eq!(top_level_eq(&lex("f(a = 1)").code), None);
+    }
+}

@@ -494,3 +494,151 @@ fn param_key(p: &Param) -> String {
         ParamType::TensorMap => "CUtensorMap".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::cuda::lex::lex;
+
+    /// The functions of `text` (no macros, no aliases).
+    fn scan(text: &str) -> Vec<Found> {
+        let (aliases, ambiguous, alternatives) = Default::default();
+        let cx = FileContext {
+            path: Path::new("t.cuh"),
+            aliases: &aliases,
+            ambiguous: &ambiguous,
+            alternatives: &alternatives,
+        };
+        scan_tokens(&lex(text).code, &cx).found
+    }
+
+    #[test]
+    fn a_templated_global_in_namespaces() {
+        let found = scan(
+            "namespace a { namespace b {\ntemplate <typename T, int N = 4>\n__global__ void __launch_bounds__(256, 2)\nk(const T* x, int n) { extern __shared__ float s[]; }\n} }",
+        );
+        let [f] = found.as_slice() else {
+            panic!("{found:?}")
+        };
+        let d = &f.decl;
+        assert_eq!(f.fn_kind, FnKind::Global);
+        assert_eq!(f.template, TemplateHead::Primary);
+        assert_eq!(
+            (d.name.as_str(), d.qualified_name.as_str()),
+            ("k", "a::b::k")
+        );
+        assert_eq!(
+            (d.line, d.definition, d.dynamic_smem),
+            (4, true, Some(true))
+        );
+        assert_eq!(d.launch_bounds.as_deref(), Some("256, 2"));
+        assert_eq!(d.template_params.len(), 2);
+        assert_eq!(d.template_params[1].default.as_deref(), Some("4"));
+        assert_eq!(d.params.len(), 2);
+        assert_eq!(
+            d.signature,
+            "template <typename T, int N = 4> __global__ void __launch_bounds__(256, 2) k(const T* x, int n)"
+        );
+    }
+
+    #[test]
+    fn host_device_and_declarations_only() {
+        let found = scan("void host(int);\n__device__ float dev(float x);\nstatic __forceinline__ __device__ int f(int a) { return a; }");
+        let kinds: Vec<(FnKind, bool)> = found
+            .iter()
+            .map(|f| (f.fn_kind, f.decl.definition))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                (FnKind::Host, false),
+                (FnKind::Device, false),
+                (FnKind::Device, true)
+            ]
+        );
+        assert_eq!(found[2].decl.specifiers, ["static", "__forceinline__"]);
+        assert_eq!(found[1].decl.dynamic_smem, None);
+        assert_eq!(found[2].decl.dynamic_smem, Some(false));
+    }
+
+    #[test]
+    fn extern_c_blocks_and_declarations() {
+        let found = scan("extern \"C\" { __global__ void c(float* p) {} }\nextern \"C\" __global__ void d();\n__global__ void e();");
+        let c: Vec<(&str, bool)> = found
+            .iter()
+            .map(|f| (f.decl.name.as_str(), f.decl.extern_c))
+            .collect();
+        assert_eq!(c, [("c", true), ("d", true), ("e", false)]);
+    }
+
+    #[test]
+    fn explicit_instantiations_and_specializations() {
+        let found = scan("template __global__ void k<float>(float*);\ntemplate <> __global__ void k<int>(int* p) {}\nextern template __global__ void k<double>(double*);");
+        let heads: Vec<&TemplateHead> = found.iter().map(|f| &f.template).collect();
+        assert_eq!(
+            heads,
+            [
+                &TemplateHead::Explicit("float".into()),
+                &TemplateHead::Explicit("int".into()),
+                &TemplateHead::Explicit("double".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn class_bodies_and_initializers_are_skipped() {
+        let found = scan("struct S { __device__ void m(); };\nint table[] = {1, 2};\nauto x = f(1);\n__global__ void after() {}");
+        let names: Vec<&str> = found.iter().map(|f| f.decl.name.as_str()).collect();
+        assert_eq!(names, ["after"]);
+    }
+
+    #[test]
+    fn the_declarator_is_the_last_named_call_before_an_equals() {
+        let code = lex("__global__ void __launch_bounds__(128) ns::k<int, 2>(float* a)").code;
+        let head = function_head(&code).unwrap();
+        assert_eq!(code[head.name].text, "k");
+        assert_eq!(code[head.qualifier].text, "ns");
+        let (lt, gt) = head.targs.unwrap();
+        assert_eq!((code[lt].text.as_str(), code[gt].text.as_str()), ("<", ">"));
+        assert_eq!(code[head.rparen].text, ")");
+        assert!(function_head(&lex("int x = f(1)").code).is_none());
+        assert!(function_head(&lex("decltype(a) b").code).is_none());
+        assert!(function_head(&lex("bool operator()(int)").code).is_none());
+    }
+
+    #[test]
+    fn the_template_head_is_split_off() {
+        let code = lex("MY_EXPORT template <typename T> void f(T);").code;
+        let (head, params, rest) = template_head(&code);
+        assert_eq!(head, TemplateHead::Primary);
+        assert_eq!(params.map(|p| p.len()), Some(2));
+        assert!(rest[0].is("void"));
+        let code = lex("void f();").code;
+        assert_eq!(template_head(&code).0, TemplateHead::None);
+    }
+
+    #[test]
+    fn scopes() {
+        let scope = |t: &str| scope_head(&lex(t).code);
+        assert!(matches!(scope("namespace"), Some(Scope::Namespace(None))));
+        assert!(
+            matches!(scope("inline namespace a::v1"), Some(Scope::Namespace(Some(n))) if n == "a::v1")
+        );
+        assert!(matches!(
+            scope("extern \"C\""),
+            Some(Scope::Linkage { c: true })
+        ));
+        assert!(matches!(
+            scope("extern \"C++\""),
+            Some(Scope::Linkage { c: false })
+        ));
+        assert!(scope("struct S").is_none());
+    }
+
+    #[test]
+    fn declarations_of_one_function_share_a_key() {
+        let found = scan("template <typename T> __global__ void k(T* a, int n);\ntemplate <typename U> __global__ void k(U* b, int m) {}\n__global__ void k(float* a, int n);");
+        assert_eq!(found[0].key, found[1].key);
+        assert_ne!(found[0].key, found[2].key);
+    }
+}

@@ -534,3 +534,108 @@ pub(super) fn replace_word(text: &str, word: &str, with: &str) -> String {
     out.push_str(rest);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(tokens: &[Token]) -> Vec<&str> {
+        tokens.iter().map(|t| t.text.as_str()).collect()
+    }
+
+    #[test]
+    fn tokens_of_each_kind_with_comments_out() {
+        let lexed = lex("a /* c */ b // rest\n\"s\\\"q\" 'x' 1'000 0x1p-3 ->* ... R\"d(r)\"aw)d\"");
+        assert_eq!(
+            texts(&lexed.code),
+            ["a", "b", "s\\\"q", "x", "1'000", "0x1p-3", "->*", "...", "r)\"aw"]
+        );
+        let kinds: Vec<Kind> = lexed.code.iter().map(|t| t.kind).collect();
+        use Kind::*;
+        assert_eq!(
+            kinds,
+            [Ident, Ident, Str, Char, Number, Number, Punct, Punct, Str]
+        );
+        // The comment counts as whitespace: `b` is spaced, the first token too.
+        assert!(lexed.code[1].space);
+        assert_eq!(lexed.code[2].line, 2);
+    }
+
+    #[test]
+    fn a_string_token_is_not_the_punctuation_it_spells() {
+        let lexed = lex("\"(\" (");
+        assert!(!lexed.code[0].is("("));
+        assert!(lexed.code[1].is("("));
+    }
+
+    #[test]
+    fn directives_leave_the_code_stream_with_their_splices() {
+        let lexed = lex("#define X \\\n  1\nint y; # pragma once\n#include \"a.h\"\n");
+        assert_eq!(texts(&lexed.code), ["int", "y", ";", "#", "pragma", "once"]);
+        let first: Vec<&str> = texts(&lexed.directives[0].tokens);
+        assert_eq!(first, ["define", "X", "1"]);
+        assert_eq!(lexed.directives[0].code_pos, 0);
+        assert_eq!(texts(&lexed.directives[1].tokens), ["include", "a.h"]);
+        // The splice still counts as a line: `int` is on line 3.
+        assert_eq!(lexed.code[0].line, 3);
+    }
+
+    #[test]
+    fn if_0_regions_and_the_else_of_if_1_are_dropped() {
+        let text =
+            "a\n#if 0\nb\n#if X\nc\n#endif\n#else\nd\n#endif\n#if (1)\ne\n#else\nf\n#endif\ng\n";
+        let lexed = lex(text);
+        assert_eq!(texts(&lexed.code), ["a", "d", "e", "g"]);
+        // The directives of the dead regions are gone too.
+        assert!(lexed
+            .directives
+            .iter()
+            .all(|d| d.tokens.get(1).map_or(true, |t| !t.is("X"))));
+    }
+
+    #[test]
+    fn an_unknown_condition_keeps_both_sides() {
+        let lexed = lex("#if FOO > 2\na\n#else\nb\n#endif\n");
+        assert_eq!(texts(&lexed.code), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_define_records_the_ifdefs_it_needs() {
+        let text = "#ifdef A\n#ifndef B\n#define X 1\n#else\n#define Y 2\n#endif\n#endif\n#if defined(C)\n#define Z\n#endif\n";
+        let lexed = lex(text);
+        let requires: Vec<(String, Vec<String>)> = lexed
+            .directives
+            .iter()
+            .filter(|d| directive_keyword(d) == "define")
+            .map(|d| (d.tokens[1].text.clone(), d.requires.clone()))
+            .collect();
+        assert_eq!(
+            requires,
+            [
+                ("X".to_string(), vec!["A".to_string()]),
+                ("Y".to_string(), vec!["A".to_string(), "B".to_string()]),
+                ("Z".to_string(), vec!["C".to_string()]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_unclosed_things_do_not_stop_the_lexer() {
+        let lexed = lex("\u{feff}int x = \"open\n/* never closed");
+        assert_eq!(texts(&lexed.code), ["int", "x", "=", "open"]);
+    }
+
+    #[test]
+    fn tokens_back_to_text() {
+        let code = lex("const  float *__restrict__ a , \"s\" ,'c'").code;
+        assert_eq!(join(&code), "const float *__restrict__ a , \"s\" ,'c'");
+        let ty = lex("unsigned   long long * const").code;
+        assert_eq!(type_key(&ty), "unsigned long long*const");
+    }
+
+    #[test]
+    fn replace_word_respects_identifier_boundaries() {
+        assert_eq!(replace_word("T* T_ (T) xT", "T", "$0"), "$0* T_ ($0) xT");
+        assert_eq!(replace_word("", "T", "x"), "");
+    }
+}

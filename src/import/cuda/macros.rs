@@ -379,3 +379,158 @@ fn macro_args(tokens: &[Token], i: usize) -> Option<(Vec<Vec<Token>>, usize)> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The file's own macros, finished as for a scan.
+    fn table(text: &str) -> (MacroTable, Vec<Token>) {
+        let lexed = lex(text);
+        let mut table = MacroTable::default();
+        for d in &lexed.directives {
+            if let Some((name, m)) = parse_define(d) {
+                table.define(&name, &Rc::new(m));
+            }
+        }
+        table.finish();
+        (table, lexed.code)
+    }
+
+    fn expanded(text: &str) -> String {
+        let (table, code) = table(text);
+        let mut expander = Expander {
+            table: &table,
+            budget: 10_000,
+        };
+        join(&expander.expand(&code, &mut Vec::new(), 0))
+    }
+
+    #[test]
+    fn object_and_function_like_macros() {
+        let text =
+            "#define N 128\n#define MAX(a, b) ((a) > (b) ? (a) : (b))\nint x = MAX(N, f(1, 2));";
+        assert_eq!(
+            expanded(text),
+            "int x = ((128) > (f(1, 2)) ? (128) : (f(1, 2)));"
+        );
+    }
+
+    #[test]
+    fn a_function_like_macro_without_arguments_stays() {
+        assert_eq!(expanded("#define F(x) x\nint F;"), "int F;");
+        // `#define F (x)` (space before the parenthesis) is object-like.
+        assert_eq!(expanded("#define F (x)\nF(1)"), "(x)(1)");
+    }
+
+    #[test]
+    fn variadic_and_named_variadic_macros() {
+        assert_eq!(
+            expanded("#define CALL(f, ...) f(__VA_ARGS__)\nCALL(g, 1, 2)"),
+            // Each argument keeps the space it had in the call.
+            "g( 1, 2)"
+        );
+        assert_eq!(
+            expanded("#define CALL(f, args...) f(__VA_ARGS__)\nCALL(g, 1)"),
+            "g( 1)"
+        );
+    }
+
+    #[test]
+    fn self_reference_and_paste_are_left_alone() {
+        assert_eq!(expanded("#define A A + 1\nA"), "A + 1");
+        assert_eq!(expanded("#define CAT(a, b) a ## b\nCAT(x, y)"), "CAT(x, y)");
+        assert_eq!(expanded("#define STR(a) #a\nSTR(x)"), "STR(x)");
+    }
+
+    #[test]
+    fn exponential_expansion_stops_at_the_budget() {
+        let text = "#define F(x) x x\nF(F(F(F(F(F(F(F(F(F(F(F(F(F(F(F(1))))))))))))))))";
+        let out = expanded(text);
+        assert!(out.len() < 100_000, "{} bytes", out.len());
+    }
+
+    #[test]
+    fn expanded_tokens_remember_their_macro_and_the_call_line() {
+        let (table, code) = table("#define REAL float\n\nREAL x;");
+        let out = Expander {
+            table: &table,
+            budget: 100,
+        }
+        .expand(&code, &mut Vec::new(), 0);
+        assert_eq!(out[0].text, "float");
+        assert_eq!(out[0].from_macro.as_deref(), Some("REAL"));
+        assert_eq!(out[0].line, 3);
+        assert_eq!(out[1].from_macro, None);
+    }
+
+    #[test]
+    fn of_two_definitions_the_one_spelling_cuda_keywords_wins() {
+        let text = "#ifdef __CUDACC__\n#define HD __host__ __device__\n#else\n#define HD\n#endif\nHD void f();";
+        assert_eq!(expanded(text), "__host__ __device__ void f();");
+    }
+
+    #[test]
+    fn two_plain_definitions_are_ambiguous() {
+        let text = "#ifdef USE_DOUBLE\n#define REAL double\n#else\n#define REAL float\n#endif\n#define USE_DOUBLE\nREAL x;";
+        let (table, _) = table(text);
+        assert!(matches!(
+            table.entries.get("REAL"),
+            Some(MacroEntry::Ambiguous)
+        ));
+        assert_eq!(expanded(text), "REAL x;");
+    }
+
+    #[test]
+    fn a_definition_under_an_ifdef_of_a_name_never_defined_is_set_aside() {
+        let text =
+            "#ifdef USE_DOUBLE\n#define REAL double\n#else\n#define REAL float\n#endif\nREAL x;";
+        assert_eq!(expanded(text), "float x;");
+        let (table, _) = table(text);
+        assert_eq!(
+            table.alternatives.get("REAL").map(String::as_str),
+            Some("`REAL` is `float` here, `double` when USE_DOUBLE is defined")
+        );
+    }
+
+    #[test]
+    fn cutlass_markers_are_known_without_the_library() {
+        assert_eq!(
+            expanded("CUTLASS_GLOBAL void k();"),
+            "__global__ static void k();"
+        );
+        // The tree's own definition wins over the built-in one.
+        assert_eq!(
+            expanded("#define CUTLASS_GLOBAL __global__\nCUTLASS_GLOBAL void k();"),
+            "__global__ void k();"
+        );
+    }
+
+    #[test]
+    fn nvcc_predefines_cuda_and_compiler_names_but_not_rtc() {
+        assert!(predefined("__CUDACC__"));
+        assert!(predefined("__CUDA_ARCH__"));
+        assert!(predefined("__NVCC__"));
+        assert!(predefined("__GNUC__"));
+        assert!(!predefined("__CUDACC_RTC__"));
+        assert!(!predefined("_MSC_VER"));
+    }
+
+    #[test]
+    fn macro_arguments_split_at_top_level_commas() {
+        let code = lex("(a, f(b, c), ) rest").code;
+        let (args, next) = macro_args(&code, 0).unwrap();
+        let args: Vec<String> = args.iter().map(|a| join(a)).collect();
+        assert_eq!(args, ["a", "f(b, c)", ""]);
+        assert_eq!(code[next].text, "rest");
+        assert_eq!(macro_args(&lex("()").code, 0).unwrap().0.len(), 0);
+        assert!(macro_args(&lex("(a, b").code, 0).is_none());
+        assert!(macro_args(&lex("a").code, 0).is_none());
+    }
+
+    #[test]
+    fn malformed_defines_are_ignored() {
+        let lexed = lex("#define\n#define 1 x\n#define F(a, 1) a\n#define G(a\n");
+        assert!(lexed.directives.iter().all(|d| parse_define(d).is_none()));
+    }
+}

@@ -529,3 +529,114 @@ fn suggestions(short: &str, all: &[Found]) -> Vec<String> {
         .map(|(_, _, name, at)| format!("{name} ({at})"))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scanned(text: &str) -> Vec<Found> {
+        Tree::new(vec![PathBuf::from("t.cuh")]).scan(0, text).found
+    }
+
+    fn merged(all: &[Found], name: &str) -> Vec<KernelDecl> {
+        let named: Vec<&Found> = all.iter().filter(|f| f.decl.name == name).collect();
+        merge(&named)
+    }
+
+    #[test]
+    fn kernel_names() {
+        for ok in ["gemm", "ns::gemm", "::a::b::_k2"] {
+            assert!(check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["gemm<float>", "not a name", "1abc", "ns::", ""] {
+            assert!(
+                matches!(check_name(bad), Err(ImportError::BadName { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_declaration_joins_its_definition_and_lends_its_defaults() {
+        let all = scanned(
+            "__global__ void k(float* x, int n = 4);\n__global__ void k(float* x, int) {}\n",
+        );
+        let [d] = merged(&all, "k").try_into().unwrap();
+        assert!(d.definition);
+        assert_eq!(d.line, 2);
+        assert_eq!(d.declared_at, ["t.cuh:1"]);
+        assert_eq!(d.params[1].default.as_deref(), Some("4"));
+        assert_eq!(d.params[1].name.as_deref(), Some("n"));
+    }
+
+    #[test]
+    fn overloads_stay_apart() {
+        let all = scanned("__global__ void k(float* x) {}\n__global__ void k(double* x) {}\n__global__ void k(double* y);\n");
+        let found = merged(&all, "k");
+        let lines: Vec<(usize, Vec<String>)> = found
+            .iter()
+            .map(|d| (d.line, d.declared_at.clone()))
+            .collect();
+        assert_eq!(lines, [(1, vec![]), (2, vec!["t.cuh:3".to_string()])]);
+    }
+
+    #[test]
+    fn explicit_instantiations_are_listed_on_the_template() {
+        let all = scanned("template <typename T> __global__ void t(T* p) {}\ntemplate __global__ void t<float>(float*);\ntemplate __global__ void t<half>(half*);\n");
+        let [d] = merged(&all, "t").try_into().unwrap();
+        assert_eq!(d.line, 1);
+        assert_eq!(
+            d.instantiations,
+            ["t<float> (t.cuh:2)", "t<half> (t.cuh:3)"]
+        );
+        // Only instantiations seen: they are the results.
+        let only = scanned("template __global__ void u<int>(int*);\n");
+        assert_eq!(merged(&only, "u").len(), 1);
+    }
+
+    #[test]
+    fn similar_names_globals_first() {
+        let all = scanned("__global__ void gemm_kernel() {}\n__device__ void gemm_tile() {}\n__global__ void reduce() {}\n");
+        let s = suggestions("gemm", &all);
+        assert_eq!(
+            s,
+            [
+                "`gemm_kernel` (t.cuh:1)",
+                "`gemm_tile` (__device__) (t.cuh:2)"
+            ]
+        );
+        assert!(suggestions("zzz", &all).is_empty());
+    }
+
+    #[test]
+    fn not_found_says_what_was_scanned() {
+        let none = not_found_message("k", Path::new("src"), 0, &[], &[]);
+        assert_eq!(none, "no `__global__` or `__device__` function named `k` under src (no CUDA source file (.cu .cuh .h .hpp .hh .cuhpp .inl) was found there)");
+        let some = not_found_message(
+            "k",
+            Path::new("src"),
+            3,
+            &["`kk` (a.cu:1)".into()],
+            &["b.cu:2".into()],
+        );
+        assert!(some.contains("(3 files scanned; build and version-control folders skipped)"));
+        assert!(some.contains(
+            "\nnote: `k` is declared as a host function (not __global__ or __device__) at b.cu:2"
+        ));
+        assert!(some.ends_with("\nhelp: did you mean `kk` (a.cu:1)?"));
+    }
+
+    #[test]
+    fn declarations_in_keeps_device_and_global_only() {
+        let found = declarations_in(
+            Path::new("x.cu"),
+            "void h();\n__device__ void d();\n__global__ void g();\n",
+        );
+        let names: Vec<(&str, KernelKind)> =
+            found.iter().map(|d| (d.name.as_str(), d.kind)).collect();
+        assert_eq!(
+            names,
+            [("d", KernelKind::Device), ("g", KernelKind::Global)]
+        );
+    }
+}

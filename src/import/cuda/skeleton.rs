@@ -571,3 +571,107 @@ pub fn skeleton(decl: &KernelDecl, root: &Path) -> Skeleton {
         notes,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::cuda::declarations_in;
+
+    #[test]
+    fn spec_dtypes_and_vector_types() {
+        for (t, d) in [
+            ("float", "f32"),
+            ("::std::int64_t", "i64"),
+            ("cutlass::half_t", "f16"),
+            ("__nv_bfloat16", "bf16"),
+            ("unsigned char", "u8"),
+            ("__nv_fp8_e4m3", "e4m3"),
+            ("bool", "bool"),
+        ] {
+            assert_eq!(spec_dtype(t), Some(d), "{t}");
+        }
+        assert_eq!(spec_dtype("float4"), None);
+        assert_eq!(vector_type("float4"), Some(("f32", 4)));
+        assert_eq!(vector_type("half2"), Some(("f16", 2)));
+        assert_eq!(vector_type("float8"), None);
+        assert_eq!(vector_type("float"), None);
+        assert_eq!(vector_type("Foo3"), None);
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(spec_name("MyKernel__v2"), "mykernel_v2");
+        assert_eq!(spec_name("ns::gemm<float>"), "ns_gemm_float");
+        assert_eq!(spec_name("__"), "kernel");
+        let used: HashSet<String> = ["n".to_string()].into();
+        assert_eq!(usable_name("n", &used), "n_arg");
+        assert_eq!(usable_name("m", &used), "m");
+        assert_eq!(usable_name("_m", &HashSet::new()), "_m");
+    }
+
+    #[test]
+    fn literals() {
+        for (t, v) in [
+            ("42", 42),
+            ("-1", -1),
+            ("0x10", 16),
+            ("0b101", 5),
+            ("017", 15),
+            ("1'000", 1000),
+            ("8ull", 8),
+            ("0", 0),
+            ("+ 3", 3),
+        ] {
+            assert_eq!(integer_literal(t), Some(v), "{t}");
+        }
+        for t in ["1.5", "N", "", "0x", "1 << 4"] {
+            assert_eq!(integer_literal(t), None, "{t}");
+        }
+        for t in ["1.0f", "-2", "true", "1e-3", ".5"] {
+            assert!(is_literal(t), "{t}");
+        }
+        for t in ["N", "1 + x", "f(1)", "nullptr"] {
+            assert!(!is_literal(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn first_launch_bound() {
+        assert_eq!(first_argument("256, 2"), "256");
+        assert_eq!(first_argument(" f(a, b), 2"), "f(a, b)");
+        assert_eq!(first_argument("T<1, 2>::n"), "T<1, 2>::n");
+    }
+
+    #[test]
+    fn a_skeleton_from_a_declaration() {
+        let text = "template <typename T, int BM = 64>\n__global__ void __launch_bounds__(128) scale(const T* in, float* out, int n, T alpha = 2) {}";
+        let decls = declarations_in(Path::new("missing_dir/k.cuh"), text);
+        let sk = skeleton(&decls[0], Path::new("missing_dir"));
+        assert_eq!(sk.name, "scale");
+        assert_eq!(sk.kernel_name, "scale");
+        assert_eq!(sk.origin, "missing_dir/k.cuh:2");
+        assert_eq!(sk.includes, ["k.cuh"]);
+        let tensors: Vec<(&str, Option<bool>)> = sk
+            .tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t.output))
+            .collect();
+        assert_eq!(tensors, [("in", Some(false)), ("out", Some(true))]);
+        assert_eq!(sk.tensors[1].dtype, Value::known("f32"));
+        assert!(
+            matches!(&sk.tensors[0].dtype, Value::Todo(why) if why.contains("template parameter")),
+            "{:?}",
+            sk.tensors[0].dtype
+        );
+        assert_eq!(sk.sizes.len(), 1);
+        assert_eq!(sk.sizes[0].0, "n");
+        assert_eq!(sk.template_args.len(), 2);
+        assert_eq!(sk.template_args[1], Value::known("64"));
+        assert_eq!(sk.smem, Value::known("0"));
+        assert!(matches!(&sk.block[0], Value::Todo(why) if why.contains("at most 128 threads")));
+        assert!(sk
+            .notes
+            .iter()
+            .any(|n| n.contains("non-const pointers are taken as outputs: out")));
+    }
+}

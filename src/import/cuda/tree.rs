@@ -405,3 +405,182 @@ pub(super) fn include_dirs_for(file: &Path, root: &Path) -> (Vec<PathBuf>, Vec<S
     }
     (dirs, missing)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) -> PathBuf {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn rel(root: &Path, files: &[PathBuf]) -> Vec<String> {
+        files
+            .iter()
+            .map(|f| f.strip_prefix(root).unwrap().display().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn build_and_hidden_folders_are_skipped_vendored_code_is_not() {
+        for name in [
+            ".git",
+            ".venv",
+            "build",
+            "build-release",
+            "cmake-build-debug",
+            "CMakeFiles",
+            "target",
+            "node_modules",
+            "__pycache__",
+            "dist",
+            "_deps",
+        ] {
+            assert!(skipped_folder(name), "{name}");
+        }
+        for name in ["src", "third_party", "external", "builder", "kernels"] {
+            assert!(!skipped_folder(name), "{name}");
+        }
+        assert!(has_source_extension(Path::new("a/k.cuh")));
+        assert!(has_source_extension(Path::new("k.inl")));
+        assert!(!has_source_extension(Path::new("k.cpp")));
+        assert!(!has_source_extension(Path::new("cu")));
+    }
+
+    #[test]
+    fn the_walk_filters_and_sorts() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for f in [
+            "src/k.cu",
+            "src/k.txt",
+            "build/x.cu",
+            ".git/y.cuh",
+            "cmake-build-debug/z.cu",
+            "third_party/t.cuh",
+            "b.h",
+            "a.hpp",
+        ] {
+            write(root, f, "");
+        }
+        let files = source_files(root).unwrap();
+        assert_eq!(
+            rel(root, &files),
+            ["a.hpp", "b.h", "src/k.cu", "third_party/t.cuh"]
+        );
+        // A folder given as the root is scanned even when its name is on the list.
+        assert_eq!(
+            rel(root, &source_files(&root.join("build")).unwrap()),
+            ["build/x.cu"]
+        );
+        // A file is itself, whatever its extension.
+        assert_eq!(
+            source_files(&root.join("src/k.txt")).unwrap(),
+            [root.join("src/k.txt")]
+        );
+        assert!(matches!(
+            source_files(&root.join("nope")),
+            Err(ImportError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn odd_files_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_checked(dir.path()).unwrap_err();
+        assert_eq!(err, "a folder, not a source file");
+        let big = dir.path().join("big.cuh");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_FILE_BYTES + 1)
+            .unwrap();
+        assert!(read_checked(&big)
+            .unwrap_err()
+            .contains("above the 16 MiB read"));
+        let ok = write(dir.path(), "ok.cuh", "int \u{fffd}x;");
+        assert_eq!(read_checked(&ok).unwrap(), "int \u{fffd}x;");
+    }
+
+    #[test]
+    fn lexical_normalization() {
+        assert_eq!(normalize(Path::new("a/./b/../c")), PathBuf::from("a/c"));
+        assert_eq!(normalize(Path::new("../x/./y")), PathBuf::from("../x/y"));
+        assert_eq!(normalize(Path::new("./")), PathBuf::new());
+    }
+
+    #[test]
+    fn include_directives() {
+        let lexed = lex("#include \"a/b.h\"\n#include <cuda/std/utility>\n#  include_next <x.h>\n#include MACRO\n#import \"m.h\"\n");
+        let got: Vec<(String, bool)> = includes_of(&lexed)
+            .into_iter()
+            .map(|i| (i.name, i.quoted))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a/b.h".to_string(), true),
+                ("cuda/std/utility".to_string(), false),
+                ("x.h".to_string(), false),
+                ("m.h".to_string(), true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_scan_sees_the_macros_of_included_tree_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let text = "#include \"b.cuh\"\nREAL_GLOBAL void k(REAL* x);\n";
+        let k = write(root, "src/k.cuh", text);
+        let b = write(
+            root,
+            "inc/b.cuh",
+            "#define REAL float\n#define REAL_GLOBAL __global__\n",
+        );
+        // `b.cuh` is not next to `k.cuh`: found by its path's suffix.
+        let mut tree = Tree::new(vec![b, k]);
+        let found = tree.scan(1, text).found;
+        let [f] = found.as_slice() else {
+            panic!("{found:?}")
+        };
+        assert_eq!(f.decl.signature, "__global__ void k(float* x)");
+        assert_eq!(f.decl.macros, ["REAL_GLOBAL", "REAL"]);
+        assert_eq!(tree.info(1, None).includes, [0]);
+    }
+
+    #[test]
+    fn include_dirs_for_headers_elsewhere_in_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let k = write(
+            root,
+            "src/k.cu",
+            "#include \"lib/api.cuh\"\n#include \"missing.h\"\n#include \"cutlass/gemm.h\"\n",
+        );
+        write(root, "include/lib/api.cuh", "#include \"detail.cuh\"\n");
+        write(root, "include/lib/detail.cuh", "");
+        let (dirs, missing) = include_dirs_for(&k, root);
+        let root = absolute(root);
+        assert_eq!(dirs, [root.join("src"), root.join("include")]);
+        assert_eq!(missing, ["\"missing.h\""]);
+    }
+
+    #[test]
+    fn library_headers_are_not_local() {
+        for h in [
+            "cutlass/gemm.h",
+            "cute/tensor.hpp",
+            "cuda_fp16.h",
+            "cuda/barrier",
+            "mma.h",
+            "cublas_v2.h",
+        ] {
+            assert!(library_header(h), "{h}");
+        }
+        assert!(!library_header("mylib/a.h"));
+        assert!(!library_header("gemm.cuh"));
+    }
+}

@@ -377,3 +377,174 @@ pub(super) fn analyze_param(
         element_macro,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::cuda::lex::lex;
+
+    fn param_with(text: &str, template: &[TemplateParam], aliases: &Aliases) -> Param {
+        analyze_param(&lex(text).code, template, aliases)
+    }
+
+    fn param(text: &str) -> Param {
+        param_with(text, &[], &Aliases::new())
+    }
+
+    fn pointer(element: &str, is_const: bool) -> ParamType {
+        ParamType::Pointer {
+            element: element.into(),
+            resolved: None,
+            is_const,
+        }
+    }
+
+    #[test]
+    fn buffers() {
+        let p = param("const float* __restrict__ a");
+        assert_eq!(
+            (p.name.as_deref(), p.ty),
+            (Some("a"), pointer("float", true))
+        );
+        assert_eq!(param("float out[]").ty, pointer("float", false));
+        assert_eq!(param("half2 *x").ty, pointer("half2", false));
+        assert_eq!(param("float const* p").ty, pointer("float", true));
+    }
+
+    #[test]
+    fn scalars_with_defaults() {
+        let p = param("int n = 4");
+        assert_eq!(p.ty, ParamType::Integer("int".into()));
+        assert_eq!(
+            (p.name.as_deref(), p.default.as_deref()),
+            (Some("n"), Some("4"))
+        );
+        assert_eq!(
+            param("unsigned long long c").ty,
+            ParamType::Integer("unsigned long long".into())
+        );
+        assert_eq!(
+            param("const std::size_t s").ty,
+            ParamType::Integer("std::size_t".into())
+        );
+        assert_eq!(
+            param("__nv_bfloat16 alpha").ty,
+            ParamType::Float("__nv_bfloat16".into())
+        );
+        assert_eq!(param("bool flag").ty, ParamType::Bool);
+        assert_eq!(
+            param("const __grid_constant__ CUtensorMap tmap").ty,
+            ParamType::TensorMap
+        );
+    }
+
+    #[test]
+    fn unnamed_parameters() {
+        let p = param("int");
+        assert_eq!((p.name, p.ty), (None, ParamType::Integer("int".into())));
+        assert_eq!(param("const float*").name, None);
+        assert_eq!(param("unsigned int").name, None);
+    }
+
+    #[test]
+    fn other_types_are_kept_as_written() {
+        let f = param("void (*fn)(int)");
+        assert_eq!(f.name.as_deref(), Some("fn"));
+        assert!(matches!(f.ty, ParamType::Other(_)));
+        assert_eq!(param("float** pp").ty, ParamType::Other("float**".into()));
+        assert_eq!(
+            param("const Params& p").ty,
+            ParamType::Other("const Params&".into())
+        );
+        assert_eq!(param("Params p").ty, ParamType::Other("Params".into()));
+    }
+
+    #[test]
+    fn template_type_values() {
+        let t = parse_template_params(&lex("typename T").code);
+        assert_eq!(
+            param_with("T alpha", &t, &Aliases::new()).ty,
+            ParamType::TemplateValue("T".into())
+        );
+    }
+
+    #[test]
+    fn aliases_resolve_element_and_scalar_types() {
+        let mut aliases = Aliases::new();
+        collect_aliases(
+            &lex("using real = float; typedef const double dbl; using idx = ns::index_t;").code,
+            &mut aliases,
+        );
+        assert_eq!(
+            param_with("real* x", &[], &aliases).ty,
+            ParamType::Pointer {
+                element: "real".into(),
+                resolved: Some("float".into()),
+                is_const: false
+            }
+        );
+        assert_eq!(
+            param_with("dbl d", &[], &aliases).ty,
+            ParamType::Float("dbl".into())
+        );
+        assert_eq!(resolve_alias("lib::real", &aliases), "float");
+        // Two different definitions of one name: neither is taken.
+        add_alias(&mut aliases, "real", Some("double".into()));
+        assert_eq!(resolve_alias("real", &aliases), "real");
+        // Cycles stop.
+        let mut cycle = Aliases::new();
+        add_alias(&mut cycle, "a", Some("b".into()));
+        add_alias(&mut cycle, "b", Some("a".into()));
+        assert_eq!(resolve_alias("a", &cycle), "a");
+    }
+
+    #[test]
+    fn template_parameters() {
+        let t = parse_template_params(
+            &lex("typename T, int BM = 128, typename... Ts, template <typename> class C, bool = true, class U = Tile<T, 4>").code,
+        );
+        let shown: Vec<(TemplateParamKind, Option<&str>, Option<&str>, bool)> = t
+            .iter()
+            .map(|p| {
+                (
+                    p.kind.clone(),
+                    p.name.as_deref(),
+                    p.default.as_deref(),
+                    p.pack,
+                )
+            })
+            .collect();
+        use TemplateParamKind::*;
+        assert_eq!(
+            shown,
+            [
+                (Type, Some("T"), None, false),
+                (Value("int".into()), Some("BM"), Some("128"), false),
+                (Type, Some("Ts"), None, true),
+                (Template, Some("C"), None, false),
+                (Value("bool".into()), None, Some("true"), false),
+                (Type, Some("U"), Some("Tile<T, 4>"), false),
+            ]
+        );
+    }
+
+    #[test]
+    fn integer_and_float_type_names() {
+        for t in [
+            "int",
+            "unsigned",
+            "signed",
+            "long long",
+            "unsigned short",
+            "std::int64_t",
+            "::size_t",
+        ] {
+            assert!(is_integer_type(t), "{t}");
+        }
+        for t in ["float", "char", "signed signed x", "bool"] {
+            assert!(!is_integer_type(t), "{t}");
+        }
+        assert!(is_float_type("::cutlass::half_t"));
+        assert!(!is_float_type("int"));
+    }
+}
