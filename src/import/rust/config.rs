@@ -242,3 +242,45 @@ impl Config {
 fn todo3(what: &str, why: &str) -> [Value; 3] {
     ["x", "y", "z"].map(|axis| Value::todo(format!("{what} {axis}: {why}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::rust::{import_source, LaunchSite};
+
+    fn site(body: &str) -> LaunchSite {
+        let src = format!("const BLOCK: u32 = 128;\nfn run(s: &CudaStream, f: &CudaFunction, n: usize) {{\n{body}\n  unsafe {{ s.launch_builder(f).arg(&n).launch(cfg) }}.unwrap();\n}}\n");
+        import_source("t.rs", &src, None).unwrap().remove(0)
+    }
+
+    #[test]
+    fn a_config_literal() {
+        let s = site("  let cfg = LaunchConfig { grid_dim: ((n as u32).div_ceil(BLOCK), 2, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 4 * 64 };");
+        let known = |v: [&str; 3]| v.map(Value::known);
+        assert_eq!(s.grid, known(["ceil_div(n, 128)", "2", "1"]));
+        assert_eq!(s.block, known(["128", "1", "1"]));
+        assert_eq!(s.smem, Value::known("256"));
+    }
+
+    #[test]
+    fn for_num_elems_and_a_field_assigned_later() {
+        let s = site("  let mut cfg = LaunchConfig::for_num_elems(n as u32);\n  cfg.shared_mem_bytes = 1024;");
+        // cudarc's own rule: 1024 threads, as many blocks as that needs.
+        let known = |v: [&str; 3]| v.map(Value::known);
+        assert_eq!(s.grid, known(["ceil_div(n, 1024)", "1", "1"]));
+        assert_eq!(s.block, known(["1024", "1", "1"]));
+        assert_eq!(s.smem, Value::known("1024"));
+    }
+
+    #[test]
+    fn an_unknown_config_is_a_todo_per_axis() {
+        let t = todo3("grid", "why");
+        assert_eq!(t[2], Value::todo("grid z: why"));
+        let s = site("  let cfg = make_config();");
+        assert!(s
+            .grid
+            .iter()
+            .chain(&s.block)
+            .all(|v| matches!(v, Value::Todo(_))));
+    }
+}

@@ -137,3 +137,86 @@ pub(super) fn read_source(path: &Path) -> Result<String, ImportError> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_not_a_regular_file_is_refused_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            file_kind(&std::fs::metadata(dir.path()).unwrap()),
+            "a folder"
+        );
+        let e = read_source(dir.path()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ImportError::NotAFile {
+                    kind: "a folder",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let big = dir.path().join("big.rs");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_SOURCE_BYTES + 1)
+            .unwrap();
+        let e = read_source(&big).unwrap_err();
+        assert!(
+            matches!(e, ImportError::TooLarge { bytes, .. } if bytes == MAX_SOURCE_BYTES + 1),
+            "{e}"
+        );
+        assert!(matches!(
+            read_source(&dir.path().join("no.rs")),
+            Err(ImportError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_utf8_is_located() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("latin1.rs");
+        std::fs::write(&path, b"fn main() {}\n// caf\xe9\n").unwrap();
+        let e = read_source(&path).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ImportError::NotUtf8 {
+                    line: 2,
+                    column: 7,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn search_reads_the_other_rust_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for f in [
+            "main.rs",
+            "src/ops.rs",
+            "src/notes.txt",
+            "target/gen.rs",
+            ".git/x.rs",
+        ] {
+            let path = root.join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "fn f() {}").unwrap();
+        }
+        let (shown, files) = search_files(root, &root.join("main.rs")).unwrap();
+        assert_eq!(shown, root.display().to_string());
+        let names: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
+        assert_eq!(names, [root.join("src/ops.rs").display().to_string()]);
+        let e = search_files(&root.join("main.rs"), &root.join("main.rs")).unwrap_err();
+        assert!(matches!(e, ImportError::SearchNotAFolder { .. }), "{e}");
+        assert!(skipped_search_folder(".cargo") && skipped_search_folder("node_modules"));
+        assert!(!skipped_search_folder("src"));
+    }
+}

@@ -543,3 +543,55 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::rust::import_source;
+
+    #[test]
+    fn one_kernel_of_several_findings() {
+        let found = |names: &[&str]| -> Vec<(String, String)> {
+            names
+                .iter()
+                .map(|n| (n.to_string(), format!("at {n}")))
+                .collect()
+        };
+        assert_eq!(
+            one_kernel("`f`", &found(&["k", "k"])),
+            Ok(("k".into(), "at k".into()))
+        );
+        let e = one_kernel("`f`", &found(&["b", "a"])).unwrap_err();
+        assert_eq!(
+            e,
+            "`f` is set to different kernels (`a`, `b`): pick the one this launch runs"
+        );
+    }
+
+    #[test]
+    fn map_keys_lose_what_does_not_change_their_text() {
+        let key = |t: &str| snippet(peel_key(&syn::parse_str::<Expr>(t).unwrap()));
+        assert_eq!(key("&\"gemm\".to_string()"), "\"gemm\"");
+        assert_eq!(key("String::from(\"gemm\")"), "\"gemm\"");
+        assert_eq!(key("name"), "name");
+    }
+
+    fn kernel_of(src: &str) -> (Option<String>, String) {
+        let site = import_source("t.rs", src, None).unwrap().remove(0);
+        (site.kernel, site.kernel_source)
+    }
+
+    #[test]
+    fn a_kernel_through_a_local_a_field_and_a_map() {
+        let local = "fn run(s: &CudaStream, m: &CudaModule, cfg: LaunchConfig) {\n  let f = Arc::new(m.load_function(\"saxpy\").unwrap());\n  unsafe { s.launch_builder(&f).launch(cfg) }.unwrap();\n}\n";
+        assert_eq!(kernel_of(local).0.as_deref(), Some("saxpy"));
+        let field = "struct Ops { gemm: CudaFunction }\nfn new(m: &CudaModule) -> Ops { Ops { gemm: m.load_function(\"sgemm\").unwrap() } }\nimpl Ops { fn run(&self, s: &CudaStream, cfg: LaunchConfig) { unsafe { s.launch_builder(&self.gemm).launch(cfg) }.unwrap(); } }\n";
+        assert_eq!(kernel_of(field).0.as_deref(), Some("sgemm"));
+        let map = "fn run(s: &CudaStream, m: &CudaModule, cfg: LaunchConfig) {\n  let mut k = HashMap::new();\n  k.insert(\"add\", m.load_function(\"vec_add\").unwrap());\n  unsafe { s.launch_builder(&k[\"add\"]).launch(cfg) }.unwrap();\n}\n";
+        assert_eq!(kernel_of(map).0.as_deref(), Some("vec_add"));
+        let unknown = "fn run(s: &CudaStream, f: &CudaFunction, cfg: LaunchConfig) { unsafe { s.launch_builder(f).launch(cfg) }.unwrap(); }\n";
+        let (kernel, how) = kernel_of(unknown);
+        assert_eq!(kernel, None);
+        assert!(!how.is_empty());
+    }
+}

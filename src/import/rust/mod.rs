@@ -386,3 +386,40 @@ fn analyze(
     sites.sort_by_key(|s| (s.line, s.column));
     Ok(sites)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_parse_as_name_line_or_both() {
+        assert_eq!(parse_selector("gemm"), (Some("gemm"), None));
+        assert_eq!(parse_selector("gemm:88"), (Some("gemm"), Some(88)));
+        assert_eq!(parse_selector("88"), (None, Some(88)));
+        assert_eq!(parse_selector("a::b"), (Some("a::b"), None));
+    }
+
+    #[test]
+    fn spec_names_from_kernel_names() {
+        assert_eq!(spec_name("SgemmNaive"), "sgemmnaive");
+        assert_eq!(spec_name("Ops::run-fast"), "ops_run_fast");
+        assert_eq!(spec_name("__"), "imported");
+    }
+
+    #[test]
+    fn nesting_is_bounded_before_parsing() {
+        assert_eq!(too_deep("fn f() { (1) }"), None);
+        let deep = format!("fn f() {{\n{}", "(".repeat(MAX_NESTING + 1));
+        assert_eq!(too_deep(&deep), Some((2, MAX_NESTING)));
+        let e = import_source("deep.rs", &deep, None).unwrap_err();
+        assert!(matches!(e, ImportError::Parse { line: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn a_file_without_launches_or_valid_rust() {
+        let e = import_source("none.rs", "fn main() { f.launch_me(); }", None).unwrap_err();
+        assert!(matches!(e, ImportError::NoLaunchSite { .. }), "{e}");
+        let e = import_source("bad.rs", "fn main( {", None).unwrap_err();
+        assert!(matches!(e, ImportError::Parse { .. }), "{e}");
+    }
+}

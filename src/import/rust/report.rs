@@ -350,3 +350,20 @@ fn no_such_kernel(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::rust::import_source;
+
+    #[test]
+    fn each_site_gets_the_shortest_selector_that_picks_it_alone() {
+        let src = "fn run(s: &CudaStream, m: &CudaModule, cfg: LaunchConfig) {\n  let a = m.load_function(\"a\").unwrap();\n  let b = m.load_function(\"b\").unwrap();\n  unsafe { s.launch_builder(&a).launch(cfg) }.unwrap();\n  unsafe { s.launch_builder(&a).launch(cfg) }.unwrap();\n  unsafe { s.launch_builder(&b).launch(cfg) }.unwrap();\n}\n";
+        let sites = import_source("t.rs", src, None).unwrap();
+        assert_eq!(selectors(&sites), ["a:4", "a:5", "b"]);
+        assert!(sites[2].matches(Some("b"), None));
+        assert!(sites[0].matches(None, Some(4)));
+        assert!(!sites[0].matches(Some("a"), Some(5)));
+        assert_eq!(sites[2].location(), "t.rs:6");
+    }
+}

@@ -619,3 +619,90 @@ pub(super) fn base_name(e: &Expr) -> String {
         _ => "v".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(text: &str) -> BinOp {
+        syn::parse_str(text).unwrap()
+    }
+
+    fn sym(name: &str) -> Int {
+        leaf(name.into(), name.into(), Value::todo(name))
+    }
+
+    /// The expression text, with size markers shown as their keys.
+    fn text(i: &Int) -> String {
+        match i {
+            Int::Const(v) => v.to_string(),
+            Int::Sym { text, .. } => text.replace(['\u{1}', '\u{2}'], ""),
+            Int::Unknown(why) => format!("unknown: {why}"),
+        }
+    }
+
+    #[test]
+    fn constant_arithmetic_folds() {
+        assert_eq!(text(&binary(&op("+"), Int::Const(2), Int::Const(3))), "5");
+        assert_eq!(
+            text(&binary(&op("<<"), Int::Const(1), Int::Const(10))),
+            "1024"
+        );
+        assert_eq!(text(&binary(&op("^"), Int::Const(6), Int::Const(3))), "5");
+        assert!(text(&binary(&op("/"), Int::Const(1), Int::Const(0))).contains("divides by zero"));
+        assert!(text(&binary(&op("<<"), Int::Const(1), Int::Const(64))).starts_with("unknown"));
+        assert!(text(&binary(&op("&&"), Int::Const(1), Int::Const(1))).starts_with("unknown"));
+    }
+
+    #[test]
+    fn runtime_values_keep_precedence_with_the_fewest_parentheses() {
+        let n_plus_1 = binary(&op("+"), sym("n"), Int::Const(1));
+        assert_eq!(text(&n_plus_1), "n + 1");
+        let times = binary(&op("*"), n_plus_1.clone(), Int::Const(4));
+        assert_eq!(text(&times), "(n + 1) * 4");
+        let minus = binary(&op("-"), sym("m"), n_plus_1);
+        assert_eq!(text(&minus), "m - (n + 1)");
+        assert_eq!(
+            text(&binary(&op("*"), sym("a"), Int::Const(-2))),
+            "a * (-2)"
+        );
+        // Shifts of a runtime value have no spec expression.
+        assert!(text(&binary(&op("<<"), sym("n"), Int::Const(1))).starts_with("unknown"));
+        let Int::Sym { leaves, .. } = binary(&op("*"), sym("a"), sym("b")) else {
+            panic!()
+        };
+        assert_eq!(
+            leaves.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+    }
+
+    #[test]
+    fn ceil_div_of_constants_and_sizes() {
+        assert_eq!(text(&ceil_div(Int::Const(1000), Int::Const(256))), "4");
+        assert_eq!(text(&ceil_div(Int::Const(1024), Int::Const(256))), "4");
+        assert!(text(&ceil_div(Int::Const(1), Int::Const(0))).starts_with("unknown"));
+        assert_eq!(
+            text(&ceil_div(sym("n"), Int::Const(256))),
+            "ceil_div(n, 256)"
+        );
+    }
+
+    #[test]
+    fn float_literals_in_cpp() {
+        assert_eq!(cpp_float("2", true), "2.0f");
+        assert_eq!(cpp_float("1e-3", false), "1e-3");
+        assert_eq!(cpp_float("0.5", false), "0.5");
+    }
+
+    #[test]
+    fn wrappers_and_names_of_runtime_values() {
+        let e: Expr = syn::parse_str("(n as u32).try_into().unwrap()").unwrap();
+        assert!(matches!(strip_int_wrappers(&e), Expr::Path(p) if p.path.is_ident("n")));
+        let name = |t: &str| base_name(&syn::parse_str::<Expr>(t).unwrap());
+        assert_eq!(name("self.cfg.m"), "m");
+        assert_eq!(name("dims.0"), "dims_0");
+        assert!(is_runtime_leaf(&syn::parse_str::<Expr>("a.len()").unwrap()));
+        assert!(!is_runtime_leaf(&syn::parse_str::<Expr>("a + 1").unwrap()));
+    }
+}

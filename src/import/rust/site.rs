@@ -565,3 +565,68 @@ fn valid_name(want: &str) -> String {
     }
     name
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::rust::import_source;
+
+    #[test]
+    fn spec_names_from_rust_names() {
+        assert_eq!(valid_name("r#type"), "type");
+        assert_eq!(valid_name("0x"), "v_0x");
+        assert_eq!(valid_name("a.b"), "a_b");
+        assert_eq!(valid_name("n"), "n");
+    }
+
+    #[test]
+    fn the_buffer_an_argument_names() {
+        let base = |t: &str| tensor_base(&syn::parse_str::<Expr>(t).unwrap());
+        assert_eq!(base("self.out"), Some(("self.out".into(), "out".into())));
+        assert_eq!(base("(x)"), Some(("x".into(), "x".into())));
+        assert_eq!(base("buf.slice(0..n)"), Some(("buf".into(), "buf".into())));
+        assert_eq!(base("1 + 2"), None);
+    }
+
+    #[test]
+    fn arguments_are_classified_in_order() {
+        let src = "fn run(s: &CudaStream, f: &CudaFunction, n: usize, cfg: LaunchConfig) {\n  let x = s.alloc_zeros::<f32>(n).unwrap();\n  let mut b = s.launch_builder(f);\n  b.arg(&x);\n  b.arg(&n);\n  b.arg(&2.5f32);\n  b.arg(&true);\n  unsafe { b.launch(cfg) }.unwrap();\n}\n";
+        let site = import_source("t.rs", src, None).unwrap().remove(0);
+        let args: Vec<String> = site
+            .args
+            .iter()
+            .map(|a| format!("{} {:?}", a.rust, a.kind))
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "&x Tensor(\"x\")",
+                "&n Size(\"n\")",
+                "&2.5f32 Expr(Known(\"2.5f\"))",
+                "&true Expr(Known(\"true\"))",
+            ]
+        );
+        assert_eq!(site.form, LaunchForm::Builder);
+        let sizes: Vec<&str> = site.sizes.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(sizes, ["n"]);
+    }
+
+    #[test]
+    fn the_older_launch_form() {
+        let src = "fn run(dev: &CudaDevice, n: u32) {\n  let f = dev.get_func(\"m\", \"k\").unwrap();\n  let cfg = LaunchConfig::for_num_elems(n);\n  unsafe { f.launch(cfg, (n,)) }.unwrap();\n}\n";
+        let site = import_source("t.rs", src, None).unwrap().remove(0);
+        assert_eq!(site.kernel.as_deref(), Some("k"));
+        assert_eq!(site.form, LaunchForm::Tuple);
+        assert_eq!(site.args.len(), 1);
+    }
+
+    #[test]
+    fn one_name_per_key_and_unique_names() {
+        let mut st = SiteState::default();
+        let a = st.name_for("x", "self.x");
+        let b = st.name_for("x", "other.x");
+        let again = st.name_for("x", "self.x");
+        assert_eq!(a, again);
+        assert_ne!(a, b);
+    }
+}

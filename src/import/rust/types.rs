@@ -590,3 +590,63 @@ fn iter_source(mut e: &Expr) -> (Len<'_>, Option<&Expr>) {
     }
     (Len::Unknown, mapped)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::rust::import_source;
+
+    fn ty(text: &str) -> Type {
+        syn::parse_str(text).unwrap()
+    }
+
+    #[test]
+    fn rust_scalar_types() {
+        assert_eq!(dtype_of("f32"), Some("f32"));
+        assert_eq!(dtype_of("F8E4M3"), Some("e4m3"));
+        assert_eq!(dtype_of("usize"), None);
+        assert_eq!(int_size_of("usize"), Some(8));
+        assert_eq!(int_size_of("bf16"), Some(2));
+        assert_eq!(int_size_of("String"), None);
+        assert!(is_int_type(&ty("u32")));
+        assert!(!is_int_type(&ty("f32")));
+        assert_eq!(
+            last_type_ident(&ty("&mut cudarc::driver::CudaSlice<f32>")).as_deref(),
+            Some("CudaSlice")
+        );
+        assert_eq!(last_type_ident(&ty("[f32; 4]")), None);
+    }
+
+    #[test]
+    fn element_types_of_host_and_device_annotations() {
+        let elem = |t: &str| host_elem_type(&ty(t)).and_then(last_type_ident);
+        assert_eq!(elem("Vec<f32>").as_deref(), Some("f32"));
+        assert_eq!(elem("&[u8]").as_deref(), Some("u8"));
+        assert_eq!(elem("[f64; 3]").as_deref(), Some("f64"));
+        assert_eq!(elem("f32"), None);
+        let slice = ty("CudaSlice<'a, half::bf16>");
+        let Type::Path(p) = &slice else { panic!() };
+        let arg = first_type_arg(p.path.segments.last().unwrap());
+        assert_eq!(arg.and_then(last_type_ident).as_deref(), Some("bf16"));
+    }
+
+    #[test]
+    fn buffer_dtypes_and_lengths_from_constructors() {
+        let src = "fn run(stream: &CudaStream, f: &CudaFunction, n: usize, host: &[f64]) {\n    let a = stream.alloc_zeros::<f32>(n).unwrap();\n    let b = stream.memcpy_stod(&vec![0u8; 1024]).unwrap();\n    let c = stream.memcpy_stod(host).unwrap();\n    let cfg = LaunchConfig::for_num_elems(n as u32);\n    unsafe { stream.launch_builder(f).arg(&a).arg(&b).arg(&c).launch(cfg) }.unwrap();\n}\n";
+        let sites = import_source("t.rs", src, None).unwrap();
+        let t: Vec<String> = sites[0]
+            .tensors
+            .iter()
+            .map(|t| format!("{} {:?} {:?}", t.name, t.dtype, t.shape))
+            .collect();
+        assert_eq!(
+            t,
+            [
+                "a Known(\"f32\") [Known(\"n\")]",
+                "b Known(\"u8\") [Known(\"1024\")]",
+                // A slice parameter: its length is not visible here.
+                "c Known(\"f64\") [Todo(\"shape of `c` (e.g. [M, K])\")]",
+            ]
+        );
+    }
+}

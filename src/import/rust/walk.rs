@@ -765,3 +765,88 @@ impl Parse for VecMacro {
         Ok(VecMacro::List(items))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expr(text: &str) -> Expr {
+        syn::parse_str(text).unwrap()
+    }
+
+    fn walked(source: &str) -> Walker<'static> {
+        // Leaked: the walker borrows the tree for the test's lifetime.
+        let ast: &'static syn::File = Box::leak(Box::new(syn::parse_file(source).unwrap()));
+        let mut walker = Walker::default();
+        walker.visit_file(ast);
+        walker
+    }
+
+    #[test]
+    fn functions_record_bindings_with_scopes_pushes_and_launches() {
+        let w = walked(
+            "const N: usize = 4;\nconst N2: u32 = 1;\nconst N2: u32 = 2;\nstruct K { f: CudaFunction }\nimpl K {\n  fn run(&self, n: usize) {\n    let cfg = LaunchConfig::for_num_elems(n as u32);\n    { let inner = 1; }\n    let mut b = stream.launch_builder(&self.f);\n    b.arg(&n);\n    for (i, _) in xs.iter().enumerate() {}\n    unsafe { b.launch(cfg) }.unwrap();\n  }\n}\n",
+        );
+        assert!(w.consts.get("N").is_some_and(Option::is_some));
+        // Defined twice: not a constant the resolver may use.
+        assert!(w.consts.get("N2").is_some_and(Option::is_none));
+        assert_eq!(w.structs.len(), 1);
+        assert_eq!(
+            (w.structs[0].0.as_str(), w.structs[0].1.as_str()),
+            ("K", "f")
+        );
+        let [f] = w.done.as_slice() else { panic!() };
+        assert_eq!(f.name, "K::run");
+        assert_eq!(f.self_ty.as_deref(), Some("K"));
+        let kinds: Vec<(&str, BindKind)> = f
+            .bindings
+            .iter()
+            .map(|b| (b.name.as_str(), b.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("n", BindKind::Param),
+                ("cfg", BindKind::Let),
+                ("inner", BindKind::Let),
+                ("b", BindKind::Let),
+                ("i", BindKind::Pattern),
+            ]
+        );
+        // `inner` is visible only inside its block.
+        let inner = &f.bindings[2];
+        assert_eq!(inner.scope_end.map(|e| e.0), Some(8));
+        assert_eq!(f.bindings[1].scope_end.map(|e| e.0), Some(13));
+        assert_eq!(f.pushes.len(), 1);
+        assert_eq!(f.pushes[0].var, "b");
+        assert_eq!(f.launches.len(), 1);
+    }
+
+    #[test]
+    fn peeling_wrappers() {
+        let e = expr("(&mut x.clone()).unwrap()");
+        assert_eq!(snippet(peel_value(&e)), "x");
+        let k = expr("Arc::new(module.load_function(\"k\").unwrap())");
+        assert_eq!(snippet(peel_kernel(&k)), "module.load_function(\"k\")");
+        let c = expr("stream.launch_builder(&f).arg(&a).arg(&b)");
+        assert_eq!(snippet(chain_root(&c)), "stream.launch_builder(&f)");
+        assert_eq!(
+            place_name(&expr("self.ops.kernels")).as_deref(),
+            Some("kernels")
+        );
+        assert_eq!(place_name(&expr("kernels")).as_deref(), Some("kernels"));
+        let refs = expr("&mut &y");
+        let (inner, mutable) = peel_refs(&refs);
+        assert_eq!((snippet(inner).as_str(), mutable), ("y", Some(true)));
+    }
+
+    #[test]
+    fn snippets_are_one_short_line() {
+        let e = expr("stream\n    .launch_builder(&f)\n    .arg(&a)");
+        assert_eq!(snippet(&e), "stream.launch_builder(&f).arg(&a)");
+        let long = expr(&format!("f({})", "a + ".repeat(40) + "a"));
+        let s = snippet(&long);
+        assert_eq!(s.chars().count(), 72);
+        assert!(s.ends_with('…'));
+    }
+}
