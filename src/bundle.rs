@@ -114,9 +114,11 @@ fn make_bundle(prepared: &Prepared, out: &Path, toolchain: &[PathBuf]) -> Result
         std::fs::create_dir_all(&target).map_err(Error::io("create", &target))?;
         include_dirs.push(target);
     }
+    // The runtime's headers come with every artifact (runtime/), the bundle's own included.
+    let runtime = generate::paths::absolute(&prepared.dir.join(build::command::RUNTIME_DIR));
     for dep in build::parse_depfile(&deps).into_iter().skip(1) {
         let path = generate::paths::absolute(&prepared.dir.join(&dep));
-        if toolchain.iter().any(|root| path.starts_with(root)) {
+        if toolchain.iter().any(|root| path.starts_with(root)) || path.starts_with(&runtime) {
             continue;
         }
         match spec
@@ -289,9 +291,12 @@ fn write_readme(bundle: &Bundle, spec: &ResolvedSpec, code: Option<u8>) -> Resul
     }
     text.push_str(".\n\n| file | what |\n|---|---|\n");
     text.push_str(
-        "| `harness.cu` | the reproducer: one translation unit, the kernel included verbatim |\n",
+        "| `harness.cu` | the reproducer: the kernel included verbatim, its tensors and its launch |\n",
     );
-    text.push_str("| `build.sh`, `CMakeLists.txt` | the exact build |\n");
+    text.push_str(
+        "| `runtime/` | the harness runtime (inputs, fp64 reference, comparison, report), built as a library with its own flags |\n",
+    );
+    text.push_str("| `build.sh`, `CMakeLists.txt` | the exact build: the runtime library, then the kernel with the production flags |\n");
     text.push_str("| `spec.yaml` | the spec the harness was generated from |\n");
     text.push_str(
         "| `include/` | the kernel's own headers (those nvcc read), as the build expects them |\n",

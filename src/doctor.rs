@@ -75,6 +75,28 @@ impl DoctorArgs {
             }
             _ => println!("GPU       none visible (nvidia-smi absent or failed): harnesses build here and run elsewhere (exit 7)"),
         }
+        let entries = crate::build::runtime::entries();
+        println!(
+            "runtime   cache in {} ({} built runtime librar{}; REPRO_CACHE_DIR moves it)",
+            crate::build::runtime::cache_root()
+                .join("runtime")
+                .display(),
+            entries.len(),
+            if entries.len() == 1 { "y" } else { "ies" }
+        );
+        for (dir, entry, size) in &entries {
+            let name = dir.file_name().unwrap_or_default().to_string_lossy();
+            match entry {
+                Some(e) => println!(
+                    "          {name}  {:.1} MB  {}, {}, built in {:.0} s",
+                    *size as f64 / 1e6,
+                    e.arch,
+                    e.nvcc_version,
+                    e.build_seconds
+                ),
+                None => println!("          {name}  damaged: rebuilt on next use"),
+            }
+        }
         Ok(if ok { exit::PASSED } else { exit::BUILD })
     }
 }

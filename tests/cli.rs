@@ -24,7 +24,7 @@ fn scaffold_writes_the_artifact_and_is_idempotent() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "wrote harness.cu, build.sh, CMakeLists.txt, README.md, spec.yaml",
+            "wrote harness.cu, build.sh, CMakeLists.txt, README.md, runtime/ (25 files), spec.yaml",
         ));
     for f in [
         "harness.cu",
@@ -33,6 +33,8 @@ fn scaffold_writes_the_artifact_and_is_idempotent() {
         "README.md",
         "spec.yaml",
         ".repro/manifest.json",
+        "runtime/include/repro/harness.h",
+        "runtime/src/runtime.cu",
     ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
@@ -158,8 +160,10 @@ fn diff_shows_what_the_spec_would_change() {
         .arg(&out)
         .assert()
         .code(1)
-        .stdout(predicate::str::contains("-  int64_t K = 9;"))
-        .stdout(predicate::str::contains("+  int64_t K = 13;"));
+        .stdout(predicate::str::contains("-  K: 9"))
+        .stdout(predicate::str::contains("+  K: 13"))
+        // Sizes are read at run time: harness.cu does not change.
+        .stdout(predicate::str::contains("harness.cu").not());
 }
 
 #[test]
@@ -208,6 +212,49 @@ fn build_is_cached_by_content_and_run_reports_no_device() {
         .assert()
         .success();
     assert_eq!(common::calls(&log), 2);
+
+    // Inits, seeds, sizes, tolerances, repeats and timeouts are read from spec.yaml when the
+    // harness runs: editing them in the spec rescaffolds and costs no nvcc call, and the
+    // harness sees the new values (here: the inputs it emits).
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let edited = text
+        .replace("seed: 7", "seed: 8")
+        .replace("K: 9", "K: 11")
+        .replace("init: iota", "init: ones")
+        .replace(
+            "build: {",
+            "check: { rel_l2: 0.5, repeat: 3, timeout: 4 }\nbuild: {",
+        );
+    std::fs::write(&spec, &edited).unwrap();
+    repro()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(&nvcc)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("nvcc not called"));
+    assert_eq!(common::calls(&log), 2, "run-time values need no rebuild");
+    let emitted = tmp.path().join("emitted");
+    std::process::Command::new(out.join("harness"))
+        .arg("--emit-inputs")
+        .arg(&emitted)
+        .status()
+        .unwrap();
+    let loaded = repro::spec::load(&spec).unwrap();
+    for tensor in loaded.tensors.iter().filter(|t| !t.output) {
+        let npy = std::fs::read(emitted.join(format!("{}.npy", tensor.name))).unwrap();
+        let expected = repro::inputs::tensor_storage_bits(tensor);
+        assert_eq!(
+            &npy[npy.len() - expected.len()..],
+            &expected[..],
+            "{}: the harness did not read the edited spec.yaml",
+            tensor.name
+        );
+    }
+    std::fs::write(&spec, &text).unwrap();
 
     // No GPU on CI: the harness is built, then says there is no device, exit 7.
     if std::path::Path::new("/dev/nvidia0").exists() {
@@ -343,28 +390,61 @@ fn build_sh_runs_exactly_what_repro_build_runs() {
         .env("NVCC", &nvcc)
         .output()
         .unwrap();
-    let calls = common::logged_calls(&log);
-    assert_eq!(calls.len(), 2, "{calls:?}");
-    // repro adds only its dependency file for the build cache, and writes to a temporary name
-    // it renames on success (so a failed build keeps the last good harness).
+    // repro's harness compile and build.sh's: repro adds only its dependency file for the build
+    // cache and writes to a temporary name it renames on success (so a failed build keeps the
+    // last good harness); each links its own copy of the runtime library.
+    let harness_calls: Vec<String> = common::logged_calls(&log)
+        .into_iter()
+        .filter(|l| l.contains("|harness.cu|"))
+        .map(|l| {
+            let args: Vec<&str> = l.split('|').collect();
+            let library = args
+                .iter()
+                .position(|a| a.ends_with("librepro_runtime.a"))
+                .unwrap();
+            let mut kept: Vec<&str> = args[..library].to_vec();
+            kept.extend(&args[library + 1..]);
+            kept.join("|")
+        })
+        .collect();
+    assert_eq!(harness_calls.len(), 2, "{harness_calls:?}");
     assert_eq!(
-        calls[0],
-        format!("{}-MD|-MF|.repro/build/harness.d|", calls[1])
+        harness_calls[0],
+        format!("{}-MD|-MF|.repro/build/harness.d|", harness_calls[1])
             .replace("|-o|harness|", "|-o|harness.partial|")
     );
     // Production flags verbatim and in order, a flag with a space kept as one argument.
     assert_eq!(
-        calls[1],
-        "-gencode=arch=compute_90a,code=sm_90a|-std=c++17|-O2|-DTAG=\"a b\"|--use_fast_math|-Xptxas=-v|-I../kernels|-o|harness|harness.cu|"
+        harness_calls[1],
+        "-gencode=arch=compute_90a,code=sm_90a|-std=c++17|-O2|-DTAG=\"a b\"|--use_fast_math|-Xptxas=-v|-I../kernels|-Iruntime/include|-o|harness|harness.cu|"
     );
-    // ARCH overrides the target in build.sh.
+    // The runtime library is built with its own flags only.
+    for call in common::logged_calls(&log)
+        .iter()
+        .filter(|l| l.contains("|--lib|"))
+    {
+        assert!(
+            call.starts_with(
+                "-gencode=arch=compute_90a,code=sm_90a|-std=c++17|-O3|-Iruntime/include|--lib|"
+            ),
+            "{call}"
+        );
+    }
+    // ARCH overrides the target of both builds in build.sh.
     std::process::Command::new("bash")
         .arg(out.join("build.sh"))
         .env("NVCC", &nvcc)
         .env("ARCH", "sm_90")
         .output()
         .unwrap();
-    assert!(common::logged_calls(&log)[2].starts_with("-gencode=arch=compute_90,code=sm_90|"));
+    let last = common::logged_calls(&log);
+    assert!(
+        last.iter()
+            .rev()
+            .take(2)
+            .all(|l| l.starts_with("-gencode=arch=compute_90,code=sm_90|")),
+        "{last:?}"
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! The nvcc command line of a harness build: one list of arguments, rendered into the artifact's
-//! build.sh and CMakeLists.txt and executed by `repro build`, so the three never disagree.
+//! The two nvcc commands of an artifact: the runtime library (the runtime's own fixed flags) and
+//! the harness (the production flags). One description, rendered into the artifact's build.sh
+//! and CMakeLists.txt and executed by `repro build`, so the three never disagree.
 
 use serde::Serialize;
 
@@ -25,19 +26,42 @@ pub struct BuildCommand {
     pub include_dirs: Vec<String>,
     /// The CUTLASS root relative to the artifact folder, when the kernel needs CUTLASS.
     pub cutlass: Option<String>,
-}
-
-/// Which form of the command: the one `repro build` executes, or build.sh's, where `ARCH` and
-/// `CUTLASS_DIR` may override the spec's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Form {
-    Exec,
-    Shell,
+    /// The production line's host compiler (`-ccbin X`): the runtime is built with it too, since
+    /// the two must link, and it is part of the runtime's cache key.
+    pub host_compiler: Vec<String>,
 }
 
 /// The harness executable's name inside the artifact folder.
 pub const HARNESS_BINARY: &str = "harness";
 pub const HARNESS_SOURCE: &str = "harness.cu";
+/// The runtime's sources and headers inside the artifact folder.
+pub const RUNTIME_DIR: &str = "runtime";
+pub const RUNTIME_SOURCE: &str = "runtime/src/runtime.cu";
+pub const RUNTIME_INCLUDE: &str = "runtime/include";
+pub const RUNTIME_LIBRARY: &str = "librepro_runtime.a";
+
+/// The runtime's own flags, the only ones it is ever compiled with: no fast-math, no production
+/// `-D`, `-G`, `-maxrregcount` or `-Xptxas` can change a reference value, a conversion or a
+/// comparison, or cripple the reference kernel. (The host reference's FMA contraction is turned
+/// off in its source, whatever the flags.)
+pub const RUNTIME_FLAGS: &[&str] = &["-std=c++17", "-O3"];
+
+/// `-ccbin X`, `-ccbin=X`, `--compiler-bindir X`, `--compiler-bindir=X` among the flags.
+fn host_compiler_flags(flags: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < flags.len() {
+        let f = &flags[i];
+        if (f == "-ccbin" || f == "--compiler-bindir") && i + 1 < flags.len() {
+            out.extend([f.clone(), flags[i + 1].clone()]);
+            i += 1;
+        } else if f.starts_with("-ccbin=") || f.starts_with("--compiler-bindir=") {
+            out.push(f.clone());
+        }
+        i += 1;
+    }
+    out
+}
 
 impl BuildCommand {
     /// The build of `spec`'s harness in the artifact folder `dir`.
@@ -52,23 +76,24 @@ impl BuildCommand {
                 .map(|d| relative_to(d, dir))
                 .collect(),
             cutlass: spec.cutlass.as_ref().map(|c| relative_to(c, dir)),
+            host_compiler: host_compiler_flags(&spec.build.flags),
         }
     }
 
-    /// The arguments, grouped by origin.
-    pub fn groups(&self, form: Form) -> Vec<ArgGroup> {
-        // build.sh passes "${ARCH}" so the shell expands it: strip the prefix there too.
-        let (arch, digits) = match form {
-            Form::Shell => ("${ARCH}", "${ARCH#sm_}"),
-            Form::Exec => (self.arch.as_str(), self.arch.trim_start_matches("sm_")),
-        };
-        let mut groups = vec![
-            ArgGroup {
-                origin: "build.arch: SASS for exactly this target (a bare -arch=sm_XXa would add a plain compute_XX pass, DESIGN §7)".into(),
-                args: vec![format!("-gencode=arch=compute_{digits},code={arch}")],
-            },
-            ArgGroup { origin: "build.std".into(), args: vec![format!("-std={}", self.std)] },
-        ];
+    /// SASS for exactly this target: a bare `-arch=sm_XXa` would add a plain compute_XX pass,
+    /// in which kernels that guard wgmma only by `__CUDA_ARCH__ >= 900` fail in ptxas.
+    pub fn gencode(&self) -> String {
+        gencode(&self.arch)
+    }
+
+    /// The harness's arguments after the arch, grouped by origin: the standard, the production
+    /// flags, include dirs, CUTLASS. build.sh writes the arch and the runtime's include dir and
+    /// library itself, since `ARCH` and `CUTLASS_DIR` may override them there.
+    pub fn groups(&self) -> Vec<ArgGroup> {
+        let mut groups = vec![ArgGroup {
+            origin: "build.std".into(),
+            args: vec![format!("-std={}", self.std)],
+        }];
         for group in self.flag_groups.iter().filter(|g| !g.flags.is_empty()) {
             groups.push(ArgGroup {
                 origin: group.origin.clone(),
@@ -81,42 +106,59 @@ impl BuildCommand {
                 args: self.include_dirs.iter().map(|d| format!("-I{d}")).collect(),
             });
         }
-        if let Some(root) = &self.cutlass {
-            let root = match form {
-                Form::Shell => format!("${{CUTLASS_DIR:-{root}}}"),
-                Form::Exec => root.clone(),
-            };
-            groups.push(ArgGroup {
-                origin: "CUTLASS/CuTe headers (CUTLASS_DIR overrides; repro doctor says which)"
-                    .into(),
-                args: vec![
-                    format!("-I{root}/include"),
-                    format!("-I{root}/tools/util/include"),
-                ],
-            });
-        }
-        groups.push(ArgGroup {
-            origin: "the harness: one translation unit, one executable".into(),
-            args: vec!["-o".into(), HARNESS_BINARY.into(), HARNESS_SOURCE.into()],
-        });
         groups
     }
 
-    /// Every argument for the spec's own arch, in order.
-    pub fn arguments(&self) -> Vec<String> {
-        self.groups(Form::Exec)
-            .into_iter()
-            .flat_map(|g| g.args)
-            .collect()
+    /// Every argument of the harness build, linking `library` (exec form, the spec's own arch).
+    pub fn arguments(&self, library: &str) -> Vec<String> {
+        let mut args = vec![self.gencode()];
+        args.extend(self.groups().into_iter().flat_map(|g| g.args));
+        if let Some(root) = &self.cutlass {
+            args.push(format!("-I{root}/include"));
+            args.push(format!("-I{root}/tools/util/include"));
+        }
+        args.push(format!("-I{RUNTIME_INCLUDE}"));
+        args.extend([
+            "-o".into(),
+            HARNESS_BINARY.into(),
+            HARNESS_SOURCE.into(),
+            library.into(),
+        ]);
+        args
+    }
+
+    /// Every argument of the runtime library's build into `output` (run in the artifact folder).
+    pub fn runtime_arguments(&self, output: &str) -> Vec<String> {
+        let mut args = vec![self.gencode()];
+        args.extend(RUNTIME_FLAGS.iter().map(|f| f.to_string()));
+        args.extend(self.host_compiler.iter().cloned());
+        args.extend([
+            format!("-I{RUNTIME_INCLUDE}"),
+            "--lib".into(),
+            "-o".into(),
+            output.into(),
+            RUNTIME_SOURCE.into(),
+        ]);
+        args
     }
 }
 
-/// Quotes an argument for a POSIX shell when it needs it.
+/// `-gencode=arch=compute_90a,code=sm_90a` for `sm_90a`; `compute_86` alone embeds PTX only.
+pub fn gencode(arch: &str) -> String {
+    let digits = arch
+        .trim_start_matches("sm_")
+        .trim_start_matches("compute_");
+    format!("-gencode=arch=compute_{digits},code={arch}")
+}
+
+/// Quotes an argument for a POSIX shell so that it stays one inert word: anything but plain
+/// characters is single-quoted (`$`, backticks, `\` and newlines included), a `'` inside closed,
+/// escaped and reopened.
 pub fn shell_quote(arg: &str) -> String {
     let safe = !arg.is_empty()
         && arg
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_=+,./:@%^".contains(c));
+            .all(|c| c.is_ascii_alphanumeric() || "-_=+,./:@%".contains(c));
     if safe {
         arg.to_string()
     } else {
@@ -124,14 +166,80 @@ pub fn shell_quote(arg: &str) -> String {
     }
 }
 
+/// A CMake quoted argument (`"..."`) whose content is exactly `arg`: `\`, `"` and `$` escaped (so
+/// neither `${VAR}` nor `$ENV{...}` expands), `;` as `$<SEMICOLON>` (so a list never splits it),
+/// and newlines, tabs and carriage returns as their escapes (so nothing leaves the argument).
+pub fn cmake_quote(arg: &str) -> String {
+    let mut out = String::from("\"");
+    for c in arg.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '$' => out.push_str("\\$"),
+            ';' => out.push_str("$<SEMICOLON>"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Text for one comment line of a script or C++ file: control characters (a newline would end
+/// the comment and make the rest code) become spaces.
+pub fn comment_text(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::shell_quote;
+    use super::*;
 
     #[test]
     fn quoting() {
         assert_eq!(shell_quote("-O3"), "-O3");
         assert_eq!(shell_quote("-DNAME=a b"), "'-DNAME=a b'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(
+            shell_quote("-DROOT=${HOME}$(touch /tmp/x)"),
+            "'-DROOT=${HOME}$(touch /tmp/x)'"
+        );
+        assert_eq!(shell_quote("`id`"), "'`id`'");
+    }
+
+    #[test]
+    fn cmake_quoting() {
+        assert_eq!(cmake_quote("-O3"), "\"-O3\"");
+        assert_eq!(cmake_quote("-DA=x\\"), "\"-DA=x\\\\\"");
+        assert_eq!(
+            cmake_quote(") \nexecute_process(COMMAND touch /tmp/x) #"),
+            "\") \\nexecute_process(COMMAND touch /tmp/x) #\""
+        );
+        assert_eq!(cmake_quote("${HOME};a"), "\"\\${HOME}$<SEMICOLON>a\"");
+    }
+
+    #[test]
+    fn host_compiler() {
+        let flags: Vec<String> = ["-O3", "-ccbin", "g++-12", "--compiler-bindir=/x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            host_compiler_flags(&flags),
+            vec!["-ccbin", "g++-12", "--compiler-bindir=/x"]
+        );
+    }
+
+    #[test]
+    fn gencodes() {
+        assert_eq!(gencode("sm_90a"), "-gencode=arch=compute_90a,code=sm_90a");
+        assert_eq!(
+            gencode("compute_86"),
+            "-gencode=arch=compute_86,code=compute_86"
+        );
     }
 }

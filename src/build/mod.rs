@@ -1,16 +1,21 @@
-//! Compiling a harness: the nvcc command of the artifact (production flags), run with a
-//! content-hash cache so that an unchanged build costs no nvcc call at all.
+//! Compiling a harness: the runtime library (built once per key into a user cache, runtime.rs)
+//! and the kernel's translation unit, harness.cu, with the production flags, linked together.
+//! A content-hash cache makes an unchanged build cost no nvcc call at all.
 //!
-//! The cache key covers the nvcc binary, every argument, and the content of every file the last
-//! compile read (nvcc's own dependency list: harness.cu, the kernel headers, CUDA's headers).
-//! Editing a kernel header therefore rebuilds; touching nothing does not.
-
+//! The harness's cache key covers the nvcc binary, every argument (the runtime library's path
+//! among them, which names its key), the library's content, and the content of every file the
+//! last compile read (nvcc's own dependency list: harness.cu, the kernel headers, CUDA's
+//! headers). Editing a kernel header therefore rebuilds; touching nothing does not. A file that
+//! changes while nvcc runs leaves the build unstamped, so the next build compiles again.
 pub mod command;
+mod lock;
+mod progress;
+pub mod runtime;
 pub mod toolchain;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +23,7 @@ use crate::cli::BuildArgs;
 use crate::error::{exit, Error};
 use crate::generate::command::{prepare, Prepared};
 use command::{BuildCommand, HARNESS_BINARY};
+use lock::FileLock;
 
 const BUILD_DIR: &str = ".repro/build";
 
@@ -64,9 +70,9 @@ impl Variant {
                 production
             }
             Variant::Lineinfo => {
-                // Before `-o harness harness.cu`, which the exec form always ends with.
+                // Before `-o harness harness.cu LIBRARY`, which the exec form always ends with.
                 let mut args = production;
-                let at = args.len().saturating_sub(3);
+                let at = args.iter().rposition(|a| a == "-o").unwrap_or(args.len());
                 args.insert(at, "-lineinfo".into());
                 args
             }
@@ -145,9 +151,43 @@ pub fn build(prepared: &Prepared, nvcc_override: Option<&Path>) -> Result<Built,
     build_variant(prepared, nvcc_override, Variant::Production)
 }
 
+/// Prints what a compile printed (captured while a spinner ran), stdout then stderr.
+pub(crate) fn print_output(output: &std::process::Output) {
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(&output.stdout);
+    let _ = std::io::stderr().write_all(&output.stderr);
+}
+
+/// The inputs of the last compile that changed after `since` (while nvcc ran).
+fn changed_since(dir: &Path, inputs: &[String], since: SystemTime) -> Vec<String> {
+    inputs
+        .iter()
+        .filter(|input| {
+            std::fs::metadata(dir.join(input))
+                .and_then(|m| m.modified())
+                .map_or(true, |modified| modified > since)
+        })
+        .cloned()
+        .collect()
+}
+
+/// The stamp's key when the binary is current, with the inputs the stamp lists.
+fn current(dir: &Path, binary: &Path, stamp_path: &Path, nvcc: &Path, args: &[String]) -> bool {
+    if !binary.is_file() {
+        return false;
+    }
+    std::fs::read_to_string(stamp_path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Stamp>(&t).ok())
+        .is_some_and(|stamp| {
+            key_of(nvcc, args, dir, &stamp.inputs).as_deref() == Some(stamp.key.as_str())
+        })
+}
+
 /// Builds one variant of the harness unless the cache says it is current. nvcc writes to a
 /// temporary name that replaces the binary only when the build succeeded: a failed build keeps
-/// the previous good one (and its stamp is gone, so nothing mistakes it for current).
+/// the previous good one (and its stamp is gone, so nothing mistakes it for current). Two builds
+/// of one artifact take turns (a lock in .repro/build/), and the second finds the first's work.
 pub fn build_variant(
     prepared: &Prepared,
     nvcc_override: Option<&Path>,
@@ -155,28 +195,24 @@ pub fn build_variant(
 ) -> Result<Built, Error> {
     let dir = &prepared.dir;
     let nvcc = toolchain::find_nvcc(nvcc_override)?;
-    let args = variant.arguments(BuildCommand::new(&prepared.spec, dir).arguments());
+    let command = BuildCommand::new(&prepared.spec, dir);
+    std::fs::create_dir_all(dir.join(BUILD_DIR))
+        .map_err(Error::io("create", dir.join(BUILD_DIR)))?;
+    let _lock = FileLock::acquire(&dir.join(BUILD_DIR).join("lock"))?;
+    let library = runtime::library(&nvcc.path, &command, dir)?;
+    let library_path = library.path.to_string_lossy().into_owned();
+    let args = variant.arguments(command.arguments(&library_path));
     let binary = dir.join(variant.binary());
     let stamp_path = dir.join(variant.stamp());
 
-    if binary.is_file() {
-        if let Some(stamp) = std::fs::read_to_string(&stamp_path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Stamp>(&t).ok())
-        {
-            if key_of(&nvcc.path, &args, dir, &stamp.inputs).as_deref() == Some(stamp.key.as_str())
-            {
-                return Ok(Built {
-                    binary,
-                    compiled: false,
-                    seconds: 0.0,
-                });
-            }
-        }
+    if current(dir, &binary, &stamp_path, &nvcc.path, &args) {
+        return Ok(Built {
+            binary,
+            compiled: false,
+            seconds: 0.0,
+        });
     }
 
-    std::fs::create_dir_all(dir.join(BUILD_DIR))
-        .map_err(Error::io("create", dir.join(BUILD_DIR)))?;
     let _ = std::fs::remove_file(&stamp_path);
     let partial = format!("{}.partial", variant.binary());
     let exec_args = with_output(&args, &partial);
@@ -186,27 +222,40 @@ pub fn build_variant(
         args.join(" "),
         dir.display()
     );
-    let started = Instant::now();
-    let status = Command::new(&nvcc.path)
-        .current_dir(dir)
-        .args(&exec_args)
-        .args(["-MD", "-MF", variant.depfile()])
-        .status()
-        .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.path.display())))?;
-    let seconds = started.elapsed().as_secs_f64();
-    if !status.success() {
+    // Anything nvcc reads that changes after this moment was maybe read before the change.
+    let started = SystemTime::now();
+    let (output, seconds) = progress::run(
+        "harness.cu with the production flags",
+        Command::new(&nvcc.path)
+            .current_dir(dir)
+            .args(&exec_args)
+            .args(["-MD", "-MF", variant.depfile()]),
+    )
+    .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.path.display())))?;
+    print_output(&output);
+    if !output.status.success() {
         let _ = std::fs::remove_file(dir.join(&partial));
         return Err(Error::Build {
             dir: dir.clone(),
-            code: status.code().map_or("signal".into(), |c| c.to_string()),
+            code: output
+                .status
+                .code()
+                .map_or("signal".into(), |c| c.to_string()),
             command: format!("{} {}", nvcc.path.display(), args.join(" ")),
         });
     }
     std::fs::rename(dir.join(&partial), &binary).map_err(Error::io("write", &binary))?;
-    let inputs = std::fs::read_to_string(dir.join(variant.depfile()))
+    let mut inputs = std::fs::read_to_string(dir.join(variant.depfile()))
         .map(|t| parse_depfile(&t))
         .unwrap_or_default();
-    if let Some(key) = key_of(&nvcc.path, &args, dir, &inputs) {
+    inputs.push(library_path);
+    let changed = changed_since(dir, &inputs, started);
+    if !changed.is_empty() {
+        eprintln!(
+            "build: {} changed while nvcc ran; the harness is not marked current, and the next build compiles again",
+            changed.join(", ")
+        );
+    } else if let Some(key) = key_of(&nvcc.path, &args, dir, &inputs) {
         let stamp = serde_json::to_string_pretty(&Stamp { key, inputs }).expect("stamp serializes");
         std::fs::write(&stamp_path, stamp).map_err(Error::io("write", &stamp_path))?;
     }

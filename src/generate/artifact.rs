@@ -203,6 +203,10 @@ fn save_aside(dir: &Path, edited: &[&FileStatus]) -> Result<PathBuf, Error> {
 /// Write to a temporary file and rename, so an interrupted scaffold never leaves half a file.
 fn write_atomically(path: &Path, content: &str, executable: bool) -> Result<(), Error> {
     let tmp: PathBuf = path.with_extension("repro-tmp");
+    // The runtime's files live in runtime/src/ and runtime/include/repro/.
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
+    }
     std::fs::write(&tmp, content).map_err(Error::io("write", &tmp))?;
     #[cfg(unix)]
     if executable {

@@ -28,6 +28,23 @@ pub fn is_artifact_dir(path: &Path) -> bool {
     path.is_dir() && path.join("spec.yaml").is_file()
 }
 
+/// The files written, the runtime's as one entry: `harness.cu, runtime/ (25 files), spec.yaml`.
+fn file_list(names: &[&str]) -> String {
+    let runtime = names.iter().filter(|n| n.starts_with("runtime/")).count();
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        if !name.starts_with("runtime/") {
+            out.push(name.to_string());
+        } else if !out.iter().any(|o| o.starts_with("runtime/")) {
+            out.push(format!(
+                "runtime/ ({runtime} file{})",
+                if runtime == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    out.join(", ")
+}
+
 /// Loads the target; for a spec, writes its artifact when stale (never over hand edits).
 pub fn prepare(target: &Path, output: Option<&Path>) -> Result<Prepared, Error> {
     if target.is_dir() {
@@ -52,7 +69,7 @@ pub fn prepare(target: &Path, output: Option<&Path>) -> Result<Prepared, Error> 
         let summary = artifact::write(&artifact, &spec.path, false)?;
         eprintln!(
             "scaffold: wrote {} in {}",
-            summary.written.join(", "),
+            file_list(&summary.written),
             dir.display()
         );
     }
@@ -82,7 +99,7 @@ impl ScaffoldArgs {
                 summary.unchanged.len()
             );
         } else {
-            println!("{}: wrote {}", dir.display(), summary.written.join(", "));
+            println!("{}: wrote {}", dir.display(), file_list(&summary.written));
         }
         println!(
             "next: repro build {0}   or   repro run {0} --ones",

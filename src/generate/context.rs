@@ -6,7 +6,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::paths::relative_to;
-use crate::build::command::{shell_quote, ArgGroup, BuildCommand, Form};
+use crate::build::command::{
+    cmake_quote, comment_text, shell_quote, ArgGroup, BuildCommand, RUNTIME_FLAGS,
+};
 use crate::spec::model::Generator;
 use crate::spec::{InitSource, KernelArg, LaunchKind, ResolvedSpec, TmaDescriptor};
 
@@ -19,16 +21,16 @@ pub struct HarnessContext {
     pub spec_display: String,
     pub includes: Vec<String>,
     pub prelude: Option<String>,
-    pub runtime: String,
-    /// The CUTLASS part of the runtime, pasted after the prelude for `kind: cutlass3`.
-    pub cutlass_runtime: String,
-    /// CMakeLists.txt: the CUTLASS root relative to the artifact, when the kernel needs CUTLASS.
-    pub cutlass_root: Option<String>,
+    /// `kind: cutlass3`: the GEMM CUTLASS runs, compiled in (its operands and alpha/beta are the
+    /// kernel's arguments).
+    pub cutlass: Option<CutlassContext>,
     pub sizes: Vec<SizeContext>,
     /// Sizes are runtime values (`--size` works) unless something needs them at compile time.
     pub sizes_runtime: bool,
     /// Why they are fixed, as a C++ string literal's content; empty when runtime.
     pub sizes_fixed_reason: String,
+    /// The same reason for a comment (one line).
+    pub sizes_fixed_comment: String,
     pub tensors: Vec<TensorContext>,
     pub kernel: KernelContext,
     pub tma: Vec<TmaContext>,
@@ -37,10 +39,24 @@ pub struct HarnessContext {
     pub reference: ReferenceContext,
     pub check: CheckContext,
     pub build: BuildContext,
-    /// build.sh: argument groups with shell-quoted arguments, `ARCH` left as a variable.
+    /// build.sh: the harness's argument groups (after the arch), each argument shell-quoted and
+    /// each origin safe for a comment.
     pub build_groups: Vec<ArgGroup>,
-    /// CMakeLists.txt: production flags (each quoted for CMake) and include dirs.
+    /// build.sh: the spec's arch, the CUTLASS root, the host compiler flags and the runtime's
+    /// own flags, shell-quoted.
+    pub shell_arch: String,
+    pub shell_cutlass_root: Option<String>,
+    pub shell_host_compiler: Vec<String>,
+    pub shell_runtime_flags: Vec<String>,
+    /// CMakeLists.txt: production flags, include dirs and the CUTLASS root, each a CMake quoted
+    /// argument.
     pub cmake_flags: Vec<String>,
+    pub cmake_include_dirs: Vec<String>,
+    pub cmake_cutlass_root: Option<String>,
+    /// `90a-real` for sm_90a.
+    pub cmake_architectures: String,
+    pub cmake_std: String,
+    /// README: the include dirs as written.
     pub include_dirs: Vec<String>,
     pub has_expect: bool,
     pub expect_ones: String,
@@ -73,6 +89,23 @@ pub struct TensorContext {
     pub output: bool,
     pub init: InitContext,
     pub init_text: String,
+    /// The tensor's `repro::TensorLayout` at the run's sizes, as a C++ initializer over the size
+    /// locals: `repro::TensorLayout{2, {M, K}, {}, false, false}`.
+    pub layout_cpp: String,
+    /// `col_major`, `strides [K, 1]`, or empty for packed row-major (a comment).
+    pub layout_text: String,
+}
+
+/// `kind: cutlass3`: which tensors are the GEMM's operands, and its scalars.
+#[derive(Debug, Serialize)]
+pub struct CutlassContext {
+    pub formula: String,
+    pub a: usize,
+    pub b: usize,
+    pub c: i64,
+    pub out: usize,
+    pub alpha: String,
+    pub beta: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -387,7 +420,19 @@ fn device_entry(spec: &ResolvedSpec) -> DeviceEntryContext {
     }
 }
 
-pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) -> HarnessContext {
+/// `repro::TensorLayout{rank, {shape}, {strides}, explicit_strides, col_major}` over the size locals.
+fn layout_cpp(shape: &[String], strides: &[String], col_major: bool) -> String {
+    format!(
+        "repro::TensorLayout{{{}, {{{}}}, {{{}}}, {}, {}}}",
+        shape.len(),
+        shape.join(", "),
+        strides.join(", "),
+        !strides.is_empty(),
+        col_major
+    )
+}
+
+pub fn harness_context(spec: &ResolvedSpec, artifact: &Path) -> HarnessContext {
     let include_dirs: Vec<String> = spec
         .include_dirs
         .iter()
@@ -441,6 +486,24 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
             } else {
                 init_text(&t.init, artifact)
             },
+            layout_cpp: {
+                let shape: Vec<String> = t
+                    .shape_text
+                    .iter()
+                    .map(|s| crate::spec::expr::to_cpp(s))
+                    .collect();
+                let strides: Vec<String> = t
+                    .strides_text
+                    .as_ref()
+                    .map(|s| s.iter().map(|x| crate::spec::expr::to_cpp(x)).collect())
+                    .unwrap_or_default();
+                layout_cpp(&shape, &strides, t.col_major)
+            },
+            layout_text: match &t.strides_text {
+                Some(s) => format!("strides [{}]", s.join(", ")),
+                None if t.col_major => "col_major".into(),
+                None => String::new(),
+            },
         })
         .collect();
     let k = &spec.kernel;
@@ -479,17 +542,23 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
     let expect = spec.spec.expect.as_ref();
     HarnessContext {
         name: spec.name().to_string(),
-        about: spec.spec.about.clone(),
+        about: comment_text(&spec.spec.about),
         version: env!("CARGO_PKG_VERSION"),
-        spec_display: relative_to(&spec.path, artifact),
+        spec_display: comment_text(&relative_to(&spec.path, artifact)),
         includes: spec.spec.source.includes.clone(),
         prelude: spec.spec.source.prelude.clone(),
-        runtime,
-        cutlass_runtime: match k.kind {
-            LaunchKind::Cutlass3 { .. } => super::CUTLASS_RUNTIME.to_string(),
-            LaunchKind::Global | LaunchKind::Device => String::new(),
+        cutlass: match k.kind {
+            LaunchKind::Cutlass3 { .. } => Some(CutlassContext {
+                formula: formula.clone(),
+                a: r.a,
+                b: r.b,
+                c: r.c.map_or(-1, |c| c as i64),
+                out: r.out,
+                alpha: cpp_double(r.alpha),
+                beta: cpp_double(r.beta),
+            }),
+            LaunchKind::Global | LaunchKind::Device => None,
         },
-        cutlass_root: command.cutlass.clone(),
         sizes: spec
             .sizes
             .iter()
@@ -499,7 +568,8 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
             })
             .collect(),
         sizes_runtime: fixed_reason.is_none(),
-        sizes_fixed_reason: fixed_reason.map(|r| cpp_string(&r)).unwrap_or_default(),
+        sizes_fixed_reason: fixed_reason.as_deref().map(cpp_string).unwrap_or_default(),
+        sizes_fixed_comment: fixed_reason.unwrap_or_default().replace('\n', " "),
         tensors,
         kernel: KernelContext {
             kind: match k.kind {
@@ -582,35 +652,38 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path, runtime: String) ->
             arch_specific: spec.build.arch_specific,
             std: spec.build.std.clone(),
             command_text: std::iter::once("nvcc".to_string())
-                .chain(command.arguments().iter().map(|a| shell_quote(a)))
+                .chain(
+                    command
+                        .arguments("librepro_runtime.a")
+                        .iter()
+                        .map(|a| shell_quote(a)),
+                )
                 .collect::<Vec<_>>()
                 .join(" "),
         },
+        // Every value from the spec is quoted so that it stays one inert word or argument: a
+        // bundle's build.sh and CMakeLists.txt run on someone else's machine.
         build_groups: command
-            .groups(Form::Shell)
+            .groups()
             .into_iter()
             .map(|g| ArgGroup {
-                origin: g.origin,
-                args: g
-                    .args
-                    .iter()
-                    .map(|a| {
-                        // Shell expansions stay live in double quotes.
-                        if a.contains("${") {
-                            format!("\"{a}\"")
-                        } else {
-                            shell_quote(a)
-                        }
-                    })
-                    .collect(),
+                origin: comment_text(&g.origin),
+                args: g.args.iter().map(|a| shell_quote(a)).collect(),
             })
             .collect(),
-        cmake_flags: spec
-            .build
-            .flags
+        shell_arch: shell_quote(&spec.build.arch),
+        shell_cutlass_root: command.cutlass.as_deref().map(shell_quote),
+        shell_host_compiler: command
+            .host_compiler
             .iter()
-            .map(|f| format!("\"{}\"", f.replace('"', "\\\"")))
+            .map(|a| shell_quote(a))
             .collect(),
+        shell_runtime_flags: RUNTIME_FLAGS.iter().map(|a| shell_quote(a)).collect(),
+        cmake_flags: spec.build.flags.iter().map(|f| cmake_quote(f)).collect(),
+        cmake_include_dirs: include_dirs.iter().map(|d| cmake_quote(d)).collect(),
+        cmake_cutlass_root: command.cutlass.as_deref().map(cmake_quote),
+        cmake_architectures: format!("{}-real", spec.build.arch.trim_start_matches("sm_")),
+        cmake_std: spec.build.std.trim_start_matches("c++").to_string(),
         include_dirs,
         has_expect: expect.is_some(),
         expect_ones: expect.and_then(|e| e.ones).map_or("-", |o| o.name()).into(),

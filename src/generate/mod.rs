@@ -1,6 +1,7 @@
-//! The artifact (DESIGN §4): rendering `harness.cu`, `build.sh`, `CMakeLists.txt`, `spec.yaml` and
-//! `README.md` from the templates in `templates/` (embedded in the binary), and writing them
-//! without ever losing a hand edit.
+//! The artifact (docs/artifact.md): rendering `harness.cu`, `build.sh`, `CMakeLists.txt`,
+//! `spec.yaml` and `README.md` from the templates in `templates/`, and the runtime's sources
+//! into `runtime/` (all embedded in the binary), and writing them without ever losing a hand
+//! edit.
 
 pub mod artifact;
 pub mod command;
@@ -14,94 +15,111 @@ use tera::Tera;
 use crate::error::Error;
 use crate::spec::ResolvedSpec;
 
-/// The harness runtime, in the order it is pasted into harness.cu (each part may use the ones
-/// before it).
-const RUNTIME_PARTS: &[(&str, &str)] = &[
+/// The runtime library's sources, as every artifact carries them in `runtime/` (identical in every
+/// artifact of one repro version): the headers harness.cu includes (`include/repro/`) and the
+/// library's own headers and its one translation unit (`src/`).
+pub const RUNTIME_FILES: &[(&str, &str)] = &[
     (
-        "base.cuh",
-        include_str!("../../templates/harness/runtime/base.cuh"),
+        "runtime/src/base.cuh",
+        include_str!("../../templates/runtime/src/base.cuh"),
     ),
     (
-        "dtype.cuh",
-        include_str!("../../templates/harness/runtime/dtype.cuh"),
+        "runtime/src/bench.cuh",
+        include_str!("../../templates/runtime/src/bench.cuh"),
     ),
     (
-        "generators.cuh",
-        include_str!("../../templates/harness/runtime/generators.cuh"),
+        "runtime/src/compare.cuh",
+        include_str!("../../templates/runtime/src/compare.cuh"),
     ),
     (
-        "npy.cuh",
-        include_str!("../../templates/harness/runtime/npy.cuh"),
+        "runtime/src/device.cuh",
+        include_str!("../../templates/runtime/src/device.cuh"),
     ),
     (
-        "tensor.cuh",
-        include_str!("../../templates/harness/runtime/tensor.cuh"),
+        "runtime/src/device_compare.cuh",
+        include_str!("../../templates/runtime/src/device_compare.cuh"),
     ),
     (
-        "reference.cuh",
-        include_str!("../../templates/harness/runtime/reference.cuh"),
+        "runtime/src/device_inputs.cuh",
+        include_str!("../../templates/runtime/src/device_inputs.cuh"),
     ),
     (
-        "compare.cuh",
-        include_str!("../../templates/harness/runtime/compare.cuh"),
+        "runtime/src/device_reference.cuh",
+        include_str!("../../templates/runtime/src/device_reference.cuh"),
     ),
     (
-        "report.cuh",
-        include_str!("../../templates/harness/runtime/report.cuh"),
+        "runtime/src/dtype.cuh",
+        include_str!("../../templates/runtime/src/dtype.cuh"),
     ),
     (
-        "device.cuh",
-        include_str!("../../templates/harness/runtime/device.cuh"),
+        "runtime/src/generators.cuh",
+        include_str!("../../templates/runtime/src/generators.cuh"),
     ),
     (
-        "device_inputs.cuh",
-        include_str!("../../templates/harness/runtime/device_inputs.cuh"),
+        "runtime/src/harness_main.cuh",
+        include_str!("../../templates/runtime/src/harness_main.cuh"),
     ),
     (
-        "device_reference.cuh",
-        include_str!("../../templates/harness/runtime/device_reference.cuh"),
+        "runtime/src/launch.cuh",
+        include_str!("../../templates/runtime/src/launch.cuh"),
     ),
     (
-        "device_compare.cuh",
-        include_str!("../../templates/harness/runtime/device_compare.cuh"),
+        "runtime/src/npy.cuh",
+        include_str!("../../templates/runtime/src/npy.cuh"),
     ),
     (
-        "reference_cache.cuh",
-        include_str!("../../templates/harness/runtime/reference_cache.cuh"),
+        "runtime/src/probe.cuh",
+        include_str!("../../templates/runtime/src/probe.cuh"),
     ),
     (
-        "launch.cuh",
-        include_str!("../../templates/harness/runtime/launch.cuh"),
+        "runtime/src/reference.cuh",
+        include_str!("../../templates/runtime/src/reference.cuh"),
     ),
     (
-        "tma.cuh",
-        include_str!("../../templates/harness/runtime/tma.cuh"),
+        "runtime/src/reference_cache.cuh",
+        include_str!("../../templates/runtime/src/reference_cache.cuh"),
     ),
     (
-        "trace.cuh",
-        include_str!("../../templates/harness/runtime/trace.cuh"),
+        "runtime/src/report.cuh",
+        include_str!("../../templates/runtime/src/report.cuh"),
     ),
     (
-        "spec_info.cuh",
-        include_str!("../../templates/harness/runtime/spec_info.cuh"),
+        "runtime/src/spec_file.cuh",
+        include_str!("../../templates/runtime/src/spec_file.cuh"),
     ),
     (
-        "probe.cuh",
-        include_str!("../../templates/harness/runtime/probe.cuh"),
+        "runtime/src/spec_info.cuh",
+        include_str!("../../templates/runtime/src/spec_info.cuh"),
     ),
     (
-        "bench.cuh",
-        include_str!("../../templates/harness/runtime/bench.cuh"),
+        "runtime/src/tensor.cuh",
+        include_str!("../../templates/runtime/src/tensor.cuh"),
     ),
     (
-        "harness_main.cuh",
-        include_str!("../../templates/harness/runtime/harness_main.cuh"),
+        "runtime/src/tma.cuh",
+        include_str!("../../templates/runtime/src/tma.cuh"),
+    ),
+    (
+        "runtime/src/trace.cuh",
+        include_str!("../../templates/runtime/src/trace.cuh"),
+    ),
+    (
+        "runtime/src/runtime.cu",
+        include_str!("../../templates/runtime/src/runtime.cu"),
+    ),
+    (
+        "runtime/include/repro/harness.h",
+        include_str!("../../templates/runtime/include/repro/harness.h"),
+    ),
+    (
+        "runtime/include/repro/tma.h",
+        include_str!("../../templates/runtime/include/repro/tma.h"),
+    ),
+    (
+        "runtime/include/repro/cutlass3.h",
+        include_str!("../../templates/runtime/include/repro/cutlass3.h"),
     ),
 ];
-
-/// The CUTLASS 3.x part of the runtime; it needs CUTLASS's headers, so only `kind: cutlass3`
-/// harnesses carry it (after the prelude).
-pub const CUTLASS_RUNTIME: &str = include_str!("../../templates/harness/cutlass3.cuh");
 
 /// The artifact's files, in the order they are listed in its README.
 const TEMPLATES: &[(&str, &str)] = &[
@@ -137,17 +155,6 @@ pub fn default_dir(spec: &ResolvedSpec) -> PathBuf {
     PathBuf::from("generated").join(spec.name())
 }
 
-/// The runtime, concatenated with a banner per part.
-pub fn runtime_source() -> String {
-    let mut out = String::new();
-    for (name, text) in RUNTIME_PARTS {
-        out.push_str(&format!("\n// ---- runtime: {name} ----\n"));
-        out.push_str(text.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 fn templates() -> Tera {
     let mut tera = Tera::default();
     for (name, text) in TEMPLATES {
@@ -161,7 +168,7 @@ fn templates() -> Tera {
 
 /// Renders every file of the artifact for `spec` as it would be written into `dir`.
 pub fn render(spec: &ResolvedSpec, dir: &Path) -> Result<Artifact, Error> {
-    let context = context::harness_context(spec, dir, runtime_source());
+    let context = context::harness_context(spec, dir);
     let tera_context = tera::Context::from_serialize(&context).expect("the context serializes");
     let tera = templates();
     let mut files = Vec::new();
@@ -182,6 +189,11 @@ pub fn render(spec: &ResolvedSpec, dir: &Path) -> Result<Artifact, Error> {
             executable: *name == "build.sh",
         });
     }
+    files.extend(RUNTIME_FILES.iter().map(|(name, content)| GeneratedFile {
+        name,
+        content: content.to_string(),
+        executable: false,
+    }));
     files.push(GeneratedFile {
         name: "spec.yaml",
         content: resolved_spec_yaml(spec, dir),
@@ -209,15 +221,46 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
         flags: spec.build.flags.clone(),
         flags_from: None,
     };
+    // What the harness reads at run time is spelled out: every input's init (the `inputs:`
+    // default applied), the reference's scalars and tile, the checks' repeat and timeout.
+    use crate::spec::model::{FileInit, InitPattern};
     for (t, resolved) in s.tensors.values_mut().zip(&spec.tensors) {
-        if let crate::spec::InitSource::File(p) = &resolved.init.source {
-            t.init = Some(crate::spec::model::InitPattern::File(
-                crate::spec::model::FileInit {
+        if t.output {
+            continue;
+        }
+        let init = &resolved.init;
+        (t.range, t.mean, t.std, t.seed) = (None, None, None, None);
+        match &init.source {
+            crate::spec::InitSource::File(p) => {
+                t.init = Some(InitPattern::File(FileInit {
                     file: paths::relative_to(p, dir),
-                },
-            ));
+                }));
+            }
+            crate::spec::InitSource::Generator(g) => {
+                use crate::spec::model::Generator;
+                t.init = Some(InitPattern::Generator(*g));
+                match g {
+                    Generator::Uniform | Generator::IntUniform => {
+                        t.range = Some([init.p0, init.p1]);
+                        t.seed = Some(init.seed);
+                    }
+                    Generator::Normal => {
+                        (t.mean, t.std, t.seed) = (Some(init.p0), Some(init.p1), Some(init.seed));
+                    }
+                    _ => {}
+                }
+            }
         }
     }
+    let r = &spec.reference;
+    s.reference.alpha = Some(r.alpha);
+    s.reference.beta = r.c.map(|_| r.beta);
+    s.reference.tile = Some(match r.tile_k {
+        Some(k) => vec![r.tile_m, r.tile_n, k],
+        None => vec![r.tile_m, r.tile_n],
+    });
+    s.check.repeat = Some(spec.check.repeat);
+    s.check.timeout = Some(spec.check.timeout);
     format!(
         "# Resolved by repro {} from {}; paths are relative to this folder.\n{}",
         env!("CARGO_PKG_VERSION"),

@@ -1,4 +1,4 @@
-// GPU check of the device reference (templates/harness/runtime/device_reference.cuh): every output
+// GPU check of the device reference (templates/runtime/src/device_reference.cuh): every output
 // of the fp64 device GEMM against the host reference (reference_gemm), over ragged sizes, every
 // operand layout the kernel distinguishes, batches, alpha, beta * C, bias and mixed dtypes. Run by
 // scripts/gpu-check.sh (part `reference`); tests/runtime.rs only compiles it, for the three code
@@ -10,17 +10,8 @@
 //
 // Integer-valued cases must agree bit for bit (their sums are exact in any order); the others
 // within 1e-13 of the magnitude of their terms (fp64 sums in two orders).
-#include "../../templates/harness/runtime/base.cuh"
-#include "../../templates/harness/runtime/dtype.cuh"
-#include "../../templates/harness/runtime/generators.cuh"
-#include "../../templates/harness/runtime/npy.cuh"
-#include "../../templates/harness/runtime/tensor.cuh"
-#include "../../templates/harness/runtime/reference.cuh"
-#include "../../templates/harness/runtime/compare.cuh"
-#include "../../templates/harness/runtime/report.cuh"
-#include "../../templates/harness/runtime/device.cuh"
-#include "../../templates/harness/runtime/device_inputs.cuh"
-#include "../../templates/harness/runtime/device_reference.cuh"
+// The whole runtime library, as one translation unit (what librepro_runtime.a is built from).
+#include "../../templates/runtime/src/runtime.cu"
 #include "test_rng.h"
 
 using namespace repro;

@@ -1,4 +1,4 @@
-// Host-only self-test of the harness runtime (templates/harness/runtime). Needs no GPU: it never
+// Host-only self-test of the harness runtime (templates/runtime/src). Needs no GPU: it never
 // calls a CUDA API that needs a device. Built and run by tests/runtime.rs; by hand:
 //
 //   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -o runtime_selftest tests/cpp/runtime_selftest.cu
@@ -7,26 +7,8 @@
 //   ./runtime_selftest encode DTYPE < f64-bits             # encode_bits of each hex f64 bit pattern
 //   ./runtime_selftest fatal JSON_PATH                     # exercises fatal(): exit 5 and a JSON report
 //
-// The runtime files are included in the order the generator concatenates them.
-#include "../../templates/harness/runtime/base.cuh"
-#include "../../templates/harness/runtime/dtype.cuh"
-#include "../../templates/harness/runtime/generators.cuh"
-#include "../../templates/harness/runtime/npy.cuh"
-#include "../../templates/harness/runtime/tensor.cuh"
-#include "../../templates/harness/runtime/reference.cuh"
-#include "../../templates/harness/runtime/compare.cuh"
-#include "../../templates/harness/runtime/report.cuh"
-#include "../../templates/harness/runtime/device.cuh"
-#include "../../templates/harness/runtime/device_inputs.cuh"
-#include "../../templates/harness/runtime/device_reference.cuh"
-#include "../../templates/harness/runtime/device_compare.cuh"
-#include "../../templates/harness/runtime/reference_cache.cuh"
-#include "../../templates/harness/runtime/launch.cuh"
-#include "../../templates/harness/runtime/tma.cuh"
-#include "../../templates/harness/runtime/trace.cuh"
-#include "../../templates/harness/runtime/spec_info.cuh"
-#include "../../templates/harness/runtime/probe.cuh"
-#include "../../templates/harness/runtime/bench.cuh"
+// The whole runtime library, as one translation unit (what librepro_runtime.a is built from).
+#include "../../templates/runtime/src/runtime.cu"
 
 // CUDA's own host-side conversions: an independent oracle for encode().
 #include <cuda_fp8.h>

@@ -14,6 +14,10 @@
 // sample while the GPU computes the reference, so the check costs little more than fetching the
 // sampled rows of A and columns of B.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "device_inputs.cuh"
+
 namespace repro {
 
 // One matrix operand as the device kernel reads it: element (l, row, col) is at

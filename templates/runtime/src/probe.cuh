@@ -21,6 +21,10 @@
 // Powers of two make the codes decodable: an output of alpha*K*4 in row m says that row m got
 // the A row of a row whose digit is 2, so "row m holds row m^1" can be read off two probes.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "spec_info.cuh"
+
 namespace repro {
 
 struct ProbeOutcome {
@@ -69,8 +73,8 @@ inline std::vector<std::vector<unsigned char>> probe_launch(ProbeContext& ctx, T
   std::vector<std::vector<unsigned char>> runs;
   for (int run = 0; run < ctx.repeat; ++run) {
     poison_device_outputs(tensors);
-    ctx.launch = ctx.spec->launch(tensors, ctx.stream, ctx.start, ctx.stop);
-    wait_for_kernel(ctx.stop, ctx.timeout, ctx.launch.label, ctx.launch.describe());
+    ctx.launch = launch_kernel(*ctx.spec, tensors, ctx.stream, ctx.start, ctx.stop);
+    wait_for_kernel(ctx.stop, ctx.timeout, ctx.launch.label, describe(ctx.launch));
     REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
     runs.push_back(out.host);
   }

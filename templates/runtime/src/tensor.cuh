@@ -5,6 +5,10 @@
 // strides, so col_major or padded leading dimensions are just strides). Values are defined on
 // logical indices, so a col_major tensor holds the same matrix as a row_major one.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "npy.cuh"
+
 namespace repro {
 
 // Storage offset (elements) of the element at row-major logical index `logical_index` of a

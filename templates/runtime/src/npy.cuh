@@ -5,6 +5,10 @@
 // may also be Fortran order), whatever layout the tensor has on the device. Formats numpy lacks
 // travel as raw bits: bf16 as <u2, fp8 as |u1 (ml_dtypes' |V2 / |V1 void types are accepted).
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "generators.cuh"
+
 namespace repro {
 
 // The descr written for each dtype.

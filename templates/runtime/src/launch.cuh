@@ -5,38 +5,18 @@
 // shared memory against the device's limit, raised above the 48 KiB default when asked), and
 // the translation of a failed launch into a named result.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "reference_cache.cuh"
+
 namespace repro {
 
-// A tensor's device memory as a kernel argument: converts to whatever pointer type the kernel
-// declares (`const __nv_bfloat16*`, `float*`, `cutlass::half_t*`...), after checking at compile
-// time that the element size matches the dtype the spec gives the tensor.
-// It also converts on the device, where a `kind: device` entry hands it to the task body.
-template <size_t kElementBytes>
-struct DevicePointer {
-  void* pointer;
-  template <typename T>
-  __host__ __device__ operator T*() const {
-    // void* takes any tensor; sizeof(void) must not even be named, hence the conditional type.
-    static_assert(std::is_void<T>::value || sizeof(std::conditional_t<std::is_void<T>::value, char, T>) == kElementBytes,
-                  "repro: the kernel's pointer type does not match the dtype the spec gives this tensor");
-    return static_cast<T*>(pointer);
-  }
-};
-
-// min and max of shape expressions, on int64_t whatever the literals' types.
-inline int64_t size_min(int64_t a, int64_t b) { return a < b ? a : b; }
-inline int64_t size_max(int64_t a, int64_t b) { return a < b ? b : a; }
-
-struct Launch {
-  std::string label;  // the kernel instantiation, e.g. tiled_gemm<128, 128, 32>
-  dim3 grid, block, cluster;
-  size_t smem_bytes = 0;
-
-  std::string describe() const {
-    return strprintf("grid (%u,%u,%u) block (%u,%u,%u) cluster (%u,%u,%u) smem %zu B", grid.x, grid.y, grid.z,
-                     block.x, block.y, block.z, cluster.x, cluster.y, cluster.z, smem_bytes);
-  }
-};
+// "grid (3,4,1) block (256,1,1) cluster (1,1,1) smem 49152 B"
+inline std::string describe(const Launch& launch) {
+  return strprintf("grid (%u,%u,%u) block (%u,%u,%u) cluster (%u,%u,%u) smem %zu B", launch.grid.x, launch.grid.y,
+                   launch.grid.z, launch.block.x, launch.block.y, launch.block.z, launch.cluster.x, launch.cluster.y,
+                   launch.cluster.z, launch.smem_bytes);
+}
 
 // The device the harness runs on; set by harness_main before the first launch.
 inline DeviceInfo& current_device() {
@@ -47,7 +27,8 @@ inline DeviceInfo& current_device() {
 // Before the launch: a request for more dynamic shared memory than the device has is named with
 // both numbers (the launch would only say "invalid argument"); above the 48 KiB default the
 // kernel's limit is raised, as production code must do too.
-inline void prepare_launch(const void* kernel, const Launch& launch) {
+// Declared in harness.h (this header is compiled once, into the library).
+void prepare_launch(const void* kernel, const Launch& launch) {
   const DeviceInfo& device = current_device();
   // Clusters: the grid must be made of whole clusters (the launch would only say "invalid
   // argument"), and more than 8 blocks per cluster needs the non-portable opt-in.
@@ -57,7 +38,7 @@ inline void prepare_launch(const void* kernel, const Launch& launch) {
           strprintf("launch error: grid (%u,%u,%u) is not a whole number of clusters (%u,%u,%u); every grid "
                     "dimension must be a multiple of the cluster's\n  launch %s",
                     launch.grid.x, launch.grid.y, launch.grid.z, launch.cluster.x, launch.cluster.y,
-                    launch.cluster.z, launch.describe().c_str()));
+                    launch.cluster.z, describe(launch).c_str()));
   }
   if (cluster_blocks > 8) {
     const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
@@ -66,14 +47,14 @@ inline void prepare_launch(const void* kernel, const Launch& launch) {
             strprintf("launch error: a cluster of %u blocks needs cudaFuncAttributeNonPortableClusterSizeAllowed, "
                       "which failed: %s (%s)\n  launch %s",
                       cluster_blocks, cudaGetErrorName(status), cudaGetErrorString(status),
-                      launch.describe().c_str()));
+                      describe(launch).c_str()));
   }
   if (launch.smem_bytes > device.smem_optin_bytes) {
     fatal(kExitCudaError, "fault",
           strprintf("launch error: %s asks for %zu B of dynamic shared memory; %s allows at most %zu B per block "
                     "(cudaDevAttrMaxSharedMemoryPerBlockOptin)\n  launch %s",
-                    launch.label.c_str(), launch.smem_bytes, device.name.c_str(), device.smem_optin_bytes,
-                    launch.describe().c_str()));
+                    launch.label, launch.smem_bytes, device.name.c_str(), device.smem_optin_bytes,
+                    describe(launch).c_str()));
   }
   if (launch.smem_bytes > 48 * 1024) {
     const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -86,14 +67,14 @@ inline void prepare_launch(const void* kernel, const Launch& launch) {
                       "also uses %zu B of static shared memory, the device allows %zu B per block in total\n  launch %s",
                       launch.smem_bytes, cudaGetErrorName(status), cudaGetErrorString(status),
                       static_cast<size_t>(attributes.sharedSizeBytes), device.smem_optin_bytes,
-                      launch.describe().c_str()));
+                      describe(launch).c_str()));
     }
   }
 }
 
 // A launch that fails synchronously (bad configuration, too many resources) is exit 4 with the
 // launch shape and, for resource errors, what the kernel needs against what the device has.
-inline void check_launch(cudaError_t status, const void* kernel, const Launch& launch) {
+void check_launch(cudaError_t status, const void* kernel, const Launch& launch) {
   if (status == cudaSuccess) status = cudaGetLastError();
   if (status == cudaSuccess) return;
   cudaFuncAttributes attributes = {};
@@ -132,7 +113,7 @@ inline void check_launch(cudaError_t status, const void* kernel, const Launch& l
   }
   fatal(kExitCudaError, "fault",
         strprintf("launch error: %s (%s) launching %s\n  launch %s%s", cudaGetErrorName(status),
-                  cudaGetErrorString(status), launch.label.c_str(), launch.describe().c_str(), detail.c_str()));
+                  cudaGetErrorString(status), launch.label, describe(launch).c_str(), detail.c_str()));
 }
 
 }  // namespace repro

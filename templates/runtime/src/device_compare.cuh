@@ -15,6 +15,10 @@
 // Every reduction is deterministic: each thread sums its grid-stride elements in order, each
 // block reduces in a fixed tree, and the host adds the block results in block order.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "device_reference.cuh"
+
 namespace repro {
 
 struct DeviceSums {

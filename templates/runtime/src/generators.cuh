@@ -20,6 +20,10 @@
 // -march=native unless told otherwise), so every product that feeds a sum goes through
 // rounded_product().
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "dtype.cuh"
+
 namespace repro {
 
 enum class InitKind { ones, zeros, iota, identity, uniform, int_uniform, normal, file };

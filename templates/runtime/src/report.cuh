@@ -1,6 +1,10 @@
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: the report (text lines of DESIGN §4, the JSON report, the error pattern)
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "compare.cuh"
+
 namespace repro {
 
 // A minimal JSON writer into a string: commas and nesting are tracked, strings escaped,

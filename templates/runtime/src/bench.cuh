@@ -12,6 +12,10 @@
 // Bench mode checks nothing: no reference, no comparison, outputs not poisoned between
 // launches. `repro run` is what says whether the kernel is right.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "probe.cuh"
+
 namespace repro {
 
 struct BenchOptions {
@@ -52,8 +56,8 @@ inline BenchResult bench_kernel(SpecInfo& spec, const BenchOptions& options, cud
   for (int run = 0; run < options.warmup + options.repeat; ++run) {
     const bool timed = run >= options.warmup;
     if (timed && flush != nullptr) REPRO_CUDA_CHECK(cudaMemsetAsync(flush, run & 0xFF, r.flush_bytes, stream));
-    *launch = spec.launch(spec.tensors, stream, start, stop);
-    wait_for_kernel(stop, timeout, launch->label, launch->describe());
+    *launch = launch_kernel(spec, spec.tensors, stream, start, stop);
+    wait_for_kernel(stop, timeout, launch->label, describe(*launch));
     if (!timed) continue;
     float ms = 0;
     REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));

@@ -5,6 +5,11 @@
 // outputs and a watchdog, comparison, report. The spec-specific part of harness.cu only fills a
 // SpecInfo (tensors, reference GEMM, checks) and provides the launch function.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "bench.cuh"
+#include "spec_file.cuh"
+
 namespace repro {
 
 struct Options {
@@ -17,6 +22,7 @@ struct Options {
   int repeat = -1;
   double timeout_seconds = -1;
   std::string json_path, dump_dir, emit_inputs_dir;
+  std::string spec_path;  // --spec FILE; empty: the artifact's (default_spec_path)
   std::string reference;  // --reference host|device|auto; empty: the spec's reference.provider
   std::string reference_cache;  // --reference-cache DIR: reuse a reference of the same operands
   bool check_device_inputs = false;  // compare every element made on the device with the host's
@@ -32,13 +38,15 @@ inline void print_usage(const char* argv0) {
       "  --probe            the probe suite: ones, K slices, row and column codes, identity, random; a verdict\n"
       "  --size NAME=VALUE  run at another value of one of the spec's sizes (repro sweep, repro shrink)\n"
       "  --init T=PATTERN   ones | zeros | iota | identity | uniform[:LO:HI] | int_uniform[:LO:HI] |\n"
-      "                     normal[:MEAN:STD] | file:PATH   (PATH relative to this executable's folder)\n"
+      "                     normal[:MEAN:STD] | file:PATH   (PATH relative to spec.yaml's folder)\n"
       "  --seed N           seed of every random tensor\n"
       "  --repeat N         launch N times; outputs are compared bitwise between runs\n"
       "  --timeout S        seconds one launch may take before it counts as a hang (exit 5)\n"
       "  --reference WHERE  host | device | auto: where the fp64 reference GEMM runs (default: the spec's)\n"
       "  --reference-cache DIR  reuse the reference of a run with the same operands and GEMM, kept in DIR\n"
       "  --check-device-inputs  compare every input element made on the device with the host generator\n"
+      "  --spec FILE        the resolved spec to run (default: the artifact's spec.yaml, found from here): inits,\n"
+      "                     seeds, checks and the reference are read from it at run time\n"
       "  --json FILE        write the whole report as JSON\n"
       "  --dump DIR         write inputs, outputs and the reference as .npy into DIR\n"
       "  --emit-inputs DIR  write the generated inputs as .npy and exit (no GPU needed)\n"
@@ -46,12 +54,6 @@ inline void print_usage(const char* argv0) {
       "                     --repeat N timed ones (default 20); --flush-l2 empties the L2 before each\n"
       "exit: 0 passed, 1 mismatch, 2 usage, 4 CUDA error/fault, 5 hang, 7 no usable device\n",
       argv0);
-}
-
-[[noreturn]] inline void usage_error(const std::string& message) {
-  std::fprintf(stderr, "error: %s\n(run with --help for the options)\n", message.c_str());
-  std::fflush(stderr);
-  std::_Exit(kExitUsage);
 }
 
 inline Options parse_options(int argc, char** argv) {
@@ -111,6 +113,8 @@ inline Options parse_options(int argc, char** argv) {
       options.check_device_inputs = true;
     } else if (is("--reference-cache")) {
       options.reference_cache = value_of(i, "--reference-cache");
+    } else if (is("--spec")) {
+      options.spec_path = value_of(i, "--spec");
     } else if (is("--json")) {
       options.json_path = value_of(i, "--json");
     } else if (is("--dump")) {
@@ -150,6 +154,17 @@ inline std::string executable_dir() {
   std::string path(buffer, static_cast<size_t>(n));
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// The artifact's spec.yaml: beside the executable (./build.sh), or one folder up (CMake's
+// build/harness) or two (repro's .repro/build/harness-lineinfo).
+inline std::string default_spec_path() {
+  const std::string dir = executable_dir();
+  for (const char* up : {"", "/..", "/../.."}) {
+    const std::string candidate = dir + up + "/spec.yaml";
+    if (access(candidate.c_str(), R_OK) == 0) return candidate;
+  }
+  return join_path(dir, "spec.yaml");
 }
 
 inline bool is_random(InitKind kind) {
@@ -262,24 +277,28 @@ struct PhaseTimes {
   }
 };
 
-inline int harness_main(int argc, char** argv, SpecInfo& spec) {
+inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   PhaseTimes times;
   set_command_line(argc, argv);
   const Options options = parse_options(argc, argv);
+  SpecInfo spec;
+  load_spec_file(options.spec_path.empty() ? default_spec_path() : options.spec_path, harness, &spec);
   if (!options.json_path.empty()) set_json_path(options.json_path);
   const int repeat = options.repeat > 0 ? options.repeat : spec.repeat;
   const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : spec.timeout_seconds;
   // Sizes first: every tensor and the GEMM's extents follow from them.
   std::string sizes_line;
   for (const auto& size : options.sizes) {
-    if (spec.sizes_fixed[0] != '\0')
+    if (harness.fixed_sizes != nullptr)
       usage_error(strprintf("--size %s=%lld: the sizes are compile-time constants in this harness: %s",
-                            size.first.c_str(), (long long)size.second, spec.sizes_fixed));
-    if (!spec.set_size(size.first, size.second))
+                            size.first.c_str(), (long long)size.second, harness.sizes_fixed_reason));
+    if (!set_size(spec, size.first, size.second))
       usage_error(strprintf("--size %s=...: the spec declares no size `%s`", size.first.c_str(), size.first.c_str()));
     sizes_line += strprintf("%s%s=%lld", sizes_line.empty() ? "" : " ", size.first.c_str(), (long long)size.second);
   }
-  spec.tensors = spec.make_tensors();
+  make_tensors(spec);
+  // A leading batch dimension on the output makes the GEMM batched (as repro resolves it).
+  spec.gemm.batched = spec.tensors[size_t(spec.gemm.out)].rank == 3;
   {
     const GemmDims dims = gemm_dims(spec.tensors, spec.gemm.a, spec.gemm.out, spec.gemm.batched);
     spec.gemm.L = dims.L, spec.gemm.M = dims.M, spec.gemm.N = dims.N, spec.gemm.K = dims.K;
@@ -308,7 +327,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     inputs_line += device_path        ? " -> made on the device, fp64 device reference, compared on the device"
                    : device_reference ? " -> fp64 device reference"
                                       : " -> fp64 host reference";
-  const std::string base_dir = executable_dir();
+  const std::string& base_dir = spec.base_dir;
   for (Tensor& t : tensors) {
     if (device_path && is_generated_input(t)) continue;  // made on the device, after the context
     std::string error;
@@ -367,7 +386,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
     Launch launch;
     const BenchResult result = bench_kernel(spec, options.bench_options, stream, start, stop, timeout, &launch);
     times.end("launches");
-    std::printf("launch  %s\n", launch.describe().c_str());
+    std::printf("launch  %s\n", describe(launch).c_str());
     report_bench(result, options.bench_options, spec);
     times.report();
     for (Tensor& t : tensors) cudaFree(t.device);
@@ -460,10 +479,10 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   if (device_path && repeat > 1) REPRO_CUDA_CHECK(cudaMalloc(&first_run_device, std::max<size_t>(out.storage_bytes(), 1)));
   for (int run = 0; run < repeat; ++run) {
     poison_device_outputs(tensors);
-    if (run == 0 && spec.reset_trace) spec.reset_trace();
-    launch = spec.launch(tensors, stream, start, stop);
-    wait_for_kernel(stop, timeout, launch.label, launch.describe());
-    if (run == 0 && spec.read_trace) trace = spec.read_trace();
+    if (run == 0) reset_trace(spec);
+    launch = launch_kernel(spec, tensors, stream, start, stop);
+    wait_for_kernel(stop, timeout, launch.label, describe(launch));
+    if (run == 0) trace = read_trace(spec);
     float ms = 0;
     REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     kernel_ms.push_back(ms);
@@ -524,7 +543,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   report_set("compared_on", json_string(compared_where));
   times.end("compare");
 
-  std::printf("launch  %s   kernel %.3f ms%s\n", launch.describe().c_str(), median_ms,
+  std::printf("launch  %s   kernel %.3f ms%s\n", describe(launch).c_str(), median_ms,
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
   if (!analytic) std::printf("ref     %s\n", reference_line.c_str());
   print_comparison_line(out.name.c_str(), comparison);
@@ -596,7 +615,7 @@ inline int harness_main(int argc, char** argv, SpecInfo& spec) {
   {
     JsonWriter w;
     w.begin_object();
-    w.field("kernel", launch.label);
+    w.field("kernel", std::string(launch.label));
     w.key("grid").begin_array().value(launch.grid.x).value(launch.grid.y).value(launch.grid.z).end_array();
     w.key("block").begin_array().value(launch.block.x).value(launch.block.y).value(launch.block.z).end_array();
     w.key("cluster").begin_array().value(launch.cluster.x).value(launch.cluster.y).value(launch.cluster.z).end_array();

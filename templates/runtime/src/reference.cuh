@@ -7,6 +7,9 @@
 // exact for the integer-valued probes and ~1e-16 relative otherwise: far below any kernel's
 // error. In a batched problem a rank-2 operand is shared by every batch.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "tensor.cuh"
 #include <memory>
 
 namespace repro {

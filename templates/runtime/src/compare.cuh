@@ -1,6 +1,10 @@
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: comparing an output with its reference
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "reference.cuh"
+
 namespace repro {
 
 // exact: analytic mode (--ones and the probes, DESIGN §6). The right answer is known in closed

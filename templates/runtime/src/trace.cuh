@@ -7,9 +7,11 @@
 // alpha*K. The first stage that is wrong names where the defect is: the load (or TMA) path, the
 // MMA, or the epilogue.
 // ---------------------------------------------------------------------------------------------
-namespace repro {
+#pragma once
 
-enum class TraceRole { operand, accumulator, output };
+#include "tma.cuh"
+
+namespace repro {
 
 inline const char* trace_role_name(TraceRole role) {
   switch (role) {

@@ -15,6 +15,10 @@
 // interrupted run never leaves a half file under a valid name. The directory keeps the
 // kReferenceCacheEntries most recently used references; older ones are deleted.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "device_compare.cuh"
+
 namespace repro {
 
 constexpr int kReferenceCacheEntries = 4;

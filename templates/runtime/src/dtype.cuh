@@ -7,28 +7,11 @@
 // mirror (src/inputs/convert.rs) implements the same functions bit for bit.
 // Storage is little-endian, as on every host CUDA runs on.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "base.cuh"
+
 namespace repro {
-
-enum class DType { f64, f32, tf32, f16, bf16, e4m3, e5m2, i8, u8, i32, u32, i64, boolean };
-
-inline const char* dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::f64: return "f64";
-    case DType::f32: return "f32";
-    case DType::tf32: return "tf32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::e4m3: return "e4m3";
-    case DType::e5m2: return "e5m2";
-    case DType::i8: return "i8";
-    case DType::u8: return "u8";
-    case DType::i32: return "i32";
-    case DType::u32: return "u32";
-    case DType::i64: return "i64";
-    case DType::boolean: return "bool";
-  }
-  return "?";
-}
 
 // The inverse of dtype_name.
 inline bool parse_dtype(const std::string& name, DType* out) {
@@ -42,25 +25,6 @@ inline bool parse_dtype(const std::string& name, DType* out) {
   return false;
 }
 
-// Bytes per element in storage (tf32 is stored as f32).
-REPRO_HD inline size_t dtype_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::f64:
-    case DType::i64: return 8;
-    case DType::f32:
-    case DType::tf32:
-    case DType::i32:
-    case DType::u32: return 4;
-    case DType::f16:
-    case DType::bf16: return 2;
-    case DType::e4m3:
-    case DType::e5m2:
-    case DType::i8:
-    case DType::u8:
-    case DType::boolean: return 1;
-  }
-  return 1;
-}
 
 REPRO_HD inline bool dtype_is_float(DType dtype) {
   switch (dtype) {

@@ -1,6 +1,10 @@
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: the device, the watchdog, and how the process ends
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "report.cuh"
+
 namespace repro {
 
 inline std::string g_argv0 = "./harness";

@@ -1,16 +1,36 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: CUTLASS 3.x kernels (kind: cutlass3)
+// repro/cutlass3.h: CUTLASS 3.x kernels (kind: cutlass3)
 //
-// Pasted after the spec's prelude, so the CUTLASS headers and the kernel's own aliases are in
-// scope. The spec names a cutlass::gemm::kernel::GemmUniversal<...> type; this part builds its
+// Included by harness.cu after the spec's prelude, so the CUTLASS headers and the kernel's own
+// aliases are in scope; compiled with the production flags, as part of the kernel's own code. The spec names a cutlass::gemm::kernel::GemmUniversal<...> type; this part builds its
 // Arguments from the spec's tensors (problem shape from their shapes, strides from their
 // layouts, alpha/beta from the reference), asks CUTLASS whether it can run them, and launches
 // through CUTLASS's own GemmUniversalAdapter, as production code does.
 // ---------------------------------------------------------------------------------------------
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+#include <vector>
+
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
+
+#include <repro/harness.h>
 
 namespace repro {
 namespace cutlass3 {
+
+// printf into a std::string (a std::string never crosses into the runtime library).
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline std::string strprintf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  char buffer[4096];
+  std::vsnprintf(buffer, sizeof buffer, format, args);
+  va_end(args);
+  return buffer;
+}
 
 // The spec dtype of a CUTLASS element type, so that `dtype: bf16` in the spec and
 // `cutlass::bfloat16_t` in the kernel are checked against each other instead of cast.
@@ -38,15 +58,15 @@ struct Problems {
 };
 
 template <typename Element>
-void check_element(const char* role, const Tensor& t, Problems* problems) {
+void check_element(const char* role, const TensorView& t, Problems* problems) {
   if constexpr (!ElementDType<Element>::known) {
     problems->add(strprintf("%s: the kernel's Element%s is a type repro does not map to a spec dtype (%zu bytes); "
                             "tensor %s is %s",
-                            role, role, sizeof(Element), t.name.c_str(), dtype_name(t.dtype)));
+                            role, role, sizeof(Element), t.name, dtype_name(t.dtype)));
   } else if (ElementDType<Element>::value != t.dtype) {
     problems->add(strprintf("%s: tensor %s is %s in the spec, but the kernel's Element%s is %s; make them agree "
                             "(the spec describes the production data, the kernel type its instantiation)",
-                            role, t.name.c_str(), dtype_name(t.dtype), role,
+                            role, t.name, dtype_name(t.dtype), role,
                             dtype_name(ElementDType<Element>::value)));
   }
 }
@@ -56,7 +76,7 @@ void check_element(const char* role, const Tensor& t, Problems* problems) {
 // spec; otherwise the layout pasted into the kernel contradicts the data, which is exactly the
 // mistake a reproducer must catch before it launches anything.
 template <typename Stride>
-Stride make_stride(const char* role, const Tensor& t, const char* const mode_names[3], const int64_t wanted[3],
+Stride make_stride(const char* role, const TensorView& t, const char* const mode_names[3], const int64_t wanted[3],
                    const int64_t extents[3], Problems* problems) {
   Stride stride{};
   cute::for_each(cute::make_seq<3>{}, [&](auto i) {
@@ -69,8 +89,8 @@ Stride make_stride(const char* role, const Tensor& t, const char* const mode_nam
             "%s: the kernel's Stride%s fixes the stride of mode %s to %lld, but tensor %s has stride %lld there "
             "(its layout in the spec and the kernel's Layout%s disagree: fix `layout:`/`strides:` of %s, or the "
             "layout in the prelude)",
-            role, role, mode_names[mode], static_cast<long long>(S::value), t.name.c_str(),
-            static_cast<long long>(wanted[mode]), role, t.name.c_str()));
+            role, role, mode_names[mode], static_cast<long long>(S::value), t.name,
+            static_cast<long long>(wanted[mode]), role, t.name));
       }
     } else {
       cute::get<mode>(stride) = static_cast<S>(wanted[mode]);
@@ -81,7 +101,7 @@ Stride make_stride(const char* role, const Tensor& t, const char* const mode_nam
 
 // TMA (which every sm90 CUTLASS mainloop and epilogue use) needs each non-unit stride to be a
 // multiple of 16 bytes; can_implement refuses otherwise and CUTLASS does not say why.
-inline void explain_alignment(const char* role, const Tensor& t, const int64_t strides[3], const int64_t extents[3],
+inline void explain_alignment(const char* role, const TensorView& t, const int64_t strides[3], const int64_t extents[3],
                               const char* const mode_names[3], std::vector<std::string>* reasons) {
   const size_t bytes = dtype_bytes(t.dtype);
   for (int mode = 0; mode < 3; ++mode) {
@@ -90,18 +110,27 @@ inline void explain_alignment(const char* role, const Tensor& t, const int64_t s
     if (stride_bytes % 16 != 0)
       reasons->push_back(strprintf("%s (%s): the stride of mode %s is %lld elements = %lld B, not a multiple of the "
                                    "16 B TMA requires",
-                                   role, t.name.c_str(), mode_names[mode], static_cast<long long>(strides[mode]),
+                                   role, t.name, mode_names[mode], static_cast<long long>(strides[mode]),
                                    static_cast<long long>(stride_bytes)));
   }
 }
 
 // Strides of a spec tensor in CUTLASS's (row, column, batch) modes. A rank-2 tensor in a
 // batched problem would be shared by the batches; CUTLASS expresses that with batch stride 0.
-inline void modes_of(const Tensor& t, int row_dim, int col_dim, int64_t strides[3], int64_t L) {
+inline void modes_of(const TensorView& t, int row_dim, int col_dim, int64_t strides[3], int64_t L) {
   const int base = t.rank - 2;
   strides[0] = t.strides[base + row_dim];
   strides[1] = t.strides[base + col_dim];
   strides[2] = t.rank == 3 ? t.strides[0] : (L > 1 ? 0 : t.shape[base] * t.shape[base + 1]);
+}
+
+// The GEMM's extents from its tensors (A [L?, M, K], D [L?, M, N]), as the reference reads them.
+struct Extents {
+  int64_t L, M, N, K;
+};
+inline Extents extents(const TensorView& a, const TensorView& d) {
+  return {d.rank == 3 ? d.shape[0] : 1, d.rank >= 2 ? d.shape[d.rank - 2] : 1, d.shape[d.rank - 1],
+          a.shape[a.rank - 1]};
 }
 
 template <typename GemmKernel>
@@ -123,7 +152,7 @@ struct Runner {
   bool prepared = false;
 
   // a [M,K], b [K,N], c and d [M,N] (each optionally with a leading L).
-  void prepare(const Tensor& a, const Tensor& b, const Tensor* c, const Tensor& d, double alpha, double beta,
+  void prepare(const TensorView& a, const TensorView& b, const TensorView* c, const TensorView& d, double alpha, double beta,
                int64_t L, int64_t M, int64_t N, int64_t K) {
     Problems problems;
     check_element<ElementA>("A", a, &problems);
@@ -133,7 +162,7 @@ struct Runner {
       if (c != nullptr) check_element<ElementC>("C", *c, &problems);
     } else if (c != nullptr) {
       problems.add(strprintf("C: the spec gives reference.c (%s), but the kernel's epilogue has no source "
-                             "(ElementC is void)", c->name.c_str()));
+                             "(ElementC is void)", c->name));
     }
     static const char* const kModesA[3] = {"M", "K", "L"};
     static const char* const kModesB[3] = {"N", "K", "L"};
@@ -177,8 +206,10 @@ struct Runner {
     // The default fusion (LinearCombination) and its activation variants take alpha and beta.
     arguments.epilogue.thread.alpha = static_cast<decltype(arguments.epilogue.thread.alpha)>(alpha);
     arguments.epilogue.thread.beta = static_cast<decltype(arguments.epilogue.thread.beta)>(c != nullptr ? beta : 0.0);
-    arguments.hw_info.device_id = current_device().ordinal;
-    arguments.hw_info.sm_count = current_device().sm_count;
+    int device = 0;
+    REPRO_CUDA_CHECK(cudaGetDevice(&device));
+    REPRO_CUDA_CHECK(cudaDeviceGetAttribute(&arguments.hw_info.sm_count, cudaDevAttrMultiProcessorCount, device));
+    arguments.hw_info.device_id = device;
 
     const cutlass::Status implementable = gemm.can_implement(arguments);
     if (implementable != cutlass::Status::kSuccess) {
@@ -195,19 +226,20 @@ struct Runner {
       fatal(kExitUsage, "spec",
             strprintf("CUTLASS can_implement refused this problem (M=%lld N=%lld K=%lld L=%lld): %s%s",
                       static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
-                      static_cast<long long>(L), cutlass::cutlassGetStatusString(implementable), why.c_str()));
+                      static_cast<long long>(L), cutlass::cutlassGetStatusString(implementable), why.c_str())
+                .c_str());
     }
     const size_t workspace_bytes = Gemm::get_workspace_size(arguments);
     if (workspace_bytes > 0) REPRO_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
     prepared = true;
   }
 
-  Launch launch(const std::string& label, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop) {
+  Launch launch(const char* label, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop) {
     const cutlass::Status initialized = gemm.initialize(arguments, workspace, stream);
     if (initialized != cutlass::Status::kSuccess)
       fatal(kExitCudaError, "fault",
-            strprintf("CUTLASS initialize failed for %s: %s", label.c_str(),
-                      cutlass::cutlassGetStatusString(initialized)));
+            strprintf("CUTLASS initialize failed for %s: %s", label, cutlass::cutlassGetStatusString(initialized))
+                .c_str());
     Launch launch;
     launch.label = label;
     launch.grid = Gemm::get_grid_shape(gemm.params());
@@ -220,8 +252,12 @@ struct Runner {
     if (ran != cutlass::Status::kSuccess) {
       const cudaError_t error = cudaGetLastError();
       fatal(kExitCudaError, "fault",
-            strprintf("launch error: CUTLASS run failed for %s: %s (%s)\n  launch %s", label.c_str(),
-                      cutlass::cutlassGetStatusString(ran), cudaGetErrorName(error), launch.describe().c_str()));
+            strprintf("launch error: CUTLASS run failed for %s: %s (%s)\n  launch grid (%u,%u,%u) block (%u,%u,%u) "
+                      "cluster (%u,%u,%u) smem %zu B",
+                      label, cutlass::cutlassGetStatusString(ran), cudaGetErrorName(error), launch.grid.x,
+                      launch.grid.y, launch.grid.z, launch.block.x, launch.block.y, launch.block.z, launch.cluster.x,
+                      launch.cluster.y, launch.cluster.z, launch.smem_bytes)
+                .c_str());
     }
     REPRO_CUDA_CHECK(cudaEventRecord(stop, stream));
     return launch;

@@ -11,6 +11,10 @@
 // The host still needs a few operand values: the cross-check of the device reference reads
 // sampled rows of A and columns of B. gather_bits() fetches exactly those elements.
 // ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "device.cuh"
+
 namespace repro {
 
 // A tensor's layout by value, for kernels (Tensor itself holds host vectors and strings).

@@ -1,10 +1,12 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: base
+// repro runtime: base
 //
-// The runtime is plain host C++17 that every generated harness contains verbatim, in this order:
-// base, dtype, generators, npy, tensor, reference, compare, report, device. Each part may use what
-// the parts before it define. Everything lives in namespace repro.
+// The runtime's own headers, one concern each, are compiled into the static library by
+// runtime.cu, with the runtime's fixed flags (never the production ones). Each header may use
+// what the headers it includes define. Everything lives in namespace repro; what harness.cu
+// sees is include/repro/harness.h.
 // ---------------------------------------------------------------------------------------------
+#pragma once
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -31,6 +33,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <repro/harness.h>
+
 // The input generators must give the same bits as `repro` itself (the Rust mirror in
 // src/inputs). -ffast-math lets the host compiler reorder and fuse their arithmetic.
 #if defined(__FAST_MATH__)
@@ -45,24 +49,13 @@
 #define REPRO_HOST_HOT
 #endif
 
-// Functions the device runs too: the input generators and the dtype conversions, so that inputs
-// generated on the GPU are the host's bit for bit (device_inputs.cuh), and the element test, so
-// that a comparison can run where the reference is (device_compare.cuh). Such functions use no
-// std::max/std::min (constexpr host functions, callable on the device only under
-// --expt-relaxed-constexpr, which production flags need not have).
-#define REPRO_HD __host__ __device__
+// REPRO_HD (harness.h) marks functions the device runs too: the input generators and the dtype
+// conversions, so that inputs generated on the GPU are the host's bit for bit (device_inputs.cuh),
+// and the element test, so that a comparison can run where the reference is (device_compare.cuh).
+// Such functions use no std::max/std::min (constexpr host functions, callable on the device only
+// under --expt-relaxed-constexpr).
 
 namespace repro {
-
-// Exit codes, shared with `repro` itself (DESIGN §2).
-inline constexpr int kExitPassed = 0;
-inline constexpr int kExitMismatch = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitBuild = 3;
-inline constexpr int kExitCudaError = 4;
-inline constexpr int kExitHang = 5;
-inline constexpr int kExitSanitizer = 6;
-inline constexpr int kExitNoDevice = 7;
 
 // Prints `message` and the disposition, writes the JSON report if one was asked for, and exits
 // without running destructors (they could block on a wedged device). Defined in device.cuh.
@@ -93,8 +86,6 @@ inline std::string format_value(double v) {
   return strprintf("%.6g", v);
 }
 
-// Calls body(begin, end) on contiguous chunks of [0, count), one chunk per host core, and
-// waits for all of them. Work below `min_chunk` items per thread stays on fewer threads.
 inline std::string join_path(const std::string& dir, const std::string& file) {
   return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
 }
@@ -110,10 +101,15 @@ inline std::string make_directories(const std::string& dir) {
   }
 }
 
-// Integer ceiling division: blocks of a size, padded extents, and the spec's grid expressions
-// such as ceil_div(N, 128).
-REPRO_HD inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// A usage or spec error found by the harness: exit 2.
+[[noreturn]] inline void usage_error(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n(run with --help for the options)\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(kExitUsage);
+}
 
+// Calls body(begin, end) on contiguous chunks of [0, count), one chunk per host core, and
+// waits for all of them. Work below `min_chunk` items per thread stays on fewer threads.
 template <typename Body>
 void parallel_for(int64_t count, int64_t min_chunk, Body body) {
   if (count <= 0) return;
@@ -134,21 +130,4 @@ void parallel_for(int64_t count, int64_t min_chunk, Body body) {
   for (std::thread& worker : workers) worker.join();
 }
 
-// Called by REPRO_CUDA_CHECK when a CUDA runtime call fails.
-[[noreturn]] inline void cuda_call_failed(const char* call, const char* file, int line, cudaError_t status) {
-  const std::string message = strprintf("CUDA error: %s failed at %s:%d: %s (%s)", call, file, line,
-                                        cudaGetErrorName(status), cudaGetErrorString(status));
-  std::fprintf(stderr, "%s\n", message.c_str());
-  fatal(kExitCudaError, "fault", message);
-}
-
 }  // namespace repro
-
-// Checks a CUDA runtime call; on failure names the call, where it is, and the error, then exits
-// with kExitCudaError through repro::fatal.
-#define REPRO_CUDA_CHECK(call)                                                     \
-  do {                                                                             \
-    const cudaError_t repro_status_ = (call);                                      \
-    if (repro_status_ != cudaSuccess)                                              \
-      ::repro::cuda_call_failed(#call, __FILE__, __LINE__, repro_status_);         \
-  } while (0)

@@ -1,0 +1,567 @@
+// ---------------------------------------------------------------------------------------------
+// repro runtime: reading the artifact's spec.yaml at run time
+//
+// Inits, seeds, tolerances, repeats, timeouts, the reference and its provider, and the sizes are
+// not compiled into harness.cu: the runtime reads them here, so that editing them re-runs at once
+// with no nvcc call. spec.yaml is the resolved spec repro writes (every input's init spelled
+// out), and this reader takes the block YAML repro writes plus what a person editing it by hand
+// is likely to write: block mappings and sequences, one-line flow collections (`[1, 2]`,
+// `{ file: a.npy }`), plain and quoted scalars, `|` and `>` block scalars (skipped over), and
+// comments. Anything else is an error with the line, never a guess.
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "spec_info.cuh"
+
+namespace repro {
+
+// spec.yaml cannot be used as it is: exit 2.
+[[noreturn]] inline void spec_file_error(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(kExitUsage);
+}
+
+struct YamlNode {
+  enum class Kind { null, scalar, map, seq } kind = Kind::null;
+  std::string text;  // scalar
+  std::vector<std::pair<std::string, YamlNode>> entries;  // map, in file order
+  std::vector<YamlNode> items;                            // seq
+  int line = 0;
+
+  const YamlNode* get(const std::string& key) const {
+    for (const auto& entry : entries)
+      if (entry.first == key) return &entry.second;
+    return nullptr;
+  }
+};
+
+class YamlReader {
+ public:
+  YamlReader(const std::string& path, const std::string& text) : path_(path) {
+    size_t begin = 0;
+    int number = 1;
+    while (begin <= text.size()) {
+      size_t end = text.find('\n', begin);
+      if (end == std::string::npos) end = text.size();
+      std::string raw = text.substr(begin, end - begin);
+      if (!raw.empty() && raw.back() == '\r') raw.pop_back();
+      lines_.push_back(Line{number++, raw, 0, ""});
+      begin = end + 1;
+    }
+    for (Line& l : lines_) {
+      size_t indent = 0;
+      while (indent < l.raw.size() && l.raw[indent] == ' ') ++indent;
+      if (indent < l.raw.size() && l.raw[indent] == '\t') fail(l.number, "a tab in the indentation (YAML indents with spaces)");
+      l.indent = int(indent);
+      l.content = trim(strip_comment(l.raw.substr(indent)));
+    }
+  }
+
+  YamlNode document() {
+    skip_blank();
+    if (at_ >= lines_.size()) return YamlNode{};
+    if (lines_[at_].content == "---") {
+      ++at_;
+      skip_blank();
+    }
+    YamlNode root = block(lines_[at_].indent);
+    skip_blank();
+    if (at_ < lines_.size()) fail(lines_[at_].number, "unexpected indentation");
+    return root;
+  }
+
+  [[noreturn]] void fail(int line, const std::string& message) const {
+    std::fprintf(stderr, "error: %s:%d: %s\n", path_.c_str(), line, message.c_str());
+    std::fflush(stderr);
+    std::_Exit(kExitUsage);
+  }
+
+ private:
+  struct Line {
+    int number;
+    std::string raw;
+    int indent;
+    std::string content;  // without indentation and comment
+  };
+
+  std::string path_;
+  std::vector<Line> lines_;
+  size_t at_ = 0;
+
+  static std::string trim(const std::string& s) {
+    size_t a = 0, b = s.size();
+    while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+    while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+    return s.substr(a, b - a);
+  }
+
+  // A `#` starts a comment at the line's start or after a space, outside quotes.
+  static std::string strip_comment(const std::string& s) {
+    char quote = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i];
+      if (quote) {
+        if (c == quote) quote = 0;
+      } else if (c == '\'' || c == '"') {
+        quote = c;
+      } else if (c == '#' && (i == 0 || s[i - 1] == ' ')) {
+        return s.substr(0, i);
+      }
+    }
+    return s;
+  }
+
+  void skip_blank() {
+    while (at_ < lines_.size() && lines_[at_].content.empty()) ++at_;
+  }
+
+  static bool is_item(const std::string& content) {
+    return content == "-" || content.rfind("- ", 0) == 0;
+  }
+
+  // The position of the `:` that ends a mapping key (followed by a space or the line's end),
+  // outside quotes and brackets; npos when the text is no `key: value`.
+  static size_t key_colon(const std::string& s) {
+    char quote = 0;
+    int depth = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i];
+      if (quote) {
+        if (c == quote) quote = 0;
+      } else if (c == '\'' || c == '"') {
+        if (i == 0) quote = c;
+      } else if (c == '[' || c == '{') {
+        if (i == 0) return std::string::npos;  // a flow collection, not a key
+        ++depth;
+      } else if (c == ']' || c == '}') {
+        --depth;
+      } else if (c == ':' && depth == 0 && (i + 1 == s.size() || s[i + 1] == ' ')) {
+        return i;
+      }
+    }
+    return std::string::npos;
+  }
+
+  // The block starting at the current line, whose lines are indented `indent`.
+  YamlNode block(int indent) {
+    skip_blank();
+    const Line& first = lines_[at_];
+    return is_item(first.content) ? sequence(indent) : mapping(indent);
+  }
+
+  YamlNode mapping(int indent) {
+    YamlNode node;
+    node.kind = YamlNode::Kind::map;
+    node.line = lines_[at_].number;
+    while (true) {
+      skip_blank();
+      if (at_ >= lines_.size() || lines_[at_].indent < indent) break;
+      Line& l = lines_[at_];
+      if (l.indent > indent) fail(l.number, "unexpected indentation");
+      if (is_item(l.content)) break;
+      const size_t colon = key_colon(l.content);
+      if (colon == std::string::npos) fail(l.number, strprintf("expected `key: value`, found `%s`", l.content.c_str()));
+      const std::string key = unquote(trim(l.content.substr(0, colon)), l.number);
+      const std::string rest = trim(l.content.substr(colon + 1));
+      const int number = l.number;
+      ++at_;
+      YamlNode value;
+      if (rest.empty()) {
+        skip_blank();
+        if (at_ < lines_.size() && lines_[at_].indent > indent) {
+          value = block(lines_[at_].indent);
+        } else if (at_ < lines_.size() && lines_[at_].indent == indent && is_item(lines_[at_].content)) {
+          value = sequence(indent);  // `key:` then `- item` at the key's own indentation
+        }
+        value.line = value.line ? value.line : number;
+      } else if (rest[0] == '|' || rest[0] == '>') {
+        value = block_scalar(indent, number);
+      } else {
+        value = flow(rest, number);
+      }
+      node.entries.emplace_back(key, std::move(value));
+    }
+    return node;
+  }
+
+  YamlNode sequence(int indent) {
+    YamlNode node;
+    node.kind = YamlNode::Kind::seq;
+    node.line = lines_[at_].number;
+    while (true) {
+      skip_blank();
+      if (at_ >= lines_.size() || lines_[at_].indent != indent || !is_item(lines_[at_].content)) break;
+      Line& l = lines_[at_];
+      const std::string rest = l.content == "-" ? "" : trim(l.content.substr(2));
+      if (rest.empty()) {
+        ++at_;
+        skip_blank();
+        if (at_ < lines_.size() && lines_[at_].indent > indent) node.items.push_back(block(lines_[at_].indent));
+        else node.items.push_back(YamlNode{});
+      } else if (key_colon(rest) != std::string::npos || is_item(rest)) {
+        // `- key: value` opens a mapping (or `- - x` a sequence) whose lines are indented like
+        // the text after the dash: read this line again as such.
+        l.indent = indent + int(l.content.size() - rest.size());
+        l.content = rest;
+        node.items.push_back(block(l.indent));
+      } else if (rest[0] == '|' || rest[0] == '>') {
+        ++at_;
+        node.items.push_back(block_scalar(indent, l.number));
+      } else {
+        ++at_;
+        node.items.push_back(flow(rest, l.number));
+      }
+    }
+    return node;
+  }
+
+  // `|` or `>`: the lines indented deeper than the key. Their text is kept for `|` (nothing the
+  // runtime reads is a block scalar: prelude, setup).
+  YamlNode block_scalar(int indent, int number) {
+    YamlNode node;
+    node.kind = YamlNode::Kind::scalar;
+    node.line = number;
+    while (at_ < lines_.size() && (lines_[at_].content.empty() || lines_[at_].indent > indent)) {
+      node.text += lines_[at_].raw + "\n";
+      ++at_;
+    }
+    return node;
+  }
+
+  std::string unquote(const std::string& s, int line) const {
+    if (s.size() >= 2 && s[0] == '\'' && s.back() == '\'') {
+      std::string out;
+      for (size_t i = 1; i + 1 < s.size(); ++i) {
+        out += s[i];
+        if (s[i] == '\'' && s[i + 1] == '\'') ++i;
+      }
+      return out;
+    }
+    if (s.size() >= 2 && s[0] == '"' && s.back() == '"') {
+      std::string out;
+      for (size_t i = 1; i + 1 < s.size(); ++i) {
+        if (s[i] != '\\') {
+          out += s[i];
+          continue;
+        }
+        const char e = s[++i];
+        switch (e) {
+          case 'n': out += '\n'; break;
+          case 't': out += '\t'; break;
+          case '0': out += '\0'; break;
+          case '\\': out += '\\'; break;
+          case '"': out += '"'; break;
+          case '/': out += '/'; break;
+          case 'x': {
+            if (i + 2 >= s.size()) fail(line, "a \\x escape needs two hex digits");
+            out += char(std::strtol(s.substr(i + 1, 2).c_str(), nullptr, 16));
+            i += 2;
+            break;
+          }
+          default: out += '\\', out += e;  // kept as written: nothing the runtime reads uses it
+        }
+      }
+      return out;
+    }
+    if (!s.empty() && (s[0] == '\'' || s[0] == '"')) fail(line, "an unterminated quoted string");
+    return s;
+  }
+
+  // A one-line value: a scalar, `[a, b]` or `{k: v}`, nested.
+  YamlNode flow(const std::string& text, int line) {
+    if (text[0] != '[' && text[0] != '{' && text[0] != '\'' && text[0] != '"') {
+      // A plain scalar outside a flow collection: commas and brackets are its own.
+      YamlNode node;
+      node.kind = text == "~" || text == "null" ? YamlNode::Kind::null : YamlNode::Kind::scalar;
+      node.text = text;
+      node.line = line;
+      return node;
+    }
+    size_t at = 0;
+    YamlNode node = flow_value(text, at, line);
+    while (at < text.size() && text[at] == ' ') ++at;
+    if (at != text.size()) fail(line, strprintf("unexpected `%s` after the value", text.substr(at).c_str()));
+    return node;
+  }
+
+  YamlNode flow_value(const std::string& s, size_t& at, int line) {
+    while (at < s.size() && s[at] == ' ') ++at;
+    YamlNode node;
+    node.line = line;
+    if (at < s.size() && (s[at] == '[' || s[at] == '{')) {
+      const bool is_map = s[at] == '{';
+      const char close = is_map ? '}' : ']';
+      node.kind = is_map ? YamlNode::Kind::map : YamlNode::Kind::seq;
+      ++at;
+      while (true) {
+        while (at < s.size() && s[at] == ' ') ++at;
+        if (at >= s.size()) fail(line, strprintf("a flow collection without its `%c` (repro reads flow collections on one line)", close));
+        if (s[at] == close) {
+          ++at;
+          return node;
+        }
+        if (is_map) {
+          const size_t colon = flow_key_end(s, at);
+          if (colon == std::string::npos) fail(line, "expected `key: value` in `{...}`");
+          const std::string key = unquote(trim(s.substr(at, colon - at)), line);
+          at = colon + 1;
+          node.entries.emplace_back(key, flow_value(s, at, line));
+        } else {
+          node.items.push_back(flow_value(s, at, line));
+        }
+        while (at < s.size() && s[at] == ' ') ++at;
+        if (at < s.size() && s[at] == ',') ++at;
+        else if (at >= s.size() || s[at] != close) fail(line, strprintf("expected `,` or `%c`", close));
+      }
+    }
+    node.kind = YamlNode::Kind::scalar;
+    const size_t begin = at;
+    if (at < s.size() && (s[at] == '\'' || s[at] == '"')) {
+      const char quote = s[at++];
+      while (at < s.size()) {
+        if (s[at] == '\\' && quote == '"') at += 2;
+        else if (s[at] == quote && quote == '\'' && at + 1 < s.size() && s[at + 1] == '\'') at += 2;
+        else if (s[at] == quote) break;
+        else ++at;
+      }
+      if (at >= s.size()) fail(line, "an unterminated quoted string");
+      ++at;
+      node.text = unquote(s.substr(begin, at - begin), line);
+      return node;
+    }
+    // A plain scalar ends at a `,`, `]` or `}` of an enclosing flow collection.
+    int depth = 0;
+    while (at < s.size()) {
+      const char c = s[at];
+      if (c == '(' || c == '<') ++depth;
+      else if ((c == ')' || c == '>') && depth > 0) --depth;
+      else if (depth == 0 && (c == ',' || c == ']' || c == '}')) break;
+      ++at;
+    }
+    node.text = trim(s.substr(begin, at - begin));
+    if (node.text == "~" || node.text == "null") node.kind = YamlNode::Kind::null;
+    return node;
+  }
+
+  static size_t flow_key_end(const std::string& s, size_t at) {
+    for (size_t i = at; i < s.size(); ++i) {
+      if (s[i] == ':' && (i + 1 == s.size() || s[i + 1] == ' ')) return i;
+      if (s[i] == ',' || s[i] == '}') return std::string::npos;
+    }
+    return std::string::npos;
+  }
+};
+
+// The values of spec.yaml the run reads, checked as they are read. A wrong value names its line.
+class SpecFile {
+ public:
+  SpecFile(const std::string& path, const std::string& text) : reader_(path, text), root_(reader_.document()) {
+    if (root_.kind != YamlNode::Kind::map) reader_.fail(root_.line ? root_.line : 1, "spec.yaml is no mapping");
+  }
+
+  const YamlNode* section(const char* key) const { return root_.get(key); }
+
+  const YamlNode& require(const YamlNode& map, const char* key, const char* where) const {
+    const YamlNode* v = map.kind == YamlNode::Kind::map ? map.get(key) : nullptr;
+    if (v == nullptr) reader_.fail(map.line, strprintf("%s has no `%s`", where, key));
+    return *v;
+  }
+
+  std::string text(const YamlNode& v, const char* what) const {
+    if (v.kind != YamlNode::Kind::scalar) reader_.fail(v.line, strprintf("%s must be a single value", what));
+    return v.text;
+  }
+
+  double number(const YamlNode& v, const char* what) const {
+    const std::string t = text(v, what);
+    char* end = nullptr;
+    const double x = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0') {
+      if (t == ".nan" || t == ".NaN") return std::numeric_limits<double>::quiet_NaN();
+      reader_.fail(v.line, strprintf("%s must be a number, not `%s`", what, t.c_str()));
+    }
+    return x;
+  }
+
+  int64_t integer(const YamlNode& v, const char* what) const {
+    const double x = number(v, what);
+    if (x != std::floor(x) || std::fabs(x) > 9.0e15)
+      reader_.fail(v.line, strprintf("%s must be an integer, not `%s`", what, v.text.c_str()));
+    return int64_t(x);
+  }
+
+  std::vector<double> numbers(const YamlNode& v, const char* what) const {
+    if (v.kind != YamlNode::Kind::seq) reader_.fail(v.line, strprintf("%s must be a list of numbers", what));
+    std::vector<double> out;
+    for (const YamlNode& item : v.items) out.push_back(number(item, what));
+    return out;
+  }
+
+  [[noreturn]] void fail(const YamlNode& v, const std::string& message) const { reader_.fail(v.line, message); }
+
+ private:
+  YamlReader reader_;
+  YamlNode root_;
+};
+
+// Reads a regular file of at most `limit` bytes; empty and an error otherwise.
+inline bool read_small_file(const std::string& path, size_t limit, std::string* text, std::string* error) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    *error = strprintf("cannot read %s: %s", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *error = strprintf("%s is not a regular file", path.c_str());
+    return false;
+  }
+  if (size_t(st.st_size) > limit) {
+    *error = strprintf("%s is %lld bytes; a spec is at most %zu", path.c_str(), (long long)st.st_size, limit);
+    return false;
+  }
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    *error = strprintf("cannot read %s: %s", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  text->assign(size_t(st.st_size), '\0');
+  const size_t got = std::fread(&(*text)[0], 1, text->size(), f);
+  std::fclose(f);
+  text->resize(got);
+  return true;
+}
+
+inline int tensor_index(const SpecInfo& spec, const SpecFile& file, const YamlNode& v, const char* what) {
+  const std::string name = file.text(v, what);
+  for (size_t i = 0; i < spec.tensors.size(); ++i)
+    if (spec.tensors[i].name == name) return int(i);
+  file.fail(v, strprintf("%s names `%s`, which is not one of the harness's tensors (rebuild after adding a tensor)",
+                         what, name.c_str()));
+}
+
+// A tensor's init from its `init`, `range`, `mean`, `std` and `seed`.
+inline Init read_init(const SpecFile& file, const YamlNode& tensor, const std::string& name) {
+  const std::string where = "tensors." + name;
+  const YamlNode& init = file.require(tensor, "init", where.c_str());
+  Init out;
+  if (init.kind == YamlNode::Kind::map) {
+    out.kind = InitKind::file;
+    out.path = file.text(file.require(init, "file", (where + ".init").c_str()), "init.file");
+    return out;
+  }
+  const std::string pattern = file.text(init, "init");
+  static const std::pair<const char*, InitKind> kKinds[] = {
+      {"ones", InitKind::ones},       {"zeros", InitKind::zeros},   {"iota", InitKind::iota},
+      {"identity", InitKind::identity}, {"uniform", InitKind::uniform}, {"int_uniform", InitKind::int_uniform},
+      {"normal", InitKind::normal}};
+  bool known = false;
+  for (const auto& k : kKinds)
+    if (pattern == k.first) out.kind = k.second, known = true;
+  if (!known)
+    file.fail(init, strprintf("%s.init: `%s` is no init pattern (ones, zeros, iota, identity, uniform, int_uniform, "
+                              "normal, or { file: PATH })",
+                              where.c_str(), pattern.c_str()));
+  if (const YamlNode* range = tensor.get("range")) {
+    const std::vector<double> r = file.numbers(*range, "range");
+    if (r.size() != 2) file.fail(*range, where + ".range takes [lo, hi]");
+    out.p0 = r[0], out.p1 = r[1];
+  }
+  if (out.kind == InitKind::normal) {
+    out.p0 = 0, out.p1 = 1;
+    if (const YamlNode* mean = tensor.get("mean")) out.p0 = file.number(*mean, "mean");
+    if (const YamlNode* std_dev = tensor.get("std")) out.p1 = file.number(*std_dev, "std");
+  }
+  if (const YamlNode* seed = tensor.get("seed")) {
+    const int64_t s = file.integer(*seed, "seed");
+    if (s < 0) file.fail(*seed, "seed must not be negative");
+    out.seed = uint64_t(s);
+  }
+  return out;
+}
+
+// Fills `spec` from the harness's declarations and spec.yaml.
+inline void load_spec_file(const std::string& path, const HarnessSpec& harness, SpecInfo* spec) {
+  std::string text, error;
+  if (!read_small_file(path, size_t(16) << 20, &text, &error))
+    spec_file_error(error + "\n(the harness reads its inits, checks and reference from the artifact's spec.yaml; "
+                        "--spec FILE names another)");
+  const SpecFile file(path, text);
+  spec->harness = &harness;
+  spec->name = harness.name;
+  spec->base_dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+  spec->built_cc_major = harness.built_cc_major;
+  spec->built_cc_minor = harness.built_cc_minor;
+  spec->arch_specific = harness.arch_specific;
+
+  // Sizes, in the harness's order.
+  const YamlNode* sizes = file.section("sizes");
+  for (int i = 0; i < harness.size_count; ++i) {
+    const char* name = harness.size_names[i];
+    const YamlNode* v = sizes ? sizes->get(name) : nullptr;
+    if (v == nullptr) spec_file_error(strprintf("%s: sizes has no `%s`, which the harness was built with", path.c_str(), name));
+    const int64_t value = file.integer(*v, name);
+    if (value < 0) file.fail(*v, strprintf("sizes.%s must not be negative", name));
+    if (harness.fixed_sizes != nullptr && value != harness.fixed_sizes[i])
+      file.fail(*v, strprintf("sizes.%s is %lld, but this harness was compiled with %lld (%s): rebuild it "
+                              "(repro build, or ./build.sh)",
+                              name, (long long)value, (long long)harness.fixed_sizes[i], harness.sizes_fixed_reason));
+    spec->sizes.push_back(value);
+  }
+
+  // Tensors: the harness declares them; spec.yaml gives each input its init.
+  const YamlNode* tensors = file.section("tensors");
+  spec->tensors.resize(size_t(harness.tensor_count));
+  spec->inits.resize(size_t(harness.tensor_count));
+  for (int i = 0; i < harness.tensor_count; ++i) {
+    const TensorDecl& decl = harness.tensors[i];
+    spec->tensors[size_t(i)].name = decl.name;
+    spec->tensors[size_t(i)].dtype = decl.dtype;
+    spec->tensors[size_t(i)].output = decl.output;
+    const YamlNode* t = tensors ? tensors->get(decl.name) : nullptr;
+    if (t == nullptr)
+      spec_file_error(strprintf("%s: tensors has no `%s`, which the harness was built with", path.c_str(), decl.name));
+    if (!decl.output) spec->inits[size_t(i)] = read_init(file, *t, decl.name);
+  }
+
+  // The reference GEMM.
+  const YamlNode* reference = file.section("reference");
+  if (reference == nullptr) spec_file_error(path + ": no `reference`");
+  const std::string op = file.text(file.require(*reference, "op", "reference"), "reference.op");
+  if (op != "gemm") file.fail(*reference, strprintf("reference.op `%s`: this runtime knows `gemm`", op.c_str()));
+  GemmOperands& g = spec->gemm;
+  g.a = tensor_index(*spec, file, file.require(*reference, "a", "reference"), "reference.a");
+  g.b = tensor_index(*spec, file, file.require(*reference, "b", "reference"), "reference.b");
+  g.out = tensor_index(*spec, file, file.require(*reference, "out", "reference"), "reference.out");
+  if (const YamlNode* c = reference->get("c")) g.c = tensor_index(*spec, file, *c, "reference.c");
+  if (const YamlNode* bias = reference->get("bias")) g.bias = tensor_index(*spec, file, *bias, "reference.bias");
+  if (const YamlNode* alpha = reference->get("alpha")) g.alpha = file.number(*alpha, "reference.alpha");
+  if (const YamlNode* beta = reference->get("beta")) g.beta = file.number(*beta, "reference.beta");
+  if (const YamlNode* tile = reference->get("tile")) {
+    const std::vector<double> t = file.numbers(*tile, "reference.tile");
+    if (t.size() < 2 || t.size() > 3) file.fail(*tile, "reference.tile takes [tile_m, tile_n] or [tile_m, tile_n, tile_k]");
+    spec->tile_m = int64_t(t[0]), spec->tile_n = int64_t(t[1]), spec->tile_k = t.size() == 3 ? int64_t(t[2]) : 0;
+  }
+  if (const YamlNode* provider = reference->get("provider")) {
+    spec->reference_provider = file.text(*provider, "reference.provider");
+    if (spec->reference_provider != "host" && spec->reference_provider != "device" && spec->reference_provider != "auto")
+      file.fail(*provider, "reference.provider takes host, device or auto");
+  }
+
+  // Checks.
+  if (const YamlNode* check = file.section("check")) {
+    if (const YamlNode* v = check->get("rel_l2")) spec->rel_l2 = file.number(*v, "check.rel_l2");
+    if (const YamlNode* v = check->get("rtol")) spec->rtol = file.number(*v, "check.rtol");
+    if (const YamlNode* v = check->get("atol")) spec->atol = file.number(*v, "check.atol");
+    if (const YamlNode* v = check->get("repeat")) {
+      spec->repeat = int(file.integer(*v, "check.repeat"));
+      if (spec->repeat < 1) file.fail(*v, "check.repeat must be at least 1");
+    }
+    if (const YamlNode* v = check->get("timeout")) {
+      spec->timeout_seconds = file.number(*v, "check.timeout");
+      if (!(spec->timeout_seconds > 0)) file.fail(*v, "check.timeout must be a positive number of seconds");
+    }
+  }
+}
+
+}  // namespace repro

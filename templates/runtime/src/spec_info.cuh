@@ -1,0 +1,125 @@
+// ---------------------------------------------------------------------------------------------
+// repro runtime: spec_info
+//
+// What the run knows of the spec: the harness's declarations (include/repro/harness.h: tensors,
+// sizes, the launch) and what spec.yaml says at run time (spec_file.cuh: inits, the reference
+// GEMM's operands, the checks). The run (harness_main) and the probe suite (probe) both work
+// from it.
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "trace.cuh"
+
+namespace repro {
+
+// Indices into SpecInfo::tensors; -1 where the reference has no such operand.
+struct GemmOperands {
+  int a = -1, b = -1, c = -1, bias = -1, out = -1;
+  double alpha = 1.0, beta = 0.0;
+  bool batched = false;
+  int64_t L = 1, M = 0, N = 0, K = 0;
+};
+
+// The GEMM's extents, read off the tensors (A [L?, M, K], output [L?, M, N]), so that they follow
+// the sizes the harness runs with.
+struct GemmDims {
+  int64_t L = 1, M = 0, N = 0, K = 0;
+};
+
+inline GemmDims gemm_dims(const std::vector<Tensor>& tensors, int a, int out, bool batched) {
+  const Tensor& A = tensors[size_t(a)];
+  const Tensor& D = tensors[size_t(out)];
+  GemmDims dims;
+  dims.M = D.rank >= 2 ? D.shape[D.rank - 2] : 1;
+  dims.N = D.shape[D.rank - 1];
+  dims.K = A.shape[A.rank - 1];
+  dims.L = batched ? D.shape[0] : 1;
+  return dims;
+}
+
+struct SpecInfo {
+  const HarnessSpec* harness = nullptr;
+  const char* name = "";
+  std::string base_dir = ".";  // spec.yaml's folder: `file:` inits are relative to it
+  std::vector<int64_t> sizes;  // in the harness's order
+  std::vector<Tensor> tensors;  // names and dtypes first; shapes once the sizes are settled
+  std::vector<Init> inits;      // per tensor, from spec.yaml (unused for outputs)
+  GemmOperands gemm;
+  int64_t tile_m = 0, tile_n = 0, tile_k = 0;  // tile_k 0: not given (probes use 32)
+  std::string reference_provider = "auto";     // reference.provider: host | device | auto
+  double rel_l2 = -1, rtol = -1, atol = -1;    // negative: the default for the output dtype
+  int repeat = 2;
+  double timeout_seconds = 10;
+  int built_cc_major = 0, built_cc_minor = 0;
+  bool arch_specific = false;
+};
+
+// --size NAME=VALUE; false for a name the spec does not declare.
+inline bool set_size(SpecInfo& spec, const std::string& name, int64_t value) {
+  for (int i = 0; i < spec.harness->size_count; ++i)
+    if (name == spec.harness->size_names[i]) return spec.sizes[size_t(i)] = value, true;
+  return false;
+}
+
+// Shapes and strides at the settled sizes (harness.cu computes them from the spec's shape
+// expressions), and each input's init.
+inline void make_tensors(SpecInfo& spec) {
+  std::vector<TensorLayout> layouts(spec.tensors.size());
+  spec.harness->layout(spec.sizes.data(), layouts.data());
+  for (size_t i = 0; i < spec.tensors.size(); ++i) {
+    Tensor& t = spec.tensors[i];
+    const TensorLayout& l = layouts[i];
+    t.rank = l.rank;
+    for (int d = 0; d < 4; ++d) t.shape[d] = d < l.rank ? l.shape[d] : 0;
+    if (l.explicit_strides) {
+      for (int d = 0; d < 4; ++d) t.strides[d] = d < l.rank ? l.strides[d] : 0;
+    } else {
+      set_packed_strides(t, l.col_major);
+    }
+    if (!t.output) t.init = spec.inits[i];
+  }
+}
+
+// Launches the kernel under test through harness.cu over the tensors' device memory.
+inline Launch launch_kernel(const SpecInfo& spec, const std::vector<Tensor>& tensors, cudaStream_t stream,
+                            cudaEvent_t start, cudaEvent_t stop) {
+  std::vector<TensorView> views(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    TensorView& v = views[i];
+    v.name = t.name.c_str();
+    v.dtype = t.dtype;
+    v.rank = t.rank;
+    for (int d = 0; d < 4; ++d) v.shape[d] = t.shape[d], v.strides[d] = t.strides[d];
+    v.device = t.device;
+  }
+  return spec.harness->launch(views.data(), spec.sizes.data(), stream, start, stop);
+}
+
+inline bool traces(const SpecInfo& spec) { return spec.harness->read_trace != nullptr; }
+
+inline void reset_trace(const SpecInfo& spec) {
+  if (spec.harness->reset_trace) spec.harness->reset_trace();
+}
+
+// The traced stages after a launch (spec: trace).
+inline std::vector<TraceReading> read_trace(const SpecInfo& spec) {
+  std::vector<TraceReading> out;
+  if (!traces(spec)) return out;
+  TraceStage stages[64];
+  const int count = spec.harness->read_trace(stages, 64);
+  for (int i = 0; i < count && i < 64; ++i) {
+    const TraceStage& s = stages[i];
+    TraceReading reading;
+    reading.name = s.name;
+    reading.role = s.role;
+    reading.absmax = s.absmax;
+    reading.seen = s.seen;
+    for (unsigned k = 0; k < s.samples && k < unsigned(kTraceSamples); ++k)
+      reading.samples.push_back(TraceSample{s.value[k], s.row[k], s.col[k]});
+    out.push_back(reading);
+  }
+  return out;
+}
+
+}  // namespace repro

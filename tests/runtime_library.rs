@@ -1,0 +1,129 @@
+//! The runtime as a library (issue 23): one build per cache key, shared by every artifact, safe
+//! under concurrent builds, rebuilt when damaged; and a harness.cu built with production flags
+//! that change the C++ ABI or the language standard still links with it.
+
+mod common;
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+/// How many runtime library builds the counting nvcc saw.
+fn runtime_builds(log: &Path) -> usize {
+    common::logged_calls(log)
+        .iter()
+        .filter(|l| l.contains("|--lib|"))
+        .count()
+}
+
+/// A second spec beside the small one (another name, other flags, the same runtime key).
+fn write_second_spec(dir: &Path) -> std::path::PathBuf {
+    let text = common::SMALL_SPEC
+        .replacen("\nname: small_gemm\n", "\nname: small_gemm_two\n", 1)
+        .replace("flags: [-O2]", "flags: [-O3, --use_fast_math]");
+    let path = dir.join("small_gemm_two.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn build(spec: &Path, out: &Path, nvcc: &Path, cache: &Path) -> Command {
+    let mut command = Command::cargo_bin("repro").unwrap();
+    command
+        .env("REPRO_CACHE_DIR", cache)
+        .arg("build")
+        .arg(spec)
+        .arg("-o")
+        .arg(out)
+        .arg("--nvcc")
+        .arg(nvcc);
+    command
+}
+
+#[test]
+fn the_runtime_is_built_once_shared_and_rebuilt_when_damaged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = common::write_small_spec(tmp.path());
+    let second = write_second_spec(tmp.path());
+    let cache = tmp.path().join("cache");
+    let log = tmp.path().join("nvcc.log");
+    let nvcc = common::counting_nvcc(tmp.path(), &log);
+
+    // Two specs built at the same time into an empty cache: one runtime build, both harnesses.
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| build(&first, &tmp.path().join("a"), &nvcc, &cache).output());
+        let b = scope.spawn(|| build(&second, &tmp.path().join("b"), &nvcc, &cache).output());
+        (a.join().unwrap().unwrap(), b.join().unwrap().unwrap())
+    });
+    assert!(a.status.success(), "{a:?}");
+    assert!(b.status.success(), "{b:?}");
+    assert_eq!(
+        runtime_builds(&log),
+        1,
+        "two builds of one key: one waits for the other"
+    );
+    assert_eq!(common::calls(&log), 2);
+    assert!(tmp.path().join("a/harness").is_file() && tmp.path().join("b/harness").is_file());
+
+    // doctor lists the entry.
+    Command::cargo_bin("repro")
+        .unwrap()
+        .env("REPRO_CACHE_DIR", &cache)
+        .arg("doctor")
+        .assert()
+        .stdout(predicate::str::contains("1 built runtime library"))
+        .stdout(predicate::str::contains("sm_90a"));
+
+    // A damaged library is rebuilt, and the harness relinked against it.
+    let entry = std::fs::read_dir(cache.join("runtime"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    std::fs::write(entry.join("librepro_runtime.a"), b"not an archive").unwrap();
+    build(&first, &tmp.path().join("a"), &nvcc, &cache)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("damaged"));
+    assert_eq!(runtime_builds(&log), 2);
+    assert_eq!(
+        common::calls(&log),
+        3,
+        "the library is part of the harness's key"
+    );
+}
+
+#[test]
+fn production_flags_that_change_the_abi_still_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "build: { arch: sm_90a, flags: [-O2] }",
+        "build: { arch: sm_90a, std: c++20, flags: [-O2, -D_GLIBCXX_USE_CXX11_ABI=0, --use_fast_math, -maxrregcount=32, -DNDEBUG=0] }",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = tmp.path().join("art");
+    Command::cargo_bin("repro")
+        .unwrap()
+        .arg("build")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success();
+    // It runs as far as a machine without a GPU allows: its inputs are repro's own values.
+    let emitted = tmp.path().join("inputs");
+    std::process::Command::new(out.join("harness"))
+        .arg("--emit-inputs")
+        .arg(&emitted)
+        .status()
+        .unwrap();
+    let loaded = repro::spec::load(&spec).unwrap();
+    for tensor in loaded.tensors.iter().filter(|t| !t.output) {
+        let npy = std::fs::read(emitted.join(format!("{}.npy", tensor.name))).unwrap();
+        let expected = repro::inputs::tensor_storage_bits(tensor);
+        assert_eq!(&npy[npy.len() - expected.len()..], &expected[..]);
+    }
+}
