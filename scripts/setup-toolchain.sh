@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs a CUDA compiler, the CUDA runtime and headers, and the CUTLASS/CuTe headers from PyPI
-# wheels into .toolchain/ inside the repository. No system changes; idempotent; a second run with
+# Installs a CUDA compiler, the CUDA runtime and headers, the CUTLASS/CuTe headers, and CMake (the
+# tests configure the artifacts' CMakeLists.txt with it) from PyPI wheels into .toolchain/ inside
+# the repository. No system changes; idempotent; a second run with
 # everything in place returns in well under a second.
 #
 # Versions are pinned so every machine (developer, CI, the bug-report receiver) compiles with the
@@ -19,6 +20,7 @@ packages=(
   nvidia-cuda-crt==13.0.88
   nvidia-nvvm==13.0.88
   nvidia-cutlass==4.2.0.0
+  cmake==3.31.6
 )
 want="${packages[*]}"
 
@@ -43,10 +45,11 @@ cuda="$dest.partial/site/nvidia/cu13"
 ln -s lib "$cuda/lib64"
 ln -s site/nvidia/cu13 "$dest.partial/cuda"
 ln -s site/cutlass_library/source "$dest.partial/cutlass"
+ln -s site/cmake/data "$dest.partial/cmake"
 
 rm -rf "$dest"
 mv "$dest.partial" "$dest"
 # The links are relative, so the move keeps them valid.
 echo "$want" > "$stamp"
 "$dest/cuda/bin/nvcc" --version | tail -n 2
-echo "toolchain: nvcc at $dest/cuda/bin/nvcc, CUTLASS at $dest/cutlass/include"
+echo "toolchain: nvcc at $dest/cuda/bin/nvcc, CUTLASS at $dest/cutlass/include, cmake at $dest/cmake/bin/cmake"
