@@ -20,7 +20,7 @@ rows=()
 
 section() { printf '\n==== %s\n' "$*"; }
 
-# Which parts to run: all by default, or those named on the command line (cache build examples
+# Which parts to run: all by default, or those named on the command line (cache flags build examples
 # large checks sanitize hopper probe sizes trace cutlass files reference bench; `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
@@ -84,6 +84,41 @@ echo "cold build:"; time "$repro" build examples/tiled_gemm_bf16.yaml 2>&1 | tai
 echo "warm build:"; time "$repro" build examples/tiled_gemm_bf16.yaml 2>&1 | tail -n 1
 echo "scaffold into a new folder:"; time "$repro" scaffold examples/tiled_gemm_bf16.yaml -o "$(mktemp -d)/a" >/dev/null
 
+fi
+
+if wanted flags; then
+section "production flags reach the kernel only (tests/gpu/flags_*.yaml): same reference bits, same comparison"
+# flags_fast_math is flags_plain built with --use_fast_math -maxrregcount=32 -DNDEBUG=0.
+for v in plain fast_math; do
+  mkdir -p "$logs/flags_$v"
+  SAYS='fp64 device GEMM' run_case "flags_$v: device reference, dumped" 0 run tests/gpu/flags_$v.yaml --reference device --dump "$logs/flags_$v/device" --json "$logs/flags_$v/device.json"
+  SAYS='fp64 host GEMM' run_case "flags_$v: host reference, dumped" 0 run tests/gpu/flags_$v.yaml --reference host --dump "$logs/flags_$v/host" --no-reference-cache
+  run_case "flags_$v: --ones" 0 run tests/gpu/flags_$v.yaml --ones --json "$logs/flags_$v/ones.json"
+done
+for where in device host; do
+  if cmp "$logs/flags_plain/$where/D_reference.npy" "$logs/flags_fast_math/$where/D_reference.npy"; then
+    echo "flags: the $where reference is the same bits with and without the production flags"; same=0
+  else
+    echo "flags: the $where reference DIFFERS"; same=1
+  fi
+  rows+=("$(printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |' "flags: $where reference bits" 0 "$same" "$([[ $same == 0 ]] && echo yes || echo NO)" - -)")
+done
+for v in plain fast_math; do
+  grep -a '^D ' "$logs/flags_${v}_--ones.log" 2>/dev/null || grep -a '^D ' "$logs"/flags_${v}*ones*.log | head -1
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('flags_$v: reference kernel', r.get('reference_kernel_ms'), 'ms')" "$logs/flags_$v/device.json"
+done
+a=$(grep -ah '^D ' "$logs"/flags_plain*ones*.log | head -1); b=$(grep -ah '^D ' "$logs"/flags_fast_math*ones*.log | head -1)
+rows+=("$(printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |' "flags: --ones comparison line" 0 "$([[ "$a" == "$b" ]] && echo 0 || echo 1)" "$([[ "$a" == "$b" ]] && echo yes || echo NO)" - -)")
+# Registers: the kernel under test follows -maxrregcount=32, the runtime's reference kernel not.
+for v in plain fast_math; do
+  echo "flags_$v: registers per kernel (cuobjdump -res-usage)"
+  "$(dirname "$nvcc")/cuobjdump" -res-usage "generated/flags_$v/harness" 2>/dev/null | grep -a -A1 'Function' | grep -aE 'Function|REG' | paste - - | sed -E 's/.*Function ([^:]*):.*REG:([0-9]+).*/  \2 registers  \1/' | sort -u | head -20
+done
+kreg=$("$(dirname "$nvcc")/cuobjdump" -res-usage generated/flags_fast_math/harness | grep -a -A1 'register_tile_gemm' | grep -ao 'REG:[0-9]*' | head -1 | cut -d: -f2)
+rreg=$("$(dirname "$nvcc")/cuobjdump" -res-usage generated/flags_fast_math/harness | grep -a -A1 'reference' | grep -ao 'REG:[0-9]*' | sort -t: -k2 -n | tail -1 | cut -d: -f2)
+echo "flags_fast_math: kernel under test ${kreg:-?} registers (cap 32), largest runtime reference kernel ${rreg:-?}"
+ok=$([[ -n "$kreg" && -n "$rreg" && $kreg -le 32 && $rreg -gt 32 ]] && echo yes || echo NO)
+rows+=("$(printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |' "flags: -maxrregcount kernel only" 0 "$([[ $ok == yes ]] && echo 0 || echo 1)" "$ok" "kernel ${kreg:-?}, reference ${rreg:-?}" -)")
 fi
 
 if wanted build; then
@@ -239,7 +274,7 @@ section "the device reference (tests/cpp/device_reference_check.cu): every outpu
 check_exe=${DEVICE_REFERENCE_CHECK:-}
 if [[ -z "$check_exe" ]]; then
   check_exe="$logs/device_reference_check"
-  "$nvcc" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
+  "$nvcc" -std=c++17 -O2 -Itemplates/runtime/include -gencode=arch=compute_90a,code=sm_90a \
     -o "$check_exe" tests/cpp/device_reference_check.cu
 fi
 harness_case "device reference = host, 9 cases" 0 '9 passed, 0 failed' "$check_exe"
