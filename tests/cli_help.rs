@@ -81,7 +81,10 @@ fn error_unknown_file() {
     let tmp = tempfile::tempdir().unwrap();
     insta::assert_snapshot!(
         "error_unknown_file",
-        transcript(repro(tmp.path()).args(["build", "missing.yaml"]), tmp.path())
+        transcript(
+            repro(tmp.path()).args(["build", "missing.yaml"]),
+            tmp.path()
+        )
     );
 }
 
