@@ -362,7 +362,15 @@ __device__ __forceinline__ void issue_stage(TmaGemmShared<BM, BN, BK, Stages>& s
     // PLANTED DEFECT (a), where it bites: with BoxRowsA = 64 this load writes rows 0..63 of the
     // [BM = 128][BK] A stage and nothing ever writes rows 64..127, which mma_stage reads anyway.
     tma_load_2d(sh.stage[s].a, map_a, &sh.full[s], k0, m0);
+#if defined(TMA_GEMM_SWAP_B_COORDS)
+    // PLANTED DEFECT (c), set by a -D on the build line: B's tile coordinates swapped. The box
+    // is asked for at (n0, k0) instead of (k0, n0): its K coordinate is the tile's column and its
+    // N coordinate the K offset, so only the K tiles whose offset is below N land in bounds (the
+    // rest come back zero-filled), and those hold B's values from the wrong place.
+    tma_load_2d(sh.stage[s].b, map_b, &sh.full[s], n0, k0);
+#else
     tma_load_2d(sh.stage[s].b, map_b, &sh.full[s], k0, n0);
+#endif
 }
 
 // One BM x BN output tile at (m0, n0): the whole K loop and the epilogue, run by all 256 threads

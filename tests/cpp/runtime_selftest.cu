@@ -1124,9 +1124,23 @@ void test_classify() {
   p = run(got);
   CHECK_EQ(p.cls, std::string("scale"));
   CHECK_CONTAINS(p.evidence, "every output is 2.000x the reference (least-squares ratio 2.0000, residual");
+  // A factor of 0 is no scale: nothing the K loop accumulated reached the outputs.
   p = run(std::vector<double>(ref.size(), 0.0));
-  CHECK_EQ(p.cls, std::string("scale"));
+  CHECK_EQ(p.cls, std::string("k_coverage"));
   CHECK_CONTAINS(p.evidence, "every output is 0 where the reference is not");
+  // A ratio that varies (0.1x in one column, 0.25x in the next: a residual far above the output's
+  // rounding) is no scale either, whatever its least-squares ratio (issue 24: 0.176x, residual 9e-2).
+  got = ref;
+  for (int64_t i = 0; i < int64_t(got.size()); ++i) got[size_t(i)] *= (i % N) % 2 ? 0.25 : 0.1;
+  p = run(got);
+  CHECK(p.cls != std::string("scale"));
+  // Exactly 2x under exact (analytic) comparison: still a scale, with no residual.
+  Tolerance exact = tol;
+  exact.exact = true;
+  got = ref;
+  for (double& v : got) v *= 2;
+  p = run(got, {}, 0, exact);
+  CHECK_EQ(p.cls, std::string("scale"));
 
   // Boundary: only the partial last tile row (rows 128-129) is wrong.
   got = ref;
@@ -1279,6 +1293,27 @@ void test_probe_verdicts() {
   p = suite(200, -1, -1, 2.0);
   CHECK_EQ(p.cls, std::string("scale"));
   CHECK_CONTAINS(p.evidence, "every K slice is off by the same factor");
+  // No slice right, most contributing nothing, ones off by a varying factor (B tiles loaded from
+  // swapped coordinates, issue 24): K coverage, not a scale nor scattered.
+  {
+    std::vector<ProbeOutcome> probes;
+    probes.push_back(synthetic_probe("ones", "A = 1, B = 1", M, N,
+                                     [](int64_t, int64_t n) { return n % 2 ? 20.0 : 12.0; }, constant(double(K))));
+    probes.back().pattern = classify(probes.back().comparison, 0, kExact);
+    for (int s = 0; s < 4; ++s) {
+      const double len = double(std::min<int64_t>(K, (s + 1) * tile_k) - s * tile_k);
+      ProbeOutcome o = synthetic_probe(strprintf("k-slice %d/4", s), strprintf("A = 1, B = 1 on k %d-%d", s * 32,
+                                                                               int(s * 32 + len - 1)),
+                                       M, N, [s](int64_t, int64_t n) { return s == 0 ? double(n % 5) : 0.0; },
+                                       constant(len));
+      o.note = slice_note(o, len);
+      probes.push_back(o);
+    }
+    p = probe_verdict(probes, "", "");
+    CHECK_EQ(p.cls, std::string("k_coverage"));
+    CHECK_CONTAINS(p.evidence, "3 of the 4 K slices probed never reach the output, and the others are wrong too");
+    CHECK(p.evidence.find("same factor") == std::string::npos);
+  }
   // Nondeterminism wins over everything else.
   std::vector<ProbeOutcome> racy = {synthetic_probe("ones", "", M, N, constant(1.0), constant(1.0), 17)};
   p = probe_verdict(racy, "", "");

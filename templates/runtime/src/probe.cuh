@@ -239,14 +239,20 @@ inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const
   for (const ProbeOutcome* s : slices)
     if (!s->passed) failed_slices.push_back(s);
   // "k-slice 0/25 (k 0-31): every output 64 where 32 is right: ...; and 3 more"
-  const auto listed_slices = [&]() {
+  const auto list_slices = [&](const std::vector<const ProbeOutcome*>& listed) {
     std::string which;
-    for (size_t i = 0; i < failed_slices.size() && i < 4; ++i)
-      which += (i ? "; " : "") + failed_slices[i]->name + " (" +
-               failed_slices[i]->inputs.substr(failed_slices[i]->inputs.rfind("k ")) + "): " + failed_slices[i]->note;
-    if (failed_slices.size() > 4) which += strprintf("; and %zu more", failed_slices.size() - 4);
+    for (size_t i = 0; i < listed.size() && i < 4; ++i)
+      which += (i ? "; " : "") + listed[i]->name + " (" + listed[i]->inputs.substr(listed[i]->inputs.rfind("k ")) +
+               "): " + listed[i]->note;
+    if (listed.size() > 4) which += strprintf("; and %zu more", listed.size() - 4);
     return which;
   };
+  const auto listed_slices = [&]() { return list_slices(failed_slices); };
+  // Slices that never reach the output: every output 0 where the slice's length is right.
+  std::vector<const ProbeOutcome*> missing_slices;
+  for (const ProbeOutcome* s : failed_slices)
+    if (s->comparison.ratio == 0.0 && s->comparison.bad == s->comparison.count && s->comparison.unwritten == 0)
+      missing_slices.push_back(s);
   if (!ones->passed) {
     const std::string& cls = ones->pattern.cls;
     if (cls == "unwritten" || cls == "nonfinite" || cls == "boundary" || cls == "layout")
@@ -259,9 +265,30 @@ inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const
       return {"k_coverage", strprintf("ones: %s; %zu of the %zu K slices probed are wrong, the others right: %s",
                                       ones->pattern.evidence.c_str(), failed_slices.size(), slices.size(),
                                       listed_slices().c_str())};
-    if (cls == "scale" && failed_slices.size() == slices.size())
-      return {"scale", "ones: " + ones->pattern.evidence + "; every K slice is off by the same factor, so the " +
-                           "accumulation itself over- or under-counts (MMA, or alpha)"};
+    // "Every K slice is off by the same factor" only when each slice says so, with the ones'
+    // factor: a factor that changes from slice to slice is a K coverage defect.
+    const auto same_factor = [&](const ProbeOutcome* s) {
+      return s->pattern.cls == "scale" &&
+             std::fabs(s->comparison.ratio - ones->comparison.ratio) <= 1e-9 * std::fabs(ones->comparison.ratio);
+    };
+    if (cls == "scale" && !slices.empty() && failed_slices.size() == slices.size() &&
+        std::all_of(slices.begin(), slices.end(), same_factor))
+      return {"scale", "ones: " + ones->pattern.evidence + strprintf("; every K slice is off by the same factor %.4f", ones->comparison.ratio) +
+                           ", so the accumulation itself over- or under-counts (MMA, or alpha)"};
+    // Slices that contribute nothing name a K coverage defect even when no slice is right (the
+    // others then read their operands from the wrong place too).
+    if (!missing_slices.empty() && cls != "scale")
+      return {"k_coverage",
+              strprintf("ones: %s; %zu of the %zu K slices probed never reach the output%s: %s",
+                        ones->pattern.evidence.c_str(), missing_slices.size(), slices.size(),
+                        missing_slices.size() < failed_slices.size()
+                            ? ", and the others are wrong too (operands from the wrong place)"
+                            : "",
+                        list_slices(missing_slices).c_str())};
+    if (cls == "scale" && !failed_slices.empty())
+      return {"k_coverage", strprintf("ones: %s; but the K slices are off by different factors, so K is covered "
+                                      "unevenly: %s",
+                                      ones->pattern.evidence.c_str(), listed_slices().c_str())};
     return {cls, "ones: " + ones->pattern.evidence};
   }
   if (!failed_slices.empty())

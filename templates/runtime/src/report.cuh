@@ -286,9 +286,12 @@ struct Pattern {
 // scale: at least this fraction of outputs is bad. A uniform factor moves nearly every output;
 // the few that survive are near-zero outputs that atol covers.
 constexpr double kScaleMinBadFraction = 0.5;
-// scale: the output is a multiple of the reference up to this fraction of its departure from
-// it, |ratio - 1| (so 2x with output rounding noise qualifies; 2x plus a dropped K tile does not).
-constexpr double kScaleMaxResidualShare = 0.25;
+// scale: one factor explains every output. With exact (analytic) inputs a true factor leaves no
+// residual at all; with random inputs it leaves the output dtype's rounding, which the spec's
+// rel_l2 tolerance already bounds. A residual above that means the ratio varies from output to
+// output (a K range or a tile range missing, operands from the wrong place), which is no scale:
+// the probes that locate errors decide then.
+constexpr double kScaleExactMaxResidual = 1e-6;  // f32 rounding of an exact multiple
 // precision: at most this fraction of outputs is bad, and relL2 is within this factor of its
 // tolerance. Errors of that size and spread are how a lower-precision accumulation looks; a
 // logic error (a dropped tile, a wrong index) moves outputs by much more.
@@ -434,15 +437,24 @@ inline Pattern classify(const Comparison& c, int64_t repeat_differences, const T
   if (c.passed) return {"ok", "every output matches the reference within tolerance"};
 
   const double departure = std::fabs(c.ratio - 1.0);
-  const bool uniform_factor = std::isfinite(c.ratio) && bad_fraction >= kScaleMinBadFraction &&
-                              departure > (tol.exact ? 0.0 : tol.rel_l2) &&
-                              c.residual <= kScaleMaxResidualShare * departure;
-  if (uniform_factor) {
-    if (c.ratio == 0.0)
-      return {"scale", "every output is 0 where the reference is not (least-squares ratio 0)"};
+  // Every output written and 0 where the reference is not: a factor of 0 is no scale; nothing the
+  // K loop accumulated reached the output.
+  if (c.ratio == 0.0 && bad_fraction >= kScaleMinBadFraction && c.max_abs > 0 && c.unwritten == 0) {
+    bool all_zero = true;
+    for (const Mismatch& m : c.first) all_zero = all_zero && !m.poison && m.got == 0.0;
+    if (all_zero)
+      return {"k_coverage", strprintf("every output is 0 where the reference is not (%lld of %lld outputs bad): they "
+                                      "were written, but nothing the K loop accumulated reached them (a K loop that "
+                                      "ran no iteration, a dropped last K tile that was the only one, or an "
+                                      "accumulator that was never added to)",
+                                      (long long)c.bad, (long long)c.count)};
+  }
+  const double max_residual = tol.exact ? kScaleExactMaxResidual : std::max(tol.rel_l2, kScaleExactMaxResidual);
+  const bool uniform_factor = std::isfinite(c.ratio) && c.ratio != 0.0 && bad_fraction >= kScaleMinBadFraction &&
+                              departure > (tol.exact ? 0.0 : tol.rel_l2) && c.residual <= max_residual;
+  if (uniform_factor)
     return {"scale", strprintf("every output is %.3fx the reference (least-squares ratio %.4f, residual %.1e)", c.ratio,
                                c.ratio, c.residual)};
-  }
 
   // boundary: every bad output lies in a partial tile at the bottom or right edge.
   const bool ragged_m = c.M % c.tile_m != 0, ragged_n = c.N % c.tile_n != 0;
