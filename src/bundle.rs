@@ -1,4 +1,4 @@
-//! `repro bundle`: a folder and a `.tar.gz` to attach to a bug report (DESIGN §5).
+//! `repro bundle`: a folder and a `.tar.gz` to attach to a bug report (docs/cli.md).
 //!
 //! The bundle is an artifact made for another machine: the kernel's own headers (the ones nvcc
 //! actually read, from its dependency list) and the input files are copied in and the build
@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::build::{self, toolchain};
-use crate::cli::BundleArgs;
 use crate::error::{exit, Error};
 use crate::generate::command::{prepare, Prepared};
 use crate::generate::{self, artifact};
@@ -39,54 +38,60 @@ fn toolchain_roots(spec: &ResolvedSpec, nvcc: &Path) -> Vec<PathBuf> {
     roots
 }
 
-impl BundleArgs {
-    pub fn exec(self) -> Result<u8, Error> {
-        let prepared = prepare(&self.target, None)?;
-        // nvcc's dependency list says which headers the kernel really needs.
-        build::build(&prepared, self.toolchain.nvcc.as_deref())?;
-        let nvcc = toolchain::find_nvcc(self.toolchain.nvcc.as_deref())?;
-        let name = prepared.spec.name().to_string();
-        let out = self
-            .output
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("bundles").join(&name));
-        if out.exists() {
-            return Err(Error::Usage(format!(
-                "{} exists; repro bundle never overwrites (remove it or pass -o elsewhere)",
-                out.display()
-            )));
-        }
-        let bundle = make_bundle(
-            &prepared,
-            &out,
-            &toolchain_roots(&prepared.spec, &nvcc.path),
-        )?;
-        let code = if self.no_run {
-            None
-        } else {
-            Some(run_and_record(&bundle, &self.toolchain)?)
-        };
-        write_env(&bundle)?;
-        write_readme(&bundle, &prepared.spec, code)?;
-        let stale = leaks(&bundle.dir)?;
-        if !stale.is_empty() {
-            return Err(Error::Usage(format!(
-                "internal error: the bundle would leak this machine's paths: {}",
-                stale.join(", ")
-            )));
-        }
-        let tarball = out.with_extension("tar.gz");
-        pack(&bundle.dir, &name, &tarball)?;
-        println!(
-            "bundle: {}/ and {}",
-            bundle.dir.display(),
-            tarball.display()
-        );
-        if let Some(code) = code {
-            println!("results: exit {code} (results.txt, results.json)");
-        }
-        Ok(exit::PASSED)
+/// `repro bundle`: the bundle of `target` in `output` [default: bundles/<name>] and beside it
+/// `output.tar.gz`, with the results of a run here unless `no_run`.
+pub fn bundle(
+    target: &Path,
+    output: Option<&Path>,
+    no_run: bool,
+    nvcc_override: Option<&Path>,
+) -> Result<u8, Error> {
+    let prepared = prepare(target, None)?;
+    // nvcc's dependency list says which headers the kernel really needs.
+    build::build(&prepared, nvcc_override)?;
+    let nvcc = toolchain::find_nvcc(nvcc_override)?;
+    let name = prepared.spec.name().to_string();
+    let out = output
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("bundles").join(&name));
+    if out.exists() {
+        return Err(Error::WouldOverwrite {
+            path: out,
+            command: "bundle",
+            fix: "remove it or pass -o elsewhere",
+        });
     }
+    let bundle = make_bundle(
+        &prepared,
+        &out,
+        &toolchain_roots(&prepared.spec, &nvcc.path),
+    )?;
+    let code = if no_run {
+        None
+    } else {
+        Some(run_and_record(&bundle, nvcc_override)?)
+    };
+    write_env(&bundle)?;
+    write_readme(&bundle, &prepared.spec, code)?;
+    let stale = leaks(&bundle.dir)?;
+    if !stale.is_empty() {
+        return Err(Error::Internal(format!(
+            "the bundle in {} would leak this machine's paths: {}",
+            bundle.dir.display(),
+            stale.join(", ")
+        )));
+    }
+    let tarball = out.with_extension("tar.gz");
+    pack(&bundle.dir, &name, &tarball)?;
+    println!(
+        "bundle: {}/ and {}",
+        bundle.dir.display(),
+        tarball.display()
+    );
+    if let Some(code) = code {
+        println!("results: exit {code} (results.txt, results.json)");
+    }
+    Ok(exit::PASSED)
 }
 
 struct Bundle {
@@ -171,16 +176,13 @@ fn make_bundle(prepared: &Prepared, out: &Path, toolchain: &[PathBuf]) -> Result
 
 /// Builds the bundle's own harness and runs it with --ones and with the spec's inputs, from
 /// inside the bundle, so the results name nothing outside it.
-fn run_and_record(
-    bundle: &Bundle,
-    toolchain_args: &crate::cli::ToolchainArgs,
-) -> Result<u8, Error> {
+fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error> {
     let spec = crate::spec::load(&bundle.dir.join("spec.yaml"))?;
     let prepared = Prepared {
         spec,
         dir: bundle.dir.clone(),
     };
-    build::build(&prepared, toolchain_args.nvcc.as_deref())?;
+    build::build(&prepared, nvcc)?;
     let mut text = String::new();
     let mut last = 0u8;
     for (mode, args) in [

@@ -1,10 +1,14 @@
-//! Every way a `repro` command can fail, and the exit code each one maps to (DESIGN §2).
+//! Every way a `repro` command can fail, and the exit code each one maps to (docs/cli.md, exit
+//! codes). A failure of the user's input (spec, options, files) names the file and the fix and
+//! exits 2; a failure that only a bug in repro can cause says so and exits 70, so that a script
+//! (or a bug report) can tell the two apart.
 
 use std::path::PathBuf;
 
 use crate::spec::SpecErrors;
 
-/// Exit codes shared by `repro` and the generated harness (DESIGN §2).
+/// Exit codes shared by `repro` and the generated harness (docs/cli.md), and repro's own
+/// [`INTERNAL`](exit::INTERNAL).
 pub mod exit {
     pub const PASSED: u8 = 0;
     pub const MISMATCH: u8 = 1;
@@ -14,6 +18,9 @@ pub mod exit {
     pub const HANG: u8 = 5;
     pub const SANITIZER: u8 = 6;
     pub const NO_DEVICE: u8 = 7;
+    /// A bug in repro (sysexits' EX_SOFTWARE): a template that does not render, a harness report
+    /// repro cannot read. Never the harness's own code.
+    pub const INTERNAL: u8 = 70;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +37,81 @@ pub enum Error {
 
     #[error("{0}")]
     Usage(String),
+
+    /// Something that only a bug in repro explains; the message is what failed.
+    #[error("this is a bug in repro: {0}\nplease report it, with the command line and the spec")]
+    Internal(String),
+
+    #[error("{} is a folder without spec.yaml; pass a spec file or an artifact folder made by `repro scaffold`", dir.display())]
+    NotAnArtifact { dir: PathBuf },
+
+    #[error("{} has no .repro/manifest.json, so repro does not know which spec made it; run `repro diff SPEC` instead", dir.display())]
+    NoManifest { dir: PathBuf },
+
+    #[error("{} exists; repro {command} never overwrites it ({fix})", path.display())]
+    WouldOverwrite {
+        path: PathBuf,
+        command: &'static str,
+        fix: &'static str,
+    },
+
+    #[error(transparent)]
+    Flags(#[from] crate::flags::FlagsError),
+
+    #[error(transparent)]
+    ImportRust(#[from] crate::import::rust::ImportError),
+
+    #[error(transparent)]
+    ImportCuda(#[from] crate::import::cuda::ImportError),
+
+    #[error("{} has {count} launch sites; pick one with --kernel NAME:\n{listing}", file.display())]
+    AmbiguousLaunch {
+        file: PathBuf,
+        count: usize,
+        listing: String,
+    },
+
+    #[error("`{kernel}` is declared {count} times under {}; pass the file (or a narrower folder) as PATH:\n{listing}", path.display())]
+    AmbiguousKernel {
+        kernel: String,
+        path: PathBuf,
+        count: usize,
+        listing: String,
+    },
+
+    /// A capture folder's manifest that is missing or does not parse (the message names the
+    /// file and line), or a `--call` it does not hold.
+    #[error("repro import capture {}: {message}", dir.display())]
+    Capture { dir: PathBuf, message: String },
+
+    #[error("repro {command} changes sizes at run time, but in this spec they are compile-time constants: {reason}; \
+             make that template argument a kernel argument, or make a spec per size")]
+    SizesFixed {
+        command: &'static str,
+        reason: String,
+    },
+
+    #[error("{}: `{name}` is not one of the spec's sizes ({})", spec.display(), declared.join(", "))]
+    UnknownSize {
+        spec: PathBuf,
+        name: String,
+        declared: Vec<String>,
+    },
+
+    #[error("{}: no size to vary: the output's extents are not plain size names; name them with --dims", spec.display())]
+    NoSizeToVary { spec: PathBuf },
+
+    #[error("the harness {} refused the options repro gave it: {message}", binary.display())]
+    HarnessRefused { binary: PathBuf, message: String },
+
+    /// The harness wrote a report repro cannot read: a harness of another repro version, or a bug.
+    #[error("the harness's JSON report {} is not what repro reads: {why}\n\
+             help: a harness built by another repro version writes another report: rebuild it with `repro build`; \
+             if it was built by this one, this is a bug in repro: please report it", path.display())]
+    HarnessReport { path: PathBuf, why: String },
+
+    #[error("cannot write the shrunk spec from {}: {why}; write its sizes as plain numbers under `sizes:`", spec.display())]
+    ShrunkSpec { spec: PathBuf, why: String },
 
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
@@ -73,8 +155,23 @@ impl Error {
             Error::Spec(_)
             | Error::ReadSpec { .. }
             | Error::Usage(_)
-            | Error::UserEdited { .. } => exit::USAGE,
+            | Error::UserEdited { .. }
+            | Error::NotAnArtifact { .. }
+            | Error::NoManifest { .. }
+            | Error::WouldOverwrite { .. }
+            | Error::Flags(_)
+            | Error::ImportRust(_)
+            | Error::ImportCuda(_)
+            | Error::AmbiguousLaunch { .. }
+            | Error::AmbiguousKernel { .. }
+            | Error::Capture { .. }
+            | Error::SizesFixed { .. }
+            | Error::UnknownSize { .. }
+            | Error::NoSizeToVary { .. }
+            | Error::HarnessRefused { .. }
+            | Error::ShrunkSpec { .. } => exit::USAGE,
             Error::Io { .. } => exit::USAGE,
+            Error::Internal(_) | Error::HarnessReport { .. } => exit::INTERNAL,
             Error::Toolchain(_) | Error::Build { .. } => exit::BUILD,
             Error::Launch { .. } => exit::CUDA_ERROR,
         }
@@ -90,5 +187,33 @@ impl Error {
             path,
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{exit, Error};
+    use std::path::PathBuf;
+
+    #[test]
+    fn a_bug_in_repro_says_so_and_has_its_own_exit_code() {
+        let bug = Error::Internal("the template of harness.cu does not render: x".into());
+        assert_eq!(
+            bug.to_string(),
+            "this is a bug in repro: the template of harness.cu does not render: x\n\
+             please report it, with the command line and the spec"
+        );
+        assert_eq!(bug.exit_code(), exit::INTERNAL);
+        let report = Error::HarnessReport {
+            path: PathBuf::from("art/.repro/run/report.json"),
+            why: "not JSON".into(),
+        };
+        assert!(report.to_string().contains("this is a bug in repro"));
+        assert_eq!(report.exit_code(), 70);
+        // The user's own mistakes stay 2, whatever the command.
+        let spec = Error::NotAnArtifact {
+            dir: PathBuf::from("empty"),
+        };
+        assert_eq!(spec.exit_code(), exit::USAGE);
     }
 }

@@ -8,7 +8,7 @@
 pub mod analyze;
 pub mod build;
 pub mod bundle;
-pub mod cli;
+pub mod commands;
 pub mod doctor;
 pub mod error;
 pub mod flags;

@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    repro::cli::main()
+    repro::commands::main()
 }

@@ -19,9 +19,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::BuildArgs;
-use crate::error::{exit, Error};
-use crate::generate::command::{prepare, Prepared};
+use crate::error::Error;
+use crate::generate::command::Prepared;
 use command::{BuildCommand, HARNESS_BINARY};
 use lock::FileLock;
 
@@ -275,22 +274,6 @@ fn with_output(args: &[String], output: &str) -> Vec<String> {
         }
     }
     out
-}
-
-impl BuildArgs {
-    pub fn exec(self) -> Result<u8, Error> {
-        let prepared = prepare(&self.target, self.output.as_deref())?;
-        let built = build(&prepared, self.toolchain.nvcc.as_deref())?;
-        if built.compiled {
-            println!("built {} in {:.1} s", built.binary.display(), built.seconds);
-        } else {
-            println!(
-                "{} is up to date (cached; nvcc not called)",
-                built.binary.display()
-            );
-        }
-        Ok(exit::PASSED)
-    }
 }
 
 #[cfg(test)]

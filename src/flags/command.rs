@@ -1,32 +1,43 @@
 //! `repro flags`: the production flags of a real compile line, shown as a kept/dropped table and
 //! as a `build:` block to paste into a spec.
 
-use crate::cli::FlagsArgs;
+use std::path::{Path, PathBuf};
+
 use crate::error::{exit, Error};
 
-impl FlagsArgs {
-    pub fn exec(self) -> Result<u8, Error> {
-        let mut hints = Vec::new();
-        if let Some(spec_path) = &self.spec {
-            let spec = crate::spec::load(spec_path)?;
-            hints.extend(spec.spec.source.includes.iter().cloned());
-            hints.push(spec.name().to_string());
-        }
-        let selector = super::Selector {
-            match_pattern: self.match_pattern.clone(),
-            hints,
-        };
-        let input = match (&self.from_log, &self.line) {
-            (Some(path), _) => super::read_input(path),
-            (None, Some(line)) => super::from_command_line(line),
-            (None, None) => unreachable!("clap requires one of --from-log and --line"),
-        }
-        .map_err(|e| Error::Usage(e.to_string()))?;
-        let extraction =
-            super::extract(&input, &selector).map_err(|e| Error::Usage(e.to_string()))?;
-        print!("{}", super::render_report(&extraction));
-        println!();
-        print!("{}", super::render_build_yaml(&extraction));
-        Ok(exit::PASSED)
+/// Where the compile line comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A build log, a compile_commands.json, or a file holding one nvcc command line.
+    Log(PathBuf),
+    /// The nvcc command line itself.
+    Line(String),
+}
+
+/// Prints the production flags of the nvcc invocation in `source` that `match_pattern` (or the
+/// kernel of the spec at `spec`) picks: a kept/dropped table and a `build:` block.
+pub fn flags(
+    source: &Source,
+    match_pattern: Option<&str>,
+    spec: Option<&Path>,
+) -> Result<u8, Error> {
+    let mut hints = Vec::new();
+    if let Some(spec_path) = spec {
+        let spec = crate::spec::load(spec_path)?;
+        hints.extend(spec.spec.source.includes.iter().cloned());
+        hints.push(spec.name().to_string());
     }
+    let selector = super::Selector {
+        match_pattern: match_pattern.map(str::to_string),
+        hints,
+    };
+    let input = match source {
+        Source::Log(path) => super::read_input(path),
+        Source::Line(line) => super::from_command_line(line),
+    }?;
+    let extraction = super::extract(&input, &selector)?;
+    print!("{}", super::render_report(&extraction));
+    println!();
+    print!("{}", super::render_build_yaml(&extraction));
+    Ok(exit::PASSED)
 }

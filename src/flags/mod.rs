@@ -1,4 +1,5 @@
-//! Production flags from real compile lines (`repro flags`, `build.flags_from`; DESIGN §2, §3).
+//! Production flags from real compile lines: `repro flags` (docs/cli.md) and `build.flags_from`
+//! (docs/spec.md).
 //!
 //! A reproducer built with other flags than production proves nothing, and users have those
 //! flags only as a line in a build log, a JIT log, a `build.ninja` or a `compile_commands.json`.
@@ -10,7 +11,7 @@
 //!
 //! Nothing that can change numerics or code generation is dropped without a warning.
 
-mod command;
+pub mod command;
 mod compdb;
 mod extract;
 mod log;

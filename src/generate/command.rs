@@ -3,7 +3,6 @@
 use std::path::{Path, PathBuf};
 
 use super::artifact::{self, FileState};
-use crate::cli::{DiffArgs, ScaffoldArgs};
 use crate::error::{exit, Error};
 use crate::spec::{self, ResolvedSpec};
 
@@ -49,10 +48,9 @@ fn file_list(names: &[&str]) -> String {
 pub fn prepare(target: &Path, output: Option<&Path>) -> Result<Prepared, Error> {
     if target.is_dir() {
         if !is_artifact_dir(target) {
-            return Err(Error::Usage(format!(
-                "{} is a folder without spec.yaml; pass a spec file or an artifact folder made by `repro scaffold`",
-                target.display()
-            )));
+            return Err(Error::NotAnArtifact {
+                dir: target.to_path_buf(),
+            });
         }
         let spec = load_spec(&target.join("spec.yaml"))?;
         return Ok(Prepared {
@@ -76,88 +74,83 @@ pub fn prepare(target: &Path, output: Option<&Path>) -> Result<Prepared, Error> 
     Ok(Prepared { spec, dir })
 }
 
-impl ScaffoldArgs {
-    pub fn exec(self) -> Result<u8, Error> {
-        let spec = load_spec(&self.spec)?;
-        let dir = self
-            .output
-            .clone()
-            .unwrap_or_else(|| super::default_dir(&spec));
-        let artifact = super::render(&spec, &dir)?;
-        let summary = artifact::write(&artifact, &spec.path, self.force)?;
-        if let Some(saved) = &summary.saved {
-            println!(
-                "{}: your edited files were kept in {}",
-                dir.display(),
-                saved.display()
-            );
-        }
-        if summary.written.is_empty() {
-            println!(
-                "{}: up to date ({} files)",
-                dir.display(),
-                summary.unchanged.len()
-            );
-        } else {
-            println!("{}: wrote {}", dir.display(), file_list(&summary.written));
-        }
+/// `repro scaffold`: writes the artifact of the spec at `spec_path` into `output` [default:
+/// generated/<name>/], over hand edits only when `force`.
+pub fn scaffold(spec_path: &Path, output: Option<&Path>, force: bool) -> Result<u8, Error> {
+    let spec = load_spec(spec_path)?;
+    let dir = output
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| super::default_dir(&spec));
+    let artifact = super::render(&spec, &dir)?;
+    let summary = artifact::write(&artifact, &spec.path, force)?;
+    if let Some(saved) = &summary.saved {
         println!(
-            "next: repro build {0}   or   repro run {0} --ones",
-            dir.display()
+            "{}: your edited files were kept in {}",
+            dir.display(),
+            saved.display()
         );
-        Ok(exit::PASSED)
     }
+    if summary.written.is_empty() {
+        println!(
+            "{}: up to date ({} files)",
+            dir.display(),
+            summary.unchanged.len()
+        );
+    } else {
+        println!("{}: wrote {}", dir.display(), file_list(&summary.written));
+    }
+    println!(
+        "next: repro build {0}   or   repro run {0} --ones",
+        dir.display()
+    );
+    Ok(exit::PASSED)
 }
 
-impl DiffArgs {
-    /// Exit 0 when the artifact matches its spec, 1 when it differs (like `diff`).
-    pub fn exec(self) -> Result<u8, Error> {
-        let (spec_path, dir) = if self.target.is_dir() {
-            let manifest = artifact::Manifest::read(&self.target).ok_or_else(|| {
-                Error::Usage(format!(
-                    "{} has no .repro/manifest.json, so repro does not know which spec made it; run `repro diff SPEC` instead",
-                    self.target.display()
-                ))
-            })?;
-            (self.target.join(&manifest.spec), self.target.clone())
-        } else {
-            let spec = load_spec(&self.target)?;
-            let dir = super::default_dir(&spec);
-            (self.target.clone(), dir)
-        };
-        let spec = load_spec(&spec_path)?;
-        let artifact = super::render(&spec, &dir)?;
-        let mut differs = false;
-        for (status, file) in artifact::status(&artifact).iter().zip(&artifact.files) {
-            match status.state {
-                FileState::Current => {}
-                FileState::New => {
-                    differs = true;
-                    println!("{}: not on disk", file.name);
+/// `repro diff`: the artifact `target` (or a spec's default artifact) against what its spec
+/// generates now. Exit 0 when they match, 1 when they differ (like `diff`).
+pub fn diff(target: &Path) -> Result<u8, Error> {
+    let (spec_path, dir) = if target.is_dir() {
+        let manifest = artifact::Manifest::read(target).ok_or_else(|| Error::NoManifest {
+            dir: target.to_path_buf(),
+        })?;
+        (target.join(&manifest.spec), target.to_path_buf())
+    } else {
+        let spec = load_spec(target)?;
+        let dir = super::default_dir(&spec);
+        (target.to_path_buf(), dir)
+    };
+    let spec = load_spec(&spec_path)?;
+    let artifact = super::render(&spec, &dir)?;
+    let mut differs = false;
+    for (status, file) in artifact::status(&artifact).iter().zip(&artifact.files) {
+        match status.state {
+            FileState::Current => {}
+            FileState::New => {
+                differs = true;
+                println!("{}: not on disk", file.name);
+            }
+            FileState::Stale | FileState::Edited => {
+                differs = true;
+                if status.state == FileState::Edited {
+                    println!("# {} was edited by hand", file.name);
                 }
-                FileState::Stale | FileState::Edited => {
-                    differs = true;
-                    if status.state == FileState::Edited {
-                        println!("# {} was edited by hand", file.name);
-                    }
-                    print!(
-                        "{}",
-                        artifact::unified_diff(
-                            file.name,
-                            status.on_disk.as_deref().unwrap_or(""),
-                            &file.content
-                        )
-                    );
-                }
+                print!(
+                    "{}",
+                    artifact::unified_diff(
+                        file.name,
+                        status.on_disk.as_deref().unwrap_or(""),
+                        &file.content
+                    )
+                );
             }
         }
-        if !differs {
-            println!("{}: matches {}", dir.display(), spec_path.display());
-        }
-        Ok(if differs {
-            exit::MISMATCH
-        } else {
-            exit::PASSED
-        })
     }
+    if !differs {
+        println!("{}: matches {}", dir.display(), spec_path.display());
+    }
+    Ok(if differs {
+        exit::MISMATCH
+    } else {
+        exit::PASSED
+    })
 }

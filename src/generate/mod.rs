@@ -175,13 +175,13 @@ pub fn render(spec: &ResolvedSpec, dir: &Path) -> Result<Artifact, Error> {
     for (name, _) in TEMPLATES {
         let content = tera.render(name, &tera_context).map_err(|e| {
             // A template error is a bug in repro, not in the spec; say everything tera knows.
-            let mut message = format!("internal error rendering {name}: {e}");
+            let mut message = format!("the template of {name} does not render: {e}");
             let mut source = std::error::Error::source(&e);
             while let Some(s) = source {
                 message.push_str(&format!("\n  caused by: {s}"));
                 source = s.source();
             }
-            Error::Usage(message)
+            Error::Internal(message)
         })?;
         files.push(GeneratedFile {
             name,

@@ -4,101 +4,93 @@
 use std::path::{Path, PathBuf};
 
 use super::skeleton::Skeleton;
-use crate::cli::{ImportArgs, ImportCommand};
 use crate::error::{exit, Error};
 use crate::generate::paths::relative_to;
 
-impl ImportArgs {
-    pub fn exec(self) -> Result<u8, Error> {
-        let (skeleton, output) = match self.command {
-            ImportCommand::Rust {
-                file,
-                kernel,
-                list,
-                search,
-                output,
-            } => {
-                let sites =
-                    super::rust::import_with_search(&file, kernel.as_deref(), search.as_deref())
-                        .map_err(|e| Error::Usage(e.to_string()))?;
-                let selectors = super::rust::selectors(&sites);
-                if list {
-                    let listings: Vec<String> = sites
-                        .iter()
-                        .zip(&selectors)
-                        .map(|(site, select)| site.listing(select))
-                        .collect();
-                    print!("{}", listings.join("\n"));
-                    return Ok(exit::PASSED);
-                }
-                let site = match sites.as_slice() {
-                    [one] => one,
-                    _ => {
-                        let listing: Vec<String> = sites
-                            .iter()
-                            .zip(&selectors)
-                            .map(|(s, select)| format!("  {}   (--kernel {select})", s.summary()))
-                            .collect();
-                        return Err(Error::Usage(format!(
-                            "{} has {} launch sites; pick one with --kernel NAME:\n{}",
-                            file.display(),
-                            sites.len(),
-                            listing.join("\n")
-                        )));
-                    }
-                };
-                (super::rust::skeleton(site), output)
-            }
-            ImportCommand::Capture { dir, call, output } => {
-                return capture(&dir, call, output.as_deref());
-            }
-            ImportCommand::Cuda {
-                path,
-                kernel,
-                output,
-            } => {
-                let decls =
-                    super::cuda::find(&path, &kernel).map_err(|e| Error::Usage(e.to_string()))?;
-                let decl = match decls.as_slice() {
-                    [one] => one,
-                    _ => {
-                        let listing: Vec<String> = decls
-                            .iter()
-                            .map(|d| format!("  {}  {}", d.location(), d.signature))
-                            .collect();
-                        return Err(Error::Usage(format!(
-                            "`{kernel}` is declared {} times under {}; pass the file (or a narrower folder) as PATH:\n{}",
-                            decls.len(),
-                            path.display(),
-                            listing.join("\n")
-                        )));
-                    }
-                };
-                (super::cuda::skeleton(decl, &path), output)
-            }
-        };
-        write(skeleton, output.as_deref())
+/// `repro import rust`: the skeleton of the launch site in `file` (of `kernel` when it launches
+/// several), with `search` the folder where the kernels may be loaded; or, with `list`, the
+/// launch sites found.
+pub fn rust(
+    file: &Path,
+    kernel: Option<&str>,
+    list: bool,
+    search: Option<&Path>,
+    output: Option<&Path>,
+) -> Result<u8, Error> {
+    let sites = super::rust::import_with_search(file, kernel, search)?;
+    let selectors = super::rust::selectors(&sites);
+    if list {
+        let listings: Vec<String> = sites
+            .iter()
+            .zip(&selectors)
+            .map(|(site, select)| site.listing(select))
+            .collect();
+        print!("{}", listings.join("\n"));
+        return Ok(exit::PASSED);
     }
+    let site = match sites.as_slice() {
+        [one] => one,
+        _ => {
+            let listing: Vec<String> = sites
+                .iter()
+                .zip(&selectors)
+                .map(|(s, select)| format!("  {}   (--kernel {select})", s.summary()))
+                .collect();
+            return Err(Error::AmbiguousLaunch {
+                file: file.to_path_buf(),
+                count: sites.len(),
+                listing: listing.join("\n"),
+            });
+        }
+    };
+    write(super::rust::skeleton(site), output)
+}
+
+/// `repro import cuda`: the skeleton of the `__global__` (or `__device__`) `kernel` found under
+/// `path`.
+pub fn cuda(path: &Path, kernel: &str, output: Option<&Path>) -> Result<u8, Error> {
+    let decls = super::cuda::find(path, kernel)?;
+    let decl = match decls.as_slice() {
+        [one] => one,
+        _ => {
+            let listing: Vec<String> = decls
+                .iter()
+                .map(|d| format!("  {}  {}", d.location(), d.signature))
+                .collect();
+            return Err(Error::AmbiguousKernel {
+                kernel: kernel.to_string(),
+                path: path.to_path_buf(),
+                count: decls.len(),
+                listing: listing.join("\n"),
+            });
+        }
+    };
+    write(super::cuda::skeleton(decl, path), output)
 }
 
 /// `repro import capture`: the tensors section, with file paths relative to where it is written.
-fn capture(dir: &Path, call: u32, output: Option<&Path>) -> Result<u8, Error> {
-    let entries = super::capture::read_manifest(dir).map_err(Error::Usage)?;
+pub fn capture(dir: &Path, call: u32, output: Option<&Path>) -> Result<u8, Error> {
+    let capture_error = |message| Error::Capture {
+        dir: dir.to_path_buf(),
+        message,
+    };
+    let entries = super::capture::read_manifest(dir).map_err(capture_error)?;
     let base: PathBuf = output
         .and_then(|o| o.parent().map(Path::to_path_buf))
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| PathBuf::from("."));
     let files_at = relative_to(dir, &base);
     let text = super::capture::tensors_yaml(&entries, call, &files_at, &dir.display().to_string())
-        .map_err(Error::Usage)?;
+        .map_err(capture_error)?;
     match output {
         None => print!("{text}"),
         Some(path) => {
             if path.exists() {
-                return Err(Error::Usage(format!(
-                    "{} exists; repro import never overwrites a file (choose another -o)",
-                    path.display()
-                )));
+                return Err(Error::WouldOverwrite {
+                    path: path.to_path_buf(),
+                    command: "import",
+                    fix: "choose another -o",
+                });
             }
             std::fs::write(path, &text).map_err(Error::io("write", path))?;
             println!(
@@ -125,10 +117,11 @@ fn write(mut skeleton: Skeleton, output: Option<&Path>) -> Result<u8, Error> {
         None => print!("{text}"),
         Some(path) => {
             if path.exists() {
-                return Err(Error::Usage(format!(
-                    "{} exists; repro import never overwrites a spec (choose another -o)",
-                    path.display()
-                )));
+                return Err(Error::WouldOverwrite {
+                    path: path.to_path_buf(),
+                    command: "import",
+                    fix: "choose another -o",
+                });
             }
             std::fs::write(path, &text).map_err(Error::io("write", path))?;
             let todos = text.matches("\"TODO: ").count();

@@ -4,7 +4,7 @@
 //! `tensors:` of a spec from tensors captured in production ([`capture`]).
 
 pub mod capture;
-mod command;
+pub mod command;
 pub mod cuda;
 pub mod rust;
 pub mod skeleton;

@@ -10,7 +10,6 @@ use serde_json::{json, Value};
 
 use super::sweep::{check_dims, output_dims, run_arguments};
 use crate::build::Variant;
-use crate::cli::BenchArgs;
 use crate::error::{exit, Error};
 use crate::generate::command::{prepare, Prepared};
 
@@ -52,19 +51,29 @@ impl Timing {
     }
 }
 
-impl BenchArgs {
-    pub fn exec(self) -> Result<u8, Error> {
-        super::check_timeout(self.timeout)?;
-        if self.repeat == 0 {
-            return Err(Error::Usage(
-                "--repeat for bench must be at least 1 timed launch".into(),
-            ));
-        }
-        if let Some(bad) = self.sizes.iter().find(|&&s| s < 1) {
-            return Err(Error::Usage(format!(
-                "--sizes: {bad} is not a positive size"
-            )));
-        }
+/// What `repro bench` times, and how.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// The spec (or artifact) timed first; the others are compared with it.
+    pub target: PathBuf,
+    pub variants: Vec<PathBuf>,
+    /// Sizes to time, each at least 1 [default: the spec's own sizes].
+    pub sizes: Vec<i64>,
+    /// The spec sizes set to each value of `sizes` [default: the output's extents].
+    pub dims: Vec<String>,
+    pub warmup: u32,
+    /// Timed launches, at least 1.
+    pub repeat: u32,
+    pub flush_l2: bool,
+    pub ones: bool,
+    pub timeout: Option<f64>,
+    pub json: Option<PathBuf>,
+    pub nvcc: Option<PathBuf>,
+}
+
+impl BenchOptions {
+    /// Builds every spec, times each at each size, prints the table; returns the worst exit code.
+    pub fn bench(&self) -> Result<u8, Error> {
         let specs: Vec<&Path> = std::iter::once(self.target.as_path())
             .chain(self.variants.iter().map(PathBuf::as_path))
             .collect();
@@ -75,12 +84,8 @@ impl BenchArgs {
             if !self.sizes.is_empty() {
                 check_dims(&prepared.spec, &dims, "bench")?;
             }
-            let binary = super::build_harness(
-                &prepared,
-                self.toolchain.nvcc.as_deref(),
-                Variant::Production,
-                "",
-            )?;
+            let binary =
+                super::build_harness(&prepared, self.nvcc.as_deref(), Variant::Production, "")?;
             contenders.push(Contender { prepared, binary });
         }
 
@@ -179,7 +184,7 @@ impl BenchArgs {
         let at_size = size
             .into_iter()
             .flat_map(|value| dims.iter().map(move |d| (d.as_str(), value)));
-        let mut args = run_arguments(at_size, self.ones, self.timeout);
+        let mut args = run_arguments(at_size, self.ones, self.timeout, &prepared.dir);
         args.extend([
             "--bench".to_string(),
             "--warmup".to_string(),
@@ -288,18 +293,15 @@ fn read_bench(report: &Path) -> Result<Value, Error> {
         path: report.to_path_buf(),
         source,
     })?;
-    let mut document: Value = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!(
-            "{}: the harness's report is not JSON ({e})",
-            report.display()
-        ))
+    let mut document: Value = serde_json::from_str(&text).map_err(|e| Error::HarnessReport {
+        path: report.to_path_buf(),
+        why: format!("not JSON ({e})"),
     })?;
     match document.get_mut("bench").map(Value::take) {
         Some(bench) if bench.is_object() => Ok(bench),
-        _ => Err(Error::Usage(format!(
-            "{}: the harness's report has no `bench` member (a harness from before `repro bench`? \
-             run `repro scaffold` on its spec again)",
-            report.display()
-        ))),
+        _ => Err(Error::HarnessReport {
+            path: report.to_path_buf(),
+            why: "it has no `bench` member".into(),
+        }),
     }
 }

@@ -18,11 +18,81 @@ use std::time::Duration;
 use wait_timeout::ChildExt;
 
 use crate::build::{self, Variant};
-use crate::cli::RunArgs;
 use crate::error::{exit, Error};
-use crate::generate::command::prepare;
-use crate::spec::model::{Outcome, Verdict};
+use crate::generate::command::Prepared;
+use crate::spec::model::{Outcome, ReferenceProvider, Verdict};
 use crate::spec::ResolvedSpec;
+
+/// What the harness feeds the kernel: its `--ones`, `--init` and `--seed`.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    pub ones: bool,
+    /// `T=PATTERN` overrides, as the harness reads them.
+    pub inits: Vec<String>,
+    pub seed: Option<u64>,
+}
+
+impl Inputs {
+    /// The harness's options for these inputs (the one place they are spelled for it).
+    pub fn arguments(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.ones {
+            args.push("--ones".to_string());
+        }
+        for init in &self.inits {
+            args.extend(["--init".to_string(), init.clone()]);
+        }
+        if let Some(seed) = self.seed {
+            args.extend(["--seed".to_string(), seed.to_string()]);
+        }
+        args
+    }
+}
+
+/// How the harness checks: `--repeat`, `--timeout`, `--reference`, and whether it may use the
+/// artifact's reference cache. None leaves the spec's `check:` and `reference:` values.
+#[derive(Debug, Clone, Default)]
+pub struct Checks {
+    pub repeat: Option<u32>,
+    pub timeout: Option<f64>,
+    pub reference: Option<ReferenceProvider>,
+    /// Pass the artifact's `.repro/cache/reference/` (run and probe; sweep's many sizes do not).
+    pub reference_cache: bool,
+}
+
+impl Checks {
+    /// The harness's options for these checks, the reference cache in `artifact` included (the
+    /// one place they are spelled for it).
+    pub fn arguments(&self, artifact: &std::path::Path) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(repeat) = self.repeat {
+            args.extend(["--repeat".to_string(), repeat.to_string()]);
+        }
+        if let Some(timeout) = self.timeout {
+            args.extend(["--timeout".to_string(), timeout.to_string()]);
+        }
+        if let Some(reference) = self.reference {
+            args.extend(["--reference".to_string(), reference.name().to_string()]);
+        }
+        if self.reference_cache {
+            args.extend(reference_cache_arguments(artifact));
+        }
+        args
+    }
+}
+
+/// Everything `repro run` does with a prepared artifact besides the inputs and checks.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub inputs: Inputs,
+    pub checks: Checks,
+    /// Where the JSON report goes [default: the artifact's `.repro/run/report.json`].
+    pub json: Option<std::path::PathBuf>,
+    /// A folder for the inputs, outputs and reference as .npy files.
+    pub dump: Option<std::path::PathBuf>,
+    pub sanitize: Option<sanitize::Tool>,
+    pub nvcc: Option<std::path::PathBuf>,
+}
 
 /// Runs the harness (or the sanitizer around it), relaying its report line by line as it comes
 /// and keeping the disposition for `expect:`. None when repro's own limit killed it.
@@ -103,16 +173,6 @@ pub(crate) fn disposition_class(disposition: &str) -> Option<&str> {
         .map(|d| d.trim_end_matches(')'))
 }
 
-/// `--timeout`, when given, must be a positive number of seconds (run, probe, sweep, shrink).
-pub(crate) fn check_timeout(timeout: Option<f64>) -> Result<(), Error> {
-    if timeout.is_some_and(|t| !crate::spec::validate::is_positive(t)) {
-        return Err(Error::Usage(
-            "--timeout takes a positive number of seconds".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// What one quiet harness run showed: its exit code and its class (`ok` for a pass, the class in
 /// `Failed (<class>)`, `hang` when repro's own limit stopped it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,10 +224,10 @@ pub(crate) fn run_quiet(
         });
     }
     if code == exit::USAGE {
-        return Err(Error::Usage(format!(
-            "the harness refused its options: {}",
-            error_text.trim()
-        )));
+        return Err(Error::HarnessRefused {
+            binary: binary.to_path_buf(),
+            message: error_text.trim().to_string(),
+        });
     }
     let class = text
         .lines()
@@ -224,11 +284,8 @@ pub(crate) fn state_path(
 
 /// `--reference-cache DIR` for the harness: the artifact's `.repro/cache/reference/`, where a
 /// reference computed once serves every rerun with the same operands (the kernel may change
-/// between them; the reference does not). Nothing when the user asked for a fresh one.
-pub(crate) fn reference_cache_arguments(artifact: &std::path::Path, disabled: bool) -> Vec<String> {
-    if disabled {
-        return Vec::new();
-    }
+/// between them; the reference does not).
+fn reference_cache_arguments(artifact: &std::path::Path) -> Vec<String> {
     let dir = crate::generate::paths::absolute(&artifact.join(".repro/cache/reference"));
     vec![
         "--reference-cache".to_string(),
@@ -244,187 +301,148 @@ pub(crate) fn print_heatmap_path(report: &std::path::Path) -> Result<(), Error> 
     Ok(())
 }
 
-impl RunArgs {
-    fn harness_arguments(&self) -> Vec<String> {
-        let mut args = Vec::new();
-        if self.ones {
-            args.push("--ones".to_string());
+/// `repro run` on a prepared artifact: build (a -lineinfo variant under a sanitizer), run the
+/// harness with `options`, relay its report; returns the exit code.
+pub fn run(prepared: &Prepared, options: &RunOptions) -> Result<u8, Error> {
+    let variant = if options.sanitize.is_some() {
+        Variant::Lineinfo
+    } else {
+        Variant::Production
+    };
+    let binary = build_harness(prepared, options.nvcc.as_deref(), variant, "")?;
+    let spec = &prepared.spec;
+    let mut checks = options.checks.clone();
+    let mut timeout = checks.timeout.unwrap_or(spec.check.timeout);
+    let (program, sanitizer_log) = match options.sanitize {
+        None => (Command::new(&binary), None),
+        Some(tool) => {
+            // Kernels run 10-100x slower under a sanitizer, and one launch is what it needs.
+            timeout *= sanitize::TIMEOUT_FACTOR;
+            checks.timeout.get_or_insert(timeout);
+            checks.repeat.get_or_insert(1);
+            let nvcc = build::toolchain::find_nvcc(options.nvcc.as_deref())?;
+            let sanitizer = sanitize::find(&nvcc.path).ok_or_else(|| {
+                Error::Toolchain(format!(
+                    "compute-sanitizer not found (looked next to {}, in its toolkit's compute-sanitizer/ folder and on PATH); \
+                     it ships with the CUDA toolkit",
+                    nvcc.path.display()
+                ))
+            })?;
+            let log = prepared
+                .dir
+                .join(format!(".repro/build/sanitizer-{}.log", tool.name()));
+            let _ = std::fs::remove_file(&log);
+            let log = crate::generate::paths::absolute(&log);
+            let mut command = Command::new(&sanitizer);
+            command
+                .args(sanitize::arguments(
+                    tool,
+                    &log,
+                    &sanitize::help_text(&sanitizer),
+                ))
+                .arg(&binary);
+            eprintln!(
+                "sanitize: {} --tool {} (log {})",
+                sanitizer.display(),
+                tool.name(),
+                log.display()
+            );
+            (command, Some((tool, log)))
         }
-        for init in &self.inits {
-            args.extend(["--init".to_string(), init.clone()]);
-        }
-        if let Some(seed) = self.seed {
-            args.extend(["--seed".to_string(), seed.to_string()]);
-        }
-        if let Some(repeat) = self.repeat {
-            args.extend(["--repeat".to_string(), repeat.to_string()]);
-        }
-        if let Some(timeout) = self.timeout {
-            args.extend(["--timeout".to_string(), timeout.to_string()]);
-        }
-        if let Some(reference) = &self.reference {
-            args.extend(["--reference".to_string(), reference.clone()]);
-        }
-        let absolute = |p: &std::path::Path| {
-            crate::generate::paths::absolute(p)
+    };
+    let repeat = checks.repeat.unwrap_or(spec.check.repeat);
+    let mut harness_args = options.inputs.arguments();
+    harness_args.extend(checks.arguments(&prepared.dir));
+    if let Some(dump) = &options.dump {
+        harness_args.extend([
+            "--dump".to_string(),
+            crate::generate::paths::absolute(dump)
                 .to_string_lossy()
-                .into_owned()
-        };
-        if let Some(dump) = &self.dump {
-            args.extend(["--dump".to_string(), absolute(dump)]);
-        }
-        args
+                .into_owned(),
+        ]);
     }
-
-    pub fn exec(self) -> Result<u8, Error> {
-        if self.repeat == Some(0) {
-            return Err(Error::Usage(
-                "--repeat 0 would not run the kernel; use 1 or more".into(),
-            ));
+    // The JSON report always: the heatmap is drawn from it.
+    let report = report_path(options.json.as_deref(), &prepared.dir)?;
+    harness_args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
+    let limit = process_limit(spec, timeout, repeat);
+    let (code, disposition) = match relay(program, &harness_args, limit, &binary)? {
+        Some(outcome) => outcome,
+        None => return Ok(exit::HANG),
+    };
+    if let Some((tool, log)) = sanitizer_log {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let report = sanitize::parse(&text);
+        print!("{}", sanitize::render(tool, &report));
+        if report.error_count() > 0 {
+            println!("Disposition: Failed (sanitizer)");
+            return Ok(exit::SANITIZER);
         }
-        check_timeout(self.timeout)?;
-        let prepared = prepare(&self.target, self.output.as_deref())?;
-        let variant = if self.sanitize.is_some() {
-            Variant::Lineinfo
-        } else {
-            Variant::Production
-        };
-        let binary = build_harness(&prepared, self.toolchain.nvcc.as_deref(), variant, "")?;
-        let spec = &prepared.spec;
-        let mut harness_args = self.harness_arguments();
-        // The JSON report always: the heatmap is drawn from it.
-        let report = report_path(self.json.as_deref(), &prepared.dir)?;
-        harness_args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
-        harness_args.extend(reference_cache_arguments(
-            &prepared.dir,
-            self.no_reference_cache,
-        ));
-        let (mut timeout, mut repeat) = (
-            self.timeout.unwrap_or(spec.check.timeout),
-            self.repeat.unwrap_or(spec.check.repeat),
-        );
-        let (program, sanitizer_log) = match self.sanitize {
-            None => (Command::new(&binary), None),
-            Some(tool) => {
-                // Kernels run 10-100x slower under a sanitizer, and one launch is what it needs.
-                timeout *= sanitize::TIMEOUT_FACTOR;
-                if self.timeout.is_none() {
-                    harness_args.extend(["--timeout".to_string(), timeout.to_string()]);
-                }
-                if self.repeat.is_none() {
-                    repeat = 1;
-                    harness_args.extend(["--repeat".to_string(), "1".to_string()]);
-                }
-                let nvcc = build::toolchain::find_nvcc(self.toolchain.nvcc.as_deref())?;
-                let sanitizer = sanitize::find(&nvcc.path).ok_or_else(|| {
-                    Error::Toolchain(format!(
-                        "compute-sanitizer not found (looked next to {}, in its toolkit's compute-sanitizer/ folder and on PATH); \
-                         it ships with the CUDA toolkit",
-                        nvcc.path.display()
-                    ))
-                })?;
-                let log = prepared
-                    .dir
-                    .join(format!(".repro/build/sanitizer-{}.log", tool.name()));
-                let _ = std::fs::remove_file(&log);
-                let log = crate::generate::paths::absolute(&log);
-                let mut command = Command::new(&sanitizer);
-                command
-                    .args(sanitize::arguments(
-                        tool,
-                        &log,
-                        &sanitize::help_text(&sanitizer),
-                    ))
-                    .arg(&binary);
-                eprintln!(
-                    "sanitize: {} --tool {} (log {})",
-                    sanitizer.display(),
-                    tool.name(),
-                    log.display()
-                );
-                (command, Some((tool, log)))
-            }
-        };
-        let limit = process_limit(spec, timeout, repeat);
-        let (code, disposition) = match relay(program, &harness_args, limit, &binary)? {
-            Some(outcome) => outcome,
-            None => return Ok(exit::HANG),
-        };
-        if let Some((tool, log)) = sanitizer_log {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let report = sanitize::parse(&text);
-            print!("{}", sanitize::render(tool, &report));
-            if report.error_count() > 0 {
-                println!("Disposition: Failed (sanitizer)");
-                return Ok(exit::SANITIZER);
-            }
-            // No findings: compute-sanitizer's own exit code is not the harness's.
-            if code == sanitize::ERROR_EXIT_CODE as u8 {
-                return Ok(exit::SANITIZER);
-            }
+        // No findings: compute-sanitizer's own exit code is not the harness's.
+        if code == sanitize::ERROR_EXIT_CODE as u8 {
+            return Ok(exit::SANITIZER);
         }
-        if code == exit::MISMATCH {
-            print_heatmap_path(&report)?;
-        }
-        self.report_expectation(spec, code, disposition.as_deref());
-        Ok(code)
     }
+    if code == exit::MISMATCH {
+        print_heatmap_path(&report)?;
+    }
+    report_expectation(spec, &options.inputs, code, disposition.as_deref());
+    Ok(code)
+}
 
-    /// One line saying whether the run showed what the spec's `expect:` says it should.
-    fn report_expectation(&self, spec: &ResolvedSpec, code: u8, disposition: Option<&str>) {
-        let Some(expect) = &spec.spec.expect else {
-            return;
-        };
-        // Only the two documented modes have expectations; a run with --init overrides is neither.
-        if !self.inits.is_empty() {
-            return;
+/// One line saying whether the run showed what the spec's `expect:` says it should.
+fn report_expectation(spec: &ResolvedSpec, inputs: &Inputs, code: u8, disposition: Option<&str>) {
+    let Some(expect) = &spec.spec.expect else {
+        return;
+    };
+    // Only the two documented modes have expectations; a run with --init overrides is neither.
+    if !inputs.inits.is_empty() {
+        return;
+    }
+    let (mode, wanted) = if inputs.ones {
+        ("ones", expect.ones)
+    } else {
+        ("random", expect.random)
+    };
+    let Some(wanted) = wanted else { return };
+    let got = match code {
+        exit::PASSED => Outcome::Pass,
+        exit::MISMATCH => Outcome::Fail,
+        exit::HANG => Outcome::Hang,
+        exit::CUDA_ERROR => Outcome::Fault,
+        _ => return, // no device, usage: nothing was observed
+    };
+    let verdict = expect.verdict.filter(|_| got != Outcome::Pass);
+    // A pass has no class to compare (the verdict is only checked on failures).
+    let observed_class = disposition
+        .and_then(disposition_class)
+        .filter(|&c| c != "ok");
+    let class_note = match (verdict, observed_class) {
+        (Some(want), Some(seen)) if want.name() == seen => {
+            format!(", class {seen} as expected")
         }
-        let (mode, wanted) = if self.ones {
-            ("ones", expect.ones)
-        } else {
-            ("random", expect.random)
-        };
-        let Some(wanted) = wanted else { return };
-        let got = match code {
-            exit::PASSED => Outcome::Pass,
-            exit::MISMATCH => Outcome::Fail,
-            exit::HANG => Outcome::Hang,
-            exit::CUDA_ERROR => Outcome::Fault,
-            _ => return, // no device, usage: nothing was observed
-        };
-        let verdict = expect.verdict.filter(|_| got != Outcome::Pass);
-        // A pass has no class to compare (the verdict is only checked on failures).
-        let observed_class = disposition
-            .and_then(disposition_class)
-            .filter(|&c| c != "ok");
-        let class_note = match (verdict, observed_class) {
-            (Some(want), Some(seen)) if want.name() == seen => {
-                format!(", class {seen} as expected")
-            }
-            // Which K slice or which rows went wrong is known only from the probe suite's
-            // controlled inputs (DESIGN §6); one run shows the pattern of its errors.
-            (
-                Some(
-                    want @ (Verdict::KCoverage
-                    | Verdict::RowMapping
-                    | Verdict::ColMapping
-                    | Verdict::Layout),
-                ),
-                Some(seen),
-            ) => format!(
-                ", pattern {seen} (the spec's verdict {} is one the probe suite names)",
-                want.name()
+        // Which K slice or which rows went wrong is known only from the probe suite's
+        // controlled inputs (docs/cli.md, `repro probe`); one run shows the pattern of its errors.
+        (
+            Some(
+                want @ (Verdict::KCoverage
+                | Verdict::RowMapping
+                | Verdict::ColMapping
+                | Verdict::Layout),
             ),
-            (Some(want), Some(seen)) => {
-                format!(", class {seen} (spec expects {})", want.name())
-            }
-            _ => String::new(),
-        };
-        let met = if got == wanted { "met" } else { "NOT met" };
-        println!(
-            "expect  {mode}: {} (spec: {}) -> {met}{class_note}",
-            got.name(),
-            wanted.name()
-        );
-    }
+            Some(seen),
+        ) => format!(
+            ", pattern {seen} (the spec's verdict {} is one the probe suite names)",
+            want.name()
+        ),
+        (Some(want), Some(seen)) => {
+            format!(", class {seen} (spec expects {})", want.name())
+        }
+        _ => String::new(),
+    };
+    let met = if got == wanted { "met" } else { "NOT met" };
+    println!(
+        "expect  {mode}: {} (spec: {}) -> {met}{class_note}",
+        got.name(),
+        wanted.name()
+    );
 }

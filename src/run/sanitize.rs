@@ -8,28 +8,44 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clap::ValueEnum;
-
-/// The compute-sanitizer tools repro drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// The compute-sanitizer tools repro drives (`--sanitize` lists them with [`Tool::about`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tool {
-    /// Out-of-bounds and misaligned accesses, to global, shared and local memory.
     Memcheck,
-    /// Shared-memory data races (hazards between threads of a block).
     Racecheck,
-    /// Reads of device global memory that nothing wrote.
     Initcheck,
-    /// Invalid uses of synchronization primitives (__syncthreads in divergent code...).
     Synccheck,
 }
 
 impl Tool {
+    pub const ALL: [Tool; 4] = [
+        Tool::Memcheck,
+        Tool::Racecheck,
+        Tool::Initcheck,
+        Tool::Synccheck,
+    ];
+
+    /// compute-sanitizer's name for the tool (`--tool NAME`), also repro's.
     pub fn name(self) -> &'static str {
         match self {
             Tool::Memcheck => "memcheck",
             Tool::Racecheck => "racecheck",
             Tool::Initcheck => "initcheck",
             Tool::Synccheck => "synccheck",
+        }
+    }
+
+    /// What the tool finds, in a line.
+    pub fn about(self) -> &'static str {
+        match self {
+            Tool::Memcheck => {
+                "Out-of-bounds and misaligned accesses, to global, shared and local memory"
+            }
+            Tool::Racecheck => "Shared-memory data races (hazards between threads of a block)",
+            Tool::Initcheck => "Reads of device global memory that nothing wrote",
+            Tool::Synccheck => {
+                "Invalid uses of synchronization primitives (__syncthreads in divergent code...)"
+            }
         }
     }
 }

@@ -28,12 +28,11 @@ use indexmap::IndexMap;
 use super::sweep::{check_dims, run_arguments, run_limit};
 use super::{run_quiet, RunOutcome};
 use crate::build::Variant;
-use crate::cli::ShrinkArgs;
 use crate::error::{exit, Error};
-use crate::generate::command::prepare;
+use crate::generate::command::Prepared;
 use crate::spec::ResolvedSpec;
 
-/// The K tile assumed when `reference.tile` gives none: the probes' K slice (DESIGN §6).
+/// The K tile assumed when `reference.tile` gives none: the probes' K slice (docs/cli.md, `repro probe`).
 const DEFAULT_TILE_K: i64 = 32;
 
 /// Which extent of the GEMM a size is.
@@ -527,32 +526,40 @@ struct Target {
     evidence: Evidence,
 }
 
-impl ShrinkArgs {
-    pub fn exec(self) -> Result<u8, Error> {
-        super::check_timeout(self.timeout)?;
-        let prepared = prepare(&self.target, self.output.as_deref())?;
-        let spec = &prepared.spec;
-        let dims = gemm_dims(spec);
-        let names: Vec<String> = dims.iter().map(|d| d.name.clone()).collect();
-        check_dims(spec, &names, "shrink")?;
-        let binary = super::build_harness(
-            &prepared,
-            self.toolchain.nvcc.as_deref(),
-            Variant::Production,
-            " (one build for every candidate)",
-        )?;
-        let limit = run_limit(spec, self.timeout.unwrap_or(spec.check.timeout));
-        let report = super::state_path(&prepared.dir, "shrink", "report.json")?;
-        // Counted in a Cell: the search reads the count while `run` holds the closure.
-        let runs = std::cell::Cell::new(0usize);
-        let run = |sizes: &IndexMap<String, i64>,
-                   ones: bool|
-         -> Result<(RunOutcome, Observation), Error> {
+/// What `repro shrink` takes besides the artifact.
+#[derive(Debug, Clone)]
+pub struct ShrinkOptions {
+    /// Stop after this many harness runs.
+    pub max_runs: usize,
+    pub timeout: Option<f64>,
+    pub nvcc: Option<PathBuf>,
+}
+
+/// Finds smaller sizes that fail the way the spec fails, and writes them as `<spec>.shrunk.yaml`;
+/// returns 0 when the spec passes, 1 when it fails (shrunk or not).
+pub fn shrink(prepared: &Prepared, options: &ShrinkOptions) -> Result<u8, Error> {
+    let spec = &prepared.spec;
+    let dims = gemm_dims(spec);
+    let names: Vec<String> = dims.iter().map(|d| d.name.clone()).collect();
+    check_dims(spec, &names, "shrink")?;
+    let binary = super::build_harness(
+        prepared,
+        options.nvcc.as_deref(),
+        Variant::Production,
+        " (one build for every candidate)",
+    )?;
+    let limit = run_limit(spec, options.timeout.unwrap_or(spec.check.timeout));
+    let report = super::state_path(&prepared.dir, "shrink", "report.json")?;
+    // Counted in a Cell: the search reads the count while `run` holds the closure.
+    let runs = std::cell::Cell::new(0usize);
+    let run =
+        |sizes: &IndexMap<String, i64>, ones: bool| -> Result<(RunOutcome, Observation), Error> {
             runs.set(runs.get() + 1);
             let mut args = run_arguments(
                 sizes.iter().map(|(n, v)| (n.as_str(), *v)),
                 ones,
-                self.timeout,
+                options.timeout,
+                &prepared.dir,
             );
             args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
             // A report left by the previous run must not stand for this one.
@@ -562,11 +569,9 @@ impl ShrinkArgs {
                 Ok(text) => serde_json::from_str::<serde_json::Value>(&text)
                     .map_err(|e| e.to_string())
                     .and_then(|json| output_report(&json))
-                    .map_err(|why| {
-                        Error::Usage(format!(
-                            "the harness's JSON report {} is not what repro reads: {why}; rebuild the artifact with this repro (`repro build`)",
-                            report.display()
-                        ))
+                    .map_err(|why| Error::HarnessReport {
+                        path: report.clone(),
+                        why,
                     })?,
                 // A hang or a fault may stop the harness before it writes the comparison.
                 Err(_) => None,
@@ -578,88 +583,85 @@ impl ShrinkArgs {
             Ok((outcome, observation))
         };
 
-        let original: IndexMap<String, i64> =
-            names.iter().map(|n| (n.clone(), spec.sizes[n])).collect();
-        let (ones, ones_seen) = run(&original, true)?;
-        if ones.code == exit::NO_DEVICE {
-            println!(
-                "no usable CUDA device: the harness is built; shrinking needs a GPU to run it"
-            );
-            return Ok(exit::NO_DEVICE);
-        }
-        let target = if ones.class != "ok" {
-            Target {
-                ones: true,
-                evidence: evidence(&ones_seen),
-            }
-        } else {
-            let (random, random_seen) = run(&original, false)?;
-            if random.class == "ok" {
-                println!(
-                    "shrink  {} passes with --ones and with random inputs: nothing to shrink",
-                    spec.name()
-                );
-                return Ok(exit::PASSED);
-            }
-            Target {
-                ones: false,
-                evidence: evidence(&random_seen),
-            }
-        };
-        let mode = if target.ones {
-            "--ones"
-        } else {
-            "random inputs"
-        };
-        println!(
-            "shrink  {} fails with {mode}, class {}, at {}",
-            spec.name(),
-            target.evidence.class,
-            sizes_text(&original)
-        );
-        println!("keep    {}", describe(&target.evidence));
-        let rules = size_rules(&dims, &original);
-        if !rules.is_empty() {
-            println!("sizes   on the tile grid as the original: {rules}");
-        }
-
-        let budget = self.max_runs.saturating_sub(runs.get());
-        let sizes = search(&dims, &original, budget, |trial| {
-            let (_, seen) = run(trial, target.ones)?;
-            let verdict = keeps(&target.evidence, &seen);
-            println!(
-                "  {:<28} {}",
-                sizes_text(trial),
-                match &verdict {
-                    Ok(()) => "same failure, evidence kept".to_string(),
-                    Err(lost) => lost.clone(),
-                }
-            );
-            Ok(verdict.is_ok())
-        })?;
-        let shrunk: Vec<String> = names
-            .iter()
-            .filter(|n| sizes[*n] != spec.sizes[*n])
-            .map(|n| format!("{n} {} -> {}", spec.sizes[n], sizes[n]))
-            .collect();
-        if shrunk.is_empty() {
-            println!(
-                "shrink  no smaller size keeps the failure's evidence ({} runs)",
-                runs.get()
-            );
-            return Ok(exit::MISMATCH);
-        }
-        let path = write_shrunk(spec, &sizes)?;
-        println!(
-            "shrunk  {} in {} runs of one build; still {mode}, class {}",
-            shrunk.join(", "),
-            runs.get(),
-            target.evidence.class
-        );
-        println!("kept    {}", describe(&target.evidence));
-        println!("wrote   {}", path.display());
-        Ok(exit::MISMATCH)
+    let original: IndexMap<String, i64> =
+        names.iter().map(|n| (n.clone(), spec.sizes[n])).collect();
+    let (ones, ones_seen) = run(&original, true)?;
+    if ones.code == exit::NO_DEVICE {
+        println!("no usable CUDA device: the harness is built; shrinking needs a GPU to run it");
+        return Ok(exit::NO_DEVICE);
     }
+    let target = if ones.class != "ok" {
+        Target {
+            ones: true,
+            evidence: evidence(&ones_seen),
+        }
+    } else {
+        let (random, random_seen) = run(&original, false)?;
+        if random.class == "ok" {
+            println!(
+                "shrink  {} passes with --ones and with random inputs: nothing to shrink",
+                spec.name()
+            );
+            return Ok(exit::PASSED);
+        }
+        Target {
+            ones: false,
+            evidence: evidence(&random_seen),
+        }
+    };
+    let mode = if target.ones {
+        "--ones"
+    } else {
+        "random inputs"
+    };
+    println!(
+        "shrink  {} fails with {mode}, class {}, at {}",
+        spec.name(),
+        target.evidence.class,
+        sizes_text(&original)
+    );
+    println!("keep    {}", describe(&target.evidence));
+    let rules = size_rules(&dims, &original);
+    if !rules.is_empty() {
+        println!("sizes   on the tile grid as the original: {rules}");
+    }
+
+    let budget = options.max_runs.saturating_sub(runs.get());
+    let sizes = search(&dims, &original, budget, |trial| {
+        let (_, seen) = run(trial, target.ones)?;
+        let verdict = keeps(&target.evidence, &seen);
+        println!(
+            "  {:<28} {}",
+            sizes_text(trial),
+            match &verdict {
+                Ok(()) => "same failure, evidence kept".to_string(),
+                Err(lost) => lost.clone(),
+            }
+        );
+        Ok(verdict.is_ok())
+    })?;
+    let shrunk: Vec<String> = names
+        .iter()
+        .filter(|n| sizes[*n] != spec.sizes[*n])
+        .map(|n| format!("{n} {} -> {}", spec.sizes[n], sizes[n]))
+        .collect();
+    if shrunk.is_empty() {
+        println!(
+            "shrink  no smaller size keeps the failure's evidence ({} runs)",
+            runs.get()
+        );
+        return Ok(exit::MISMATCH);
+    }
+    let path = write_shrunk(spec, &sizes)?;
+    println!(
+        "shrunk  {} in {} runs of one build; still {mode}, class {}",
+        shrunk.join(", "),
+        runs.get(),
+        target.evidence.class
+    );
+    println!("kept    {}", describe(&target.evidence));
+    println!("wrote   {}", path.display());
+    Ok(exit::MISMATCH)
 }
 
 fn sizes_text(sizes: &IndexMap<String, i64>) -> String {
@@ -688,12 +690,11 @@ fn write_shrunk(spec: &ResolvedSpec, sizes: &IndexMap<String, i64>) -> Result<Pa
         .map(|(n, v)| (format!("sizes.{n}"), v.to_string()))
         .collect();
     edits.push(("name".into(), format!("{}_shrunk", spec.name())));
-    let rewritten = crate::spec::yaml::rewrite_scalars(&text, &edits).map_err(|e| {
-        Error::Usage(format!(
-            "cannot write the shrunk spec from {}: {e}",
-            spec.path.display()
-        ))
-    })?;
+    let rewritten =
+        crate::spec::yaml::rewrite_scalars(&text, &edits).map_err(|why| Error::ShrunkSpec {
+            spec: spec.path.clone(),
+            why,
+        })?;
     let stem = spec
         .path
         .file_stem()

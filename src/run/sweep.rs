@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use super::{run_quiet, RunOutcome};
+use std::path::Path;
+
+use super::{run_quiet, Checks, Inputs, RunOutcome};
 use crate::build::Variant;
-use crate::cli::SweepArgs;
 use crate::error::{exit, Error};
-use crate::generate::command::prepare;
+use crate::generate::command::Prepared;
 use crate::generate::context::sizes_fixed_reason;
 use crate::spec::ResolvedSpec;
 
@@ -40,48 +41,63 @@ pub fn output_dims(spec: &ResolvedSpec) -> Vec<String> {
 }
 
 /// Checks that the harness takes `--size`, and that every name in `dims` is a declared size.
-pub(crate) fn check_dims(spec: &ResolvedSpec, dims: &[String], command: &str) -> Result<(), Error> {
+pub(crate) fn check_dims(
+    spec: &ResolvedSpec,
+    dims: &[String],
+    command: &'static str,
+) -> Result<(), Error> {
     if let Some(reason) = sizes_fixed_reason(spec) {
-        return Err(Error::Usage(format!(
-            "repro {command} changes sizes at run time, but in this spec they are compile-time constants: {reason}; \
-             make that template argument a kernel argument, or make a spec per size"
-        )));
+        return Err(Error::SizesFixed { command, reason });
     }
-    for d in dims {
-        if !spec.sizes.contains_key(d) {
-            let declared: Vec<&str> = spec.sizes.keys().map(String::as_str).collect();
-            return Err(Error::Usage(format!(
-                "`{d}` is not one of the spec's sizes ({})",
-                declared.join(", ")
-            )));
-        }
+    if let Some(d) = dims.iter().find(|d| !spec.sizes.contains_key(*d)) {
+        return Err(Error::UnknownSize {
+            spec: spec.path.clone(),
+            name: d.clone(),
+            declared: spec.sizes.keys().cloned().collect(),
+        });
     }
     if dims.is_empty() {
-        return Err(Error::Usage(
-            "no size to vary: the output's extents are not plain size names; name them with --dims"
-                .into(),
-        ));
+        return Err(Error::NoSizeToVary {
+            spec: spec.path.clone(),
+        });
     }
     Ok(())
 }
 
-/// The harness options of one quiet run: each size, `--ones` when asked, the user's timeout.
+/// The harness options of one quiet run in `artifact`: each size, `--ones` when asked, the
+/// user's timeout (and no reference cache: a reference per size would only fill the disk).
 pub(crate) fn run_arguments<'a>(
     sizes: impl IntoIterator<Item = (&'a str, i64)>,
     ones: bool,
     timeout: Option<f64>,
+    artifact: &Path,
 ) -> Vec<String> {
     let mut args: Vec<String> = sizes
         .into_iter()
         .flat_map(|(name, value)| ["--size".to_string(), format!("{name}={value}")])
         .collect();
-    if ones {
-        args.push("--ones".into());
-    }
-    if let Some(t) = timeout {
-        args.extend(["--timeout".to_string(), t.to_string()]);
-    }
+    let inputs = Inputs {
+        ones,
+        ..Inputs::default()
+    };
+    let checks = Checks {
+        timeout,
+        ..Checks::default()
+    };
+    args.extend(inputs.arguments());
+    args.extend(checks.arguments(artifact));
     args
+}
+
+/// What `repro sweep` takes besides the artifact.
+#[derive(Debug, Clone, Default)]
+pub struct SweepOptions {
+    /// The sizes to run [default: [`default_sizes`] of the reference's tiles]; each at least 1.
+    pub sizes: Vec<i64>,
+    /// The spec sizes set to each value [default: [`output_dims`]].
+    pub dims: Vec<String>,
+    pub timeout: Option<f64>,
+    pub nvcc: Option<std::path::PathBuf>,
 }
 
 /// The per-run limit: the watchdog for every launch plus a minute for context, reference, copies.
@@ -97,88 +113,79 @@ fn cell(outcome: &RunOutcome) -> String {
     }
 }
 
-impl SweepArgs {
-    pub fn exec(self) -> Result<u8, Error> {
-        super::check_timeout(self.timeout)?;
-        let prepared = prepare(&self.target, self.output.as_deref())?;
-        let spec = &prepared.spec;
-        let dims = if self.dims.is_empty() {
-            output_dims(spec)
-        } else {
-            self.dims.clone()
-        };
-        check_dims(spec, &dims, "sweep")?;
-        let r = &spec.reference;
-        let sizes = if self.sizes.is_empty() {
-            default_sizes(&[r.tile_m, r.tile_n])
-        } else {
-            self.sizes.clone()
-        };
-        if let Some(bad) = sizes.iter().find(|&&s| s < 1) {
-            return Err(Error::Usage(format!(
-                "--sizes: {bad} is not a positive size"
-            )));
-        }
-        let binary = super::build_harness(
-            &prepared,
-            self.toolchain.nvcc.as_deref(),
-            Variant::Production,
-            " (one build for every size)",
-        )?;
-        let limit = run_limit(spec, self.timeout.unwrap_or(spec.check.timeout));
+/// Runs the harness at every size (one build) and tabulates `--ones` and random outcomes;
+/// returns 0 when every size passes, 1 when some fail.
+pub fn sweep(prepared: &Prepared, options: &SweepOptions) -> Result<u8, Error> {
+    let spec = &prepared.spec;
+    let dims = if options.dims.is_empty() {
+        output_dims(spec)
+    } else {
+        options.dims.clone()
+    };
+    check_dims(spec, &dims, "sweep")?;
+    let r = &spec.reference;
+    let sizes = if options.sizes.is_empty() {
+        default_sizes(&[r.tile_m, r.tile_n])
+    } else {
+        options.sizes.clone()
+    };
+    let binary = super::build_harness(
+        prepared,
+        options.nvcc.as_deref(),
+        Variant::Production,
+        " (one build for every size)",
+    )?;
+    let limit = run_limit(spec, options.timeout.unwrap_or(spec.check.timeout));
 
+    println!(
+        "sweep   {} over {} = {}",
+        spec.name(),
+        dims.join(" = "),
+        sizes
+            .iter()
+            .map(i64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!("{:>8}  {:<24} {:<24}", "size", "--ones", "random");
+    let mut failing = Vec::new();
+    for &size in &sizes {
+        let at_size = || dims.iter().map(move |d| (d.as_str(), size));
+        let ones = run_quiet(
+            &binary,
+            &run_arguments(at_size(), true, options.timeout, &prepared.dir),
+            limit,
+        )?;
+        if ones.code == exit::NO_DEVICE {
+            println!("no usable CUDA device: the harness is built; a sweep needs a GPU to run it");
+            return Ok(exit::NO_DEVICE);
+        }
+        let random = run_quiet(
+            &binary,
+            &run_arguments(at_size(), false, options.timeout, &prepared.dir),
+            limit,
+        )?;
+        println!("{size:>8}  {:<24} {:<24}", cell(&ones), cell(&random));
+        if ones.class != "ok" || random.class != "ok" {
+            let class = if ones.class != "ok" {
+                &ones.class
+            } else {
+                &random.class
+            };
+            failing.push(format!("{size} ({class})"));
+        }
+    }
+    if failing.is_empty() {
+        println!("sweep   every size passes");
+        Ok(exit::PASSED)
+    } else {
         println!(
-            "sweep   {} over {} = {}",
-            spec.name(),
-            dims.join(" = "),
-            sizes
-                .iter()
-                .map(i64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
+            "sweep   {} of {} sizes fail: {}",
+            failing.len(),
+            sizes.len(),
+            failing.join(", ")
         );
-        println!("{:>8}  {:<24} {:<24}", "size", "--ones", "random");
-        let mut failing = Vec::new();
-        for &size in &sizes {
-            let at_size = || dims.iter().map(move |d| (d.as_str(), size));
-            let ones = run_quiet(
-                &binary,
-                &run_arguments(at_size(), true, self.timeout),
-                limit,
-            )?;
-            if ones.code == exit::NO_DEVICE {
-                println!(
-                    "no usable CUDA device: the harness is built; a sweep needs a GPU to run it"
-                );
-                return Ok(exit::NO_DEVICE);
-            }
-            let random = run_quiet(
-                &binary,
-                &run_arguments(at_size(), false, self.timeout),
-                limit,
-            )?;
-            println!("{size:>8}  {:<24} {:<24}", cell(&ones), cell(&random));
-            if ones.class != "ok" || random.class != "ok" {
-                let class = if ones.class != "ok" {
-                    &ones.class
-                } else {
-                    &random.class
-                };
-                failing.push(format!("{size} ({class})"));
-            }
-        }
-        if failing.is_empty() {
-            println!("sweep   every size passes");
-            Ok(exit::PASSED)
-        } else {
-            println!(
-                "sweep   {} of {} sizes fail: {}",
-                failing.len(),
-                sizes.len(),
-                failing.join(", ")
-            );
-            Ok(exit::MISMATCH)
-        }
+        Ok(exit::MISMATCH)
     }
 }
 

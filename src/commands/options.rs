@@ -1,0 +1,182 @@
+//! Option groups that several commands share, flattened into their argument structs, and the
+//! value parsers that refuse out-of-range values before anything runs. Each group turns itself
+//! into the plain options of the code it drives (`run::Inputs`, `run::Checks`) in one place,
+//! and those render the harness's own options (src/run/mod.rs).
+
+use std::path::{Path, PathBuf};
+
+use clap::builder::PossibleValue;
+use clap::{Args, ValueEnum};
+
+use crate::error::Error;
+use crate::generate::command::{prepare, Prepared};
+use crate::run::sanitize::Tool;
+use crate::spec::model::ReferenceProvider;
+
+/// What a command works on: a spec (its artifact written when stale) or an artifact folder.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// A spec file, or an artifact directory.
+    pub target: PathBuf,
+    /// Artifact directory when TARGET is a spec [default: generated/<name>/].
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+}
+
+impl TargetArgs {
+    /// Loads the target; for a spec, writes its artifact when stale.
+    pub fn prepare(&self) -> Result<Prepared, Error> {
+        prepare(&self.target, self.output.as_deref())
+    }
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Toolchain")]
+pub struct ToolchainArgs {
+    /// The nvcc to use [default: $NVCC, PATH, $CUDA_HOME, /usr/local/cuda, then the project's .toolchain].
+    #[arg(long, value_name = "PATH", global = true)]
+    pub nvcc: Option<PathBuf>,
+}
+
+impl ToolchainArgs {
+    pub fn nvcc(&self) -> Option<&Path> {
+        self.nvcc.as_deref()
+    }
+}
+
+/// The inputs `repro run` feeds the kernel.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Inputs")]
+pub struct InputArgs {
+    /// All-ones operands (C and bias zero): every output must equal alpha*K exactly.
+    #[arg(long)]
+    pub ones: bool,
+    /// Override one tensor's init: T=ones|zeros|iota|identity|uniform[:LO:HI]|int_uniform[:LO:HI]|normal[:MEAN:STD]|file:PATH
+    #[arg(long = "init", value_name = "T=PATTERN")]
+    pub inits: Vec<String>,
+    /// Seed for every random tensor.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+impl InputArgs {
+    pub fn inputs(&self) -> crate::run::Inputs {
+        crate::run::Inputs {
+            ones: self.ones,
+            inits: self.inits.clone(),
+            seed: self.seed,
+        }
+    }
+}
+
+/// `--timeout`: run, probe, sweep, shrink and bench all take it, with the same meaning.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Checks")]
+pub struct TimeoutArgs {
+    /// Seconds one launch may take before it is declared hung [default: check.timeout].
+    // Negative numbers reach the parser, which says why they are refused.
+    #[arg(long, value_name = "S", value_parser = positive_seconds, allow_negative_numbers = true)]
+    pub timeout: Option<f64>,
+}
+
+/// How the harness checks the kernel (run and probe).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Checks")]
+pub struct CheckArgs {
+    /// Launch N times and compare the outputs bitwise [default: check.repeat].
+    #[arg(long, value_name = "N", value_parser = at_least_one_launch)]
+    pub repeat: Option<u32>,
+    #[command(flatten)]
+    pub timeout: TimeoutArgs,
+    /// Where the fp64 reference GEMM runs [default: reference.provider, else auto: by size].
+    #[arg(long, value_name = "WHERE")]
+    pub reference: Option<ReferenceProvider>,
+    /// Compute the reference even when a run with the same operands left one in .repro/cache/.
+    #[arg(long)]
+    pub no_reference_cache: bool,
+}
+
+impl CheckArgs {
+    pub fn checks(&self) -> crate::run::Checks {
+        crate::run::Checks {
+            repeat: self.repeat,
+            timeout: self.timeout.timeout,
+            reference: self.reference,
+            reference_cache: !self.no_reference_cache,
+        }
+    }
+}
+
+/// `--repeat` of run: 0 launches would check nothing.
+fn at_least_one_launch(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(0) => Err("0 would not run the kernel; use 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--repeat` of probe: each probe's launches are compared with each other.
+pub(super) fn at_least_two_launches(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(n) if n < 2 => {
+            Err("probes take at least 2: each probe's runs are compared bitwise".into())
+        }
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--repeat` of bench: the median is over the timed launches.
+pub(super) fn at_least_one_timed_launch(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(0) => Err("bench needs at least 1 timed launch".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    let seconds: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    if crate::spec::validate::is_positive(seconds) {
+        Ok(seconds)
+    } else {
+        Err("not a positive number of seconds".into())
+    }
+}
+
+/// One value of `--sizes`.
+pub(super) fn positive_size(text: &str) -> Result<i64, String> {
+    match text.parse::<i64>() {
+        Ok(n) if n < 1 => Err(format!("{n} is not a positive size")),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+// The values the command line offers, in the order `--help` lists them. The enums are the core's
+// own; only their spelling on the command line lives here.
+
+impl ValueEnum for ReferenceProvider {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            ReferenceProvider::Host,
+            ReferenceProvider::Device,
+            ReferenceProvider::Auto,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
+}
+
+impl ValueEnum for Tool {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Tool::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()).help(self.about()))
+    }
+}

@@ -1,0 +1,35 @@
+//! `repro shrink SPEC|DIR [--max-runs N]`.
+
+use clap::Args;
+
+use super::options::{TargetArgs, TimeoutArgs, ToolchainArgs};
+use crate::error::Error;
+use crate::run::shrink::ShrinkOptions;
+
+#[derive(Debug, Args)]
+#[command(mut_arg("target", |a| a.help(
+    "A failing spec file (the smaller spec is written next to it), or an artifact directory"
+)))]
+pub struct ShrinkArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Stop after this many harness runs.
+    #[arg(long, value_name = "N", default_value_t = 200, help_heading = "Shrink")]
+    pub max_runs: usize,
+    #[command(flatten)]
+    pub timeout: TimeoutArgs,
+    #[command(flatten)]
+    pub toolchain: ToolchainArgs,
+}
+
+impl ShrinkArgs {
+    pub fn exec(self) -> Result<u8, Error> {
+        let prepared = self.target.prepare()?;
+        let options = ShrinkOptions {
+            max_runs: self.max_runs,
+            timeout: self.timeout.timeout,
+            nvcc: self.toolchain.nvcc,
+        };
+        crate::run::shrink::shrink(&prepared, &options)
+    }
+}
