@@ -4,6 +4,8 @@
 //! writes the harness artifact from the templates in `templates/`, [`build`] compiles it with the
 //! production flags (cached), [`run`] executes it and relays its report and exit code.
 //! [`inputs`] holds the input generators, bit-identical to the harness's own.
+//! [`commands`] is the command line (docs/cli.md): each command's arguments, turned into the
+//! plain values the modules above take.
 
 pub mod analyze;
 pub mod build;

@@ -446,3 +446,54 @@ fn report_expectation(spec: &ResolvedSpec, inputs: &Inputs, code: u8, dispositio
         wanted.name()
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Checks, Inputs};
+    use crate::spec::model::ReferenceProvider;
+    use std::path::Path;
+
+    #[test]
+    fn options_are_spelled_as_the_harness_reads_them() {
+        let inputs = Inputs {
+            ones: true,
+            inits: vec!["A=iota".into(), "B=file:b.npy".into()],
+            seed: Some(3),
+        };
+        assert_eq!(
+            inputs.arguments(),
+            [
+                "--ones",
+                "--init",
+                "A=iota",
+                "--init",
+                "B=file:b.npy",
+                "--seed",
+                "3"
+            ]
+        );
+        let checks = Checks {
+            repeat: Some(2),
+            timeout: Some(1.5),
+            reference: Some(ReferenceProvider::Host),
+            reference_cache: false,
+        };
+        assert_eq!(
+            checks.arguments(Path::new("art")),
+            ["--repeat", "2", "--timeout", "1.5", "--reference", "host"]
+        );
+        // Nothing given: the spec's own values, and no option at all.
+        assert!(Inputs::default().arguments().is_empty());
+        assert!(Checks::default().arguments(Path::new("art")).is_empty());
+        let cached = Checks {
+            reference_cache: true,
+            ..Checks::default()
+        }
+        .arguments(Path::new("art"));
+        assert_eq!(cached[0], "--reference-cache");
+        assert!(
+            cached[1].ends_with("art/.repro/cache/reference"),
+            "{cached:?}"
+        );
+    }
+}
