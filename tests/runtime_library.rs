@@ -127,3 +127,96 @@ fn production_flags_that_change_the_abi_still_link() {
         assert_eq!(&npy[npy.len() - expected.len()..], &expected[..]);
     }
 }
+
+/// An nvcc stand-in that appends a line to harness.cu while it compiles it (as an editor saving
+/// during a long build would), then runs the real nvcc on what it was given.
+fn editing_nvcc(dir: &Path, log: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let wrapper = dir.join("nvcc-editing");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nprintf '%s|' \"$@\" >> '{log}'; echo >> '{log}'\n\
+             for a in \"$@\"; do if [ \"$a\" = harness.cu ]; then \
+             echo '// saved during the build' >> harness.cu; fi; done\n\
+             exec '{}' \"$@\"\n",
+            common::nvcc().display(),
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
+#[test]
+fn a_file_edited_during_the_build_is_not_stamped_current() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    let cache = tmp.path().join("cache");
+    let log = tmp.path().join("nvcc.log");
+    build(&spec, &out, &editing_nvcc(tmp.path(), &log), &cache)
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("changed while nvcc ran"));
+    assert_eq!(common::calls(&log), 1);
+    // The next build must not say "up to date": what is on disk is not what was compiled.
+    Command::cargo_bin("repro")
+        .unwrap()
+        .env("REPRO_CACHE_DIR", &cache)
+        .arg("build")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(common::counting_nvcc(tmp.path(), &log))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("up to date").not());
+    assert_eq!(common::calls(&log), 2);
+}
+
+#[test]
+fn two_builds_of_one_artifact_take_turns_and_compile_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = common::write_small_spec(tmp.path());
+    let out = tmp.path().join("art");
+    let cache = tmp.path().join("cache");
+    let log = tmp.path().join("nvcc.log");
+    let nvcc = common::counting_nvcc(tmp.path(), &log);
+    // Scaffold first, so that both builds work on the same artifact folder.
+    Command::cargo_bin("repro")
+        .unwrap()
+        .arg("scaffold")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let run = || {
+        Command::cargo_bin("repro")
+            .unwrap()
+            .env("REPRO_CACHE_DIR", &cache)
+            .arg("build")
+            .arg(&out)
+            .arg("--nvcc")
+            .arg(&nvcc)
+            .output()
+            .unwrap()
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let a = scope.spawn(run);
+        let b = scope.spawn(run);
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(a.status.success() && b.status.success(), "{a:?} {b:?}");
+    assert_eq!(
+        common::calls(&log),
+        1,
+        "the second build waits and finds the first's work"
+    );
+    let stamp = std::fs::read_to_string(out.join(".repro/build/stamp.json")).unwrap();
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&stamp).is_ok(),
+        "a torn stamp: {stamp}"
+    );
+}
