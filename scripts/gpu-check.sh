@@ -20,7 +20,7 @@ rows=()
 
 section() { printf '\n==== %s\n' "$*"; }
 
-# Which parts to run: all by default, or those named on the command line (cache flags build examples
+# Which parts to run: all by default, or those named on the command line (cache flags arches build examples
 # large checks sanitize hopper probe sizes trace cutlass files reference bench; `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
@@ -84,6 +84,16 @@ echo "cold build:"; time "$repro" build examples/tiled_gemm_bf16.yaml 2>&1 | tai
 echo "warm build:"; time "$repro" build examples/tiled_gemm_bf16.yaml 2>&1 | tail -n 1
 echo "scaffold into a new folder:"; time "$repro" scaffold examples/tiled_gemm_bf16.yaml -o "$(mktemp -d)/a" >/dev/null
 
+fi
+
+if wanted arches; then
+section "other GPUs: an sm_86 spec built as PTX (ARCH=compute_86 ./build.sh), run here through the JIT"
+"$repro" scaffold tests/gpu/arch_sm86_ptx.yaml >/dev/null
+(cd generated/arch_sm86_ptx && ARCH=compute_86 NVCC="$nvcc" bash build.sh >"$logs/arch_sm86_build.log" 2>&1) ||
+  cat "$logs/arch_sm86_build.log"
+harness_case "sm_86 spec as PTX: --ones" 0 'Disposition: Passed' generated/arch_sm86_ptx/harness --ones
+harness_case "sm_86 spec as PTX: device reference" 0 'JIT-compiled from compute_86 PTX' generated/arch_sm86_ptx/harness --reference device
+harness_case "sm_86 spec as PTX: host reference" 0 'Disposition: Passed' generated/arch_sm86_ptx/harness --reference host
 fi
 
 if wanted flags; then

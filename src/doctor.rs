@@ -23,7 +23,12 @@ pub fn doctor(nvcc: Option<&Path>) -> Result<u8, Error> {
             match crate::run::sanitize::find(&nvcc.path) {
                 Some(s) => println!("sanitizer {} (repro run --sanitize)", s.display()),
                 None => println!(
-                    "sanitizer compute-sanitizer not found (needed only for repro run --sanitize)"
+                    "warning:  compute-sanitizer not found (WSL2 and some container images lack it): `repro run \
+                     --sanitize` cannot run here. Every other check still runs: outputs poisoned before each \
+                     launch (unwritten outputs are found), exact --ones and probe comparisons, bitwise repeats \
+                     (races that change results), the watchdog (hangs) and CUDA errors (an illegal address \
+                     faults the launch, exit 4); out-of-bounds reads that do not fault and races that leave \
+                     results unchanged need the sanitizer, on another machine"
                 ),
             }
             let include = nvcc

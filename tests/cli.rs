@@ -361,7 +361,15 @@ fn doctor_finds_the_project_toolchain() {
         .success()
         .stdout(predicate::str::contains("nvcc"))
         .stdout(predicate::str::contains("release 13.0"))
-        .stdout(predicate::str::contains("CUTLASS   4.2.0"));
+        .stdout(predicate::str::contains("CUTLASS   4.2.0"))
+        // The project toolchain (PyPI's nvcc) has no compute-sanitizer: doctor says so, and what
+        // the harness still checks without it.
+        .stdout(
+            predicate::str::contains("sanitizer /").or(predicate::str::contains(
+                "compute-sanitizer not found (WSL2 and some container images lack it)",
+            )
+            .and(predicate::str::contains("Every other check still runs"))),
+        );
 }
 
 #[test]

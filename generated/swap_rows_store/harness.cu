@@ -17,6 +17,13 @@
 
 namespace repro_spec {
 
+// The arch nvcc compiled this file for: build.arch, or what build.sh's ARCH overrode it with.
+#if defined(__CUDA_ARCH_LIST__)
+constexpr int kBuiltArch[] = {__CUDA_ARCH_LIST__};
+#else
+constexpr int kBuiltArch[] = {900};
+#endif
+
 // Grid expressions such as ceil_div(N, 128) mean the harness's ceil_div, even when a kernel
 // header declares one of its own at global scope.
 using repro::ceil_div;
@@ -86,10 +93,15 @@ repro::Launch launch(const repro::TensorView* repro_tensors, const int64_t* repr
 int main(int argc, char** argv) {
   repro::HarnessSpec spec = {};
   spec.name = "swap_rows_store";
-  // build.arch = sm_90a: the device must be compute capability 9.0.
-  spec.built_cc_major = 9;
-  spec.built_cc_minor = 0;
+  // build.arch = sm_90a: the device must be compute capability 9.0
+  // (for a PTX build, ARCH=compute_XX ./build.sh: that capability or any later one).
+  spec.built_cc_major = repro_spec::kBuiltArch[0] / 100;
+  spec.built_cc_minor = repro_spec::kBuiltArch[0] / 10 % 10;
+#if defined(REPRO_PTX_BUILD)
+  spec.ptx = true;
+#else
   spec.arch_specific = true;
+#endif
   spec.size_count = 3;
   spec.size_names = repro_spec::kSizeNames;
   spec.tensor_count = 3;

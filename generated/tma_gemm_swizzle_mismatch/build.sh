@@ -17,8 +17,11 @@ case "$ARCH" in
   sm_[0-9]*|compute_[0-9]*) ;;
   *) echo "build.sh: ARCH must look like sm_90a or compute_86, not '$ARCH'" >&2; exit 2 ;;
 esac
-# SASS for exactly this target (a bare -arch=sm_XXa would add a plain compute_XX pass).
+# SASS for exactly this target (a bare -arch=sm_XXa would add a plain compute_XX pass), or PTX
+# alone for ARCH=compute_XX, which the harness then runs on any GPU of that capability or later.
 gencode="-gencode=arch=compute_${ARCH#*_},code=${ARCH}"
+ptx=()
+if [[ "$ARCH" == compute_* ]]; then ptx=(-DREPRO_PTX_BUILD); fi
 host_compiler=()  # the production line's -ccbin: both builds must use one host compiler
 
 # 1. The runtime library, built with the runtime's own flags only, when absent or stale: its key
@@ -44,7 +47,7 @@ args=(
   # source.include_dirs, relative to this folder
   -I../../kernels
   # the runtime's headers, the harness, the runtime library
-  -Iruntime/include -o harness harness.cu "$runtime"
+  -Iruntime/include "${ptx[@]}" -o harness harness.cu "$runtime"
 )
 echo "$NVCC ${args[*]}"
 exec "$NVCC" "${args[@]}"

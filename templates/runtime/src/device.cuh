@@ -113,7 +113,8 @@ inline std::string device_json(const DeviceInfo& d) {
 // same major version with an equal or higher minor. Prints why and returns kExitNoDevice when
 // there is no usable device; returns 0 with `info` filled otherwise. The runtime and driver
 // versions are filled in either way.
-inline int require_device(DeviceInfo* info, int built_cc_major, int built_cc_minor, bool arch_specific) {
+inline int require_device(DeviceInfo* info, int built_cc_major, int built_cc_minor, bool arch_specific,
+                          bool ptx = false) {
   // These two need no device; they fail only on a null pointer.
   (void)cudaRuntimeGetVersion(&info->runtime_version);
   (void)cudaDriverGetVersion(&info->driver_version);  // 0 when no driver is installed
@@ -142,8 +143,10 @@ inline int require_device(DeviceInfo* info, int built_cc_major, int built_cc_min
   info->regs_per_block = prop.regsPerBlock;
   info->global_mem_bytes = prop.totalGlobalMem;
 
-  const bool runs = arch_specific ? (prop.major == built_cc_major && prop.minor == built_cc_minor)
-                                  : (prop.major == built_cc_major && prop.minor >= built_cc_minor);
+  // PTX is JIT-compiled by the driver for the device at hand: any later capability runs it.
+  const bool runs = ptx              ? prop.major * 10 + prop.minor >= built_cc_major * 10 + built_cc_minor
+                    : arch_specific ? (prop.major == built_cc_major && prop.minor == built_cc_minor)
+                                    : (prop.major == built_cc_major && prop.minor >= built_cc_minor);
   if (!runs) {
     const std::string built = strprintf("sm_%d%d%s", built_cc_major, built_cc_minor, arch_specific ? "a" : "");
     const std::string where =

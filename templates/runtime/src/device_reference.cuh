@@ -283,8 +283,13 @@ __global__ void reference_epilogue_kernel(DeviceGemmArgs p, int64_t L) {
 inline std::string reference_engine() {
   cudaFuncAttributes attributes;
   REPRO_CUDA_CHECK(cudaFuncGetAttributes(&attributes, reference_gemm_kernel<1>));
-  return attributes.binaryVersion >= 80 ? strprintf("fp64 tensor cores, sm_%d code", attributes.binaryVersion)
-                                        : strprintf("fp64 FMA on CUDA cores, sm_%d code", attributes.binaryVersion);
+  // A PTX build is JIT-compiled for this GPU from an older virtual arch, whose inner loop it keeps.
+  const std::string jit = attributes.ptxVersion > 0 && attributes.ptxVersion != attributes.binaryVersion
+                              ? strprintf(", JIT-compiled from compute_%d PTX", attributes.ptxVersion)
+                              : "";
+  const int path = jit.empty() ? attributes.binaryVersion : attributes.ptxVersion;
+  return path >= 80 ? strprintf("fp64 tensor cores, sm_%d code%s", attributes.binaryVersion, jit.c_str())
+                    : strprintf("fp64 FMA on CUDA cores, sm_%d code%s", attributes.binaryVersion, jit.c_str());
 }
 
 // A reference GEMM under way: its output, its packed operands (freed when it is done) and the

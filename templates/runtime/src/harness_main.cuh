@@ -342,7 +342,8 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   }
 
   DeviceInfo& device = current_device();
-  const int device_status = require_device(&device, spec.built_cc_major, spec.built_cc_minor, spec.arch_specific);
+  const int device_status = require_device(&device, spec.built_cc_major, spec.built_cc_minor, spec.arch_specific,
+                                          spec.harness->ptx);
   report_set("name", json_string(spec.name));
   report_set("inputs", json_string(inputs_line));
   report_set("mode", json_string(options.ones && options.inits.empty() ? "ones" : "reference"));

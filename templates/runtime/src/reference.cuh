@@ -58,8 +58,7 @@ constexpr int64_t kGemmMRBuild = 4;  // rows of A per panel, and of the register
 #else
 constexpr int64_t kGemmMRBuild = 3;
 #endif
-constexpr int64_t kGemmMRAvx512 = 4;
-constexpr int64_t kGemmMRMax = 4;  // the larger of the two
+constexpr int64_t kGemmMRMax = 4;  // the larger of the two tiles' rows
 constexpr int64_t kGemmNR = 8;    // columns of B per panel, and of the register tile
 constexpr int64_t kGemmKC = 256;  // K-block: a B panel of it (16 KiB) stays in L1
 // Per work item: 32 panels of rows (its A block, MC x KC, stays in L2) and of columns.
@@ -137,6 +136,8 @@ REPRO_GEMM_KERNEL inline void gemm_micro_kernel_build(const double* a, const dou
 
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__) && defined(__x86_64__) && !defined(__AVX512F__)
 #define REPRO_GEMM_AVX512 1
+// Only where the AVX-512 copy exists: an unused constant is a warning (#177) elsewhere.
+constexpr int64_t kGemmMRAvx512 = 4;
 __attribute__((target("avx512f"))) REPRO_GEMM_KERNEL inline void gemm_micro_kernel_avx512(const double* a,
                                                                                            const double* b, int64_t kc,
                                                                                            double* c, int64_t ldc) {

@@ -153,6 +153,9 @@ struct HarnessSpec {
   // and returns how many it filled.
   void (*reset_trace)();
   int (*read_trace)(TraceStage* stages, int capacity);
+  // Built as PTX only (build.sh with ARCH=compute_XX): the driver JIT-compiles it for any GPU
+  // of this compute capability or later.
+  bool ptx;
 };
 
 // The run: options, spec.yaml, inputs, reference, launches, comparison, report. main() returns it.
