@@ -237,23 +237,7 @@ fn build_is_cached_by_content_and_run_reports_no_device() {
         .success()
         .stdout(predicate::str::contains("nvcc not called"));
     assert_eq!(common::calls(&log), 2, "run-time values need no rebuild");
-    let emitted = tmp.path().join("emitted");
-    std::process::Command::new(out.join("harness"))
-        .arg("--emit-inputs")
-        .arg(&emitted)
-        .status()
-        .unwrap();
-    let loaded = repro::spec::load(&spec).unwrap();
-    for tensor in loaded.tensors.iter().filter(|t| !t.output) {
-        let npy = std::fs::read(emitted.join(format!("{}.npy", tensor.name))).unwrap();
-        let expected = repro::inputs::tensor_storage_bits(tensor);
-        assert_eq!(
-            &npy[npy.len() - expected.len()..],
-            &expected[..],
-            "{}: the harness did not read the edited spec.yaml",
-            tensor.name
-        );
-    }
+    common::assert_emitted_inputs_match(&out.join("harness"), &spec, &tmp.path().join("emitted"));
     std::fs::write(&spec, &text).unwrap();
 
     // No GPU on CI: the harness is built, then says there is no device, exit 7.

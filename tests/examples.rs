@@ -111,25 +111,7 @@ fn build_and_check(spec_path: &Path, work: &Path) {
     assert!(harness.is_file(), "{name}: no harness binary");
 
     // Inputs are generated on the host, before any CUDA call: they must be repro's own values.
-    let emitted = work.join(format!("{name}-inputs"));
-    std::fs::create_dir_all(&emitted).unwrap();
-    Command::new(&harness)
-        .arg("--emit-inputs")
-        .arg(&emitted)
-        .assert()
-        .success();
-    let spec = repro::spec::load(spec_path).unwrap();
-    for tensor in spec.tensors.iter().filter(|t| !t.output) {
-        let npy = std::fs::read(emitted.join(format!("{}.npy", tensor.name))).unwrap();
-        let expected = repro::inputs::tensor_storage_bits(tensor);
-        let payload = &npy[npy.len() - expected.len()..];
-        assert_eq!(
-            payload,
-            &expected[..],
-            "{name}: tensor {} differs from repro's generator",
-            tensor.name
-        );
-    }
+    common::assert_emitted_inputs_match(&harness, spec_path, &work.join(format!("{name}-inputs")));
 
     if !Path::new("/dev/nvidia0").exists() {
         Command::new(&harness)

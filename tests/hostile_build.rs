@@ -48,6 +48,19 @@ fn write_hostile_spec(dir: &Path, markers: &Path) -> PathBuf {
     spec
 }
 
+/// `repro scaffold SPEC -o DIR`; returns DIR.
+fn scaffold(spec: &Path, dir: &Path) -> PathBuf {
+    assert_cmd::Command::cargo_bin("repro")
+        .unwrap()
+        .arg("scaffold")
+        .arg(spec)
+        .arg("-o")
+        .arg(dir)
+        .assert()
+        .success();
+    dir.to_path_buf()
+}
+
 fn assert_no_markers(markers: &Path) {
     let found: Vec<_> = std::fs::read_dir(markers)
         .unwrap()
@@ -62,15 +75,7 @@ fn build_sh_passes_hostile_flags_as_inert_words() {
     let markers = work.path().join("markers");
     std::fs::create_dir_all(&markers).unwrap();
     let spec_path = write_hostile_spec(work.path(), &markers);
-    let dir = work.path().join("artifact");
-    assert_cmd::Command::cargo_bin("repro")
-        .unwrap()
-        .args(["scaffold"])
-        .arg(&spec_path)
-        .arg("-o")
-        .arg(&dir)
-        .assert()
-        .success();
+    let dir = scaffold(&spec_path, &work.path().join("artifact"));
 
     // An nvcc that records each call's arguments (each NUL-terminated, the call ended by an
     // END argument: a flag may hold a newline) and makes the -o file.
@@ -147,15 +152,7 @@ fn cmake_configures_hostile_flags_as_values() {
     let markers = work.path().join("markers");
     std::fs::create_dir_all(&markers).unwrap();
     let spec_path = write_hostile_spec(work.path(), &markers);
-    let dir = work.path().join("artifact");
-    assert_cmd::Command::cargo_bin("repro")
-        .unwrap()
-        .args(["scaffold"])
-        .arg(&spec_path)
-        .arg("-o")
-        .arg(&dir)
-        .assert()
-        .success();
+    let dir = scaffold(&spec_path, &work.path().join("artifact"));
     let build = work.path().join("build");
     let run = Command::new(cmake())
         .arg("-S")

@@ -114,18 +114,7 @@ fn production_flags_that_change_the_abi_still_link() {
         .assert()
         .success();
     // It runs as far as a machine without a GPU allows: its inputs are repro's own values.
-    let emitted = tmp.path().join("inputs");
-    std::process::Command::new(out.join("harness"))
-        .arg("--emit-inputs")
-        .arg(&emitted)
-        .status()
-        .unwrap();
-    let loaded = repro::spec::load(&spec).unwrap();
-    for tensor in loaded.tensors.iter().filter(|t| !t.output) {
-        let npy = std::fs::read(emitted.join(format!("{}.npy", tensor.name))).unwrap();
-        let expected = repro::inputs::tensor_storage_bits(tensor);
-        assert_eq!(&npy[npy.len() - expected.len()..], &expected[..]);
-    }
+    common::assert_emitted_inputs_match(&out.join("harness"), &spec, &tmp.path().join("inputs"));
 }
 
 /// The suite's shared runtime cache (`REPRO_CACHE_DIR`, which scripts/test.sh sets), or one in

@@ -164,7 +164,7 @@ fn changed_since(dir: &Path, inputs: &[String], since: SystemTime) -> Vec<String
         .filter(|input| {
             std::fs::metadata(dir.join(input))
                 .and_then(|m| m.modified())
-                .map_or(true, |modified| modified > since)
+                .map_or(true, |modified| modified >= since)
         })
         .cloned()
         .collect()
@@ -221,8 +221,14 @@ pub fn build_variant(
         args.join(" "),
         dir.display()
     );
-    // Anything nvcc reads that changes after this moment was maybe read before the change.
-    let started = SystemTime::now();
+    // Anything nvcc reads that changes after this moment was maybe read before the change. The
+    // moment is a file's modification time, so that it comes from the same (coarse) clock as
+    // the inputs' own: the system clock can be ahead of a write that follows it.
+    let marker = dir.join(BUILD_DIR).join("started");
+    std::fs::write(&marker, b"").map_err(Error::io("write", &marker))?;
+    let started = std::fs::metadata(&marker)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| SystemTime::now());
     let (output, seconds) = progress::run(
         "harness.cu with the production flags",
         Command::new(&nvcc.path)

@@ -102,3 +102,30 @@ pub fn logged_calls(log: &Path) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Runs `harness --emit-inputs` into `dir` and checks every input it wrote against repro's own
+/// generator for `spec` (the harness reads its inits from the artifact's spec.yaml at run time).
+pub fn assert_emitted_inputs_match(harness: &Path, spec: &Path, dir: &Path) {
+    let status = std::process::Command::new(harness)
+        .arg("--emit-inputs")
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "{} --emit-inputs: {status}",
+        harness.display()
+    );
+    let loaded = repro::spec::load(spec).unwrap_or_else(|e| panic!("{e}"));
+    for tensor in loaded.tensors.iter().filter(|t| !t.output) {
+        let npy = std::fs::read(dir.join(format!("{}.npy", tensor.name))).unwrap();
+        let expected = repro::inputs::tensor_storage_bits(tensor);
+        assert_eq!(
+            &npy[npy.len() - expected.len()..],
+            &expected[..],
+            "{}: tensor {} differs from repro's generator",
+            harness.display(),
+            tensor.name
+        );
+    }
+}
