@@ -192,6 +192,9 @@ for name in tma_gemm_bf16 tma_gemm_box_too_small tma_gemm_swizzle_mismatch tma_t
   run_case "$name (random)" "$(expected_exit "$spec" random)" run "$spec" --json "$logs/$name.json"
 done
 SAYS='cluster (16,1,1)' run_case "naive_cluster16 (non-portable)" 0 run tests/gpu/naive_cluster16.yaml
+# An output written only by TMA stores: the kernel gets map_d, never D's pointer (issue 24 item 1).
+SAYS='tma     map_d = D' run_case "tma_store_only --ones" 0 run tests/gpu/tma_store_only.yaml --ones
+run_case "tma_store_only (random)" 0 run tests/gpu/tma_store_only.yaml
 
 fi
 

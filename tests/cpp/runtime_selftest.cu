@@ -518,6 +518,30 @@ void test_npy(ScratchDir& dir) {
   // The header numpy expects: version 1.0, data 64-byte aligned, the descr of the dtype.
   std::vector<unsigned char> file;
   const int64_t shape23[2] = {2, 3};
+  {
+    // Unbounded inputs are refused before any read: a device never ends, a fifo blocks.
+    std::vector<unsigned char> logical;
+    const int64_t shape2[2] = {4, 4};
+    std::string why;
+    CHECK(!load_tensor_file("/dev/zero.npy", "Z", DType::f32, 2, shape2, &logical, &why));
+    CHECK(!read_file_bytes("/dev/zero", &logical, &why, 1 << 20));
+    CHECK_CONTAINS(why, "is not a regular file (a character device)");
+    const std::string fifo = dir.path + "/fifo.npy";
+    CHECK(mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(!load_tensor_file(fifo, "Z", DType::f32, 2, shape2, &logical, &why));
+    CHECK_CONTAINS(why, "is not a regular file (a fifo)");
+    // Larger than the tensor: refused by its size, unread.
+    const std::string big = dir.path + "/big.bin";
+    std::vector<unsigned char> bytes(65, 0);
+    CHECK(write_file_bytes(big, bytes.data(), bytes.size(), &why));
+    CHECK(!load_tensor_file(big, "Z", DType::f32, 2, shape2, &logical, &why));
+    CHECK_CONTAINS(why, "has 65 bytes; tensor Z (f32 [4, 4]) needs exactly 64");
+    const std::string big_npy = dir.path + "/big.npy";
+    std::vector<unsigned char> huge((size_t(1) << 20) + 200, 0);
+    CHECK(write_file_bytes(big_npy, huge.data(), huge.size(), &why));
+    CHECK(!load_tensor_file(big_npy, "Z", DType::f32, 2, shape2, &logical, &why));
+    CHECK_CONTAINS(why, "this tensor's data can take; it is not read");
+  }
   read_file_bytes(dir.path + "/rt_bf162.npy", &file, &error);
   const size_t header_length = file[8] | (size_t(file[9]) << 8);
   CHECK(file[6] == 1 && file[7] == 0 && (10 + header_length) % 64 == 0 && file[10 + header_length - 1] == '\n');

@@ -62,7 +62,30 @@ inline int64_t product(int rank, const int64_t* shape) {
   return count;
 }
 
-inline bool read_file_bytes(const std::string& path, std::vector<unsigned char>* bytes, std::string* error) {
+// Reads a whole regular file of at most `limit` bytes. Checked before anything is read: a fifo
+// would block the open or the read forever, a device such as /dev/zero never ends, and a file
+// larger than the tensor can hold is refused without reading it into memory.
+inline bool read_file_bytes(const std::string& path, std::vector<unsigned char>* bytes, std::string* error,
+                            size_t limit = SIZE_MAX) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    *error = "cannot read " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *error = path + " is not a regular file (" +
+             (S_ISFIFO(st.st_mode)  ? "a fifo"
+              : S_ISCHR(st.st_mode) ? "a character device"
+              : S_ISDIR(st.st_mode) ? "a folder"
+                                    : "not a plain file") +
+             "); give a .npy or .bin file";
+    return false;
+  }
+  if (size_t(st.st_size) > limit) {
+    *error = path + " is " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(limit) +
+             " this tensor's data can take; it is not read";
+    return false;
+  }
   FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     *error = "cannot read " + path + ": " + std::strerror(errno);
@@ -71,7 +94,9 @@ inline bool read_file_bytes(const std::string& path, std::vector<unsigned char>*
   bytes->clear();
   unsigned char buffer[1 << 16];
   size_t got;
-  while ((got = std::fread(buffer, 1, sizeof buffer, file)) > 0) bytes->insert(bytes->end(), buffer, buffer + got);
+  // Bounded even if the file grows while it is read.
+  while (bytes->size() <= limit && (got = std::fread(buffer, 1, sizeof buffer, file)) > 0)
+    bytes->insert(bytes->end(), buffer, buffer + got);
   const bool failed = std::ferror(file) != 0;
   std::fclose(file);
   if (failed) *error = "cannot read " + path + ": read error";
@@ -253,15 +278,22 @@ inline bool load_tensor_file(const std::string& path, const char* tensor_name, D
     return false;
   }
   std::vector<unsigned char> file;
-  if (!read_file_bytes(path, &file, error)) return false;
+  // A .bin is the data alone; a .npy adds its header (64 KiB at most in practice, 1 MiB allowed).
+  const size_t limit = has_suffix(".bin") ? data_bytes : data_bytes + (size_t(1) << 20);
+  const auto wrong_bin_size = [&](size_t size) {
+    *error = path + " has " + std::to_string(size) + " bytes; " + tensor + " needs exactly " +
+             std::to_string(data_bytes) + " (" + std::to_string(numel) + " elements x " +
+             std::to_string(element_bytes) + " bytes)";
+    return false;
+  };
+  // A .bin of the wrong size is named by its size, before it is read.
+  struct stat st;
+  if (has_suffix(".bin") && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && size_t(st.st_size) != data_bytes)
+    return wrong_bin_size(size_t(st.st_size));
+  if (!read_file_bytes(path, &file, error, limit)) return false;
 
   if (has_suffix(".bin")) {
-    if (file.size() != data_bytes) {
-      *error = path + " has " + std::to_string(file.size()) + " bytes; " + tensor + " needs exactly " +
-               std::to_string(data_bytes) + " (" + std::to_string(numel) + " elements x " +
-               std::to_string(element_bytes) + " bytes)";
-      return false;
-    }
+    if (file.size() != data_bytes) return wrong_bin_size(file.size());  // it changed while it was read
     logical->swap(file);
     return true;
   }
