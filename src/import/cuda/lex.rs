@@ -521,9 +521,12 @@ pub(super) fn replace_word(text: &str, word: &str, with: &str) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(pos) = rest.find(word) {
+        // The character before the match may already be in `out` (a match skipped inside a
+        // longer identifier ends right there, as the first `T` of `TT`).
         let before_ok = rest[..pos]
             .chars()
             .last()
+            .or_else(|| out.chars().last())
             .map_or(true, |c| !is_ident_continue(c));
         let after = &rest[pos + word.len()..];
         let after_ok = after.chars().next().map_or(true, |c| !is_ident_continue(c));
@@ -637,5 +640,8 @@ mod tests {
     fn replace_word_respects_identifier_boundaries() {
         assert_eq!(replace_word("T* T_ (T) xT", "T", "$0"), "$0* T_ ($0) xT");
         assert_eq!(replace_word("", "T", "x"), "");
+        // A word repeated inside a longer identifier is no word.
+        assert_eq!(replace_word("TT T", "T", "$0"), "TT $0");
+        assert_eq!(replace_word("TTT", "T", "$0"), "TTT");
     }
 }
