@@ -170,7 +170,7 @@ fn changed_since(dir: &Path, inputs: &[String], since: SystemTime) -> Vec<String
         .collect()
 }
 
-/// The stamp's key when the binary is current, with the inputs the stamp lists.
+/// Whether the binary is current: its stamp's key matches the key of the inputs the stamp lists.
 fn current(dir: &Path, binary: &Path, stamp_path: &Path, nvcc: &Path, args: &[String]) -> bool {
     if !binary.is_file() {
         return false;
