@@ -9,8 +9,7 @@ use super::paths::relative_to;
 use crate::build::command::{
     cmake_quote, comment_text, shell_quote, ArgGroup, BuildCommand, RUNTIME_FLAGS,
 };
-use crate::spec::model::Generator;
-use crate::spec::{InitSource, KernelArg, LaunchKind, ResolvedSpec, TmaDescriptor};
+use crate::spec::{KernelArg, LaunchKind, ResolvedSpec, TmaDescriptor};
 
 #[derive(Debug, Serialize)]
 pub struct HarnessContext {
@@ -75,22 +74,11 @@ pub struct TensorContext {
     pub dtype: &'static str,
     pub dtype_name: &'static str,
     pub bytes: usize,
-    pub rank: usize,
-    pub shape: Vec<i64>,
     pub shape_text: String,
-    /// Each dimension as C++ over the size locals (`M`, `2 * N`, `repro::ceil_div(K, 64)`).
-    pub shape_cpp: Vec<String>,
-    /// Explicit strides as C++; empty for packed strides (computed by the runtime).
-    pub strides_cpp: Vec<String>,
-    pub col_major: bool,
-    /// The strides at the spec's sizes, for a comment: `[744, 1]`.
-    pub strides_text: String,
-    pub strides: Vec<i64>,
     pub output: bool,
-    pub init: InitContext,
-    pub init_text: String,
     /// The tensor's `repro::TensorLayout` at the run's sizes, as a C++ initializer over the size
-    /// locals: `repro::TensorLayout{2, {M, K}, {}, false, false}`.
+    /// locals: `repro::TensorLayout{2, {M, K}, {}, false, false}`. (Inits are not compiled in:
+    /// the harness reads them from spec.yaml.)
     pub layout_cpp: String,
     /// `col_major`, `strides [K, 1]`, or empty for packed row-major (a comment).
     pub layout_text: String,
@@ -106,16 +94,6 @@ pub struct CutlassContext {
     pub out: usize,
     pub alpha: String,
     pub beta: String,
-}
-
-#[derive(Debug, Serialize)]
-pub struct InitContext {
-    pub kind: String,
-    pub p0: String,
-    pub p1: String,
-    pub seed: u64,
-    /// Relative to the artifact folder; the harness resolves it against its own folder.
-    pub path: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -249,37 +227,6 @@ pub fn cpp_string(text: &str) -> String {
         }
     }
     out
-}
-
-fn init_kind(source: &InitSource) -> &'static str {
-    match source {
-        InitSource::File(_) => "repro::InitKind::file",
-        InitSource::Generator(g) => match g {
-            Generator::Ones => "repro::InitKind::ones",
-            Generator::Zeros => "repro::InitKind::zeros",
-            Generator::Iota => "repro::InitKind::iota",
-            Generator::Identity => "repro::InitKind::identity",
-            Generator::Uniform => "repro::InitKind::uniform",
-            Generator::IntUniform => "repro::InitKind::int_uniform",
-            Generator::Normal => "repro::InitKind::normal",
-        },
-    }
-}
-
-fn init_text(init: &crate::spec::InitResolved, artifact: &Path) -> String {
-    match &init.source {
-        InitSource::File(p) => format!("file {}", relative_to(p, artifact)),
-        InitSource::Generator(g @ (Generator::Uniform | Generator::IntUniform)) => {
-            format!("{}[{}, {}] seed {}", g.name(), init.p0, init.p1, init.seed)
-        }
-        InitSource::Generator(Generator::Normal) => {
-            format!(
-                "normal(mean {}, std {}) seed {}",
-                init.p0, init.p1, init.seed
-            )
-        }
-        InitSource::Generator(g) => g.name().to_string(),
-    }
 }
 
 /// Why the spec's sizes must be compile-time constants in the harness, if they must: a template
@@ -442,68 +389,25 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path) -> HarnessContext {
     let tensors = spec
         .tensors
         .iter()
-        .map(|t| TensorContext {
-            name: t.name.clone(),
-            dtype: t.dtype.cpp_enumerator(),
-            dtype_name: t.dtype.name(),
-            bytes: t.dtype.bytes(),
-            rank: t.shape.len(),
-            shape: t.shape.clone(),
-            shape_text: format!("[{}]", t.shape_text.join(", ")),
-            shape_cpp: t
-                .shape_text
-                .iter()
-                .map(|s| crate::spec::expr::to_cpp(s))
-                .collect(),
-            strides_cpp: t
-                .strides_text
-                .as_ref()
-                .map(|s| s.iter().map(|x| crate::spec::expr::to_cpp(x)).collect())
-                .unwrap_or_default(),
-            col_major: t.col_major,
-            strides_text: format!(
-                "[{}]",
-                t.strides
-                    .iter()
-                    .map(i64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            strides: t.strides.clone(),
-            output: t.output,
-            init: InitContext {
-                kind: init_kind(&t.init.source).into(),
-                p0: cpp_double(t.init.p0),
-                p1: cpp_double(t.init.p1),
-                seed: t.init.seed,
-                path: match &t.init.source {
-                    InitSource::File(p) => cpp_string(&relative_to(p, artifact)),
-                    InitSource::Generator(_) => String::new(),
+        .map(|t| {
+            let to_cpp = |texts: &[String]| -> Vec<String> {
+                texts.iter().map(|x| crate::spec::expr::to_cpp(x)).collect()
+            };
+            let strides = t.strides_text.as_deref().map(to_cpp).unwrap_or_default();
+            TensorContext {
+                name: t.name.clone(),
+                dtype: t.dtype.cpp_enumerator(),
+                dtype_name: t.dtype.name(),
+                bytes: t.dtype.bytes(),
+                shape_text: format!("[{}]", t.shape_text.join(", ")),
+                output: t.output,
+                layout_cpp: layout_cpp(&to_cpp(&t.shape_text), &strides, t.col_major),
+                layout_text: match &t.strides_text {
+                    Some(s) => format!("strides [{}]", s.join(", ")),
+                    None if t.col_major => "col_major".into(),
+                    None => String::new(),
                 },
-            },
-            init_text: if t.output {
-                "poisoned output".into()
-            } else {
-                init_text(&t.init, artifact)
-            },
-            layout_cpp: {
-                let shape: Vec<String> = t
-                    .shape_text
-                    .iter()
-                    .map(|s| crate::spec::expr::to_cpp(s))
-                    .collect();
-                let strides: Vec<String> = t
-                    .strides_text
-                    .as_ref()
-                    .map(|s| s.iter().map(|x| crate::spec::expr::to_cpp(x)).collect())
-                    .unwrap_or_default();
-                layout_cpp(&shape, &strides, t.col_major)
-            },
-            layout_text: match &t.strides_text {
-                Some(s) => format!("strides [{}]", s.join(", ")),
-                None if t.col_major => "col_major".into(),
-                None => String::new(),
-            },
+            }
         })
         .collect();
     let k = &spec.kernel;

@@ -1,4 +1,4 @@
-//! The artifact (docs/artifact.md): rendering `harness.cu`, `build.sh`, `CMakeLists.txt`,
+//! The artifact (the README's "the artifact" part): rendering `harness.cu`, `build.sh`, `CMakeLists.txt`,
 //! `spec.yaml` and `README.md` from the templates in `templates/`, and the runtime's sources
 //! into `runtime/` (all embedded in the binary), and writing them without ever losing a hand
 //! edit.
