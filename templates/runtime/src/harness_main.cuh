@@ -2,8 +2,8 @@
 // repro harness runtime: harness_main
 //
 // The run itself, the same for every spec: options, inputs, reference, launches with poisoned
-// outputs and a watchdog, comparison, report. The spec-specific part of harness.cu only fills a
-// SpecInfo (tensors, reference GEMM, checks) and provides the launch function.
+// outputs and a watchdog, comparison, report. harness.cu hands over a HarnessSpec (its tensors,
+// sizes and launch function); spec.yaml gives the rest (spec_file.cuh).
 // ---------------------------------------------------------------------------------------------
 #pragma once
 

@@ -405,33 +405,6 @@ class SpecFile {
   YamlNode root_;
 };
 
-// Reads a regular file of at most `limit` bytes; empty and an error otherwise.
-inline bool read_small_file(const std::string& path, size_t limit, std::string* text, std::string* error) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    *error = strprintf("cannot read %s: %s", path.c_str(), std::strerror(errno));
-    return false;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    *error = strprintf("%s is not a regular file", path.c_str());
-    return false;
-  }
-  if (size_t(st.st_size) > limit) {
-    *error = strprintf("%s is %lld bytes; a spec is at most %zu", path.c_str(), (long long)st.st_size, limit);
-    return false;
-  }
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    *error = strprintf("cannot read %s: %s", path.c_str(), std::strerror(errno));
-    return false;
-  }
-  text->assign(size_t(st.st_size), '\0');
-  const size_t got = std::fread(&(*text)[0], 1, text->size(), f);
-  std::fclose(f);
-  text->resize(got);
-  return true;
-}
-
 inline int tensor_index(const SpecInfo& spec, const SpecFile& file, const YamlNode& v, const char* what) {
   const std::string name = file.text(v, what);
   for (size_t i = 0; i < spec.tensors.size(); ++i)
@@ -482,11 +455,12 @@ inline Init read_init(const SpecFile& file, const YamlNode& tensor, const std::s
 
 // Fills `spec` from the harness's declarations and spec.yaml.
 inline void load_spec_file(const std::string& path, const HarnessSpec& harness, SpecInfo* spec) {
-  std::string text, error;
-  if (!read_small_file(path, size_t(16) << 20, &text, &error))
+  std::vector<unsigned char> bytes;
+  std::string error;
+  if (!read_file_bytes(path, &bytes, &error, size_t(16) << 20))
     spec_file_error(error + "\n(the harness reads its inits, checks and reference from the artifact's spec.yaml; "
                         "--spec FILE names another)");
-  const SpecFile file(path, text);
+  const SpecFile file(path, std::string(bytes.begin(), bytes.end()));
   spec->harness = &harness;
   spec->name = harness.name;
   spec->base_dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
