@@ -1,7 +1,7 @@
 //! The spec loader on hostile input: random mutations of every example spec, and random YAML.
-//! Each must give a spec error or a valid spec, never a panic (a panic is a bug, DESIGN §2's
-//! exit codes have no room for it); every error exits 2 and names file, line and column; no case
-//! takes more than 5 s (issue 17).
+//! Each must give a spec error or a valid spec, never a panic (a panic is a bug: repro's exit
+//! codes, docs/cli.md, have no room for it); every error exits 2 and names file, line and column;
+//! no case takes more than 5 s (issue 17).
 //!
 //! The mutations are those of a hostile but fair user: lines dropped, doubled, swapped, cut, junk
 //! values and keys, and the inputs that broke the loader once: errors past column 65,535, bytes

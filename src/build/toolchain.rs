@@ -1,6 +1,6 @@
-//! Finding the CUDA toolchain (DESIGN §7): nvcc from `--nvcc`, `$NVCC`, `PATH`, `$CUDA_HOME`,
-//! `/usr/local/cuda`, then the project-local `.toolchain/` that scripts/setup-toolchain.sh fills
-//! from PyPI wheels; and the CUTLASS headers that come with it.
+//! Finding the CUDA toolchain (docs/cli.md, `repro doctor`): nvcc from `--nvcc`, `$NVCC`, `PATH`,
+//! `$CUDA_HOME`, `/usr/local/cuda`, then the project-local `.toolchain/` that
+//! scripts/setup-toolchain.sh fills from PyPI wheels; and the CUTLASS headers that come with it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,7 +45,7 @@ fn on_path(program: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// Finds nvcc by the rules of DESIGN §7.
+/// Finds nvcc: `--nvcc`, `$NVCC`, `PATH`, `$CUDA_HOME`, `/usr/local/cuda`, then `.toolchain/`.
 pub fn find_nvcc(explicit: Option<&Path>) -> Result<Found, Error> {
     if let Some(p) = explicit {
         return if p.is_file() {

@@ -1,5 +1,5 @@
-//! The init patterns of DESIGN §3: the Rust mirror of the harness runtime's
-//! `templates/harness/runtime/generators.cuh`, bit for bit.
+//! The init patterns (docs/spec.md, `inputs`): the Rust mirror of the harness runtime's
+//! `templates/runtime/src/generators.cuh`, bit for bit.
 //!
 //! Every value is a pure function of (pattern, seed, tensor name, logical index):
 //!
@@ -13,7 +13,7 @@
 //! Rust never fuses `a * b + c` into an FMA on its own, so the plain expressions below round
 //! exactly like the C++ (which blocks contraction explicitly).
 
-/// Which init pattern (DESIGN §3).
+/// Which init pattern (docs/spec.md, `inputs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum InitKind {
     Ones,

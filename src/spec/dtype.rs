@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// An element type of a tensor (DESIGN §3). `tf32` is stored as f32; the kernel rounds it.
+/// An element type of a tensor (docs/spec.md, `tensors`). `tf32` is stored as f32; the kernel
+/// rounds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {

@@ -1,5 +1,5 @@
-//! The spec: reading a YAML file (DESIGN §3, version 1), checking what it means, and resolving it
-//! into the numbers and names generation needs. Nothing is written anywhere until a spec has
+//! The spec: reading a YAML file (version 1, docs/spec.md), checking what it means, and resolving
+//! it into the numbers and names generation needs. Nothing is written anywhere until a spec has
 //! passed here.
 
 pub mod diagnostic;

@@ -1,4 +1,5 @@
-//! The spec as written (DESIGN §3, version 1): plain serde types, unknown fields rejected.
+//! The spec as written (version 1; every field is described in docs/spec.md): plain serde types,
+//! unknown fields rejected.
 //!
 //! These types say what may be written, not whether it makes sense; `validate` checks meaning
 //! and produces a [`crate::spec::ResolvedSpec`].
@@ -544,7 +545,7 @@ impl Outcome {
     }
 }
 
-/// Verdict classes of DESIGN §6.
+/// Verdict classes (docs/cli.md, "Verdict classes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {

@@ -208,8 +208,8 @@ pub struct FlagGroup {
 }
 
 impl BuildSettings {
-    /// `-gencode=arch=compute_90a,code=sm_90a` (DESIGN §7: SASS for the exact target, no PTX
-    /// that a later plain-sm_90 pass would reject).
+    /// `-gencode=arch=compute_90a,code=sm_90a` (docs/spec.md, `build`: SASS for the exact target,
+    /// no PTX that a later plain-sm_90 pass would reject).
     pub fn gencode(&self) -> String {
         let digits = self.arch.trim_start_matches("sm_");
         format!("-gencode=arch=compute_{digits},code={}", self.arch)

@@ -1,5 +1,5 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: timing the kernel (--bench; `repro bench`, DESIGN §2)
+// repro harness runtime: timing the kernel (--bench; `repro bench`, docs/cli.md)
 //
 // Device events around each launch, as every launch of this harness is timed, but with the
 // conditions a timing needs and a check does not: warm-up launches first (clocks ramp up, the

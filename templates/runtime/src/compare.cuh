@@ -7,9 +7,9 @@
 
 namespace repro {
 
-// exact: analytic mode (--ones and the probes, DESIGN §6). The right answer is known in closed
-// form, so an element passes only if it is the output dtype's value of it: no tolerance at all,
-// except where that value is not representable, where one ulp of the output dtype is allowed.
+// exact: analytic mode (--ones and the probes, docs/tolerances.md). The right answer is known in
+// closed form, so an element passes only if it is the output dtype's value of it: no tolerance at
+// all, except where that value is not representable, where one ulp of the output dtype is allowed.
 // Otherwise an element is bad when |got - want| > atol + rtol * |want|, and the whole output
 // also fails when its relative L2 error exceeds rel_l2.
 struct Tolerance {

@@ -1,5 +1,5 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: input generators (DESIGN §3 init patterns)
+// repro harness runtime: input generators (the init patterns of docs/spec.md, `inputs`)
 //
 // Every generated value is a pure function of (pattern, seed, tensor name, logical index): no
 // generator state, no library RNG, no libm. The same spec therefore gives the same tensor in

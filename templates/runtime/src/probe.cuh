@@ -1,5 +1,5 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: the probe suite (--probe; DESIGN §6)
+// repro harness runtime: the probe suite (--probe; docs/cli.md, `repro probe`)
 //
 // One process, one context, one build: the kernel is launched on a series of controlled inputs
 // whose right answers are known in closed form, each compared exactly, and the pattern of which

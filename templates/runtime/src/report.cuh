@@ -1,5 +1,5 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: the report (text lines of DESIGN §4, the JSON report, the error pattern)
+// repro harness runtime: the report (docs/cli.md, "Report": text lines, JSON report, error pattern)
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -275,7 +275,7 @@ inline void write_comparison_json(JsonWriter& w, const std::string& tensor_name,
   w.end_object();
 }
 
-// ------------------------------------------------------------------ error pattern (DESIGN §6)
+// ------------------------------------------- error pattern (docs/cli.md, "Verdict classes")
 
 // A verdict class and the evidence for it, in one sentence.
 struct Pattern {
