@@ -278,8 +278,8 @@ fn write_env(bundle: &Bundle) -> Result<(), Error> {
 fn write_readme(bundle: &Bundle, spec: &ResolvedSpec, code: Option<u8>) -> Result<(), Error> {
     let mut text = String::from("./build.sh\n./harness --ones && ./harness\n\n");
     text.push_str(&format!("# repro bundle: `{}`\n\n", spec.name()));
-    if !spec.spec.about.is_empty() {
-        text.push_str(&format!("{}\n\n", spec.spec.about));
+    if !spec.about.is_empty() {
+        text.push_str(&format!("{}\n\n", spec.about));
     }
     text.push_str(
         "The two commands above rebuild the harness with the production flags (`NVCC=` and `ARCH=` \

@@ -31,7 +31,7 @@ fn every_example_is_valid_and_named_after_its_file() {
             path.display()
         );
         assert!(
-            spec.spec.expect.is_some(),
+            spec.expect.is_some(),
             "{} must say what it shows (`expect:`)",
             path.display()
         );

@@ -24,7 +24,7 @@ pub fn flags(
     let mut hints = Vec::new();
     if let Some(spec_path) = spec {
         let spec = crate::spec::load(spec_path)?;
-        hints.extend(spec.spec.source.includes.iter().cloned());
+        hints.extend(spec.includes.iter().cloned());
         hints.push(spec.name().to_string());
     }
     let selector = super::Selector {

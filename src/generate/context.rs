@@ -443,14 +443,14 @@ pub fn harness_context(spec: &ResolvedSpec, artifact: &Path) -> HarnessContext {
     };
     let tolerance = |v: Option<f64>| cpp_double(v.unwrap_or(-1.0));
     let fixed_reason = sizes_fixed_reason(spec);
-    let expect = spec.spec.expect.as_ref();
+    let expect = spec.expect.as_ref();
     HarnessContext {
         name: spec.name().to_string(),
-        about: comment_text(&spec.spec.about),
+        about: comment_text(&spec.about),
         version: env!("CARGO_PKG_VERSION"),
         spec_display: comment_text(&relative_to(&spec.path, artifact)),
-        includes: spec.spec.source.includes.clone(),
-        prelude: spec.spec.source.prelude.clone(),
+        includes: spec.includes.clone(),
+        prelude: spec.prelude.clone(),
         cutlass: match k.kind {
             LaunchKind::Cutlass3 { .. } => Some(CutlassContext {
                 formula: formula.clone(),

@@ -205,62 +205,21 @@ pub fn render(spec: &ResolvedSpec, dir: &Path) -> Result<Artifact, Error> {
     })
 }
 
-/// The spec with paths rewritten relative to the artifact folder, so `repro build DIR` and
-/// `repro run DIR` work from the artifact alone.
+/// The resolved spec (spec/document.rs) with paths rewritten relative to the artifact folder,
+/// so `repro build DIR` and `repro run DIR` work from the artifact alone.
 fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
-    let mut s = spec.spec.clone();
+    use crate::spec::model::InitPattern;
+    let mut s = spec.document.clone();
     s.source.include_dirs = spec
         .include_dirs
         .iter()
         .map(|d| paths::relative_to(d, dir))
         .collect();
-    // The artifact must build without the production log: the flags it gave are written out.
-    s.build = crate::spec::model::BuildSpec {
-        arch: Some(spec.build.arch.clone()),
-        std: Some(spec.build.std.clone()),
-        flags: spec.build.flags.clone(),
-        flags_from: None,
-    };
-    // What the harness reads at run time is spelled out: every input's init (the `inputs:`
-    // default applied), the reference's scalars and tile, the checks' repeat and timeout.
-    use crate::spec::model::{FileInit, InitPattern};
-    for (t, resolved) in s.tensors.values_mut().zip(&spec.tensors) {
-        if t.output {
-            continue;
-        }
-        let init = &resolved.init;
-        (t.range, t.mean, t.std, t.seed) = (None, None, None, None);
-        match &init.source {
-            crate::spec::InitSource::File(p) => {
-                t.init = Some(InitPattern::File(FileInit {
-                    file: paths::relative_to(p, dir),
-                }));
-            }
-            crate::spec::InitSource::Generator(g) => {
-                use crate::spec::model::Generator;
-                t.init = Some(InitPattern::Generator(*g));
-                match g {
-                    Generator::Uniform | Generator::IntUniform => {
-                        t.range = Some([init.p0, init.p1]);
-                        t.seed = Some(init.seed);
-                    }
-                    Generator::Normal => {
-                        (t.mean, t.std, t.seed) = (Some(init.p0), Some(init.p1), Some(init.seed));
-                    }
-                    _ => {}
-                }
-            }
+    for t in s.tensors.values_mut() {
+        if let Some(InitPattern::File(f)) = &mut t.init {
+            f.file = paths::relative_to(Path::new(&f.file), dir);
         }
     }
-    let r = &spec.reference;
-    s.reference.alpha = Some(r.alpha);
-    s.reference.beta = r.c.map(|_| r.beta);
-    s.reference.tile = Some(match r.tile_k {
-        Some(k) => vec![r.tile_m, r.tile_n, k],
-        None => vec![r.tile_m, r.tile_n],
-    });
-    s.check.repeat = Some(spec.check.repeat);
-    s.check.timeout = Some(spec.check.timeout);
     format!(
         "# Resolved by repro {} from {}; paths are relative to this folder.\n{}",
         env!("CARGO_PKG_VERSION"),

@@ -391,7 +391,7 @@ pub fn run(prepared: &Prepared, options: &RunOptions) -> Result<u8, Error> {
 
 /// One line saying whether the run showed what the spec's `expect:` says it should.
 fn report_expectation(spec: &ResolvedSpec, inputs: &Inputs, code: u8, disposition: Option<&str>) {
-    let Some(expect) = &spec.spec.expect else {
+    let Some(expect) = &spec.expect else {
         return;
     };
     // Only the two documented modes have expectations; a run with --init overrides is neither.

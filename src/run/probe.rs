@@ -54,7 +54,7 @@ pub fn probe(prepared: &Prepared, options: &ProbeOptions) -> Result<u8, Error> {
     if code == exit::MISMATCH {
         super::print_heatmap_path(&report)?;
     }
-    if let Some(want) = spec.spec.expect.as_ref().and_then(|e| e.verdict) {
+    if let Some(want) = spec.expect.as_ref().and_then(|e| e.verdict) {
         if let Some(seen) = disposition.as_deref().and_then(super::disposition_class) {
             let met = if seen == want.name() {
                 "met"

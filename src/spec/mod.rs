@@ -3,7 +3,9 @@
 //! passed here.
 
 pub mod diagnostic;
+mod document;
 pub mod dtype;
+pub mod environment;
 pub mod expr;
 pub mod model;
 pub mod names;
@@ -16,6 +18,7 @@ use std::io::Read;
 use std::path::Path;
 
 pub use diagnostic::{Diagnostic, Location, SpecErrors};
+pub use environment::Environment;
 pub use model::Spec;
 pub use resolved::*;
 
@@ -37,11 +40,13 @@ pub fn load(path: &Path) -> Result<ResolvedSpec, Error> {
     load_text(path, &text, &dir)
 }
 
-/// Parses and validates spec text; `dir` is where its relative paths point from.
+/// Parses spec text, looks up what it names relative to `dir` (the one step that reads the file
+/// system: [`Environment::gather`]), and validates it.
 pub fn load_text(path: &Path, text: &str, dir: &Path) -> Result<ResolvedSpec, Error> {
     let (spec, spans) =
         yaml::parse_spec(text).map_err(|d| Error::Spec(SpecErrors::new(path, text, d)))?;
-    validate::validate(spec, &spans, path, dir)
+    let environment = Environment::gather(&spec, dir);
+    validate::validate(spec, &spans, path, &environment)
         .map_err(|diagnostics| Error::Spec(SpecErrors::new(path, text, diagnostics)))
 }
 

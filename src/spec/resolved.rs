@@ -6,12 +6,22 @@ use std::path::PathBuf;
 use indexmap::IndexMap;
 
 use super::dtype::DType;
-use super::model::{Generator, Spec};
+use super::model::{ExpectSpec, Generator, Spec};
 
 #[derive(Debug, Clone)]
 pub struct ResolvedSpec {
-    /// The spec as written (defaults filled by serde); serialized into the artifact.
-    pub spec: Spec,
+    pub name: String,
+    /// `about:`, verbatim (a comment in harness.cu, the bundle's README).
+    pub about: String,
+    /// `source.includes`, verbatim, in order.
+    pub includes: Vec<String>,
+    /// `source.prelude`, verbatim.
+    pub prelude: Option<String>,
+    /// `expect:`, what the spec's author says the runs give.
+    pub expect: Option<ExpectSpec>,
+    /// This spec as a document with every resolved value spelled out (document.rs): what the
+    /// artifact's spec.yaml holds, its paths made relative to the artifact.
+    pub document: Spec,
     /// The spec file, as the user named it.
     pub path: PathBuf,
     /// The folder relative paths in the spec are resolved against.
@@ -36,7 +46,7 @@ pub struct ResolvedSpec {
 
 impl ResolvedSpec {
     pub fn name(&self) -> &str {
-        &self.spec.name
+        &self.name
     }
 
     pub fn tensor(&self, index: usize) -> &TensorSpecResolved {

@@ -9,6 +9,7 @@ use indexmap::IndexMap;
 
 use super::diagnostic::{did_you_mean, Diagnostic};
 use super::dtype::DType;
+use super::environment::{Cutlass, Environment, FlagsFromLine, InputFile};
 use super::expr::{self, ExprError};
 use super::model::{
     FlagsFrom, Generator, InitPattern, KernelKind, Layout, Spec, TensorSpec, Value,
@@ -23,33 +24,26 @@ const SM90_MAX_DYNAMIC_SMEM: i64 = 227 * 1024;
 pub(super) struct Validator<'a> {
     pub(super) spec: &'a Spec,
     spans: &'a SpanMap,
-    dir: &'a Path,
+    environment: &'a Environment,
     errors: Vec<Diagnostic>,
     warnings: Vec<String>,
-    /// The CUTLASS root (holding include/ and tools/util/include/), when the spec needs one.
-    cutlass: Option<PathBuf>,
 }
 
+/// Checks `spec` against its text's spans and what `environment` found, and resolves it. Pure:
+/// every fact from outside the text comes in `environment` (environment.rs gathers it).
 pub fn validate(
     spec: Spec,
     spans: &SpanMap,
     path: &Path,
-    dir: &Path,
+    environment: &Environment,
 ) -> Result<ResolvedSpec, Vec<Diagnostic>> {
     let mut v = Validator {
         spec: &spec,
         spans,
-        dir,
+        environment,
         errors: Vec::new(),
         warnings: Vec::new(),
-        cutlass: None,
     };
-    // CUTLASS from the spec's own include_dirs wins; otherwise $CUTLASS_DIR or the project's
-    // toolchain, added to the build by repro.
-    if needs_cutlass(&spec) && !includes_cutlass(&spec, dir) {
-        v.cutlass = crate::build::toolchain::find_cutlass()
-            .and_then(|found| found.path.parent().map(Path::to_path_buf));
-    }
     v.header();
     let sizes = v.sizes();
     let tensors = v.tensors(&sizes);
@@ -68,22 +62,36 @@ pub fn validate(
     }
     let (errors, warnings) = (v.errors, v.warnings);
     match (kernel, reference, build) {
-        (Some(kernel), Some(reference), Some(build)) if errors.is_empty() => Ok(ResolvedSpec {
-            path: path.to_path_buf(),
-            dir: dir.to_path_buf(),
-            sizes,
-            tensors,
-            kernel,
-            tma,
-            trace,
-            reference,
-            check,
-            build,
-            include_dirs,
-            warnings,
-            cutlass: v.cutlass,
-            spec,
-        }),
+        (Some(kernel), Some(reference), Some(build)) if errors.is_empty() => {
+            let mut resolved = ResolvedSpec {
+                name: spec.name.clone(),
+                about: spec.about.clone(),
+                includes: spec.source.includes.clone(),
+                prelude: spec.source.prelude.clone(),
+                expect: spec.expect.clone(),
+                document: spec.clone(),
+                path: path.to_path_buf(),
+                dir: environment.dir.clone(),
+                sizes,
+                tensors,
+                kernel,
+                tma,
+                trace,
+                reference,
+                check,
+                build,
+                include_dirs,
+                warnings,
+                // CUTLASS from the spec's own include_dirs wins; otherwise $CUTLASS_DIR or the
+                // project's toolchain, added to the build by repro.
+                cutlass: match &environment.cutlass {
+                    Cutlass::Found(root) => Some(root.clone()),
+                    _ => None,
+                },
+            };
+            resolved.document = super::document::resolved_document(&spec, &resolved);
+            Ok(resolved)
+        }
         _ => Err(errors),
     }
 }
@@ -97,52 +105,7 @@ pub const MAX_TENSOR_BYTES: i64 = 1 << 48;
 /// and again for a shrunk spec), so the bound leaves room for those.
 pub const MAX_SPEC_NAME: usize = 128;
 
-/// Whether `path` is a regular file (after symlinks), else what it is and what to do. An input
-/// file is read whole, so a fifo would block and `/dev/zero` would never end.
-fn regular_file(path: &Path) -> Result<(), (String, &'static str)> {
-    let relative = "paths are relative to the spec file";
-    let not_regular = "give a .npy or .bin file: a fifo, a device such as /dev/zero or a folder \
-                       has no size to check against the tensor's shape, and reading it may never end";
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => Ok(()),
-        Ok(m) => Err((
-            format!("is not a regular file ({})", file_kind(&m)),
-            not_regular,
-        )),
-        Err(_) if path.symlink_metadata().is_ok() => Err((
-            "is a symbolic link to a file that does not exist".into(),
-            relative,
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(("does not exist".into(), relative))
-        }
-        Err(e) => Err((format!("cannot be read: {e}"), relative)),
-    }
-}
-
-fn file_kind(m: &std::fs::Metadata) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        let t = m.file_type();
-        if t.is_fifo() {
-            return "a named pipe";
-        }
-        if t.is_char_device() || t.is_block_device() {
-            return "a device";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-    }
-    if m.is_dir() {
-        "a folder"
-    } else {
-        "not a plain file"
-    }
-}
-
-impl Validator<'_> {
+impl<'a> Validator<'a> {
     pub(super) fn error(&mut self, path: &str, message: impl Into<String>) -> &mut Diagnostic {
         let loc = self.spans.value(path);
         self.errors.push(Diagnostic::new(loc, message));
@@ -405,19 +368,23 @@ impl Validator<'_> {
         let seed = t.seed.or(inputs.seed).unwrap_or(2024);
         let (field_path, source, p0, p1) = match pattern {
             InitPattern::File(f) => {
-                let file = self.dir.join(&f.file);
                 let p = format!("{path}.init.file");
-                if let Err((problem, help)) = regular_file(&file) {
-                    self.error(
-                        &p,
-                        format!(
+                let file = match self.environment.input_files.get(&f.file) {
+                    Some(InputFile::Regular(file)) => file.clone(),
+                    Some(InputFile::Unusable {
+                        path: file,
+                        problem,
+                        help,
+                    }) => {
+                        let message = format!(
                             "input file `{}` for tensor `{name}` {problem}",
                             file.display()
-                        ),
-                    )
-                    .help = Some(help.into());
-                    return None;
-                }
+                        );
+                        self.error(&p, message).help = Some(help.to_string());
+                        return None;
+                    }
+                    None => unreachable!("Environment::gather looks up every init file"),
+                };
                 let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
                 if ext != "npy" && ext != "bin" {
                     self.error(&p, format!("`{}` is neither .npy nor .bin", f.file));
@@ -478,10 +445,10 @@ impl Validator<'_> {
     fn source(&mut self) -> Vec<PathBuf> {
         let mut dirs = Vec::new();
         for (i, d) in self.spec.source.include_dirs.iter().enumerate() {
-            let abs = self.dir.join(d);
-            match abs.canonicalize() {
-                Ok(p) if p.is_dir() => dirs.push(p),
-                _ => {
+            match self.environment.include_dirs.get(i).cloned().flatten() {
+                Some(p) => dirs.push(p),
+                None => {
+                    let abs = self.environment.dir.join(d);
                     self.error(
                         &format!("source.include_dirs[{i}]"),
                         format!("include directory `{}` does not exist", abs.display()),
@@ -842,7 +809,7 @@ impl Validator<'_> {
             self.key_error("reference.bias", "a bias is not supported with `kind: cutlass3` yet")
                 .help = Some("the harness drives the default epilogue (alpha, beta, C); a bias needs the kernel's own fusion arguments".into());
         }
-        if self.cutlass.is_none() && !includes_cutlass(self.spec, self.dir) {
+        if self.environment.cutlass == Cutlass::Missing {
             self.error("kernel.kind", "`kind: cutlass3` needs the CUTLASS headers, and none were found")
                 .help = Some("run scripts/setup-toolchain.sh (the nvidia-cutlass wheel), or set $CUTLASS_DIR to a CUTLASS checkout".into());
         }
@@ -1090,7 +1057,8 @@ impl Validator<'_> {
         let (mut arch, mut std) = (b.arch.clone(), b.std.clone());
         if let Some(from) = &b.flags_from {
             match self.flags_from(from) {
-                Some(extraction) => {
+                Some(line) => {
+                    let extraction = &line.extraction;
                     if arch.is_none() {
                         arch = extraction.arch.clone();
                     }
@@ -1101,11 +1069,7 @@ impl Validator<'_> {
                     // headers may need them), except the CUDA toolkit's own, which nvcc adds itself
                     // and whose path differs from machine to machine. Missing ones are warned about
                     // by the extraction.
-                    for dir in &extraction.include_dirs {
-                        if dir.exists && !is_cuda_toolkit_include(&dir.path) {
-                            extra_include_dirs.push(dir.path.clone());
-                        }
-                    }
+                    extra_include_dirs.extend(line.include_dirs.iter().cloned());
                     self.warnings.extend(
                         extraction
                             .warnings
@@ -1116,10 +1080,9 @@ impl Validator<'_> {
                         // As the spec names the log, not this machine's absolute path.
                         origin: format!(
                             "build.flags_from: {}",
-                            extraction.origin.replace(
-                                &self.dir.join(&from.file).display().to_string(),
-                                &from.file
-                            )
+                            extraction
+                                .origin
+                                .replace(&line.path.display().to_string(), &from.file)
                         ),
                         flags: extraction.kept_flags(),
                     });
@@ -1188,53 +1151,18 @@ impl Validator<'_> {
         (Some(settings), extra_include_dirs)
     }
 
-    /// Reads the compile line `build.flags_from` points at.
-    fn flags_from(&mut self, from: &FlagsFrom) -> Option<crate::flags::Extraction> {
-        let path = self.dir.join(&from.file);
-        let mut hints: Vec<String> = self.spec.source.includes.clone();
-        hints.push(self.spec.name.clone());
-        let selector = crate::flags::Selector {
-            match_pattern: from.match_pattern.clone(),
-            hints,
-        };
-        let result = crate::flags::read_input(&path)
-            .and_then(|input| crate::flags::extract(&input, &selector));
-        match result {
-            Ok(extraction) => Some(extraction),
-            Err(e) => {
-                // Named as the spec names it: the message is the same on every machine.
-                let message = e
-                    .to_string()
-                    .replace(&path.display().to_string(), &from.file);
+    /// The compile line `build.flags_from` points at, as the environment read it.
+    fn flags_from(&mut self, from: &FlagsFrom) -> Option<&'a FlagsFromLine> {
+        let environment = self.environment;
+        match environment.flags_from.as_ref()? {
+            Ok(line) => Some(line),
+            Err(message) => {
                 self.error("build.flags_from", format!("cannot take production flags from {}: {message}", from.file))
                     .help = Some("flags_from is a build log, compile_commands.json or a file with one nvcc command line, relative to the spec; `repro flags --from-log FILE` shows what it finds".into());
                 None
             }
         }
     }
-}
-
-/// CUTLASS kernels, and kernels that include CUTLASS or CuTe headers, build against CUTLASS.
-fn needs_cutlass(spec: &Spec) -> bool {
-    spec.kernel.kind == KernelKind::Cutlass3
-        || spec
-            .source
-            .includes
-            .iter()
-            .any(|i| i.starts_with("cutlass/") || i.starts_with("cute/"))
-}
-
-/// True when one of the spec's include_dirs holds the CUTLASS headers.
-fn includes_cutlass(spec: &Spec, dir: &Path) -> bool {
-    spec.source
-        .include_dirs
-        .iter()
-        .any(|d| dir.join(d).join("cutlass/cutlass.h").is_file())
-}
-
-/// `/usr/local/cuda/include`, `/usr/local/cuda-13.0/targets/x86_64-linux/include` and the like.
-fn is_cuda_toolkit_include(dir: &Path) -> bool {
-    dir.join("cuda_runtime.h").is_file() && dir.join("crt").is_dir()
 }
 
 /// True for a positive number (NaN is not).

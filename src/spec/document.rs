@@ -1,0 +1,61 @@
+//! The resolved spec written back as a document: what an artifact's `spec.yaml` holds. Every
+//! value the harness reads at run time is spelled out (each input's init with the `inputs:`
+//! default applied, the reference's scalars and tile, the checks' repeat and timeout), and the
+//! production flags a `flags_from` log gave are written out, so that the artifact builds and
+//! runs without the log. Paths stay absolute here; the artifact makes them relative to itself.
+
+use super::model::{BuildSpec, FileInit, Generator, InitPattern, Spec};
+use super::resolved::{InitSource, ResolvedSpec};
+
+/// `written` (the spec as parsed, defaults filled by serde) with `resolved`'s values spelled out.
+pub fn resolved_document(written: &Spec, resolved: &ResolvedSpec) -> Spec {
+    let mut s = written.clone();
+    s.source.include_dirs = resolved
+        .include_dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    s.build = BuildSpec {
+        arch: Some(resolved.build.arch.clone()),
+        std: Some(resolved.build.std.clone()),
+        flags: resolved.build.flags.clone(),
+        flags_from: None,
+    };
+    for (t, tensor) in s.tensors.values_mut().zip(&resolved.tensors) {
+        if t.output {
+            continue;
+        }
+        let init = &tensor.init;
+        (t.range, t.mean, t.std, t.seed) = (None, None, None, None);
+        match &init.source {
+            InitSource::File(path) => {
+                t.init = Some(InitPattern::File(FileInit {
+                    file: path.display().to_string(),
+                }));
+            }
+            InitSource::Generator(g) => {
+                t.init = Some(InitPattern::Generator(*g));
+                match g {
+                    Generator::Uniform | Generator::IntUniform => {
+                        t.range = Some([init.p0, init.p1]);
+                        t.seed = Some(init.seed);
+                    }
+                    Generator::Normal => {
+                        (t.mean, t.std, t.seed) = (Some(init.p0), Some(init.p1), Some(init.seed));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let r = &resolved.reference;
+    s.reference.alpha = Some(r.alpha);
+    s.reference.beta = r.c.map(|_| r.beta);
+    s.reference.tile = Some(match r.tile_k {
+        Some(k) => vec![r.tile_m, r.tile_n, k],
+        None => vec![r.tile_m, r.tile_n],
+    });
+    s.check.repeat = Some(resolved.check.repeat);
+    s.check.timeout = Some(resolved.check.timeout);
+    s
+}

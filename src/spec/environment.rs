@@ -1,0 +1,278 @@
+//! Everything a spec learns from outside its own text, gathered in one place before validation:
+//! which of its include directories exist, what its input files are, the production compile
+//! line `build.flags_from` names, and where CUTLASS is. Validation (validate.rs) reads only the
+//! spec and this value, so it touches no file system and answers the same for the same input;
+//! a test can hand it an environment made up by hand.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::model::{InitPattern, KernelKind, Spec};
+
+/// What the file system and the toolchain said about the paths a spec names.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    /// The folder the spec's relative paths point from.
+    pub dir: PathBuf,
+    /// Each `source.include_dirs` entry, by position: the canonical folder, or `None` when it is
+    /// not a folder.
+    pub include_dirs: Vec<Option<PathBuf>>,
+    /// Each input file an `init: { file }` names, by the path as written.
+    pub input_files: HashMap<String, InputFile>,
+    /// What `build.flags_from` gave, when the spec has one.
+    pub flags_from: Option<Result<FlagsFromLine, String>>,
+    /// Where the CUTLASS headers come from.
+    pub cutlass: Cutlass,
+}
+
+/// An input file as the file system answered for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputFile {
+    /// A regular file, at this absolute path.
+    Regular(PathBuf),
+    /// Not usable: what it is, and the help line.
+    Unusable {
+        path: PathBuf,
+        problem: String,
+        help: &'static str,
+    },
+}
+
+/// The production compile line read off `build.flags_from`.
+#[derive(Debug, Clone)]
+pub struct FlagsFromLine {
+    pub extraction: crate::flags::Extraction,
+    /// The line's include directories that exist here and are not the CUDA toolkit's own
+    /// (nvcc adds those itself, at a path that differs from machine to machine).
+    pub include_dirs: Vec<PathBuf>,
+    /// The log's absolute path, as the extraction's messages name it.
+    pub path: PathBuf,
+}
+
+/// Where the CUTLASS headers come from, for a spec that needs them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Cutlass {
+    /// The spec does not include CUTLASS or CuTe.
+    #[default]
+    NotNeeded,
+    /// One of the spec's own include_dirs holds them.
+    InSpec,
+    /// `$CUTLASS_DIR` or the project's toolchain: the root holding include/ and tools/util/include/.
+    Found(PathBuf),
+    /// Needed and nowhere to be found.
+    Missing,
+}
+
+impl Environment {
+    /// Looks up everything `spec` names, relative to `dir`. Never fails: what is missing is
+    /// recorded, and validation reports it at the field that named it.
+    pub fn gather(spec: &Spec, dir: &Path) -> Environment {
+        let include_dirs = spec
+            .source
+            .include_dirs
+            .iter()
+            .map(|d| dir.join(d).canonicalize().ok().filter(|p| p.is_dir()))
+            .collect();
+        let mut input_files = HashMap::new();
+        for t in spec.tensors.values() {
+            if let Some(InitPattern::File(f)) = &t.init {
+                input_files
+                    .entry(f.file.clone())
+                    .or_insert_with(|| input_file(&dir.join(&f.file)));
+            }
+        }
+        if let InitPattern::File(f) = &spec.inputs.init {
+            input_files
+                .entry(f.file.clone())
+                .or_insert_with(|| input_file(&dir.join(&f.file)));
+        }
+        let flags_from = spec.build.flags_from.as_ref().map(|from| {
+            let path = dir.join(&from.file);
+            let mut hints: Vec<String> = spec.source.includes.clone();
+            hints.push(spec.name.clone());
+            let selector = crate::flags::Selector {
+                match_pattern: from.match_pattern.clone(),
+                hints,
+            };
+            crate::flags::read_input(&path)
+                .and_then(|input| crate::flags::extract(&input, &selector))
+                .map(|extraction| FlagsFromLine {
+                    include_dirs: extraction
+                        .include_dirs
+                        .iter()
+                        .filter(|d| d.exists && !is_cuda_toolkit_include(&d.path))
+                        .map(|d| d.path.clone())
+                        .collect(),
+                    extraction,
+                    path: path.clone(),
+                })
+                // Named as the spec names it: the message is the same on every machine.
+                .map_err(|e| {
+                    e.to_string()
+                        .replace(&path.display().to_string(), &from.file)
+                })
+        });
+        let cutlass = if !needs_cutlass(spec) {
+            Cutlass::NotNeeded
+        } else if spec
+            .source
+            .include_dirs
+            .iter()
+            .any(|d| dir.join(d).join("cutlass/cutlass.h").is_file())
+        {
+            Cutlass::InSpec
+        } else {
+            match crate::build::toolchain::find_cutlass()
+                .and_then(|found| found.path.parent().map(Path::to_path_buf))
+            {
+                Some(root) => Cutlass::Found(root),
+                None => Cutlass::Missing,
+            }
+        };
+        Environment {
+            dir: dir.to_path_buf(),
+            include_dirs,
+            input_files,
+            flags_from,
+            cutlass,
+        }
+    }
+}
+
+/// CUTLASS kernels, and kernels that include CUTLASS or CuTe headers, build against CUTLASS.
+fn needs_cutlass(spec: &Spec) -> bool {
+    spec.kernel.kind == KernelKind::Cutlass3
+        || spec
+            .source
+            .includes
+            .iter()
+            .any(|i| i.starts_with("cutlass/") || i.starts_with("cute/"))
+}
+
+/// `/usr/local/cuda/include`, `/usr/local/cuda-13.0/targets/x86_64-linux/include` and the like.
+fn is_cuda_toolkit_include(dir: &Path) -> bool {
+    dir.join("cuda_runtime.h").is_file() && dir.join("crt").is_dir()
+}
+
+/// Whether `path` is a regular file (after symlinks), else what it is and what to do. An input
+/// file is read whole, so a fifo would block and `/dev/zero` would never end.
+fn input_file(path: &Path) -> InputFile {
+    let relative = "paths are relative to the spec file";
+    let not_regular = "give a .npy or .bin file: a fifo, a device such as /dev/zero or a folder \
+                       has no size to check against the tensor's shape, and reading it may never end";
+    let unusable = |problem: String, help| InputFile::Unusable {
+        path: path.to_path_buf(),
+        problem,
+        help,
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => InputFile::Regular(path.to_path_buf()),
+        Ok(m) => unusable(
+            format!("is not a regular file ({})", file_kind(&m)),
+            not_regular,
+        ),
+        Err(_) if path.symlink_metadata().is_ok() => unusable(
+            "is a symbolic link to a file that does not exist".into(),
+            relative,
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            unusable("does not exist".into(), relative)
+        }
+        Err(e) => unusable(format!("cannot be read: {e}"), relative),
+    }
+}
+
+fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        if t.is_fifo() {
+            return "a named pipe";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if m.is_dir() {
+        "a folder"
+    } else {
+        "not a plain file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = r#"version: 1
+name: pure
+sizes: { M: 8, N: 8, K: 8 }
+source: { include_dirs: [kernels], includes: [k.cuh] }
+tensors:
+  A: { dtype: f32, shape: [M, K], init: { file: a.npy } }
+  B: { dtype: f32, shape: [K, N] }
+  D: { dtype: f32, shape: [M, N], output: true }
+kernel: { name: k, args: [A, B, D], grid: [1, 1, 1], block: [8, 8, 1] }
+reference: { op: gemm, a: A, b: B, out: D }
+"#;
+
+    fn validate(environment: &Environment) -> Result<crate::spec::ResolvedSpec, Vec<String>> {
+        let (spec, spans) = crate::spec::yaml::parse_spec(SPEC).expect("parses");
+        crate::spec::validate::validate(spec, &spans, Path::new("pure.yaml"), environment)
+            .map_err(|d| d.iter().map(|d| d.message.clone()).collect())
+    }
+
+    /// Validation believes the environment and looks at nothing else: paths that exist nowhere
+    /// resolve when the environment says they do, and fail when it says they do not.
+    #[test]
+    fn validation_reads_only_the_environment() {
+        let mut environment = Environment {
+            dir: PathBuf::from("/nowhere"),
+            include_dirs: vec![Some(PathBuf::from("/nowhere/kernels"))],
+            ..Environment::default()
+        };
+        environment.input_files.insert(
+            "a.npy".into(),
+            InputFile::Regular(PathBuf::from("/nowhere/a.npy")),
+        );
+        let resolved = validate(&environment).expect("valid in this environment");
+        assert_eq!(resolved.include_dirs, [PathBuf::from("/nowhere/kernels")]);
+        assert_eq!(
+            resolved.tensors[0].init.source,
+            crate::spec::InitSource::File("/nowhere/a.npy".into())
+        );
+
+        environment.include_dirs = vec![None];
+        environment.input_files.insert(
+            "a.npy".into(),
+            InputFile::Unusable {
+                path: PathBuf::from("/nowhere/a.npy"),
+                problem: "does not exist".into(),
+                help: "",
+            },
+        );
+        let errors = validate(&environment).expect_err("invalid in this one");
+        let said = |text: &str| errors.iter().any(|e| e.contains(text));
+        assert!(said("include directory `/nowhere/kernels` does not exist"));
+        assert!(said(
+            "input file `/nowhere/a.npy` for tensor `A` does not exist"
+        ));
+    }
+
+    #[test]
+    fn gather_records_what_is_missing_without_failing() {
+        let (spec, _) = crate::spec::yaml::parse_spec(SPEC).expect("parses");
+        let environment = Environment::gather(&spec, Path::new("/nonexistent-repro-dir"));
+        assert_eq!(environment.include_dirs, [None]);
+        assert!(matches!(
+            environment.input_files.get("a.npy"),
+            Some(InputFile::Unusable { problem, .. }) if problem == "does not exist"
+        ));
+        assert_eq!(environment.cutlass, Cutlass::NotNeeded);
+        assert!(environment.flags_from.is_none());
+    }
+}
