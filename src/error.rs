@@ -28,15 +28,27 @@ pub enum Error {
     #[error("{0}")]
     Spec(SpecErrors),
 
-    #[error("cannot read spec {}: {source}", path.display())]
+    #[error("cannot read spec {}", path.display())]
     ReadSpec {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
 
-    #[error("{0}")]
-    Usage(String),
+    #[error("{} is larger than {limit_mib} MiB; a spec is a short YAML file (is this the right path?)", path.display())]
+    SpecTooLarge { path: PathBuf, limit_mib: u64 },
+
+    /// An artifact folder whose runtime/ is missing or unreadable.
+    #[error("{}: {why}; regenerate the artifact with `repro scaffold`", dir.display())]
+    RuntimeSources { dir: PathBuf, why: String },
+
+    /// A folder on the way to the artifact is not a folder (a file, a dangling symlink).
+    #[error("cannot write the artifact into {}: {} {what}; create the folder it names, or pass another -o", dir.display(), blocked.display())]
+    OutputBlocked {
+        dir: PathBuf,
+        blocked: PathBuf,
+        what: String,
+    },
 
     /// Something that only a bug in repro explains; the message is what failed.
     #[error("this is a bug in repro: {0}\nplease report it, with the command line and the spec")]
@@ -113,7 +125,7 @@ pub enum Error {
     #[error("cannot write the shrunk spec from {}: {why}; write its sizes as plain numbers under `sizes:`", spec.display())]
     ShrunkSpec { spec: PathBuf, why: String },
 
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}", path.display())]
     Io {
         action: &'static str,
         path: PathBuf,
@@ -141,7 +153,7 @@ pub enum Error {
         command: String,
     },
 
-    #[error("cannot run {}: {source}", path.display())]
+    #[error("cannot run {}", path.display())]
     Launch {
         path: PathBuf,
         #[source]
@@ -154,7 +166,9 @@ impl Error {
         match self {
             Error::Spec(_)
             | Error::ReadSpec { .. }
-            | Error::Usage(_)
+            | Error::SpecTooLarge { .. }
+            | Error::RuntimeSources { .. }
+            | Error::OutputBlocked { .. }
             | Error::UserEdited { .. }
             | Error::NotAnArtifact { .. }
             | Error::NoManifest { .. }
@@ -177,6 +191,23 @@ impl Error {
         }
     }
 
+    /// The error as a command prints it, the way cargo-nextest does: `error: ` and the message,
+    /// then each underlying cause on a `caused by:` line. A spec error is already a list of
+    /// `error:` blocks pointing into the file, and is printed as it is.
+    pub fn render(&self) -> String {
+        if let Error::Spec(errors) = self {
+            return errors.to_string();
+        }
+        let mut out = format!("error: {self}");
+        // `#[error(transparent)]` variants forward to their inner error's own source.
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            out.push_str(&format!("\n  caused by: {cause}"));
+            source = cause.source();
+        }
+        out
+    }
+
     pub fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
@@ -194,6 +225,25 @@ impl Error {
 mod tests {
     use super::{exit, Error};
     use std::path::PathBuf;
+
+    #[test]
+    fn errors_render_with_their_causes() {
+        let error = Error::io("read", "inputs/a.npy")(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "No such file or directory (os error 2)",
+        ));
+        assert_eq!(
+            error.render(),
+            "error: cannot read inputs/a.npy\n  caused by: No such file or directory (os error 2)"
+        );
+        let plain = Error::NotAnArtifact {
+            dir: PathBuf::from("empty"),
+        };
+        assert!(plain
+            .render()
+            .starts_with("error: empty is a folder without spec.yaml"));
+        assert!(!plain.render().contains("caused by"));
+    }
 
     #[test]
     fn a_bug_in_repro_says_so_and_has_its_own_exit_code() {

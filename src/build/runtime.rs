@@ -50,11 +50,9 @@ fn runtime_files(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
     let root = dir.join(RUNTIME_DIR);
     let mut files = Vec::new();
     for entry in walkdir::WalkDir::new(&root).sort_by_file_name() {
-        let entry = entry.map_err(|e| {
-            Error::Usage(format!(
-                "cannot read the runtime sources in {}: {e}; regenerate the artifact with `repro scaffold`",
-                root.display()
-            ))
+        let entry = entry.map_err(|e| Error::RuntimeSources {
+            dir: root.clone(),
+            why: format!("cannot read the runtime sources: {e}"),
         })?;
         if !entry.file_type().is_file() {
             continue;
@@ -69,10 +67,10 @@ fn runtime_files(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, Error> {
         files.push((name, content));
     }
     if files.is_empty() {
-        return Err(Error::Usage(format!(
-            "{} holds no runtime sources; regenerate the artifact with `repro scaffold`",
-            root.display()
-        )));
+        return Err(Error::RuntimeSources {
+            dir: root,
+            why: "holds no runtime sources".into(),
+        });
     }
     Ok(files)
 }

@@ -110,7 +110,7 @@ pub fn main() -> ExitCode {
     match cli.command.exec() {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("{}", e.render());
             ExitCode::from(e.exit_code())
         }
     }

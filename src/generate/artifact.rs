@@ -147,12 +147,11 @@ pub fn write(artifact: &Artifact, spec_path: &Path, force: bool) -> Result<Write
             ),
             _ => "is not a folder".to_string(),
         };
-        return Err(Error::Usage(format!(
-            "cannot write the artifact into {}: {} {what}; create the folder it names, or pass \
-             another -o",
-            dir.display(),
-            blocked.display()
-        )));
+        return Err(Error::OutputBlocked {
+            dir: dir.clone(),
+            blocked: blocked.to_path_buf(),
+            what,
+        });
     }
     std::fs::create_dir_all(dir.join(STATE_DIR))
         .map_err(Error::io("create", dir.join(STATE_DIR)))?;

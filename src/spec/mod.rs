@@ -64,11 +64,10 @@ fn read_spec_text(path: &Path) -> Result<String, Error> {
         .read_to_end(&mut bytes)
         .map_err(read_error)?;
     if bytes.len() as u64 > MAX_SPEC_BYTES {
-        return Err(Error::Usage(format!(
-            "{} is larger than {} MiB; a spec is a short YAML file (is this the right path?)",
-            path.display(),
-            MAX_SPEC_BYTES >> 20
-        )));
+        return Err(Error::SpecTooLarge {
+            path: path.to_path_buf(),
+            limit_mib: MAX_SPEC_BYTES >> 20,
+        });
     }
     String::from_utf8(bytes).map_err(|e| {
         let bytes = e.as_bytes();
