@@ -11,8 +11,8 @@ use std::process::Command;
 
 use crate::build::{self, toolchain};
 use crate::error::{exit, Error};
-use crate::generate::command::{prepare, Prepared};
 use crate::generate::{self, artifact};
+use crate::plan::{prepare, Plan as Prepared};
 use crate::spec::{InitSource, ResolvedSpec};
 
 /// Folders whose headers come with the CUDA toolkit, the host compiler or CUTLASS: the receiver
@@ -120,7 +120,7 @@ fn make_bundle(prepared: &Prepared, out: &Path, toolchain: &[PathBuf]) -> Result
         include_dirs.push(target);
     }
     // The runtime's headers come with every artifact (runtime/), the bundle's own included.
-    let runtime = generate::paths::absolute(&prepared.dir.join(build::command::RUNTIME_DIR));
+    let runtime = generate::paths::absolute(&prepared.dir.join(crate::plan::command::RUNTIME_DIR));
     for dep in build::parse_depfile(&deps).into_iter().skip(1) {
         let path = generate::paths::absolute(&prepared.dir.join(&dep));
         if toolchain.iter().any(|root| path.starts_with(root)) || path.starts_with(&runtime) {
@@ -163,7 +163,8 @@ fn make_bundle(prepared: &Prepared, out: &Path, toolchain: &[PathBuf]) -> Result
     if cutlass {
         bundled.cutlass = Some(dir.join("cutlass"));
     }
-    let rendered = generate::render(&bundled, &dir)?;
+    let command = crate::plan::command::BuildCommand::new(&bundled, &dir);
+    let rendered = generate::render(&bundled, &dir, &command)?;
     artifact::write(&rendered, &bundled.path, false)?;
     // The manifest points back at this machine's spec; a bundle has no use for it.
     let _ = std::fs::remove_dir_all(dir.join(".repro"));
@@ -177,12 +178,8 @@ fn make_bundle(prepared: &Prepared, out: &Path, toolchain: &[PathBuf]) -> Result
 /// Builds the bundle's own harness and runs it with --ones and with the spec's inputs, from
 /// inside the bundle, so the results name nothing outside it.
 fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error> {
-    let spec = crate::spec::load(&bundle.dir.join("spec.yaml"))?;
-    let prepared = Prepared {
-        spec,
-        dir: bundle.dir.clone(),
-    };
-    build::build(&prepared, nvcc)?;
+    let plan = Prepared::for_artifact(&bundle.dir)?;
+    build::build(&plan, nvcc)?;
     let mut text = String::new();
     let mut last = 0u8;
     for (mode, args) in [

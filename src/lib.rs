@@ -17,5 +17,6 @@ pub mod flags;
 pub mod generate;
 pub mod import;
 pub mod inputs;
+pub mod plan;
 pub mod run;
 pub mod spec;

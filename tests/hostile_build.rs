@@ -109,7 +109,7 @@ fn build_sh_passes_hostile_flags_as_inert_words() {
         .collect();
     assert_eq!(calls.len(), 2, "{calls:?}");
     let spec = repro::spec::load(&spec_path).unwrap();
-    let command = repro::build::command::BuildCommand::new(&spec, &dir);
+    let command = repro::plan::command::BuildCommand::new(&spec, &dir);
     let harness = command.arguments("LIBRARY");
     assert_eq!(
         &calls[1][..calls[1].len() - 1],

@@ -7,7 +7,6 @@
 //! last compile read (nvcc's own dependency list: harness.cu, the kernel headers, CUDA's
 //! headers). Editing a kernel header therefore rebuilds; touching nothing does not. A file that
 //! changes while nvcc runs leaves the build unstamped, so the next build compiles again.
-pub mod command;
 mod lock;
 mod progress;
 pub mod runtime;
@@ -20,8 +19,8 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::generate::command::Prepared;
-use command::{BuildCommand, HARNESS_BINARY};
+use crate::plan::command::HARNESS_BINARY;
+use crate::plan::Plan;
 use lock::FileLock;
 
 const BUILD_DIR: &str = ".repro/build";
@@ -146,8 +145,8 @@ pub fn parse_depfile(text: &str) -> Vec<String> {
 }
 
 /// Builds the harness in `dir` unless the cache says it is current.
-pub fn build(prepared: &Prepared, nvcc_override: Option<&Path>) -> Result<Built, Error> {
-    build_variant(prepared, nvcc_override, Variant::Production)
+pub fn build(plan: &Plan, nvcc_override: Option<&Path>) -> Result<Built, Error> {
+    build_variant(plan, nvcc_override, Variant::Production)
 }
 
 /// Prints what a compile printed (captured while a spinner ran), stdout then stderr.
@@ -188,17 +187,17 @@ fn current(dir: &Path, binary: &Path, stamp_path: &Path, nvcc: &Path, args: &[St
 /// the previous good one (and its stamp is gone, so nothing mistakes it for current). Two builds
 /// of one artifact take turns (a lock in .repro/build/), and the second finds the first's work.
 pub fn build_variant(
-    prepared: &Prepared,
+    plan: &Plan,
     nvcc_override: Option<&Path>,
     variant: Variant,
 ) -> Result<Built, Error> {
-    let dir = &prepared.dir;
+    let dir = &plan.dir;
     let nvcc = toolchain::find_nvcc(nvcc_override)?;
-    let command = BuildCommand::new(&prepared.spec, dir);
+    let command = &plan.command;
     std::fs::create_dir_all(dir.join(BUILD_DIR))
         .map_err(Error::io("create", dir.join(BUILD_DIR)))?;
     let _lock = FileLock::acquire(&dir.join(BUILD_DIR).join("lock"))?;
-    let library = runtime::library(&nvcc.path, &command, dir)?;
+    let library = runtime::library(&nvcc.path, command, dir)?;
     let library_path = library.path.to_string_lossy().into_owned();
     let args = variant.arguments(command.arguments(&library_path));
     let binary = dir.join(variant.binary());

@@ -3,22 +3,22 @@
 //! `~/.cache/repro`, under `runtime/<key>/`.
 //!
 //! The key covers what must match for the library to be the one a fresh build would make and
-//! to link with the harness: the runtime's sources (as the artifact holds them), the nvcc
-//! binary and its version, the arch, and the host compiler (`-ccbin` and its `--version`). An
-//! entry is written into a temporary folder and renamed into place, so a reader never sees half
-//! of one; a lock per key makes a second build of the same key wait for the first instead of
-//! doing the work again; an entry whose library no longer has the hash it was stored with is
-//! rebuilt.
+//! to link with the harness: the runtime's sources (as the artifact holds them), the nvcc's
+//! `--version` (not its path: a wrapper or a second copy of one toolkit shares entries), the
+//! arch, and the host compiler (`-ccbin` and its `--version`). An entry is written into a
+//! temporary folder and renamed into place, so a reader never sees half of one; a lock per key
+//! makes a second build of the same key wait for the first instead of doing the work again; an
+//! entry whose library no longer has the hash it was stored with is rebuilt.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::command::{BuildCommand, RUNTIME_DIR, RUNTIME_LIBRARY};
 use super::lock::FileLock;
 use super::{progress, toolchain};
 use crate::error::Error;
+use crate::plan::command::{BuildCommand, RUNTIME_DIR, RUNTIME_LIBRARY};
 
 /// What an entry records besides the library, and checks it by.
 #[derive(Debug, Serialize, Deserialize)]
@@ -148,11 +148,10 @@ pub fn library(nvcc: &Path, command: &BuildCommand, dir: &Path) -> Result<Librar
         hasher.update(content);
     }
     for part in [
-        nvcc.to_string_lossy().as_ref(),
-        &nvcc_version,
+        &toolchain::nvcc_identity(nvcc),
         &command.gencode(),
         &host,
-        &super::command::RUNTIME_FLAGS.join(" "),
+        &crate::plan::command::RUNTIME_FLAGS.join(" "),
     ] {
         hasher.update(part.as_bytes());
         hasher.update(&[0]);

@@ -159,6 +159,19 @@ pub fn cutlass_version(include: &Path) -> Option<String> {
 }
 
 /// The last line of `nvcc --version` that names the release (`Cuda compilation tools, release 13.0, V13.0.88`).
+/// What identifies an nvcc for the runtime cache: its whole `--version` text (release, build and
+/// date), so that a wrapper script or a second copy of the same toolkit shares the entries of
+/// the nvcc it runs; an nvcc that does not answer `--version` is known by its path alone.
+pub fn nvcc_identity(nvcc: &Path) -> String {
+    Command::new(nvcc)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|out| out.status.success() && !out.stdout.is_empty())
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_else(|| format!("path {}", nvcc.display()))
+}
+
 pub fn nvcc_version(nvcc: &Path) -> Option<String> {
     let out = Command::new(nvcc).arg("--version").output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::error::Error;
+use crate::error::{exit, Error};
+use crate::generate::artifact::{self, FileState};
+use crate::plan::{load_spec, Plan};
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
@@ -13,7 +15,49 @@ pub struct DiffArgs {
 }
 
 impl DiffArgs {
+    /// The artifact (or a spec's default artifact) against what its spec generates now. Exit 0
+    /// when they match, 1 when they differ (like `diff`).
     pub fn exec(self) -> Result<u8, Error> {
-        crate::generate::command::diff(&self.target)
+        let target = &self.target;
+        let (spec_path, dir) = if target.is_dir() {
+            let manifest = artifact::Manifest::read(target).ok_or_else(|| Error::NoManifest {
+                dir: target.to_path_buf(),
+            })?;
+            (target.join(&manifest.spec), target.to_path_buf())
+        } else {
+            let spec = load_spec(target)?;
+            (target.to_path_buf(), crate::generate::default_dir(&spec))
+        };
+        let plan = Plan::for_spec(load_spec(&spec_path)?, dir)?;
+        let files = plan.artifact.as_ref().expect("a spec's plan has its files");
+        let mut differs = false;
+        for (status, file) in artifact::status(files).iter().zip(&files.files) {
+            match status.state {
+                FileState::Current => {}
+                FileState::New => {
+                    differs = true;
+                    println!("{}: not on disk", file.name);
+                }
+                FileState::Stale | FileState::Edited => {
+                    differs = true;
+                    if status.state == FileState::Edited {
+                        println!("# {} was edited by hand", file.name);
+                    }
+                    let on_disk = status.on_disk.as_deref().unwrap_or("");
+                    print!(
+                        "{}",
+                        artifact::unified_diff(file.name, on_disk, &file.content)
+                    );
+                }
+            }
+        }
+        if !differs {
+            println!("{}: matches {}", plan.dir.display(), spec_path.display());
+        }
+        Ok(if differs {
+            exit::MISMATCH
+        } else {
+            exit::PASSED
+        })
     }
 }

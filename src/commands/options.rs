@@ -9,7 +9,7 @@ use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
 
 use crate::error::Error;
-use crate::generate::command::{prepare, Prepared};
+use crate::plan::{prepare, Plan as Prepared};
 use crate::run::sanitize::Tool;
 use crate::spec::model::ReferenceProvider;
 

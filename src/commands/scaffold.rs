@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::error::Error;
+use crate::error::{exit, Error};
+use crate::generate::{artifact, file_list};
+use crate::plan::Plan;
 
 #[derive(Debug, Args)]
 pub struct ScaffoldArgs {
@@ -19,7 +21,26 @@ pub struct ScaffoldArgs {
 }
 
 impl ScaffoldArgs {
+    /// Writes the spec's artifact, over hand edits only with `--force` (which keeps them aside).
     pub fn exec(self) -> Result<u8, Error> {
-        crate::generate::command::scaffold(&self.spec, self.output.as_deref(), self.force)
+        let spec = crate::plan::load_spec(&self.spec)?;
+        let dir = self
+            .output
+            .clone()
+            .unwrap_or_else(|| crate::generate::default_dir(&spec));
+        let plan = Plan::for_spec(spec, dir)?;
+        let files = plan.artifact.as_ref().expect("a spec's plan has its files");
+        let summary = artifact::write(files, &plan.spec.path, self.force)?;
+        let dir = plan.dir.display();
+        if let Some(saved) = &summary.saved {
+            println!("{dir}: your edited files were kept in {}", saved.display());
+        }
+        if summary.written.is_empty() {
+            println!("{dir}: up to date ({} files)", summary.unchanged.len());
+        } else {
+            println!("{dir}: wrote {}", file_list(&summary.written));
+        }
+        println!("next: repro build {dir}   or   repro run {dir} --ones");
+        Ok(exit::PASSED)
     }
 }

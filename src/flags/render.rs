@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::{Extraction, Verdict};
-use crate::build::command::shell_quote;
+use crate::plan::quote::shell_quote;
 
 fn shell_line(words: &[String]) -> String {
     words

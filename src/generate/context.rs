@@ -6,9 +6,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::paths::relative_to;
-use crate::build::command::{
-    cmake_quote, comment_text, shell_quote, ArgGroup, BuildCommand, RUNTIME_FLAGS,
-};
+use crate::plan::command::{ArgGroup, BuildCommand, RUNTIME_FLAGS};
+use crate::plan::quote::{cmake_quote, comment_text, shell_quote};
 use crate::spec::{KernelArg, LaunchKind, ResolvedSpec, TmaDescriptor};
 
 #[derive(Debug, Serialize)]
@@ -379,13 +378,16 @@ fn layout_cpp(shape: &[String], strides: &[String], col_major: bool) -> String {
     )
 }
 
-pub fn harness_context(spec: &ResolvedSpec, artifact: &Path) -> HarnessContext {
+pub fn harness_context(
+    spec: &ResolvedSpec,
+    artifact: &Path,
+    command: &BuildCommand,
+) -> HarnessContext {
     let include_dirs: Vec<String> = spec
         .include_dirs
         .iter()
         .map(|d| relative_to(d, artifact))
         .collect();
-    let command = BuildCommand::new(spec, artifact);
     let tensors = spec
         .tensors
         .iter()

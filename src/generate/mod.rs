@@ -4,7 +4,6 @@
 //! edit.
 
 pub mod artifact;
-pub mod command;
 pub mod context;
 pub mod paths;
 
@@ -13,6 +12,7 @@ use std::path::{Path, PathBuf};
 use tera::Tera;
 
 use crate::error::Error;
+use crate::plan::command::BuildCommand;
 use crate::spec::ResolvedSpec;
 
 /// The runtime library's sources, as every artifact carries them in `runtime/` (identical in every
@@ -155,6 +155,23 @@ pub fn default_dir(spec: &ResolvedSpec) -> PathBuf {
     PathBuf::from("generated").join(spec.name())
 }
 
+/// The files written, the runtime's as one entry: `harness.cu, runtime/ (25 files), spec.yaml`.
+pub fn file_list(names: &[&str]) -> String {
+    let runtime = names.iter().filter(|n| n.starts_with("runtime/")).count();
+    let mut out: Vec<String> = Vec::new();
+    for name in names {
+        if !name.starts_with("runtime/") {
+            out.push(name.to_string());
+        } else if !out.iter().any(|o| o.starts_with("runtime/")) {
+            out.push(format!(
+                "runtime/ ({runtime} file{})",
+                if runtime == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    out.join(", ")
+}
+
 fn templates() -> Tera {
     let mut tera = Tera::default();
     for (name, text) in TEMPLATES {
@@ -167,8 +184,8 @@ fn templates() -> Tera {
 }
 
 /// Renders every file of the artifact for `spec` as it would be written into `dir`.
-pub fn render(spec: &ResolvedSpec, dir: &Path) -> Result<Artifact, Error> {
-    let context = context::harness_context(spec, dir);
+pub fn render(spec: &ResolvedSpec, dir: &Path, command: &BuildCommand) -> Result<Artifact, Error> {
+    let context = context::harness_context(spec, dir, command);
     let tera_context = tera::Context::from_serialize(&context).expect("the context serializes");
     let tera = templates();
     let mut files = Vec::new();
@@ -215,9 +232,12 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
         .iter()
         .map(|d| paths::relative_to(d, dir))
         .collect();
-    for t in s.tensors.values_mut() {
-        if let Some(InitPattern::File(f)) = &mut t.init {
-            f.file = paths::relative_to(Path::new(&f.file), dir);
+    // From the resolved tensors, not the document: a bundle points its inputs at its own copies.
+    for (t, resolved) in s.tensors.values_mut().zip(&spec.tensors) {
+        if let (Some(InitPattern::File(f)), crate::spec::InitSource::File(path)) =
+            (&mut t.init, &resolved.init.source)
+        {
+            f.file = paths::relative_to(path, dir);
         }
     }
     format!(

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::sweep::{check_dims, output_dims, run_arguments};
 use crate::build::Variant;
 use crate::error::{exit, Error};
-use crate::generate::command::{prepare, Prepared};
+use crate::plan::{prepare, Plan as Prepared};
 
 /// One spec to time: its artifact, its built harness, its name.
 struct Contender {

@@ -19,7 +19,7 @@ use wait_timeout::ChildExt;
 
 use crate::build::{self, Variant};
 use crate::error::{exit, Error};
-use crate::generate::command::Prepared;
+use crate::plan::Plan as Prepared;
 use crate::spec::model::{Outcome, ReferenceProvider, Verdict};
 use crate::spec::ResolvedSpec;
 
@@ -148,7 +148,7 @@ pub(crate) fn relay(
 /// Builds the harness variant (cached by content) and says which happened; `note` follows the
 /// build time (" (one build for every size)"). Returns the binary's absolute path.
 pub(crate) fn build_harness(
-    prepared: &crate::generate::command::Prepared,
+    prepared: &crate::plan::Plan,
     nvcc: Option<&std::path::Path>,
     variant: Variant,
     note: &str,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::{relay, Checks, Inputs};
 use crate::build::Variant;
 use crate::error::{exit, Error};
-use crate::generate::command::Prepared;
+use crate::plan::Plan as Prepared;
 
 /// What `repro probe` takes besides the artifact.
 #[derive(Debug, Clone, Default)]

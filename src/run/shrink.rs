@@ -29,7 +29,7 @@ use super::sweep::{check_dims, run_arguments, run_limit};
 use super::{run_quiet, RunOutcome};
 use crate::build::Variant;
 use crate::error::{exit, Error};
-use crate::generate::command::Prepared;
+use crate::plan::Plan as Prepared;
 use crate::spec::ResolvedSpec;
 
 /// The K tile assumed when `reference.tile` gives none: the probes' K slice (docs/cli.md, `repro probe`).

@@ -9,7 +9,7 @@ use std::path::Path;
 use super::{run_quiet, Checks, Inputs, RunOutcome};
 use crate::build::Variant;
 use crate::error::{exit, Error};
-use crate::generate::command::Prepared;
+use crate::plan::Plan as Prepared;
 use crate::generate::context::sizes_fixed_reason;
 use crate::spec::ResolvedSpec;
 

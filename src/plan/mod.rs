@@ -1,0 +1,104 @@
+//! The build plan: everything one build of a spec needs, computed once from the resolved spec —
+//! the artifact folder, the artifact's files as the spec generates them, and the nvcc commands of
+//! the runtime library (its own flags) and of harness.cu (the production flags; command.rs).
+//! `generate` writes a plan's files and `build` runs its commands; neither calls the other. The
+//! runtime library's cache key is the plan's runtime command and sources plus the identity of the
+//! nvcc that runs it, which only the build knows (build/runtime.rs).
+
+pub mod command;
+pub mod quote;
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Error;
+use crate::generate::{self, artifact, Artifact};
+use crate::spec::{self, ResolvedSpec};
+use command::BuildCommand;
+
+/// One spec's build, planned.
+#[derive(Debug)]
+pub struct Plan {
+    pub spec: ResolvedSpec,
+    /// The artifact folder.
+    pub dir: PathBuf,
+    /// The runtime library's and the harness's nvcc commands (build.sh, CMakeLists.txt and
+    /// `repro build` all render or run this one description).
+    pub command: BuildCommand,
+    /// The artifact as the spec generates it now; `None` for an artifact folder taken as it is
+    /// on disk (hand edits and all).
+    pub artifact: Option<Artifact>,
+}
+
+impl Plan {
+    /// The plan of `spec`'s artifact in `dir`, its files rendered.
+    pub fn for_spec(spec: ResolvedSpec, dir: PathBuf) -> Result<Plan, Error> {
+        let command = BuildCommand::new(&spec, &dir);
+        let artifact = generate::render(&spec, &dir, &command)?;
+        Ok(Plan {
+            spec,
+            dir,
+            command,
+            artifact: Some(artifact),
+        })
+    }
+
+    /// The plan of an artifact folder as it is on disk, from its own spec.yaml.
+    pub fn for_artifact(dir: &Path) -> Result<Plan, Error> {
+        if !is_artifact_dir(dir) {
+            return Err(Error::NotAnArtifact {
+                dir: dir.to_path_buf(),
+            });
+        }
+        let spec = load_spec(&dir.join("spec.yaml"))?;
+        Ok(Plan {
+            command: BuildCommand::new(&spec, dir),
+            spec,
+            dir: dir.to_path_buf(),
+            artifact: None,
+        })
+    }
+
+    /// The plan of what a command was pointed at: an artifact folder as it is, or a spec with its
+    /// artifact in `output` [default: generated/<name>/].
+    pub fn for_target(target: &Path, output: Option<&Path>) -> Result<Plan, Error> {
+        if target.is_dir() {
+            return Plan::for_artifact(target);
+        }
+        let spec = load_spec(target)?;
+        let dir = output
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| generate::default_dir(&spec));
+        Plan::for_spec(spec, dir)
+    }
+}
+
+/// Loads a spec for a command, telling the user (on stderr) what the spec resolved with warnings.
+pub fn load_spec(path: &Path) -> Result<ResolvedSpec, Error> {
+    let spec = spec::load(path)?;
+    for warning in &spec.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(spec)
+}
+
+/// A folder holding `spec.yaml` is an artifact; anything else is a spec file.
+pub fn is_artifact_dir(path: &Path) -> bool {
+    path.is_dir() && path.join("spec.yaml").is_file()
+}
+
+/// The plan of `target`, with its artifact written where stale (never over hand edits): what
+/// build, run, probe, sweep, shrink, bench and bundle start from.
+pub fn prepare(target: &Path, output: Option<&Path>) -> Result<Plan, Error> {
+    let plan = Plan::for_target(target, output)?;
+    if let Some(files) = &plan.artifact {
+        if !artifact::is_current(files) {
+            let summary = artifact::write(files, &plan.spec.path, false)?;
+            eprintln!(
+                "scaffold: wrote {} in {}",
+                generate::file_list(&summary.written),
+                plan.dir.display()
+            );
+        }
+    }
+    Ok(plan)
+}
