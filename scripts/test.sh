@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 scripts/setup-toolchain.sh
 # The tests' runtime libraries are cached inside the clone, never in the user's cache.
 export REPRO_CACHE_DIR=${REPRO_CACHE_DIR:-$PWD/target/repro-cache}
-cargo test --locked --release "$@"
+cargo test --locked --profile test-suite "$@"

@@ -1,6 +1,10 @@
 //! The runtime as a library (issue 23): one build per cache key, shared by every artifact, safe
 //! under concurrent builds, rebuilt when damaged; and a harness.cu built with production flags
 //! that change the C++ ABI or the language standard still links with it.
+//!
+//! The cache's own logic is tested with an nvcc stand-in that compiles nothing, so that a cold
+//! cache costs no real runtime build here; every other test builds through the same cache with
+//! the real nvcc (the first of them into the suite's empty cache).
 
 mod common;
 
@@ -40,6 +44,27 @@ fn build(spec: &Path, out: &Path, nvcc: &Path, cache: &Path) -> Command {
     command
 }
 
+/// An nvcc stand-in that logs its arguments like the counting one, answers `--version` as a
+/// toolkit of its own (so its libraries have their own cache key), and for a compile writes a
+/// placeholder at `-o` (its own bytes each time, as a real rebuild's archive) and a dependency
+/// file at `-MF`, after a second: long enough for two builds started together to overlap.
+fn stand_in_nvcc(dir: &Path, log: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let wrapper = dir.join("nvcc-stand-in");
+    let script = r#"#!/bin/sh
+printf '%s|' "$@" >> 'LOG'; echo >> 'LOG'
+if [ "$1" = --version ]; then echo 'Cuda compilation tools, release 0.0, V0.0.0 (stand-in)'; exit 0; fi
+out=; dep=; prev=
+for a in "$@"; do case "$prev" in -o) out=$a;; -MF) dep=$a;; esac; prev=$a; done
+sleep 1
+echo "compiled by the stand-in at $(date +%s%N)" > "$out"
+if [ -n "$dep" ]; then echo "$out: harness.cu" > "$dep"; fi
+"#;
+    std::fs::write(&wrapper, script.replace("LOG", &log.display().to_string())).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
 #[test]
 fn the_runtime_is_built_once_shared_and_rebuilt_when_damaged() {
     let tmp = tempfile::tempdir().unwrap();
@@ -47,7 +72,7 @@ fn the_runtime_is_built_once_shared_and_rebuilt_when_damaged() {
     let second = write_second_spec(tmp.path());
     let cache = tmp.path().join("cache");
     let log = tmp.path().join("nvcc.log");
-    let nvcc = common::counting_nvcc(tmp.path(), &log);
+    let nvcc = stand_in_nvcc(tmp.path(), &log);
 
     // Two specs built at the same time into an empty cache: one runtime build, both harnesses.
     let (a, b) = std::thread::scope(|scope| {
@@ -80,7 +105,7 @@ fn the_runtime_is_built_once_shared_and_rebuilt_when_damaged() {
         .map(|e| e.unwrap().path())
         .find(|p| p.is_dir())
         .unwrap();
-    std::fs::write(entry.join("librepro_runtime.a"), b"not an archive").unwrap();
+    std::fs::write(entry.join("librepro_runtime.a"), b"damaged").unwrap();
     build(&first, &tmp.path().join("a"), &nvcc, &cache)
         .assert()
         .success()
