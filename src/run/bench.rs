@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::harness_options as opt;
 use super::sweep::{check_dims, output_dims, run_arguments};
 use crate::build::Variant;
 use crate::error::{exit, Error};
@@ -185,17 +186,12 @@ impl BenchOptions {
             .into_iter()
             .flat_map(|value| dims.iter().map(move |d| (d.as_str(), value)));
         let mut args = run_arguments(at_size, self.ones, self.timeout, &prepared.dir);
-        args.extend([
-            "--bench".to_string(),
-            "--warmup".to_string(),
-            self.warmup.to_string(),
-            "--repeat".to_string(),
-            self.repeat.to_string(),
-            "--json".to_string(),
-            report.to_string_lossy().into_owned(),
-        ]);
+        args.push(opt::BENCH.flag());
+        args.extend(opt::WARMUP.with(self.warmup));
+        args.extend(opt::REPEAT.with(self.repeat));
+        args.extend(opt::JSON.with(report.display()));
         if self.flush_l2 {
-            args.push("--flush-l2".to_string());
+            args.push(opt::FLUSH_L2.flag());
         }
         args
     }

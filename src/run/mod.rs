@@ -6,6 +6,7 @@
 //! driver, in a host loop of the kernel's own setup code) cannot fire.
 
 pub mod bench;
+pub mod harness_options;
 pub mod probe;
 pub mod sanitize;
 pub mod shrink;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use wait_timeout::ChildExt;
 
+use self::harness_options as opt;
 use crate::build::{self, Variant};
 use crate::error::{exit, Error};
 use crate::plan::Plan as Prepared;
@@ -37,13 +39,13 @@ impl Inputs {
     pub fn arguments(&self) -> Vec<String> {
         let mut args = Vec::new();
         if self.ones {
-            args.push("--ones".to_string());
+            args.push(opt::ONES.flag());
         }
         for init in &self.inits {
-            args.extend(["--init".to_string(), init.clone()]);
+            args.extend(opt::INIT.with(init));
         }
         if let Some(seed) = self.seed {
-            args.extend(["--seed".to_string(), seed.to_string()]);
+            args.extend(opt::SEED.with(seed));
         }
         args
     }
@@ -66,13 +68,13 @@ impl Checks {
     pub fn arguments(&self, artifact: &std::path::Path) -> Vec<String> {
         let mut args = Vec::new();
         if let Some(repeat) = self.repeat {
-            args.extend(["--repeat".to_string(), repeat.to_string()]);
+            args.extend(opt::REPEAT.with(repeat));
         }
         if let Some(timeout) = self.timeout {
-            args.extend(["--timeout".to_string(), timeout.to_string()]);
+            args.extend(opt::TIMEOUT.with(timeout));
         }
         if let Some(reference) = self.reference {
-            args.extend(["--reference".to_string(), reference.name().to_string()]);
+            args.extend(opt::REFERENCE.with(reference.name()));
         }
         if self.reference_cache {
             args.extend(reference_cache_arguments(artifact));
@@ -287,10 +289,7 @@ pub(crate) fn state_path(
 /// between them; the reference does not).
 fn reference_cache_arguments(artifact: &std::path::Path) -> Vec<String> {
     let dir = crate::generate::paths::absolute(&artifact.join(".repro/cache/reference"));
-    vec![
-        "--reference-cache".to_string(),
-        dir.to_string_lossy().into_owned(),
-    ]
+    opt::REFERENCE_CACHE.with(dir.display()).to_vec()
 }
 
 /// After a mismatch: the per-tile heatmap as a PNG next to the report, and where it is.
@@ -354,16 +353,11 @@ pub fn run(prepared: &Prepared, options: &RunOptions) -> Result<u8, Error> {
     let mut harness_args = options.inputs.arguments();
     harness_args.extend(checks.arguments(&prepared.dir));
     if let Some(dump) = &options.dump {
-        harness_args.extend([
-            "--dump".to_string(),
-            crate::generate::paths::absolute(dump)
-                .to_string_lossy()
-                .into_owned(),
-        ]);
+        harness_args.extend(opt::DUMP.with(crate::generate::paths::absolute(dump).display()));
     }
     // The JSON report always: the heatmap is drawn from it.
     let report = report_path(options.json.as_deref(), &prepared.dir)?;
-    harness_args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
+    harness_args.extend(opt::JSON.with(report.display()));
     let limit = process_limit(spec, timeout, repeat);
     let (code, disposition) = match relay(program, &harness_args, limit, &binary)? {
         Some(outcome) => outcome,

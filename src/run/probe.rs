@@ -7,6 +7,7 @@
 use std::process::Command;
 use std::time::Duration;
 
+use super::harness_options as opt;
 use super::{relay, Checks, Inputs};
 use crate::build::Variant;
 use crate::error::{exit, Error};
@@ -31,7 +32,7 @@ const LAUNCHES: f64 = 2.0 * (1.0 + 16.0 + 4.0 + 1.0) + 3.0;
 pub fn probe(prepared: &Prepared, options: &ProbeOptions) -> Result<u8, Error> {
     let binary = super::build_harness(prepared, options.nvcc.as_deref(), Variant::Production, "")?;
     let spec = &prepared.spec;
-    let mut args = vec!["--probe".to_string()];
+    let mut args = vec![opt::PROBE.flag()];
     let inputs = Inputs {
         seed: options.seed,
         ..Inputs::default()
@@ -39,7 +40,7 @@ pub fn probe(prepared: &Prepared, options: &ProbeOptions) -> Result<u8, Error> {
     args.extend(inputs.arguments());
     args.extend(options.checks.arguments(&prepared.dir));
     let report = super::report_path(options.json.as_deref(), &prepared.dir)?;
-    args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
+    args.extend(opt::JSON.with(report.display()));
     let timeout = options.checks.timeout.unwrap_or(spec.check.timeout);
     let r = &spec.reference;
     let flops = 2.0 * (r.l * r.m * r.n) as f64 * r.k as f64;

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 
+use super::harness_options as opt;
 use super::sweep::{check_dims, run_arguments, run_limit};
 use super::{run_quiet, RunOutcome};
 use crate::build::Variant;
@@ -561,7 +562,7 @@ pub fn shrink(prepared: &Prepared, options: &ShrinkOptions) -> Result<u8, Error>
                 options.timeout,
                 &prepared.dir,
             );
-            args.extend(["--json".to_string(), report.to_string_lossy().into_owned()]);
+            args.extend(opt::JSON.with(report.display()));
             // A report left by the previous run must not stand for this one.
             let _ = std::fs::remove_file(&report);
             let outcome = run_quiet(&binary, &args, limit)?;

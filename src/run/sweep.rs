@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use std::path::Path;
 
+use super::harness_options as opt;
 use super::{run_quiet, Checks, Inputs, RunOutcome};
 use crate::build::Variant;
 use crate::error::{exit, Error};
-use crate::plan::Plan as Prepared;
 use crate::generate::context::sizes_fixed_reason;
+use crate::plan::Plan as Prepared;
 use crate::spec::ResolvedSpec;
 
 /// The sweep's sizes unless `--sizes` says: 1, 31, 63, 65, 127, 129, and each tile's first two
@@ -74,7 +75,7 @@ pub(crate) fn run_arguments<'a>(
 ) -> Vec<String> {
     let mut args: Vec<String> = sizes
         .into_iter()
-        .flat_map(|(name, value)| ["--size".to_string(), format!("{name}={value}")])
+        .flat_map(|(name, value)| opt::SIZE.with(format!("{name}={value}")))
         .collect();
     let inputs = Inputs {
         ones,
