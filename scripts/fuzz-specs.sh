@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The spec fuzz test at length (issue 17, "Verified"): tests/spec_fuzz.rs with ≥ 10,000 mutated
+# The spec fuzz test at length (issue 17, "Verified"): tests/suite/spec_fuzz.rs with ≥ 10,000 mutated
 # example specs (and as many random YAML texts) through the loader, in a release build, then every
 # 10th mutated spec through the binary (`repro scaffold`), with the distribution of exit codes.
 # Passes when nothing panics (exit 101), nothing runs past 5 s (the test's own limit; `timeout 5`
@@ -20,7 +20,7 @@ repro=${CARGO_TARGET_DIR:-target}/release/repro
 
 echo "== in process: $cases mutated specs and $cases random YAML texts (cargo test --release)"
 REPRO_FUZZ_CASES=$cases REPRO_FUZZ_DUMP=$work/cases \
-  cargo test --release --quiet --test spec_fuzz -- --nocapture >"$work/test.log" 2>&1
+  cargo test --release --quiet --test suite spec_fuzz:: -- --nocapture >"$work/test.log" 2>&1
 status=$?
 grep -E "cases|test result|panicked|took|outside|without a place" "$work/test.log"
 if [ $status -ne 0 ]; then

@@ -182,10 +182,13 @@ fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error> {
     build::build(&plan, nvcc)?;
     let mut text = String::new();
     let mut last = 0u8;
-    for (mode, args) in [
-        ("ones", vec!["--ones", "--json", "results-ones.json"]),
-        ("random", vec!["--json", "results.json"]),
+    use crate::run::harness_options as opt;
+    for (mode, shown, json) in [
+        ("ones", vec![opt::ONES.flag()], "results-ones.json"),
+        ("random", vec![], "results.json"),
     ] {
+        let mut args = shown.clone();
+        args.extend(opt::JSON.with(json));
         let output = Command::new("./harness")
             .args(&args)
             .current_dir(&bundle.dir)
@@ -195,10 +198,7 @@ fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error> {
                 source,
             })?;
         let code = output.status.code().map_or(exit::CUDA_ERROR, |c| c as u8);
-        text.push_str(&format!(
-            "$ ./harness {}\n",
-            args[..args.len() - 2].join(" ")
-        ));
+        text.push_str(&format!("$ ./harness {}\n", shown.join(" ")));
         text.push_str(&String::from_utf8_lossy(&output.stdout));
         text.push_str(&String::from_utf8_lossy(&output.stderr));
         text.push_str(&format!("-> exit {code} ({mode})\n\n"));

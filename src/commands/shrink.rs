@@ -14,8 +14,9 @@ pub struct ShrinkArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Stop after this many harness runs.
-    #[arg(long, value_name = "N", default_value_t = 200, help_heading = "Shrink")]
-    pub max_runs: usize,
+    #[arg(long, value_name = "N", default_value_t = 200, help_heading = "Shrink",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_runs: u64,
     #[command(flatten)]
     pub timeout: TimeoutArgs,
     #[command(flatten)]
@@ -26,7 +27,7 @@ impl ShrinkArgs {
     pub fn exec(self) -> Result<u8, Error> {
         let prepared = self.target.prepare()?;
         let options = ShrinkOptions {
-            max_runs: self.max_runs,
+            max_runs: usize::try_from(self.max_runs).unwrap_or(usize::MAX),
             timeout: self.timeout.timeout,
             nvcc: self.toolchain.nvcc,
         };

@@ -57,6 +57,10 @@ pub struct HarnessContext {
     /// README: the include dirs as written.
     pub include_dirs: Vec<String>,
     pub has_expect: bool,
+    /// The harness's options and exit codes, from the one table of them
+    /// (src/run/harness_options.rs), for the artifact's README.
+    pub harness_options_table: String,
+    pub harness_exit_codes: String,
     pub expect_ones: String,
     pub expect_random: String,
 }
@@ -592,6 +596,8 @@ pub fn harness_context(
         cmake_std: spec.build.std.trim_start_matches("c++").to_string(),
         include_dirs,
         has_expect: expect.is_some(),
+        harness_options_table: crate::run::harness_options::readme_table(),
+        harness_exit_codes: crate::run::harness_options::harness_exit_codes(),
         expect_ones: expect.and_then(|e| e.ones).map_or("-", |o| o.name()).into(),
         expect_random: expect
             .and_then(|e| e.random)

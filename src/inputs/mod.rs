@@ -5,7 +5,7 @@
 //! tensor's dtype with round-to-nearest-even straight from `f64`. This module is the same
 //! arithmetic in Rust, bit for bit, so `repro` knows the exact bits a harness feeds its kernel
 //! without running it (to write them as `.npy`, to compute expected values, to shrink a failing
-//! case). `tests/runtime.rs` compiles the C++ runtime and checks the two agree on every pattern
+//! case). `tests/suite/runtime.rs` compiles the C++ runtime and checks the two agree on every pattern
 //! and dtype.
 //!
 //! - [`generators`]: the init patterns (`ones`, `iota`, `uniform`, `normal`, ...) on logical

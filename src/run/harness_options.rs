@@ -343,14 +343,19 @@ pub fn usage_text() -> String {
     text
 }
 
-/// The usage text's last line: the codes the harness exits with.
-pub fn usage_exit_line() -> String {
+/// The codes the harness exits with: `0 passed, 1 mismatch, ...`.
+pub fn harness_exit_codes() -> String {
     let codes: Vec<String> = EXIT_CODES
         .iter()
         .filter(|c| c.harness)
         .map(|c| format!("{} {}", c.code, c.meaning))
         .collect();
-    format!("exit: {}\n", codes.join(", "))
+    codes.join(", ")
+}
+
+/// The usage text's last line: the codes the harness exits with.
+pub fn usage_exit_line() -> String {
+    format!("exit: {}\n", harness_exit_codes())
 }
 
 /// `text` as a C++ string literal, one source line per line of text.

@@ -6,7 +6,7 @@
 //! CMakeLists.txt of the same spec: again no marker, and the flags reach the compile line as
 //! written.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! `repro bundle`: the folder and the .tar.gz, what they hold, that nothing of this machine leaks
 //! into them, and that the tarball builds elsewhere with nothing but nvcc.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use predicates::prelude::*;

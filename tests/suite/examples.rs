@@ -2,7 +2,7 @@
 //! compiles with the real nvcc for its arch (sm_90a) and runs as far as a machine without a GPU
 //! allows: the generated inputs, then exit 7.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

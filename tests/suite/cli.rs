@@ -1,6 +1,6 @@
 //! The command line end to end: scaffold, edit protection, diff, build cache, run without a GPU.
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use predicates::prelude::*;

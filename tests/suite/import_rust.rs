@@ -1192,7 +1192,7 @@ fn devices_fifos_folders_and_huge_files_are_refused_before_reading() {
     assert_eq!(
         stderr_of(&out).trim_end(),
         format!(
-            "{} is a fifo, not a Rust source file; pass the .rs file that holds the launch",
+            "error: {} is a fifo, not a Rust source file; pass the .rs file that holds the launch",
             fifo.display()
         )
     );

@@ -6,7 +6,7 @@
 //! cache costs no real runtime build here; every other test builds through the same cache with
 //! the real nvcc (the first of them into the suite's empty cache).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 //! manifest into a spec's tensors, and the harness built from that spec generating exactly the
 //! captured values. No GPU needed; the device path of the header must fail softly without one.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,11 +1,11 @@
 //! Snapshots of what users read from the command line: every command's `--help`, and the main
 //! error outputs (an unknown file, a bad spec, a failed build, an unknown option, a value out of
 //! range). A change to any of them shows up as a snapshot diff to review (`cargo insta review`,
-//! or `INSTA_UPDATE=always cargo test --test cli_help` and read `git diff tests/snapshots/`).
+//! or `INSTA_UPDATE=always cargo test --test suite cli_help::` and read `git diff tests/suite/snapshots/`).
 //!
 //! No GPU and no real nvcc: the failed build uses an nvcc stand-in that always fails.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -139,7 +139,7 @@ fn error_build_failed() {
             .arg(&nvcc),
         tmp.path(),
     );
-    // nvcc's arguments are the build's business (tested in tests/cli.rs), not this snapshot's.
+    // nvcc's arguments are the build's business (tested in cli.rs), not this snapshot's.
     let output: Vec<String> = output
         .lines()
         .map(|line| match line.find("nvcc-failing ") {

@@ -1,0 +1,21 @@
+//! The integration tests, as one test binary: every module below was once a binary of its own.
+//! One binary links once instead of thirteen times, and its tests share the harness's threads:
+//! the suite's time is nvcc's, and a single binary keeps both cores compiling until the end
+//! instead of waiting for each binary's slowest test in turn. Run one part with
+//! `scripts/test.sh cli::` (a test-name filter).
+
+mod common;
+
+mod bundle;
+mod cli;
+mod cli_help;
+mod examples;
+mod flags;
+mod hostile_build;
+mod import_capture;
+mod import_cuda;
+mod import_rust;
+mod runtime;
+mod runtime_library;
+mod spec_errors;
+mod spec_fuzz;
