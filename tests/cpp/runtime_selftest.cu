@@ -1,5 +1,5 @@
 // Host-only self-test of the harness runtime (templates/runtime/src). Needs no GPU: it never
-// calls a CUDA API that needs a device. Built and run by tests/runtime.rs; by hand:
+// calls a CUDA API that needs a device. Built and run by tests/suite/runtime.rs; by hand:
 //
 //   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -o runtime_selftest tests/cpp/runtime_selftest.cu
 //   ./runtime_selftest                                     # the self-test: "N passed, M failed"
@@ -1094,7 +1094,7 @@ void test_json_and_lines() {
   CHECK_EQ(format_value(std::nan("")), std::string("nan"));
   CHECK_EQ(format_value(-HUGE_VAL), std::string("-inf"));
 
-  // The report line of DESIGN §4, verbatim.
+  // The report line as docs/cli.md ("Report") shows it, verbatim.
   std::vector<double> want(384 * 512, 1000.0);
   Comparison c = compare_output(output_with(DType::bf16, {512, 384}, want), want, 1, 512, 384, kExact, 128, 128);
   CHECK_EQ(format_comparison_line("D", c),

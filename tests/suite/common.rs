@@ -67,19 +67,43 @@ pub fn write_small_spec(dir: &Path) -> PathBuf {
 }
 
 /// An nvcc wrapper that logs each call's arguments to `log` (a line per call, each argument
-/// followed by `|`), so a test can count nvcc invocations and see exactly what they were given.
+/// followed by `|`, the line written at once so that concurrent builds never interleave their
+/// lines), so a test can count nvcc invocations and see exactly what they were given.
 pub fn counting_nvcc(dir: &Path, log: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let wrapper = dir.join("nvcc-counting");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\nprintf '%s|' \"$@\" >> '{log}'; echo >> '{log}'\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\nline=$(printf '%s|' \"$@\"); printf '%s\\n' \"$line\" >> '{log}'\nexec '{}' \"$@\"\n",
             nvcc().display(),
             log = log.display()
         ),
     )
     .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
+/// An nvcc stand-in that compiles nothing, for tests of what repro and build.sh do around nvcc
+/// (which arguments, how often, what is cached): it logs its arguments like the counting one,
+/// answers `--version` as a toolkit of its own (so its libraries have their own cache key in the
+/// runtime cache), and for a compile writes a placeholder at `-o` (its own bytes each time, as a
+/// real rebuild's archive) and a dependency file at `-MF`, after a second: long enough for two
+/// builds started together to overlap.
+pub fn stand_in_nvcc(dir: &Path, log: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let wrapper = dir.join("nvcc-stand-in");
+    let script = r#"#!/bin/sh
+line=$(printf '%s|' "$@"); printf '%s\n' "$line" >> 'LOG'
+if [ "$1" = --version ]; then echo 'Cuda compilation tools, release 0.0, V0.0.0 (stand-in)'; exit 0; fi
+out=; dep=; prev=
+for a in "$@"; do case "$prev" in -o) out=$a;; -MF) dep=$a;; esac; prev=$a; done
+sleep 1
+echo "compiled by the stand-in at $(date +%s%N)" > "$out"
+if [ -n "$dep" ]; then echo "$out: harness.cu" > "$dep"; fi
+"#;
+    std::fs::write(&wrapper, script.replace("LOG", &log.display().to_string())).unwrap();
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     wrapper
 }

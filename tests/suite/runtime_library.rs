@@ -44,27 +44,6 @@ fn build(spec: &Path, out: &Path, nvcc: &Path, cache: &Path) -> Command {
     command
 }
 
-/// An nvcc stand-in that logs its arguments like the counting one, answers `--version` as a
-/// toolkit of its own (so its libraries have their own cache key), and for a compile writes a
-/// placeholder at `-o` (its own bytes each time, as a real rebuild's archive) and a dependency
-/// file at `-MF`, after a second: long enough for two builds started together to overlap.
-fn stand_in_nvcc(dir: &Path, log: &Path) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let wrapper = dir.join("nvcc-stand-in");
-    let script = r#"#!/bin/sh
-printf '%s|' "$@" >> 'LOG'; echo >> 'LOG'
-if [ "$1" = --version ]; then echo 'Cuda compilation tools, release 0.0, V0.0.0 (stand-in)'; exit 0; fi
-out=; dep=; prev=
-for a in "$@"; do case "$prev" in -o) out=$a;; -MF) dep=$a;; esac; prev=$a; done
-sleep 1
-echo "compiled by the stand-in at $(date +%s%N)" > "$out"
-if [ -n "$dep" ]; then echo "$out: harness.cu" > "$dep"; fi
-"#;
-    std::fs::write(&wrapper, script.replace("LOG", &log.display().to_string())).unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    wrapper
-}
-
 #[test]
 fn the_runtime_is_built_once_shared_and_rebuilt_when_damaged() {
     let tmp = tempfile::tempdir().unwrap();
@@ -72,7 +51,7 @@ fn the_runtime_is_built_once_shared_and_rebuilt_when_damaged() {
     let second = write_second_spec(tmp.path());
     let cache = tmp.path().join("cache");
     let log = tmp.path().join("nvcc.log");
-    let nvcc = stand_in_nvcc(tmp.path(), &log);
+    let nvcc = common::stand_in_nvcc(tmp.path(), &log);
 
     // Two specs built at the same time into an empty cache: one runtime build, both harnesses.
     let (a, b) = std::thread::scope(|scope| {
@@ -151,19 +130,19 @@ fn shared_cache(dir: &Path) -> std::path::PathBuf {
 }
 
 /// An nvcc stand-in that appends a line to harness.cu while it compiles it (as an editor saving
-/// during a long build would), then runs the real nvcc on what it was given.
+/// during a long build would), then hands its arguments to the stand-in that compiles nothing
+/// (what is tested is repro's stamp, not the compile).
 fn editing_nvcc(dir: &Path, log: &Path) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let wrapper = dir.join("nvcc-editing");
+    let stand_in = common::stand_in_nvcc(dir, log);
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\nprintf '%s|' \"$@\" >> '{log}'; echo >> '{log}'\n\
-             for a in \"$@\"; do if [ \"$a\" = harness.cu ]; then \
+            "#!/bin/sh\nfor a in \"$@\"; do if [ \"$a\" = harness.cu ]; then \
              echo '// saved during the build' >> harness.cu; fi; done\n\
              exec '{}' \"$@\"\n",
-            common::nvcc().display(),
-            log = log.display()
+            stand_in.display()
         ),
     )
     .unwrap();
@@ -191,7 +170,7 @@ fn a_file_edited_during_the_build_is_not_stamped_current() {
         .arg("build")
         .arg(&out)
         .arg("--nvcc")
-        .arg(common::counting_nvcc(tmp.path(), &log))
+        .arg(common::stand_in_nvcc(tmp.path(), &log))
         .assert()
         .success()
         .stdout(predicate::str::contains("up to date").not());
@@ -205,7 +184,7 @@ fn two_builds_of_one_artifact_take_turns_and_compile_once() {
     let out = tmp.path().join("art");
     let cache = shared_cache(tmp.path());
     let log = tmp.path().join("nvcc.log");
-    let nvcc = common::counting_nvcc(tmp.path(), &log);
+    let nvcc = common::stand_in_nvcc(tmp.path(), &log);
     // Scaffold first, so that both builds work on the same artifact folder.
     Command::cargo_bin("repro")
         .unwrap()
