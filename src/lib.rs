@@ -13,6 +13,7 @@ pub mod bundle;
 pub mod commands;
 pub mod doctor;
 pub mod error;
+pub mod file_kind;
 pub mod flags;
 pub mod generate;
 pub mod import;

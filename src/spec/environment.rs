@@ -168,7 +168,7 @@ fn input_file(path: &Path) -> InputFile {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => InputFile::Regular(path.to_path_buf()),
         Ok(m) => unusable(
-            format!("is not a regular file ({})", file_kind(&m)),
+            format!("is not a regular file ({})", crate::file_kind::describe(&m)),
             not_regular,
         ),
         Err(_) if path.symlink_metadata().is_ok() => unusable(
@@ -179,28 +179,6 @@ fn input_file(path: &Path) -> InputFile {
             unusable("does not exist".into(), relative)
         }
         Err(e) => unusable(format!("cannot be read: {e}"), relative),
-    }
-}
-
-fn file_kind(m: &std::fs::Metadata) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        let t = m.file_type();
-        if t.is_fifo() {
-            return "a named pipe";
-        }
-        if t.is_char_device() || t.is_block_device() {
-            return "a device";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-    }
-    if m.is_dir() {
-        "a folder"
-    } else {
-        "not a plain file"
     }
 }
 

@@ -79,7 +79,7 @@ pub(super) fn read_checked(path: &Path) -> Result<String, String> {
     if !meta.is_file() {
         return Err(format!(
             "{}, not a source file",
-            crate::import::rust::file_kind(&meta)
+            crate::file_kind::describe(&meta)
         ));
     }
     let too_large = |bytes: u64| {

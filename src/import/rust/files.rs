@@ -68,28 +68,6 @@ pub(super) fn search_files(
     Ok((dir.display().to_string(), found))
 }
 
-/// What kind of thing a path is, when it is not a regular file ("a fifo").
-pub(crate) fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    let ty = meta.file_type();
-    if ty.is_dir() {
-        return "a folder";
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if ty.is_fifo() {
-            return "a fifo";
-        }
-        if ty.is_char_device() || ty.is_block_device() {
-            return "a device";
-        }
-        if ty.is_socket() {
-            return "a socket";
-        }
-    }
-    "not a regular file"
-}
-
 /// Reads a Rust source file, refusing what is not one before reading it: a fifo or a device
 /// (`/dev/zero` never ends, a fifo blocks until someone writes), or a file above
 /// [`MAX_SOURCE_BYTES`]. The read itself is bounded too, for a file that grows after the check.
@@ -104,7 +82,7 @@ pub(super) fn read_source(path: &Path) -> Result<String, ImportError> {
     if !meta.is_file() {
         return Err(ImportError::NotAFile {
             path: path.to_path_buf(),
-            kind: file_kind(&meta),
+            kind: crate::file_kind::describe(&meta),
         });
     }
     if meta.len() > MAX_SOURCE_BYTES {
@@ -146,7 +124,7 @@ mod tests {
     fn what_is_not_a_regular_file_is_refused_before_reading() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(
-            file_kind(&std::fs::metadata(dir.path()).unwrap()),
+            crate::file_kind::describe(&std::fs::metadata(dir.path()).unwrap()),
             "a folder"
         );
         let e = read_source(dir.path()).unwrap_err();

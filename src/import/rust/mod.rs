@@ -42,7 +42,6 @@ use syn::visit::Visit;
 
 use super::skeleton::Skeleton;
 use crate::spec::diagnostic::did_you_mean;
-pub(crate) use files::file_kind;
 use files::{read_source, search_files};
 use kernels::Elsewhere;
 pub use report::{selectors, Arg, ArgKind, ImportError, LaunchForm, LaunchSite, SiteSummary};
