@@ -12,7 +12,7 @@ use std::process::Command;
 use crate::build::{self, toolchain};
 use crate::error::{exit, Error};
 use crate::generate::{self, artifact};
-use crate::plan::{prepare, Plan as Prepared};
+use crate::plan::{prepare, Plan};
 use crate::spec::{InitSource, ResolvedSpec};
 
 /// Folders whose headers come with the CUDA toolkit, the host compiler or CUTLASS: the receiver
@@ -46,11 +46,11 @@ pub fn bundle(
     no_run: bool,
     nvcc_override: Option<&Path>,
 ) -> Result<u8, Error> {
-    let prepared = prepare(target, None)?;
+    let plan = prepare(target, None)?;
     // nvcc's dependency list says which headers the kernel really needs.
-    build::build(&prepared, nvcc_override)?;
+    build::build(&plan, nvcc_override)?;
     let nvcc = toolchain::find_nvcc(nvcc_override)?;
-    let name = prepared.spec.name().to_string();
+    let name = plan.spec.name().to_string();
     let out = output
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("bundles").join(&name));
@@ -61,18 +61,14 @@ pub fn bundle(
             fix: "remove it or pass -o elsewhere",
         });
     }
-    let bundle = make_bundle(
-        &prepared,
-        &out,
-        &toolchain_roots(&prepared.spec, &nvcc.path),
-    )?;
+    let bundle = make_bundle(&plan, &out, &toolchain_roots(&plan.spec, &nvcc.path))?;
     let code = if no_run {
         None
     } else {
         Some(run_and_record(&bundle, nvcc_override)?)
     };
     write_env(&bundle)?;
-    write_readme(&bundle, &prepared.spec, code)?;
+    write_readme(&bundle, &plan.spec, code)?;
     let stale = leaks(&bundle.dir)?;
     if !stale.is_empty() {
         return Err(Error::Internal(format!(
@@ -102,11 +98,11 @@ struct Bundle {
 }
 
 /// The bundle's spec: include dirs and input files moved into the bundle.
-fn make_bundle(prepared: &Prepared, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle, Error> {
-    let spec = &prepared.spec;
+fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle, Error> {
+    let spec = &plan.spec;
     std::fs::create_dir_all(out).map_err(Error::io("create", out))?;
     let dir = out.canonicalize().map_err(Error::io("resolve", out))?;
-    let depfile = prepared.dir.join(".repro/build/harness.d");
+    let depfile = plan.dir.join(".repro/build/harness.d");
     let deps = std::fs::read_to_string(&depfile).map_err(Error::io("read", &depfile))?;
     let mut bundled = spec.clone();
     bundled.path = dir.join("spec.yaml");
@@ -120,9 +116,9 @@ fn make_bundle(prepared: &Prepared, out: &Path, toolchain: &[PathBuf]) -> Result
         include_dirs.push(target);
     }
     // The runtime's headers come with every artifact (runtime/), the bundle's own included.
-    let runtime = generate::paths::absolute(&prepared.dir.join(crate::plan::command::RUNTIME_DIR));
+    let runtime = generate::paths::absolute(&plan.dir.join(crate::plan::command::RUNTIME_DIR));
     for dep in build::parse_depfile(&deps).into_iter().skip(1) {
-        let path = generate::paths::absolute(&prepared.dir.join(&dep));
+        let path = generate::paths::absolute(&plan.dir.join(&dep));
         if toolchain.iter().any(|root| path.starts_with(root)) || path.starts_with(&runtime) {
             continue;
         }
@@ -178,7 +174,7 @@ fn make_bundle(prepared: &Prepared, out: &Path, toolchain: &[PathBuf]) -> Result
 /// Builds the bundle's own harness and runs it with --ones and with the spec's inputs, from
 /// inside the bundle, so the results name nothing outside it.
 fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error> {
-    let plan = Prepared::for_artifact(&bundle.dir)?;
+    let plan = Plan::for_artifact(&bundle.dir)?;
     build::build(&plan, nvcc)?;
     let mut text = String::new();
     let mut last = 0u8;

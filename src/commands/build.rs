@@ -18,8 +18,8 @@ pub struct BuildArgs {
 
 impl BuildArgs {
     pub fn exec(self) -> Result<u8, Error> {
-        let prepared = self.target.prepare()?;
-        let built = crate::build::build(&prepared, self.toolchain.nvcc())?;
+        let plan = self.target.prepare()?;
+        let built = crate::build::build(&plan, self.toolchain.nvcc())?;
         if built.compiled {
             println!("built {} in {:.1} s", built.binary.display(), built.seconds);
         } else {

@@ -9,7 +9,7 @@ use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
 
 use crate::error::Error;
-use crate::plan::{prepare, Plan as Prepared};
+use crate::plan::{prepare, Plan};
 use crate::run::sanitize::Tool;
 use crate::spec::model::ReferenceProvider;
 
@@ -25,7 +25,7 @@ pub struct TargetArgs {
 
 impl TargetArgs {
     /// Loads the target; for a spec, writes its artifact when stale.
-    pub fn prepare(&self) -> Result<Prepared, Error> {
+    pub fn prepare(&self) -> Result<Plan, Error> {
         prepare(&self.target, self.output.as_deref())
     }
 }

@@ -36,13 +36,13 @@ pub struct ProbeArgs {
 
 impl ProbeArgs {
     pub fn exec(self) -> Result<u8, Error> {
-        let prepared = self.target.prepare()?;
+        let plan = self.target.prepare()?;
         let options = ProbeOptions {
             seed: self.seed,
             checks: self.checks.checks(),
             json: self.json,
             nvcc: self.toolchain.nvcc,
         };
-        crate::run::probe::probe(&prepared, &options)
+        crate::run::probe::probe(&plan, &options)
     }
 }

@@ -32,7 +32,7 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn exec(self) -> Result<u8, Error> {
-        let prepared = self.target.prepare()?;
+        let plan = self.target.prepare()?;
         let options = RunOptions {
             inputs: self.inputs.inputs(),
             checks: self.checks.checks(),
@@ -41,6 +41,6 @@ impl RunArgs {
             sanitize: self.sanitize,
             nvcc: self.toolchain.nvcc,
         };
-        crate::run::run(&prepared, &options)
+        crate::run::run(&plan, &options)
     }
 }

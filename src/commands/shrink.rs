@@ -25,12 +25,12 @@ pub struct ShrinkArgs {
 
 impl ShrinkArgs {
     pub fn exec(self) -> Result<u8, Error> {
-        let prepared = self.target.prepare()?;
+        let plan = self.target.prepare()?;
         let options = ShrinkOptions {
             max_runs: usize::try_from(self.max_runs).unwrap_or(usize::MAX),
             timeout: self.timeout.timeout,
             nvcc: self.toolchain.nvcc,
         };
-        crate::run::shrink::shrink(&prepared, &options)
+        crate::run::shrink::shrink(&plan, &options)
     }
 }

@@ -36,13 +36,13 @@ pub struct SweepArgs {
 
 impl SweepArgs {
     pub fn exec(self) -> Result<u8, Error> {
-        let prepared = self.target.prepare()?;
+        let plan = self.target.prepare()?;
         let options = SweepOptions {
             sizes: self.sizes,
             dims: self.dims,
             timeout: self.timeout.timeout,
             nvcc: self.toolchain.nvcc,
         };
-        crate::run::sweep::sweep(&prepared, &options)
+        crate::run::sweep::sweep(&plan, &options)
     }
 }

@@ -12,11 +12,11 @@ use super::harness_options as opt;
 use super::sweep::{check_dims, output_dims, run_arguments};
 use crate::build::Variant;
 use crate::error::{exit, Error};
-use crate::plan::{prepare, Plan as Prepared};
+use crate::plan::{prepare, Plan};
 
 /// One spec to time: its artifact, its built harness, its name.
 struct Contender {
-    prepared: Prepared,
+    plan: Plan,
     binary: PathBuf,
 }
 
@@ -80,14 +80,14 @@ impl BenchOptions {
             .collect();
         let mut contenders = Vec::new();
         for path in specs {
-            let prepared = prepare(path, None)?;
-            let dims = self.dims_for(&prepared);
+            let plan = prepare(path, None)?;
+            let dims = self.dims_for(&plan);
             if !self.sizes.is_empty() {
-                check_dims(&prepared.spec, &dims, "bench")?;
+                check_dims(&plan.spec, &dims, "bench")?;
             }
             let binary =
-                super::build_harness(&prepared, self.nvcc.as_deref(), Variant::Production, "")?;
-            contenders.push(Contender { prepared, binary });
+                super::build_harness(&plan, self.nvcc.as_deref(), Variant::Production, "")?;
+            contenders.push(Contender { plan, binary });
         }
 
         let sizes: Vec<Option<i64>> = if self.sizes.is_empty() {
@@ -113,7 +113,7 @@ impl BenchOptions {
         );
         let name_width = contenders
             .iter()
-            .map(|c| c.prepared.spec.name().len())
+            .map(|c| c.plan.spec.name().len())
             .max()
             .unwrap_or(0)
             .max(8);
@@ -123,7 +123,7 @@ impl BenchOptions {
             if let Some(size) = size {
                 println!(
                     "size    {} = {size}",
-                    self.dims_for(&contenders[0].prepared).join(" = ")
+                    self.dims_for(&contenders[0].plan).join(" = ")
                 );
             }
             let mut first_median = None;
@@ -147,13 +147,13 @@ impl BenchOptions {
                     (Some(first), Some(m)) if index > 0 => format!(
                         "  {:.2}x the time of {}",
                         m / first,
-                        contenders[0].prepared.spec.name()
+                        contenders[0].plan.spec.name()
                     ),
                     _ => String::new(),
                 };
                 println!(
                     "  {:<name_width$}  {}{relative}",
-                    contender.prepared.spec.name(),
+                    contender.plan.spec.name(),
                     timing.cell()
                 );
                 results.push(self.result_json(contender, size, &timing));
@@ -166,26 +166,21 @@ impl BenchOptions {
     }
 
     /// The sizes --sizes sets in this spec: --dims, else the output's extents.
-    fn dims_for(&self, prepared: &Prepared) -> Vec<String> {
+    fn dims_for(&self, plan: &Plan) -> Vec<String> {
         if self.dims.is_empty() {
-            output_dims(&prepared.spec)
+            output_dims(&plan.spec)
         } else {
             self.dims.clone()
         }
     }
 
     /// The harness options of one timing run.
-    fn harness_arguments(
-        &self,
-        prepared: &Prepared,
-        size: Option<i64>,
-        report: &Path,
-    ) -> Vec<String> {
-        let dims = self.dims_for(prepared);
+    fn harness_arguments(&self, plan: &Plan, size: Option<i64>, report: &Path) -> Vec<String> {
+        let dims = self.dims_for(plan);
         let at_size = size
             .into_iter()
             .flat_map(|value| dims.iter().map(move |d| (d.as_str(), value)));
-        let mut args = run_arguments(at_size, self.ones, self.timeout, &prepared.dir);
+        let mut args = run_arguments(at_size, self.ones, self.timeout, &plan.dir);
         args.push(opt::BENCH.flag());
         args.extend(opt::WARMUP.with(self.warmup));
         args.extend(opt::REPEAT.with(self.repeat));
@@ -197,21 +192,21 @@ impl BenchOptions {
     }
 
     /// The whole process's limit: every launch's watchdog plus a minute for context and inputs.
-    fn limit(&self, prepared: &Prepared) -> Duration {
-        let timeout = self.timeout.unwrap_or(prepared.spec.check.timeout);
+    fn limit(&self, plan: &Plan) -> Duration {
+        let timeout = self.timeout.unwrap_or(plan.spec.check.timeout);
         Duration::from_secs_f64(60.0 + timeout * f64::from(self.warmup + self.repeat))
     }
 
-    fn report_path(prepared: &Prepared) -> Result<PathBuf, Error> {
-        super::state_path(&prepared.dir, "bench", "report.json")
+    fn report_path(plan: &Plan) -> Result<PathBuf, Error> {
+        super::state_path(&plan.dir, "bench", "report.json")
     }
 
     fn time(&self, contender: &Contender, size: Option<i64>) -> Result<Timing, Error> {
-        let report = Self::report_path(&contender.prepared)?;
+        let report = Self::report_path(&contender.plan)?;
         // A report left by an earlier run must not pass for this one's.
         let _ = std::fs::remove_file(&report);
-        let args = self.harness_arguments(&contender.prepared, size, &report);
-        let outcome = super::run_quiet(&contender.binary, &args, self.limit(&contender.prepared))?;
+        let args = self.harness_arguments(&contender.plan, size, &report);
+        let outcome = super::run_quiet(&contender.binary, &args, self.limit(&contender.plan))?;
         if outcome.code != exit::PASSED {
             return Ok(Timing::Failed {
                 code: outcome.code,
@@ -222,10 +217,10 @@ impl BenchOptions {
     }
 
     fn relay_one(&self, contender: &Contender) -> Result<u8, Error> {
-        let report = Self::report_path(&contender.prepared)?;
+        let report = Self::report_path(&contender.plan)?;
         let _ = std::fs::remove_file(&report);
-        let args = self.harness_arguments(&contender.prepared, None, &report);
-        let limit = self.limit(&contender.prepared);
+        let args = self.harness_arguments(&contender.plan, None, &report);
+        let limit = self.limit(&contender.plan);
         let Some((code, _)) = super::relay(
             std::process::Command::new(&contender.binary),
             &args,
@@ -251,9 +246,9 @@ impl BenchOptions {
 
     fn result_json(&self, contender: &Contender, size: Option<i64>, timing: &Timing) -> Value {
         let mut result = json!({
-            "spec": contender.prepared.spec.name(),
+            "spec": contender.plan.spec.name(),
             "size": size,
-            "dims": if size.is_some() { self.dims_for(&contender.prepared) } else { Vec::new() },
+            "dims": if size.is_some() { self.dims_for(&contender.plan) } else { Vec::new() },
         });
         match timing {
             Timing::Measured(bench) => result["bench"] = bench.clone(),

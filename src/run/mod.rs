@@ -21,7 +21,7 @@ use wait_timeout::ChildExt;
 use self::harness_options as opt;
 use crate::build::{self, Variant};
 use crate::error::{exit, Error};
-use crate::plan::Plan as Prepared;
+use crate::plan::Plan;
 use crate::spec::model::{Outcome, ReferenceProvider, Verdict};
 use crate::spec::ResolvedSpec;
 
@@ -83,7 +83,7 @@ impl Checks {
     }
 }
 
-/// Everything `repro run` does with a prepared artifact besides the inputs and checks.
+/// Everything `repro run` does with a plan artifact besides the inputs and checks.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     pub inputs: Inputs,
@@ -150,12 +150,12 @@ pub(crate) fn relay(
 /// Builds the harness variant (cached by content) and says which happened; `note` follows the
 /// build time (" (one build for every size)"). Returns the binary's absolute path.
 pub(crate) fn build_harness(
-    prepared: &crate::plan::Plan,
+    plan: &crate::plan::Plan,
     nvcc: Option<&std::path::Path>,
     variant: Variant,
     note: &str,
 ) -> Result<std::path::PathBuf, Error> {
-    let built = build::build_variant(prepared, nvcc, variant)?;
+    let built = build::build_variant(plan, nvcc, variant)?;
     if built.compiled {
         eprintln!("build: done in {:.1} s{note}", built.seconds);
     } else {
@@ -300,16 +300,16 @@ pub(crate) fn print_heatmap_path(report: &std::path::Path) -> Result<(), Error> 
     Ok(())
 }
 
-/// `repro run` on a prepared artifact: build (a -lineinfo variant under a sanitizer), run the
+/// `repro run` on a plan artifact: build (a -lineinfo variant under a sanitizer), run the
 /// harness with `options`, relay its report; returns the exit code.
-pub fn run(prepared: &Prepared, options: &RunOptions) -> Result<u8, Error> {
+pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
     let variant = if options.sanitize.is_some() {
         Variant::Lineinfo
     } else {
         Variant::Production
     };
-    let binary = build_harness(prepared, options.nvcc.as_deref(), variant, "")?;
-    let spec = &prepared.spec;
+    let binary = build_harness(plan, options.nvcc.as_deref(), variant, "")?;
+    let spec = &plan.spec;
     let mut checks = options.checks.clone();
     let mut timeout = checks.timeout.unwrap_or(spec.check.timeout);
     let (program, sanitizer_log) = match options.sanitize {
@@ -327,7 +327,7 @@ pub fn run(prepared: &Prepared, options: &RunOptions) -> Result<u8, Error> {
                     nvcc.path.display()
                 ))
             })?;
-            let log = prepared
+            let log = plan
                 .dir
                 .join(format!(".repro/build/sanitizer-{}.log", tool.name()));
             let _ = std::fs::remove_file(&log);
@@ -351,12 +351,12 @@ pub fn run(prepared: &Prepared, options: &RunOptions) -> Result<u8, Error> {
     };
     let repeat = checks.repeat.unwrap_or(spec.check.repeat);
     let mut harness_args = options.inputs.arguments();
-    harness_args.extend(checks.arguments(&prepared.dir));
+    harness_args.extend(checks.arguments(&plan.dir));
     if let Some(dump) = &options.dump {
         harness_args.extend(opt::DUMP.with(crate::generate::paths::absolute(dump).display()));
     }
     // The JSON report always: the heatmap is drawn from it.
-    let report = report_path(options.json.as_deref(), &prepared.dir)?;
+    let report = report_path(options.json.as_deref(), &plan.dir)?;
     harness_args.extend(opt::JSON.with(report.display()));
     let limit = process_limit(spec, timeout, repeat);
     let (code, disposition) = match relay(program, &harness_args, limit, &binary)? {

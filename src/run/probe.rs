@@ -11,7 +11,7 @@ use super::harness_options as opt;
 use super::{relay, Checks, Inputs};
 use crate::build::Variant;
 use crate::error::{exit, Error};
-use crate::plan::Plan as Prepared;
+use crate::plan::Plan;
 
 /// What `repro probe` takes besides the artifact.
 #[derive(Debug, Clone, Default)]
@@ -28,18 +28,18 @@ pub struct ProbeOptions {
 /// each, and the random probe three times.
 const LAUNCHES: f64 = 2.0 * (1.0 + 16.0 + 4.0 + 1.0) + 3.0;
 
-/// Runs the probe suite on a prepared artifact and relays its verdict; returns the exit code.
-pub fn probe(prepared: &Prepared, options: &ProbeOptions) -> Result<u8, Error> {
-    let binary = super::build_harness(prepared, options.nvcc.as_deref(), Variant::Production, "")?;
-    let spec = &prepared.spec;
+/// Runs the probe suite on a plan artifact and relays its verdict; returns the exit code.
+pub fn probe(plan: &Plan, options: &ProbeOptions) -> Result<u8, Error> {
+    let binary = super::build_harness(plan, options.nvcc.as_deref(), Variant::Production, "")?;
+    let spec = &plan.spec;
     let mut args = vec![opt::PROBE.flag()];
     let inputs = Inputs {
         seed: options.seed,
         ..Inputs::default()
     };
     args.extend(inputs.arguments());
-    args.extend(options.checks.arguments(&prepared.dir));
-    let report = super::report_path(options.json.as_deref(), &prepared.dir)?;
+    args.extend(options.checks.arguments(&plan.dir));
+    let report = super::report_path(options.json.as_deref(), &plan.dir)?;
     args.extend(opt::JSON.with(report.display()));
     let timeout = options.checks.timeout.unwrap_or(spec.check.timeout);
     let r = &spec.reference;

@@ -30,7 +30,7 @@ use super::sweep::{check_dims, run_arguments, run_limit};
 use super::{run_quiet, RunOutcome};
 use crate::build::Variant;
 use crate::error::{exit, Error};
-use crate::plan::Plan as Prepared;
+use crate::plan::Plan;
 use crate::spec::ResolvedSpec;
 
 /// The K tile assumed when `reference.tile` gives none: the probes' K slice (docs/cli.md, `repro probe`).
@@ -538,19 +538,19 @@ pub struct ShrinkOptions {
 
 /// Finds smaller sizes that fail the way the spec fails, and writes them as `<spec>.shrunk.yaml`;
 /// returns 0 when the spec passes, 1 when it fails (shrunk or not).
-pub fn shrink(prepared: &Prepared, options: &ShrinkOptions) -> Result<u8, Error> {
-    let spec = &prepared.spec;
+pub fn shrink(plan: &Plan, options: &ShrinkOptions) -> Result<u8, Error> {
+    let spec = &plan.spec;
     let dims = gemm_dims(spec);
     let names: Vec<String> = dims.iter().map(|d| d.name.clone()).collect();
     check_dims(spec, &names, "shrink")?;
     let binary = super::build_harness(
-        prepared,
+        plan,
         options.nvcc.as_deref(),
         Variant::Production,
         " (one build for every candidate)",
     )?;
     let limit = run_limit(spec, options.timeout.unwrap_or(spec.check.timeout));
-    let report = super::state_path(&prepared.dir, "shrink", "report.json")?;
+    let report = super::state_path(&plan.dir, "shrink", "report.json")?;
     // Counted in a Cell: the search reads the count while `run` holds the closure.
     let runs = std::cell::Cell::new(0usize);
     let run =
@@ -560,7 +560,7 @@ pub fn shrink(prepared: &Prepared, options: &ShrinkOptions) -> Result<u8, Error>
                 sizes.iter().map(|(n, v)| (n.as_str(), *v)),
                 ones,
                 options.timeout,
-                &prepared.dir,
+                &plan.dir,
             );
             args.extend(opt::JSON.with(report.display()));
             // A report left by the previous run must not stand for this one.

@@ -11,7 +11,7 @@ use super::{run_quiet, Checks, Inputs, RunOutcome};
 use crate::build::Variant;
 use crate::error::{exit, Error};
 use crate::generate::context::sizes_fixed_reason;
-use crate::plan::Plan as Prepared;
+use crate::plan::Plan;
 use crate::spec::ResolvedSpec;
 
 /// The sweep's sizes unless `--sizes` says: 1, 31, 63, 65, 127, 129, and each tile's first two
@@ -116,8 +116,8 @@ fn cell(outcome: &RunOutcome) -> String {
 
 /// Runs the harness at every size (one build) and tabulates `--ones` and random outcomes;
 /// returns 0 when every size passes, 1 when some fail.
-pub fn sweep(prepared: &Prepared, options: &SweepOptions) -> Result<u8, Error> {
-    let spec = &prepared.spec;
+pub fn sweep(plan: &Plan, options: &SweepOptions) -> Result<u8, Error> {
+    let spec = &plan.spec;
     let dims = if options.dims.is_empty() {
         output_dims(spec)
     } else {
@@ -131,7 +131,7 @@ pub fn sweep(prepared: &Prepared, options: &SweepOptions) -> Result<u8, Error> {
         options.sizes.clone()
     };
     let binary = super::build_harness(
-        prepared,
+        plan,
         options.nvcc.as_deref(),
         Variant::Production,
         " (one build for every size)",
@@ -154,7 +154,7 @@ pub fn sweep(prepared: &Prepared, options: &SweepOptions) -> Result<u8, Error> {
         let at_size = || dims.iter().map(move |d| (d.as_str(), size));
         let ones = run_quiet(
             &binary,
-            &run_arguments(at_size(), true, options.timeout, &prepared.dir),
+            &run_arguments(at_size(), true, options.timeout, &plan.dir),
             limit,
         )?;
         if ones.code == exit::NO_DEVICE {
@@ -163,7 +163,7 @@ pub fn sweep(prepared: &Prepared, options: &SweepOptions) -> Result<u8, Error> {
         }
         let random = run_quiet(
             &binary,
-            &run_arguments(at_size(), false, options.timeout, &prepared.dir),
+            &run_arguments(at_size(), false, options.timeout, &plan.dir),
             limit,
         )?;
         println!("{size:>8}  {:<24} {:<24}", cell(&ones), cell(&random));
