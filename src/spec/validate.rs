@@ -383,7 +383,18 @@ impl<'a> Validator<'a> {
                         self.error(&p, message).help = Some(help.to_string());
                         return None;
                     }
-                    None => unreachable!("Environment::gather looks up every init file"),
+                    // Environment::gather looks up every init file; an environment made another
+                    // way (a test's) may not have, and a path nobody looked at is not a file.
+                    None => {
+                        self.error(
+                            &p,
+                            format!(
+                                "input file `{}` for tensor `{name}` was not looked up",
+                                f.file
+                            ),
+                        );
+                        return None;
+                    }
                 };
                 let ext = file.extension().and_then(|e| e.to_str()).unwrap_or("");
                 if ext != "npy" && ext != "bin" {
