@@ -998,7 +998,8 @@ impl<'a> Validator<'a> {
             }
         };
         for t in [ta, tb] {
-            if !t.dtype.is_float() && to.dtype.is_float() && t.dtype == DType::Bool {
+            // Whatever the output's type: true and false are no numbers to multiply and sum.
+            if t.dtype == DType::Bool {
                 self.error(
                     "reference",
                     format!("`{}` is bool; a GEMM operand must be numeric", t.name),

@@ -53,6 +53,16 @@ fn replace(from: &str, to: &str) -> String {
     GOOD.replacen(from, to, 1)
 }
 
+/// A bool operand is refused whatever the output's type (an integer output was once let through).
+#[test]
+fn a_bool_operand_is_refused_for_any_output() {
+    let text = replace("A: { dtype: bf16", "A: { dtype: bool").replace(
+        "D: { dtype: bf16, shape: [M, N], output: true }",
+        "D: { dtype: i32, shape: [M, N], output: true }",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
 #[test]
 fn the_base_spec_is_valid() {
     let spec = load(GOOD).expect("valid");
