@@ -159,9 +159,9 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
     if cutlass {
         bundled.cutlass = Some(dir.join("cutlass"));
     }
-    let command = crate::plan::command::BuildCommand::new(&bundled, &dir);
-    let rendered = generate::render(&bundled, &dir, &command)?;
-    artifact::write(&rendered, &bundled.path, false)?;
+    let plan = Plan::for_spec(bundled, dir.clone())?;
+    let files = plan.artifact.as_ref().expect("a spec's plan has its files");
+    artifact::write(files, &plan.spec.path, false)?;
     // The manifest points back at this machine's spec; a bundle has no use for it.
     let _ = std::fs::remove_dir_all(dir.join(".repro"));
     Ok(Bundle {

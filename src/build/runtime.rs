@@ -139,7 +139,9 @@ fn valid_entry(entry_dir: &Path) -> Option<PathBuf> {
 /// into it now.
 pub fn library(nvcc: &Path, command: &BuildCommand, dir: &Path) -> Result<Library, Error> {
     let files = runtime_files(dir)?;
-    let nvcc_version = toolchain::nvcc_version(nvcc).unwrap_or_else(|| "unknown".into());
+    // One `nvcc --version` call: its whole text is the key's part, its release line the entry's.
+    let nvcc_identity = toolchain::nvcc_identity(nvcc);
+    let nvcc_version = toolchain::release_line(&nvcc_identity).unwrap_or_else(|| "unknown".into());
     let host = host_compiler_identity(command);
     let mut hasher = blake3::Hasher::new();
     for (name, content) in &files {
@@ -148,7 +150,7 @@ pub fn library(nvcc: &Path, command: &BuildCommand, dir: &Path) -> Result<Librar
         hasher.update(content);
     }
     for part in [
-        &toolchain::nvcc_identity(nvcc),
+        &nvcc_identity,
         &command.gencode(),
         &host,
         &crate::plan::command::RUNTIME_FLAGS.join(" "),

@@ -158,7 +158,6 @@ pub fn cutlass_version(include: &Path) -> Option<String> {
     ))
 }
 
-/// The last line of `nvcc --version` that names the release (`Cuda compilation tools, release 13.0, V13.0.88`).
 /// What identifies an nvcc for the runtime cache: its whole `--version` text (release, build and
 /// date), so that a wrapper script or a second copy of the same toolkit shares the entries of
 /// the nvcc it runs; an nvcc that does not answer `--version` is known by its path alone.
@@ -172,10 +171,16 @@ pub fn nvcc_identity(nvcc: &Path) -> String {
         .unwrap_or_else(|| format!("path {}", nvcc.display()))
 }
 
+/// The last line of `nvcc --version` that names the release (`Cuda compilation tools, release 13.0, V13.0.88`).
 pub fn nvcc_version(nvcc: &Path) -> Option<String> {
     let out = Command::new(nvcc).arg("--version").output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.lines()
+    release_line(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The line of `nvcc --version`'s text that names the release.
+pub fn release_line(version_text: &str) -> Option<String> {
+    version_text
+        .lines()
         .find(|l| l.contains("release"))
         .map(|l| l.trim().to_string())
 }

@@ -19,16 +19,18 @@ impl DiffArgs {
     /// when they match, 1 when they differ (like `diff`).
     pub fn exec(self) -> Result<u8, Error> {
         let target = &self.target;
-        let (spec_path, dir) = if target.is_dir() {
+        let plan = if target.is_dir() {
+            // The artifact against the spec that made it (its manifest names it).
             let manifest = artifact::Manifest::read(target).ok_or_else(|| Error::NoManifest {
                 dir: target.to_path_buf(),
             })?;
-            (target.join(&manifest.spec), target.to_path_buf())
+            Plan::for_spec(
+                load_spec(&target.join(&manifest.spec))?,
+                target.to_path_buf(),
+            )?
         } else {
-            let spec = load_spec(target)?;
-            (target.to_path_buf(), crate::generate::default_dir(&spec))
+            Plan::for_spec_file(target, None)?
         };
-        let plan = Plan::for_spec(load_spec(&spec_path)?, dir)?;
         let files = plan.artifact.as_ref().expect("a spec's plan has its files");
         let mut differs = false;
         for (status, file) in artifact::status(files).iter().zip(&files.files) {
@@ -52,7 +54,11 @@ impl DiffArgs {
             }
         }
         if !differs {
-            println!("{}: matches {}", plan.dir.display(), spec_path.display());
+            println!(
+                "{}: matches {}",
+                plan.dir.display(),
+                plan.spec.path.display()
+            );
         }
         Ok(if differs {
             exit::MISMATCH

@@ -23,12 +23,7 @@ pub struct ScaffoldArgs {
 impl ScaffoldArgs {
     /// Writes the spec's artifact, over hand edits only with `--force` (which keeps them aside).
     pub fn exec(self) -> Result<u8, Error> {
-        let spec = crate::plan::load_spec(&self.spec)?;
-        let dir = self
-            .output
-            .clone()
-            .unwrap_or_else(|| crate::generate::default_dir(&spec));
-        let plan = Plan::for_spec(spec, dir)?;
+        let plan = Plan::for_spec_file(&self.spec, self.output.as_deref())?;
         let files = plan.artifact.as_ref().expect("a spec's plan has its files");
         let summary = artifact::write(files, &plan.spec.path, self.force)?;
         let dir = plan.dir.display();

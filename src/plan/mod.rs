@@ -58,17 +58,22 @@ impl Plan {
         })
     }
 
-    /// The plan of what a command was pointed at: an artifact folder as it is, or a spec with its
-    /// artifact in `output` [default: generated/<name>/].
-    pub fn for_target(target: &Path, output: Option<&Path>) -> Result<Plan, Error> {
-        if target.is_dir() {
-            return Plan::for_artifact(target);
-        }
-        let spec = load_spec(target)?;
+    /// The plan of the spec file at `path`, its artifact in `output` [default: generated/<name>/].
+    pub fn for_spec_file(path: &Path, output: Option<&Path>) -> Result<Plan, Error> {
+        let spec = load_spec(path)?;
         let dir = output
             .map(Path::to_path_buf)
             .unwrap_or_else(|| generate::default_dir(&spec));
         Plan::for_spec(spec, dir)
+    }
+
+    /// The plan of what a command was pointed at: an artifact folder as it is, or a spec file.
+    pub fn for_target(target: &Path, output: Option<&Path>) -> Result<Plan, Error> {
+        if target.is_dir() {
+            Plan::for_artifact(target)
+        } else {
+            Plan::for_spec_file(target, output)
+        }
     }
 }
 

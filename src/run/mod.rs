@@ -83,7 +83,7 @@ impl Checks {
     }
 }
 
-/// Everything `repro run` does with a plan artifact besides the inputs and checks.
+/// Everything `repro run` does with a planned artifact besides the inputs and checks.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     pub inputs: Inputs,
@@ -300,7 +300,7 @@ pub(crate) fn print_heatmap_path(report: &std::path::Path) -> Result<(), Error> 
     Ok(())
 }
 
-/// `repro run` on a plan artifact: build (a -lineinfo variant under a sanitizer), run the
+/// `repro run` on a planned artifact: build (a -lineinfo variant under a sanitizer), run the
 /// harness with `options`, relay its report; returns the exit code.
 pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
     let variant = if options.sanitize.is_some() {

@@ -28,7 +28,7 @@ pub struct ProbeOptions {
 /// each, and the random probe three times.
 const LAUNCHES: f64 = 2.0 * (1.0 + 16.0 + 4.0 + 1.0) + 3.0;
 
-/// Runs the probe suite on a plan artifact and relays its verdict; returns the exit code.
+/// Runs the probe suite on a planned artifact and relays its verdict; returns the exit code.
 pub fn probe(plan: &Plan, options: &ProbeOptions) -> Result<u8, Error> {
     let binary = super::build_harness(plan, options.nvcc.as_deref(), Variant::Production, "")?;
     let spec = &plan.spec;

@@ -2,7 +2,8 @@
 //! value the harness reads at run time is spelled out (each input's init with the `inputs:`
 //! default applied, the reference's scalars and tile, the checks' repeat and timeout), and the
 //! production flags a `flags_from` log gave are written out, so that the artifact builds and
-//! runs without the log. Paths stay absolute here; the artifact makes them relative to itself.
+//! runs without the log. Paths are the artifact's to write, relative to itself: it takes
+//! `source.include_dirs` and the input files from the resolved spec.
 
 use super::model::{BuildSpec, FileInit, Generator, InitPattern, Spec};
 use super::resolved::{InitSource, ResolvedSpec};
@@ -10,11 +11,6 @@ use super::resolved::{InitSource, ResolvedSpec};
 /// `written` (the spec as parsed, defaults filled by serde) with `resolved`'s values spelled out.
 pub fn resolved_document(written: &Spec, resolved: &ResolvedSpec) -> Spec {
     let mut s = written.clone();
-    s.source.include_dirs = resolved
-        .include_dirs
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect();
     s.build = BuildSpec {
         arch: Some(resolved.build.arch.clone()),
         std: Some(resolved.build.std.clone()),

@@ -216,12 +216,3 @@ pub struct FlagGroup {
     pub origin: String,
     pub flags: Vec<String>,
 }
-
-impl BuildSettings {
-    /// `-gencode=arch=compute_90a,code=sm_90a` (docs/spec.md, `build`: SASS for the exact target,
-    /// no PTX that a later plain-sm_90 pass would reject).
-    pub fn gencode(&self) -> String {
-        let digits = self.arch.trim_start_matches("sm_");
-        format!("-gencode=arch=compute_{digits},code={}", self.arch)
-    }
-}

@@ -1079,8 +1079,8 @@ impl<'a> Validator<'a> {
                     }
                     // Existing include directories of the production line come along (the kernel's
                     // headers may need them), except the CUDA toolkit's own, which nvcc adds itself
-                    // and whose path differs from machine to machine. Missing ones are warned about
-                    // by the extraction.
+                    // and whose path differs from machine to machine (Environment::gather picks
+                    // them). Missing ones are warned about by the extraction.
                     extra_include_dirs.extend(line.include_dirs.iter().cloned());
                     self.warnings.extend(
                         extraction
