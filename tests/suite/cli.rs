@@ -280,16 +280,7 @@ fn harness_rejects_bad_options_with_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = common::write_small_spec(tmp.path());
     let out = tmp.path().join("art");
-    repro()
-        .arg("build")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
-        .success();
-    let harness = out.join("harness");
+    let harness = common::build_with_nvcc(&spec, &out);
     Command::new(&harness)
         .args(["--init", "Q=ones"])
         .assert()
@@ -483,15 +474,7 @@ fn a_failed_build_keeps_the_last_good_harness_and_exits_3() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = common::write_small_spec(tmp.path());
     let out = tmp.path().join("art");
-    repro()
-        .arg("build")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
-        .success();
+    common::build_with_nvcc(&spec, &out);
     let good = std::fs::read(out.join("harness")).unwrap();
     // A kernel that no longer compiles: nvcc's own error is shown, exit 3.
     let header = tmp.path().join("kernels/small_gemm.cuh");
@@ -528,16 +511,7 @@ fn unreadable_inputs_and_bad_output_folders_are_clear_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = common::write_small_spec(tmp.path());
     let out = tmp.path().join("art");
-    repro()
-        .arg("build")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
-        .success();
-    let harness = out.join("harness");
+    let harness = common::build_with_nvcc(&spec, &out);
     // A truncated .npy: the harness says which file and what is wrong, exit 2, before any GPU work.
     let emitted = tmp.path().join("inputs");
     Command::new(&harness)
@@ -618,16 +592,7 @@ fn sizes_change_at_run_time_for_sweep_and_shrink() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = common::write_small_spec(tmp.path());
     let out = tmp.path().join("art");
-    repro()
-        .arg("build")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
-        .success();
-    let harness = out.join("harness");
+    let harness = common::build_with_nvcc(&spec, &out);
     // --emit-inputs needs no GPU: the tensors follow --size.
     let dump = tmp.path().join("inputs");
     Command::new(&harness)
@@ -714,15 +679,7 @@ fn bench_builds_every_variant_and_needs_a_gpu_to_time() {
     let spec = common::write_small_spec(tmp.path());
     let (first, second) = (tmp.path().join("first"), tmp.path().join("second"));
     for out in [&first, &second] {
-        repro()
-            .arg("build")
-            .arg(&spec)
-            .arg("-o")
-            .arg(out)
-            .arg("--nvcc")
-            .arg(common::nvcc())
-            .assert()
-            .success();
+        common::build_with_nvcc(&spec, out);
     }
     // Timing options belong to --bench, and --bench checks nothing, so no --probe with it.
     let harness = first.join("harness");

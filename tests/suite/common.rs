@@ -57,6 +57,21 @@ reference: { op: gemm, a: A, b: B, out: D, tile: [16, 16] }
 build: { arch: sm_90a, flags: [-O2] }
 "#;
 
+/// `repro build SPEC -o OUT` with the real nvcc, which must succeed; returns the harness's path.
+pub fn build_with_nvcc(spec: &Path, out: &Path) -> PathBuf {
+    assert_cmd::Command::cargo_bin("repro")
+        .unwrap()
+        .arg("build")
+        .arg(spec)
+        .arg("-o")
+        .arg(out)
+        .arg("--nvcc")
+        .arg(nvcc())
+        .assert()
+        .success();
+    out.join("harness")
+}
+
 /// Writes the small spec and its kernel into `dir`; returns the spec path.
 pub fn write_small_spec(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join("kernels")).unwrap();

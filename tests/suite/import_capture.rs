@@ -145,15 +145,7 @@ fn captured_tensors_become_a_spec_that_replays_them() {
     )
     .unwrap();
     let out = tmp.path().join("art");
-    repro()
-        .arg("build")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
-        .success();
+    common::build_with_nvcc(&spec, &out);
     let emitted = tmp.path().join("emitted");
     Command::new(out.join("harness"))
         .arg("--emit-inputs")

@@ -107,16 +107,7 @@ fn production_flags_that_change_the_abi_still_link() {
     );
     std::fs::write(&spec, text).unwrap();
     let out = tmp.path().join("art");
-    Command::cargo_bin("repro")
-        .unwrap()
-        .arg("build")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
-        .success();
+    common::build_with_nvcc(&spec, &out);
     // It runs as far as a machine without a GPU allows: its inputs are repro's own values.
     common::assert_emitted_inputs_match(&out.join("harness"), &spec, &tmp.path().join("inputs"));
 }
