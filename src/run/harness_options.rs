@@ -2,10 +2,11 @@
 //! templates/runtime/src/harness_main.cuh), in one table, and the exit codes it shares with
 //! `repro` (`crate::error::exit`).
 //!
-//! The code that hands options to the harness (src/run/) spells them through this table, and
-//! the table renders three committed texts: the harness's `--help` (a generated part of
-//! harness_main.cuh that `print_usage` prints), the exit-code constants of
-//! templates/runtime/include/repro/harness.h, and the README's table of harness options. A unit
+//! The code that hands options to the harness (src/run/, bundle.rs) spells them through this
+//! table, and the table renders the harness's `--help` (a generated part of harness_main.cuh
+//! that `print_usage` prints), the exit-code constants of
+//! templates/runtime/include/repro/harness.h, the tables of harness options in README.md and
+//! docs/cli.md, and (at generation time) the artifact README's table and exit codes. A unit
 //! test fails when one of them, or the harness's parser, drifts from the table; it rewrites
 //! them with `REPRO_BLESS=1 cargo test --lib harness_options` (then `scripts/regenerate.sh`:
 //! the runtime's files are hashed into every artifact's manifest).
