@@ -21,9 +21,15 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache flags arches build examples
-# large checks sanitize hopper probe sizes trace cutlass files reference bench; `examples` skips the 2^31-element
+# large checks sanitize hopper probe sizes trace cutlass files reference ops-bench bench; `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
+# EXAMPLES='fp8_*|grouped_*' limits the parts that loop over examples/ (examples, probe) to the
+# specs whose name matches one of the |-separated globs.
+examples_filter=${EXAMPLES:-*}
+selected() { local pattern; IFS='|' read -ra patterns <<<"$examples_filter"; for pattern in "${patterns[@]}"; do
+  # shellcheck disable=SC2053
+  [[ "$1" == $pattern ]] && return 0; done; return 1; }
 wanted() { [[ ${#parts[@]} -eq 0 ]] || [[ " ${parts[*]} " == *" $1 "* ]]; }
 
 # run_case LABEL EXPECTED_EXIT ARGS...: runs repro, keeps the log, adds a table row.
@@ -141,6 +147,7 @@ if wanted examples; then
 section "examples"
 for spec in examples/*.yaml; do
   name=$(basename "$spec" .yaml)
+  selected "$name" || continue
   # The 2^31-element examples take minutes a run on the host side: part `large`.
   [[ "$name" == index_overflow* ]] && ! wanted large && continue
   run_case "$name --ones" "$(expected_exit "$spec" ones)" run "$spec" --ones
@@ -202,6 +209,7 @@ if wanted probe; then
 section "probe suite: every example with a verdict, repro probe (one harness process each)"
 for spec in examples/*.yaml; do
   name=$(basename "$spec" .yaml)
+  selected "$name" || continue
   verdict=$(sed -n 's/^expect:.*verdict: *\([a-z_]*\).*/\1/p' "$spec")
   [[ -z "$verdict" ]] && continue
   # The 2^31-element examples: a probe suite there is 25 launches of 4 GB outputs; run shows them.
@@ -292,10 +300,17 @@ if [[ -z "$check_exe" ]]; then
 fi
 harness_case "device reference = host, 9 cases" 0 '9 passed, 0 failed' "$check_exe"
 harness_case "device reference damaged: refused" 4 'the device reference disagrees with the host' "$check_exe" corrupt
+harness_case "device reference = host: scaled, grouped" 0 '4 passed, 0 failed' "$check_exe" ops
 # A reference too large for the device (60000 x 300000 doubles: 134 GiB): said, with the way out.
 "$repro" build examples/index_overflow_fixed.yaml >/dev/null 2>&1
 harness_case "device reference out of memory" 4 'rerun with --reference host' \
   generated/index_overflow_fixed/harness --size M=60000 --size N=300000 --reference device
+
+fi
+
+if wanted ops-bench; then
+section "benchmarks of the scaled and grouped references (issue 22): scripts/bench/scaled-grouped.sh"
+REPRO="$repro" scripts/bench/scaled-grouped.sh
 
 fi
 

@@ -51,7 +51,7 @@ pub struct InputArgs {
     /// All-ones operands (C and bias zero): every output must equal alpha*K exactly.
     #[arg(long)]
     pub ones: bool,
-    /// Override one tensor's init: T=ones|zeros|iota|identity|uniform[:LO:HI]|int_uniform[:LO:HI]|normal[:MEAN:STD]|file:PATH
+    /// Override one tensor's init: T=ones|zeros|iota|identity|uniform[:LO:HI]|int_uniform[:LO:HI]|normal[:MEAN:STD]|row_ramp|file:PATH
     #[arg(long = "init", value_name = "T=PATTERN")]
     pub inits: Vec<String>,
     /// Seed for every random tensor.

@@ -56,6 +56,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/generators.cuh"),
     ),
     (
+        "runtime/src/grouped.cuh",
+        include_str!("../../templates/runtime/src/grouped.cuh"),
+    ),
+    (
         "runtime/src/harness_main.cuh",
         include_str!("../../templates/runtime/src/harness_main.cuh"),
     ),
@@ -72,6 +76,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/probe.cuh"),
     ),
     (
+        "runtime/src/probe_ops.cuh",
+        include_str!("../../templates/runtime/src/probe_ops.cuh"),
+    ),
+    (
         "runtime/src/reference.cuh",
         include_str!("../../templates/runtime/src/reference.cuh"),
     ),
@@ -82,6 +90,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
     (
         "runtime/src/report.cuh",
         include_str!("../../templates/runtime/src/report.cuh"),
+    ),
+    (
+        "runtime/src/scales.cuh",
+        include_str!("../../templates/runtime/src/scales.cuh"),
     ),
     (
         "runtime/src/spec_file.cuh",

@@ -7,6 +7,7 @@
 //!   index) ^ draw)`, `mix` = the splitmix64 finalizer, `stream` = FNV-1a 64 of the tensor name;
 //! - `uniform`: `lo + (hi - lo) * u` with `u = (h >> 11) * 2^-53`;
 //! - `int_uniform`: `lo + h mod (hi - lo + 1)`;
+//! - `row_ramp`: 1 + the element's row (its second-to-last coordinate; a rank-1 tensor's index);
 //! - `normal`: Marsaglia's polar method, draws `2j` and `2j + 1` for `j = 0, 1, ...`, with the
 //!   natural log computed by [`deterministic_log`] (only `+ - * /`, so no libm differences).
 //!
@@ -28,6 +29,8 @@ pub enum InitKind {
     IntUniform,
     /// Mean `p0`, standard deviation `p1`.
     Normal,
+    /// 1 + the row: every row (every tile of rows) holds its own values.
+    RowRamp,
     /// Loaded from a file by the harness; [`generate_value`] gives NaN.
     File,
 }
@@ -163,6 +166,15 @@ pub fn generate_value(init: &Init, stream: u64, logical_index: u64, shape: &[u64
             init.p0 + (counter_hash(init.seed, stream, logical_index, 0) % span) as f64
         }
         InitKind::Normal => normal_value(init.p0, init.p1, init.seed, stream, logical_index),
+        InitKind::RowRamp => {
+            let rank = shape.len();
+            let row = if rank >= 2 {
+                (logical_index / shape[rank - 1]) % shape[rank - 2]
+            } else {
+                logical_index
+            };
+            (row + 1) as f64
+        }
         InitKind::File => f64::NAN,
     }
 }

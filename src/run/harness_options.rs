@@ -112,7 +112,8 @@ pub const INIT: HarnessOption = valued(
     "T=PATTERN",
     Group::Inputs,
     "tensor T's values: ones, zeros, iota, identity, uniform[:LO:HI], int_uniform[:LO:HI], \
-     normal[:MEAN:STD] or file:PATH (relative to spec.yaml's folder); once per tensor",
+     normal[:MEAN:STD], row_ramp (1 + the row: every tile of rows differs) or file:PATH (relative \
+     to spec.yaml's folder); once per tensor",
 );
 pub const SEED: HarnessOption = valued(
     "--seed",

@@ -5,7 +5,7 @@
 //! runs without the log. Paths are the artifact's to write, relative to itself: it takes
 //! `source.include_dirs` and the input files from the resolved spec.
 
-use super::model::{BuildSpec, FileInit, Generator, InitPattern, Spec};
+use super::model::{BuildSpec, FileInit, Generator, GroupsInit, InitPattern, Spec, ValuesInit};
 use super::resolved::{InitSource, ResolvedSpec};
 
 /// `written` (the spec as parsed, defaults filled by serde) with `resolved`'s values spelled out.
@@ -27,6 +27,17 @@ pub fn resolved_document(written: &Spec, resolved: &ResolvedSpec) -> Spec {
             InitSource::File(path) => {
                 t.init = Some(InitPattern::File(FileInit {
                     file: path.display().to_string(),
+                }));
+            }
+            InitSource::Values(values) => {
+                t.init = Some(InitPattern::Values(ValuesInit {
+                    values: values.clone(),
+                }));
+            }
+            InitSource::Groups { rows, align } => {
+                t.init = Some(InitPattern::Groups(GroupsInit {
+                    groups: rows.clone(),
+                    align: *align,
                 }));
             }
             InitSource::Generator(g) => {

@@ -10,6 +10,7 @@ pub mod expr;
 pub mod model;
 pub mod names;
 pub mod resolved;
+mod scaled_grouped;
 mod tma;
 pub mod validate;
 pub mod yaml;

@@ -107,6 +107,50 @@ pub struct TensorSpec {
 pub enum InitPattern {
     Generator(Generator),
     File(FileInit),
+    /// `{ values: [...] }`: every element, in logical row-major order (masked_m, k_sizes).
+    Values(ValuesInit),
+    /// `{ groups: [rows...], align: A }`: a contiguous grouped GEMM's group index.
+    Groups(GroupsInit),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValuesInit {
+    #[serde(serialize_with = "integers_as_integers")]
+    pub values: Vec<f64>,
+}
+
+/// Whole numbers as integers (`- 200`, not `- 200.0`): the resolved spec.yaml is read by people.
+fn integers_as_integers<S: serde::Serializer>(
+    values: &[f64],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = serializer.serialize_seq(Some(values.len()))?;
+    for &v in values {
+        if v.fract() == 0.0 && v.abs() < 9.0e15 {
+            seq.serialize_element(&(v as i64))?;
+        } else {
+            seq.serialize_element(&v)?;
+        }
+    }
+    seq.end()
+}
+
+/// Group g's rows get index g, each group's run padded with -1 rows to a multiple of `align`,
+/// from row 0 in group order; the rows after the last group's padding are -1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupsInit {
+    pub groups: Vec<i64>,
+    #[serde(default = "GroupsInit::default_align")]
+    pub align: i64,
+}
+
+impl GroupsInit {
+    fn default_align() -> i64 {
+        1
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,6 +170,7 @@ pub enum Generator {
     Uniform,
     IntUniform,
     Normal,
+    RowRamp,
 }
 
 impl Generator {
@@ -138,6 +183,7 @@ impl Generator {
             Generator::Uniform => "uniform",
             Generator::IntUniform => "int_uniform",
             Generator::Normal => "normal",
+            Generator::RowRamp => "row_ramp",
         }
     }
 }
@@ -448,6 +494,74 @@ pub struct ReferenceSpec {
     /// Where the fp64 reference runs: auto (by size), device, host.
     #[serde(default, skip_serializing_if = "ReferenceProvider::is_auto")]
     pub provider: ReferenceProvider,
+    /// `op: gemm`: block scales of A, per `[block_m, block_k]` block (DESIGN §8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_a: Option<ScaleSpec>,
+    /// `op: gemm`: block scales of B, per `[block_k, block_n]` block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_b: Option<ScaleSpec>,
+    /// `op: grouped_gemm`: how the groups are laid out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<GroupedLayout>,
+    /// `layout: contiguous`: the i32 group of every row of A, -1 for a padding row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_index: Option<String>,
+    /// `layout: masked`: the i32 count of valid rows of every group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masked_m: Option<String>,
+    /// `layout: k_grouped`: the i32 K extent of every group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_sizes: Option<String>,
+}
+
+/// `scale_a:` / `scale_b:` of a scaled GEMM.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleSpec {
+    pub tensor: String,
+    /// The block one scale covers, in the operand's logical order ([M, K] for A, [K, N] for B).
+    pub block: Vec<i64>,
+    #[serde(default, skip_serializing_if = "ScaleFormat::is_f32")]
+    pub format: ScaleFormat,
+}
+
+/// How a scale tensor's elements encode their scales.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScaleFormat {
+    /// The elements are the scales (f32, or any float dtype).
+    #[default]
+    F32,
+    /// 8-bit powers of two, 2^(e - 127): one per u8 element, or four per i32 (DeepGEMM's packing).
+    Ue8m0,
+}
+
+impl ScaleFormat {
+    fn is_f32(&self) -> bool {
+        *self == ScaleFormat::F32
+    }
+}
+
+/// `op: grouped_gemm`'s `layout:` (DESIGN §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupedLayout {
+    /// A [M_total, K] with a group per row, B [G, K, N], D [M_total, N].
+    Contiguous,
+    /// A [G, M_max, K] with a row count per group, B [G, K, N], D [G, M_max, N].
+    Masked,
+    /// A [M, K_total] and B [K_total, N] split along K per group, D [G, M, N].
+    KGrouped,
+}
+
+impl GroupedLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupedLayout::Contiguous => "contiguous",
+            GroupedLayout::Masked => "masked",
+            GroupedLayout::KGrouped => "k_grouped",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -563,6 +677,8 @@ pub enum Verdict {
     Precision,
     Fault,
     Hang,
+    ScaleMapping,
+    GroupMapping,
 }
 
 impl Verdict {
@@ -582,6 +698,8 @@ impl Verdict {
             Verdict::Precision => "precision",
             Verdict::Fault => "fault",
             Verdict::Hang => "hang",
+            Verdict::ScaleMapping => "scale_mapping",
+            Verdict::GroupMapping => "group_mapping",
         }
     }
 }
@@ -638,7 +756,7 @@ impl<'de> Deserialize<'de> for InitPattern {
             type Value = InitPattern;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str(
-                    "a generator (ones, zeros, iota, identity, uniform, int_uniform, normal) or { file: PATH }",
+                    "a generator (ones, zeros, iota, identity, uniform, int_uniform, normal, row_ramp), { file: PATH }, { values: [...] } or { groups: [...], align: N }",
                 )
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<InitPattern, E> {
@@ -649,8 +767,35 @@ impl<'de> Deserialize<'de> for InitPattern {
                 self,
                 map: A,
             ) -> Result<InitPattern, A::Error> {
-                FileInit::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(InitPattern::File)
+                // One struct with every form's keys, so that a misspelt key is still an error,
+                // then exactly one form.
+                #[derive(Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct InitMap {
+                    file: Option<String>,
+                    values: Option<Vec<f64>>,
+                    groups: Option<Vec<i64>>,
+                    align: Option<i64>,
+                }
+                let m = InitMap::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                let custom = |why: &str| <A::Error as serde::de::Error>::custom(why);
+                if m.align.is_some() && m.groups.is_none() {
+                    return Err(custom("`align` belongs to `{ groups: [...], align: N }`"));
+                }
+                match (m.file, m.values, m.groups) {
+                    (Some(file), None, None) => Ok(InitPattern::File(FileInit { file })),
+                    (None, Some(values), None) => Ok(InitPattern::Values(ValuesInit { values })),
+                    (None, None, Some(groups)) => Ok(InitPattern::Groups(GroupsInit {
+                        groups,
+                        align: m.align.unwrap_or_else(GroupsInit::default_align),
+                    })),
+                    (None, None, None) => Err(custom(
+                        "an init map takes `file`, `values` or `groups` (with `align`)",
+                    )),
+                    _ => Err(custom(
+                        "an init map takes one of `file`, `values` and `groups`, not several",
+                    )),
+                }
             }
         }
         deserializer.deserialize_any(InitVisitor)

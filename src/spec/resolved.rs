@@ -82,6 +82,13 @@ pub enum InitSource {
     Generator(Generator),
     /// Absolute path of a `.npy` or `.bin` file.
     File(PathBuf),
+    /// Every element's value, in logical row-major order.
+    Values(Vec<f64>),
+    /// A contiguous group index: each group's rows, padded with -1 to a multiple of `align`.
+    Groups {
+        rows: Vec<i64>,
+        align: i64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -172,6 +179,12 @@ pub struct ReferenceGemm {
     pub out: usize,
     pub c: Option<usize>,
     pub bias: Option<usize>,
+    /// `scale_a` / `scale_b`: a scaled GEMM (DESIGN §8).
+    pub scale_a: Option<ScaleResolved>,
+    pub scale_b: Option<ScaleResolved>,
+    /// `op: grouped_gemm`. Then `l` is the group count G, `m` A's rows (M_total, M_max or M) and
+    /// `k` A's K (K_total for k_grouped).
+    pub grouped: Option<GroupedResolved>,
     pub alpha: f64,
     pub beta: f64,
     pub batched: bool,
@@ -184,6 +197,24 @@ pub struct ReferenceGemm {
     /// The kernel's K tile, when the spec gives one (`tile: [m, n, k]`): the probes' K slices.
     pub tile_k: Option<i64>,
     pub provider: crate::spec::model::ReferenceProvider,
+}
+
+/// A scale operand: `tensor` holds one scale per `block` of its operand.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaleResolved {
+    pub tensor: usize,
+    pub block: [i64; 2],
+    pub format: crate::spec::model::ScaleFormat,
+    /// ue8m0 in an i32 tensor: four K blocks per element.
+    pub packed: bool,
+}
+
+/// A grouped GEMM's layout and the tensor that describes its groups (group_index, masked_m or
+/// k_sizes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupedResolved {
+    pub layout: crate::spec::model::GroupedLayout,
+    pub metadata: usize,
 }
 
 #[derive(Debug, Clone)]

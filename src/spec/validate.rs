@@ -348,6 +348,24 @@ impl<'a> Validator<'a> {
             }
         };
         let init = self.init(name, t, path);
+        if let Some(InitSource::Values(values)) = init.as_ref().map(|i| &i.source) {
+            let numel: i64 = shape.iter().product();
+            if values.len() as i64 != numel {
+                self.error(
+                    &format!("{path}.init.values"),
+                    format!(
+                        "`{name}` has {numel} elements (shape [{}]) but init.values lists {}",
+                        shape
+                            .iter()
+                            .map(i64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        values.len()
+                    ),
+                )
+                .help = Some("give one value per element, in row-major order".into());
+            }
+        }
         Some(TensorSpecResolved {
             name: name.to_string(),
             dtype: t.dtype,
@@ -402,6 +420,43 @@ impl<'a> Validator<'a> {
                     return None;
                 }
                 (p, InitSource::File(file), 0.0, 0.0)
+            }
+            InitPattern::Values(v) => {
+                let p = format!("{path}.init.values");
+                if let Some(bad) = v.values.iter().find(|x| !x.is_finite()) {
+                    self.error(
+                        &p,
+                        format!("value {bad} of `{name}` is not a finite number"),
+                    );
+                    return None;
+                }
+                (p, InitSource::Values(v.values), 0.0, 0.0)
+            }
+            InitPattern::Groups(g) => {
+                let p = format!("{path}.init.groups");
+                if let Some(bad) = g.groups.iter().find(|&&rows| rows < 0) {
+                    self.error(
+                        &p,
+                        format!("`{name}` gives a group {bad} rows; a group has 0 rows or more"),
+                    );
+                    return None;
+                }
+                if g.align < 1 {
+                    self.error(
+                        &format!("{path}.init.align"),
+                        format!("align {} of `{name}` must be 1 or more", g.align),
+                    );
+                    return None;
+                }
+                (
+                    p,
+                    InitSource::Groups {
+                        rows: g.groups,
+                        align: g.align,
+                    },
+                    0.0,
+                    0.0,
+                )
             }
             InitPattern::Generator(g) => {
                 let range = t.range.or(inputs.range);
@@ -471,7 +526,7 @@ impl<'a> Validator<'a> {
         dirs
     }
 
-    fn tensor_index(
+    pub(super) fn tensor_index(
         &mut self,
         tensors: &[TensorSpecResolved],
         field: &str,
@@ -820,6 +875,20 @@ impl<'a> Validator<'a> {
             self.key_error("reference.bias", "a bias is not supported with `kind: cutlass3` yet")
                 .help = Some("the harness drives the default epilogue (alpha, beta, C); a bias needs the kernel's own fusion arguments".into());
         }
+        let r = &self.spec.reference;
+        for (field, given) in [
+            ("scale_a", r.scale_a.is_some()),
+            ("scale_b", r.scale_b.is_some()),
+            ("op", r.op == "grouped_gemm"),
+        ] {
+            if given {
+                self.key_error(
+                    &format!("reference.{field}"),
+                    "block scales and grouped GEMMs are not supported with `kind: cutlass3` yet",
+                )
+                .help = Some("write the launch as `kind: global` with kernel.setup building the CUTLASS arguments".into());
+            }
+        }
         if self.environment.cutlass == Cutlass::Missing {
             self.error("kernel.kind", "`kind: cutlass3` needs the CUTLASS headers, and none were found")
                 .help = Some("run scripts/setup-toolchain.sh (the nvidia-cutlass wheel), or set $CUTLASS_DIR to a CUTLASS checkout".into());
@@ -839,13 +908,39 @@ impl<'a> Validator<'a> {
 
     fn reference(&mut self, tensors: &[TensorSpecResolved]) -> Option<ReferenceGemm> {
         let r = &self.spec.reference;
-        if r.op != "gemm" {
-            self.error(
-                "reference.op",
-                format!("reference op `{}` is not supported", r.op),
-            )
-            .help = Some("supported: gemm (D = alpha * A @ B + beta * C + bias)".into());
-            return None;
+        match r.op.as_str() {
+            "gemm" => {
+                for (field, given) in [
+                    ("layout", r.layout.is_some()),
+                    ("group_index", r.group_index.is_some()),
+                    ("masked_m", r.masked_m.is_some()),
+                    ("k_sizes", r.k_sizes.is_some()),
+                ] {
+                    if given {
+                        self.key_error(
+                            &format!("reference.{field}"),
+                            format!("`{field}` belongs to `op: grouped_gemm`, not `op: gemm`"),
+                        );
+                    }
+                }
+            }
+            "grouped_gemm" => return self.grouped_reference(tensors),
+            op => {
+                let d = self.error(
+                    "reference.op",
+                    format!("reference op `{op}` is not supported"),
+                );
+                d.help = Some(
+                    "supported: gemm (D = alpha * A @ B + beta * C + bias, optionally with \
+                     scale_a/scale_b block scales) and grouped_gemm (layout: contiguous, masked \
+                     or k_grouped)"
+                        .into(),
+                );
+                if let Some(close) = did_you_mean(op, ["gemm", "grouped_gemm"]) {
+                    d.help = Some(format!("did you mean `{close}`?"));
+                }
+                return None;
+            }
         }
         let a = self.tensor_index(tensors, "reference.a", &r.a);
         let b = self.tensor_index(tensors, "reference.b", &r.b);
@@ -1006,12 +1101,23 @@ impl<'a> Validator<'a> {
                 );
             }
         }
+        let scale_a = r
+            .scale_a
+            .as_ref()
+            .and_then(|x| self.scale(tensors, "scale_a", x, [m, k], 1, batched));
+        let scale_b = r
+            .scale_b
+            .as_ref()
+            .and_then(|x| self.scale(tensors, "scale_b", x, [k, n], 0, batched));
         Some(ReferenceGemm {
             a,
             b,
             out,
             c,
             bias,
+            scale_a,
+            scale_b,
+            grouped: None,
             alpha: r.alpha.unwrap_or(1.0),
             beta: if c.is_some() {
                 r.beta.unwrap_or(1.0)

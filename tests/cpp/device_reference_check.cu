@@ -7,6 +7,7 @@
 //   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -o drc tests/cpp/device_reference_check.cu
 //   ./drc                               # one line per case, then "N passed, M failed"
 //   ./drc corrupt                       # damages one sampled output: the cross-check must exit 4
+//   ./drc ops                           # scaled and grouped GEMMs (DESIGN §8), bit for bit
 //
 // Integer-valued cases must agree bit for bit (their sums are exact in any order); the others
 // within 1e-13 of the magnitude of their terms (fp64 sums in two orders).
@@ -191,6 +192,94 @@ int corrupt_one_output() {
   return 1;
 }
 
+// The ops of DESIGN §8 on the device against the host, bit for bit (integer operands and
+// power-of-two or small-integer scales: every sum exact in any order): a scaled GEMM whose A
+// scales are f32 per row and 128 of K and whose B scales are packed ue8m0 (four K blocks to an
+// int32) per 128 x 128, K ending in a partial block; and a grouped GEMM in each layout.
+int run_op_cases() {
+  int passed = 0, failed = 0;
+  TestRng rng{0x22u};
+  const auto report = [&](const char* name, const std::vector<double>& device, const std::vector<double>& host,
+                          double kernel_ms) {
+    int64_t differing = 0;
+    for (size_t i = 0; i < host.size(); ++i) differing += double_bits(device[i]) != double_bits(host[i]);
+    const bool ok = device.size() == host.size() && differing == 0;
+    (ok ? passed : failed) += 1;
+    std::printf("%-4s %s: %lld outputs, %lld differ from the host bit for bit (must be 0), kernels %.3f ms\n",
+                ok ? "ok" : "FAIL", name, (long long)host.size(), (long long)differing, kernel_ms);
+  };
+  const auto fetch = [](const DeviceReference& r, size_t count) {
+    std::vector<double> values(count);
+    REPRO_CUDA_CHECK(cudaMemcpy(values.data(), r.values, count * sizeof(double), cudaMemcpyDeviceToHost));
+    cudaFree(r.values);
+    return values;
+  };
+  {
+    const int64_t M = 300, N = 200, K = 1000, KB = 8;
+    Tensor a = make_tensor("A", Operand{DType::e4m3, {M, K}, {}});
+    Tensor b = make_tensor("B", Operand{DType::e4m3, {K, N}, {1, K}});
+    Tensor sa = make_tensor("SA", Operand{DType::f32, {M, KB}, {1, M}});  // MN-major, as DeepGEMM keeps it
+    Tensor sb = make_tensor("SB", Operand{DType::i32, {KB / 4, 2}, {}});
+    Tensor d = make_tensor("D", Operand{DType::f32, {M, N}, {}}, true);
+    fill(a, true, rng);
+    fill(b, true, rng);
+    for (int64_t i = 0; i < sa.numel(); ++i) encode(sa.dtype, sa.host.data(), sa.logical_offset(i), double(1 + rng.next() % 5));
+    for (unsigned char& byte : sb.host) byte = static_cast<unsigned char>(124 + rng.next() % 7);
+    for (Tensor* t : {&a, &b, &sa, &sb}) upload(*t);
+    GemmProblem p{&a, &b, nullptr, nullptr, &d, 1.0, 0.0, 1, M, N, K, false};
+    p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec.tensor = 0, p.scale_a_spec.block[0] = 1, p.scale_a_spec.block[1] = 128;
+    p.scale_b_spec.tensor = 1, p.scale_b_spec.encoding = ScaleEncoding::ue8m0_packed;
+    p.scale_b_spec.block[0] = 128, p.scale_b_spec.block[1] = 128;
+    std::vector<double> host;
+    reference_gemm(p, &host);
+    const DeviceReference r = compute_device_reference(p);
+    report("scaled e4m3 300x200x1000, SA f32 [1, 128] MN-major, SB packed ue8m0 [128, 128]", fetch(r, host.size()),
+           host, r.kernel_ms);
+    for (Tensor* t : {&a, &b, &sa, &sb}) cudaFree(t->device);
+  }
+  const int64_t N = 90, K = 64;
+  struct Layout {
+    const char* name;
+    GroupedLayout layout;
+    std::vector<int64_t> a_shape, b_shape, out_shape, meta_shape;
+    std::vector<double> meta;  // per group (masked, k_grouped); for contiguous: the groups' rows
+  };
+  const std::vector<Layout> layouts = {
+      {"grouped contiguous, groups [100, 0, 150, 37] aligned to 16, 333 rows", GroupedLayout::contiguous,
+       {333, K}, {4, K, N}, {333, N}, {333}, {100, 0, 150, 37}},
+      {"grouped masked, 4 x 130 rows, masked_m [130, 0, 77, 1]", GroupedLayout::masked,
+       {4, 130, K}, {4, K, N}, {4, 130, N}, {4}, {130, 0, 77, 1}},
+      {"grouped k_grouped, 150 rows, k_sizes [40, 0, 17, 7] of 70", GroupedLayout::k_grouped,
+       {150, 70}, {70, N}, {4, 150, N}, {4}, {40, 0, 17, 7}},
+  };
+  for (const Layout& l : layouts) {
+    Tensor a = make_tensor("A", Operand{DType::bf16, l.a_shape, {}});
+    Tensor b = make_tensor("B", Operand{DType::bf16, l.b_shape, {}});
+    Tensor meta = make_tensor("G", Operand{DType::i32, l.meta_shape, {}});
+    Tensor d = make_tensor("D", Operand{DType::f32, l.out_shape, {}}, true);
+    fill(a, true, rng);
+    fill(b, true, rng);
+    meta.init.kind = l.layout == GroupedLayout::contiguous ? InitKind::groups : InitKind::values;
+    meta.init.values = l.meta;
+    meta.init.align = 16;
+    std::string error;
+    fill_host(meta, "", &error);
+    for (Tensor* t : {&a, &b, &meta}) upload(*t);
+    GroupedProblem p;
+    p.layout = l.layout, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d, p.alpha = 0.5;
+    p.G = 4, p.M = a.shape[a.rank - 2], p.N = N, p.K = a.shape[a.rank - 1];
+    p.groups = read_group_metadata(p);
+    std::vector<double> host;
+    reference_grouped_gemm(p, &host);
+    const DeviceReference r = compute_device_grouped_reference(p);
+    report(l.name, fetch(r, host.size()), host, r.kernel_ms);
+    for (Tensor* t : {&a, &b, &meta}) cudaFree(t->device);
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,8 +290,9 @@ int main(int argc, char** argv) {
     return kExitNoDevice;
   }
   if (argc == 2 && std::string(argv[1]) == "corrupt") return corrupt_one_output();
+  if (argc == 2 && std::string(argv[1]) == "ops") return run_op_cases();
   if (argc != 1) {
-    std::fprintf(stderr, "usage: %s [corrupt]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [corrupt | ops]\n", argv[0]);
     return kExitUsage;
   }
   return run_cases();

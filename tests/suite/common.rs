@@ -156,9 +156,9 @@ pub fn assert_emitted_inputs_match(harness: &Path, spec: &Path, dir: &Path) {
         harness.display()
     );
     let loaded = repro::spec::load(spec).unwrap_or_else(|e| panic!("{e}"));
-    for tensor in loaded.tensors.iter().filter(|t| !t.output) {
+    for (index, tensor) in loaded.tensors.iter().enumerate().filter(|(_, t)| !t.output) {
         let npy = std::fs::read(dir.join(format!("{}.npy", tensor.name))).unwrap();
-        let expected = repro::inputs::tensor_storage_bits(tensor);
+        let expected = repro::inputs::input_bits(&loaded, index);
         assert_eq!(
             &npy[npy.len() - expected.len()..],
             &expected[..],

@@ -18,4 +18,5 @@ mod import_rust;
 mod runtime;
 mod runtime_library;
 mod spec_errors;
+mod spec_errors_ops;
 mod spec_fuzz;

@@ -14,7 +14,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "probe.cuh"
+#include "probe_ops.cuh"
 
 namespace repro {
 

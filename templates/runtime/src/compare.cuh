@@ -88,7 +88,8 @@ struct Mismatch {
 
 struct Comparison {
   int64_t L = 0, M = 0, N = 0;
-  int64_t count = 0;      // elements compared (L * M * N)
+  int64_t count = 0;      // elements compared (L * M * N, less not_compared)
+  int64_t not_compared = 0;  // outputs the reference does not judge (grouped: padding rows)
   int64_t bad = 0;        // failing elements, including the nan, inf and unwritten ones
   int64_t nan = 0;        // NaN outputs where the reference is finite (poison not included)
   int64_t inf = 0;        // Inf outputs where the reference is finite
@@ -244,7 +245,7 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   // and merged in chunk order: the sums (and so the report) do not depend on the machine's core
   // count, and a 2^24-output comparison takes a fraction of a second instead of seconds.
   struct Part {
-    int64_t bad = 0, nan = 0, inf = 0, unwritten = 0;
+    int64_t bad = 0, nan = 0, inf = 0, unwritten = 0, not_compared = 0;
     int64_t unwritten_row_min = 0, unwritten_row_max = 0, unwritten_col_min = 0, unwritten_col_max = 0;
     double diff2 = 0.0, ref2 = 0.0, cross = 0.0, got2 = 0.0, max_abs = 0.0, max_rel = 0.0, residual2 = 0.0;
     std::vector<Mismatch> first;
@@ -265,6 +266,10 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
         const int64_t offset = out.logical_offset(i);
         const double got = decode(dtype, storage, offset);
         const double w = want[size_t(i)];
+        if (is_not_compared(w)) {
+          ++part.not_compared;
+          continue;
+        }
         bool ok;
         const bool unwritten = unwritten_at(offset, got, w);
         if (unwritten) {
@@ -330,6 +335,8 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
       c.unwritten_col_max = std::max(c.unwritten_col_max, part.unwritten_col_max);
     }
     c.bad += part.bad, c.nan += part.nan, c.inf += part.inf, c.unwritten += part.unwritten;
+    c.not_compared += part.not_compared;
+    c.count -= part.not_compared;
     diff2 += part.diff2, ref2 += part.ref2, cross += part.cross, got2 += part.got2;
     c.max_abs = std::max(c.max_abs, part.max_abs);
     c.max_rel = std::max(c.max_rel, part.max_rel);
@@ -402,6 +409,7 @@ inline RunDifferences run_differences(const Tensor& out, const std::vector<unsig
       for (int64_t i = count * chunk / chunk_count; i < count * (chunk + 1) / chunk_count; ++i) {
         const int64_t offset = out.logical_offset(i);
         const double w = want[size_t(i)];
+        if (is_not_compared(w)) continue;  // whatever a padding row holds, it is not judged
         const auto right = [&](const std::vector<unsigned char>& storage) {
           const double got = decode(out.dtype, storage.data(), offset);
           return std::isfinite(got) && std::isfinite(w) && element_matches(out.dtype, got, w, tol);

@@ -23,7 +23,7 @@ namespace repro {
 
 struct DeviceSums {
   double diff2, ref2, cross, got2, max_abs, max_rel, residual2, finite_ref2;
-  long long bad, nan, inf, unwritten, finite_ref, differences;
+  long long bad, nan, inf, unwritten, finite_ref, differences, not_compared;
 };
 
 REPRO_HD inline void add_sums(DeviceSums& into, const DeviceSums& x) {
@@ -32,7 +32,7 @@ REPRO_HD inline void add_sums(DeviceSums& into, const DeviceSums& x) {
   into.max_rel = into.max_rel > x.max_rel ? into.max_rel : x.max_rel;
   into.residual2 += x.residual2, into.finite_ref2 += x.finite_ref2;
   into.bad += x.bad, into.nan += x.nan, into.inf += x.inf, into.unwritten += x.unwritten;
-  into.finite_ref += x.finite_ref, into.differences += x.differences;
+  into.finite_ref += x.finite_ref, into.differences += x.differences, into.not_compared += x.not_compared;
 }
 
 enum class DevicePass : int {
@@ -52,6 +52,10 @@ __global__ void device_compare_kernel(DevicePass pass, DeviceLayout out, const u
     const double w = want != nullptr ? want[i] : 0.0;
     if (pass == DevicePass::reference_rms) {
       if (std::isfinite(w)) s.finite_ref2 += w * w, ++s.finite_ref;
+      continue;
+    }
+    if (is_not_compared(w) && pass != DevicePass::differences) {
+      if (pass == DevicePass::compare) ++s.not_compared;
       continue;
     }
     const int64_t offset = out.logical_offset(i);
@@ -145,12 +149,15 @@ inline Comparison device_comparison(const Tensor& out, const double* want, int64
                                     const Tolerance& tol, int64_t tile_m, int64_t tile_n, double ref_rms) {
   Comparison c = comparison_frame(L, M, N, tile_m, tile_n);
   c.ref_rms = ref_rms;
-  const DeviceSums s = device_pass(DevicePass::compare, out, nullptr, want, c.count, tol, 0.0);
+  const int64_t outputs = c.count;
+  const DeviceSums s = device_pass(DevicePass::compare, out, nullptr, want, outputs, tol, 0.0);
   c.bad = s.bad, c.nan = s.nan, c.inf = s.inf, c.unwritten = s.unwritten;
+  c.not_compared = s.not_compared;
+  c.count -= s.not_compared;
   c.max_abs = s.max_abs, c.max_rel = s.max_rel;
   set_norms(c, s.diff2, s.ref2, s.cross);
   if (s.got2 > 0.0 && s.ref2 > 0.0)
-    c.residual = std::sqrt(device_pass(DevicePass::residual, out, nullptr, want, c.count, tol, c.ratio).residual2 / s.got2);
+    c.residual = std::sqrt(device_pass(DevicePass::residual, out, nullptr, want, outputs, tol, c.ratio).residual2 / s.got2);
   // The residue classes' sizes, for the report's tables: (m mod 8, n mod 8) over L batches.
   for (int r = 0; r < Comparison::kPeriod; ++r)
     for (int q = 0; q < Comparison::kPeriod; ++q) {

@@ -48,7 +48,10 @@ __global__ void generate_kernel(DeviceLayout layout, InitValues init, uint64_t s
 }
 
 // Whether fill_host() would generate this tensor's values (rather than poison or read a file).
-inline bool is_generated_input(const Tensor& t) { return !t.output && t.init.kind != InitKind::file; }
+inline bool is_generated_input(const Tensor& t) {
+  return !t.output && t.init.kind != InitKind::file && t.init.kind != InitKind::values &&
+         t.init.kind != InitKind::groups && !t.scale_tensor;
+}
 
 // t.device gets what fill_host() gives t.host, padding (zero) included.
 inline void generate_on_device(const Tensor& t) {

@@ -77,20 +77,23 @@ struct PackedOperand {
 };
 
 // packed[l][k][i] = operand element (i, k) of batch l (A: i = m; B: i = n), 0 in the padding.
+// A scaled GEMM's operands are scaled here, element by element (scales.cuh), so the GEMM kernel
+// is the plain one.
 __global__ void pack_operand_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t batches,
-                                    int64_t I, int64_t K, int64_t Ip, int64_t Kp, double* packed) {
+                                    int64_t I, int64_t K, int64_t Ip, int64_t Kp, ScaleOperand scale, double* packed) {
   const int64_t total = batches * Kp * Ip;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e % Ip, k = e / Ip % Kp, l = e / (Ip * Kp);
     packed[e] = i < I && k < K
-                    ? decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride)
+                    ? decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) *
+                          scale_at(scale, i, k)
                     : 0.0;
   }
 }
 
 // `i_stride`, `k_stride`: the source's strides along the packed copy's rows (I) and K.
 inline PackedOperand pack_operand(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t L,
-                                  int64_t I, int64_t K, int64_t Ip, int64_t Kp) {
+                                  int64_t I, int64_t K, int64_t Ip, int64_t Kp, const ScaleOperand& scale) {
   PackedOperand packed;
   const int64_t batches = source.batch_stride == 0 ? 1 : L;
   packed.batch_stride = source.batch_stride == 0 ? 0 : Kp * Ip;
@@ -98,7 +101,7 @@ inline PackedOperand pack_operand(const DeviceMatrix& source, int64_t i_stride, 
   packed.data = allocate_reference_doubles(total, "an fp64 copy of an operand");
   if (total > 0) {
     pack_operand_kernel<<<pipeline_blocks(total), kPipelineThreads>>>(source, i_stride, k_stride, batches, I, K, Ip,
-                                                                      Kp, packed.data);
+                                                                      Kp, scale, packed.data);
     REPRO_CUDA_CHECK(cudaGetLastError());
   }
   return packed;
@@ -301,8 +304,10 @@ struct ReferenceGemmLaunch {
 };
 
 // Starts the reference from the operands' device copies, which must be there already, on the
-// default stream. Returns at once: the host works while the GPU computes.
-inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p) {
+// default stream. Returns at once: the host works while the GPU computes. The output goes to
+// `into` when given (L*M*N doubles the caller owns: a grouped GEMM's groups write their part of
+// one output), else to a new allocation the caller frees.
+inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p, double* into = nullptr) {
   ReferenceGemmLaunch launch;
   REPRO_CUDA_CHECK(cudaEventCreate(&launch.start));
   REPRO_CUDA_CHECK(cudaEventCreate(&launch.stop));
@@ -312,15 +317,15 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p) {
   args.Kp = ceil_div(p.K, kRefTileK) * kRefTileK;
   const DeviceMatrix a = device_matrix(*p.a), b = device_matrix(*p.b);
   REPRO_CUDA_CHECK(cudaEventRecord(launch.start));
-  args.a = pack_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, args.Mp, args.Kp);
-  args.b = pack_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, args.Np, args.Kp);
+  args.a = pack_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, args.Mp, args.Kp, problem_scales(p, true, true));
+  args.b = pack_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, args.Np, args.Kp, problem_scales(p, false, true));
   launch.packed_a = args.a.data, launch.packed_b = args.b.data;
   if (reads_c(p)) args.c = device_matrix(*p.c);
   if (p.bias != nullptr) args.bias = device_matrix(*p.bias);
   args.alpha = p.alpha;
   args.beta = p.beta;
   const size_t count = size_t(p.L * p.M * p.N);
-  args.out = allocate_reference_doubles(int64_t(count), "its output");
+  args.out = into != nullptr ? into : allocate_reference_doubles(int64_t(count), "its output");
   if (count > 0) {
     int device = 0, shared_limit = 0;
     REPRO_CUDA_CHECK(cudaGetDevice(&device));
@@ -417,11 +422,12 @@ struct CrossCheckSample {
 
 // Chooses the sample and fetches its operands (before the reference GEMM starts: the fetch
 // would otherwise wait for it on the default stream).
-inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p) {
+// `samples`: how many outputs at most (a grouped GEMM shares kCrossCheckSamples among its groups).
+inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t samples = kCrossCheckSamples) {
   CrossCheckSample s;
   s.batches = std::min<int64_t>(p.L, 4);
-  s.rows = std::min<int64_t>(p.M, kCrossCheckSamples / 64 / std::max<int64_t>(s.batches, 1));
-  s.cols = std::min<int64_t>(p.N, 64);
+  s.cols = std::min<int64_t>(p.N, std::max<int64_t>(8, std::min<int64_t>(64, samples / 64)));
+  s.rows = std::min<int64_t>(p.M, std::max<int64_t>(1, samples / s.cols / std::max<int64_t>(s.batches, 1)));
   std::vector<int64_t> a_bases, b_bases, c_offsets, bias_offsets;
   for (int64_t g = 0; g < s.batches; ++g) {
     const int64_t l = s.batches == 1 ? 0 : g * (p.L - 1) / (s.batches - 1);
@@ -442,6 +448,20 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p) {
   // A row of A steps along K by A's column stride; a column of B by B's row stride.
   s.a = gather_vectors(p.a->dtype, p.a->device, a_bases, matrix_offset(*p.a, 0, 0, 1), p.K);
   s.b = gather_vectors(p.b->dtype, p.b->device, b_bases, matrix_offset(*p.b, 0, 1, 0), p.K);
+  // A scaled GEMM: the host scales the fetched rows and columns itself, from its own copies of
+  // the scales (they are made on the host).
+  // One scale per K block, decoded once: a million scale_at calls would take as long as the
+  // whole fetch.
+  const auto scale_vectors = [&](const ScaleOperand& scale, const std::vector<int64_t>& lines, std::vector<double>& v) {
+    if (scale.data == nullptr) return;
+    for (size_t line = 0; line < lines.size(); ++line)
+      for (int64_t k0 = 0; k0 < p.K; k0 += scale.block_k) {
+        const double factor = scale_of_block(scale, lines[line] / scale.block_i, k0 / scale.block_k);
+        for (int64_t k = k0; k < std::min(p.K, k0 + scale.block_k); ++k) v[line * size_t(p.K) + size_t(k)] *= factor;
+      }
+  };
+  scale_vectors(problem_scales(p, true, false), s.row_of, s.a);
+  scale_vectors(problem_scales(p, false, false), s.col_of, s.b);
   if (reads_c(p)) s.c_values = gather_values(p.c->dtype, p.c->device, c_offsets);
   if (p.bias != nullptr) s.bias_values = gather_values(p.bias->dtype, p.bias->device, bias_offsets);
   return s;

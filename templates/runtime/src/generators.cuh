@@ -11,6 +11,9 @@
 //                 with mix = the splitmix64 finalizer and stream = FNV-1a 64 of the tensor name
 //   uniform       lo + (hi - lo) * u,   u = (h >> 11) * 2^-53 in [0, 1)
 //   int_uniform   lo + (h mod (hi - lo + 1))
+//   row_ramp      1 + the element's row (its second-to-last coordinate; a rank-1 tensor's index):
+//                 every row, and so every tile of rows, holds values of its own, so a tile that
+//                 reads another tile's data (a stale buffer, a wrong tile index) shows
 //   normal        Marsaglia's polar method: draws 2j and 2j+1 give v1, v2 = 2u - 1 for
 //                 j = 0, 1, ... until 0 < s = v1^2 + v2^2 < 1; value = mean + std * (v1 *
 //                 sqrt(-2 ln(s) / s)), ln by deterministic_log() below.
@@ -26,7 +29,9 @@
 
 namespace repro {
 
-enum class InitKind { ones, zeros, iota, identity, uniform, int_uniform, normal, file };
+// values and groups list their elements (spec.yaml's `init: { values }` / `{ groups, align }`):
+// fill_host() writes them, nothing generates them.
+enum class InitKind { ones, zeros, iota, identity, uniform, int_uniform, normal, row_ramp, file, values, groups };
 
 // An init pattern. p0/p1 are lo/hi for uniform and int_uniform, mean/std for normal.
 struct Init {
@@ -35,7 +40,28 @@ struct Init {
   double p1 = 1.0;
   uint64_t seed = 2024;
   std::string path;  // file: relative to the spec's directory unless absolute
+  std::vector<double> values;  // values: every element; groups: each group's row count
+  int64_t align = 1;           // groups: each group's rows padded with -1 to a multiple of this
 };
+
+// The elements of a `values` or `groups` init for a tensor of `numel` elements (the Rust mirror
+// is inputs::listed_values): a values list as given, zeros past its end; a group index with
+// group g's rows g, each group's run padded with -1 to a multiple of `align`, -1 after the last.
+inline std::vector<double> listed_values(const Init& init, int64_t numel) {
+  std::vector<double> out;
+  if (init.kind == InitKind::values) {
+    out = init.values;
+  } else {
+    const int64_t align = std::max<int64_t>(1, init.align);
+    for (size_t group = 0; group < init.values.size() && int64_t(out.size()) < numel; ++group) {
+      const int64_t rows = int64_t(init.values[group]);
+      const int64_t padded = (rows + align - 1) / align * align;
+      for (int64_t row = 0; row < padded; ++row) out.push_back(row < rows ? double(group) : -1.0);
+    }
+  }
+  out.resize(size_t(numel), init.kind == InitKind::values ? 0.0 : -1.0);
+  return out;
+}
 
 // The numbers of an Init without its file path: what a kernel can take by value.
 struct InitValues {
@@ -159,7 +185,13 @@ REPRO_HD inline double generate_value(const InitValues& init, uint64_t stream, i
       return init.p0 + double(counter_hash(init.seed, stream, uint64_t(logical_index), 0) % span);
     }
     case InitKind::normal: return normal_value(init.p0, init.p1, init.seed, stream, uint64_t(logical_index));
-    case InitKind::file: break;
+    case InitKind::row_ramp: {
+      const int64_t row = rank >= 2 ? (logical_index / shape[rank - 1]) % shape[rank - 2] : logical_index;
+      return double(row + 1);
+    }
+    case InitKind::file:
+    case InitKind::values:
+    case InitKind::groups: break;
   }
   return double_from_bits(0x7FF8000000000000ull);
 }
@@ -169,7 +201,7 @@ inline double generate_value(const Init& init, uint64_t stream, int64_t logical_
 }
 
 constexpr const char* kInitForms =
-    "ones | zeros | iota | identity | uniform[:LO:HI] | int_uniform[:LO:HI] | normal[:MEAN:STD] | file:PATH";
+    "ones | zeros | iota | identity | uniform[:LO:HI] | int_uniform[:LO:HI] | normal[:MEAN:STD] | row_ramp | file:PATH";
 
 // Parses the --init pattern syntax (kInitForms). Sets kind, p0, p1 and path; leaves out->seed as
 // it is, so a seed chosen by the spec or --seed survives a pattern given on the command line.
@@ -205,6 +237,7 @@ inline bool parse_init(const std::string& text, Init* out, std::string* error) {
       {"uniform", InitKind::uniform, true, -1, 1},
       {"int_uniform", InitKind::int_uniform, true, -4, 4},
       {"normal", InitKind::normal, true, 0, 1},
+      {"row_ramp", InitKind::row_ramp, false, 0, 0},
   };
   const Form* form = nullptr;
   for (const Form& candidate : kForms)
@@ -258,12 +291,19 @@ inline std::string describe_init(const Init& init) {
     case InitKind::zeros: return "zeros";
     case InitKind::iota: return "iota";
     case InitKind::identity: return "identity";
+    case InitKind::row_ramp: return "row_ramp";
     case InitKind::uniform: return "uniform[" + format_value(init.p0) + ", " + format_value(init.p1) + "]" + seed;
     case InitKind::int_uniform:
       return "int_uniform[" + format_value(init.p0) + ", " + format_value(init.p1) + "]" + seed;
     case InitKind::normal:
       return "normal(mean " + format_value(init.p0) + ", std " + format_value(init.p1) + ")" + seed;
     case InitKind::file: return "file " + init.path;
+    case InitKind::values: return strprintf("%zu listed values", init.values.size());
+    case InitKind::groups: {
+      std::string rows;
+      for (double v : init.values) rows += (rows.empty() ? "" : ", ") + format_value(v);
+      return "groups of [" + rows + "] rows, aligned to " + std::to_string(init.align);
+    }
   }
   return "?";
 }

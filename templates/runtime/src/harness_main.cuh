@@ -37,8 +37,9 @@ inline constexpr const char* kUsageOptions =
     "Inputs:\n"
     "  --ones                 A = B = 1, C and bias 0: every output must equal alpha*K, compared exactly\n"
     "  --init T=PATTERN       tensor T's values: ones, zeros, iota, identity, uniform[:LO:HI],\n"
-    "                         int_uniform[:LO:HI], normal[:MEAN:STD] or file:PATH (relative to\n"
-    "                         spec.yaml's folder); once per tensor\n"
+    "                         int_uniform[:LO:HI], normal[:MEAN:STD], row_ramp (1 + the row: every tile\n"
+    "                         of rows differs) or file:PATH (relative to spec.yaml's folder); once per\n"
+    "                         tensor\n"
     "  --seed N               seed of every random tensor (counter-based generators: same seed, same\n"
     "                         values, any machine)\n"
     "  --size NAME=VALUE      run at another value of one of the spec's sizes (repro sweep, repro\n"
@@ -198,9 +199,11 @@ inline bool is_random(InitKind kind) {
 inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
   std::vector<Tensor>& tensors = spec.tensors;
   if (options.ones) {
-    for (int index : {spec.gemm.a, spec.gemm.b}) tensors[index].init = Init{InitKind::ones, 0, 0, 0, ""};
+    // Scales too: 1 in whatever format they are kept (scales.cuh).
+    for (int index : {spec.gemm.a, spec.gemm.b, spec.gemm.scale_a.tensor, spec.gemm.scale_b.tensor})
+      if (index >= 0) tensors[index].init = Init{InitKind::ones, 0, 0, 0, "", {}, 1};
     for (int index : {spec.gemm.c, spec.gemm.bias})
-      if (index >= 0) tensors[index].init = Init{InitKind::zeros, 0, 0, 0, ""};
+      if (index >= 0) tensors[index].init = Init{InitKind::zeros, 0, 0, 0, "", {}, 1};
   }
   for (const auto& override_init : options.inits) {
     Tensor* target = nullptr;
@@ -226,14 +229,26 @@ inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
 
   const GemmOperands& g = spec.gemm;
   const bool analytic = options.ones && options.inits.empty();
+  if (analytic && g.grouped == GroupedLayout::k_grouped)
+    return strprintf("ones -> analytic %s[g] == alpha*k_sizes[g]", tensors[g.out].name.c_str());
   if (analytic) {
-    return strprintf("ones -> analytic %s == alpha*K == %s", tensors[g.out].name.c_str(),
-                     format_value(g.alpha * static_cast<double>(g.K)).c_str());
+    return strprintf("ones -> analytic %s == alpha*K == %s%s", tensors[g.out].name.c_str(),
+                     format_value(g.alpha * static_cast<double>(g.K)).c_str(),
+                     g.scale_a.tensor >= 0 || g.scale_b.tensor >= 0 ? " (scales 1)" : "");
   }
   std::string line;
-  for (const Tensor& t : tensors) {
+  for (int i = 0; i < int(tensors.size()); ++i) {
+    const Tensor& t = tensors[size_t(i)];
     if (t.output) continue;
-    line += (line.empty() ? "" : ", ") + t.name + " " + describe_init(t.init);
+    // ue8m0 scales are exponents made from the init's kind (scales.cuh, fill_ue8m0_scales).
+    const bool ue8m0 = (i == g.scale_a.tensor && g.scale_a.encoding != ScaleEncoding::value) ||
+                       (i == g.scale_b.tensor && g.scale_b.encoding != ScaleEncoding::value);
+    const bool made = t.init.kind != InitKind::file && t.init.kind != InitKind::values;
+    const std::string init = !ue8m0 || !made          ? describe_init(t.init)
+                             : t.init.kind == InitKind::ones ? std::string("ue8m0 scales 1")
+                                                             : strprintf("ue8m0 scales 2^-3..2^3 seed %llu",
+                                                                         (unsigned long long)t.init.seed);
+    line += (line.empty() ? "" : ", ") + t.name + " " + init;
   }
   return line;
 }
@@ -321,10 +336,12 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   }
   make_tensors(spec);
   // A leading batch dimension on the output makes the GEMM batched (as repro resolves it).
+  // (A grouped GEMM's [G, M, N] output is compared as G batches, and reported as such.)
   spec.gemm.batched = spec.tensors[size_t(spec.gemm.out)].rank == 3;
   {
-    const GemmDims dims = gemm_dims(spec.tensors, spec.gemm.a, spec.gemm.out, spec.gemm.batched);
+    const GemmDims dims = gemm_dims(spec.tensors, spec.gemm.a, spec.gemm.out, spec.gemm.batched, spec.gemm.grouped);
     spec.gemm.L = dims.L, spec.gemm.M = dims.M, spec.gemm.N = dims.N, spec.gemm.K = dims.K;
+    spec.gemm.groups = spec.gemm.grouped == GroupedLayout::contiguous ? spec.tensors[size_t(spec.gemm.b)].shape[0] : dims.L;
   }
   if (!sizes_line.empty()) report_set("sizes", json_string(sizes_line));
   const GemmOperands& g = spec.gemm;
@@ -355,6 +372,22 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     if (device_path && is_generated_input(t)) continue;  // made on the device, after the context
     std::string error;
     if (!fill_host(t, base_dir, &error)) usage_error(strprintf("tensor %s: %s", t.name.c_str(), error.c_str()));
+  }
+  // ue8m0 scales are exponents: their init says which (scales.cuh), not their integer values.
+  for (int is_a = 1; is_a >= 0; --is_a) {
+    const ScaleSpec& scale = is_a ? g.scale_a : g.scale_b;
+    if (scale.tensor < 0 || scale.encoding == ScaleEncoding::value) continue;
+    Tensor& t = tensors[size_t(scale.tensor)];
+    fill_ue8m0_scales(scale_operand(scale, t, t.host.data(), is_a), t, is_a ? g.M : g.N, g.K);
+  }
+  GroupedProblem grouped;
+  if (g.grouped != GroupedLayout::none) {
+    grouped.layout = g.grouped;
+    grouped.a = &tensors[g.a], grouped.b = &tensors[g.b], grouped.out = &out;
+    grouped.metadata = &tensors[size_t(g.group_metadata)];
+    grouped.alpha = g.alpha;
+    grouped.G = g.groups, grouped.M = g.M, grouped.N = g.N, grouped.K = g.K;
+    grouped.groups = read_group_metadata(grouped);
   }
   times.end("inputs");
   if (!options.emit_inputs_dir.empty()) {
@@ -431,6 +464,9 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   problem.N = g.N;
   problem.K = g.K;
   problem.batched = g.batched;
+  if (g.scale_a.tensor >= 0) problem.scale_a = &tensors[size_t(g.scale_a.tensor)], problem.scale_a_spec = g.scale_a;
+  if (g.scale_b.tensor >= 0) problem.scale_b = &tensors[size_t(g.scale_b.tensor)], problem.scale_b_spec = g.scale_b;
+  const bool is_grouped = g.grouped != GroupedLayout::none;
   std::vector<double> want;
   double* want_device = nullptr;  // the device path's reference, [L][M][N]
   const int64_t output_count = problem.L * problem.M * problem.N;
@@ -440,19 +476,21 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   bool from_cache = false;
   // The device path does not cache: the device recomputes the reference faster than a disk
   // reads it back (8192^2 doubles are 512 MiB).
-  if (!analytic && !device_path && !options.reference_cache.empty()) {
+  if (!analytic && !device_path && !is_grouped && !options.reference_cache.empty()) {
     cache.dir = options.reference_cache;
     cache.key = reference_key(problem);
   }
   if (analytic) {
-    analytic_ones(problem, &want);
+    if (is_grouped) analytic_grouped_ones(grouped, &want);
+    else analytic_ones(problem, &want);
   } else if ((from_cache = cache.load(size_t(problem.L * problem.M * problem.N), &want))) {
     reference_line = strprintf("fp64 reference from the cache, %.2f s (the same operands and GEMM as an earlier run: %s)",
                                seconds_since(reference_start), cache.path().c_str());
     report_set("reference_provider", json_string("cache"));
   } else if (device_reference) {
     // Kept on the device on the device path; copied back for the probes and --dump.
-    const DeviceReference reference = compute_device_reference(problem);
+    const DeviceReference reference =
+        is_grouped ? compute_device_grouped_reference(grouped) : compute_device_reference(problem);
     want_device = reference.values;
     std::string where = "kept on the device";
     if (!device_path) {
@@ -471,7 +509,8 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     report_set("reference_kernel_ms", JsonWriter().value(reference.kernel_ms).str());
     report_set("reference_provider", json_string("device"));
   } else {
-    reference_gemm(problem, &want);
+    if (is_grouped) reference_grouped_gemm(grouped, &want);
+    else reference_gemm(problem, &want);
     reference_line = strprintf("fp64 host GEMM, %u threads, %.2f s", std::max(1u, std::thread::hardware_concurrency()),
                                seconds_since(reference_start));
     report_set("reference_provider", json_string("host"));
@@ -485,7 +524,9 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), Launch(), {} };
     std::vector<std::vector<unsigned char>> spec_inputs;
     for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
-    const int code = run_probes(spec, context, want, spec_tolerance(spec, reference_rms(want)), spec_inputs);
+    const Tolerance tolerance = spec_tolerance(spec, reference_rms(want));
+    const int code = is_grouped ? run_grouped_probes(spec, context, grouped, want, tolerance, spec_inputs)
+                                : run_probes(spec, context, want, tolerance, spec_inputs);
     for (Tensor& t : tensors) cudaFree(t.device);
     return code;
   }
@@ -570,6 +611,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   std::printf("launch  %s   kernel %.3f ms%s\n", describe(launch).c_str(), median_ms,
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
   if (!analytic) std::printf("ref     %s\n", reference_line.c_str());
+  if (is_grouped) std::printf("groups  %s\n", describe_groups(grouped).c_str());
   print_comparison_line(out.name.c_str(), comparison);
   if (device_path) std::printf("compare on the %s\n", compared_where.c_str());
   if (!trace.empty()) {

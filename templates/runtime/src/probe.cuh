@@ -204,17 +204,17 @@ inline std::string decode_lines(const Tensor& out0, const Tensor& out1, int64_t 
 }
 
 inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
-                                  const std::string& col_finding);
+                                  const std::string& col_finding, const std::string& scale_finding);
 
 // The verdict from the probes that ran, most specific first (see the table at the top).
 inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
-                             const std::string& col_finding) {
+                             const std::string& col_finding, const std::string& scale_finding = "") {
   for (const ProbeOutcome& o : probes)
     if (is_race(o.run_differences_seen()))
       return {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
                                             "(a race, or an uninitialized read)",
                                             o.name.c_str(), (long long)o.differences)};
-  Pattern verdict = structural_verdict(probes, row_finding, col_finding);
+  Pattern verdict = structural_verdict(probes, row_finding, col_finding, scale_finding);
   // Outputs wrong in every run, differently each time: the pattern above names the defect, and
   // the noise says the wrong outputs are computed from data nobody wrote.
   for (const ProbeOutcome& o : probes)
@@ -227,7 +227,7 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
 
 // The verdict from the probes' wrong values, runs that differed aside.
 inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
-                                  const std::string& col_finding) {
+                                  const std::string& col_finding, const std::string& scale_finding) {
   const auto find = [&](const std::string& prefix) {
     std::vector<const ProbeOutcome*> found;
     for (const ProbeOutcome& o : probes)
@@ -302,6 +302,16 @@ inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const
     if (!o->passed)
       return {"layout", "ones, K slices, row and column codes pass, B = identity fails: " + o->pattern.evidence +
                             " (elements inside a tile land in the wrong place: layout, swizzle, transposition)"};
+  for (const ProbeOutcome* o : find("tile ramp"))
+    if (!o->passed)
+      return {o->pattern.cls, "ones, K slices, row and column codes and identity pass; the tile ramp (every output "
+                              "tile its own value) fails: " +
+                                  o->pattern.evidence +
+                                  " (a tile computed from another tile's operands: a stale buffer, a wrong tile index)"};
+  for (const ProbeOutcome* o : find("scale"))
+    if (!o->passed)
+      return {"scale_mapping", "the plain probes pass with every scale 1; the scale probes fail: " +
+                                   (scale_finding.empty() ? o->name + ": " + o->pattern.evidence : scale_finding)};
   for (const ProbeOutcome* o : find("random"))
     if (!o->passed) return {o->pattern.cls, "only random inputs fail: " + o->pattern.evidence};
   return {"ok", "every probe passes"};
@@ -336,6 +346,55 @@ inline std::vector<int64_t> slices_to_probe(int64_t count) {
   return out;
 }
 
+// The period P of the tile ramp (A[m,k] = 1 + (m / tile_m) mod P, B likewise by n): the largest
+// of 16, 8, 4, 2 whose values 1..P every operand dtype holds exactly and whose largest output,
+// unit * P^2, an fp32 accumulator and the output dtype hold exactly; 1: no ramp fits.
+inline int64_t tile_ramp_period(const std::vector<DType>& operands, DType out, double unit) {
+  for (int64_t period : {16, 8, 4, 2}) {
+    bool exact = std::fabs(unit) * double(period * period) <= 16777216.0 &&
+                 (out != DType::f16 || std::fabs(unit) * double(period * period) <= 65504.0);
+    for (DType dtype : operands)
+      for (int64_t v = 1; v <= period && exact; ++v) exact = round_to(dtype, double(v)) == double(v);
+    if (exact) return period;
+  }
+  return 1;
+}
+
+// The scale probes of a scaled GEMM (probe_ops.cuh).
+inline bool has_scales(const GemmOperands& g);
+inline void fill_unit_scales(SpecInfo& spec);
+inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx);
+
+// Prints the verdict, writes the probes and the verdict into the report, and concludes the run:
+// exit 0 when the verdict is ok, 1 otherwise.
+inline int conclude_probes(const std::vector<ProbeOutcome>& probes, const Pattern& verdict) {
+  std::printf("verdict %s: %s\n", verdict.cls.c_str(), verdict.evidence.c_str());
+  JsonWriter w;
+  w.begin_array();
+  for (const ProbeOutcome& o : probes) {
+    w.begin_object();
+    w.field("name", o.name);
+    w.field("inputs", o.inputs);
+    w.field("passed", o.passed);
+    w.field("bad", o.comparison.bad);
+    w.field("differences", o.differences);
+    w.field("stale_differences", o.stale_differences);
+    w.field("wrong_in_runs", o.wrong_in_runs);
+    if (!o.passed) {
+      w.field("class", o.pattern.cls);
+      w.field("evidence", o.pattern.evidence);
+      if (!o.note.empty()) w.field("note", o.note);
+    }
+    w.end_object();
+  }
+  w.end_array();
+  report_set("probes", w.str());
+  report_set("verdict", json_string(verdict.cls));
+  report_set("evidence", json_string(verdict.evidence));
+  const bool ok = verdict.cls == "ok";
+  return conclude(ok ? kExitPassed : kExitMismatch, verdict.cls, ok ? "" : verdict.evidence);
+}
+
 // Runs the suite; returns the exit code (0 when the verdict is ok, 1 otherwise).
 inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<double>& random_reference,
                       const Tolerance& random_tolerance, const std::vector<std::vector<unsigned char>>& random_inputs) {
@@ -348,6 +407,7 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
     if (index >= 0) fill_matrix(tensors[index], [](int64_t, int64_t, int64_t) { return 0.0; });
   const double alpha = g.alpha, K = double(g.K);
   std::vector<ProbeOutcome>& probes = ctx.outcomes;
+  if (has_scales(g)) fill_unit_scales(spec);  // the plain probes see a plain GEMM
 
   // ones
   fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
@@ -415,6 +475,28 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
                                       [&](int64_t, int64_t m, int64_t n) { return alpha * a_code(m, n % g.K); }));
   print_probe(probes.back());
 
+  // Tile ramp: every output tile holds a value of its own, alpha*K*a*b with a = 1 + (m / tile_m)
+  // mod P and b = 1 + (n / tile_n) mod P. The row and column codes repeat every 16 lines, so a
+  // tile computed from another tile's operands (a stale shared-memory buffer, a wrong tile
+  // index) looks right to them; here it cannot.
+  const int64_t ramp = tile_ramp_period({A.dtype, B.dtype}, out.dtype, alpha * K);
+  if (ramp > 1) {
+    const int64_t tm = std::max<int64_t>(1, spec.tile_m), tn = std::max<int64_t>(1, spec.tile_n);
+    const auto a_of = [&](int64_t m) { return double(1 + (m / tm) % ramp); };
+    const auto b_of = [&](int64_t n) { return double(1 + (n / tn) % ramp); };
+    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return a_of(m); });
+    fill_matrix(B, [&](int64_t, int64_t, int64_t n) { return b_of(n); });
+    probes.push_back(run_analytic_probe(
+        ctx, "tile ramp",
+        strprintf("A = 1 + (m / %lld) mod %lld, B = 1 + (n / %lld) mod %lld", (long long)tm, (long long)ramp,
+                  (long long)tn, (long long)ramp),
+        [&](int64_t, int64_t m, int64_t n) { return alpha * K * a_of(m) * b_of(n); }));
+    print_probe(probes.back());
+  }
+
+  // A scaled GEMM: which scale block each output used (probe_ops.cuh).
+  const std::string scale_finding = has_scales(g) ? run_scale_probes(spec, ctx) : std::string();
+
   // The spec's own (random) inputs against the fp64 reference, repeated.
   for (size_t i = 0; i < tensors.size(); ++i)
     if (!tensors[i].output) tensors[i].host = random_inputs[i];
@@ -441,34 +523,8 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
       report_set("output", w.str());
       break;
     }
-  const Pattern verdict = probe_verdict(probes, row_finding, col_finding);
-  std::printf("verdict %s: %s\n", verdict.cls.c_str(), verdict.evidence.c_str());
-  {
-    JsonWriter w;
-    w.begin_array();
-    for (const ProbeOutcome& o : probes) {
-      w.begin_object();
-      w.field("name", o.name);
-      w.field("inputs", o.inputs);
-      w.field("passed", o.passed);
-      w.field("bad", o.comparison.bad);
-      w.field("differences", o.differences);
-      w.field("stale_differences", o.stale_differences);
-      w.field("wrong_in_runs", o.wrong_in_runs);
-      if (!o.passed) {
-        w.field("class", o.pattern.cls);
-        w.field("evidence", o.pattern.evidence);
-        if (!o.note.empty()) w.field("note", o.note);
-      }
-      w.end_object();
-    }
-    w.end_array();
-    report_set("probes", w.str());
-    report_set("verdict", json_string(verdict.cls));
-    report_set("evidence", json_string(verdict.evidence));
-  }
-  const bool ok = verdict.cls == "ok";
-  return conclude(ok ? kExitPassed : kExitMismatch, verdict.cls, ok ? "" : verdict.evidence);
+  const Pattern verdict = probe_verdict(probes, row_finding, col_finding, scale_finding);
+  return conclude_probes(probes, verdict);
 }
 
 }  // namespace repro

@@ -9,7 +9,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "tensor.cuh"
+#include "scales.cuh"
 #include <memory>
 
 namespace repro {
@@ -23,7 +23,26 @@ struct GemmProblem {
   double alpha, beta;
   int64_t L, M, N, K;
   bool batched;  // rank-3 operands carry a leading batch dimension
+  // reference.scale_a / scale_b (scales.cuh): the scale tensors, null without scales.
+  const Tensor* scale_a = nullptr;
+  const Tensor* scale_b = nullptr;
+  ScaleSpec scale_a_spec = ScaleSpec(), scale_b_spec = ScaleSpec();
 };
+
+// The scales of A (is_a) or B, reading the scale tensor's host bytes or its device copy; a view
+// with no data (every scale 1) when the GEMM has none.
+inline ScaleOperand problem_scales(const GemmProblem& p, bool is_a, bool device) {
+  const Tensor* t = is_a ? p.scale_a : p.scale_b;
+  if (t == nullptr) return ScaleOperand();
+  return scale_operand(is_a ? p.scale_a_spec : p.scale_b_spec, *t,
+                       device ? static_cast<const unsigned char*>(t->device) : t->host.data(), is_a);
+}
+
+// The value of a reference element that is not compared (a grouped GEMM's padding rows, rows past
+// masked_m): a NaN whose payload no arithmetic produces. Comparisons skip it and count it.
+constexpr uint64_t kNotComparedBits = 0x7FFC0DE0C0FFEE00ull;
+REPRO_HD inline double not_compared_value() { return double_from_bits(kNotComparedBits); }
+REPRO_HD inline bool is_not_compared(double want) { return double_bits(want) == kNotComparedBits; }
 
 // Element (l, row, col) of a matrix operand, or of its only matrix when it has no batch dimension.
 inline int64_t matrix_offset(const Tensor& t, int64_t l, int64_t row, int64_t col) {
@@ -72,8 +91,9 @@ constexpr int64_t kGemmNC = kGemmPanelsPerItem * kGemmNR;
 // power-of-two K). `transpose` reads the operand as [k][row] (B) instead of [row][k] (A).
 // The buffer is left uninitialized (not a std::vector) and written once, padding included, by
 // the worker threads: no serial zero-fill, and its pages are first touched in parallel.
+// Each element is multiplied by its block's scale (`scale`; 1 when it has no data).
 REPRO_HOST_HOT inline std::unique_ptr<double[]> pack_panels(const Tensor& t, int64_t rows, int64_t K, int64_t width,
-                                                            bool transpose) {
+                                                            bool transpose, const ScaleOperand& scale) {
   const int64_t batches = t.rank == 3 ? t.shape[0] : 1;
   const int64_t panels = (rows + width - 1) / width, padded = panels * width;
   std::unique_ptr<double[]> packed(new double[size_t(batches * padded * K)]);
@@ -89,7 +109,8 @@ REPRO_HOST_HOT inline std::unique_ptr<double[]> pack_panels(const Tensor& t, int
       for (int64_t k = 0; k < kc; ++k) {
         for (int64_t r = 0; r < valid; ++r)
           block[k * width + r] =
-              transpose ? matrix_element(t, l, k0 + k, r0 + r) : matrix_element(t, l, r0 + r, k0 + k);
+              (transpose ? matrix_element(t, l, k0 + k, r0 + r) : matrix_element(t, l, r0 + r, k0 + k)) *
+              scale_at(scale, r0 + r, k0 + k);
         for (int64_t r = valid; r < width; ++r) block[k * width + r] = 0.0;
       }
     }
@@ -183,8 +204,8 @@ REPRO_HOST_HOT inline void reference_gemm(const GemmProblem& p, std::vector<doub
   const GemmKernelChoice choice = choose_gemm_kernel();
   const int64_t mr = choice.mr;
   // Panels of MR rows of A, and of NR columns of B (pack_panels).
-  const std::unique_ptr<double[]> a = pack_panels(*p.a, M, K, mr, false);
-  const std::unique_ptr<double[]> b = pack_panels(*p.b, N, K, kGemmNR, true);
+  const std::unique_ptr<double[]> a = pack_panels(*p.a, M, K, mr, false, problem_scales(p, true, false));
+  const std::unique_ptr<double[]> b = pack_panels(*p.b, N, K, kGemmNR, true, problem_scales(p, false, false));
   const int64_t m_padded = ceil_div(M, mr) * mr;
   const int64_t n_padded = ceil_div(N, kGemmNR) * kGemmNR;
   const bool a_batched = p.a->rank == 3, b_batched = p.b->rank == 3;
@@ -245,7 +266,8 @@ REPRO_HOST_HOT inline void reference_gemm(const GemmProblem& p, std::vector<doub
   });
 }
 
-// The closed-form answer of the --ones mode (A = B = 1, C and bias 0): alpha * K everywhere.
+// The closed-form answer of the --ones mode (A = B = 1, C and bias 0, scales 1): alpha * K
+// everywhere.
 inline void analytic_ones(const GemmProblem& p, std::vector<double>* expected) {
   expected->assign(size_t(p.L * p.M * p.N), p.alpha * double(p.K));
 }

@@ -69,7 +69,9 @@ inline std::string reference_key(const GemmProblem& p) {
   for (int64_t v : {p.L, p.M, p.N, p.K, int64_t(p.batched)}) h.add(uint64_t(v));
   add_double(p.alpha);
   add_double(p.beta);
-  const Tensor* operands[] = {p.a, p.b, p.beta != 0.0 ? p.c : nullptr, p.bias};
+  for (const ScaleSpec* scale : {&p.scale_a_spec, &p.scale_b_spec})
+    for (int64_t v : {int64_t(scale->encoding), scale->block[0], scale->block[1]}) h.add(uint64_t(v));
+  const Tensor* operands[] = {p.a, p.b, p.beta != 0.0 ? p.c : nullptr, p.bias, p.scale_a, p.scale_b};
   for (const Tensor* t : operands) {
     if (t == nullptr) {
       h.add(0);
@@ -78,7 +80,9 @@ inline std::string reference_key(const GemmProblem& p) {
     h.add(uint64_t(t->dtype) + 1);
     h.add(uint64_t(t->rank));
     for (int d = 0; d < t->rank; ++d) h.add(uint64_t(t->shape[d])), h.add(uint64_t(t->strides[d]));
-    if (t->init.kind == InitKind::file) {
+    // Values that are not the generator's own (a file, a list, scales made from the init): their bytes.
+    if (t->init.kind == InitKind::file || t->init.kind == InitKind::values || t->init.kind == InitKind::groups ||
+        t->scale_tensor) {
       h.add_bytes(t->host.data(), t->host.size());
     } else {
       h.add(kGeneratorVersion);

@@ -171,6 +171,7 @@ inline std::string format_comparison_line(const char* tensor_name, const Compari
                                tensor_name, c.rel_l2, format_value(c.max_abs).c_str(), format_fixed4(c.ratio).c_str(),
                                (long long)c.bad, (long long)c.count, (long long)c.nan, (long long)c.unwritten);
   if (c.inf > 0) line += strprintf("  inf %lld", (long long)c.inf);
+  if (c.not_compared > 0) line += strprintf("  (%lld not compared)", (long long)c.not_compared);
   return line;
 }
 
@@ -251,6 +252,7 @@ inline void write_comparison_json(JsonWriter& w, const std::string& tensor_name,
   w.field("nan", c.nan);
   w.field("inf", c.inf);
   w.field("unwritten", c.unwritten);
+  w.field("not_compared", c.not_compared);
   w.field("rel_l2", c.rel_l2);
   w.field("max_abs", c.max_abs);
   w.field("max_rel", c.max_rel);

@@ -419,21 +419,31 @@ inline Init read_init(const SpecFile& file, const YamlNode& tensor, const std::s
   const YamlNode& init = file.require(tensor, "init", where.c_str());
   Init out;
   if (init.kind == YamlNode::Kind::map) {
-    out.kind = InitKind::file;
-    out.path = file.text(file.require(init, "file", (where + ".init").c_str()), "init.file");
+    if (const YamlNode* values = init.get("values")) {
+      out.kind = InitKind::values;
+      out.values = file.numbers(*values, "init.values");
+    } else if (const YamlNode* groups = init.get("groups")) {
+      out.kind = InitKind::groups;
+      out.values = file.numbers(*groups, "init.groups");
+      if (const YamlNode* align = init.get("align")) out.align = file.integer(*align, "init.align");
+      if (out.align < 1) file.fail(init, where + ".init.align must be 1 or more");
+    } else {
+      out.kind = InitKind::file;
+      out.path = file.text(file.require(init, "file", (where + ".init").c_str()), "init.file");
+    }
     return out;
   }
   const std::string pattern = file.text(init, "init");
   static const std::pair<const char*, InitKind> kKinds[] = {
       {"ones", InitKind::ones},       {"zeros", InitKind::zeros},   {"iota", InitKind::iota},
       {"identity", InitKind::identity}, {"uniform", InitKind::uniform}, {"int_uniform", InitKind::int_uniform},
-      {"normal", InitKind::normal}};
+      {"normal", InitKind::normal},     {"row_ramp", InitKind::row_ramp}};
   bool known = false;
   for (const auto& k : kKinds)
     if (pattern == k.first) out.kind = k.second, known = true;
   if (!known)
     file.fail(init, strprintf("%s.init: `%s` is no init pattern (ones, zeros, iota, identity, uniform, int_uniform, "
-                              "normal, or { file: PATH })",
+                              "normal, row_ramp, or { file: PATH })",
                               where.c_str(), pattern.c_str()));
   if (const YamlNode* range = tensor.get("range")) {
     const std::vector<double> r = file.numbers(*range, "range");
@@ -498,15 +508,46 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
     if (!decl.output) spec->inits[size_t(i)] = read_init(file, *t, decl.name);
   }
 
-  // The reference GEMM.
+  // The reference: a GEMM, optionally block-scaled, or a grouped GEMM (DESIGN §8).
   const YamlNode* reference = file.section("reference");
   if (reference == nullptr) spec_file_error(path + ": no `reference`");
   const std::string op = file.text(file.require(*reference, "op", "reference"), "reference.op");
-  if (op != "gemm") file.fail(*reference, strprintf("reference.op `%s`: this runtime knows `gemm`", op.c_str()));
+  if (op != "gemm" && op != "grouped_gemm")
+    file.fail(*reference, strprintf("reference.op `%s`: this runtime knows `gemm` and `grouped_gemm`", op.c_str()));
   GemmOperands& g = spec->gemm;
   g.a = tensor_index(*spec, file, file.require(*reference, "a", "reference"), "reference.a");
   g.b = tensor_index(*spec, file, file.require(*reference, "b", "reference"), "reference.b");
   g.out = tensor_index(*spec, file, file.require(*reference, "out", "reference"), "reference.out");
+  for (int is_a = 1; is_a >= 0; --is_a) {
+    const char* field = is_a ? "scale_a" : "scale_b";
+    const YamlNode* scale = reference->get(field);
+    if (scale == nullptr) continue;
+    ScaleSpec& s = is_a ? g.scale_a : g.scale_b;
+    s.tensor = tensor_index(*spec, file, file.require(*scale, "tensor", field), field);
+    const std::vector<double> block = file.numbers(file.require(*scale, "block", field), "block");
+    if (block.size() != 2 || !(block[0] >= 1) || !(block[1] >= 1)) file.fail(*scale, strprintf("reference.%s.block takes two positive extents", field));
+    s.block[0] = int64_t(block[0]), s.block[1] = int64_t(block[1]);
+    std::string format = "f32";
+    if (const YamlNode* f = scale->get("format")) format = file.text(*f, "format");
+    if (format == "ue8m0") {
+      const DType dtype = spec->tensors[size_t(s.tensor)].dtype;
+      s.encoding = dtype == DType::u8 ? ScaleEncoding::ue8m0 : ScaleEncoding::ue8m0_packed;
+    } else if (format != "f32") {
+      file.fail(*scale, strprintf("reference.%s.format takes f32 or ue8m0", field));
+    }
+    spec->tensors[size_t(s.tensor)].scale_tensor = true;
+  }
+  if (op == "grouped_gemm") {
+    const std::string layout = file.text(file.require(*reference, "layout", "reference"), "reference.layout");
+    const char* field = layout == "contiguous" ? "group_index" : layout == "masked" ? "masked_m" : "k_sizes";
+    g.grouped = layout == "contiguous" ? GroupedLayout::contiguous
+                : layout == "masked"   ? GroupedLayout::masked
+                : layout == "k_grouped" ? GroupedLayout::k_grouped
+                                        : GroupedLayout::none;
+    if (g.grouped == GroupedLayout::none)
+      file.fail(*reference, "reference.layout takes contiguous, masked or k_grouped");
+    g.group_metadata = tensor_index(*spec, file, file.require(*reference, field, "reference"), field);
+  }
   if (const YamlNode* c = reference->get("c")) g.c = tensor_index(*spec, file, *c, "reference.c");
   if (const YamlNode* bias = reference->get("bias")) g.bias = tensor_index(*spec, file, *bias, "reference.bias");
   if (const YamlNode* alpha = reference->get("alpha")) g.alpha = file.number(*alpha, "reference.alpha");

@@ -8,7 +8,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "trace.cuh"
+#include "grouped.cuh"
 
 namespace repro {
 
@@ -17,7 +17,12 @@ struct GemmOperands {
   int a = -1, b = -1, c = -1, bias = -1, out = -1;
   double alpha = 1.0, beta = 0.0;
   bool batched = false;
-  int64_t L = 1, M = 0, N = 0, K = 0;
+  // Grouped: L is the output's batches (G for masked and k_grouped, else 1), M A's rows, K A's
+  // K (K_total for k_grouped), `groups` G.
+  int64_t L = 1, M = 0, N = 0, K = 0, groups = 1;
+  ScaleSpec scale_a, scale_b;          // reference.scale_a / scale_b; tensor -1: none
+  GroupedLayout grouped = GroupedLayout::none;
+  int group_metadata = -1;  // group_index, masked_m or k_sizes
 };
 
 // The GEMM's extents, read off the tensors (A [L?, M, K], output [L?, M, N]), so that they follow
@@ -26,10 +31,19 @@ struct GemmDims {
   int64_t L = 1, M = 0, N = 0, K = 0;
 };
 
-inline GemmDims gemm_dims(const std::vector<Tensor>& tensors, int a, int out, bool batched) {
+inline GemmDims gemm_dims(const std::vector<Tensor>& tensors, int a, int out, bool batched, GroupedLayout grouped) {
   const Tensor& A = tensors[size_t(a)];
   const Tensor& D = tensors[size_t(out)];
   GemmDims dims;
+  if (grouped != GroupedLayout::none) {
+    // contiguous: A [M_total, K], D [M_total, N]; masked: A [G, M_max, K], D [G, M_max, N];
+    // k_grouped: A [M, K_total], D [G, M, N]. G from D (or, contiguous, from B: set by the caller).
+    dims.M = A.shape[A.rank - 2];
+    dims.K = A.shape[A.rank - 1];
+    dims.N = D.shape[D.rank - 1];
+    dims.L = D.rank == 3 ? D.shape[0] : 1;
+    return dims;
+  }
   dims.M = D.rank >= 2 ? D.shape[D.rank - 2] : 1;
   dims.N = D.shape[D.rank - 1];
   dims.K = A.shape[A.rank - 1];

@@ -30,6 +30,7 @@ struct Tensor {
   int64_t strides[4] = {0, 0, 0, 0};  // in elements
   bool output = false;
   Init init;
+  bool scale_tensor = false;  // a scaled GEMM's scales (scales.cuh): made on the host, also on the device path
   std::vector<unsigned char> host;  // storage_bytes() bytes, laid out as on the device
   void* device = nullptr;
 
@@ -92,6 +93,11 @@ inline bool fill_host(Tensor& tensor, const std::string& base_dir, std::string* 
     for (int64_t i = 0; i < numel; ++i)
       std::memcpy(tensor.host.data() + tensor.logical_offset(i) * int64_t(element_bytes),
                   logical.data() + i * int64_t(element_bytes), element_bytes);
+    return true;
+  }
+  if (tensor.init.kind == InitKind::values || tensor.init.kind == InitKind::groups) {
+    const std::vector<double> values = listed_values(tensor.init, numel);
+    for (int64_t i = 0; i < numel; ++i) encode(tensor.dtype, tensor.host.data(), tensor.logical_offset(i), values[size_t(i)]);
     return true;
   }
   const uint64_t stream = stream_of(tensor.name.c_str());

@@ -1,0 +1,287 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: the grouped (MoE) GEMM reference (reference.op: grouped_gemm, DESIGN §8)
+//
+//   contiguous  A [M_total, K], group_index I [M_total], B [G, K, N]:  D[m] = A[m] @ B[I[m]];
+//               rows with I[m] = -1 are padding, not compared
+//   masked      A [G, M_max, K], masked_m MM [G], B [G, K, N]:  D[g] = A[g] @ B[g];
+//               rows m >= MM[g] are not compared
+//   k_grouped   A [M, K_total], B [K_total, N], k_sizes KS [G]:  D[g] = A[:, Kg] @ B[Kg, :],
+//               Kg the g-th range of KS[g] columns (rows of B), the ranges in group order
+//
+// Each group is a plain GEMM on windows of the operands (a run of rows, one batch of B, a K range)
+// computed by the host or the device reference unchanged, so a grouped reference is as exact,
+// and per multiply-add as fast, as a plain one. Outputs not compared hold not_compared_value().
+// The metadata is checked before anything runs: a group index outside [-1, G), a masked_m above
+// M_max or k_sizes past K_total is a spec error (exit 2) naming the element, never a wrong
+// reference.
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "trace.cuh"
+
+namespace repro {
+
+enum class GroupedLayout : int { none, contiguous, masked, k_grouped };
+
+inline const char* grouped_layout_name(GroupedLayout layout) {
+  switch (layout) {
+    case GroupedLayout::none: return "none";
+    case GroupedLayout::contiguous: return "contiguous";
+    case GroupedLayout::masked: return "masked";
+    case GroupedLayout::k_grouped: return "k_grouped";
+  }
+  return "?";
+}
+
+struct GroupedProblem {
+  GroupedLayout layout = GroupedLayout::none;
+  const Tensor *a = nullptr, *b = nullptr, *metadata = nullptr, *out = nullptr;
+  double alpha = 1.0;
+  int64_t G = 0, M = 0, N = 0, K = 0;  // M: A's rows (M_total, M_max, M); K: A's K (K_total)
+  std::vector<int64_t> groups;          // the checked metadata: per row (contiguous) or per group
+  // The output's batches: G for masked and k_grouped ([G, M, N]), 1 for contiguous.
+  int64_t batches() const { return layout == GroupedLayout::contiguous ? 1 : G; }
+  int64_t output_count() const { return batches() * M * N; }
+  // K range of group g (k_grouped): columns k_begin(g) .. k_begin(g) + groups[g].
+  int64_t k_begin(int64_t g) const {
+    int64_t k = 0;
+    for (int64_t h = 0; h < g; ++h) k += groups[size_t(h)];
+    return k;
+  }
+};
+
+// Reads the metadata tensor's host values and checks them; exit 2 at the first bad element.
+inline std::vector<int64_t> read_group_metadata(const GroupedProblem& p) {
+  const Tensor& t = *p.metadata;
+  std::vector<int64_t> values(size_t(t.numel()));
+  int64_t k_total = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = decode(t.dtype, t.host.data(), t.logical_offset(i));
+    values[size_t(i)] = int64_t(v);
+    const auto bad = [&](const char* what) {
+      usage_error(strprintf("%s[%lld] = %s, but %s (reference.%s, %s layout)", t.name.c_str(), (long long)i,
+                            format_value(v).c_str(), what,
+                            p.layout == GroupedLayout::contiguous ? "group_index"
+                            : p.layout == GroupedLayout::masked   ? "masked_m"
+                                                                  : "k_sizes",
+                            grouped_layout_name(p.layout)));
+    };
+    if (p.layout == GroupedLayout::contiguous && !(v >= -1 && v < double(p.G)))
+      bad(strprintf("a group index must be in [-1, G = %lld)", (long long)p.G).c_str());
+    if (p.layout == GroupedLayout::masked && !(v >= 0 && v <= double(p.M)))
+      bad(strprintf("a masked_m must be in [0, M_max = %lld]", (long long)p.M).c_str());
+    if (p.layout == GroupedLayout::k_grouped) {
+      if (!(v >= 0)) bad("a K extent must not be negative");
+      k_total += int64_t(v);
+      if (k_total > p.K) bad(strprintf("the K extents up to here sum to %lld, past K_total = %lld", (long long)k_total,
+                                       (long long)p.K).c_str());
+    }
+  }
+  return values;
+}
+
+// A rank-2 window of `t`: rows x cols from storage element `base`, rows `row_stride` and columns
+// `col_stride` elements apart (t's own strides). The device pointer points into t's device
+// copy; the host bytes are copied from t's (base to the window's last element), when it has them.
+inline Tensor window(const Tensor& t, int64_t base, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  Tensor w;
+  w.name = t.name;
+  w.dtype = t.dtype;
+  w.rank = 2;
+  w.shape[0] = rows, w.shape[1] = cols;
+  w.strides[0] = row_stride, w.strides[1] = col_stride;
+  w.init = t.init;
+  const size_t bytes = dtype_bytes(t.dtype);
+  if (t.device != nullptr) w.device = static_cast<unsigned char*>(t.device) + size_t(base) * bytes;
+  if (!t.host.empty() && rows > 0 && cols > 0) {
+    const size_t begin = size_t(base) * bytes, end = begin + w.storage_bytes();
+    w.host.assign(t.host.begin() + std::ptrdiff_t(begin), t.host.begin() + std::ptrdiff_t(std::min(end, t.host.size())));
+    w.host.resize(w.storage_bytes(), 0);
+  }
+  return w;
+}
+
+// One group's GEMM: the windows of A and B and where its outputs go in the [batches][M][N]
+// reference (rows `rows` from output row `row0` of batch `batch`).
+struct GroupGemm {
+  int64_t group, batch, row0, rows;
+  Tensor a, b;
+};
+
+// The GEMMs the grouped problem is made of, in output order. A contiguous layout gets one per
+// run of rows of the same group (the rows of a group need not be contiguous); masked one per
+// group over its first masked_m rows; k_grouped one per group over its K range.
+inline std::vector<GroupGemm> group_gemms(const GroupedProblem& p) {
+  std::vector<GroupGemm> out;
+  const Tensor &A = *p.a, &B = *p.b;
+  const int64_t a_row = A.strides[A.rank - 2], a_col = A.strides[A.rank - 1];
+  switch (p.layout) {
+    case GroupedLayout::contiguous:
+      for (int64_t m = 0; m < p.M;) {
+        const int64_t g = p.groups[size_t(m)];
+        int64_t end = m + 1;
+        while (end < p.M && p.groups[size_t(end)] == g) ++end;
+        if (g >= 0)
+          out.push_back(GroupGemm{g, 0, m, end - m, window(A, m * a_row, end - m, p.K, a_row, a_col),
+                                  window(B, g * B.strides[0], p.K, p.N, B.strides[1], B.strides[2])});
+        m = end;
+      }
+      break;
+    case GroupedLayout::masked:
+      for (int64_t g = 0; g < p.G; ++g) {
+        const int64_t rows = p.groups[size_t(g)];
+        if (rows > 0)
+          out.push_back(GroupGemm{g, g, 0, rows, window(A, g * A.strides[0], rows, p.K, a_row, a_col),
+                                  window(B, g * B.strides[0], p.K, p.N, B.strides[1], B.strides[2])});
+      }
+      break;
+    case GroupedLayout::k_grouped:
+      for (int64_t g = 0; g < p.G; ++g) {
+        const int64_t k0 = p.k_begin(g), kg = p.groups[size_t(g)];
+        out.push_back(GroupGemm{g, g, 0, p.M, window(A, k0 * a_col, p.M, kg, a_row, a_col),
+                                window(B, k0 * B.strides[0], kg, p.N, B.strides[0], B.strides[1])});
+      }
+      break;
+    case GroupedLayout::none: break;
+  }
+  return out;
+}
+
+inline GemmProblem group_problem(const GroupedProblem& p, const GroupGemm& gg) {
+  GemmProblem sub;
+  sub.a = &gg.a;
+  sub.b = &gg.b;
+  sub.c = nullptr;
+  sub.bias = nullptr;
+  sub.out = p.out;
+  sub.alpha = p.alpha;
+  sub.beta = 0.0;
+  sub.L = 1;
+  sub.M = gg.rows;
+  sub.N = p.N;
+  sub.K = gg.a.shape[1];
+  sub.batched = false;
+  return sub;
+}
+
+// Outputs no group GEMM writes stay not_compared_value(): padding rows, rows past masked_m.
+// (k_grouped writes every output; a group of K extent 0 is all zeros.)
+inline int64_t output_offset(const GroupedProblem& p, const GroupGemm& gg) {
+  return (gg.batch * p.M + gg.row0) * p.N;
+}
+
+// The host reference, [batches][M][N].
+inline void reference_grouped_gemm(const GroupedProblem& p, std::vector<double>* want) {
+  want->assign(size_t(p.output_count()), not_compared_value());
+  for (const GroupGemm& gg : group_gemms(p)) {
+    std::vector<double> values;
+    if (gg.a.shape[1] == 0) values.assign(size_t(gg.rows * p.N), 0.0);
+    else reference_gemm(group_problem(p, gg), &values);
+    std::copy(values.begin(), values.end(), want->begin() + std::ptrdiff_t(output_offset(p, gg)));
+  }
+}
+
+// --ones: alpha * (the group's K extent) where compared.
+inline void analytic_grouped_ones(const GroupedProblem& p, std::vector<double>* want) {
+  want->assign(size_t(p.output_count()), not_compared_value());
+  for (const GroupGemm& gg : group_gemms(p))
+    std::fill_n(want->begin() + std::ptrdiff_t(output_offset(p, gg)), size_t(gg.rows * p.N),
+                p.alpha * double(gg.a.shape[1]));
+}
+
+__global__ void fill_doubles_kernel(double* out, int64_t count, double value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = value;
+}
+
+// The device reference: each group's GEMM on the device, written straight into its part of the
+// output, and cross-checked on the host as a plain one, kCrossCheckSamples shared among the
+// groups. In four passes per round of groups, so that the GPU never waits for the host: every
+// group's sample is fetched, every GEMM started, every sample computed on the host while they
+// run, then judged.
+inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p) {
+  DeviceReference total;
+  total.engine = reference_engine();
+  const int64_t count = p.output_count();
+  total.values = allocate_reference_doubles(count, "its output");
+  if (count > 0) {
+    fill_doubles_kernel<<<pipeline_blocks(count), kPipelineThreads>>>(total.values, count, not_compared_value());
+    REPRO_CUDA_CHECK(cudaGetLastError());
+  }
+  const std::vector<GroupGemm> gemms = group_gemms(p);
+  std::vector<GemmProblem> problems;
+  std::vector<double*> places;
+  for (const GroupGemm& gg : gemms) {
+    double* place = total.values + output_offset(p, gg);
+    if (gg.a.shape[1] == 0) {  // an empty K range: zeros, no GEMM
+      fill_doubles_kernel<<<pipeline_blocks(gg.rows * p.N), kPipelineThreads>>>(place, gg.rows * p.N, 0.0);
+      REPRO_CUDA_CHECK(cudaGetLastError());
+      continue;
+    }
+    problems.push_back(group_problem(p, gg));
+    places.push_back(place);
+  }
+  const int64_t share = std::max<int64_t>(64, kCrossCheckSamples / std::max<int64_t>(1, int64_t(problems.size())));
+  // Groups in rounds whose packed fp64 operands stay under 8 GiB together (every group of a
+  // round holds its copies until the round ends), so that many groups need no more memory than
+  // a few.
+  const auto packed_doubles = [](const GemmProblem& sub) {
+    const int64_t kp = ceil_div(sub.K, kRefTileK) * kRefTileK;
+    return double(kp) * double(ceil_div(sub.M, kRefTileM) * kRefTileM + ceil_div(sub.N, kRefTileN) * kRefTileN);
+  };
+  constexpr double kRoundDoubles = double(int64_t(1) << 30);  // 8 GiB of doubles
+  double host_seconds = 0, judge_seconds = 0;
+  for (size_t first = 0; first < problems.size();) {
+    size_t end = first + 1;
+    for (double doubles = packed_doubles(problems[first]);
+         end < problems.size() && doubles + packed_doubles(problems[end]) <= kRoundDoubles; ++end)
+      doubles += packed_doubles(problems[end]);
+    auto phase_start = std::chrono::steady_clock::now();
+    std::vector<CrossCheckSample> samples;
+    for (size_t i = first; i < end; ++i) samples.push_back(fetch_cross_check_sample(problems[i], share));
+    total.fetch_seconds += seconds_since(phase_start);
+    std::vector<ReferenceGemmLaunch> launches;
+    for (size_t i = first; i < end; ++i) launches.push_back(launch_reference_gemm(problems[i], places[i]));
+    phase_start = std::chrono::steady_clock::now();
+    for (size_t i = first; i < end; ++i) compute_cross_check_sample(problems[i], &samples[i - first]);
+    host_seconds += seconds_since(phase_start);
+    for (ReferenceGemmLaunch& launch : launches) total.kernel_ms += finish_reference_gemm(&launch);
+    phase_start = std::chrono::steady_clock::now();
+    for (size_t i = first; i < end; ++i) {
+      const CrossCheck check = judge_cross_check_sample(problems[i], samples[i - first], places[i]);
+      total.check.samples += check.samples;
+      total.check.max_relative = std::max(total.check.max_relative, check.max_relative);
+    }
+    judge_seconds += seconds_since(phase_start);
+    first = end;
+  }
+  total.check_seconds = std::max(0.0, host_seconds - total.kernel_ms / 1e3) + judge_seconds;
+  return total;
+}
+
+// "4 groups; 120 of 1024 rows are padding (group index -1), not compared"
+inline std::string describe_groups(const GroupedProblem& p) {
+  int64_t skipped_rows = 0;
+  if (p.layout == GroupedLayout::contiguous)
+    for (int64_t g : p.groups) skipped_rows += g < 0;
+  if (p.layout == GroupedLayout::masked)
+    for (int64_t rows : p.groups) skipped_rows += p.M - rows;
+  switch (p.layout) {
+    case GroupedLayout::contiguous:
+      return strprintf("grouped GEMM (contiguous), %lld groups; %lld of %lld rows are padding (group index -1), not compared",
+                       (long long)p.G, (long long)skipped_rows, (long long)p.M);
+    case GroupedLayout::masked:
+      return strprintf("grouped GEMM (masked), %lld groups of up to %lld rows; %lld of %lld rows are past masked_m, not compared",
+                       (long long)p.G, (long long)p.M, (long long)skipped_rows, (long long)(p.G * p.M));
+    case GroupedLayout::k_grouped: {
+      std::string ks;
+      for (int64_t k : p.groups) ks += (ks.empty() ? "" : ", ") + std::to_string(k);
+      return strprintf("grouped GEMM (k_grouped), %lld groups, K extents [%s] of K_total %lld", (long long)p.G,
+                       ks.c_str(), (long long)p.K);
+    }
+    case GroupedLayout::none: break;
+  }
+  return "";
+}
+
+}  // namespace repro

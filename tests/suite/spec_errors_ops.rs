@@ -1,0 +1,255 @@
+//! Spec errors of the reference ops beyond the plain GEMM (DESIGN §8): block scales whose shape
+//! does not fit their blocks, group metadata outside its range. Each is a spec error (exit 2) with
+//! file:line:column and the numbers, never a wrong reference; the messages are snapshots. The
+//! harness checks metadata read at run time again (a file, an edited spec.yaml): tested here too.
+
+use std::path::{Path, PathBuf};
+
+use repro::error::Error;
+
+/// A valid scaled GEMM: SA per row and 128 of K, SB per 128 x 128; K = 300 ends in a partial
+/// block, which has a scale of its own (3 K blocks).
+const SCALED: &str = r#"version: 1
+name: scaled
+sizes: { M: 100, N: 200, K: 300 }
+source: { include_dirs: [../kernels], includes: [fp8_scaled_gemm.cuh] }
+tensors:
+  A: { dtype: e4m3, shape: [M, K] }
+  B: { dtype: e4m3, shape: [K, N], layout: col_major }
+  SA: { dtype: f32, shape: [M, 3] }
+  SB: { dtype: f32, shape: [3, 2] }
+  D: { dtype: bf16, shape: [M, N], output: true }
+kernel:
+  name: fp8_scaled_gemm
+  template_args: [128, fp8_gemm::ScaleFormat::f32]
+  args: [A, B, SA, SB, D, M, N, K, "1.0f"]
+  grid: ["ceil_div(M, 128) * ceil_div(N, 128)", 1, 1]
+  block: [256, 1, 1]
+reference:
+  op: gemm
+  a: A
+  b: B
+  out: D
+  scale_a: { tensor: SA, block: [1, 128] }
+  scale_b: { tensor: SB, block: [128, 128] }
+build: { arch: sm_90a }
+"#;
+
+/// A valid masked grouped GEMM: G = 4 groups of up to 200 rows.
+const MASKED: &str = r#"version: 1
+name: masked
+sizes: { M: 200, N: 100, K: 64, G: 4 }
+source: { include_dirs: [../kernels], includes: [grouped_gemm.cuh] }
+tensors:
+  A: { dtype: bf16, shape: [G, M, K] }
+  B: { dtype: bf16, shape: [G, K, N] }
+  MM: { dtype: i32, shape: [G], init: { values: [170, 200, 0, 90] } }
+  D: { dtype: bf16, shape: [G, M, N], output: true }
+kernel:
+  name: grouped_gemm_masked
+  template_args: [128, 128, 32, 8, 8]
+  args: [A, B, MM, D, M, N, K, G]
+  grid: ["ceil_div(N, 128)", G, 1]
+  block: [256, 1, 1]
+  smem: 16384
+reference: { op: grouped_gemm, layout: masked, a: A, b: B, out: D, masked_m: MM }
+build: { arch: sm_90a }
+"#;
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+fn load(text: &str) -> Result<repro::spec::ResolvedSpec, Error> {
+    repro::spec::load_text(Path::new("bad.yaml"), text, &examples_dir())
+}
+
+fn error_for(text: &str) -> String {
+    match load(text) {
+        Ok(_) => panic!("spec unexpectedly valid:\n{text}"),
+        Err(e) => {
+            assert_eq!(e.exit_code(), 2, "spec errors exit 2");
+            e.to_string()
+        }
+    }
+}
+
+fn replaced(base: &str, from: &str, to: &str) -> String {
+    assert!(base.contains(from), "test bug: `{from}` not in the spec");
+    base.replacen(from, to, 1)
+}
+
+#[test]
+fn the_base_specs_are_valid() {
+    let scaled = load(SCALED).expect("valid scaled spec");
+    let scale_b = scaled.reference.scale_b.as_ref().expect("scale_b");
+    assert_eq!(scale_b.block, [128, 128]);
+    let masked = load(MASKED).expect("valid masked spec");
+    assert_eq!(masked.reference.l, 4);
+    assert_eq!(masked.reference.m, 200);
+}
+
+#[test]
+fn a_scale_tensor_whose_shape_does_not_fit_its_blocks() {
+    insta::assert_snapshot!(error_for(&replaced(
+        SCALED,
+        "SA: { dtype: f32, shape: [M, 3] }",
+        "SA: { dtype: f32, shape: [M, 2] }"
+    )));
+}
+
+#[test]
+fn packed_ue8m0_scales_take_a_quarter_of_the_k_blocks() {
+    // Three K blocks, four to an int32: one element along K, not three.
+    let text = replaced(
+        SCALED,
+        "SB: { dtype: f32, shape: [3, 2] }",
+        "SB: { dtype: i32, shape: [3, 2] }",
+    )
+    .replace("block: [128, 128] }", "block: [128, 128], format: ue8m0 }");
+    insta::assert_snapshot!(error_for(&text));
+    let fixed = text.replace(
+        "SB: { dtype: i32, shape: [3, 2] }",
+        "SB: { dtype: i32, shape: [1, 2] }",
+    );
+    assert!(load(&fixed).is_ok(), "[ceil(3/4), 2] is the packed shape");
+}
+
+#[test]
+fn ue8m0_scales_in_a_float_tensor() {
+    insta::assert_snapshot!(error_for(&replaced(
+        SCALED,
+        "block: [1, 128] }",
+        "block: [1, 128], format: ue8m0 }"
+    )));
+}
+
+#[test]
+fn a_scale_block_that_is_not_two_extents() {
+    insta::assert_snapshot!(error_for(&replaced(
+        SCALED,
+        "block: [1, 128] }",
+        "block: [128] }"
+    )));
+}
+
+#[test]
+fn a_masked_m_larger_than_m_max() {
+    insta::assert_snapshot!(error_for(&replaced(
+        MASKED,
+        "values: [170, 200, 0, 90]",
+        "values: [170, 201, 0, 90]"
+    )));
+}
+
+#[test]
+fn metadata_with_a_value_per_group_missing() {
+    insta::assert_snapshot!(error_for(&replaced(
+        MASKED,
+        "values: [170, 200, 0, 90]",
+        "values: [170, 200, 0]"
+    )));
+}
+
+#[test]
+fn metadata_made_by_a_random_generator() {
+    insta::assert_snapshot!(error_for(&replaced(
+        MASKED,
+        "init: { values: [170, 200, 0, 90] }",
+        "init: int_uniform"
+    )));
+}
+
+#[test]
+fn a_misspelt_op_suggests_the_right_one() {
+    insta::assert_snapshot!(error_for(&replaced(
+        MASKED,
+        "op: grouped_gemm",
+        "op: grouped_gem"
+    )));
+}
+
+#[test]
+fn a_field_of_another_layout() {
+    insta::assert_snapshot!(error_for(&replaced(
+        MASKED,
+        "masked_m: MM }",
+        "masked_m: MM, k_sizes: MM }"
+    )));
+}
+
+/// A contiguous group index with more groups than B has: the last group's index is outside
+/// [-1, G).
+#[test]
+fn a_group_index_outside_the_groups() {
+    let text = MASKED
+        .replace(
+            "A: { dtype: bf16, shape: [G, M, K] }",
+            "A: { dtype: bf16, shape: [M, K] }",
+        )
+        .replace(
+            "MM: { dtype: i32, shape: [G], init: { values: [170, 200, 0, 90] } }",
+            "I: { dtype: i32, shape: [M], init: { groups: [50, 50, 0, 50, 20], align: 8 } }",
+        )
+        .replace(
+            "D: { dtype: bf16, shape: [G, M, N], output: true }",
+            "D: { dtype: bf16, shape: [M, N], output: true }",
+        )
+        .replace("layout: masked", "layout: contiguous")
+        .replace("args: [A, B, MM,", "args: [A, B, I,")
+        .replace("masked_m: MM", "group_index: I");
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn k_sizes_past_k_total() {
+    let text = MASKED
+        .replace(
+            "A: { dtype: bf16, shape: [G, M, K] }",
+            "A: { dtype: bf16, shape: [M, K] }",
+        )
+        .replace(
+            "B: { dtype: bf16, shape: [G, K, N] }",
+            "B: { dtype: bf16, shape: [K, N] }",
+        )
+        .replace(
+            "MM: { dtype: i32, shape: [G], init: { values: [170, 200, 0, 90] } }",
+            "KS: { dtype: i32, shape: [G], init: { values: [16, 16, 16, 17] } }",
+        )
+        .replace("layout: masked", "layout: k_grouped")
+        .replace("args: [A, B, MM,", "args: [A, B, KS,")
+        .replace("masked_m: MM", "k_sizes: KS");
+    insta::assert_snapshot!(error_for(&text));
+}
+
+/// Metadata the harness reads at run time (an edited spec.yaml here; a `.npy` alike) is checked
+/// by the harness itself before anything runs: exit 2, naming the element, on a machine with or
+/// without a GPU.
+#[test]
+fn the_harness_refuses_metadata_edited_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("masked");
+    let harness = crate::common::build_with_nvcc(&examples_dir().join("grouped_masked.yaml"), &out);
+    let spec = out.join("spec.yaml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let edited = text.replacen("- 200\n", "- 500\n", 1);
+    assert_ne!(
+        text,
+        edited,
+        "test bug: masked_m 200 not found in {}",
+        spec.display()
+    );
+    std::fs::write(&spec, edited).unwrap();
+    let output = std::process::Command::new(&harness)
+        .arg("--ones")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        format!("{stdout}{stderr}")
+            .contains("MM[1] = 500, but a masked_m must be in [0, M_max = 200]"),
+        "{stdout}{stderr}"
+    );
+}
