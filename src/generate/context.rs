@@ -97,6 +97,11 @@ pub struct CutlassContext {
     pub out: usize,
     pub alpha: String,
     pub beta: String,
+    /// `scale_a` and `scale_b` (a blockwise-scaled mainloop) as a `repro::cutlass3::BlockScales`
+    /// initializer over the launch's `tensors`: `{&tensors[3], {1, 128}, &tensors[4], {128, 128}}`.
+    pub scales: Option<String>,
+    /// `op: grouped_gemm` with `layout: masked` (a grouped kernel): the masked_m tensor.
+    pub masked_m: Option<usize>,
 }
 
 #[derive(Debug, Serialize)]
@@ -382,6 +387,77 @@ fn layout_cpp(shape: &[String], strides: &[String], col_major: bool) -> String {
     )
 }
 
+/// `kind: cutlass3`: the operands CUTLASS's arguments are built from. A plain GEMM (C and beta
+/// optional), the same with block scales (the kernel's scale pointers and layouts), or a masked
+/// grouped GEMM (one problem per group; validation refuses the other grouped layouts).
+fn cutlass_context(spec: &ResolvedSpec) -> CutlassContext {
+    let r = &spec.reference;
+    let name_of = |i: usize| spec.tensors[i].name.clone();
+    let block = |b: &[i64; 2]| format!("{{{}, {}}}", b[0], b[1]);
+    let scales = match (&r.scale_a, &r.scale_b) {
+        (Some(sa), Some(sb)) => Some(format!(
+            "{{&tensors[{}], {}, &tensors[{}], {}}}",
+            sa.tensor,
+            block(&sa.block),
+            sb.tensor,
+            block(&sb.block)
+        )),
+        _ => None,
+    };
+    let masked_m = r.grouped.as_ref().map(|g| g.metadata);
+    let formula = if let Some(mm) = masked_m {
+        format!(
+            "{out}[g] = {} * {a}[g] @ {b}[g] over the first {mm}[g] rows of each group g, accumulated in f64",
+            r.alpha,
+            out = name_of(r.out),
+            a = name_of(r.a),
+            b = name_of(r.b),
+            mm = name_of(mm)
+        )
+    } else {
+        let mut f = format!(
+            "{} = {} * {} @ {}",
+            name_of(r.out),
+            r.alpha,
+            name_of(r.a),
+            name_of(r.b)
+        );
+        if let Some(c) = r.c {
+            f += &format!(" + {} * {}", r.beta, name_of(c));
+        }
+        if let (Some(sa), Some(sb)) = (&r.scale_a, &r.scale_b) {
+            f += &format!(
+                ", {} scaled per [{}, {}] block by {} and {} per [{}, {}] block by {}",
+                name_of(r.a),
+                sa.block[0],
+                sa.block[1],
+                name_of(sa.tensor),
+                name_of(r.b),
+                sb.block[0],
+                sb.block[1],
+                name_of(sb.tensor)
+            );
+        }
+        f += if r.batched {
+            ", per batch, accumulated in f64"
+        } else {
+            ", accumulated in f64"
+        };
+        f
+    };
+    CutlassContext {
+        formula: comment_text(&formula),
+        a: r.a,
+        b: r.b,
+        c: r.c.map_or(-1, |c| c as i64),
+        out: r.out,
+        alpha: cpp_double(r.alpha),
+        beta: cpp_double(r.beta),
+        scales,
+        masked_m,
+    }
+}
+
 pub fn harness_context(
     spec: &ResolvedSpec,
     artifact: &Path,
@@ -458,15 +534,7 @@ pub fn harness_context(
         includes: spec.includes.clone(),
         prelude: spec.prelude.clone(),
         cutlass: match k.kind {
-            LaunchKind::Cutlass3 { .. } => Some(CutlassContext {
-                formula: formula.clone(),
-                a: r.a,
-                b: r.b,
-                c: r.c.map_or(-1, |c| c as i64),
-                out: r.out,
-                alpha: cpp_double(r.alpha),
-                beta: cpp_double(r.beta),
-            }),
+            LaunchKind::Cutlass3 { .. } => Some(cutlass_context(spec)),
             LaunchKind::Global | LaunchKind::Device => None,
         },
         sizes: spec

@@ -875,18 +875,40 @@ impl<'a> Validator<'a> {
             self.key_error("reference.bias", "a bias is not supported with `kind: cutlass3` yet")
                 .help = Some("the harness drives the default epilogue (alpha, beta, C); a bias needs the kernel's own fusion arguments".into());
         }
+        // Block scales drive CUTLASS's sm90 blockwise-scaled mainloop (ptr_SFA/layout_SFA and
+        // ptr_SFB/layout_SFB): both operands scaled, by f32 (the accumulator type) scales; the
+        // harness checks the blocks against the kernel's granularity. Grouped GEMMs drive a
+        // grouped (ptr-array) kernel, one problem per group of the masked layout.
         let r = &self.spec.reference;
-        for (field, given) in [
-            ("scale_a", r.scale_a.is_some()),
-            ("scale_b", r.scale_b.is_some()),
-            ("op", r.op == "grouped_gemm"),
-        ] {
-            if given {
+        let scales = [("scale_a", &r.scale_a), ("scale_b", &r.scale_b)];
+        for (field, scale) in scales {
+            if scale.as_ref().map(|s| s.format) == Some(crate::spec::model::ScaleFormat::Ue8m0) {
                 self.key_error(
-                    &format!("reference.{field}"),
-                    "block scales and grouped GEMMs are not supported with `kind: cutlass3` yet",
+                    &format!("reference.{field}.format"),
+                    "ue8m0 scales are not supported with `kind: cutlass3`: CUTLASS's sm90 blockwise-scaled mainloop reads f32 scales (ElementBlockScale, the accumulator type)",
                 )
-                .help = Some("write the launch as `kind: global` with kernel.setup building the CUTLASS arguments".into());
+                .help = Some("give the scales as f32 tensors (`format: f32`, the default), as the CUTLASS kernel takes them".into());
+            }
+        }
+        if let [(given, Some(_)), (missing, None)] | [(missing, None), (given, Some(_))] = scales {
+            self.key_error(
+                &format!("reference.{given}"),
+                format!("`kind: cutlass3` with `{given}` needs `{missing}` too: CUTLASS's sm90 blockwise-scaled mainloop scales both operands"),
+            )
+            .help = Some(format!("give `{missing}` with the kernel's scale granularity too (its blocks; scales of 1 where the production GEMM has none)"));
+        }
+        if r.op == "grouped_gemm" {
+            if let Some(layout) = r.layout {
+                if layout != crate::spec::model::GroupedLayout::Masked {
+                    self.key_error(
+                        "reference.layout",
+                        format!(
+                            "`kind: cutlass3` runs `op: grouped_gemm` with `layout: masked` only, not `{}`",
+                            layout.name()
+                        ),
+                    )
+                    .help = Some("a masked layout maps each group to one problem of a CUTLASS grouped (ptr-array) GEMM; write other layouts' launches as `kind: global` with kernel.setup building the CUTLASS arguments".into());
+                }
             }
         }
         if self.environment.cutlass == Cutlass::Missing {

@@ -2,17 +2,28 @@
 // repro/cutlass3.h: CUTLASS 3.x kernels (kind: cutlass3)
 //
 // Included by harness.cu after the spec's prelude, so the CUTLASS headers and the kernel's own
-// aliases are in scope; compiled with the production flags, as part of the kernel's own code. The spec names a cutlass::gemm::kernel::GemmUniversal<...> type; this part builds its
-// Arguments from the spec's tensors (problem shape from their shapes, strides from their
-// layouts, alpha/beta from the reference), asks CUTLASS whether it can run them, and launches
-// through CUTLASS's own GemmUniversalAdapter, as production code does.
+// aliases are in scope; compiled with the production flags, as part of the kernel's own code. The
+// spec names a cutlass::gemm::kernel::GemmUniversal<...> type; this part builds its Arguments from
+// the spec's tensors (problem shape from their shapes, strides from their layouts, alpha/beta from
+// the reference), asks CUTLASS whether it can run them, and launches through CUTLASS's own
+// GemmUniversalAdapter, as production code does. Two runners:
+//
+//   Runner         reference op gemm: a plain GEMM (ProblemShape (M, N, K[, L])), or one with a
+//                  blockwise-scaled mainloop (CUTLASS's sm90 FP8 blockwise collectives), whose
+//                  scale pointers and layouts come from reference.scale_a / scale_b
+//   GroupedRunner  reference op grouped_gemm, layout masked: a grouped GEMM (ProblemShape
+//                  cutlass::gemm::GroupProblemShape<...>, a KernelPtrArray... schedule), one problem
+//                  (masked_m[g], N, K) per group, pointer and stride arrays on the device
 // ---------------------------------------------------------------------------------------------
 #include <cstdarg>
 #include <cstdio>
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/group_array_problem_shape.hpp>
 
 #include <repro/harness.h>
 
@@ -133,102 +144,173 @@ inline Extents extents(const TensorView& a, const TensorView& d) {
           a.shape[a.rank - 1]};
 }
 
+// What the kernel type is: a grouped GEMM, a blockwise-scaled mainloop.
+template <typename T> struct IsGroupProblemShape : std::false_type {
+  using Underlying = T;
+};
+template <typename S> struct IsGroupProblemShape<cutlass::gemm::GroupProblemShape<S>> : std::true_type {
+  using Underlying = S;  // one group's (M, N, K)
+};
+
+// A mainloop with block scales, as CUTLASS's sm90 FP8 blockwise collectives have them
+// (KernelTmaWarpSpecialized{Cooperative,Pingpong}FP8Blockwise, alias ...FP8BlockScaledAccum):
+// the granularities are compile-time constants of LayoutSFA / LayoutSFB, the scales are
+// ElementBlockScale (the accumulator type).
+template <typename Mainloop, typename = void> struct BlockwiseScaled : std::false_type {};
+template <typename Mainloop>
+struct BlockwiseScaled<Mainloop,
+                       std::void_t<typename Mainloop::LayoutSFA, typename Mainloop::LayoutSFB,
+                                   typename Mainloop::ElementBlockScale, decltype(Mainloop::ScaleGranularityM),
+                                   decltype(Mainloop::ScaleGranularityN), decltype(Mainloop::ScaleGranularityK)>>
+    : std::true_type {};
+
+// Whether the mainloop loads SFA / SFB with TMA (it does for a scale operand with 32 or more
+// scales per tile along M / N that are contiguous in memory): then their strides must be
+// multiples of 16 bytes, as any TMA operand's.
+template <typename Mainloop, typename = void> struct ScalesByTma {
+  static constexpr bool a = false, b = false;
+};
+template <typename Mainloop>
+struct ScalesByTma<Mainloop, std::void_t<decltype(Mainloop::IsTmaLoadSFA), decltype(Mainloop::IsTmaLoadSFB)>> {
+  static constexpr bool a = Mainloop::IsTmaLoadSFA, b = Mainloop::IsTmaLoadSFB;
+};
+
+// The block scales of a scaled GEMM (reference.scale_a / scale_b): SA [ceil(M/bm), ceil(K/bk)],
+// SB [ceil(K/bk), ceil(N/bn)], one f32 per block, strides from the tensors' layouts.
+struct BlockScales {
+  const TensorView* a;
+  int64_t block_a[2];  // [bm, bk]
+  const TensorView* b;
+  int64_t block_b[2];  // [bk, bn]
+};
+
+// Mode I... of a CuTe shape or stride: a reference for a dynamic mode, a value for a static one.
+template <int I, int... Rest, typename Tuple>
+decltype(auto) mode_of(Tuple&& tuple) {
+  if constexpr (sizeof...(Rest) == 0) return cute::get<I>(static_cast<Tuple&&>(tuple));
+  else return mode_of<Rest...>(cute::get<I>(static_cast<Tuple&&>(tuple)));
+}
+
+// Sets a dynamic mode to `value`; a static mode (cute::Int<N>) stays, and says whether it holds
+// `value` already.
+template <int... I, typename Tuple>
+bool set_mode(Tuple& tuple, int64_t value) {
+  using Mode = cute::remove_cvref_t<decltype(mode_of<I...>(tuple))>;
+  if constexpr (cute::is_static<Mode>::value) {
+    return static_cast<int64_t>(Mode::value) == value;
+  } else {
+    mode_of<I...>(tuple) = static_cast<Mode>(value);
+    return true;
+  }
+}
+
+// CUTLASS's layout of a scale operand, ((granularity, blocks), (granularity_k, blocks_k), L) with
+// strides ((0, s), (0, s_k), s_L), from scale tensor `t` whose axis `i_axis` holds the M (or N)
+// blocks and the other the K blocks. The kernel's type fixes one of the two block strides to 1
+// (MN-major: consecutive M or N blocks adjacent; K-major: consecutive K blocks adjacent); the
+// tensor's layout must agree, or the kernel would read the scales transposed.
+template <typename LayoutSF>
+LayoutSF scale_layout(const char* role, const char* layout_name, const char* i_name, const TensorView& t, int i_axis,
+                      Problems* problems) {
+  using Shape = cute::remove_cvref_t<decltype(LayoutSF{}.shape())>;
+  using Stride = cute::remove_cvref_t<decltype(LayoutSF{}.stride())>;
+  const int k_axis = 1 - i_axis;
+  const int64_t blocks[2] = {t.shape[i_axis], t.shape[k_axis]};
+  const int64_t strides[2] = {t.strides[i_axis], t.strides[k_axis]};
+  Shape shape{};
+  Stride stride{};
+  set_mode<0, 1>(shape, blocks[0]);
+  set_mode<1, 1>(shape, blocks[1]);
+  set_mode<2>(shape, 1);
+  const bool fixed_ok[2] = {set_mode<0, 1>(stride, strides[0]) || blocks[0] <= 1,
+                            set_mode<1, 1>(stride, strides[1]) || blocks[1] <= 1};
+  // One batch: its stride is the scales' span (CUTLASS's own helpers give it so), never read.
+  set_mode<2>(stride, std::max(strides[0] * blocks[0], strides[1] * blocks[1]));
+  for (int m = 0; m < 2; ++m) {
+    if (fixed_ok[m]) continue;
+    const char* axis = m == 0 ? i_name : "K";
+    const int axis_index = m == 0 ? i_axis : k_axis;
+    problems->add(strprintf(
+        "%s: the kernel's %s is %s-major (consecutive %s blocks adjacent, stride 1), but scale tensor %s [%lld, %lld] "
+        "has stride %lld between its %s blocks: give %s `layout: %s`, or make the kernel's scale config %s-major",
+        role, layout_name, m == 0 ? "MN" : "K", axis, t.name, static_cast<long long>(t.shape[0]),
+        static_cast<long long>(t.shape[1]), static_cast<long long>(strides[m]), axis, t.name,
+        axis_index == 1 ? "row_major" : "col_major", m == 0 ? "K" : "MN"));
+  }
+  return LayoutSF(shape, stride);
+}
+
+// A scale operand the mainloop loads with TMA: 16-byte strides, and a whole number of 16 bytes
+// along its contiguous axis (CUTLASS's check_alignment of the layout).
+inline void explain_tma_scales(const char* role, const TensorView& t, std::vector<std::string>* reasons) {
+  const size_t bytes = dtype_bytes(t.dtype);
+  for (int axis = 0; axis < 2; ++axis) {
+    if (t.strides[axis] == 1) {
+      const int64_t run = t.shape[axis] * static_cast<int64_t>(bytes);
+      if (t.shape[axis] > 1 && run % 16 != 0)
+        reasons->push_back(strprintf("%s (%s): CUTLASS loads these scales with TMA, and the %lld scales along its "
+                                     "contiguous axis %d are %lld B, not a multiple of 16 B",
+                                     role, t.name, static_cast<long long>(t.shape[axis]), axis,
+                                     static_cast<long long>(run)));
+    } else if (t.shape[axis] > 1 && t.strides[axis] * static_cast<int64_t>(bytes) % 16 != 0) {
+      reasons->push_back(strprintf("%s (%s): CUTLASS loads these scales with TMA, and the stride of axis %d is %lld "
+                                   "elements = %lld B, not a multiple of 16 B (pad it: explicit `strides:`)",
+                                   role, t.name, axis, static_cast<long long>(t.strides[axis]),
+                                   static_cast<long long>(t.strides[axis] * static_cast<int64_t>(bytes))));
+    }
+  }
+}
+
+[[noreturn]] inline void refuse(const Problems& problems) {
+  for (const std::string& m : problems.messages) std::fprintf(stderr, "spec error: %s\n", m.c_str());
+  std::fflush(stderr);
+  fatal(kExitUsage, "spec", "the spec does not describe the data the CUTLASS kernel expects (see above)");
+}
+
+inline std::string joined(const std::vector<std::string>& reasons) {
+  std::string why;
+  for (const std::string& r : reasons) why += "\n  " + r;
+  if (why.empty())
+    why = "\n  (no stride misalignment found; CUTLASS gives no reason: rebuild with -DCUTLASS_DEBUG_TRACE_LEVEL=1 "
+          "to see its trace)";
+  return why;
+}
+
+// A copy of `host` on the device, kept for the process: the arguments of a grouped GEMM point
+// into it at every launch.
+template <typename T>
+T* device_copy(const std::vector<T>& host) {
+  T* device = nullptr;
+  REPRO_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device), std::max<size_t>(host.size(), 1) * sizeof(T)));
+  if (!host.empty())
+    REPRO_CUDA_CHECK(cudaMemcpy(device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return device;
+}
+
+// What every kind shares: the adapter, its arguments and workspace, the launch.
 template <typename GemmKernel>
-struct Runner {
+struct Adapter {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
   using ProblemShape = typename GemmKernel::ProblemShape;
+  using Mainloop = typename GemmKernel::CollectiveMainloop;
   using ElementA = typename GemmKernel::ElementA;
   using ElementB = typename GemmKernel::ElementB;
   using ElementC = typename GemmKernel::ElementC;
   using ElementD = typename GemmKernel::ElementD;
-  using StrideA = typename GemmKernel::StrideA;
-  using StrideB = typename GemmKernel::StrideB;
-  using StrideC = typename GemmKernel::StrideC;
-  using StrideD = typename GemmKernel::StrideD;
 
   Gemm gemm;
   typename Gemm::Arguments arguments;
   void* workspace = nullptr;
   bool prepared = false;
 
-  // a [M,K], b [K,N], c and d [M,N] (each optionally with a leading L).
-  void prepare(const TensorView& a, const TensorView& b, const TensorView* c, const TensorView& d, double alpha, double beta,
-               int64_t L, int64_t M, int64_t N, int64_t K) {
-    Problems problems;
-    check_element<ElementA>("A", a, &problems);
-    check_element<ElementB>("B", b, &problems);
-    check_element<ElementD>("D", d, &problems);
-    if constexpr (!std::is_void<ElementC>::value) {
-      if (c != nullptr) check_element<ElementC>("C", *c, &problems);
-    } else if (c != nullptr) {
-      problems.add(strprintf("C: the spec gives reference.c (%s), but the kernel's epilogue has no source "
-                             "(ElementC is void)", c->name));
-    }
-    static const char* const kModesA[3] = {"M", "K", "L"};
-    static const char* const kModesB[3] = {"N", "K", "L"};
-    static const char* const kModesD[3] = {"M", "N", "L"};
-    int64_t sa[3], sb[3], sc[3], sd[3];
-    modes_of(a, 0, 1, sa, L);  // A [M, K] -> (M, K, L)
-    modes_of(b, 1, 0, sb, L);  // B [K, N] -> (N, K, L): CUTLASS puts N first
-    modes_of(d, 0, 1, sd, L);  // D [M, N] -> (M, N, L)
-    if (c != nullptr) modes_of(*c, 0, 1, sc, L);
-    const int64_t ea[3] = {M, K, L}, eb[3] = {N, K, L}, ed[3] = {M, N, L};
-    const StrideA stride_a = make_stride<StrideA>("A", a, kModesA, sa, ea, &problems);
-    const StrideB stride_b = make_stride<StrideB>("B", b, kModesB, sb, eb, &problems);
-    const StrideD stride_d = make_stride<StrideD>("D", d, kModesD, sd, ed, &problems);
-    const StrideC stride_c = c != nullptr ? make_stride<StrideC>("C", *c, kModesD, sc, ed, &problems)
-                                          : make_stride<StrideC>("C", d, kModesD, sd, ed, &problems);
-    ProblemShape shape{};
-    if constexpr (cute::rank(ProblemShape{}) == 4) {
-      shape = ProblemShape{static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<int>(L)};
-    } else {
-      if (L > 1) problems.add("the kernel's ProblemShape has no batch mode (Shape<int,int,int>) but the spec is batched");
-      shape = ProblemShape{static_cast<int>(M), static_cast<int>(N), static_cast<int>(K)};
-    }
-    if (!problems.messages.empty()) {
-      for (const std::string& m : problems.messages) std::fprintf(stderr, "spec error: %s\n", m.c_str());
-      std::fflush(stderr);
-      fatal(kExitUsage, "spec", "the spec does not describe the data the CUTLASS kernel expects (see above)");
-    }
-
-    arguments.mode = L > 1 ? cutlass::gemm::GemmUniversalMode::kBatched : cutlass::gemm::GemmUniversalMode::kGemm;
-    arguments.problem_shape = shape;
-    arguments.mainloop.ptr_A = static_cast<const ElementA*>(a.device);
-    arguments.mainloop.dA = stride_a;
-    arguments.mainloop.ptr_B = static_cast<const ElementB*>(b.device);
-    arguments.mainloop.dB = stride_b;
-    if constexpr (!std::is_void<ElementC>::value) {
-      arguments.epilogue.ptr_C = c != nullptr ? static_cast<const ElementC*>(c->device) : nullptr;
-    }
-    arguments.epilogue.dC = stride_c;
-    arguments.epilogue.ptr_D = static_cast<ElementD*>(d.device);
-    arguments.epilogue.dD = stride_d;
-    // The default fusion (LinearCombination) and its activation variants take alpha and beta.
-    arguments.epilogue.thread.alpha = static_cast<decltype(arguments.epilogue.thread.alpha)>(alpha);
-    arguments.epilogue.thread.beta = static_cast<decltype(arguments.epilogue.thread.beta)>(c != nullptr ? beta : 0.0);
+  void set_hw_info() {
     int device = 0;
     REPRO_CUDA_CHECK(cudaGetDevice(&device));
     REPRO_CUDA_CHECK(cudaDeviceGetAttribute(&arguments.hw_info.sm_count, cudaDevAttrMultiProcessorCount, device));
     arguments.hw_info.device_id = device;
+  }
 
-    const cutlass::Status implementable = gemm.can_implement(arguments);
-    if (implementable != cutlass::Status::kSuccess) {
-      std::vector<std::string> reasons;
-      explain_alignment("A", a, sa, ea, kModesA, &reasons);
-      explain_alignment("B", b, sb, eb, kModesB, &reasons);
-      explain_alignment("D", d, sd, ed, kModesD, &reasons);
-      if (c != nullptr) explain_alignment("C", *c, sc, ed, kModesD, &reasons);
-      std::string why;
-      for (const std::string& r : reasons) why += "\n  " + r;
-      if (why.empty())
-        why = "\n  (no stride misalignment found; CUTLASS gives no reason: rebuild with -DCUTLASS_DEBUG_TRACE_LEVEL=1 "
-              "to see its trace)";
-      fatal(kExitUsage, "spec",
-            strprintf("CUTLASS can_implement refused this problem (M=%lld N=%lld K=%lld L=%lld): %s%s",
-                      static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
-                      static_cast<long long>(L), cutlass::cutlassGetStatusString(implementable), why.c_str())
-                .c_str());
-    }
+  void allocate_workspace() {
     const size_t workspace_bytes = Gemm::get_workspace_size(arguments);
     if (workspace_bytes > 0) REPRO_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
     prepared = true;
@@ -261,6 +343,294 @@ struct Runner {
     }
     REPRO_CUDA_CHECK(cudaEventRecord(stop, stream));
     return launch;
+  }
+};
+
+// reference op gemm: a plain GEMM, optionally with block scales.
+template <typename GemmKernel>
+struct Runner : Adapter<GemmKernel> {
+  using Base = Adapter<GemmKernel>;
+  using typename Base::ElementA;
+  using typename Base::ElementB;
+  using typename Base::ElementC;
+  using typename Base::ElementD;
+  using typename Base::Mainloop;
+  using typename Base::ProblemShape;
+  using StrideA = typename GemmKernel::StrideA;
+  using StrideB = typename GemmKernel::StrideB;
+  using StrideC = typename GemmKernel::StrideC;
+  using StrideD = typename GemmKernel::StrideD;
+
+  // a [M,K], b [K,N], c and d [M,N] (each optionally with a leading L); scales: the block scales
+  // of a scaled GEMM, or none.
+  void prepare(const TensorView& a, const TensorView& b, const TensorView* c, const TensorView& d, double alpha, double beta,
+               int64_t L, int64_t M, int64_t N, int64_t K, const BlockScales* scales = nullptr) {
+    Problems problems;
+    if constexpr (IsGroupProblemShape<ProblemShape>::value) {
+      problems.add("the kernel is a grouped GEMM (its ProblemShape is cutlass::gemm::GroupProblemShape<...>), but the "
+                   "reference is one GEMM: describe the groups with `reference: { op: grouped_gemm, layout: masked, "
+                   "masked_m: ... }`");
+      refuse(problems);
+    } else {
+      auto& arguments = this->arguments;
+      check_element<ElementA>("A", a, &problems);
+      check_element<ElementB>("B", b, &problems);
+      check_element<ElementD>("D", d, &problems);
+      if constexpr (!std::is_void<ElementC>::value) {
+        if (c != nullptr) check_element<ElementC>("C", *c, &problems);
+      } else if (c != nullptr) {
+        problems.add(strprintf("C: the spec gives reference.c (%s), but the kernel's epilogue has no source "
+                               "(ElementC is void)", c->name));
+      }
+      static const char* const kModesA[3] = {"M", "K", "L"};
+      static const char* const kModesB[3] = {"N", "K", "L"};
+      static const char* const kModesD[3] = {"M", "N", "L"};
+      int64_t sa[3], sb[3], sc[3], sd[3];
+      modes_of(a, 0, 1, sa, L);  // A [M, K] -> (M, K, L)
+      modes_of(b, 1, 0, sb, L);  // B [K, N] -> (N, K, L): CUTLASS puts N first
+      modes_of(d, 0, 1, sd, L);  // D [M, N] -> (M, N, L)
+      if (c != nullptr) modes_of(*c, 0, 1, sc, L);
+      const int64_t ea[3] = {M, K, L}, eb[3] = {N, K, L}, ed[3] = {M, N, L};
+      const StrideA stride_a = make_stride<StrideA>("A", a, kModesA, sa, ea, &problems);
+      const StrideB stride_b = make_stride<StrideB>("B", b, kModesB, sb, eb, &problems);
+      const StrideD stride_d = make_stride<StrideD>("D", d, kModesD, sd, ed, &problems);
+      const StrideC stride_c = c != nullptr ? make_stride<StrideC>("C", *c, kModesD, sc, ed, &problems)
+                                            : make_stride<StrideC>("C", d, kModesD, sd, ed, &problems);
+      ProblemShape shape{};
+      if constexpr (cute::rank(ProblemShape{}) == 4) {
+        shape = ProblemShape{static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), static_cast<int>(L)};
+      } else {
+        if (L > 1) problems.add("the kernel's ProblemShape has no batch mode (Shape<int,int,int>) but the spec is batched");
+        shape = ProblemShape{static_cast<int>(M), static_cast<int>(N), static_cast<int>(K)};
+      }
+      if constexpr (BlockwiseScaled<Mainloop>::value) {
+        if (scales == nullptr) {
+          problems.add(strprintf(
+              "the kernel's mainloop scales A and B blockwise (LayoutSFA/LayoutSFB: one scale per %d x %d block of A, "
+              "per %d x %d block of B), but the reference has no scales: give `reference.scale_a: { tensor: SA, block: "
+              "[%d, %d] }` and `scale_b: { tensor: SB, block: [%d, %d] }` with f32 scale tensors",
+              int(Mainloop::ScaleGranularityM), int(Mainloop::ScaleGranularityK), int(Mainloop::ScaleGranularityK),
+              int(Mainloop::ScaleGranularityN), int(Mainloop::ScaleGranularityM), int(Mainloop::ScaleGranularityK),
+              int(Mainloop::ScaleGranularityK), int(Mainloop::ScaleGranularityN)));
+        } else {
+          prepare_scales(*scales, &problems);
+        }
+      } else if (scales != nullptr) {
+        problems.add("reference.scale_a/scale_b: the spec scales A and B per block, but the kernel's mainloop takes no "
+                     "block scales (its CollectiveMainloop has no LayoutSFA/LayoutSFB): build it with a "
+                     "KernelTmaWarpSpecialized{Cooperative,Pingpong}FP8Blockwise schedule and cute::tuple<Layout, "
+                     "LayoutSF> layouts, as the production kernel does");
+      }
+      if (!problems.messages.empty()) refuse(problems);
+
+      arguments.mode = L > 1 ? cutlass::gemm::GemmUniversalMode::kBatched : cutlass::gemm::GemmUniversalMode::kGemm;
+      arguments.problem_shape = shape;
+      arguments.mainloop.ptr_A = static_cast<const ElementA*>(a.device);
+      arguments.mainloop.dA = stride_a;
+      arguments.mainloop.ptr_B = static_cast<const ElementB*>(b.device);
+      arguments.mainloop.dB = stride_b;
+      if constexpr (!std::is_void<ElementC>::value) {
+        arguments.epilogue.ptr_C = c != nullptr ? static_cast<const ElementC*>(c->device) : nullptr;
+      }
+      arguments.epilogue.dC = stride_c;
+      arguments.epilogue.ptr_D = static_cast<ElementD*>(d.device);
+      arguments.epilogue.dD = stride_d;
+      // The default fusion (LinearCombination) and its activation variants take alpha and beta.
+      arguments.epilogue.thread.alpha = static_cast<decltype(arguments.epilogue.thread.alpha)>(alpha);
+      arguments.epilogue.thread.beta = static_cast<decltype(arguments.epilogue.thread.beta)>(c != nullptr ? beta : 0.0);
+      this->set_hw_info();
+
+      const cutlass::Status implementable = this->gemm.can_implement(arguments);
+      if (implementable != cutlass::Status::kSuccess) {
+        std::vector<std::string> reasons;
+        explain_alignment("A", a, sa, ea, kModesA, &reasons);
+        explain_alignment("B", b, sb, eb, kModesB, &reasons);
+        explain_alignment("D", d, sd, ed, kModesD, &reasons);
+        if (c != nullptr) explain_alignment("C", *c, sc, ed, kModesD, &reasons);
+        if (scales != nullptr) {
+          if (ScalesByTma<Mainloop>::a) explain_tma_scales("SA", *scales->a, &reasons);
+          if (ScalesByTma<Mainloop>::b) explain_tma_scales("SB", *scales->b, &reasons);
+        }
+        fatal(kExitUsage, "spec",
+              strprintf("CUTLASS can_implement refused this problem (M=%lld N=%lld K=%lld L=%lld): %s%s",
+                        static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
+                        static_cast<long long>(L), cutlass::cutlassGetStatusString(implementable),
+                        joined(reasons).c_str())
+                  .c_str());
+      }
+      this->allocate_workspace();
+    }
+  }
+
+  // The scale pointers and layouts of a blockwise-scaled mainloop. Its granularities are part of
+  // its type: the spec's blocks must be exactly those (SA [gm, gk], SB [gk, gn]).
+  void prepare_scales(const BlockScales& scales, Problems* problems) {
+    if constexpr (BlockwiseScaled<Mainloop>::value) {
+      using ElementScale = typename Mainloop::ElementBlockScale;
+      const int64_t gm = Mainloop::ScaleGranularityM, gn = Mainloop::ScaleGranularityN, gk = Mainloop::ScaleGranularityK;
+      const TensorView& sa = *scales.a;
+      const TensorView& sb = *scales.b;
+      if (scales.block_a[0] != gm || scales.block_a[1] != gk)
+        problems->add(strprintf(
+            "SA: reference.scale_a.block is [%lld, %lld], but the kernel scales A per [%lld, %lld] block "
+            "(ScaleGranularityM = %lld, ScaleGranularityK = %lld in its LayoutSFA); CUTLASS's sm90 blockwise mainloop "
+            "fixes its granularity at compile time: make the block [%lld, %lld], or the kernel's scale config match "
+            "the production scales",
+            static_cast<long long>(scales.block_a[0]), static_cast<long long>(scales.block_a[1]),
+            static_cast<long long>(gm), static_cast<long long>(gk), static_cast<long long>(gm),
+            static_cast<long long>(gk), static_cast<long long>(gm), static_cast<long long>(gk)));
+      if (scales.block_b[0] != gk || scales.block_b[1] != gn)
+        problems->add(strprintf(
+            "SB: reference.scale_b.block is [%lld, %lld], but the kernel scales B per [%lld, %lld] block "
+            "(ScaleGranularityK = %lld, ScaleGranularityN = %lld in its LayoutSFB); CUTLASS's sm90 blockwise mainloop "
+            "fixes its granularity at compile time: make the block [%lld, %lld], or the kernel's scale config match "
+            "the production scales",
+            static_cast<long long>(scales.block_b[0]), static_cast<long long>(scales.block_b[1]),
+            static_cast<long long>(gk), static_cast<long long>(gn), static_cast<long long>(gk),
+            static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gn)));
+      for (const TensorView* t : {&sa, &sb}) {
+        const char* role = t == &sa ? "SA" : "SB";
+        if constexpr (!ElementDType<ElementScale>::known) {
+          problems->add(strprintf("%s: the kernel reads its block scales as ElementBlockScale, a type repro does not map "
+                                  "to a spec dtype (%zu bytes); scale tensor %s is %s",
+                                  role, sizeof(ElementScale), t->name, dtype_name(t->dtype)));
+        } else if (ElementDType<ElementScale>::value != t->dtype) {
+          problems->add(strprintf("%s: scale tensor %s is %s in the spec, but the kernel reads its block scales as "
+                                  "ElementBlockScale = %s (the accumulator type): make %s %s",
+                                  role, t->name, dtype_name(t->dtype), dtype_name(ElementDType<ElementScale>::value),
+                                  t->name, dtype_name(ElementDType<ElementScale>::value)));
+        }
+      }
+      using LayoutSFA = typename Mainloop::LayoutSFA;
+      using LayoutSFB = typename Mainloop::LayoutSFB;
+      // SA [M blocks, K blocks]; SB [K blocks, N blocks].
+      const LayoutSFA layout_sfa = scale_layout<LayoutSFA>("SA", "LayoutSFA", "M", sa, 0, problems);
+      const LayoutSFB layout_sfb = scale_layout<LayoutSFB>("SB", "LayoutSFB", "N", sb, 1, problems);
+      this->arguments.mainloop.ptr_SFA = static_cast<const ElementScale*>(sa.device);
+      this->arguments.mainloop.layout_SFA = layout_sfa;
+      this->arguments.mainloop.ptr_SFB = static_cast<const ElementScale*>(sb.device);
+      this->arguments.mainloop.layout_SFB = layout_sfb;
+    }
+  }
+};
+
+// reference op grouped_gemm, layout masked: A [G, M_max, K], B [G, K, N], D [G, M_max, N],
+// masked_m [G]. Group g is the problem (masked_m[g], N, K) at A[g], B[g], D[g] (rows past
+// masked_m[g] are neither computed nor compared); a group of 0 rows is passed as CUTLASS takes
+// it, a problem with M = 0.
+template <typename GemmKernel>
+struct GroupedRunner : Adapter<GemmKernel> {
+  using Base = Adapter<GemmKernel>;
+  using typename Base::ElementA;
+  using typename Base::ElementB;
+  using typename Base::ElementC;
+  using typename Base::ElementD;
+  using typename Base::Mainloop;
+  using typename Base::ProblemShape;
+
+  std::vector<int> rows;  // masked_m, as read from the device at prepare time
+  // The groups' (M, N, K), also on the host: CUTLASS reads them there in can_implement and
+  // initialize.
+  std::vector<typename IsGroupProblemShape<ProblemShape>::Underlying> host_shapes;
+
+  void prepare_masked(const TensorView& a, const TensorView& b, const TensorView& masked_m, const TensorView& d,
+                      double alpha) {
+    Problems problems;
+    if constexpr (!IsGroupProblemShape<ProblemShape>::value) {
+      problems.add("reference op grouped_gemm: the kernel is not a grouped GEMM (its ProblemShape is one (M, N, K[, L]) "
+                   "shape); a grouped kernel has ProblemShape cutlass::gemm::GroupProblemShape<cute::Shape<int, int, "
+                   "int>>, layouts given as pointers (LayoutA *, ...) and a KernelPtrArrayTmaWarpSpecialized... "
+                   "schedule");
+      refuse(problems);
+    } else if constexpr (BlockwiseScaled<Mainloop>::value) {
+      problems.add("the kernel's mainloop scales A and B blockwise, but reference op grouped_gemm takes no block "
+                   "scales in repro yet");
+      refuse(problems);
+    } else {
+      using Shape = typename ProblemShape::UnderlyingProblemShape;
+      using StrideA = typename GemmKernel::InternalStrideA;
+      using StrideB = typename GemmKernel::InternalStrideB;
+      using StrideC = typename GemmKernel::InternalStrideC;
+      using StrideD = typename GemmKernel::InternalStrideD;
+      auto& arguments = this->arguments;
+      check_element<ElementA>("A", a, &problems);
+      check_element<ElementB>("B", b, &problems);
+      check_element<ElementD>("D", d, &problems);
+      const int64_t G = a.shape[0], M = a.shape[1], K = a.shape[2], N = d.shape[2];
+
+      // masked_m [G] (i32), read back from the device: the values the launch will see (after
+      // whatever wrote them there).
+      rows.assign(size_t(G), 0);
+      if (G > 0) {
+        REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<int32_t> raw(size_t((G - 1) * masked_m.strides[0] + 1));
+        REPRO_CUDA_CHECK(cudaMemcpy(raw.data(), masked_m.device, raw.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+        for (int64_t g = 0; g < G; ++g) {
+          const int32_t r = raw[size_t(g * masked_m.strides[0])];
+          if (r < 0 || r > M)
+            problems.add(strprintf("%s[%lld] = %d, but a group's row count must be in [0, M_max = %lld]", masked_m.name,
+                                   static_cast<long long>(g), r, static_cast<long long>(M)));
+          rows[size_t(g)] = r;
+        }
+      }
+
+      // Every group's strides are its operands' own: (M, K) of A[g], (N, K) of B[g], (M, N) of D[g].
+      static const char* const kModesA[3] = {"M", "K", "L"};
+      static const char* const kModesB[3] = {"N", "K", "L"};
+      static const char* const kModesD[3] = {"M", "N", "L"};
+      const int64_t sa[3] = {a.strides[1], a.strides[2], 0}, sb[3] = {b.strides[2], b.strides[1], 0},
+                    sd[3] = {d.strides[1], d.strides[2], 0};
+      const int64_t ea[3] = {M, K, 1}, eb[3] = {N, K, 1}, ed[3] = {M, N, 1};
+      const StrideA stride_a = make_stride<StrideA>("A", a, kModesA, sa, ea, &problems);
+      const StrideB stride_b = make_stride<StrideB>("B", b, kModesB, sb, eb, &problems);
+      const StrideD stride_d = make_stride<StrideD>("D", d, kModesD, sd, ed, &problems);
+      const StrideC stride_c = make_stride<StrideC>("C", d, kModesD, sd, ed, &problems);
+      if (!problems.messages.empty()) refuse(problems);
+
+      std::vector<Shape>& shapes = host_shapes;
+      shapes.clear();
+      std::vector<const ElementA*> ptr_a;
+      std::vector<const ElementB*> ptr_b;
+      std::vector<ElementD*> ptr_d;
+      const auto at = [](const TensorView& t, int64_t g) {
+        return static_cast<unsigned char*>(t.device) + size_t(g * t.strides[0]) * dtype_bytes(t.dtype);
+      };
+      for (int64_t g = 0; g < G; ++g) {
+        shapes.push_back(Shape{rows[size_t(g)], static_cast<int>(N), static_cast<int>(K)});
+        ptr_a.push_back(reinterpret_cast<const ElementA*>(at(a, g)));
+        ptr_b.push_back(reinterpret_cast<const ElementB*>(at(b, g)));
+        ptr_d.push_back(reinterpret_cast<ElementD*>(at(d, g)));
+      }
+
+      arguments.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+      arguments.problem_shape = ProblemShape{static_cast<int32_t>(G), device_copy(shapes), shapes.data()};
+      arguments.mainloop.ptr_A = device_copy(ptr_a);
+      arguments.mainloop.dA = device_copy(std::vector<StrideA>(size_t(G), stride_a));
+      arguments.mainloop.ptr_B = device_copy(ptr_b);
+      arguments.mainloop.dB = device_copy(std::vector<StrideB>(size_t(G), stride_b));
+      arguments.epilogue.ptr_C = nullptr;  // no C: grouped_gemm has no beta term
+      arguments.epilogue.dC = device_copy(std::vector<StrideC>(size_t(G), stride_c));
+      arguments.epilogue.ptr_D = device_copy(ptr_d);
+      arguments.epilogue.dD = device_copy(std::vector<StrideD>(size_t(G), stride_d));
+      arguments.epilogue.thread.alpha = static_cast<decltype(arguments.epilogue.thread.alpha)>(alpha);
+      arguments.epilogue.thread.beta = static_cast<decltype(arguments.epilogue.thread.beta)>(0.0);
+      this->set_hw_info();
+
+      const cutlass::Status implementable = this->gemm.can_implement(arguments);
+      if (implementable != cutlass::Status::kSuccess) {
+        std::vector<std::string> reasons;
+        explain_alignment("A", a, sa, ea, kModesA, &reasons);
+        explain_alignment("B", b, sb, eb, kModesB, &reasons);
+        explain_alignment("D", d, sd, ed, kModesD, &reasons);
+        fatal(kExitUsage, "spec",
+              strprintf("CUTLASS can_implement refused this grouped problem (G=%lld M_max=%lld N=%lld K=%lld): %s%s",
+                        static_cast<long long>(G), static_cast<long long>(M), static_cast<long long>(N),
+                        static_cast<long long>(K), cutlass::cutlassGetStatusString(implementable),
+                        joined(reasons).c_str())
+                  .c_str());
+      }
+      this->allocate_workspace();
+    }
   }
 };
 
