@@ -325,18 +325,7 @@ impl Validator<'_> {
             return None;
         }
         self.grouped_metadata(tm, layout, field, g, m, k);
-        let (tile_m, tile_n, tile_k) = match r.tile.as_deref() {
-            None => (m, n, None),
-            Some([tm, tn]) if *tm > 0 && *tn > 0 => (*tm, *tn, None),
-            Some([tm, tn, tk]) if *tm > 0 && *tn > 0 && *tk > 0 => (*tm, *tn, Some(*tk)),
-            Some(_) => {
-                self.error(
-                    "reference.tile",
-                    "tile is [tile_m, tile_n] (optionally [tile_m, tile_n, tile_k]), positive",
-                );
-                (m, n, None)
-            }
-        };
+        let (tile_m, tile_n, tile_k) = self.tile(m, n);
         Some(ReferenceGemm {
             a,
             b,

@@ -526,6 +526,23 @@ impl<'a> Validator<'a> {
         dirs
     }
 
+    /// `reference.tile`: (tile_m, tile_n, tile_k), the whole [m, n] output and no K tile when
+    /// the spec gives none.
+    pub(super) fn tile(&mut self, m: i64, n: i64) -> (i64, i64, Option<i64>) {
+        match self.spec.reference.tile.as_deref() {
+            None => (m, n, None),
+            Some([tm, tn]) if *tm > 0 && *tn > 0 => (*tm, *tn, None),
+            Some([tm, tn, tk]) if *tm > 0 && *tn > 0 && *tk > 0 => (*tm, *tn, Some(*tk)),
+            Some(_) => {
+                self.error(
+                    "reference.tile",
+                    "tile is [tile_m, tile_n] (optionally [tile_m, tile_n, tile_k]), positive",
+                );
+                (m, n, None)
+            }
+        }
+    }
+
     pub(super) fn tensor_index(
         &mut self,
         tensors: &[TensorSpecResolved],
@@ -1102,18 +1119,7 @@ impl<'a> Validator<'a> {
             )
             .help = Some("add `c: <tensor>` or remove `beta`".into());
         }
-        let (tile_m, tile_n, tile_k) = match r.tile.as_deref() {
-            None => (m, n, None),
-            Some([tm, tn]) if *tm > 0 && *tn > 0 => (*tm, *tn, None),
-            Some([tm, tn, tk]) if *tm > 0 && *tn > 0 && *tk > 0 => (*tm, *tn, Some(*tk)),
-            Some(_) => {
-                self.error(
-                    "reference.tile",
-                    "tile is [tile_m, tile_n] (optionally [tile_m, tile_n, tile_k]), positive",
-                );
-                (m, n, None)
-            }
-        };
+        let (tile_m, tile_n, tile_k) = self.tile(m, n);
         for t in [ta, tb] {
             // Whatever the output's type: true and false are no numbers to multiply and sum.
             if t.dtype == DType::Bool {

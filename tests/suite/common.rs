@@ -168,3 +168,20 @@ pub fn assert_emitted_inputs_match(harness: &Path, spec: &Path, dir: &Path) {
         );
     }
 }
+
+/// A spec text loaded as `bad.yaml` in examples/ (so `../kernels` resolves), for the spec-error
+/// tests.
+pub fn load_spec_text(text: &str) -> Result<repro::spec::ResolvedSpec, repro::error::Error> {
+    repro::spec::load_text(Path::new("bad.yaml"), text, &repo().join("examples"))
+}
+
+/// The rendered error for `text`, which must fail with exit code 2.
+pub fn spec_error_for(text: &str) -> String {
+    match load_spec_text(text) {
+        Ok(_) => panic!("spec unexpectedly valid:\n{text}"),
+        Err(e) => {
+            assert_eq!(e.exit_code(), 2, "spec errors exit 2");
+            e.to_string()
+        }
+    }
+}

@@ -3,8 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use repro::error::Error;
-
 /// A valid spec to break one field at a time.
 const GOOD: &str = r#"version: 1
 name: good_gemm
@@ -26,23 +24,10 @@ reference: { op: gemm, a: A, b: B, out: D, tile: [16, 16] }
 build: { arch: sm_90a, flags: [-O3] }
 "#;
 
+use crate::common::{load_spec_text as load, spec_error_for as error_for};
+
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
-}
-
-fn load(text: &str) -> Result<repro::spec::ResolvedSpec, Error> {
-    repro::spec::load_text(Path::new("bad.yaml"), text, &examples_dir())
-}
-
-/// The rendered error for `text`, which must fail with exit code 2.
-fn error_for(text: &str) -> String {
-    match load(text) {
-        Ok(_) => panic!("spec unexpectedly valid:\n{text}"),
-        Err(e) => {
-            assert_eq!(e.exit_code(), 2, "spec errors exit 2");
-            e.to_string()
-        }
-    }
 }
 
 fn replace(from: &str, to: &str) -> String {

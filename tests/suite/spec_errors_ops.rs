@@ -5,8 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use repro::error::Error;
-
 /// A valid scaled GEMM: SA per row and 128 of K, SB per 128 x 128; K = 300 ends in a partial
 /// block, which has a scale of its own (3 K blocks).
 const SCALED: &str = r#"version: 1
@@ -56,22 +54,10 @@ reference: { op: grouped_gemm, layout: masked, a: A, b: B, out: D, masked_m: MM 
 build: { arch: sm_90a }
 "#;
 
+use crate::common::{load_spec_text as load, spec_error_for as error_for};
+
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
-}
-
-fn load(text: &str) -> Result<repro::spec::ResolvedSpec, Error> {
-    repro::spec::load_text(Path::new("bad.yaml"), text, &examples_dir())
-}
-
-fn error_for(text: &str) -> String {
-    match load(text) {
-        Ok(_) => panic!("spec unexpectedly valid:\n{text}"),
-        Err(e) => {
-            assert_eq!(e.exit_code(), 2, "spec errors exit 2");
-            e.to_string()
-        }
-    }
 }
 
 fn replaced(base: &str, from: &str, to: &str) -> String {

@@ -360,6 +360,38 @@ inline int64_t tile_ramp_period(const std::vector<DType>& operands, DType out, d
   return 1;
 }
 
+// The spec's own (random) inputs, restored from `random_inputs`, against the fp64 reference,
+// launched three times at least.
+inline ProbeOutcome run_random_probe(ProbeContext& ctx, const std::vector<double>& random_reference,
+                                     const Tolerance& random_tolerance,
+                                     const std::vector<std::vector<unsigned char>>& random_inputs) {
+  std::vector<Tensor>& tensors = ctx.spec->tensors;
+  Tensor& out = tensors[size_t(ctx.spec->gemm.out)];
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!tensors[i].output) tensors[i].host = random_inputs[i];
+  ProbeOutcome o;
+  o.name = "random";
+  o.inputs = "the spec's inputs, fp64 reference";
+  const int saved = ctx.repeat;
+  ctx.repeat = std::max(3, saved);
+  const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
+  ctx.repeat = saved;
+  judge_probe(o, *ctx.spec, out, runs, random_reference, random_tolerance);
+  return o;
+}
+
+// The picture of the first failing probe: where its errors are (also the report's `output`).
+inline void show_first_failure(const std::vector<ProbeOutcome>& probes, const Tensor& out) {
+  for (const ProbeOutcome& o : probes)
+    if (!o.passed && o.comparison.bad > 0) {
+      std::printf("probe   %s: %s", o.name.c_str(), format_heatmap(o.comparison).c_str());
+      JsonWriter w;
+      write_comparison_json(w, out.name, o.comparison);
+      report_set("output", w.str());
+      return;
+    }
+}
+
 // The scale probes of a scaled GEMM (probe_ops.cuh).
 inline bool has_scales(const GemmOperands& g);
 inline void fill_unit_scales(SpecInfo& spec);
@@ -497,32 +529,9 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
   // A scaled GEMM: which scale block each output used (probe_ops.cuh).
   const std::string scale_finding = has_scales(g) ? run_scale_probes(spec, ctx) : std::string();
 
-  // The spec's own (random) inputs against the fp64 reference, repeated.
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (!tensors[i].output) tensors[i].host = random_inputs[i];
-  {
-    ProbeOutcome o;
-    o.name = "random";
-    o.inputs = "the spec's inputs, fp64 reference";
-    const int saved = ctx.repeat;
-    ctx.repeat = std::max(3, saved);
-    const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
-    ctx.repeat = saved;
-    judge_probe(o, spec, out, runs, random_reference, random_tolerance);
-    probes.push_back(o);
-    print_probe(probes.back());
-  }
-
-  // The picture of the first failing probe: where its errors are.
-  for (const ProbeOutcome& o : probes)
-    if (!o.passed && o.comparison.bad > 0) {
-      std::printf("probe   %s: %s", o.name.c_str(), format_heatmap(o.comparison).c_str());
-      if (!o.comparison.bad) std::printf("\n");
-      JsonWriter w;
-      write_comparison_json(w, spec.tensors[g.out].name, o.comparison);
-      report_set("output", w.str());
-      break;
-    }
+  probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs));
+  print_probe(probes.back());
+  show_first_failure(probes, out);
   const Pattern verdict = probe_verdict(probes, row_finding, col_finding, scale_finding);
   return conclude_probes(probes, verdict);
 }

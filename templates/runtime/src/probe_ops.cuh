@@ -370,29 +370,10 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
     print_probe(probes.back());
   }
 
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (!tensors[i].output) tensors[i].host = random_inputs[i];
-  {
-    ProbeOutcome o;
-    o.name = "random";
-    o.inputs = "the spec's inputs, fp64 reference";
-    const int saved = ctx.repeat;
-    ctx.repeat = std::max(3, saved);
-    const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
-    ctx.repeat = saved;
-    judge_probe(o, spec, out, runs, random_reference, random_tolerance);
-    probes.push_back(o);
-    ramp_probe = ramp > 1 ? &probes[probes.size() - 2] : nullptr;  // push_back may have moved it
-    print_probe(probes.back());
-  }
-  for (const ProbeOutcome& o : probes)
-    if (!o.passed && o.comparison.bad > 0) {
-      std::printf("probe   %s: %s", o.name.c_str(), format_heatmap(o.comparison).c_str());
-      JsonWriter w;
-      write_comparison_json(w, out.name, o.comparison);
-      report_set("output", w.str());
-      break;
-    }
+  probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs));
+  ramp_probe = ramp > 1 ? &probes[probes.size() - 2] : nullptr;  // push_back may have moved it
+  print_probe(probes.back());
+  show_first_failure(probes, out);
 
   Pattern verdict;
   const ProbeOutcome& ones = probes.front();
