@@ -18,10 +18,15 @@
 // Group probes (op: grouped_gemm), after ones:
 //
 //   group code d       A = 1, B of group g = 2^(digit d of g, base 4)   D = alpha*Kg*2^digit
+//   k-slice s          A = 1, B = 1 on slice s of each group's K        D = alpha*|slice s of Kg|
+//   row code d         A[m] = 2^(digit d of m, base 4), B = 1           D = alpha*Kg*2^digit
+//   col code d         A = 1, B[., n] = 2^(digit d of n, base 4)        D = alpha*Kg*2^digit
+//   tile ramp          A = 1 + (m / tile_m) mod P, B = 1                D = alpha*Kg*a
 //
 // so that a row computed with another group's weights, or written by another group's tile,
-// decodes to that group ("rows 300-383 (group 0) hold group 1's product"). k_grouped puts the
-// code on group g's K range of B.
+// decodes to that group ("rows 300-383 (group 0) hold group 1's product"), and the plain
+// suite's K, row and column probes work within every group. k_grouped puts the codes and slices
+// on group g's own K range of B.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -217,31 +222,48 @@ inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
 
 // ------------------------------------------------------------------------ grouped GEMMs
 
-// Fills A with 1 and B with value(g) on each group's part: B[g] for contiguous and masked,
-// group g's K range of rows for k_grouped.
+// Fills A with 1 and B with value(g, k, n) on each group's part, k counted within the group: B[g]
+// for contiguous and masked, group g's K range of rows for k_grouped (rows of no group: 0).
 template <typename F>
-inline void fill_group_operands(const GroupedProblem& p, Tensor& A, Tensor& B, F value) {
+inline void fill_group_b(const GroupedProblem& p, Tensor& A, Tensor& B, F value) {
   fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
   if (p.layout == GroupedLayout::k_grouped) {
-    std::vector<int64_t> group_of(size_t(p.K), -1);
+    std::vector<int64_t> group_of(size_t(p.K), -1), local_k(size_t(p.K), 0);
     for (int64_t g = 0, k = 0; g < p.G; ++g)
-      for (int64_t i = 0; i < p.groups[size_t(g)]; ++i) group_of[size_t(k++)] = g;
-    fill_matrix(B, [&](int64_t, int64_t k, int64_t) { return group_of[size_t(k)] < 0 ? 0.0 : value(group_of[size_t(k)]); });
+      for (int64_t i = 0; i < p.groups[size_t(g)]; ++i, ++k) group_of[size_t(k)] = g, local_k[size_t(k)] = i;
+    fill_matrix(B, [&](int64_t, int64_t k, int64_t n) {
+      return group_of[size_t(k)] < 0 ? 0.0 : value(group_of[size_t(k)], local_k[size_t(k)], n);
+    });
   } else {
-    fill_matrix(B, [&](int64_t g, int64_t, int64_t) { return value(g); });
+    fill_matrix(B, [&](int64_t g, int64_t k, int64_t n) { return value(g, k, n); });
   }
 }
 
-// The expected [batches][M][N] of a probe where output row m of group g is alpha * Kg *
-// code(g) * row(g, m) (row: A's value on that row; 1 unless the probe varies it).
-template <typename F, typename R>
-inline std::vector<double> grouped_expected(const GroupedProblem& p, F code, R row) {
+// The same with B's value a function of the group alone.
+template <typename F>
+inline void fill_group_operands(const GroupedProblem& p, Tensor& A, Tensor& B, F value) {
+  fill_group_b(p, A, B, [&](int64_t g, int64_t, int64_t) { return value(g); });
+}
+
+// The expected [batches][M][N] of a probe: value(gg, m, n) for the outputs group GEMM gg writes
+// (m the output row within its batch), not_compared_value() elsewhere.
+template <typename F>
+inline std::vector<double> grouped_outputs(const GroupedProblem& p, F value) {
   std::vector<double> want(size_t(p.output_count()), not_compared_value());
   for (const GroupGemm& gg : group_gemms(p))
     for (int64_t r = 0; r < gg.rows; ++r)
-      std::fill_n(want.begin() + std::ptrdiff_t(output_offset(p, gg) + r * p.N), size_t(p.N),
-                  p.alpha * double(gg.a.shape[1]) * code(gg.group) * row(gg.batch, gg.row0 + r));
+      for (int64_t n = 0; n < p.N; ++n)
+        want[size_t(output_offset(p, gg) + r * p.N + n)] = value(gg, gg.row0 + r, n);
   return want;
+}
+
+// alpha * Kg * code(g) * row(batch, m): a probe whose B of group g is code(g) and whose A has
+// the value row(batch, m) on row m (1 unless the probe varies it).
+template <typename F, typename R>
+inline std::vector<double> grouped_expected(const GroupedProblem& p, F code, R row) {
+  return grouped_outputs(p, [&](const GroupGemm& gg, int64_t m, int64_t) {
+    return p.alpha * double(gg.a.shape[1]) * code(gg.group) * row(gg.batch, m);
+  });
 }
 
 template <typename F>
@@ -315,7 +337,8 @@ inline GroupFinding decode_groups(const GroupedProblem& p, const std::vector<std
   return finding;
 }
 
-// The grouped suite: ones, group codes, the spec's random inputs; then a verdict.
+// The grouped suite: ones, group codes, K slices and row and column codes within the groups, a
+// tile ramp, the spec's random inputs; then a verdict.
 inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedProblem& p,
                               const std::vector<double>& random_reference, const Tolerance& random_tolerance,
                               const std::vector<std::vector<unsigned char>>& random_inputs) {
@@ -353,6 +376,49 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
     if (!finding.text.empty()) probes[probes.size() - size_t(digits)].note = finding.text;
   }
 
+  // K slices of every group, sized by the kernel's K tile: B = 1 on slice s of each group's K
+  // (the whole K for contiguous and masked, the group's own range for k_grouped), else 0.
+  const int64_t tile_k = spec.tile_k > 0 ? spec.tile_k : 32;
+  int64_t longest_k = 0;
+  for (const GroupGemm& gg : group_gemms(p)) longest_k = std::max(longest_k, gg.a.shape[1]);
+  std::vector<size_t> slice_probes;
+  const int64_t slice_count = ceil_div(longest_k, tile_k);
+  for (int64_t s : slices_to_probe(slice_count)) {
+    const int64_t k0 = s * tile_k, k1 = k0 + tile_k;
+    fill_group_b(p, A, B, [&](int64_t, int64_t k, int64_t) { return k >= k0 && k < k1 ? 1.0 : 0.0; });
+    probes.push_back(run_grouped_probe(
+        ctx, strprintf("k-slice %lld/%lld", (long long)s, (long long)slice_count),
+        strprintf("A = 1, B = 1 on k %lld-%lld of each group", (long long)k0, (long long)(k1 - 1)),
+        grouped_outputs(p, [&](const GroupGemm& gg, int64_t, int64_t) {
+          return p.alpha * double(std::max<int64_t>(0, std::min(gg.a.shape[1], k1) - k0));
+        })));
+    slice_probes.push_back(probes.size() - 1);
+    print_probe(probes.back());
+  }
+
+  // Row and column codes within the groups, two base-4 digits each, as in the plain suite.
+  const auto line_code = [](int digit, int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
+  std::vector<size_t> row_probes, col_probes;
+  for (int digit = 0; digit < 2; ++digit) {
+    fill_group_operands(p, A, B, [](int64_t) { return 1.0; });
+    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return line_code(digit, m); });
+    probes.push_back(run_grouped_probe(
+        ctx, strprintf("row code %d", digit), strprintf("A[m,k] = 2^(digit %d of m, base 4), B = 1", digit),
+        grouped_expected(p, [](int64_t) { return 1.0; }, [&](int64_t, int64_t m) { return line_code(digit, m); })));
+    row_probes.push_back(probes.size() - 1);
+    print_probe(probes.back());
+  }
+  for (int digit = 0; digit < 2; ++digit) {
+    fill_group_b(p, A, B, [&](int64_t, int64_t, int64_t n) { return line_code(digit, n); });
+    probes.push_back(run_grouped_probe(
+        ctx, strprintf("col code %d", digit), strprintf("A = 1, B[k,n] = 2^(digit %d of n, base 4)", digit),
+        grouped_outputs(p, [&](const GroupGemm& gg, int64_t, int64_t n) {
+          return p.alpha * double(gg.a.shape[1]) * line_code(digit, n);
+        })));
+    col_probes.push_back(probes.size() - 1);
+    print_probe(probes.back());
+  }
+
   // Tile ramp: every row tile of A its own value (and, masked, every group), B = 1: a tile
   // computed from another tile's rows shows even where the groups are right.
   const int64_t ramp = tile_ramp_period({A.dtype, B.dtype}, out.dtype, p.alpha * double(p.K));
@@ -366,13 +432,22 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
         ctx, "tile ramp", strprintf("A = 1 + (m / %lld) mod %lld, B = 1", (long long)tm, (long long)ramp),
         grouped_expected(p, [](int64_t) { return 1.0; },
                          [&](int64_t batch, int64_t m) { return a_of(p.layout == GroupedLayout::masked ? batch : 0, m); })));
-    ramp_probe = &probes.back();
     print_probe(probes.back());
   }
 
   probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs));
-  ramp_probe = ramp > 1 ? &probes[probes.size() - 2] : nullptr;  // push_back may have moved it
+  ramp_probe = ramp > 1 ? &probes[probes.size() - 2] : nullptr;  // pointers taken once every probe is in
   print_probe(probes.back());
+  const auto first_failed = [&](const std::vector<size_t>& indices) -> const ProbeOutcome* {
+    for (size_t i : indices)
+      if (!probes[i].passed) return &probes[i];
+    return nullptr;
+  };
+  int failed_slices = 0;
+  std::string slice_text;
+  for (size_t i : slice_probes)
+    if (!probes[i].passed && failed_slices++ < 4)
+      slice_text += (slice_text.empty() ? "" : "; ") + probes[i].name + ": " + probes[i].pattern.evidence;
   show_first_failure(probes, out);
 
   Pattern verdict;
@@ -398,6 +473,13 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   } else if (codes_failed) {
     verdict = {"group_mapping", "ones passes, the group codes fail: " +
                                     (finding.text.empty() ? probes[1].pattern.evidence : finding.text)};
+  } else if (failed_slices > 0) {
+    verdict = {"k_coverage", strprintf("ones and the group codes pass, but %d of the %zu K slices probed are wrong: %s",
+                                       failed_slices, slice_probes.size(), slice_text.c_str())};
+  } else if (const ProbeOutcome* rows = first_failed(row_probes)) {
+    verdict = {"row_mapping", "row codes within the groups: " + rows->pattern.evidence};
+  } else if (const ProbeOutcome* cols = first_failed(col_probes)) {
+    verdict = {"col_mapping", "column codes within the groups: " + cols->pattern.evidence};
   } else if (ramp_probe != nullptr && !ramp_probe->passed) {
     verdict = {ramp_probe->pattern.cls, "ones and the group codes pass, the tile ramp (every row tile its own value) "
                                         "fails: " + ramp_probe->pattern.evidence +
