@@ -161,7 +161,8 @@ pub const CHECK_DEVICE_INPUTS: HarnessOption = flag(
 pub const PROBE: HarnessOption = flag(
     "--probe",
     Group::Modes,
-    "the probe suite: ones, K slices, row and column codes, identity, random; then a verdict",
+    "the probe suite: ones, K slices, row and column codes, identity, tile ramp (scaled GEMMs: scale \
+     codes; grouped: group codes), random; then a verdict",
 );
 pub const BENCH: HarnessOption = flag(
     "--bench",
