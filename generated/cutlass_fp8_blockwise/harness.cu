@@ -103,7 +103,7 @@ void layout(const int64_t* sizes, repro::TensorLayout* tensors) {
 
 // ---- the launch (spec: kernel.gemm) ----
 // CUTLASS's own GemmUniversalAdapter runs GemmKernel with arguments built from the
-// tensors: D = 0.5 * A @ B, A scaled per [1, 128] block by SA and B per [128, 128] block by SB, accumulated in f64. CUTLASS chooses grid, block, cluster and smem.
+// tensors: D = 0.5 * A @ B, A scaled per [1, 128] block by SA, B scaled per [128, 128] block by SB, accumulated in f64. CUTLASS chooses grid, block, cluster and smem.
 repro::Launch launch(const repro::TensorView* tensors, const int64_t*, cudaStream_t stream, cudaEvent_t start,
                      cudaEvent_t stop) {
   static repro::cutlass3::Runner<GemmKernel> runner;

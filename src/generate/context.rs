@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::paths::relative_to;
 use crate::plan::command::{ArgGroup, BuildCommand, RUNTIME_FLAGS};
 use crate::plan::quote::{cmake_quote, comment_text, shell_quote};
+use crate::spec::model::GroupedLayout;
 use crate::spec::{KernelArg, LaunchKind, ResolvedSpec, TmaDescriptor};
 
 #[derive(Debug, Serialize)]
@@ -171,23 +172,8 @@ pub struct DeviceEntryContext {
 
 #[derive(Debug, Serialize)]
 pub struct ReferenceContext {
-    pub formula: String,
-    pub a: usize,
-    pub b: usize,
-    pub out: usize,
-    pub c: i64,
-    pub bias: i64,
-    pub alpha: String,
-    pub beta: String,
-    pub batched: bool,
-    pub l: i64,
-    pub m: i64,
-    pub n: i64,
-    pub k: i64,
     pub tile_m: i64,
     pub tile_n: i64,
-    pub tile_k: i64,
-    pub provider: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -387,12 +373,59 @@ fn layout_cpp(shape: &[String], strides: &[String], col_major: bool) -> String {
     )
 }
 
+/// The reference as a formula over the spec's tensor names, for a comment: the plain, batched or
+/// block-scaled GEMM (with C and bias), or a grouped GEMM in its layout.
+fn reference_formula(spec: &ResolvedSpec) -> String {
+    let r = &spec.reference;
+    let name_of = |i: usize| spec.tensors[i].name.clone();
+    let (out, a, b) = (name_of(r.out), name_of(r.a), name_of(r.b));
+    if let Some(g) = &r.grouped {
+        let meta = name_of(g.metadata);
+        return match g.layout {
+            GroupedLayout::Contiguous => format!(
+                "{out}[m] = {} * {a}[m] @ {b}[{meta}[m]] for the rows whose group {meta}[m] is not -1, accumulated in f64",
+                r.alpha
+            ),
+            GroupedLayout::Masked => format!(
+                "{out}[g] = {} * {a}[g] @ {b}[g] over the first {meta}[g] rows of each group g, accumulated in f64",
+                r.alpha
+            ),
+            GroupedLayout::KGrouped => format!(
+                "{out}[g] = {} * {a}[:, Kg] @ {b}[Kg, :] with Kg the g-th range of {meta}[g] columns, accumulated in f64",
+                r.alpha
+            ),
+        };
+    }
+    let mut f = format!("{out} = {} * {a} @ {b}", r.alpha);
+    if let Some(c) = r.c {
+        f += &format!(" + {} * {}", r.beta, name_of(c));
+    }
+    if let Some(bias) = r.bias {
+        f += &format!(" + {}", name_of(bias));
+    }
+    for (operand, scale) in [(&a, &r.scale_a), (&b, &r.scale_b)] {
+        if let Some(s) = scale {
+            f += &format!(
+                ", {operand} scaled per [{}, {}] block by {}",
+                s.block[0],
+                s.block[1],
+                name_of(s.tensor)
+            );
+        }
+    }
+    f += if r.batched {
+        ", per batch, accumulated in f64"
+    } else {
+        ", accumulated in f64"
+    };
+    f
+}
+
 /// `kind: cutlass3`: the operands CUTLASS's arguments are built from. A plain GEMM (C and beta
 /// optional), the same with block scales (the kernel's scale pointers and layouts), or a masked
 /// grouped GEMM (one problem per group; validation refuses the other grouped layouts).
 fn cutlass_context(spec: &ResolvedSpec) -> CutlassContext {
     let r = &spec.reference;
-    let name_of = |i: usize| spec.tensors[i].name.clone();
     let block = |b: &[i64; 2]| format!("{{{}, {}}}", b[0], b[1]);
     let scales = match (&r.scale_a, &r.scale_b) {
         (Some(sa), Some(sb)) => Some(format!(
@@ -405,48 +438,8 @@ fn cutlass_context(spec: &ResolvedSpec) -> CutlassContext {
         _ => None,
     };
     let masked_m = r.grouped.as_ref().map(|g| g.metadata);
-    let formula = if let Some(mm) = masked_m {
-        format!(
-            "{out}[g] = {} * {a}[g] @ {b}[g] over the first {mm}[g] rows of each group g, accumulated in f64",
-            r.alpha,
-            out = name_of(r.out),
-            a = name_of(r.a),
-            b = name_of(r.b),
-            mm = name_of(mm)
-        )
-    } else {
-        let mut f = format!(
-            "{} = {} * {} @ {}",
-            name_of(r.out),
-            r.alpha,
-            name_of(r.a),
-            name_of(r.b)
-        );
-        if let Some(c) = r.c {
-            f += &format!(" + {} * {}", r.beta, name_of(c));
-        }
-        if let (Some(sa), Some(sb)) = (&r.scale_a, &r.scale_b) {
-            f += &format!(
-                ", {} scaled per [{}, {}] block by {} and {} per [{}, {}] block by {}",
-                name_of(r.a),
-                sa.block[0],
-                sa.block[1],
-                name_of(sa.tensor),
-                name_of(r.b),
-                sb.block[0],
-                sb.block[1],
-                name_of(sb.tensor)
-            );
-        }
-        f += if r.batched {
-            ", per batch, accumulated in f64"
-        } else {
-            ", accumulated in f64"
-        };
-        f
-    };
     CutlassContext {
-        formula: comment_text(&formula),
+        formula: comment_text(&reference_formula(spec)),
         a: r.a,
         b: r.b,
         c: r.c.map_or(-1, |c| c as i64),
@@ -504,25 +497,6 @@ pub fn harness_context(
         })
         .collect();
     let r = &spec.reference;
-    let name_of = |i: usize| spec.tensors[i].name.clone();
-    let mut formula = format!(
-        "{} = {} * {} @ {}",
-        name_of(r.out),
-        r.alpha,
-        name_of(r.a),
-        name_of(r.b)
-    );
-    if let Some(c) = r.c {
-        formula += &format!(" + {} * {}", r.beta, name_of(c));
-    }
-    if let Some(b) = r.bias {
-        formula += &format!(" + {}", name_of(b));
-    }
-    formula += if r.batched {
-        ", per batch, accumulated in f64"
-    } else {
-        ", accumulated in f64"
-    };
     let tolerance = |v: Option<f64>| cpp_double(v.unwrap_or(-1.0));
     let fixed_reason = sizes_fixed_reason(spec);
     let expect = spec.expect.as_ref();
@@ -598,23 +572,8 @@ pub fn harness_context(
             })
             .collect(),
         reference: ReferenceContext {
-            formula,
-            a: r.a,
-            b: r.b,
-            out: r.out,
-            c: r.c.map_or(-1, |c| c as i64),
-            bias: r.bias.map_or(-1, |b| b as i64),
-            alpha: cpp_double(r.alpha),
-            beta: cpp_double(r.beta),
-            batched: r.batched,
-            l: r.l,
-            m: r.m,
-            n: r.n,
-            k: r.k,
             tile_m: r.tile_m,
             tile_n: r.tile_n,
-            tile_k: r.tile_k.unwrap_or(0),
-            provider: r.provider.name(),
         },
         check: CheckContext {
             rel_l2: tolerance(spec.check.rel_l2),

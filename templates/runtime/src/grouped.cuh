@@ -82,8 +82,10 @@ inline std::vector<int64_t> read_group_metadata(const GroupedProblem& p) {
 
 // A rank-2 window of `t`: rows x cols from storage element `base`, rows `row_stride` and columns
 // `col_stride` elements apart (t's own strides). The device pointer points into t's device
-// copy; the host bytes are copied from t's (base to the window's last element), when it has them.
-inline Tensor window(const Tensor& t, int64_t base, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+// copy; the host bytes are copied from t's (base to the window's last element) when `host_bytes`
+// and t has them.
+inline Tensor window(const Tensor& t, int64_t base, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride,
+                     bool host_bytes) {
   Tensor w;
   w.name = t.name;
   w.dtype = t.dtype;
@@ -93,7 +95,7 @@ inline Tensor window(const Tensor& t, int64_t base, int64_t rows, int64_t cols, 
   w.init = t.init;
   const size_t bytes = dtype_bytes(t.dtype);
   if (t.device != nullptr) w.device = static_cast<unsigned char*>(t.device) + size_t(base) * bytes;
-  if (!t.host.empty() && rows > 0 && cols > 0) {
+  if (host_bytes && !t.host.empty() && rows > 0 && cols > 0) {
     const size_t begin = size_t(base) * bytes, end = begin + w.storage_bytes();
     w.host.assign(t.host.begin() + std::ptrdiff_t(begin), t.host.begin() + std::ptrdiff_t(std::min(end, t.host.size())));
     w.host.resize(w.storage_bytes(), 0);
@@ -101,11 +103,11 @@ inline Tensor window(const Tensor& t, int64_t base, int64_t rows, int64_t cols, 
   return w;
 }
 
-// One group's GEMM: the windows of A and B and where its outputs go in the [batches][M][N]
-// reference (rows `rows` from output row `row0` of batch `batch`).
+// One group's GEMM: its rows of the output (rows `rows` from output row `row0` of batch `batch`
+// of the [batches][M][N] reference) and its K range of A's columns and B's rows (`k` from `k0`;
+// k0 is 0 but for k_grouped). The extents alone: the probes' expected values need no operands.
 struct GroupGemm {
-  int64_t group, batch, row0, rows;
-  Tensor a, b;
+  int64_t group, batch, row0, rows, k0, k;
 };
 
 // The GEMMs the grouped problem is made of, in output order. A contiguous layout gets one per
@@ -113,44 +115,51 @@ struct GroupGemm {
 // group over its first masked_m rows; k_grouped one per group over its K range.
 inline std::vector<GroupGemm> group_gemms(const GroupedProblem& p) {
   std::vector<GroupGemm> out;
-  const Tensor &A = *p.a, &B = *p.b;
-  const int64_t a_row = A.strides[A.rank - 2], a_col = A.strides[A.rank - 1];
   switch (p.layout) {
     case GroupedLayout::contiguous:
       for (int64_t m = 0; m < p.M;) {
         const int64_t g = p.groups[size_t(m)];
         int64_t end = m + 1;
         while (end < p.M && p.groups[size_t(end)] == g) ++end;
-        if (g >= 0)
-          out.push_back(GroupGemm{g, 0, m, end - m, window(A, m * a_row, end - m, p.K, a_row, a_col),
-                                  window(B, g * B.strides[0], p.K, p.N, B.strides[1], B.strides[2])});
+        if (g >= 0) out.push_back(GroupGemm{g, 0, m, end - m, 0, p.K});
         m = end;
       }
       break;
     case GroupedLayout::masked:
-      for (int64_t g = 0; g < p.G; ++g) {
-        const int64_t rows = p.groups[size_t(g)];
-        if (rows > 0)
-          out.push_back(GroupGemm{g, g, 0, rows, window(A, g * A.strides[0], rows, p.K, a_row, a_col),
-                                  window(B, g * B.strides[0], p.K, p.N, B.strides[1], B.strides[2])});
-      }
+      for (int64_t g = 0; g < p.G; ++g)
+        if (p.groups[size_t(g)] > 0) out.push_back(GroupGemm{g, g, 0, p.groups[size_t(g)], 0, p.K});
       break;
     case GroupedLayout::k_grouped:
-      for (int64_t g = 0; g < p.G; ++g) {
-        const int64_t k0 = p.k_begin(g), kg = p.groups[size_t(g)];
-        out.push_back(GroupGemm{g, g, 0, p.M, window(A, k0 * a_col, p.M, kg, a_row, a_col),
-                                window(B, k0 * B.strides[0], kg, p.N, B.strides[0], B.strides[1])});
-      }
+      for (int64_t g = 0; g < p.G; ++g) out.push_back(GroupGemm{g, g, 0, p.M, p.k_begin(g), p.groups[size_t(g)]});
       break;
     case GroupedLayout::none: break;
   }
   return out;
 }
 
-inline GemmProblem group_problem(const GroupedProblem& p, const GroupGemm& gg) {
+// The windows of A and B one group's GEMM reads.
+struct GroupOperands {
+  Tensor a, b;
+};
+
+// `host_bytes`: copy the windows' host bytes too (the host reference reads them; the device
+// reference, and its cross-check, read the device copies).
+inline GroupOperands group_operands(const GroupedProblem& p, const GroupGemm& gg, bool host_bytes = true) {
+  const Tensor &A = *p.a, &B = *p.b;
+  const int64_t a_row = A.strides[A.rank - 2], a_col = A.strides[A.rank - 1];
+  // A: its rows of this batch (masked: of group g), columns k0 ..; B: batch g (contiguous,
+  // masked) or rows k0 .. (k_grouped).
+  const int64_t a_base = (A.rank == 3 ? gg.batch * A.strides[0] : 0) + gg.row0 * a_row + gg.k0 * a_col;
+  const int64_t b_batch = B.rank == 3 ? gg.group * B.strides[0] : 0;
+  const int64_t b_row = B.strides[B.rank - 2], b_col = B.strides[B.rank - 1];
+  return GroupOperands{window(A, a_base, gg.rows, gg.k, a_row, a_col, host_bytes),
+                       window(B, b_batch + gg.k0 * b_row, gg.k, p.N, b_row, b_col, host_bytes)};
+}
+
+inline GemmProblem group_problem(const GroupedProblem& p, const GroupGemm& gg, const GroupOperands& operands) {
   GemmProblem sub;
-  sub.a = &gg.a;
-  sub.b = &gg.b;
+  sub.a = &operands.a;
+  sub.b = &operands.b;
   sub.c = nullptr;
   sub.bias = nullptr;
   sub.out = p.out;
@@ -159,7 +168,7 @@ inline GemmProblem group_problem(const GroupedProblem& p, const GroupGemm& gg) {
   sub.L = 1;
   sub.M = gg.rows;
   sub.N = p.N;
-  sub.K = gg.a.shape[1];
+  sub.K = gg.k;
   sub.batched = false;
   return sub;
 }
@@ -175,8 +184,8 @@ inline void reference_grouped_gemm(const GroupedProblem& p, std::vector<double>*
   want->assign(size_t(p.output_count()), not_compared_value());
   for (const GroupGemm& gg : group_gemms(p)) {
     std::vector<double> values;
-    if (gg.a.shape[1] == 0) values.assign(size_t(gg.rows * p.N), 0.0);
-    else reference_gemm(group_problem(p, gg), &values);
+    if (gg.k == 0) values.assign(size_t(gg.rows * p.N), 0.0);
+    else reference_gemm(group_problem(p, gg, group_operands(p, gg)), &values);
     std::copy(values.begin(), values.end(), want->begin() + std::ptrdiff_t(output_offset(p, gg)));
   }
 }
@@ -186,7 +195,7 @@ inline void analytic_grouped_ones(const GroupedProblem& p, std::vector<double>* 
   want->assign(size_t(p.output_count()), not_compared_value());
   for (const GroupGemm& gg : group_gemms(p))
     std::fill_n(want->begin() + std::ptrdiff_t(output_offset(p, gg)), size_t(gg.rows * p.N),
-                p.alpha * double(gg.a.shape[1]));
+                p.alpha * double(gg.k));
 }
 
 __global__ void fill_doubles_kernel(double* out, int64_t count, double value) {
@@ -209,16 +218,19 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p)
     REPRO_CUDA_CHECK(cudaGetLastError());
   }
   const std::vector<GroupGemm> gemms = group_gemms(p);
+  std::vector<GroupOperands> operands;  // the problems point into it: reserved, never moved
+  operands.reserve(gemms.size());
   std::vector<GemmProblem> problems;
   std::vector<double*> places;
   for (const GroupGemm& gg : gemms) {
     double* place = total.values + output_offset(p, gg);
-    if (gg.a.shape[1] == 0) {  // an empty K range: zeros, no GEMM
+    if (gg.k == 0) {  // an empty K range: zeros, no GEMM
       fill_doubles_kernel<<<pipeline_blocks(gg.rows * p.N), kPipelineThreads>>>(place, gg.rows * p.N, 0.0);
       REPRO_CUDA_CHECK(cudaGetLastError());
       continue;
     }
-    problems.push_back(group_problem(p, gg));
+    operands.push_back(group_operands(p, gg, /*host_bytes*/ false));  // the device reads its own copies
+    problems.push_back(group_problem(p, gg, operands.back()));
     places.push_back(place);
   }
   const int64_t share = std::max<int64_t>(64, kCrossCheckSamples / std::max<int64_t>(1, int64_t(problems.size())));

@@ -243,12 +243,7 @@ inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
     // ue8m0 scales are exponents made from the init's kind (scales.cuh, fill_ue8m0_scales).
     const bool ue8m0 = (i == g.scale_a.tensor && g.scale_a.encoding != ScaleEncoding::value) ||
                        (i == g.scale_b.tensor && g.scale_b.encoding != ScaleEncoding::value);
-    const bool made = t.init.kind != InitKind::file && t.init.kind != InitKind::values;
-    const std::string init = !ue8m0 || !made          ? describe_init(t.init)
-                             : t.init.kind == InitKind::ones ? std::string("ue8m0 scales 1")
-                                                             : strprintf("ue8m0 scales 2^-3..2^3 seed %llu",
-                                                                         (unsigned long long)t.init.seed);
-    line += (line.empty() ? "" : ", ") + t.name + " " + init;
+    line += (line.empty() ? "" : ", ") + t.name + " " + (ue8m0 ? describe_ue8m0_init(t.init) : describe_init(t.init));
   }
   return line;
 }

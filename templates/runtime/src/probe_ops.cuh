@@ -47,10 +47,9 @@ inline int decode_exponent(double got, double unit) {
 // clause (a tile that reads another tile's scales). `what` names the blocks ("scale_a row
 // blocks").
 inline std::string block_findings(const std::vector<int64_t>& used, const std::vector<int64_t>& expected,
-                                  const char* noun, const char* what, int64_t* wrong_lines) {
+                                  const char* noun, const char* what) {
   std::string text;
   int clauses = 0, more = 0;
-  *wrong_lines = 0;
   const auto span = [](int64_t lo, int64_t hi) {
     return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
   };
@@ -62,7 +61,6 @@ inline std::string block_findings(const std::vector<int64_t>& used, const std::v
            (!readable || used[end] - expected[end] == offset))
       ++end;
     if (!readable || offset != 0) {
-      *wrong_lines += int64_t(end - line);
       if (clauses < 4) {
         const std::string lines = strprintf("%s %s", noun, span(int64_t(line), int64_t(end - 1)).c_str());
         text += (clauses ? "; " : "") +
@@ -151,9 +149,8 @@ inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
       print_probe(probes.back());
     }
     if (failed) {
-      int64_t wrong = 0;
       const std::string text =
-          block_findings(used, expected, is_a ? "rows" : "columns", is_a ? "scale_a row blocks" : "scale_b column blocks", &wrong);
+          block_findings(used, expected, is_a ? "rows" : "columns", is_a ? "scale_a row blocks" : "scale_b column blocks");
       if (!text.empty()) {
         findings.push_back(text);
         probes.back().note = text;
@@ -262,7 +259,7 @@ inline std::vector<double> grouped_outputs(const GroupedProblem& p, F value) {
 template <typename F, typename R>
 inline std::vector<double> grouped_expected(const GroupedProblem& p, F code, R row) {
   return grouped_outputs(p, [&](const GroupGemm& gg, int64_t m, int64_t) {
-    return p.alpha * double(gg.a.shape[1]) * code(gg.group) * row(gg.batch, m);
+    return p.alpha * double(gg.k) * code(gg.group) * row(gg.batch, m);
   });
 }
 
@@ -296,7 +293,7 @@ inline GroupFinding decode_groups(const GroupedProblem& p, const std::vector<std
   std::vector<std::string> clauses;
   int more = 0;
   for (const GroupGemm& gg : group_gemms(p)) {
-    const double unit = p.alpha * double(gg.a.shape[1]);
+    const double unit = p.alpha * double(gg.k);
     // Runs of rows of this GEMM decoding to the same group.
     int64_t run_start = 0, run_group = -2;
     const auto close_run = [&](int64_t end) {
@@ -380,7 +377,7 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   // (the whole K for contiguous and masked, the group's own range for k_grouped), else 0.
   const int64_t tile_k = spec.tile_k > 0 ? spec.tile_k : 32;
   int64_t longest_k = 0;
-  for (const GroupGemm& gg : group_gemms(p)) longest_k = std::max(longest_k, gg.a.shape[1]);
+  for (const GroupGemm& gg : group_gemms(p)) longest_k = std::max(longest_k, gg.k);
   std::vector<size_t> slice_probes;
   const int64_t slice_count = ceil_div(longest_k, tile_k);
   for (int64_t s : slices_to_probe(slice_count)) {
@@ -390,7 +387,7 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
         ctx, strprintf("k-slice %lld/%lld", (long long)s, (long long)slice_count),
         strprintf("A = 1, B = 1 on k %lld-%lld of each group", (long long)k0, (long long)(k1 - 1)),
         grouped_outputs(p, [&](const GroupGemm& gg, int64_t, int64_t) {
-          return p.alpha * double(std::max<int64_t>(0, std::min(gg.a.shape[1], k1) - k0));
+          return p.alpha * double(std::max<int64_t>(0, std::min(gg.k, k1) - k0));
         })));
     slice_probes.push_back(probes.size() - 1);
     print_probe(probes.back());
@@ -413,7 +410,7 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
     probes.push_back(run_grouped_probe(
         ctx, strprintf("col code %d", digit), strprintf("A = 1, B[k,n] = 2^(digit %d of n, base 4)", digit),
         grouped_outputs(p, [&](const GroupGemm& gg, int64_t, int64_t n) {
-          return p.alpha * double(gg.a.shape[1]) * line_code(digit, n);
+          return p.alpha * double(gg.k) * line_code(digit, n);
         })));
     col_probes.push_back(probes.size() - 1);
     print_probe(probes.back());

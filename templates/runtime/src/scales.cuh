@@ -116,9 +116,20 @@ inline void fill_scales(const ScaleOperand& s, Tensor& t, int64_t i_extent, int6
 // for the random patterns (a counter-based hash of the tensor's seed and the block, as the
 // generators do), the file's bytes for `file:` and `values:` (left as loaded). An f32-format
 // tensor keeps its generator's values: they are the scales.
+inline bool ue8m0_made_from_init(const Init& init) {
+  return init.kind != InitKind::file && init.kind != InitKind::values && init.kind != InitKind::groups;
+}
+
+// The report's words for what fill_ue8m0_scales makes of `init`.
+inline std::string describe_ue8m0_init(const Init& init) {
+  if (!ue8m0_made_from_init(init)) return describe_init(init);
+  if (init.kind == InitKind::ones) return "ue8m0 scales 1";
+  return strprintf("ue8m0 scales 2^-3..2^3 seed %llu", (unsigned long long)init.seed);
+}
+
 inline void fill_ue8m0_scales(const ScaleOperand& s, Tensor& t, int64_t i_extent, int64_t K) {
   const InitKind kind = t.init.kind;
-  if (kind == InitKind::file || kind == InitKind::values || kind == InitKind::groups) return;
+  if (!ue8m0_made_from_init(t.init)) return;
   // Every byte 1.0 first: the bytes of a packed element past the last K block hold 1.0 too, so
   // a kernel that reads them (a wrong byte order) still sees a valid scale under --ones.
   std::fill(t.host.begin(), t.host.end(), static_cast<unsigned char>(127));
