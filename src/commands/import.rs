@@ -40,6 +40,10 @@ pub enum ImportCommand {
         /// Which call of each tensor (the first call is 0).
         #[arg(long, value_name = "N", default_value_t = 0)]
         call: u32,
+        /// A tensor the kernel writes, captured after the launch: it becomes an output and its
+        /// capture the expected values of a `reference: { op: file }` (once per output).
+        #[arg(long = "expected", value_name = "NAME")]
+        expected: Vec<String>,
         /// Write the section here (never over an existing file) [default: standard output].
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
@@ -73,9 +77,12 @@ impl ImportArgs {
                 search.as_deref(),
                 output.as_deref(),
             ),
-            ImportCommand::Capture { dir, call, output } => {
-                command::capture(&dir, call, output.as_deref())
-            }
+            ImportCommand::Capture {
+                dir,
+                call,
+                expected,
+                output,
+            } => command::capture_with_outputs(&dir, call, &expected, output.as_deref()),
             ImportCommand::Cuda {
                 path,
                 kernel,

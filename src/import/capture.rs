@@ -3,11 +3,19 @@
 //! each with its `.npy` file. Every tensor gets `init: { file: ... }`, so `repro run` replays the
 //! production inputs; a capture made through non-packed strides keeps them, so the harness lays
 //! the tensor out as production did.
+//!
+//! The manifest does not say which tensors a kernel writes, nor whether a capture was taken
+//! before or after the launch: every record is name, call, file, dtype, shape, strides. So a
+//! capture alone gives inputs only (no `reference:`). Told which captured tensors are outputs
+//! captured after the launch ([`section_yaml`]), the section marks them `output: true` (no
+//! `init`) and adds `reference: { op: file, expected: { D: <D's .npy> }, block: TODO }`: the
+//! production outputs become the expected values.
 
 use std::path::Path;
 
 use serde::Deserialize;
 
+use super::skeleton::{Value, BLOCK_TODO};
 use crate::spec::dtype::DType;
 
 /// One line of `manifest.jsonl`.
@@ -87,6 +95,21 @@ pub fn tensors_yaml(
     files_at: &str,
     dir_shown: &str,
 ) -> Result<String, String> {
+    section_yaml(entries, call, &[], files_at, dir_shown)
+}
+
+/// [`tensors_yaml`], with `outputs` naming the captured tensors the kernel writes, each captured
+/// after the launch: those get `output: true` instead of an `init`, and a `reference:` of
+/// `op: file` follows, its `expected` the outputs' captures (in the output's own dtype, which
+/// the harness reads as it reads captured inputs) and its `block` a TODO. With no `outputs`, the tensors alone, as [`tensors_yaml`]. An output name that call
+/// `call` did not capture is an error naming the captured ones.
+pub fn section_yaml(
+    entries: &[Captured],
+    call: u32,
+    outputs: &[String],
+    files_at: &str,
+    dir_shown: &str,
+) -> Result<String, String> {
     let chosen: Vec<&Captured> = entries.iter().filter(|e| e.call == call).collect();
     if chosen.is_empty() {
         let calls: std::collections::BTreeSet<u32> = entries.iter().map(|e| e.call).collect();
@@ -99,29 +122,68 @@ pub fn tensors_yaml(
                 .join(", ")
         ));
     }
+    let mut wanted: Vec<&str> = Vec::new();
+    for name in outputs {
+        if !chosen.iter().any(|e| &e.name == name) {
+            let captured: Vec<&str> = chosen.iter().map(|e| e.name.as_str()).collect();
+            return Err(format!(
+                "no capture of `{name}` at call {call}; call {call} captured {}",
+                captured.join(", ")
+            ));
+        }
+        if !wanted.contains(&name.as_str()) {
+            wanted.push(name);
+        }
+    }
     let mut out = format!(
         "# From `repro import capture {dir_shown}`: call {call} of each tensor repro::capture wrote.\n\
          # Sizes are as captured; name them under `sizes:` where the kernel's arguments use them.\n\
-         # bf16 and fp8 files hold raw bits (numpy has no such types); the harness reads them as is.\n\
-         tensors:\n"
+         # bf16 and fp8 files hold raw bits (numpy has no such types); the harness reads them as is.\n"
     );
+    if !wanted.is_empty() {
+        out.push_str(&format!(
+            "# Outputs, captured after the launch: {}; their captures are the expected values of\n\
+             # `reference: op: file` (capture them where production is right: the last good build, another GPU).\n",
+            wanted.join(", ")
+        ));
+    }
+    out.push_str("tensors:\n");
     let files_at = files_at.trim_end_matches('/');
-    for e in chosen {
+    let file_of = |e: &Captured| {
+        if files_at.is_empty() || files_at == "." {
+            e.file.clone()
+        } else {
+            format!("{files_at}/{}", e.file)
+        }
+    };
+    for e in &chosen {
         let strides = if e.strides == row_major(&e.shape) {
             String::new()
         } else {
             format!(", strides: {}", list(&e.strides))
         };
-        let file = if files_at.is_empty() || files_at == "." {
-            e.file.clone()
+        let role = if wanted.contains(&e.name.as_str()) {
+            ", output: true".to_string()
         } else {
-            format!("{files_at}/{}", e.file)
+            format!(", init: {{ file: {} }}", file_of(e))
         };
         out.push_str(&format!(
-            "  {}: {{ dtype: {}, shape: {}{strides}, init: {{ file: {file} }} }}\n",
+            "  {}: {{ dtype: {}, shape: {}{strides}{role} }}\n",
             e.name,
             e.dtype,
             list(&e.shape)
+        ));
+    }
+    if !wanted.is_empty() {
+        let expected: Vec<String> = wanted
+            .iter()
+            .filter_map(|name| chosen.iter().find(|e| e.name == *name))
+            .map(|e| format!("{}: {}", e.name, Value::known(file_of(e)).render()))
+            .collect();
+        out.push_str(&format!(
+            "reference:\n  op: file\n  expected: {{ {} }}\n  block: {}\n",
+            expected.join(", "),
+            Value::todo(BLOCK_TODO).render()
         ));
     }
     Ok(out)
@@ -159,5 +221,26 @@ mod tests {
         assert!(!yaml.contains("A.1.npy"));
         let err = tensors_yaml(&entries, 7, ".", ".").unwrap_err();
         assert_eq!(err, "no capture has call 7; the manifest holds calls 0, 1");
+    }
+
+    #[test]
+    fn outputs_become_the_expected_values_of_a_file_reference() {
+        let mut d = entry("D", 0, vec![3], vec![1]);
+        d.dtype = "f32".into();
+        let entries = vec![entry("X", 0, vec![2, 3], vec![3, 1]), d];
+        let yaml = section_yaml(&entries, 0, &["D".into()], "capture", "capture").unwrap();
+        assert!(
+            yaml.contains("  X: { dtype: bf16, shape: [2, 3], init: { file: capture/X.0.npy } }\n  D: { dtype: f32, shape: [3], output: true }\nreference:\n  op: file\n  expected: { D: capture/D.0.npy }\n  block: \"TODO: "),
+            "{yaml}"
+        );
+        // A bf16 output's capture is its expected values as they are; a name given twice counts once.
+        let yaml = section_yaml(&entries, 0, &["X".into(), "X".into()], ".", ".").unwrap();
+        assert!(yaml.contains("  expected: { X: X.0.npy }\n"), "{yaml}");
+        let err = section_yaml(&entries, 0, &["Y".into()], ".", ".").unwrap_err();
+        assert_eq!(err, "no capture of `Y` at call 0; call 0 captured X, D");
+        assert_eq!(
+            section_yaml(&entries, 0, &[], ".", ".").unwrap(),
+            tensors_yaml(&entries, 0, ".", ".").unwrap()
+        );
     }
 }

@@ -70,6 +70,18 @@ pub fn cuda(path: &Path, kernel: &str, output: Option<&Path>) -> Result<u8, Erro
 
 /// `repro import capture`: the tensors section, with file paths relative to where it is written.
 pub fn capture(dir: &Path, call: u32, output: Option<&Path>) -> Result<u8, Error> {
+    capture_with_outputs(dir, call, &[], output)
+}
+
+/// [`capture`], with `outputs` naming the captured tensors the kernel writes (captured after the
+/// launch): they become `output: true` and the expected values of a `reference: op: file`
+/// (see [`super::capture::section_yaml`]). The manifest itself cannot say which they are.
+pub fn capture_with_outputs(
+    dir: &Path,
+    call: u32,
+    outputs: &[String],
+    output: Option<&Path>,
+) -> Result<u8, Error> {
     let capture_error = |message| Error::Capture {
         dir: dir.to_path_buf(),
         message,
@@ -80,8 +92,14 @@ pub fn capture(dir: &Path, call: u32, output: Option<&Path>) -> Result<u8, Error
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| PathBuf::from("."));
     let files_at = relative_to(dir, &base);
-    let text = super::capture::tensors_yaml(&entries, call, &files_at, &dir.display().to_string())
-        .map_err(capture_error)?;
+    let text = super::capture::section_yaml(
+        &entries,
+        call,
+        outputs,
+        &files_at,
+        &dir.display().to_string(),
+    )
+    .map_err(capture_error)?;
     match output {
         None => print!("{text}"),
         Some(path) => {
@@ -93,8 +111,13 @@ pub fn capture(dir: &Path, call: u32, output: Option<&Path>) -> Result<u8, Error
                 });
             }
             std::fs::write(path, &text).map_err(Error::io("write", path))?;
+            let what = if outputs.is_empty() {
+                "tensors"
+            } else {
+                "tensors and reference"
+            };
             println!(
-                "wrote {} (paste its tensors into a spec, or add the spec's other sections around it)",
+                "wrote {} (paste its {what} into a spec, or add the spec's other sections around it)",
                 path.display()
             );
         }

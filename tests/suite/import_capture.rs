@@ -3,6 +3,8 @@
 //! host tensors (a bf16 one and a column-major f32 view), `repro import capture` turning its
 //! manifest into a spec's tensors, and the harness built from that spec generating exactly the
 //! captured values. No GPU needed; the device path of the header must fail softly without one.
+//! And, without nvcc, a hand-written capture of a column sum whose output, captured after the
+//! launch, becomes the expected values of `reference: op: file`.
 
 use crate::common;
 
@@ -160,4 +162,77 @@ fn captured_tensors_become_a_spec_that_replays_them() {
         npy_data(&emitted.join("B.npy")),
         npy_data(&dir.join("B.0.npy"))
     );
+}
+
+/// A capture of a column sum (tests/fixtures/import/capture/column_sum/, written by hand in the
+/// format of repro_capture.cuh): X [4, 3] captured before the launch, D [3] after it.
+const COLUMN_SUM: &str = "tests/fixtures/import/capture/column_sum";
+
+#[test]
+fn outputs_captured_after_the_launch_become_a_file_reference() {
+    let dir = Path::new(COLUMN_SUM);
+    let entries = repro::import::capture::read_manifest(dir).unwrap();
+    // The manifest does not say which tensors are outputs: without being told, inputs only,
+    // and no reference at all.
+    let tensors = repro::import::capture::tensors_yaml(&entries, 0, "capture", "capture").unwrap();
+    assert!(!tensors.contains("reference:"), "{tensors}");
+    assert!(
+        tensors.contains("  D: { dtype: f32, shape: [3], init: { file: capture/D.0.npy } }"),
+        "{tensors}"
+    );
+    // Told that D is the output: D is written, its capture the expected values.
+    let section =
+        repro::import::capture::section_yaml(&entries, 0, &["D".into()], "capture", COLUMN_SUM)
+            .unwrap();
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&section).unwrap();
+    assert_eq!(
+        yaml["reference"]["expected"]["D"],
+        serde_yaml::Value::from("capture/D.0.npy")
+    );
+    assert_eq!(
+        yaml["tensors"]["D"]["output"],
+        serde_yaml::Value::from(true)
+    );
+    insta::assert_snapshot!("column_sum_capture", section);
+    let err =
+        repro::import::capture::section_yaml(&entries, 1, &["D".into()], ".", ".").unwrap_err();
+    assert_eq!(err, "no capture has call 1; the manifest holds calls 0");
+
+    // The command: paths relative to where the section is written.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("section.yaml");
+    let absolute = std::path::absolute(dir).unwrap();
+    repro::import::command::capture_with_outputs(&absolute, 0, &["D".into()], Some(&out)).unwrap();
+    let written = std::fs::read_to_string(&out).unwrap();
+    let shown = repro::generate::paths::relative_to(&absolute, tmp.path());
+    assert!(
+        written.contains(&format!("  expected: {{ D: {shown}/D.0.npy }}\n")),
+        "{written}"
+    );
+    assert!(
+        written.contains(&format!(
+            "  X: {{ dtype: f32, shape: [4, 3], init: {{ file: {shown}/X.0.npy }} }}\n"
+        )),
+        "{written}"
+    );
+    let err = repro::import::command::capture_with_outputs(
+        &absolute,
+        0,
+        &["Y".into()],
+        Some(&tmp.path().join("other.yaml")),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no capture of `Y` at call 0; call 0 captured X, D"),
+        "{err}"
+    );
+
+    // `repro import capture` itself has no way to name the outputs: tensors only.
+    repro()
+        .args(["import", "capture"])
+        .arg(dir)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("reference:").not());
 }

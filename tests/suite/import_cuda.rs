@@ -386,6 +386,65 @@ fn device_task_body() {
     insta::assert_snapshot!("tile_task", rendered(&sk));
 }
 
+// ------------------------------------------------------------------------------------------------
+// The reference: `op: gemm` only for what looks like a GEMM, `op: custom` for the rest
+
+/// Reductions (tests/fixtures/import/custom/), outside the fixture tree above so its counts stay.
+const CUSTOM: &str = "tests/fixtures/import/custom";
+
+fn custom_skeleton(kernel: &str) -> Skeleton {
+    let mut found = cuda::find(Path::new(CUSTOM), kernel).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(found.len(), 1, "{kernel}: {found:#?}");
+    let mut sk = cuda::skeleton(&found.remove(0), Path::new(CUSTOM));
+    sk.include_dirs = vec![".".into()];
+    sk
+}
+
+#[test]
+fn a_reduction_gets_a_custom_reference_with_its_signature() {
+    let sk = custom_skeleton("column_sum");
+    assert!(!sk.looks_like_gemm());
+    assert_eq!(
+        sk.reference_signature(),
+        "void column_sum_reference(repro::In X, repro::Out D)"
+    );
+    let text = rendered(&sk);
+    assert!(text.contains("\nreference:\n  op: custom\n"), "{text}");
+    assert!(!text.contains("GEMM's"), "{text}");
+    insta::assert_snapshot!("column_sum", text);
+
+    // A name that says "matmul" on a kernel around a GEMM is not taken for one; the signature
+    // follows the parameters' order, the output first.
+    let sk = custom_skeleton("matmul_backward_bias");
+    assert!(!sk.looks_like_gemm());
+    assert_eq!(
+        sk.reference_signature(),
+        "void matmul_backward_bias_reference(repro::Out dbias, repro::In dout)"
+    );
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&rendered(&sk)).unwrap();
+    assert_eq!(yaml["reference"]["op"], serde_yaml::Value::from("custom"));
+    assert_eq!(
+        yaml["reference"]["function"],
+        serde_yaml::Value::from("TODO: the reference function: void matmul_backward_bias_reference(repro::Out dbias, repro::In dout), one parameter per tensor in this spec's order")
+    );
+}
+
+#[test]
+fn gemms_keep_the_gemm_reference() {
+    // By name: their shapes are TODOs (a declaration says nothing of them).
+    for kernel in ["gemm", "tma_gemm"] {
+        let sk = skeleton(&find_one(kernel));
+        assert!(sk.looks_like_gemm(), "{kernel}");
+        let yaml: serde_yaml::Value = serde_yaml::from_str(&rendered(&sk)).unwrap();
+        assert_eq!(yaml["reference"]["op"], serde_yaml::Value::from("gemm"));
+    }
+    // A GEMM's task body, a GEMV, an elementwise kernel: nothing says GEMM.
+    for kernel in ["tile_task", "gemv", "scale_rows"] {
+        let sk = skeleton(&find_one(kernel));
+        assert!(!sk.looks_like_gemm(), "{kernel}");
+    }
+}
+
 #[test]
 fn an_overloaded_name_lists_every_candidate() {
     let found = cuda::find(root(), "reduce").unwrap();

@@ -503,6 +503,88 @@ fn tuple_form_generic_scalar_and_buffer() {
     assert_eq!(site.grid, ks(["ceil_div(len, 1024)", "1", "1"]));
 }
 
+// ---- the reference: `op: gemm` only for what looks like a GEMM -------------------------------
+
+#[test]
+fn a_column_sum_gets_a_custom_reference_with_its_signature() {
+    let site = site("column_sum.rs", "column_sum");
+    assert_eq!(
+        site.tensors,
+        vec![
+            tensor("x", known("f32"), vec![known("ROWS * COLS")], Some(false)),
+            tensor("d", known("f32"), vec![known("COLS")], Some(true)),
+        ]
+    );
+    let sk = rust::skeleton(&site);
+    assert!(!sk.looks_like_gemm());
+    assert_eq!(
+        sk.reference_signature(),
+        "void column_sum_reference(repro::In x, repro::Out d)"
+    );
+    let text = rendered(&site);
+    assert!(text.contains("\nreference:\n  op: custom\n"), "{text}");
+    insta::assert_snapshot!("column_sum", text);
+}
+
+#[test]
+fn shapes_say_gemm_where_the_name_cannot() {
+    // The kernel is the caller's (its name a TODO), but A [m * k] and B [k * n] make C [m * n].
+    let source = r#"
+fn launch_gemm(stream: &CudaStream, f: &CudaFunction, m: usize, n: usize, k: usize) -> Result<()> {
+    let a = stream.alloc_zeros::<f32>(m * k)?;
+    let b = stream.alloc_zeros::<f32>(k * n)?;
+    let mut c = stream.alloc_zeros::<f32>(m * n)?;
+    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+    let mut builder = stream.launch_builder(f);
+    builder.arg(&a).arg(&b).arg(&mut c);
+    unsafe { builder.launch(cfg) }?;
+    Ok(())
+}
+"#;
+    let site = inline(source);
+    assert_eq!(site.kernel, None);
+    assert!(rust::skeleton(&site).looks_like_gemm());
+    assert!(rendered(&site).contains("\nreference:\n  op: gemm\n"));
+    // The same buffers summed elementwise (all [m * n]) are not a GEMM, though the TODO that
+    // stands for the kernel's name mentions `launch_gemm`: a TODO says nothing.
+    let site = inline(
+        &source
+            .replace("(m * k)", "(m * n)")
+            .replace("(k * n)", "(m * n)"),
+    );
+    let sk = rust::skeleton(&site);
+    assert!(
+        sk.kernel_name.starts_with("TODO:") && sk.kernel_name.contains("launch_gemm"),
+        "{}",
+        sk.kernel_name
+    );
+    assert!(!sk.looks_like_gemm());
+    assert!(rendered(&site).contains("\nreference:\n  op: custom\n"));
+}
+
+#[test]
+fn gemm_sites_keep_the_gemm_reference() {
+    for (file, kernel) in [
+        ("builder_gemm.rs", "tiled_gemm_bf16"),
+        ("legacy.rs", "sgemm_naive"),
+    ] {
+        assert!(
+            rust::skeleton(&site(file, kernel)).looks_like_gemm(),
+            "{kernel}"
+        );
+    }
+    for (file, kernel) in [
+        ("elementwise.rs", "relu_bf16"),
+        ("chained.rs", "softmax_fwd_f16"),
+        ("chained.rs", "grid_reduce_sum"),
+    ] {
+        assert!(
+            !rust::skeleton(&site(file, kernel)).looks_like_gemm(),
+            "{kernel}"
+        );
+    }
+}
+
 // ---- picking a site, listing ------------------------------------------------------------------
 
 #[test]
