@@ -113,6 +113,10 @@ pub enum Error {
     #[error("{}: no size to vary: the output's extents are not plain size names; name them with --dims", spec.display())]
     NoSizeToVary { spec: PathBuf },
 
+    #[error("{}: repro shrink shrinks a GEMM's M, N and K; this spec's reference is `op: {op}`: \
+             run `repro sweep --dims NAME` over its sizes instead", spec.display())]
+    ShrinkNeedsGemm { spec: PathBuf, op: &'static str },
+
     #[error("the harness {} refused the options repro gave it: {message}", binary.display())]
     HarnessRefused { binary: PathBuf, message: String },
 
@@ -153,6 +157,14 @@ pub enum Error {
         command: String,
     },
 
+    #[error("the custom reference does not compile (nvcc exit {code}): `{function}` in {header}; nvcc's message is above.\ncommand: {command}")]
+    ReferenceBuild {
+        header: String,
+        function: String,
+        code: String,
+        command: String,
+    },
+
     #[error("cannot run {}", path.display())]
     Launch {
         path: PathBuf,
@@ -182,11 +194,12 @@ impl Error {
             | Error::SizesFixed { .. }
             | Error::UnknownSize { .. }
             | Error::NoSizeToVary { .. }
+            | Error::ShrinkNeedsGemm { .. }
             | Error::HarnessRefused { .. }
             | Error::ShrunkSpec { .. } => exit::USAGE,
             Error::Io { .. } => exit::USAGE,
             Error::Internal(_) | Error::HarnessReport { .. } => exit::INTERNAL,
-            Error::Toolchain(_) | Error::Build { .. } => exit::BUILD,
+            Error::Toolchain(_) | Error::Build { .. } | Error::ReferenceBuild { .. } => exit::BUILD,
             Error::Launch { .. } => exit::CUDA_ERROR,
         }
     }

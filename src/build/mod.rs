@@ -19,7 +19,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::plan::command::HARNESS_BINARY;
+use crate::plan::command::{HARNESS_BINARY, REFERENCE_OBJECT};
 use crate::plan::Plan;
 use lock::FileLock;
 
@@ -199,6 +199,9 @@ pub fn build_variant(
     let _lock = FileLock::acquire(&dir.join(BUILD_DIR).join("lock"))?;
     let library = runtime::library(&nvcc.path, command, dir)?;
     let library_path = library.path.to_string_lossy().into_owned();
+    if command.custom_reference {
+        reference_object(plan, &nvcc.path)?;
+    }
     let args = variant.arguments(command.arguments(&library_path));
     let binary = dir.join(variant.binary());
     let stamp_path = dir.join(variant.stamp());
@@ -253,6 +256,9 @@ pub fn build_variant(
         .map(|t| parse_depfile(&t))
         .unwrap_or_default();
     inputs.push(library_path);
+    if command.custom_reference {
+        inputs.push(REFERENCE_OBJECT.into());
+    }
     let changed = changed_since(dir, &inputs, started);
     if !changed.is_empty() {
         eprintln!(
@@ -269,6 +275,76 @@ pub fn build_variant(
         seconds,
     })
 }
+
+/// `op: custom`: reference.cu (the call of the user's reference function, which includes their
+/// header) compiled with the runtime's flags into REFERENCE_OBJECT, unless its stamp says the
+/// object is current. Cached like the harness: by the arguments and every file it read. A
+/// reference that does not compile is exit 3 with nvcc's message, which names the header.
+fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
+    let dir = &plan.dir;
+    let args = plan.command.reference_arguments(REFERENCE_OBJECT);
+    let object = dir.join(REFERENCE_OBJECT);
+    let stamp_path = dir.join(REFERENCE_STAMP);
+    if current(dir, &object, &stamp_path, nvcc, &args) {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(&stamp_path);
+    let partial = format!("{REFERENCE_OBJECT}.partial");
+    eprintln!(
+        "build: {} {} (in {})",
+        nvcc.display(),
+        args.join(" "),
+        dir.display()
+    );
+    let marker = dir.join(BUILD_DIR).join("started-reference");
+    std::fs::write(&marker, b"").map_err(Error::io("write", &marker))?;
+    let started = std::fs::metadata(&marker)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| SystemTime::now());
+    let (output, _) = progress::run(
+        "the custom reference with the runtime's flags",
+        Command::new(nvcc)
+            .current_dir(dir)
+            .args(with_output(&args, &partial))
+            .args(["-MD", "-MF", REFERENCE_DEPFILE]),
+    )
+    .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.display())))?;
+    print_output(&output);
+    if !output.status.success() {
+        let _ = std::fs::remove_file(dir.join(&partial));
+        let (header, function) = match &plan.spec.reference {
+            crate::spec::Reference::Custom(c) => (
+                crate::generate::paths::relative_to(&c.source, dir),
+                c.function.clone(),
+            ),
+            _ => Default::default(),
+        };
+        return Err(Error::ReferenceBuild {
+            header,
+            function,
+            code: output
+                .status
+                .code()
+                .map_or("signal".into(), |c| c.to_string()),
+            command: format!("{} {}", nvcc.display(), args.join(" ")),
+        });
+    }
+    std::fs::rename(dir.join(&partial), &object).map_err(Error::io("write", &object))?;
+    let inputs = std::fs::read_to_string(dir.join(REFERENCE_DEPFILE))
+        .map(|t| parse_depfile(&t))
+        .unwrap_or_default();
+    if changed_since(dir, &inputs, started).is_empty() {
+        if let Some(key) = key_of(nvcc, &args, dir, &inputs) {
+            let stamp =
+                serde_json::to_string_pretty(&Stamp { key, inputs }).expect("stamp serializes");
+            std::fs::write(&stamp_path, stamp).map_err(Error::io("write", &stamp_path))?;
+        }
+    }
+    Ok(())
+}
+
+const REFERENCE_STAMP: &str = ".repro/build/stamp-reference.json";
+const REFERENCE_DEPFILE: &str = ".repro/build/reference.d";
 
 /// The same arguments with nvcc's output file (`-o X`) replaced.
 fn with_output(args: &[String], output: &str) -> Vec<String> {

@@ -9,7 +9,7 @@ use super::paths::relative_to;
 use crate::plan::command::{ArgGroup, BuildCommand, RUNTIME_FLAGS};
 use crate::plan::quote::{cmake_quote, comment_text, shell_quote};
 use crate::spec::model::GroupedLayout;
-use crate::spec::{KernelArg, LaunchKind, ResolvedSpec, TmaDescriptor};
+use crate::spec::{KernelArg, LaunchKind, Reference, ResolvedSpec, TmaDescriptor};
 
 #[derive(Debug, Serialize)]
 pub struct HarnessContext {
@@ -172,8 +172,34 @@ pub struct DeviceEntryContext {
 
 #[derive(Debug, Serialize)]
 pub struct ReferenceContext {
-    pub tile_m: i64,
-    pub tile_n: i64,
+    /// `reference.op` as written.
+    pub op: &'static str,
+    /// What the outputs are compared with, for comments and the README (one line).
+    pub formula: String,
+    /// The unit errors are localized by: the GEMM's tile, the custom op's block (`[256]`), or
+    /// empty when the spec gives none.
+    pub block: String,
+    /// `op: custom`: the call reference.cu makes.
+    pub custom: Option<CustomReferenceContext>,
+}
+
+/// `op: custom`: reference.cu includes the user's header and calls their function with every
+/// tensor, in the spec's order: inputs as `repro::In`, outputs as `repro::Out`.
+#[derive(Debug, Serialize)]
+pub struct CustomReferenceContext {
+    pub function: String,
+    /// The header relative to the artifact folder, as `#include "..."` names it.
+    pub header: String,
+    pub arguments: Vec<CustomArgument>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CustomArgument {
+    /// `repro::In` or `repro::Out`.
+    pub view: &'static str,
+    pub index: usize,
+    /// `X f32 [B, N]`, for a comment.
+    pub comment: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -376,8 +402,35 @@ fn layout_cpp(shape: &[String], strides: &[String], col_major: bool) -> String {
 /// The reference as a formula over the spec's tensor names, for a comment: the plain, batched or
 /// block-scaled GEMM (with C and bias), or a grouped GEMM in its layout.
 fn reference_formula(spec: &ResolvedSpec) -> String {
-    let r = &spec.reference;
     let name_of = |i: usize| spec.tensors[i].name.clone();
+    let names = |indices: &[usize]| -> String {
+        indices
+            .iter()
+            .map(|&i| name_of(i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let r = match &spec.reference {
+        Reference::Gemm(g) => g,
+        Reference::Custom(c) => {
+            let inputs: Vec<usize> = (0..spec.tensors.len())
+                .filter(|&i| !spec.tensors[i].output)
+                .collect();
+            return format!(
+                "{} = {}({}), your host reference, in f64",
+                names(&c.outputs),
+                c.function,
+                names(&inputs)
+            );
+        }
+        Reference::File(f) => {
+            let outputs: Vec<usize> = f.expected.iter().map(|(i, _)| *i).collect();
+            return format!(
+                "{} compared with the expected outputs saved as .npy",
+                names(&outputs)
+            );
+        }
+    };
     let (out, a, b) = (name_of(r.out), name_of(r.a), name_of(r.b));
     if let Some(g) = &r.grouped {
         let meta = name_of(g.metadata);
@@ -425,7 +478,10 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
 /// optional), the same with block scales (the kernel's scale pointers and layouts), or a masked
 /// grouped GEMM (one problem per group; validation refuses the other grouped layouts).
 fn cutlass_context(spec: &ResolvedSpec) -> CutlassContext {
-    let r = &spec.reference;
+    let r = spec
+        .reference
+        .gemm()
+        .expect("validation gives kind: cutlass3 a GEMM reference");
     let block = |b: &[i64; 2]| format!("{{{}, {}}}", b[0], b[1]);
     let scales = match (&r.scale_a, &r.scale_b) {
         (Some(sa), Some(sb)) => Some(format!(
@@ -448,6 +504,49 @@ fn cutlass_context(spec: &ResolvedSpec) -> CutlassContext {
         beta: cpp_double(r.beta),
         scales,
         masked_m,
+    }
+}
+
+fn reference_context(spec: &ResolvedSpec, artifact: &Path) -> ReferenceContext {
+    let block = spec.reference.block();
+    let custom = match &spec.reference {
+        Reference::Custom(c) => Some(CustomReferenceContext {
+            function: c.function.clone(),
+            header: relative_to(&c.source, artifact),
+            arguments: spec
+                .tensors
+                .iter()
+                .enumerate()
+                .map(|(index, t)| CustomArgument {
+                    view: if t.output { "repro::Out" } else { "repro::In" },
+                    index,
+                    comment: comment_text(&format!(
+                        "{} {} [{}]",
+                        t.name,
+                        t.dtype.name(),
+                        t.shape_text.join(", ")
+                    )),
+                })
+                .collect(),
+        }),
+        _ => None,
+    };
+    ReferenceContext {
+        op: spec.reference.op(),
+        formula: comment_text(&reference_formula(spec)),
+        block: if block.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "[{}]",
+                block
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+        custom,
     }
 }
 
@@ -496,7 +595,6 @@ pub fn harness_context(
             KernelArg::Expr(e) => e.clone(),
         })
         .collect();
-    let r = &spec.reference;
     let tolerance = |v: Option<f64>| cpp_double(v.unwrap_or(-1.0));
     let fixed_reason = sizes_fixed_reason(spec);
     let expect = spec.expect.as_ref();
@@ -571,10 +669,7 @@ pub fn harness_context(
                 role: role.name(),
             })
             .collect(),
-        reference: ReferenceContext {
-            tile_m: r.tile_m,
-            tile_n: r.tile_n,
-        },
+        reference: reference_context(spec, artifact),
         check: CheckContext {
             rel_l2: tolerance(spec.check.rel_l2),
             rtol: tolerance(spec.check.rtol),

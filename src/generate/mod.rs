@@ -92,6 +92,18 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/report.cuh"),
     ),
     (
+        "runtime/src/custom.cuh",
+        include_str!("../../templates/runtime/src/custom.cuh"),
+    ),
+    (
+        "runtime/src/probe_custom.cuh",
+        include_str!("../../templates/runtime/src/probe_custom.cuh"),
+    ),
+    (
+        "runtime/src/run_options.cuh",
+        include_str!("../../templates/runtime/src/run_options.cuh"),
+    ),
+    (
         "runtime/src/scales.cuh",
         include_str!("../../templates/runtime/src/scales.cuh"),
     ),
@@ -122,6 +134,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
     (
         "runtime/include/repro/harness.h",
         include_str!("../../templates/runtime/include/repro/harness.h"),
+    ),
+    (
+        "runtime/include/repro/reference.h",
+        include_str!("../../templates/runtime/include/repro/reference.h"),
     ),
     (
         "runtime/include/repro/tma.h",
@@ -184,9 +200,15 @@ pub fn file_list(names: &[&str]) -> String {
     out.join(", ")
 }
 
+/// `op: custom` only: reference.cu, which includes the user's header and calls their function.
+const REFERENCE_TEMPLATE: (&str, &str) = (
+    "reference.cu",
+    include_str!("../../templates/reference.cu.tera"),
+);
+
 fn templates() -> Tera {
     let mut tera = Tera::default();
-    for (name, text) in TEMPLATES {
+    for (name, text) in TEMPLATES.iter().chain([&REFERENCE_TEMPLATE]) {
         tera.add_raw_template(name, text)
             .expect("embedded templates parse (tested)");
     }
@@ -216,6 +238,18 @@ pub fn render(spec: &ResolvedSpec, dir: &Path, command: &BuildCommand) -> Result
             name,
             content,
             executable: *name == "build.sh",
+        });
+    }
+    // `op: custom`: the call of the user's reference, in a translation unit of its own.
+    if context.reference.custom.is_some() {
+        files.push(GeneratedFile {
+            name: crate::plan::command::REFERENCE_SOURCE,
+            content: tera
+                .render(REFERENCE_TEMPLATE.0, &tera_context)
+                .map_err(|e| {
+                    Error::Internal(format!("the template of reference.cu does not render: {e}"))
+                })?,
+            executable: false,
         });
     }
     files.extend(RUNTIME_FILES.iter().map(|(name, content)| GeneratedFile {
@@ -251,6 +285,20 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
         {
             f.file = paths::relative_to(path, dir);
         }
+    }
+    match &spec.reference {
+        crate::spec::Reference::Custom(c) => {
+            s.reference.source = Some(paths::relative_to(&c.source, dir));
+        }
+        crate::spec::Reference::File(f) => {
+            s.reference.expected = Some(
+                f.expected
+                    .iter()
+                    .map(|(i, path)| (spec.tensors[*i].name.clone(), paths::relative_to(path, dir)))
+                    .collect(),
+            );
+        }
+        crate::spec::Reference::Gemm(_) => {}
     }
     format!(
         "# Resolved by repro {} from {}; paths are relative to this folder.\n{}",

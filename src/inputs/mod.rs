@@ -115,7 +115,9 @@ pub fn listed_values(source: &InitSource, numel: usize) -> Option<Vec<f64>> {
 /// k_block, draw 0; four K blocks to an i32 element when packed.
 pub fn input_bits(spec: &ResolvedSpec, index: usize) -> Vec<u8> {
     let tensor = &spec.tensors[index];
-    let r = &spec.reference;
+    let Some(r) = spec.reference.gemm() else {
+        return tensor_storage_bits(tensor);
+    };
     let scale = [(&r.scale_a, true), (&r.scale_b, false)]
         .into_iter()
         .find_map(|(s, is_a)| s.as_ref().filter(|s| s.tensor == index).map(|s| (s, is_a)));

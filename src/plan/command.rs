@@ -29,6 +29,10 @@ pub struct BuildCommand {
     /// The production line's host compiler (`-ccbin X`): the runtime is built with it too, since
     /// the two must link, and it is part of the runtime's cache key.
     pub host_compiler: Vec<String>,
+    /// `op: custom`: the user's reference is a translation unit of its own (reference.cu),
+    /// compiled like the runtime (its flags, never the production ones) into REFERENCE_OBJECT
+    /// and linked into the harness.
+    pub custom_reference: bool,
 }
 
 /// The harness executable's name inside the artifact folder.
@@ -39,6 +43,9 @@ pub const RUNTIME_DIR: &str = "runtime";
 pub const RUNTIME_SOURCE: &str = "runtime/src/runtime.cu";
 pub const RUNTIME_INCLUDE: &str = "runtime/include";
 pub const RUNTIME_LIBRARY: &str = "librepro_runtime.a";
+/// `op: custom`: the glue that calls the user's reference, and its object.
+pub const REFERENCE_SOURCE: &str = "reference.cu";
+pub const REFERENCE_OBJECT: &str = ".repro/build/reference.o";
 
 /// The runtime's own flags, the only ones it is ever compiled with: no fast-math, no production
 /// `-D`, `-G`, `-maxrregcount` or `-Xptxas` can change a reference value, a conversion or a
@@ -77,6 +84,7 @@ impl BuildCommand {
                 .collect(),
             cutlass: spec.cutlass.as_ref().map(|c| relative_to(c, dir)),
             host_compiler: host_compiler_flags(&spec.build.flags),
+            custom_reference: matches!(spec.reference, crate::spec::Reference::Custom(_)),
         }
     }
 
@@ -118,11 +126,26 @@ impl BuildCommand {
             args.push(format!("-I{root}/tools/util/include"));
         }
         args.push(format!("-I{RUNTIME_INCLUDE}"));
+        args.extend(["-o".into(), HARNESS_BINARY.into(), HARNESS_SOURCE.into()]);
+        if self.custom_reference {
+            args.push(REFERENCE_OBJECT.into());
+        }
+        args.push(library.into());
+        args
+    }
+
+    /// `op: custom`: every argument of the reference object's build (run in the artifact
+    /// folder): the runtime's flags, its headers, the harness's host compiler (they link).
+    pub fn reference_arguments(&self, output: &str) -> Vec<String> {
+        let mut args = vec![self.gencode()];
+        args.extend(RUNTIME_FLAGS.iter().map(|f| f.to_string()));
+        args.extend(self.host_compiler.iter().cloned());
         args.extend([
+            format!("-I{RUNTIME_INCLUDE}"),
+            "-c".into(),
             "-o".into(),
-            HARNESS_BINARY.into(),
-            HARNESS_SOURCE.into(),
-            library.into(),
+            output.into(),
+            REFERENCE_SOURCE.into(),
         ]);
         args
     }

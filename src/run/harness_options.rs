@@ -105,7 +105,8 @@ const fn valued(
 pub const ONES: HarnessOption = flag(
     "--ones",
     Group::Inputs,
-    "A = B = 1, C and bias 0: every output must equal alpha*K, compared exactly",
+    "A = B = 1, C and bias 0: every output must equal alpha*K, compared exactly (op: custom: every \
+     floating-point input 1, against your reference)",
 );
 pub const INIT: HarnessOption = valued(
     "--init",
@@ -162,7 +163,7 @@ pub const PROBE: HarnessOption = flag(
     "--probe",
     Group::Modes,
     "the probe suite: ones, K slices, row and column codes, identity, tile ramp (scaled GEMMs: scale \
-     codes; grouped: group codes), random; then a verdict",
+     codes; grouped: group codes; op: custom: ones, iota, block codes), random; then a verdict",
 );
 pub const BENCH: HarnessOption = flag(
     "--bench",

@@ -251,9 +251,26 @@ pub(crate) fn run_quiet(
 /// host reference (at a pessimistic 0.2 GFLOP/s of fp64 on one core), plus a minute of slack
 /// for context creation and transfers.
 fn process_limit(spec: &ResolvedSpec, timeout: f64, repeat: u32) -> Duration {
-    let r = &spec.reference;
-    let flops = 2.0 * (r.l * r.m * r.n) as f64 * r.k as f64;
-    Duration::from_secs_f64(60.0 + timeout * f64::from(repeat) * 2.0 + flops / 2e8)
+    let (reference_seconds, _) = reference_work(spec);
+    Duration::from_secs_f64(60.0 + timeout * f64::from(repeat) * 2.0 + reference_seconds)
+}
+
+/// A pessimistic bound on the seconds one host reference takes, and the outputs it makes: a
+/// GEMM's flops at 0.2 GFLOP/s on one core; a custom reference's work is its author's, so it
+/// gets ten minutes (a file reference is only read).
+pub(crate) fn reference_work(spec: &ResolvedSpec) -> (f64, i64) {
+    let outputs: i64 = spec
+        .reference
+        .outputs()
+        .iter()
+        .map(|&i| spec.tensor(i).numel())
+        .sum();
+    let seconds = match &spec.reference {
+        crate::spec::Reference::Gemm(r) => 2.0 * (r.l * r.m * r.n) as f64 * r.k as f64 / 2e8,
+        crate::spec::Reference::Custom(_) => 600.0,
+        crate::spec::Reference::File(_) => outputs as f64 * 8.0 / 1e8,
+    };
+    (seconds, outputs)
 }
 
 /// Where the harness writes its JSON report: the user's `--json FILE`, or the artifact's

@@ -42,12 +42,10 @@ pub fn probe(plan: &Plan, options: &ProbeOptions) -> Result<u8, Error> {
     let report = super::report_path(options.json.as_deref(), &plan.dir)?;
     args.extend(opt::JSON.with(report.display()));
     let timeout = options.checks.timeout.unwrap_or(spec.check.timeout);
-    let r = &spec.reference;
-    let flops = 2.0 * (r.l * r.m * r.n) as f64 * r.k as f64;
-    // Every launch's watchdog, the host reference at a pessimistic 0.2 GFLOP/s, and the
-    // host side of ~25 exact comparisons.
+    let (reference_seconds, outputs) = super::reference_work(spec);
+    // Every launch's watchdog, the host references, and the host side of ~25 exact comparisons.
     let limit = Duration::from_secs_f64(
-        60.0 + timeout * LAUNCHES + flops / 2e8 + (r.l * r.m * r.n) as f64 * 25.0 / 5e7,
+        60.0 + timeout * LAUNCHES + reference_seconds * 8.0 + outputs as f64 * 25.0 / 5e7,
     );
     let Some((code, disposition)) = relay(Command::new(&binary), &args, limit, &binary)? else {
         return Ok(exit::HANG);

@@ -60,7 +60,9 @@ pub struct Dim {
 /// The sizes a GEMM's extents are named by, in the order they are shrunk: M, N, K, then the
 /// batch. Only extents written as a plain size name can be changed.
 pub fn gemm_dims(spec: &ResolvedSpec) -> Vec<Dim> {
-    let r = &spec.reference;
+    let Some(r) = spec.reference.gemm() else {
+        return Vec::new();
+    };
     let out = spec.tensor(r.out);
     let a = spec.tensor(r.a);
     let rank = out.shape_text.len();
@@ -540,6 +542,12 @@ pub struct ShrinkOptions {
 /// returns 0 when the spec passes, 1 when it fails (shrunk or not).
 pub fn shrink(plan: &Plan, options: &ShrinkOptions) -> Result<u8, Error> {
     let spec = &plan.spec;
+    if spec.reference.gemm().is_none() {
+        return Err(Error::ShrinkNeedsGemm {
+            spec: spec.path.clone(),
+            op: spec.reference.op(),
+        });
+    }
     let dims = gemm_dims(spec);
     let names: Vec<String> = dims.iter().map(|d| d.name.clone()).collect();
     check_dims(spec, &names, "shrink")?;

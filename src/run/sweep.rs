@@ -32,7 +32,7 @@ pub fn default_sizes(tiles: &[i64]) -> Vec<i64> {
 /// The sizes that are the output's extents (the last two dimensions of the reference's output),
 /// when written as a plain size name: what a sweep varies unless `--dims` says.
 pub fn output_dims(spec: &ResolvedSpec) -> Vec<String> {
-    let out = spec.tensor(spec.reference.out);
+    let out = spec.tensor(spec.reference.outputs()[0]);
     let rank = out.shape_text.len();
     out.shape_text[rank.saturating_sub(2)..]
         .iter()
@@ -124,9 +124,8 @@ pub fn sweep(plan: &Plan, options: &SweepOptions) -> Result<u8, Error> {
         options.dims.clone()
     };
     check_dims(spec, &dims, "sweep")?;
-    let r = &spec.reference;
     let sizes = if options.sizes.is_empty() {
-        default_sizes(&[r.tile_m, r.tile_n])
+        default_sizes(&spec.reference.block())
     } else {
         options.sizes.clone()
     };

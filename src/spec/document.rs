@@ -6,7 +6,7 @@
 //! `source.include_dirs` and the input files from the resolved spec.
 
 use super::model::{BuildSpec, FileInit, Generator, GroupsInit, InitPattern, Spec, ValuesInit};
-use super::resolved::{InitSource, ResolvedSpec};
+use super::resolved::{InitSource, Reference, ResolvedSpec};
 
 /// `written` (the spec as parsed, defaults filled by serde) with `resolved`'s values spelled out.
 pub fn resolved_document(written: &Spec, resolved: &ResolvedSpec) -> Spec {
@@ -55,13 +55,31 @@ pub fn resolved_document(written: &Spec, resolved: &ResolvedSpec) -> Spec {
             }
         }
     }
-    let r = &resolved.reference;
-    s.reference.alpha = Some(r.alpha);
-    s.reference.beta = r.c.map(|_| r.beta);
-    s.reference.tile = Some(match r.tile_k {
-        Some(k) => vec![r.tile_m, r.tile_n, k],
-        None => vec![r.tile_m, r.tile_n],
-    });
+    match &resolved.reference {
+        Reference::Gemm(r) => {
+            s.reference.alpha = Some(r.alpha);
+            s.reference.beta = r.c.map(|_| r.beta);
+            s.reference.tile = Some(match r.tile_k {
+                Some(k) => vec![r.tile_m, r.tile_n, k],
+                None => vec![r.tile_m, r.tile_n],
+            });
+        }
+        // Absolute here; the artifact writes them relative to itself (like input files).
+        Reference::Custom(c) => s.reference.source = Some(c.source.display().to_string()),
+        Reference::File(f) => {
+            s.reference.expected = Some(
+                f.expected
+                    .iter()
+                    .map(|(i, path)| {
+                        (
+                            resolved.tensors[*i].name.clone(),
+                            path.display().to_string(),
+                        )
+                    })
+                    .collect(),
+            )
+        }
+    }
     s.check.repeat = Some(resolved.check.repeat);
     s.check.timeout = Some(resolved.check.timeout);
     s

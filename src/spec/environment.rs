@@ -17,7 +17,8 @@ pub struct Environment {
     /// Each `source.include_dirs` entry, by position: the canonical folder, or `None` when it is
     /// not a folder.
     pub include_dirs: Vec<Option<PathBuf>>,
-    /// Each input file an `init: { file }` names, by the path as written.
+    /// Each input file an `init: { file }` names, and the files `reference.source` and
+    /// `reference.expected` name, by the path as written.
     pub input_files: HashMap<String, InputFile>,
     /// What `build.flags_from` gave, when the spec has one.
     pub flags_from: Option<Result<FlagsFromLine, String>>,
@@ -85,6 +86,17 @@ impl Environment {
             input_files
                 .entry(f.file.clone())
                 .or_insert_with(|| input_file(&dir.join(&f.file)));
+        }
+        // `op: custom`'s header and `op: file`'s expected outputs, looked up the same way.
+        let reference = &spec.reference;
+        for file in reference
+            .source
+            .iter()
+            .chain(reference.expected.iter().flat_map(|e| e.values()))
+        {
+            input_files
+                .entry(file.clone())
+                .or_insert_with(|| input_file(&dir.join(file)));
         }
         let flags_from = spec.build.flags_from.as_ref().map(|from| {
             let path = dir.join(&from.file);

@@ -2,6 +2,7 @@
 //! it into the numbers and names generation needs. Nothing is written anywhere until a spec has
 //! passed here.
 
+mod custom;
 pub mod diagnostic;
 mod document;
 pub mod dtype;

@@ -477,8 +477,12 @@ impl KernelSpec {
 #[serde(deny_unknown_fields)]
 pub struct ReferenceSpec {
     pub op: String,
+    /// The GEMM ops' operands and output (empty: not given; `op: custom` and `op: file` have none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub a: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub b: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub out: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub c: Option<String>,
@@ -512,6 +516,19 @@ pub struct ReferenceSpec {
     /// `layout: k_grouped`: the i32 K extent of every group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k_sizes: Option<String>,
+    /// `op: custom`: the header holding the host C++ reference, relative to the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// `op: custom`: the reference function in `source`, one parameter per tensor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// `op: file`: each output's expected values, a `.npy` relative to the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<IndexMap<String, String>>,
+    /// `op: custom` and `op: file`: the launch's block of outputs, in the output's index order
+    /// (the role `tile` has for a GEMM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<Vec<i64>>,
 }
 
 /// `scale_a:` / `scale_b:` of a scaled GEMM.

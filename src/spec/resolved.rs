@@ -32,7 +32,7 @@ pub struct ResolvedSpec {
     pub tma: Vec<TmaDescriptor>,
     /// `trace:` stages as (stage index, name, role).
     pub trace: Vec<(u32, String, crate::spec::model::TraceRole)>,
-    pub reference: ReferenceGemm,
+    pub reference: Reference,
     pub check: CheckSettings,
     pub build: BuildSettings,
     /// Absolute include directories: the spec's, then those of a `flags_from` compile line.
@@ -170,6 +170,75 @@ impl KernelLaunch {
             format!("{}<{}>", self.name, self.template_args.join(", "))
         }
     }
+}
+
+/// What the kernel's outputs are compared with (DESIGN §8).
+#[derive(Debug, Clone)]
+pub enum Reference {
+    /// `op: gemm` and `op: grouped_gemm`: the fp64 GEMM of the runtime, on the host or the device.
+    Gemm(ReferenceGemm),
+    /// `op: custom`: the user's host C++ function, in its own translation unit.
+    Custom(ReferenceCustom),
+    /// `op: file`: expected outputs saved as `.npy`.
+    File(ReferenceFile),
+}
+
+impl Reference {
+    /// The GEMM, for the ops that are one.
+    pub fn gemm(&self) -> Option<&ReferenceGemm> {
+        match self {
+            Reference::Gemm(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// The outputs the reference judges, in the spec's tensor order.
+    pub fn outputs(&self) -> Vec<usize> {
+        match self {
+            Reference::Gemm(g) => vec![g.out],
+            Reference::Custom(c) => c.outputs.clone(),
+            Reference::File(f) => f.expected.iter().map(|(i, _)| *i).collect(),
+        }
+    }
+
+    /// The unit errors are localized by in the first output: the GEMM's output tile, or the
+    /// custom op's `block` (empty: none given).
+    pub fn block(&self) -> Vec<i64> {
+        match self {
+            Reference::Gemm(g) => vec![g.tile_m, g.tile_n],
+            Reference::Custom(c) => c.block.clone(),
+            Reference::File(f) => f.block.clone(),
+        }
+    }
+
+    /// `reference.op` as written.
+    pub fn op(&self) -> &'static str {
+        match self {
+            Reference::Gemm(g) if g.grouped.is_some() => "grouped_gemm",
+            Reference::Gemm(_) => "gemm",
+            Reference::Custom(_) => "custom",
+            Reference::File(_) => "file",
+        }
+    }
+}
+
+/// `op: custom`: `function` in the header `source` computes every output from the inputs.
+#[derive(Debug, Clone)]
+pub struct ReferenceCustom {
+    /// The header, absolute.
+    pub source: PathBuf,
+    pub function: String,
+    /// Every tensor marked `output: true`, in the spec's order.
+    pub outputs: Vec<usize>,
+    /// `reference.block`, in the first output's index order (empty: not given).
+    pub block: Vec<i64>,
+}
+
+/// `op: file`: each output's expected values in a `.npy` (absolute paths).
+#[derive(Debug, Clone)]
+pub struct ReferenceFile {
+    pub expected: Vec<(usize, PathBuf)>,
+    pub block: Vec<i64>,
 }
 
 #[derive(Debug, Clone)]

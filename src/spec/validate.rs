@@ -24,7 +24,7 @@ const SM90_MAX_DYNAMIC_SMEM: i64 = 227 * 1024;
 pub(super) struct Validator<'a> {
     pub(super) spec: &'a Spec,
     spans: &'a SpanMap,
-    environment: &'a Environment,
+    pub(super) environment: &'a Environment,
     errors: Vec<Diagnostic>,
     warnings: Vec<String>,
 }
@@ -888,6 +888,13 @@ impl<'a> Validator<'a> {
             );
             return None;
         };
+        if matches!(self.spec.reference.op.as_str(), "custom" | "file") {
+            self.error(
+                "reference.op",
+                format!("`kind: cutlass3` runs CUTLASS GEMMs; `op: {}` is for kernels that are not GEMMs", self.spec.reference.op),
+            )
+            .help = Some("give the GEMM's reference: `op: gemm` (or `grouped_gemm`) with `a`, `b` and `out`".into());
+        }
         if self.spec.reference.bias.is_some() {
             self.key_error("reference.bias", "a bias is not supported with `kind: cutlass3` yet")
                 .help = Some("the harness drives the default epilogue (alpha, beta, C); a bias needs the kernel's own fusion arguments".into());
@@ -945,7 +952,69 @@ impl<'a> Validator<'a> {
         })
     }
 
-    fn reference(&mut self, tensors: &[TensorSpecResolved]) -> Option<ReferenceGemm> {
+    fn reference(&mut self, tensors: &[TensorSpecResolved]) -> Option<Reference> {
+        match self.spec.reference.op.as_str() {
+            "custom" => return self.custom_reference(tensors).map(Reference::Custom),
+            "file" => return self.file_reference(tensors).map(Reference::File),
+            "grouped_gemm" => {
+                self.gemm_operands_given("grouped_gemm")?;
+                return self.grouped_reference(tensors).map(Reference::Gemm);
+            }
+            "gemm" => self.gemm_operands_given("gemm")?,
+            _ => {}
+        }
+        self.gemm_reference(tensors).map(Reference::Gemm)
+    }
+
+    /// `op: gemm` and `op: grouped_gemm` name their operands; none of the custom ops' fields.
+    fn gemm_operands_given(&mut self, op: &str) -> Option<()> {
+        let r = &self.spec.reference;
+        for (field, given) in [
+            ("source", r.source.is_some()),
+            ("function", r.function.is_some()),
+            ("expected", r.expected.is_some()),
+            ("block", r.block.is_some()),
+        ] {
+            if given {
+                let owner = if field == "expected" {
+                    "file"
+                } else {
+                    "custom"
+                };
+                self.key_error(
+                    &format!("reference.{field}"),
+                    format!("`{field}` belongs to `op: {owner}`, not `op: {op}`"),
+                )
+                .help = Some(if field == "block" {
+                    "a GEMM's outputs are localized by `tile: [tile_m, tile_n]`".into()
+                } else {
+                    format!("a GEMM's reference is the runtime's own; `op: {owner}` takes a reference of yours")
+                });
+            }
+        }
+        let missing: Vec<&str> = [("a", &r.a), ("b", &r.b), ("out", &r.out)]
+            .into_iter()
+            .filter(|(_, name)| name.is_empty())
+            .map(|(field, _)| field)
+            .collect();
+        if missing.is_empty() {
+            return Some(());
+        }
+        let fields = missing.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>();
+        self.key_error(
+            "reference",
+            format!("`op: {op}` needs {}", fields.join(" and ")),
+        )
+        .help = Some(
+            "name the GEMM's tensors: `a:` (A [M, K]), `b:` (B [K, N]) and `out:` (D [M, N]); \
+             a kernel that is not a GEMM takes `op: custom` (a reference function of yours) or \
+             `op: file` (expected outputs as .npy)"
+                .into(),
+        );
+        None
+    }
+
+    fn gemm_reference(&mut self, tensors: &[TensorSpecResolved]) -> Option<ReferenceGemm> {
         let r = &self.spec.reference;
         match r.op.as_str() {
             "gemm" => {
@@ -963,7 +1032,6 @@ impl<'a> Validator<'a> {
                     }
                 }
             }
-            "grouped_gemm" => return self.grouped_reference(tensors),
             op => {
                 let d = self.error(
                     "reference.op",
@@ -971,11 +1039,12 @@ impl<'a> Validator<'a> {
                 );
                 d.help = Some(
                     "supported: gemm (D = alpha * A @ B + beta * C + bias, optionally with \
-                     scale_a/scale_b block scales) and grouped_gemm (layout: contiguous, masked \
-                     or k_grouped)"
+                     scale_a/scale_b block scales), grouped_gemm (layout: contiguous, masked \
+                     or k_grouped), custom (a host C++ reference function of yours) and file \
+                     (expected outputs as .npy)"
                         .into(),
                 );
-                if let Some(close) = did_you_mean(op, ["gemm", "grouped_gemm"]) {
+                if let Some(close) = did_you_mean(op, ["gemm", "grouped_gemm", "custom", "file"]) {
                     d.help = Some(format!("did you mean `{close}`?"));
                 }
                 return None;

@@ -35,11 +35,21 @@ fn every_example_is_valid_and_named_after_its_file() {
             "{} must say what it shows (`expect:`)",
             path.display()
         );
-        let r = &spec.reference;
-        // A [1, 1] tile (one block per output, e.g. a row reduction) has no partial tiles.
+        // A [1, 1] tile (one block per output, e.g. a row reduction) has no partial tiles. A
+        // custom op's block lies over its first output's last dimensions.
+        let (extents, block) = match &spec.reference {
+            repro::spec::Reference::Gemm(r) => (vec![r.m, r.n], vec![r.tile_m, r.tile_n]),
+            other => {
+                let out = spec.tensor(other.outputs()[0]);
+                let block = other.block();
+                (out.shape[out.shape.len() - block.len()..].to_vec(), block)
+            }
+        };
+        // A block that is one output, or a whole extent (a block per row), has no partial blocks.
         assert!(
-            (r.tile_m == 1 && r.tile_n == 1) || r.m % r.tile_m != 0 || r.n % r.tile_n != 0,
-            "{}: sizes should not be tile multiples",
+            block.iter().zip(&extents).all(|(&b, &e)| b == 1 || b == e)
+                || extents.iter().zip(&block).any(|(e, b)| e % b != 0),
+            "{}: sizes should not be block multiples",
             path.display()
         );
     }

@@ -9,6 +9,7 @@ mod common;
 mod bundle;
 mod cli;
 mod cli_help;
+mod custom_ops;
 mod examples;
 mod flags;
 mod hostile_build;

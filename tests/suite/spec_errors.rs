@@ -51,8 +51,8 @@ fn a_bool_operand_is_refused_for_any_output() {
 #[test]
 fn the_base_spec_is_valid() {
     let spec = load(GOOD).expect("valid");
-    assert_eq!(spec.reference.m, 100);
-    assert_eq!(spec.reference.k, 70);
+    assert_eq!(spec.reference.gemm().unwrap().m, 100);
+    assert_eq!(spec.reference.gemm().unwrap().k, 70);
     assert_eq!(spec.kernel.instantiation(), "naive_gemm_bf16");
 }
 
@@ -228,7 +228,7 @@ fn a_batched_spec_resolves_its_gemm_dimensions() {
         .replace("shape: [K, N] }", "shape: [L, K, N], layout: col_major }")
         .replace("shape: [M, N], output", "shape: [L, M, N], output");
     let spec = load(&text).unwrap_or_else(|e| panic!("{e}"));
-    let r = &spec.reference;
+    let r = spec.reference.gemm().expect("a GEMM");
     assert!(r.batched);
     assert_eq!((r.l, r.m, r.n, r.k), (3, 100, 60, 70));
     // col_major swaps the last two dimensions; the batch stays outermost.

@@ -68,11 +68,13 @@ fn replaced(base: &str, from: &str, to: &str) -> String {
 #[test]
 fn the_base_specs_are_valid() {
     let scaled = load(SCALED).expect("valid scaled spec");
-    let scale_b = scaled.reference.scale_b.as_ref().expect("scale_b");
+    let scaled = scaled.reference.gemm().expect("a GEMM");
+    let scale_b = scaled.scale_b.as_ref().expect("scale_b");
     assert_eq!(scale_b.block, [128, 128]);
     let masked = load(MASKED).expect("valid masked spec");
-    assert_eq!(masked.reference.l, 4);
-    assert_eq!(masked.reference.m, 200);
+    let masked = masked.reference.gemm().expect("a GEMM");
+    assert_eq!(masked.l, 4);
+    assert_eq!(masked.m, 200);
 }
 
 #[test]

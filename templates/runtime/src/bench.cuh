@@ -73,7 +73,8 @@ inline BenchResult bench_kernel(SpecInfo& spec, const BenchOptions& options, cud
 // bound on the traffic, so the bandwidth is one too).
 inline void report_bench(const BenchResult& r, const BenchOptions& options, const SpecInfo& spec) {
   const GemmOperands& g = spec.gemm;
-  const double flops = 2.0 * double(g.L) * double(g.M) * double(g.N) * double(g.K);
+  const double flops =
+      spec.custom.op == ReferenceOp::gemm ? 2.0 * double(g.L) * double(g.M) * double(g.N) * double(g.K) : 0.0;
   double bytes = 0;
   for (const Tensor& t : spec.tensors) bytes += double(t.storage_bytes());
   const double seconds = r.median * 1e-3;
@@ -81,8 +82,11 @@ inline void report_bench(const BenchResult& r, const BenchOptions& options, cons
               r.median, r.min, r.max, r.mean, options.repeat, options.warmup,
               r.flush_bytes ? strprintf("L2 flushed before each (%zu MB written)", r.flush_bytes >> 20).c_str()
                             : "L2 not flushed");
-  std::printf("bench   %.1f GFLOP/s (2*L*M*N*K = %.3g flop), %.1f GB/s over the tensors' %.3g bytes\n",
-              flops / seconds * 1e-9, flops, bytes / seconds * 1e-9, bytes);
+  if (spec.custom.op == ReferenceOp::gemm)
+    std::printf("bench   %.1f GFLOP/s (2*L*M*N*K = %.3g flop), %.1f GB/s over the tensors' %.3g bytes\n",
+                flops / seconds * 1e-9, flops, bytes / seconds * 1e-9, bytes);
+  else  // a kernel that is no GEMM: its flops are its own; the bytes are still a lower bound
+    std::printf("bench   %.1f GB/s over the tensors' %.3g bytes\n", bytes / seconds * 1e-9, bytes);
   JsonWriter w;
   w.begin_object();
   w.field("median_ms", r.median);

@@ -114,6 +114,12 @@ struct Comparison {
   int64_t count_by_residue[kPeriod * kPeriod] = {};
   // The rows and columns the unwritten elements span (valid when unwritten > 0).
   int64_t unwritten_row_min = 0, unwritten_row_max = 0, unwritten_col_min = 0, unwritten_col_max = 0;
+  // Not a GEMM (op: custom, op: file): the output's own rank (1-4; 0 for a GEMM's [L?, M, N]),
+  // its second extent for rank 4 (L = shape[0] * shape[1]), and its bad outputs on the border
+  // (first or last row or column: an image stencil's edge).
+  int rank = 0;
+  int64_t inner_batch = 1;
+  int64_t bad_on_border = 0;
   bool passed = false;
 };
 
@@ -156,7 +162,7 @@ constexpr double kMappingMinShare = 0.9;
 // explains at least kMappingMinShare of the lines that have bad outputs.
 inline std::string find_line_mapping(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M,
                                      int64_t N, const Tolerance& tol, bool rows,
-                                     const std::vector<int64_t>& bad_per_line) {
+                                     const std::vector<int64_t>& bad_per_line, int rank = 0) {
   const int64_t extent = rows ? M : N, across = rows ? N : M;
   std::vector<int64_t> bad_lines;
   for (int64_t i = 0; i < extent; ++i)
@@ -173,7 +179,9 @@ inline std::string find_line_mapping(const Tensor& out, const std::vector<double
       }
     return true;
   };
-  const char* noun = rows ? "rows" : "columns";
+  // A 1-D output's "columns" are its elements.
+  const char* noun = rank == 1 ? "elements" : rows ? "rows" : "columns";
+  const char* one = rank == 1 ? "element" : rows ? "row" : "column";
   for (const LineMapping& mapping : line_mappings()) {
     int64_t explained = 0, checked = 0;
     for (int64_t line : bad_lines) {
@@ -186,8 +194,7 @@ inline std::string find_line_mapping(const Tensor& out, const std::vector<double
     }
     if (double(explained) >= kMappingMinShare * double(bad_lines.size()))
       return strprintf("%s %s: %lld of the %lld %s with errors hold exactly the reference's values of that other %s",
-                       noun, mapping.rule, (long long)explained, (long long)bad_lines.size(), noun,
-                       rows ? "row" : "column");
+                       noun, mapping.rule, (long long)explained, (long long)bad_lines.size(), noun, one);
   }
   return "";
 }
@@ -224,9 +231,14 @@ inline void set_passed(Comparison& c, const Tolerance& tol) {
 
 // Compares output tensor `out` (logical [M, N] or [L, M, N], read through its strides from
 // out.host) with `want` (logical row-major [L][M][N]).
+//
+// rank: 0 for a GEMM's output; a custom op's output rank (1-4), seen as [L, M, N] (custom.cuh).
 inline Comparison compare_output(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M,
-                                 int64_t N, const Tolerance& tol, int64_t tile_m, int64_t tile_n) {
+                                 int64_t N, const Tolerance& tol, int64_t tile_m, int64_t tile_n, int rank = 0) {
   Comparison c = comparison_frame(L, M, N, tile_m, tile_n);
+  c.rank = rank;
+  if (rank == 4) c.inner_batch = out.shape[1];
+  const bool border_counts = rank >= 2 && M >= 3 && N >= 3;
   c.ref_rms = reference_rms(want);
 
   const DType dtype = out.dtype;
@@ -245,7 +257,7 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   // and merged in chunk order: the sums (and so the report) do not depend on the machine's core
   // count, and a 2^24-output comparison takes a fraction of a second instead of seconds.
   struct Part {
-    int64_t bad = 0, nan = 0, inf = 0, unwritten = 0, not_compared = 0;
+    int64_t bad = 0, nan = 0, inf = 0, unwritten = 0, not_compared = 0, bad_on_border = 0;
     int64_t unwritten_row_min = 0, unwritten_row_max = 0, unwritten_col_min = 0, unwritten_col_max = 0;
     double diff2 = 0.0, ref2 = 0.0, cross = 0.0, got2 = 0.0, max_abs = 0.0, max_rel = 0.0, residual2 = 0.0;
     std::vector<Mismatch> first;
@@ -316,6 +328,7 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
           ++part.bad_per_row[size_t(m)];
           ++part.bad_per_col[size_t(n)];
           ++part.bad_by_residue[residue];
+          if (border_counts && (m == 0 || m == M - 1 || n == 0 || n == N - 1)) ++part.bad_on_border;
           if (part.first.size() < kMaxMismatches) part.first.push_back(Mismatch{l, m, n, got, w, unwritten});
         }
       }
@@ -336,6 +349,7 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     }
     c.bad += part.bad, c.nan += part.nan, c.inf += part.inf, c.unwritten += part.unwritten;
     c.not_compared += part.not_compared;
+    c.bad_on_border += part.bad_on_border;
     c.count -= part.not_compared;
     diff2 += part.diff2, ref2 += part.ref2, cross += part.cross, got2 += part.got2;
     c.max_abs = std::max(c.max_abs, part.max_abs);
@@ -377,8 +391,8 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   // Mapping hypotheses cost a pass over the bad lines each; not worth it for outputs so large
   // that one pass takes seconds, nor when the outputs were never written.
   if (!c.passed && c.bad > 0 && c.unwritten == 0 && c.count <= (int64_t(1) << 28)) {
-    c.row_mapping = find_line_mapping(out, want, L, M, N, tol, true, c.bad_per_row);
-    if (c.row_mapping.empty()) c.col_mapping = find_line_mapping(out, want, L, M, N, tol, false, c.bad_per_col);
+    if (rank != 1) c.row_mapping = find_line_mapping(out, want, L, M, N, tol, true, c.bad_per_row, rank);
+    if (c.row_mapping.empty()) c.col_mapping = find_line_mapping(out, want, L, M, N, tol, false, c.bad_per_col, rank);
   }
   return c;
 }

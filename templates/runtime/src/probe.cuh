@@ -42,6 +42,7 @@ struct ProbeOutcome {
   Comparison comparison;
   Pattern pattern;
   std::string note;  // what the failure says in the probe's own terms
+  std::string output;  // op: custom: the output `comparison` is of (empty: the GEMM's one output)
 };
 
 // The state a probe needs: the spec, the device buffers and the saved random inputs.

@@ -179,16 +179,36 @@ inline void print_comparison_line(const char* tensor_name, const Comparison& c) 
   std::printf("%s\n", format_comparison_line(tensor_name, c).c_str());
 }
 
+// What one unit of localization is called: a GEMM's output tile, a custom op's launch block.
+inline const char* unit_noun(const Comparison& c) { return c.rank > 0 ? "block" : "tile"; }
+
+// A mismatch's index in its output's own coordinates: "130, 7" (a custom op's rank-1 output:
+// "517"; rank 4: "l0, l1, m, n").
+inline std::string index_text(const Comparison& c, const Mismatch& x, bool batched) {
+  switch (c.rank) {
+    case 1: return std::to_string(x.n);
+    case 2: return strprintf("%lld, %lld", (long long)x.m, (long long)x.n);
+    case 3: return strprintf("%lld, %lld, %lld", (long long)x.l, (long long)x.m, (long long)x.n);
+    case 4:
+      return strprintf("%lld, %lld, %lld, %lld", (long long)(x.l / c.inner_batch), (long long)(x.l % c.inner_batch),
+                       (long long)x.m, (long long)x.n);
+    default:
+      return (batched ? std::to_string(x.l) + ", " : std::string()) +
+             strprintf("%lld, %lld", (long long)x.m, (long long)x.n);
+  }
+}
+
 // One line per recorded mismatch, coordinates decomposed by output tile:
 //   "  D[130, 7] tile (1,0) at (2,7): got 2000 want 1000"
-// then how many more there are.
+// (a rank-1 custom output: "  D[517] block 16 at 5: ..."), then how many more there are.
 inline std::string format_mismatches(const char* tensor_name, const Comparison& c, bool batched) {
   std::string text;
   for (const Mismatch& x : c.first) {
-    const std::string batch = batched ? std::to_string(x.l) + ", " : "";
-    text += strprintf("  %s[%s%lld, %lld] tile (%lld,%lld) at (%lld,%lld): got %s want %s\n", tensor_name,
-                      batch.c_str(), (long long)x.m, (long long)x.n, (long long)(x.m / c.tile_m),
-                      (long long)(x.n / c.tile_n), (long long)(x.m % c.tile_m), (long long)(x.n % c.tile_n),
+    const std::string where =
+        c.rank == 1 ? strprintf("block %lld at %lld", (long long)(x.n / c.tile_n), (long long)(x.n % c.tile_n))
+                    : strprintf("%s (%lld,%lld) at (%lld,%lld)", unit_noun(c), (long long)(x.m / c.tile_m),
+                                (long long)(x.n / c.tile_n), (long long)(x.m % c.tile_m), (long long)(x.n % c.tile_n));
+    text += strprintf("  %s[%s] %s: got %s want %s\n", tensor_name, index_text(c, x, batched).c_str(), where.c_str(),
                       x.poison ? "poison (never written)" : format_value(x.got).c_str(), format_value(x.want).c_str());
   }
   if (c.bad > int64_t(c.first.size()))
@@ -219,10 +239,12 @@ inline char heat_char(double share) {
 inline std::string format_heatmap(const Comparison& c) {
   if (c.tiles_m * c.tiles_n <= 1 || c.bad == 0) return "";
   const int64_t cols = std::min<int64_t>(c.tiles_n, 64), rows = std::min<int64_t>(c.tiles_m, 32);
-  std::string text = strprintf("tiles   bad share per %lldx%lld output tile, %lld x %lld tiles%s ('.' none, 1-9 tenths, "
-                               "'#' over 90%%):\n",
-                               (long long)c.tile_m, (long long)c.tile_n, (long long)c.tiles_m, (long long)c.tiles_n,
-                               cols < c.tiles_n || rows < c.tiles_m ? ", pooled" : "");
+  const char* unit = unit_noun(c);
+  const std::string extent = c.rank == 1 ? strprintf("%lld-output", (long long)c.tile_n)
+                                         : strprintf("%lldx%lld output", (long long)c.tile_m, (long long)c.tile_n);
+  std::string text = strprintf("%-7s bad share per %s %s, %lld x %lld %ss%s ('.' none, 1-9 tenths, '#' over 90%%):\n",
+                               c.rank > 0 ? "blocks" : "tiles", extent.c_str(), unit, (long long)c.tiles_m,
+                               (long long)c.tiles_n, unit, cols < c.tiles_n || rows < c.tiles_m ? ", pooled" : "");
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t tm0 = r * c.tiles_m / rows, tm1 = (r + 1) * c.tiles_m / rows;
     std::string line;
@@ -237,7 +259,7 @@ inline std::string format_heatmap(const Comparison& c) {
         }
       line += heat_char(worst);
     }
-    text += strprintf("  m %6lld  %s\n", (long long)(tm0 * c.tile_m), line.c_str());
+    text += strprintf("  %s %6lld  %s\n", c.rank == 1 ? "i" : "m", (long long)(tm0 * c.tile_m), line.c_str());
   }
   return text;
 }
@@ -267,7 +289,15 @@ inline void write_comparison_json(JsonWriter& w, const std::string& tensor_name,
   w.key("first_mismatches").begin_array();
   for (const Mismatch& x : c.first) {
     w.begin_object();
-    w.key("index").begin_array().value(x.l).value(x.m).value(x.n).end_array();
+    if (c.rank == 0) {
+      w.key("index").begin_array().value(x.l).value(x.m).value(x.n).end_array();
+    } else {
+      // A custom op's output: its own coordinates, one per dimension.
+      const int64_t all[4] = {x.l / c.inner_batch, x.l % c.inner_batch, x.m, x.n};
+      w.key("index").begin_array();
+      for (int d = 4 - c.rank; d < 4; ++d) w.value(c.rank == 3 && d == 1 ? x.l : all[d]);
+      w.end_array();
+    }
     if (x.poison) w.field("got", "poison");
     else w.field("got", x.got);
     w.field("want", x.want);
@@ -387,6 +417,20 @@ inline std::string lines_text(const std::vector<int64_t>& lines, int64_t extent,
 // mark of an element permutation inside rows or columns. Empty when that is not the pattern.
 inline std::string residue_pattern(const Comparison& c) {
   constexpr int P = Comparison::kPeriod;
+  if (c.rank == 1) {
+    // A 1-D output: right and wrong by i mod 8 (class (0, i mod 8)), a stride or period error.
+    if (c.N < 2 * P) return "";
+    std::vector<int64_t> right;
+    for (int r = 0; r < P; ++r) {
+      const double share = double(c.bad_by_residue[r]) / double(std::max<int64_t>(1, c.count_by_residue[r]));
+      if (share > kResidueRightMax && share < kResidueWrongMin) return "";
+      if (share <= kResidueRightMax) right.push_back(r);
+    }
+    if (right.empty() || right.size() == size_t(P)) return "";
+    return strprintf("right only where i mod 8 is %s, wrong elsewhere (%lld of %lld outputs bad): a stride or period "
+                     "error, as from a vectorized access of the wrong width or an index scaled by the wrong stride",
+                     ranges_text(right).c_str(), (long long)c.bad, (long long)c.count);
+  }
   if (c.M < P || c.N < P) return "";
   bool right[P * P];
   int right_count = 0;
@@ -423,13 +467,17 @@ inline Pattern classify(const Comparison& c, int64_t repeat_differences, const T
   const double bad_fraction = c.count ? double(c.bad) / double(c.count) : 0.0;
   int64_t bad_tiles = 0;
   for (int64_t count : c.bad_per_tile) bad_tiles += count > 0;
-  const std::string spread = std::to_string(bad_tiles) + " of " + std::to_string(c.bad_per_tile.size()) + " tiles";
+  const std::string spread = std::to_string(bad_tiles) + " of " + std::to_string(c.bad_per_tile.size()) + " " +
+                             unit_noun(c) + "s";
+  const bool gemm = c.rank == 0;
 
   if (c.unwritten > 0)
-    return {"unwritten", strprintf("%lld of %lld outputs were never written (still poison): %s, %s",
+    return {"unwritten", strprintf("%lld of %lld outputs were never written (still poison): %s",
                                    (long long)c.unwritten, (long long)c.count,
-                                   span_text("row", c.unwritten_row_min, c.unwritten_row_max).c_str(),
-                                   span_text("column", c.unwritten_col_min, c.unwritten_col_max).c_str())};
+                                   c.rank == 1 ? span_text("element", c.unwritten_col_min, c.unwritten_col_max).c_str()
+                                               : (span_text("row", c.unwritten_row_min, c.unwritten_row_max) + ", " +
+                                                  span_text("column", c.unwritten_col_min, c.unwritten_col_max))
+                                                     .c_str())};
   if (c.nan > 0 || c.inf > 0)
     return {"nonfinite", strprintf("%lld NaN and %lld Inf outputs where the reference is finite, in %s",
                                    (long long)c.nan, (long long)c.inf, spread.c_str())};
@@ -441,7 +489,7 @@ inline Pattern classify(const Comparison& c, int64_t repeat_differences, const T
   const double departure = std::fabs(c.ratio - 1.0);
   // Every output written and 0 where the reference is not: a factor of 0 is no scale; nothing the
   // K loop accumulated reached the output.
-  if (c.ratio == 0.0 && bad_fraction >= kScaleMinBadFraction && c.max_abs > 0 && c.unwritten == 0) {
+  if (gemm && c.ratio == 0.0 && bad_fraction >= kScaleMinBadFraction && c.max_abs > 0 && c.unwritten == 0) {
     bool all_zero = true;
     for (const Mismatch& m : c.first) all_zero = all_zero && !m.poison && m.got == 0.0;
     if (all_zero)
@@ -458,6 +506,21 @@ inline Pattern classify(const Comparison& c, int64_t repeat_differences, const T
     return {"scale", strprintf("every output is %.3fx the reference (least-squares ratio %.4f, residual %.1e)", c.ratio,
                                c.ratio, c.residual)};
 
+  // A custom op's border (a stencil's edge): every bad output on the first or last row or column.
+  if (!gemm && c.bad > 0 && c.bad_on_border == c.bad) {
+    // The edges holding bad outputs, most first (a corner is on two edges, and counted on both).
+    std::vector<std::pair<int64_t, std::string>> edges = {
+        {c.bad_per_col[size_t(c.N - 1)], strprintf("the last column (%lld)", (long long)(c.N - 1))},
+        {c.bad_per_row[size_t(c.M - 1)], strprintf("the last row (%lld)", (long long)(c.M - 1))},
+        {c.bad_per_col[0], "the first column (0)"},
+        {c.bad_per_row[0], "the first row (0)"}};
+    std::stable_sort(edges.begin(), edges.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string where;
+    for (const auto& edge : edges)
+      if (edge.first > 0) where += strprintf("%s%s: %lld", where.empty() ? "" : ", ", edge.second.c_str(), (long long)edge.first);
+    return {"boundary", strprintf("all %lld bad outputs lie on the output's border (%s); every inner output is right",
+                                  (long long)c.bad, where.c_str())};
+  }
   // boundary: every bad output lies in a partial tile at the bottom or right edge.
   const bool ragged_m = c.M % c.tile_m != 0, ragged_n = c.N % c.tile_n != 0;
   // Only meaningful when there are full tiles to be right: with N below the tile width every
@@ -470,38 +533,48 @@ inline Pattern classify(const Comparison& c, int64_t repeat_differences, const T
         const bool edge = (ragged_m && tm == c.tiles_m - 1) || (ragged_n && tn == c.tiles_n - 1);
         if (!edge && c.bad_per_tile[size_t(tm * c.tiles_n + tn)] > 0) only_edges = false;
       }
+    if (only_edges && c.rank == 1) {
+      return {"boundary", strprintf("all %lld bad outputs lie in the last, partial block of the launch: elements "
+                                    "%lld-%lld (N %% %lld = %lld); full blocks are right",
+                                    (long long)c.bad, (long long)((c.tiles_n - 1) * c.tile_n), (long long)(c.N - 1),
+                                    (long long)c.tile_n, (long long)(c.N % c.tile_n))};
+    }
     if (only_edges) {
       std::string where;
       if (ragged_m)
-        where += strprintf("the last tile row (rows %lld-%lld, M %% %lld = %lld)",
+        where += strprintf("the last %s row (rows %lld-%lld, M %% %lld = %lld)", unit_noun(c),
                            (long long)((c.tiles_m - 1) * c.tile_m), (long long)(c.M - 1), (long long)c.tile_m,
                            (long long)(c.M % c.tile_m));
       if (ragged_m && ragged_n) where += " or ";
       if (ragged_n)
-        where += strprintf("the last tile column (columns %lld-%lld, N %% %lld = %lld)",
+        where += strprintf("the last %s column (columns %lld-%lld, N %% %lld = %lld)", unit_noun(c),
                            (long long)((c.tiles_n - 1) * c.tile_n), (long long)(c.N - 1), (long long)c.tile_n,
                            (long long)(c.N % c.tile_n));
-      return {"boundary", strprintf("all %lld bad outputs lie in partial edge tiles: %s; full tiles are right",
-                                    (long long)c.bad, where.c_str())};
+      return {"boundary", strprintf("all %lld bad outputs lie in partial edge %ss: %s; full %ss are right",
+                                    (long long)c.bad, unit_noun(c), where.c_str(), unit_noun(c))};
     }
   }
+  // A 1-D output whose elements hold other elements' values (i <- i+1): an index that is off.
+  if (c.rank == 1 && !c.col_mapping.empty()) return {"layout", c.col_mapping};
 
   // Rows or columns in the wrong place, then whole rows or columns wrong.
   if (!c.row_mapping.empty()) return {"row_mapping", c.row_mapping};
   if (!c.col_mapping.empty()) return {"col_mapping", c.col_mapping};
   const int64_t per_row = c.L * c.N, per_col = c.L * c.M;
-  const std::vector<int64_t> rows = whole_bad_lines(c.bad_per_row, per_row);
+  const std::vector<int64_t> rows = c.rank == 1 ? std::vector<int64_t>() : whole_bad_lines(c.bad_per_row, per_row);
   if (!rows.empty())
-    return {"row_mapping", strprintf("whole rows are wrong and every other row is right: %s%s; a row of A (or of "
-                                     "the output) is lost or misplaced",
+    return {"row_mapping", strprintf("whole rows are wrong and every other row is right: %s%s; %s",
                                      lines_text(rows, c.M, c.tile_m, "rows").c_str(),
-                                     stray_text(c.bad_per_row, rows, c.bad).c_str())};
-  const std::vector<int64_t> cols = whole_bad_lines(c.bad_per_col, per_col);
+                                     stray_text(c.bad_per_row, rows, c.bad).c_str(),
+                                     gemm ? "a row of A (or of the output) is lost or misplaced"
+                                          : "a row's index, stride or offset is wrong")};
+  const std::vector<int64_t> cols = c.rank == 1 ? std::vector<int64_t>() : whole_bad_lines(c.bad_per_col, per_col);
   if (!cols.empty())
-    return {"col_mapping", strprintf("whole columns are wrong and every other column is right: %s%s; a column of "
-                                     "B (or of the output) is lost or misplaced",
+    return {"col_mapping", strprintf("whole columns are wrong and every other column is right: %s%s; %s",
                                      lines_text(cols, c.N, c.tile_n, "columns").c_str(),
-                                     stray_text(c.bad_per_col, cols, c.bad).c_str())};
+                                     stray_text(c.bad_per_col, cols, c.bad).c_str(),
+                                     gemm ? "a column of B (or of the output) is lost or misplaced"
+                                          : "a column's index or offset is wrong")};
   const std::string layout = residue_pattern(c);
   if (!layout.empty()) return {"layout", layout};
 

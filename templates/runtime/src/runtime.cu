@@ -11,6 +11,10 @@ namespace repro {
 
 int harness_main(int argc, char** argv, const HarnessSpec& spec) { return run_harness(argc, argv, spec); }
 
+void reference_index_error(const ReferenceTensor& tensor, int count, const int64_t* indices, int dimension) {
+  stop_on_reference_index(tensor, count, indices, dimension);
+}
+
 void fatal(int exit_code, const char* cls, const char* message) { fatal(exit_code, cls, std::string(message)); }
 
 void cuda_call_failed(const char* call, const char* file, int line, cudaError_t status) {

@@ -463,6 +463,91 @@ inline Init read_init(const SpecFile& file, const YamlNode& tensor, const std::s
   return out;
 }
 
+// reference: op: gemm or grouped_gemm: the operands, block scales, the grouped layout, scalars.
+inline void read_gemm_reference(const SpecFile& file, const YamlNode& reference_node, const std::string& op,
+                                SpecInfo* spec) {
+  const YamlNode* reference = &reference_node;
+  GemmOperands& g = spec->gemm;
+  g.a = tensor_index(*spec, file, file.require(*reference, "a", "reference"), "reference.a");
+  g.b = tensor_index(*spec, file, file.require(*reference, "b", "reference"), "reference.b");
+  g.out = tensor_index(*spec, file, file.require(*reference, "out", "reference"), "reference.out");
+  for (int is_a = 1; is_a >= 0; --is_a) {
+    const char* field = is_a ? "scale_a" : "scale_b";
+    const YamlNode* scale = reference->get(field);
+    if (scale == nullptr) continue;
+    ScaleSpec& s = is_a ? g.scale_a : g.scale_b;
+    s.tensor = tensor_index(*spec, file, file.require(*scale, "tensor", field), field);
+    const std::vector<double> block = file.numbers(file.require(*scale, "block", field), "block");
+    if (block.size() != 2 || !(block[0] >= 1) || !(block[1] >= 1)) file.fail(*scale, strprintf("reference.%s.block takes two positive extents", field));
+    s.block[0] = int64_t(block[0]), s.block[1] = int64_t(block[1]);
+    std::string format = "f32";
+    if (const YamlNode* f = scale->get("format")) format = file.text(*f, "format");
+    if (format == "ue8m0") {
+      const DType dtype = spec->tensors[size_t(s.tensor)].dtype;
+      s.encoding = dtype == DType::u8 ? ScaleEncoding::ue8m0 : ScaleEncoding::ue8m0_packed;
+    } else if (format != "f32") {
+      file.fail(*scale, strprintf("reference.%s.format takes f32 or ue8m0", field));
+    }
+    spec->tensors[size_t(s.tensor)].scale_tensor = true;
+  }
+  if (op == "grouped_gemm") {
+    const std::string layout = file.text(file.require(*reference, "layout", "reference"), "reference.layout");
+    const char* field = layout == "contiguous" ? "group_index" : layout == "masked" ? "masked_m" : "k_sizes";
+    g.grouped = layout == "contiguous" ? GroupedLayout::contiguous
+                : layout == "masked"   ? GroupedLayout::masked
+                : layout == "k_grouped" ? GroupedLayout::k_grouped
+                                        : GroupedLayout::none;
+    if (g.grouped == GroupedLayout::none)
+      file.fail(*reference, "reference.layout takes contiguous, masked or k_grouped");
+    g.group_metadata = tensor_index(*spec, file, file.require(*reference, field, "reference"), field);
+  }
+  if (const YamlNode* c = reference->get("c")) g.c = tensor_index(*spec, file, *c, "reference.c");
+  if (const YamlNode* bias = reference->get("bias")) g.bias = tensor_index(*spec, file, *bias, "reference.bias");
+  if (const YamlNode* alpha = reference->get("alpha")) g.alpha = file.number(*alpha, "reference.alpha");
+  if (const YamlNode* beta = reference->get("beta")) g.beta = file.number(*beta, "reference.beta");
+  if (const YamlNode* tile = reference->get("tile")) {
+    const std::vector<double> t = file.numbers(*tile, "reference.tile");
+    if (t.size() < 2 || t.size() > 3) file.fail(*tile, "reference.tile takes [tile_m, tile_n] or [tile_m, tile_n, tile_k]");
+    spec->tile_m = int64_t(t[0]), spec->tile_n = int64_t(t[1]), spec->tile_k = t.size() == 3 ? int64_t(t[2]) : 0;
+  }
+}
+
+// reference: op: custom (the harness's custom_reference) or op: file (`expected:` .npy per
+// output). Every output is judged; `block` localizes their errors as a GEMM's tile does.
+inline void read_custom_reference(const SpecFile& file, const YamlNode& reference, const std::string& op,
+                                  SpecInfo* spec) {
+  CustomOperands& c = spec->custom;
+  c.op = op == "custom" ? ReferenceOp::custom : ReferenceOp::file;
+  if (c.op == ReferenceOp::custom && spec->harness->custom_reference == nullptr)
+    file.fail(reference, "reference.op is `custom`, but this harness was built without a custom reference: rebuild "
+                         "it (repro build, or ./build.sh) after changing the op");
+  for (size_t i = 0; i < spec->tensors.size(); ++i)
+    if (spec->tensors[i].output) c.outputs.push_back(int(i));
+  c.expected.assign(c.outputs.size(), "");
+  if (const YamlNode* block = reference.get("block")) {
+    const std::vector<double> b = file.numbers(*block, "reference.block");
+    if (b.empty() || b.size() > 2) file.fail(*block, "reference.block takes one or two positive extents");
+    for (double v : b)
+      if (!(v >= 1) || v != std::floor(v)) file.fail(*block, "reference.block takes positive integer extents");
+    for (double v : b) c.block.push_back(int64_t(v));
+  }
+  if (c.op == ReferenceOp::file) {
+    const YamlNode& expected = file.require(reference, "expected", "reference");
+    if (expected.kind != YamlNode::Kind::map) file.fail(expected, "reference.expected maps each output to a .npy file");
+    for (const auto& entry : expected.entries) {
+      const int index = tensor_index(*spec, file, YamlNode{YamlNode::Kind::scalar, entry.first, {}, {}, entry.second.line},
+                                     "reference.expected");
+      const auto at = std::find(c.outputs.begin(), c.outputs.end(), index);
+      if (at == c.outputs.end()) file.fail(entry.second, strprintf("reference.expected.%s: `%s` is an input, not an output", entry.first.c_str(), entry.first.c_str()));
+      c.expected[size_t(at - c.outputs.begin())] = join_path(spec->base_dir, file.text(entry.second, "reference.expected"));
+    }
+    for (size_t k = 0; k < c.outputs.size(); ++k)
+      if (c.expected[k].empty())
+        file.fail(expected, strprintf("reference.expected has no file for the output `%s`",
+                                      spec->tensors[size_t(c.outputs[k])].name.c_str()));
+  }
+}
+
 // Fills `spec` from the harness's declarations and spec.yaml.
 inline void load_spec_file(const std::string& path, const HarnessSpec& harness, SpecInfo* spec) {
   std::vector<unsigned char> bytes;
@@ -512,50 +597,12 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
   const YamlNode* reference = file.section("reference");
   if (reference == nullptr) spec_file_error(path + ": no `reference`");
   const std::string op = file.text(file.require(*reference, "op", "reference"), "reference.op");
-  if (op != "gemm" && op != "grouped_gemm")
-    file.fail(*reference, strprintf("reference.op `%s`: this runtime knows `gemm` and `grouped_gemm`", op.c_str()));
-  GemmOperands& g = spec->gemm;
-  g.a = tensor_index(*spec, file, file.require(*reference, "a", "reference"), "reference.a");
-  g.b = tensor_index(*spec, file, file.require(*reference, "b", "reference"), "reference.b");
-  g.out = tensor_index(*spec, file, file.require(*reference, "out", "reference"), "reference.out");
-  for (int is_a = 1; is_a >= 0; --is_a) {
-    const char* field = is_a ? "scale_a" : "scale_b";
-    const YamlNode* scale = reference->get(field);
-    if (scale == nullptr) continue;
-    ScaleSpec& s = is_a ? g.scale_a : g.scale_b;
-    s.tensor = tensor_index(*spec, file, file.require(*scale, "tensor", field), field);
-    const std::vector<double> block = file.numbers(file.require(*scale, "block", field), "block");
-    if (block.size() != 2 || !(block[0] >= 1) || !(block[1] >= 1)) file.fail(*scale, strprintf("reference.%s.block takes two positive extents", field));
-    s.block[0] = int64_t(block[0]), s.block[1] = int64_t(block[1]);
-    std::string format = "f32";
-    if (const YamlNode* f = scale->get("format")) format = file.text(*f, "format");
-    if (format == "ue8m0") {
-      const DType dtype = spec->tensors[size_t(s.tensor)].dtype;
-      s.encoding = dtype == DType::u8 ? ScaleEncoding::ue8m0 : ScaleEncoding::ue8m0_packed;
-    } else if (format != "f32") {
-      file.fail(*scale, strprintf("reference.%s.format takes f32 or ue8m0", field));
-    }
-    spec->tensors[size_t(s.tensor)].scale_tensor = true;
-  }
-  if (op == "grouped_gemm") {
-    const std::string layout = file.text(file.require(*reference, "layout", "reference"), "reference.layout");
-    const char* field = layout == "contiguous" ? "group_index" : layout == "masked" ? "masked_m" : "k_sizes";
-    g.grouped = layout == "contiguous" ? GroupedLayout::contiguous
-                : layout == "masked"   ? GroupedLayout::masked
-                : layout == "k_grouped" ? GroupedLayout::k_grouped
-                                        : GroupedLayout::none;
-    if (g.grouped == GroupedLayout::none)
-      file.fail(*reference, "reference.layout takes contiguous, masked or k_grouped");
-    g.group_metadata = tensor_index(*spec, file, file.require(*reference, field, "reference"), field);
-  }
-  if (const YamlNode* c = reference->get("c")) g.c = tensor_index(*spec, file, *c, "reference.c");
-  if (const YamlNode* bias = reference->get("bias")) g.bias = tensor_index(*spec, file, *bias, "reference.bias");
-  if (const YamlNode* alpha = reference->get("alpha")) g.alpha = file.number(*alpha, "reference.alpha");
-  if (const YamlNode* beta = reference->get("beta")) g.beta = file.number(*beta, "reference.beta");
-  if (const YamlNode* tile = reference->get("tile")) {
-    const std::vector<double> t = file.numbers(*tile, "reference.tile");
-    if (t.size() < 2 || t.size() > 3) file.fail(*tile, "reference.tile takes [tile_m, tile_n] or [tile_m, tile_n, tile_k]");
-    spec->tile_m = int64_t(t[0]), spec->tile_n = int64_t(t[1]), spec->tile_k = t.size() == 3 ? int64_t(t[2]) : 0;
+  if (op == "custom" || op == "file") {
+    read_custom_reference(file, *reference, op, spec);
+  } else if (op == "gemm" || op == "grouped_gemm") {
+    read_gemm_reference(file, *reference, op, spec);
+  } else {
+    file.fail(*reference, strprintf("reference.op `%s`: this runtime knows gemm, grouped_gemm, custom and file", op.c_str()));
   }
   if (const YamlNode* provider = reference->get("provider")) {
     spec->reference_provider = file.text(*provider, "reference.provider");

@@ -25,6 +25,18 @@ struct GemmOperands {
   int group_metadata = -1;  // group_index, masked_m or k_sizes
 };
 
+// What the outputs are compared with: the runtime's fp64 GEMM (gemm, grouped_gemm), the user's
+// host function (custom) or expected outputs saved as .npy (file).
+enum class ReferenceOp { gemm, custom, file };
+
+// `op: custom` and `op: file`: every output is judged, localized by the launch's block.
+struct CustomOperands {
+  ReferenceOp op = ReferenceOp::gemm;
+  std::vector<int> outputs;            // indices into SpecInfo::tensors, in declaration order
+  std::vector<std::string> expected;   // op: file: each output's .npy (spec.yaml's folder joined)
+  std::vector<int64_t> block;          // reference.block, in the first output's index order
+};
+
 // The GEMM's extents, read off the tensors (A [L?, M, K], output [L?, M, N]), so that they follow
 // the sizes the harness runs with.
 struct GemmDims {
@@ -59,6 +71,7 @@ struct SpecInfo {
   std::vector<Tensor> tensors;  // names and dtypes first; shapes once the sizes are settled
   std::vector<Init> inits;      // per tensor, from spec.yaml (unused for outputs)
   GemmOperands gemm;
+  CustomOperands custom;  // op: custom and op: file
   int64_t tile_m = 0, tile_n = 0, tile_k = 0;  // tile_k 0: not given (probes use 32)
   std::string reference_provider = "auto";     // reference.provider: host | device | auto
   double rel_l2 = -1, rtol = -1, atol = -1;    // negative: the default for the output dtype

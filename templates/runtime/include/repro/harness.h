@@ -108,6 +108,9 @@ struct TensorView {
   void* device;
 };
 
+// A tensor as a custom reference sees it (include/repro/reference.h).
+struct ReferenceTensor;
+
 // The launch shape of the kernel under test, as launched.
 struct Launch {
   const char* label = "";  // the kernel instantiation, e.g. tiled_gemm<128, 128, 32>
@@ -158,6 +161,9 @@ struct HarnessSpec {
   // Built as PTX only (build.sh with ARCH=compute_XX): the driver JIT-compiles it for any GPU
   // of this compute capability or later.
   bool ptx;
+  // `op: custom`: the user's reference (reference.cu, built with the runtime's flags), given
+  // every tensor in declaration order (include/repro/reference.h). Null for the other ops.
+  void (*custom_reference)(const ReferenceTensor* tensors);
 };
 
 // The run: options, spec.yaml, inputs, reference, launches, comparison, report. main() returns it.

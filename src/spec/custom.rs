@@ -1,0 +1,289 @@
+//! The references of kernels that are no GEMM (DESIGN §8, "Custom"): `op: custom`, a host C++
+//! function of the user's in a header beside the spec, and `op: file`, expected outputs saved
+//! as `.npy`. Both judge every tensor marked `output: true`, localized by `reference.block`
+//! (the launch's block of outputs) where a GEMM has its tile.
+//!
+//! The function's name becomes C++ in the artifact's reference.cu, so it must be a plain
+//! (optionally namespace-qualified) identifier: nothing else of the spec reaches that file.
+
+use std::path::PathBuf;
+
+use super::environment::InputFile;
+use super::resolved::{ReferenceCustom, ReferenceFile, TensorSpecResolved};
+use super::validate::Validator;
+
+/// The GEMM ops' fields, none of which a custom or file reference takes.
+fn gemm_fields(r: &super::model::ReferenceSpec) -> [(&'static str, bool); 14] {
+    [
+        ("a", !r.a.is_empty()),
+        ("b", !r.b.is_empty()),
+        ("out", !r.out.is_empty()),
+        ("c", r.c.is_some()),
+        ("bias", r.bias.is_some()),
+        ("alpha", r.alpha.is_some()),
+        ("beta", r.beta.is_some()),
+        ("tile", r.tile.is_some()),
+        ("scale_a", r.scale_a.is_some()),
+        ("scale_b", r.scale_b.is_some()),
+        ("layout", r.layout.is_some()),
+        ("group_index", r.group_index.is_some()),
+        ("masked_m", r.masked_m.is_some()),
+        ("k_sizes", r.k_sizes.is_some()),
+    ]
+}
+
+/// `function:` is a C++ name: `name` or `ns::name`.
+fn is_cpp_name(text: &str) -> bool {
+    let text = text.strip_prefix("::").unwrap_or(text);
+    !text.is_empty()
+        && text.split("::").all(|part| {
+            let mut chars = part.chars();
+            matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+impl Validator<'_> {
+    /// What `op: custom` and `op: file` share: no GEMM field, a host reference, outputs, and a
+    /// block that fits the first output.
+    fn custom_common(
+        &mut self,
+        op: &str,
+        tensors: &[TensorSpecResolved],
+    ) -> Option<(Vec<usize>, Vec<i64>)> {
+        let r = &self.spec.reference;
+        for (field, given) in gemm_fields(r) {
+            if given {
+                self.key_error(
+                    &format!("reference.{field}"),
+                    format!("`{field}` belongs to the GEMM ops, not `op: {op}`"),
+                )
+                .help = Some(if field == "tile" {
+                    "`op: custom` and `op: file` localize errors by `block:`, the launch's block of outputs (e.g. [256] or [8, 32])".into()
+                } else {
+                    format!(
+                        "`op: {op}` judges every tensor marked `output: true`; remove `{field}`"
+                    )
+                });
+            }
+        }
+        let other = if op == "custom" {
+            [("expected", r.expected.is_some(), "file")]
+        } else {
+            [(
+                "source",
+                r.source.is_some() || r.function.is_some(),
+                "custom",
+            )]
+        };
+        for (field, given, owner) in other {
+            if given {
+                self.key_error(
+                    &format!("reference.{field}"),
+                    format!("`{field}` belongs to `op: {owner}`, not `op: {op}`"),
+                );
+            }
+        }
+        if r.provider == super::model::ReferenceProvider::Device {
+            self.error(
+                "reference.provider",
+                format!(
+                    "`op: {op}` has no device reference: its reference is computed on the host"
+                ),
+            )
+            .help = Some("remove `provider:` (or write `provider: host`)".into());
+        }
+        let outputs: Vec<usize> = (0..tensors.len()).filter(|&i| tensors[i].output).collect();
+        if outputs.is_empty() {
+            self.error(
+                "tensors",
+                format!("`op: {op}` judges the tensors marked `output: true`, and there are none"),
+            )
+            .help = Some("mark what the kernel writes with `output: true`".into());
+            return None;
+        }
+        let block = match &r.block {
+            None => Vec::new(),
+            Some(block) => {
+                let first = &tensors[outputs[0]];
+                let rank = first.shape.len();
+                if block.is_empty() || block.len() > 2 || block.len() > rank {
+                    self.error(
+                        "reference.block",
+                        format!(
+                            "`block` takes one or two extents (at most the rank of `{}`, {rank}), not {}",
+                            first.name,
+                            block.len()
+                        ),
+                    )
+                    .help = Some("the outputs one block of the launch writes, in the output's index order: [256] for a 1-D launch, [8, 32] for a (32, 8) CUDA block over an [H, W] image".into());
+                    return None;
+                }
+                if let Some(bad) = block.iter().find(|&&b| b < 1) {
+                    self.error(
+                        "reference.block",
+                        format!("block extents are positive, not {bad}"),
+                    );
+                    return None;
+                }
+                block.clone()
+            }
+        };
+        Some((outputs, block))
+    }
+
+    pub(super) fn custom_reference(
+        &mut self,
+        tensors: &[TensorSpecResolved],
+    ) -> Option<ReferenceCustom> {
+        let common = self.custom_common("custom", tensors);
+        let r = &self.spec.reference;
+        let (source, function) = (r.source.clone(), r.function.clone());
+        let source = match source {
+            None => {
+                self.key_error("reference", "`op: custom` needs `source:`")
+                    .help = Some("the header with your host C++ reference, relative to the spec: `source: references/my_op.h`".into());
+                None
+            }
+            // The header is named by an `#include "..."` in reference.cu, which knows no escapes.
+            Some(source) if source.contains(['"', '\\', '\n', '\r', '>', '<']) => {
+                self.error(
+                    "reference.source",
+                    format!("`{}` cannot be named by an #include: it holds a quote, backslash, angle bracket or line break", source.escape_debug()),
+                )
+                .help = Some("rename the header or its folder".into());
+                None
+            }
+            Some(source) => self.reference_file("reference.source", &source, "reference header"),
+        };
+        let function = match function {
+            None => {
+                self.key_error("reference", "`op: custom` needs `function:`").help = Some(
+                    "the function in `source` that computes the outputs: void NAME(repro::In X, ..., repro::Out D), one parameter per tensor in the spec's order".into(),
+                );
+                None
+            }
+            Some(f) if !is_cpp_name(&f) => {
+                self.error(
+                    "reference.function",
+                    format!("`{f}` is not a C++ function name"),
+                )
+                .help = Some("a name such as `column_sum_reference` or `refs::column_sum`; the function takes one parameter per tensor".into());
+                None
+            }
+            Some(f) => Some(f),
+        };
+        let (outputs, block) = common?;
+        Some(ReferenceCustom {
+            source: source?,
+            function: function?,
+            outputs,
+            block,
+        })
+    }
+
+    pub(super) fn file_reference(
+        &mut self,
+        tensors: &[TensorSpecResolved],
+    ) -> Option<ReferenceFile> {
+        let (outputs, block) = self.custom_common("file", tensors)?;
+        let Some(expected) = self.spec.reference.expected.clone() else {
+            self.key_error("reference", "`op: file` needs `expected:`")
+                .help = Some(
+                "one .npy per output, relative to the spec: `expected: { D: expected/d.npy }`"
+                    .into(),
+            );
+            return None;
+        };
+        let mut files = Vec::new();
+        let mut ok = true;
+        for (name, file) in &expected {
+            let field = format!("reference.expected.{name}");
+            match tensors.iter().position(|t| &t.name == name) {
+                Some(i) if tensors[i].output => {
+                    if !file.ends_with(".npy") {
+                        self.error(&field, format!("`{file}` is not a .npy file"))
+                            .help = Some("save the expected output with numpy.save (any of the output's dtype, f32 or f64)".into());
+                        ok = false;
+                    } else if let Some(path) = self.reference_file(&field, file, "expected output")
+                    {
+                        files.push((i, path));
+                    } else {
+                        ok = false;
+                    }
+                }
+                Some(_) => {
+                    self.key_error(
+                        &field,
+                        format!("`{name}` is an input, not an output: only outputs are expected"),
+                    );
+                    ok = false;
+                }
+                None => {
+                    let outputs: Vec<&str> =
+                        outputs.iter().map(|&i| tensors[i].name.as_str()).collect();
+                    self.key_error(&field, format!("`{name}` is not a declared tensor"))
+                        .help = Some(
+                        match super::diagnostic::did_you_mean(name, outputs.iter().copied()) {
+                            Some(best) => format!("did you mean `{best}`?"),
+                            None => format!("the outputs are: {}", outputs.join(", ")),
+                        },
+                    );
+                    ok = false;
+                }
+            }
+        }
+        for &i in &outputs {
+            if !expected.contains_key(&tensors[i].name) {
+                self.key_error(
+                    "reference.expected",
+                    format!("output `{}` has no expected file", tensors[i].name),
+                )
+                .help = Some(format!(
+                    "every output is compared: add `{}: PATH.npy`",
+                    tensors[i].name
+                ));
+                ok = false;
+            }
+        }
+        files.sort_by_key(|(i, _)| *i);
+        ok.then_some(ReferenceFile {
+            expected: files,
+            block,
+        })
+    }
+
+    /// A file the reference names, as the environment found it.
+    fn reference_file(&mut self, field: &str, written: &str, what: &str) -> Option<PathBuf> {
+        match self.environment.input_files.get(written) {
+            Some(InputFile::Regular(path)) => Some(path.clone()),
+            // Named as the spec names it: the message is the same on every machine.
+            Some(InputFile::Unusable { problem, help, .. }) => {
+                let message = format!("{what} `{written}` {problem}");
+                self.error(field, message).help = Some(help.to_string());
+                None
+            }
+            None => {
+                self.error(field, format!("{what} `{written}` was not looked up"));
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_cpp_name;
+
+    #[test]
+    fn function_names() {
+        for ok in ["f", "_ref2", "ns::f", "::a::b_c"] {
+            assert!(is_cpp_name(ok), "{ok}");
+        }
+        for bad in [
+            "", "2f", "f()", "a::", "a b", "f;system", "a::::b", "f<int>",
+        ] {
+            assert!(!is_cpp_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,477 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: the run of a kernel that is no GEMM (spec: reference op custom or file)
+//
+// The same instrument as the GEMM run, for any number of outputs of any rank: inputs from the
+// spec, outputs poisoned before every launch, repeated launches compared bitwise, each output
+// compared with its reference and its errors localized by index (the last partial block of the
+// launch, the border, whole rows or columns, a shifted or periodic index, unwritten, non-finite).
+// The reference is the user's host function (reference.cu, built with the runtime's flags, called
+// through HarnessSpec::custom_reference) or the expected outputs saved as .npy.
+//
+// An output of rank r is compared as the [L, M, N] frame compare_output knows: rank 1 is [1, 1,
+// N], rank 2 [1, M, N], rank 3 [L, M, N], rank 4 [s0 * s1, M, N]; `reference.block` plays the
+// role of the GEMM's tile over its last one or two dimensions.
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "run_options.cuh"
+
+#include <repro/reference.h>
+
+namespace repro {
+
+// The reference cannot judge the kernel (an output it left unwritten, an index outside a tensor,
+// a NaN where the kernel is finite, an expected file that does not fit): exit 2, with the
+// disposition and the JSON report, since the fix is in the spec's reference.
+[[noreturn]] inline void reference_error(const std::string& message) {
+  fatal(kExitUsage, "reference", "error: " + message);
+}
+
+// An element a custom reference left unwritten: a NaN whose payload no arithmetic makes.
+constexpr uint64_t kReferenceUnwrittenBits = 0x7FF5EF0000C0FFEEull;
+
+// The comparison frame of an output: [L, M, N] and the block over [M, N].
+struct OutputFrame {
+  int64_t L = 1, M = 1, N = 1, block_m = 0, block_n = 0;
+};
+
+inline OutputFrame output_frame(const Tensor& t, const std::vector<int64_t>& block) {
+  OutputFrame f;
+  const int r = t.rank;
+  f.N = r >= 1 ? t.shape[r - 1] : 1;
+  f.M = r >= 2 ? t.shape[r - 2] : 1;
+  f.L = 1;
+  for (int d = 0; d + 2 < r; ++d) f.L *= t.shape[d];
+  // A one-extent block covers the last dimension (one row of it); two cover the last two.
+  if (block.size() == 1) f.block_m = 1, f.block_n = block[0];
+  if (block.size() == 2) f.block_m = r >= 2 ? block[0] : 1, f.block_n = block[1];
+  return f;
+}
+
+// A tensor's values as f64, logical row-major: what a custom reference reads.
+inline std::vector<double> logical_values(const Tensor& t) {
+  std::vector<double> values(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) values[size_t(i)] = decode(t.dtype, t.host.data(), t.logical_offset(i));
+  return values;
+}
+
+// "D[3, 17]" for logical element i of t.
+inline std::string element_name(const Tensor& t, int64_t i) {
+  std::string index;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    index = std::to_string(i % t.shape[d]) + (index.empty() ? "" : ", ") + index;
+    i /= t.shape[d];
+  }
+  return t.name + "[" + index + "]";
+}
+
+// Integer-typed inputs are structure (row pointers, indices, group ids): --ones, the probes'
+// inputs and every analytic pattern leave them as the spec makes them.
+inline bool is_structure(const Tensor& t) { return !t.output && !dtype_is_float(t.dtype); }
+
+// Where the reference of each output comes from, for the report.
+inline std::string describe_custom_reference(const SpecInfo& spec) {
+  return spec.custom.op == ReferenceOp::custom ? "the custom reference (host, f64)"
+                                               : "the expected outputs (.npy)";
+}
+
+// The header of a .npy, read from its first bytes (which numpy keeps under 64 KiB).
+inline bool peek_npy_header(const std::string& path, NpyHeader* header, std::string* error) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = "cannot read " + path + (stat(path.c_str(), &st) != 0 ? std::string(": ") + std::strerror(errno)
+                                                                   : std::string(": not a regular file"));
+    return false;
+  }
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    *error = "cannot read " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::vector<unsigned char> head(size_t(1) << 20);
+  head.resize(std::fread(head.data(), 1, head.size(), file));
+  std::fclose(file);
+  return parse_npy_header(path, head, header, error);
+}
+
+// Every output's reference values, logical row-major: the user's function on the inputs as the
+// host holds them, or the expected files. A reference that leaves an element unwritten, or an
+// expected file that does not fit its output, stops the run (exit 2).
+inline std::vector<std::vector<double>> custom_reference_values(const SpecInfo& spec) {
+  const CustomOperands& c = spec.custom;
+  std::vector<std::vector<double>> want(c.outputs.size());
+  if (c.op == ReferenceOp::file) {
+    for (size_t k = 0; k < c.outputs.size(); ++k) {
+      const Tensor& out = spec.tensors[size_t(c.outputs[k])];
+      const std::string& path = c.expected[k];
+      // The output's own dtype, or f32 or f64 (a NumPy or PyTorch reference in higher precision).
+      std::string error;
+      NpyHeader header;
+      if (!peek_npy_header(path, &header, &error)) reference_error("reference.expected." + out.name + ": " + error);
+      DType stored = out.dtype;
+      if (!npy_descr_accepted(out.dtype, header.descr))
+        stored = npy_descr_accepted(DType::f64, header.descr)   ? DType::f64
+                 : npy_descr_accepted(DType::f32, header.descr) ? DType::f32
+                                                                : out.dtype;
+      std::vector<unsigned char> logical;
+      if (!load_tensor_file(path, (out.name + "'s expected output").c_str(), stored, out.rank, out.shape, &logical,
+                            &error))
+        reference_error(strprintf("reference.expected.%s: %s (the expected output must have the output's shape, "
+                              "%s, and its dtype %s, or f32 or f64%s)",
+                              out.name.c_str(), error.c_str(), format_shape(out.rank, out.shape).c_str(),
+                              dtype_name(out.dtype),
+                              spec.sizes.empty() ? "" : "; op: file compares at the sizes it was saved at"));
+      want[k].resize(size_t(out.numel()));
+      for (int64_t i = 0; i < out.numel(); ++i) want[k][size_t(i)] = decode(stored, logical.data(), i);
+    }
+    return want;
+  }
+  // op: custom. Inputs as their values; outputs filled with the unwritten marker.
+  std::vector<std::vector<double>> values(spec.tensors.size());
+  std::vector<ReferenceTensor> views(spec.tensors.size());
+  for (size_t i = 0; i < spec.tensors.size(); ++i) {
+    const Tensor& t = spec.tensors[i];
+    values[i] = t.output ? std::vector<double>(size_t(t.numel()), double_from_bits(kReferenceUnwrittenBits))
+                         : logical_values(t);
+    ReferenceTensor& v = views[i];
+    v.name = t.name.c_str();
+    v.rank = t.rank;
+    for (int d = 0; d < 4; ++d) v.shape[d] = d < t.rank ? t.shape[d] : 1, v.strides[d] = 0;
+    // Packed row-major strides over the f64 copy, whatever the tensor's own.
+    for (int64_t d = t.rank - 1, stride = 1; d >= 0; --d) v.strides[d] = stride, stride *= t.shape[d];
+    v.values = values[i].data();
+    v.output = t.output;
+  }
+  spec.harness->custom_reference(views.data());
+  for (size_t k = 0; k < c.outputs.size(); ++k) {
+    const Tensor& out = spec.tensors[size_t(c.outputs[k])];
+    std::vector<double>& v = values[size_t(c.outputs[k])];
+    int64_t unwritten = 0, first = -1;
+    for (int64_t i = 0; i < out.numel(); ++i)
+      if (double_bits(v[size_t(i)]) == kReferenceUnwrittenBits) unwritten += 1, first = first < 0 ? i : first;
+    if (unwritten > 0)
+      reference_error(strprintf("the custom reference wrote no value to %s (and %lld more of its %lld elements): a "
+                            "reference must write every element of every output (reference.source, reference.function)",
+                            element_name(out, first).c_str(), (long long)(unwritten - 1), (long long)out.numel()));
+    want[k] = std::move(v);
+  }
+  return want;
+}
+
+// The reference index error of include/repro/reference.h: the reference is wrong, not the kernel.
+[[noreturn]] inline void stop_on_reference_index(const ReferenceTensor& t, int count, const int64_t* indices,
+                                                 int dimension) {
+  if (count < 0)
+    reference_error(strprintf("the custom reference asked %s.shape(%lld), but `%s` has %d dimensions", t.name,
+                          (long long)indices[0], t.name, t.rank));
+  std::string index;
+  for (int d = 0; d < count; ++d) index += (d ? ", " : "") + std::to_string(indices[d]);
+  std::string shape;
+  for (int d = 0; d < t.rank; ++d) shape += (d ? ", " : "") + std::to_string(t.shape[d]);
+  if (dimension < 0)
+    reference_error(strprintf("the custom reference indexed %s(%s) with %d indices, but `%s` has %d dimensions [%s]",
+                          t.name, index.c_str(), count, t.name, t.rank, shape.c_str()));
+  reference_error(strprintf("the custom reference indexed %s(%s): index %lld is outside dimension %d of [%s]", t.name,
+                        index.c_str(), (long long)indices[dimension], dimension, shape.c_str()));
+}
+
+// Whether every input of the run holds integers (ones, iota, codes, int_uniform, integer files)
+// and every reference value is an integer within 2^24: then any order of adding the inputs in
+// f32 gives the reference exactly, and the comparison is exact (docs/tolerances.md).
+inline bool exact_comparison(const SpecInfo& spec, const std::vector<std::vector<double>>& want) {
+  for (const Tensor& t : spec.tensors) {
+    if (t.output) continue;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = decode(t.dtype, t.host.data(), t.logical_offset(i));
+      if (v != std::floor(v) || std::fabs(v) > 16777216.0) return false;
+    }
+  }
+  for (const std::vector<double>& w : want)
+    for (double v : w)
+      if (!(v == std::floor(v)) || std::fabs(v) > 16777216.0) return false;
+  return true;
+}
+
+// A reference NaN is matched only by a NaN. Where the reference says NaN and the kernel wrote a
+// finite value, the reference is the suspect (a read past its inputs, a division by zero): the
+// run stops there (exit 2) rather than call the kernel wrong.
+inline void check_reference_nans(const Tensor& out, const std::vector<double>& want) {
+  int64_t count = 0, first = -1;
+  double got_first = 0;
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    if (!std::isnan(want[size_t(i)])) continue;
+    const int64_t offset = out.logical_offset(i);
+    const double got = decode(out.dtype, out.host.data(), offset);
+    if (std::isfinite(got) && !is_poison(out.dtype, out.host.data(), offset)) {
+      if (first < 0) first = i, got_first = got;
+      ++count;
+    }
+  }
+  if (count > 0)
+    reference_error(strprintf("the reference is NaN at %s where the kernel wrote %s (and at %lld more outputs the kernel "
+                          "wrote finite values): fix the reference (a read outside its inputs, a division by zero); "
+                          "if NaN is the right answer there, the kernel is wrong at those outputs",
+                          element_name(out, first).c_str(), format_value(got_first).c_str(), (long long)(count - 1)));
+}
+
+// The tolerance of output `out` against `want`: exact, or the output dtype's defaults with the
+// spec's check: values.
+inline Tolerance custom_tolerance(const SpecInfo& spec, const Tensor& out, const std::vector<double>& want,
+                                  bool exact) {
+  Tolerance tolerance = default_tolerance(out.dtype, out.dtype, out.dtype, reference_rms(want));
+  if (spec.rel_l2 >= 0) tolerance.rel_l2 = spec.rel_l2;
+  if (spec.rtol >= 0) tolerance.rtol = spec.rtol;
+  if (spec.atol >= 0) tolerance.atol = spec.atol;
+  tolerance.exact = exact;
+  return tolerance;
+}
+
+inline Comparison compare_custom_output(const SpecInfo& spec, const Tensor& out, const std::vector<double>& want,
+                                        const Tolerance& tolerance) {
+  const OutputFrame f = output_frame(out, spec.custom.block);
+  return compare_output(out, want, f.L, f.M, f.N, tolerance, f.block_m, f.block_n, std::max(out.rank, 1));
+}
+
+// Launches the kernel `repeat` times on poisoned outputs; returns every output's storage per run
+// (run-major) and leaves the first run's in each output's host buffer.
+inline std::vector<std::vector<std::vector<unsigned char>>> launch_runs(SpecInfo& spec, int repeat,
+                                                                        cudaStream_t stream, cudaEvent_t start,
+                                                                        cudaEvent_t stop, double timeout,
+                                                                        Launch* launch, std::vector<double>* ms) {
+  std::vector<std::vector<std::vector<unsigned char>>> runs;
+  for (Tensor& t : spec.tensors)
+    if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+  for (int run = 0; run < repeat; ++run) {
+    poison_device_outputs(spec.tensors);
+    *launch = launch_kernel(spec, spec.tensors, stream, start, stop);
+    wait_for_kernel(stop, timeout, launch->label, describe(*launch));
+    float kernel_ms = 0;
+    REPRO_CUDA_CHECK(cudaEventElapsedTime(&kernel_ms, start, stop));
+    if (ms) ms->push_back(kernel_ms);
+    std::vector<std::vector<unsigned char>> outputs;
+    for (int index : spec.custom.outputs) {
+      Tensor& t = spec.tensors[size_t(index)];
+      REPRO_CUDA_CHECK(cudaMemcpy(t.host.data(), t.device, t.storage_bytes(), cudaMemcpyDeviceToHost));
+      outputs.push_back(t.host);
+    }
+    runs.push_back(std::move(outputs));
+  }
+  for (size_t k = 0; k < spec.custom.outputs.size(); ++k) spec.tensors[size_t(spec.custom.outputs[k])].host = runs[0][k];
+  return runs;
+}
+
+// One output's verdict over a set of runs: its comparison (first run), its run-to-run
+// differences, and the named pattern when it fails.
+struct OutputJudgement {
+  Comparison comparison;
+  RunDifferences differences;
+  Pattern pattern;
+  bool passed = false;
+};
+
+inline OutputJudgement judge_output(const SpecInfo& spec, size_t k,
+                                    const std::vector<std::vector<std::vector<unsigned char>>>& runs,
+                                    const std::vector<double>& want, const Tolerance& tolerance) {
+  const Tensor& out = spec.tensors[size_t(spec.custom.outputs[k])];
+  OutputJudgement j;
+  for (size_t r = 1; r < runs.size(); ++r) keep_most(j.differences, run_differences(out, runs[0][k], runs[r][k], want, tolerance));
+  j.comparison = compare_custom_output(spec, out, want, tolerance);
+  j.passed = j.comparison.passed && j.differences.total == 0;
+  if (!j.passed) {
+    const bool race = is_race(j.differences);
+    j.pattern = classify(j.comparison, race ? j.differences.total : 0, tolerance);
+    if (j.differences.total > 0 && !race) j.pattern.evidence += "; " + stale_note(j.differences, "");
+  }
+  return j;
+}
+
+// The custom ops' probe suite (probe_custom.cuh).
+inline int run_custom_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
+                             double timeout, int repeat, const std::vector<std::vector<double>>& spec_want);
+
+// The run of an op: custom or op: file spec, after the sizes are settled (run_harness).
+inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times, const std::string& sizes_line) {
+  const CustomOperands& c = spec.custom;
+  const int repeat = options.repeat > 0 ? options.repeat : spec.repeat;
+  const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : spec.timeout_seconds;
+  const std::string op = c.op == ReferenceOp::custom ? "custom" : "file";
+  if (options.reference == "device" || (options.reference.empty() && spec.reference_provider == "device"))
+    usage_error("op: " + op + " has no device reference: its reference is computed on the host (drop --reference device)");
+  if (options.check_device_inputs)
+    usage_error("--check-device-inputs checks inputs made on the device, which only GEMM references do");
+  if (c.op == ReferenceOp::file && options.probe)
+    usage_error("--probe chooses its own inputs, and op: file has expected outputs for the spec's inputs only: give "
+                "the spec an op: custom reference to probe it");
+  if (c.op == ReferenceOp::file && (options.ones || !options.inits.empty() || options.has_seed))
+    usage_error("op: file compares with expected outputs of the spec's own inputs: --ones, --init and --seed would "
+                "change the inputs but not the expected outputs");
+
+  // Inputs: --ones sets every floating-point input to 1 (integer inputs are structure: row
+  // pointers, indices), then --init and --seed as for a GEMM.
+  std::vector<Tensor>& tensors = spec.tensors;
+  if (options.ones)
+    for (Tensor& t : tensors)
+      if (!t.output && !is_structure(t)) t.init = Init{InitKind::ones, 0, 0, 0, "", {}, 1};
+  for (const auto& override_init : options.inits) {
+    Tensor* target = nullptr;
+    for (Tensor& t : tensors)
+      if (t.name == override_init.first) target = &t;
+    if (target == nullptr || target->output)
+      usage_error(strprintf("--init %s=...: `%s` is not an input of this spec", override_init.first.c_str(),
+                            override_init.first.c_str()));
+    std::string error;
+    if (!parse_init(override_init.second, &target->init, &error))
+      usage_error(strprintf("--init %s=%s: %s", override_init.first.c_str(), override_init.second.c_str(),
+                            error.c_str()));
+  }
+  if (options.has_seed)
+    for (Tensor& t : tensors)
+      if (is_random(t.init.kind)) t.init.seed = options.seed;
+  std::string inputs_line;
+  for (const Tensor& t : tensors)
+    if (!t.output) inputs_line += (inputs_line.empty() ? "" : ", ") + t.name + " " + describe_init(t.init);
+  inputs_line += " -> " + describe_custom_reference(spec);
+  for (Tensor& t : tensors) {
+    std::string error;
+    if (!fill_host(t, spec.base_dir, &error)) usage_error(strprintf("tensor %s: %s", t.name.c_str(), error.c_str()));
+  }
+  times.end("inputs");
+  if (!options.emit_inputs_dir.empty()) {
+    make_directories_or_die(options.emit_inputs_dir);
+    for (const Tensor& t : tensors)
+      if (!t.output) write_npy_or_die(join_path(options.emit_inputs_dir, t.name + ".npy"), t);
+    return kExitPassed;
+  }
+
+  // The reference before the device: it needs none, so a reference that fails (an index outside
+  // a tensor, an output left unwritten, an expected file that does not fit) shows on any machine.
+  // It comes before the kernel too: a kernel that kills the context still leaves one.
+  const auto reference_start = std::chrono::steady_clock::now();
+  const std::vector<std::vector<double>> want = custom_reference_values(spec);
+  const double reference_seconds = seconds_since(reference_start);
+  times.end("reference");
+
+  DeviceInfo& device = current_device();
+  const int device_status = require_device(&device, spec.built_cc_major, spec.built_cc_minor, spec.arch_specific,
+                                          spec.harness->ptx);
+  report_set("name", json_string(spec.name));
+  report_set("inputs", json_string(inputs_line));
+  report_set("mode", json_string(options.ones ? "ones" : "reference"));
+  report_set("reference_op", json_string(op));
+  if (device_status != 0) {
+    std::printf("repro %s | no usable CUDA device: the harness is built and can run on a machine with one\n",
+                spec.name);
+    return conclude(device_status, "no_device", "no usable CUDA device");
+  }
+  report_set("device", device_json(device));
+  std::printf("repro %s | %s\n", spec.name, device_summary(device).c_str());
+  if (!sizes_line.empty()) std::printf("sizes   %s (--size; the spec says otherwise)\n", sizes_line.c_str());
+  std::printf("inputs  %s\n", inputs_line.c_str());
+  std::fflush(stdout);
+  REPRO_CUDA_CHECK(cudaFree(nullptr));
+  times.end("context");
+
+  for (Tensor& t : tensors) REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  REPRO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  REPRO_CUDA_CHECK(cudaEventCreate(&start));
+  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+  if (options.bench) {
+    for (Tensor& t : tensors)
+      if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+    Launch launch;
+    const BenchResult result = bench_kernel(spec, options.bench_options, stream, start, stop, timeout, &launch);
+    std::printf("launch  %s\n", describe(launch).c_str());
+    report_bench(result, options.bench_options, spec);
+    times.report();
+    return conclude_timed();
+  }
+  if (options.probe) return run_custom_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
+
+  Launch launch;
+  std::vector<double> kernel_ms;
+  const auto runs = launch_runs(spec, repeat, stream, start, stop, timeout, &launch, &kernel_ms);
+  times.end("launches");
+  std::vector<double> sorted_ms = kernel_ms;
+  std::sort(sorted_ms.begin(), sorted_ms.end());
+  const double median_ms = 0.5 * (sorted_ms[(sorted_ms.size() - 1) / 2] + sorted_ms[sorted_ms.size() / 2]);
+  std::printf("launch  %s   kernel %.3f ms%s\n", describe(launch).c_str(), median_ms,
+              repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
+  std::printf("ref     %s, %.2f s\n", describe_custom_reference(spec).c_str(), reference_seconds);
+
+  const bool exact = exact_comparison(spec, want);
+  if (exact) std::printf("compare exact: integer inputs and an integer reference below 2^24\n");
+  bool passed = true;
+  Pattern verdict;
+  JsonWriter outputs_json;
+  outputs_json.begin_array();
+  for (size_t k = 0; k < c.outputs.size(); ++k) {
+    const Tensor& out = tensors[size_t(c.outputs[k])];
+    check_reference_nans(out, want[k]);
+    const Tolerance tolerance = custom_tolerance(spec, out, want[k], exact);
+    const OutputJudgement j = judge_output(spec, k, runs, want[k], tolerance);
+    print_comparison_line(out.name.c_str(), j.comparison);
+    if (repeat > 1 && j.differences.total > 0)
+      std::printf("repeat  %s: %lld outputs differ from the first run (%lld of them right in no run)\n",
+                  out.name.c_str(), (long long)j.differences.total, (long long)j.differences.stale);
+    if (!j.passed) {
+      print_mismatches(out.name.c_str(), j.comparison, false);
+      std::printf("%s", format_heatmap(j.comparison).c_str());
+      std::printf("pattern %s: %s\n", j.pattern.cls.c_str(), j.pattern.evidence.c_str());
+      if (passed) {
+        verdict = j.pattern;
+        if (c.outputs.size() > 1) verdict.evidence = out.name + ": " + verdict.evidence;
+        JsonWriter w;
+        write_comparison_json(w, out.name, j.comparison);
+        report_set("output", w.str());
+      }
+      passed = false;
+    } else if (k == 0) {
+      JsonWriter w;
+      write_comparison_json(w, out.name, j.comparison);
+      report_set("output", w.str());
+    }
+    write_comparison_json(outputs_json, out.name, j.comparison);
+    report_set("repeat_differences", JsonWriter().value(j.differences.total).str());
+  }
+  outputs_json.end_array();
+  report_set("outputs", outputs_json.str());
+  if (repeat > 1 && passed) std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
+  times.end("compare");
+
+  if (!options.dump_dir.empty()) {
+    make_directories_or_die(options.dump_dir);
+    for (const Tensor& t : tensors) write_npy_or_die(join_path(options.dump_dir, t.name + ".npy"), t);
+    for (size_t k = 0; k < c.outputs.size(); ++k) {
+      Tensor reference = tensors[size_t(c.outputs[k])];
+      reference.name += "_reference";
+      reference.dtype = DType::f64;
+      for (int64_t d = reference.rank - 1, stride = 1; d >= 0; --d) reference.strides[d] = stride, stride *= reference.shape[d];
+      reference.host.assign(reinterpret_cast<const unsigned char*>(want[k].data()),
+                            reinterpret_cast<const unsigned char*>(want[k].data() + want[k].size()));
+      write_npy_or_die(join_path(options.dump_dir, reference.name + ".npy"), reference);
+    }
+  }
+  {
+    JsonWriter w;
+    w.begin_object();
+    w.field("kernel", std::string(launch.label));
+    w.key("grid").begin_array().value(launch.grid.x).value(launch.grid.y).value(launch.grid.z).end_array();
+    w.key("block").begin_array().value(launch.block.x).value(launch.block.y).value(launch.block.z).end_array();
+    w.field("smem_bytes", launch.smem_bytes);
+    w.key("kernel_ms").begin_array();
+    for (double ms : kernel_ms) w.value(ms);
+    w.end_array();
+    w.end_object();
+    report_set("launch", w.str());
+  }
+  report_set("reference_seconds", JsonWriter().value(reference_seconds).str());
+  report_set("repeat", JsonWriter().value(repeat).str());
+  times.end("report");
+  times.report();
+  for (Tensor& t : tensors) cudaFree(t.device);
+  return conclude(passed ? kExitPassed : kExitMismatch, verdict.cls, passed ? "" : verdict.evidence);
+}
+
+}  // namespace repro

@@ -1,0 +1,78 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: run_options
+//
+// What a run was asked for on the command line (parse_options in harness_main.cuh reads it),
+// and where its wall time goes: shared by the GEMM run (harness_main) and the run of the other
+// ops (custom.cuh).
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "bench.cuh"
+#include "spec_file.cuh"
+
+namespace repro {
+
+struct Options {
+  bool ones = false;
+  bool probe = false;
+  std::vector<std::pair<std::string, std::string>> inits;  // --init T=PATTERN, in order
+  std::vector<std::pair<std::string, int64_t>> sizes;      // --size NAME=VALUE, in order
+  bool has_seed = false;
+  uint64_t seed = 0;
+  int repeat = -1;
+  double timeout_seconds = -1;
+  std::string json_path, dump_dir, emit_inputs_dir;
+  std::string spec_path;  // --spec FILE; empty: the artifact's (default_spec_path)
+  std::string reference;  // --reference host|device|auto; empty: the spec's reference.provider
+  std::string reference_cache;  // --reference-cache DIR: reuse a reference of the same operands
+  bool check_device_inputs = false;  // compare every element made on the device with the host's
+  bool bench = false;     // --bench: time the kernel, check nothing (bench.cuh)
+  BenchOptions bench_options;
+  std::string bench_only_flag;  // --warmup or --flush-l2, when given: they need --bench
+};
+
+// Where a run's wall time goes, phase by phase (the `time` line and the report's `timings`):
+// what to speed up when time-to-verdict matters (docs/performance.md).
+struct PhaseTimes {
+  std::chrono::steady_clock::time_point begin = std::chrono::steady_clock::now(), last = begin;
+  std::vector<std::pair<const char*, double>> phases;
+  void end(const char* phase) {
+    const auto now = std::chrono::steady_clock::now();
+    phases.emplace_back(phase, std::chrono::duration<double>(now - last).count());
+    last = now;
+  }
+  void report() const {
+    std::string line;
+    JsonWriter w;
+    w.begin_object();
+    for (const auto& phase : phases) {
+      line += strprintf("%s %.3f s  ", phase.first, phase.second);
+      w.field(phase.first, phase.second);
+    }
+    const double total = std::chrono::duration<double>(last - begin).count();
+    w.field("total", total);
+    w.end_object();
+    std::printf("time    %stotal %.3f s (in this process)\n", line.c_str(), total);
+    report_set("timings", w.str());
+  }
+};
+
+inline bool is_random(InitKind kind) {
+  return kind == InitKind::uniform || kind == InitKind::int_uniform || kind == InitKind::normal;
+}
+
+// --dump and --emit-inputs create the folder they are given.
+inline void make_directories_or_die(const std::string& dir) {
+  const std::string error = make_directories(dir);
+  if (!error.empty()) usage_error(error);
+}
+
+inline void write_npy_or_die(const std::string& path, const Tensor& t) {
+  std::string error;
+  if (!write_npy(path, t, t.host.data(), &error)) {
+    std::fprintf(stderr, "error: %s\n", error.c_str());
+    std::_Exit(kExitUsage);
+  }
+}
+
+}  // namespace repro
