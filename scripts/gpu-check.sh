@@ -21,7 +21,7 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache flags arches build examples
-# large checks sanitize hopper probe sizes trace cutlass files reference ops-bench bench; `examples` skips the 2^31-element
+# large checks sanitize custom hopper probe sizes trace cutlass files reference ops-bench bench; `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
 # EXAMPLES='fp8_*|grouped_*' limits the parts that loop over examples/ (examples, probe) to the
@@ -187,6 +187,40 @@ SAYS='sanitize  synccheck: 0 errors' run_case "tiled_gemm_f32 --sanitize syncche
 for f in generated/*/.repro/build/sanitizer-*.log; do
   [[ -n "${OUT:-}" && -f "$f" ]] && cp "$f" "$OUT/$(basename "$(dirname "$(dirname "$(dirname "$f")")")")-$(basename "$f")"
 done
+
+fi
+
+if wanted custom; then
+section "kernels that are no GEMM (op: custom, op: file): iota inputs, several outputs, the sanitizer, file references"
+# iota (every element its index) and int_uniform (small integers: the comparison is exact)
+# inputs, NAME:INPUTS:IOTA_EXIT:INT_EXIT. column_sum_missed_tail passes iota: its tail holds the
+# sums of columns 24 to the left, which differ by 24000 in 5e8 (5e-5, inside f32's 1e-4), while
+# int_uniform's exact comparison catches it.
+for case in column_sum:X:0:0 column_sum_missed_tail:X:0:1 rank_norm:X:0:0 rank_norm_wrong_stride:X:1:1 \
+            stencil3x3:image:0:0 stencil3x3_border:image:1:1 csr_spmv:values,x:0:0 csr_spmv_row_ptr_past:values,x:1:1; do
+  IFS=: read -r name inputs iota_exit int_exit <<<"$case"
+  selected "$name" || continue
+  for pattern in iota int_uniform; do
+    inits=()
+    IFS=, read -ra names <<<"$inputs"
+    for input in "${names[@]}"; do inits+=(--init "$input=$pattern"); done
+    run_case "$name ($pattern)" "$([[ $pattern == iota ]] && echo "$iota_exit" || echo "$int_exit")" run "examples/$name.yaml" "${inits[@]}"
+  done
+done
+for spec in tests/gpu/two_outputs.yaml tests/gpu/two_outputs_tail.yaml; do
+  name=$(basename "$spec" .yaml)
+  run_case "$name --ones" "$(expected_exit "$spec" ones)" run "$spec" --ones
+  run_case "$name (random)" "$(expected_exit "$spec" random)" run "$spec"
+  run_case "probe $name" "$([[ $name == two_outputs ]] && echo 0 || echo 1)" probe "$spec"
+done
+SAYS='the reference is NaN at z[17] where the kernel wrote' run_case "nan_reference (a broken reference)" 2 run tests/gpu/nan_reference.yaml
+SAYS='Disposition: Passed' run_case "column_sum_file (op: file, NumPy)" 0 run tests/gpu/column_sum_file.yaml
+SAYS='pattern boundary' run_case "column_sum_missed_tail_file (op: file)" 1 run tests/gpu/column_sum_missed_tail_file.yaml
+SAYS='Race between' run_case "column_sum_no_sync --sanitize racecheck" 6 run examples/column_sum_no_sync.yaml --sanitize racecheck
+SAYS='sanitize  racecheck: 0 errors' run_case "column_sum --sanitize racecheck" 0 run examples/column_sum.yaml --sanitize racecheck
+SAYS='Invalid __global__ read' run_case "stencil3x3_border --sanitize memcheck" 6 run examples/stencil3x3_border.yaml --sanitize memcheck
+SAYS='Invalid __global__ read' run_case "csr_spmv_row_ptr_past --sanitize memcheck" 6 run examples/csr_spmv_row_ptr_past.yaml --sanitize memcheck
+SAYS='sanitize  memcheck: 0 errors' run_case "csr_spmv --sanitize memcheck" 0 run examples/csr_spmv.yaml --sanitize memcheck
 
 fi
 
