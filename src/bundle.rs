@@ -13,7 +13,7 @@ use crate::build::{self, toolchain};
 use crate::error::{exit, Error};
 use crate::generate::{self, artifact};
 use crate::plan::{prepare, Plan};
-use crate::spec::{InitSource, ResolvedSpec};
+use crate::spec::{InitSource, Reference, ResolvedSpec};
 
 /// Folders whose headers come with the CUDA toolkit, the host compiler or CUTLASS: the receiver
 /// has their own, and copying them would ship the sender's toolchain. Actual folders (the nvcc
@@ -154,6 +154,7 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
             t.init.source = InitSource::File(to);
         }
     }
+    copy_reference(plan, &mut bundled, &dir, toolchain, &runtime)?;
     // CUTLASS is the receiver's: build.sh reads $CUTLASS_DIR, or a cutlass/ folder in the bundle.
     let cutlass = bundled.cutlass.is_some();
     if cutlass {
@@ -171,6 +172,55 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
     })
 }
 
+/// The reference's own files into the bundle, the spec pointed at the copies: `op: custom`'s
+/// header into `reference/` with the headers beside it that its compile read (nvcc's
+/// dependency list of reference.cu), `op: file`'s expected outputs into `expected/`.
+fn copy_reference(
+    plan: &Plan,
+    bundled: &mut ResolvedSpec,
+    dir: &Path,
+    toolchain: &[PathBuf],
+    runtime: &Path,
+) -> Result<(), Error> {
+    let copy = |from: &Path, to: &Path| -> Result<(), Error> {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
+        }
+        std::fs::copy(from, to).map_err(Error::io("copy", from))?;
+        Ok(())
+    };
+    match &mut bundled.reference {
+        Reference::Custom(c) => {
+            let folder = c.source.parent().map(Path::to_path_buf).unwrap_or_default();
+            let target = dir.join("reference");
+            let depfile = plan.dir.join(".repro/build/reference.d");
+            let deps = std::fs::read_to_string(&depfile).map_err(Error::io("read", &depfile))?;
+            for dep in build::parse_depfile(&deps).into_iter().skip(1) {
+                let path = generate::paths::absolute(&plan.dir.join(&dep));
+                let ours = toolchain.iter().any(|root| path.starts_with(root))
+                    || path.starts_with(runtime);
+                if let (false, Ok(rel)) = (ours, path.strip_prefix(&folder)) {
+                    copy(&path, &target.join(rel))?;
+                }
+            }
+            let header = target.join(c.source.file_name().unwrap_or_default());
+            copy(&c.source, &header)?;
+            c.source = header;
+        }
+        Reference::File(f) => {
+            for (_, path) in f.expected.iter_mut() {
+                let to = dir
+                    .join("expected")
+                    .join(path.file_name().unwrap_or_default());
+                copy(path, &to)?;
+                *path = to;
+            }
+        }
+        Reference::Gemm(_) => {}
+    }
+    Ok(())
+}
+
 /// Builds the bundle's own harness and runs it with --ones and with the spec's inputs, from
 /// inside the bundle, so the results name nothing outside it.
 fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error> {
@@ -179,10 +229,15 @@ fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error> {
     let mut text = String::new();
     let mut last = 0u8;
     use crate::run::harness_options as opt;
+    // Expected outputs belong to the spec's inputs: an `op: file` bundle runs those alone.
+    let file_reference = matches!(plan.spec.reference, Reference::File(_));
     for (mode, shown, json) in [
         ("ones", vec![opt::ONES.flag()], "results-ones.json"),
         ("random", vec![], "results.json"),
     ] {
+        if file_reference && mode == "ones" {
+            continue;
+        }
         let mut args = shown.clone();
         args.extend(opt::JSON.with(json));
         let output = Command::new("./harness")
@@ -269,16 +324,31 @@ fn write_env(bundle: &Bundle) -> Result<(), Error> {
 }
 
 fn write_readme(bundle: &Bundle, spec: &ResolvedSpec, code: Option<u8>) -> Result<(), Error> {
-    let mut text = String::from("./build.sh\n./harness --ones && ./harness\n\n");
+    let file_reference = matches!(spec.reference, Reference::File(_));
+    let mut text = String::from(if file_reference {
+        "./build.sh\n./harness\n\n"
+    } else {
+        "./build.sh\n./harness --ones && ./harness\n\n"
+    });
     text.push_str(&format!("# repro bundle: `{}`\n\n", spec.name()));
     if !spec.about.is_empty() {
         text.push_str(&format!("{}\n\n", spec.about));
     }
     text.push_str(
         "The two commands above rebuild the harness with the production flags (`NVCC=` and `ARCH=` \
-         override) and rerun what produced `results.txt`: all-ones inputs first, then the spec's \
-         seeded inputs against an fp64 host reference. Nothing else is needed but the CUDA toolkit",
+         override) and rerun what produced `results.txt`: ",
     );
+    text.push_str(match spec.reference {
+        Reference::Gemm(_) => {
+            "all-ones inputs first, then the spec's seeded inputs against an fp64 host reference"
+        }
+        Reference::Custom(_) => {
+            "all-ones inputs first, then the spec's inputs, each against the spec's own host \
+             reference (`reference/`, built with the runtime's flags)"
+        }
+        Reference::File(_) => "the spec's inputs against the expected outputs in `expected/`",
+    });
+    text.push_str(". Nothing else is needed but the CUDA toolkit");
     if bundle.cutlass {
         text.push_str(
             " and the CUTLASS headers (set `CUTLASS_DIR`, or put a CUTLASS checkout in `cutlass/`)",
@@ -298,6 +368,14 @@ fn write_readme(bundle: &Bundle, spec: &ResolvedSpec, code: Option<u8>) -> Resul
     );
     if dir_has(&bundle.dir.join("inputs")) {
         text.push_str("| `inputs/` | the input files the spec reads |\n");
+    }
+    if dir_has(&bundle.dir.join("reference")) {
+        text.push_str("| `reference/`, `reference.cu` | the spec's own reference (`op: custom`) and the call of it |\n");
+    }
+    if dir_has(&bundle.dir.join("expected")) {
+        text.push_str(
+            "| `expected/` | the expected outputs the harness compares with (`op: file`) |\n",
+        );
     }
     text.push_str("| `env.txt` | the sender's toolkit, GPU, driver, host compiler, OS |\n");
     if let Some(code) = code {

@@ -266,3 +266,69 @@ fn an_expected_file_of_another_shape_is_exit_2() {
     assert!(text.contains("holds <f4 [999]"), "{text}");
     assert!(text.contains("the output's shape, [1000]"), "{text}");
 }
+
+#[test]
+fn a_bundle_carries_the_reference_and_builds_elsewhere() {
+    let sender = tempfile::tempdir().unwrap();
+    let spec = write_op(sender.path(), "y(i) = 2 * x(i); z(i) = x(i) + 1;");
+    // A header of the reference's own, beside it: the bundle takes what its compile read.
+    std::fs::write(
+        sender.path().join("refs/twice_math.h"),
+        "#pragma once\ninline double twice_of(double v) { return 2 * v; }\n",
+    )
+    .unwrap();
+    let header = std::fs::read_to_string(sender.path().join("refs/twice.h")).unwrap();
+    std::fs::write(
+        sender.path().join("refs/twice.h"),
+        header
+            .replace(
+                "#include <repro/reference.h>",
+                "#include <repro/reference.h>\n#include \"twice_math.h\"",
+            )
+            .replace("y(i) = 2 * x(i);", "y(i) = twice_of(x(i));"),
+    )
+    .unwrap();
+    let out = sender.path().join("out/twice");
+    assert_cmd::Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(sender.path())
+        .args([
+            "bundle",
+            spec.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--nvcc",
+        ])
+        .arg(nvcc())
+        .assert()
+        .success();
+    assert!(out.join("reference/twice.h").is_file());
+    assert!(out.join("reference/twice_math.h").is_file());
+    let reference_cu = std::fs::read_to_string(out.join("reference.cu")).unwrap();
+    assert!(
+        reference_cu.contains("#include \"reference/twice.h\""),
+        "{reference_cu}"
+    );
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(
+        readme.contains("| `reference/`, `reference.cu` |"),
+        "{readme}"
+    );
+
+    let receiver = tempfile::tempdir().unwrap();
+    let tarball = std::fs::File::open(out.with_extension("tar.gz")).unwrap();
+    tar::Archive::new(flate2::read::GzDecoder::new(tarball))
+        .unpack(receiver.path())
+        .unwrap();
+    let unpacked = receiver.path().join("twice");
+    let status = std::process::Command::new("bash")
+        .arg("build.sh")
+        .current_dir(&unpacked)
+        .env("NVCC", nvcc())
+        .status()
+        .unwrap();
+    assert!(status.success(), "build.sh builds the unpacked bundle");
+    assert!(
+        unpacked.join("harness").is_file() && unpacked.join(".repro/build/reference.o").is_file()
+    );
+}
