@@ -1671,6 +1671,97 @@ void test_grouped() {
   CHECK_CONTAINS(format_comparison_line("D", c), "(1 not compared)");
 }
 
+// Kernels that are no GEMM (custom.cuh): outputs of any rank, localized by index with the
+// launch's block, and the frame, exactness and reference checks around them.
+void test_custom_classify() {
+  TestRng rng{18};
+  // The frame: rank 1 is [1, 1, N]; rank 4 folds its two leading dimensions into L.
+  const OutputFrame f1 = output_frame(make_tensor("D", DType::f32, {1000}), {256});
+  CHECK(f1.L == 1 && f1.M == 1 && f1.N == 1000 && f1.block_m == 1 && f1.block_n == 256);
+  const OutputFrame f4 = output_frame(make_tensor("D", DType::f32, {2, 3, 8, 32}), {8, 32});
+  CHECK(f4.L == 6 && f4.M == 8 && f4.N == 32 && f4.block_m == 8 && f4.block_n == 32);
+  CHECK_EQ(element_name(make_tensor("Y", DType::f32, {5, 7}), 17), std::string("Y[2, 3]"));
+
+  const int64_t N = 1000;
+  std::vector<double> ref(static_cast<size_t>(N));
+  for (double& v : ref) v = rng.uniform() * 2 - 1;
+  const Tolerance tol = default_tolerance(DType::f32, DType::f32, DType::f32, reference_rms(ref));
+  const auto run1 = [&](const std::vector<double>& got, const std::vector<int64_t>& unwritten = {}) {
+    const Comparison c = compare_output(output_with(DType::f32, {N}, got, unwritten), ref, 1, 1, N, tol, 1, 256, 1);
+    return classify(c, 0, tol);
+  };
+  CHECK_EQ(run1(ref).cls, std::string("ok"));
+  // The last, partial block of a 1-D launch (elements 768-999) wrong, full blocks right.
+  std::vector<double> got = ref;
+  for (int64_t i = 768; i < N; ++i) got[size_t(i)] += 1.0;
+  Pattern p = run1(got);
+  CHECK_EQ(p.cls, std::string("boundary"));
+  CHECK_CONTAINS(p.evidence, "the last, partial block of the launch: elements 768-999 (N % 256 = 232)");
+  // Element i holds the reference's i + 1 (a row pointer read one past): layout, not columns.
+  for (int64_t i = 0; i < N; ++i) got[size_t(i)] = i + 1 < N ? ref[size_t(i + 1)] : 0.0;
+  p = run1(got);
+  CHECK_EQ(p.cls, std::string("layout"));
+  CHECK_CONTAINS(p.evidence, "elements each holds the next one's values (i <- i+1)");
+  // Every fourth element wrong: a period.
+  got = ref;
+  for (int64_t i = 3; i < N; i += 4) got[size_t(i)] += 1.0;
+  p = run1(got);
+  CHECK_EQ(p.cls, std::string("layout"));
+  CHECK_CONTAINS(p.evidence, "right only where i mod 8 is 0-2, 4-6, wrong elsewhere");
+  // Unwritten elements are named as elements.
+  p = run1(ref, {5, 6, 7});
+  CHECK_EQ(p.cls, std::string("unwritten"));
+  CHECK_CONTAINS(p.evidence, "3 of 1000 outputs were never written (still poison): elements 5-7");
+  // A 1-D output has no whole columns: scattered single errors stay scattered.
+  got = ref;
+  for (int64_t i : {3, 250, 600}) got[size_t(i)] += 1.0;
+  CHECK_EQ(run1(got).cls, std::string("scattered"));
+
+  // 2-D: the image border (the last column) is boundary even where the blocks are full; whole
+  // rows say a row's index; the mismatch lines name blocks.
+  const int64_t H = 64, W = 64;
+  std::vector<double> image(static_cast<size_t>(H * W));
+  for (double& v : image) v = rng.uniform() * 2 - 1;
+  const Tolerance tol2 = default_tolerance(DType::f32, DType::f32, DType::f32, reference_rms(image));
+  const auto run2 = [&](const std::vector<double>& values) {
+    return compare_output(output_with(DType::f32, {H, W}, values), image, 1, H, W, tol2, 8, 32, 2);
+  };
+  got = image;
+  for (int64_t y = 0; y < H; ++y) got[size_t(y * W + W - 1)] += 1.0;
+  Comparison c = run2(got);
+  p = classify(c, 0, tol2);
+  CHECK_EQ(p.cls, std::string("boundary"));
+  CHECK_CONTAINS(p.evidence, "all 64 bad outputs lie on the output's border (the last column (63): 64, the last row (63): 1, the first row (0): 1)");
+  CHECK_CONTAINS(format_mismatches("D", c, false), "  D[0, 63] block (0,1) at (0,31): got");
+  got = image;
+  for (int64_t x = 0; x < W; ++x) got[size_t(5 * W + x)] += 1.0, got[size_t(9 * W + x)] += 1.0;
+  p = classify(run2(got), 0, tol2);
+  CHECK_EQ(p.cls, std::string("row_mapping"));
+  CHECK_CONTAINS(p.evidence, "rows 5, 9; a row's index, stride or offset is wrong");
+  // All zeros is no k_coverage outside a GEMM.
+  CHECK_EQ(classify(run2(std::vector<double>(image.size(), 0.0)), 0, tol2).cls, std::string("scattered"));
+  CHECK_CONTAINS(format_heatmap(run2(got)), "blocks  bad share per 8x32 output block, 8 x 2 blocks");
+
+  // Exactness: integer inputs and an integer reference below 2^24.
+  SpecInfo spec;
+  spec.tensors.push_back(make_tensor("X", DType::f32, {4}));
+  std::string error;
+  spec.tensors[0].init = Init{InitKind::ones, 0, 0, 0, "", {}, 1};
+  fill_host(spec.tensors[0], "", &error);
+  CHECK(exact_comparison(spec, {{4.0, 16777216.0}}));
+  CHECK(!exact_comparison(spec, {{0.5}}));
+  CHECK(!exact_comparison(spec, {{33554432.0}}));
+  set_logical(spec.tensors[0], 2, 0.25);
+  CHECK(!exact_comparison(spec, {{4.0}}));
+  CHECK_EQ(iota_period(DType::bf16), int64_t(251));
+  // The block an input element falls in, for the block-code probe: [8, 32] over a [16, 64] input.
+  const Tensor in = make_tensor("X", DType::f32, {16, 64});
+  CHECK_EQ(input_block(in, 0, {8, 32}), int64_t(0));
+  CHECK_EQ(input_block(in, 40, {8, 32}), int64_t(1));
+  CHECK_EQ(input_block(in, 9 * 64 + 33, {8, 32}), int64_t(3));
+  CHECK_EQ(custom_class_rank("nondeterministic") < custom_class_rank("boundary"), true);
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "values") return values_mode(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "encode") return encode_mode(argc, argv);
@@ -1697,6 +1788,7 @@ int main(int argc, char** argv) {
   test_compare();
   test_json_and_lines();
   test_classify();
+  test_custom_classify();
   test_probe_verdicts();
   test_heatmap();
   test_trace_verdicts();
