@@ -223,14 +223,7 @@ pub fn build_variant(
         args.join(" "),
         dir.display()
     );
-    // Anything nvcc reads that changes after this moment was maybe read before the change. The
-    // moment is a file's modification time, so that it comes from the same (coarse) clock as
-    // the inputs' own: the system clock can be ahead of a write that follows it.
-    let marker = dir.join(BUILD_DIR).join("started");
-    std::fs::write(&marker, b"").map_err(Error::io("write", &marker))?;
-    let started = std::fs::metadata(&marker)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|_| SystemTime::now());
+    let started = start_marker(dir, "started")?;
     let (output, seconds) = progress::run(
         "harness.cu with the production flags",
         Command::new(&nvcc.path)
@@ -296,11 +289,7 @@ fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
         args.join(" "),
         dir.display()
     );
-    let marker = dir.join(BUILD_DIR).join("started-reference");
-    std::fs::write(&marker, b"").map_err(Error::io("write", &marker))?;
-    let started = std::fs::metadata(&marker)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|_| SystemTime::now());
+    let started = start_marker(dir, "started-reference")?;
     let (output, _) = progress::run(
         "the custom reference with the runtime's flags",
         Command::new(nvcc)
@@ -345,6 +334,18 @@ fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
 
 const REFERENCE_STAMP: &str = ".repro/build/stamp-reference.json";
 const REFERENCE_DEPFILE: &str = ".repro/build/reference.d";
+
+/// The moment a compile starts, as the modification time of a marker file `name` in the build
+/// folder: anything nvcc reads that changes after it was maybe read before the change. A file's
+/// time comes from the same (coarse) clock as the inputs' own: the system clock can be ahead of
+/// a write that follows it.
+fn start_marker(dir: &Path, name: &str) -> Result<SystemTime, Error> {
+    let marker = dir.join(BUILD_DIR).join(name);
+    std::fs::write(&marker, b"").map_err(Error::io("write", &marker))?;
+    Ok(std::fs::metadata(&marker)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| SystemTime::now()))
+}
 
 /// The same arguments with nvcc's output file (`-o X`) replaced.
 fn with_output(args: &[String], output: &str) -> Vec<String> {

@@ -351,24 +351,8 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   const double reference_seconds = seconds_since(reference_start);
   times.end("reference");
 
-  DeviceInfo& device = current_device();
-  const int device_status = require_device(&device, spec.built_cc_major, spec.built_cc_minor, spec.arch_specific,
-                                          spec.harness->ptx);
-  report_set("name", json_string(spec.name));
-  report_set("inputs", json_string(inputs_line));
-  report_set("mode", json_string(options.ones ? "ones" : "reference"));
   report_set("reference_op", json_string(op));
-  if (device_status != 0) {
-    std::printf("repro %s | no usable CUDA device: the harness is built and can run on a machine with one\n",
-                spec.name);
-    return conclude(device_status, "no_device", "no usable CUDA device");
-  }
-  report_set("device", device_json(device));
-  std::printf("repro %s | %s\n", spec.name, device_summary(device).c_str());
-  if (!sizes_line.empty()) std::printf("sizes   %s (--size; the spec says otherwise)\n", sizes_line.c_str());
-  std::printf("inputs  %s\n", inputs_line.c_str());
-  std::fflush(stdout);
-  REPRO_CUDA_CHECK(cudaFree(nullptr));
+  if (const int code = open_device(spec, options.ones ? "ones" : "reference", inputs_line, sizes_line)) return code;
   times.end("context");
 
   for (Tensor& t : tensors) REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));

@@ -331,23 +331,9 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     return kExitPassed;
   }
 
-  DeviceInfo& device = current_device();
-  const int device_status = require_device(&device, spec.built_cc_major, spec.built_cc_minor, spec.arch_specific,
-                                          spec.harness->ptx);
-  report_set("name", json_string(spec.name));
-  report_set("inputs", json_string(inputs_line));
-  report_set("mode", json_string(options.ones && options.inits.empty() ? "ones" : "reference"));
-  if (device_status != 0) {
-    std::printf("repro %s | no usable CUDA device: the harness is built and can run on a machine with one\n",
-                spec.name);
-    return conclude(device_status, "no_device", "no usable CUDA device");
-  }
-  report_set("device", device_json(device));
-  std::printf("repro %s | %s\n", spec.name, device_summary(device).c_str());
-  if (!sizes_line.empty()) std::printf("sizes   %s (--size; the spec says otherwise)\n", sizes_line.c_str());
-  std::printf("inputs  %s\n", inputs_line.c_str());
-  std::fflush(stdout);
-  REPRO_CUDA_CHECK(cudaFree(nullptr));  // the context, created here rather than in the first copy
+  if (const int code = open_device(spec, options.ones && options.inits.empty() ? "ones" : "reference", inputs_line,
+                                   sizes_line))
+    return code;
   times.end("context");
 
   // Device buffers first: the device reference reads the inputs there. Outputs are poisoned

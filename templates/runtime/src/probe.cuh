@@ -387,7 +387,7 @@ inline void show_first_failure(const std::vector<ProbeOutcome>& probes, const Te
     if (!o.passed && o.comparison.bad > 0) {
       std::printf("probe   %s: %s", o.name.c_str(), format_heatmap(o.comparison).c_str());
       JsonWriter w;
-      write_comparison_json(w, out.name, o.comparison);
+      write_comparison_json(w, o.output.empty() ? out.name : o.output, o.comparison);
       report_set("output", w.str());
       return;
     }

@@ -131,14 +131,7 @@ inline int run_custom_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t st
       verdict = Pattern{o.pattern.cls, o.name + ": " + o.pattern.evidence};
     }
   }
-  for (const ProbeOutcome& o : probes)
-    if (!o.passed && o.comparison.bad > 0) {
-      std::printf("probe   %s: %s", o.name.c_str(), format_heatmap(o.comparison).c_str());
-      JsonWriter w;
-      write_comparison_json(w, o.output, o.comparison);
-      report_set("output", w.str());
-      break;
-    }
+  show_first_failure(probes, tensors[size_t(spec.custom.outputs[0])]);
   for (Tensor& t : tensors) cudaFree(t.device);
   return conclude_probes(probes, verdict);
 }

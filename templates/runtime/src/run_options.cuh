@@ -57,6 +57,31 @@ struct PhaseTimes {
   }
 };
 
+// The device, after the inputs (which need none): the report's name, inputs and mode, then the
+// banner and a context, created here rather than in the first copy. Returns 0 to go on, or the
+// run's exit code when there is no usable device (it then ends as `Not run`).
+inline int open_device(const SpecInfo& spec, const char* mode, const std::string& inputs_line,
+                       const std::string& sizes_line) {
+  DeviceInfo& device = current_device();
+  const int device_status = require_device(&device, spec.built_cc_major, spec.built_cc_minor, spec.arch_specific,
+                                          spec.harness->ptx);
+  report_set("name", json_string(spec.name));
+  report_set("inputs", json_string(inputs_line));
+  report_set("mode", json_string(mode));
+  if (device_status != 0) {
+    std::printf("repro %s | no usable CUDA device: the harness is built and can run on a machine with one\n",
+                spec.name);
+    return conclude(device_status, "no_device", "no usable CUDA device");
+  }
+  report_set("device", device_json(device));
+  std::printf("repro %s | %s\n", spec.name, device_summary(device).c_str());
+  if (!sizes_line.empty()) std::printf("sizes   %s (--size; the spec says otherwise)\n", sizes_line.c_str());
+  std::printf("inputs  %s\n", inputs_line.c_str());
+  std::fflush(stdout);
+  REPRO_CUDA_CHECK(cudaFree(nullptr));
+  return 0;
+}
+
 inline bool is_random(InitKind kind) {
   return kind == InitKind::uniform || kind == InitKind::int_uniform || kind == InitKind::normal;
 }
