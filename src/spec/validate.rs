@@ -571,6 +571,18 @@ impl<'a> Validator<'a> {
     /// `trace:`: at most 16 stages (repro_trace::kMaxStages), indexes unique, names given.
     fn trace(&mut self) -> Vec<(u32, String, crate::spec::model::TraceRole)> {
         let mut out: Vec<(u32, String, crate::spec::model::TraceRole)> = Vec::new();
+        if !self.spec.trace.is_empty()
+            && matches!(self.spec.reference.op.as_str(), "custom" | "file")
+        {
+            self.key_error(
+                "trace",
+                format!(
+                    "`trace:` reads a GEMM's stages (operands, accumulator, output) against their known values; `op: {}` has none",
+                    self.spec.reference.op
+                ),
+            )
+            .help = Some("remove `trace:`; a custom op's errors are localized by index (`reference.block`) and its probes".into());
+        }
         for (i, s) in self.spec.trace.iter().enumerate() {
             let path = format!("trace[{i}]");
             let index = s.stage.unwrap_or(i as u32);

@@ -332,3 +332,12 @@ fn a_bundle_carries_the_reference_and_builds_elsewhere() {
         unpacked.join("harness").is_file() && unpacked.join(".repro/build/reference.o").is_file()
     );
 }
+
+#[test]
+fn a_trace_on_a_custom_reference() {
+    insta::assert_snapshot!(error_for(&replaced(
+        CUSTOM,
+        "build: { arch: sm_90a }\n",
+        "build: { arch: sm_90a }\ntrace:\n  - { name: acc, role: accumulator }\n"
+    )));
+}
