@@ -394,8 +394,20 @@ pub fn render(tool: Tool, report: &Report) -> String {
     for note in &report.notes {
         out.push_str(&format!("  note: {note}\n"));
     }
+    if tool == Tool::Racecheck {
+        out.push_str(RACECHECK_BLIND_SPOT);
+    }
     out
 }
+
+/// What racecheck does not check, said after every racecheck summary: a TMA store still reading
+/// shared memory when other warps overwrite it is a race racecheck never reports, so "0 errors"
+/// must not read as "no race" (issue 19).
+const RACECHECK_BLIND_SPOT: &str =
+    "  note: racecheck checks shared-memory accesses by threads; hazards with the asynchronous \
+     proxy (TMA loads and stores, cp.async.bulk) are not checked, so 0 errors is no proof that a \
+     TMA pipeline or epilogue waits where it must; repeated runs (--repeat) and probes can still \
+     show such a race\n";
 
 #[cfg(test)]
 mod tests {
@@ -455,6 +467,17 @@ mod tests {
         let clean = parse("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n");
         assert_eq!(clean.error_count(), 0);
         assert!(clean.findings.is_empty());
+        // A clean racecheck says what it did not check; other tools have no such blind spot.
+        let text = render(Tool::Racecheck, &clean);
+        assert!(
+            text.starts_with("sanitize  racecheck: 0 errors\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hazards with the asynchronous proxy (TMA loads and stores, cp.async.bulk) are not checked"),
+            "{text}"
+        );
+        assert!(!render(Tool::Memcheck, &clean).contains("asynchronous proxy"));
     }
 
     // Recorded on the H200 (compute-sanitizer of CUDA 13.0, 2026-11-29; docs/gpu-validation.md
