@@ -94,6 +94,13 @@ pub struct CheckArgs {
     /// Compute the reference even when a run with the same operands left one in .repro/cache/.
     #[arg(long)]
     pub no_reference_cache: bool,
+    /// Every second launch beside a stressor on a second stream: DRAM traffic (bandwidth) or a
+    /// thrashed L2 (l2), so that races with a short window show [default: check.stress].
+    #[arg(long, value_name = "MODE")]
+    pub stress: Option<crate::spec::model::StressMode>,
+    /// With --stress: the stressor's SMs [default: those the kernel's grid leaves free].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub stress_sms: Option<u32>,
 }
 
 impl CheckArgs {
@@ -103,6 +110,8 @@ impl CheckArgs {
             timeout: self.timeout.timeout,
             reference: self.reference,
             reference_cache: !self.no_reference_cache,
+            stress: self.stress,
+            stress_sms: self.stress_sms,
         }
     }
 }

@@ -116,6 +116,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/spec_info.cuh"),
     ),
     (
+        "runtime/src/stress.cuh",
+        include_str!("../../templates/runtime/src/stress.cuh"),
+    ),
+    (
         "runtime/src/tensor.cuh",
         include_str!("../../templates/runtime/src/tensor.cuh"),
     ),

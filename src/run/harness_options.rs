@@ -141,6 +141,21 @@ pub const TIMEOUT: HarnessOption = valued(
     Group::Checks,
     "seconds one launch may take before it counts as a hang (exit 5)",
 );
+pub const STRESS: HarnessOption = valued(
+    "--stress",
+    "MODE",
+    Group::Checks,
+    "bandwidth or l2: every second launch runs beside a stressor kernel on a second stream (DRAM \
+     traffic, or the L2 thrashed), so that races with a short window show (default: the spec's \
+     check.stress)",
+);
+pub const STRESS_SMS: HarnessOption = valued(
+    "--stress-sms",
+    "N",
+    Group::Checks,
+    "with --stress: the stressor's SMs (default: those the grid leaves free); a grid of \
+     repro::persistent_sm_count() gets N fewer CTAs on a stressed launch",
+);
 pub const REFERENCE: HarnessOption = valued(
     "--reference",
     "WHERE",
@@ -220,6 +235,8 @@ pub const ALL: &[HarnessOption] = &[
     SIZE,
     REPEAT,
     TIMEOUT,
+    STRESS,
+    STRESS_SMS,
     REFERENCE,
     REFERENCE_CACHE,
     CHECK_DEVICE_INPUTS,

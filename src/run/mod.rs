@@ -60,6 +60,9 @@ pub struct Checks {
     pub reference: Option<ReferenceProvider>,
     /// Pass the artifact's `.repro/cache/reference/` (run and probe; sweep's many sizes do not).
     pub reference_cache: bool,
+    /// `--stress MODE` and `--stress-sms N` (docs/cli.md).
+    pub stress: Option<crate::spec::model::StressMode>,
+    pub stress_sms: Option<u32>,
 }
 
 impl Checks {
@@ -78,6 +81,12 @@ impl Checks {
         }
         if self.reference_cache {
             args.extend(reference_cache_arguments(artifact));
+        }
+        if let Some(stress) = self.stress {
+            args.extend(opt::STRESS.with(stress.name()));
+        }
+        if let Some(sms) = self.stress_sms {
+            args.extend(opt::STRESS_SMS.with(sms));
         }
         args
     }
@@ -488,10 +497,23 @@ mod tests {
             timeout: Some(1.5),
             reference: Some(ReferenceProvider::Host),
             reference_cache: false,
+            stress: Some(crate::spec::model::StressMode::L2),
+            stress_sms: Some(12),
         };
         assert_eq!(
             checks.arguments(Path::new("art")),
-            ["--repeat", "2", "--timeout", "1.5", "--reference", "host"]
+            [
+                "--repeat",
+                "2",
+                "--timeout",
+                "1.5",
+                "--reference",
+                "host",
+                "--stress",
+                "l2",
+                "--stress-sms",
+                "12"
+            ]
         );
         // Nothing given: the spec's own values, and no option at all.
         assert!(Inputs::default().arguments().is_empty());

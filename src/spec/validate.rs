@@ -1267,6 +1267,30 @@ impl<'a> Validator<'a> {
                 format!("timeout = {t}; it is in seconds and must be positive"),
             );
         }
+        if c.stress_sms == Some(0) {
+            self.error(
+                "check.stress_sms",
+                "stress_sms = 0 gives the stressor no SM; use 1 or more",
+            );
+        }
+        let stressed = c
+            .stress
+            .is_some_and(|m| m != crate::spec::model::StressMode::None);
+        if c.stress_sms.is_some() && !stressed {
+            self.key_error(
+                "check.stress_sms",
+                "`stress_sms` is for a stressor, and `check.stress` names none",
+            )
+            .help = Some("add `stress: bandwidth` (or `l2`), or remove `stress_sms`".into());
+        }
+        if stressed && c.repeat == Some(1) {
+            self.error(
+                "check.repeat",
+                "repeat = 1 with `stress`: every second launch is stressed, so one launch never is",
+            )
+            .help =
+                Some("use repeat: 2 or more (an unstressed launch, then a stressed one)".into());
+        }
         CheckSettings {
             rel_l2: c.rel_l2,
             rtol: c.rtol,

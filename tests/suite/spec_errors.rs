@@ -698,3 +698,17 @@ fn a_dangling_symlink_as_the_output_folder_is_named() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("is not a folder"), "{stderr}");
 }
+
+#[test]
+fn stress_settings_that_cannot_stress() {
+    let text = GOOD.replace(
+        "build: { arch: sm_90a, flags: [-O3] }",
+        "check: { repeat: 1, stress: bandwidth }\nbuild: { arch: sm_90a, flags: [-O3] }",
+    );
+    insta::assert_snapshot!(crate::common::spec_error_for(&text));
+    let text = GOOD.replace(
+        "build: { arch: sm_90a, flags: [-O3] }",
+        "check: { stress_sms: 8 }\nbuild: { arch: sm_90a, flags: [-O3] }",
+    );
+    insta::assert_snapshot!(crate::common::spec_error_for(&text));
+}

@@ -237,13 +237,16 @@ inline Comparison compare_custom_output(const SpecInfo& spec, const Tensor& out,
 inline std::vector<std::vector<std::vector<unsigned char>>> launch_runs(SpecInfo& spec, int repeat,
                                                                         cudaStream_t stream, cudaEvent_t start,
                                                                         cudaEvent_t stop, double timeout,
-                                                                        Launch* launch, std::vector<double>* ms) {
+                                                                        Launch* launch, std::vector<double>* ms,
+                                                                        std::vector<bool>* stressed = nullptr) {
   std::vector<std::vector<std::vector<unsigned char>>> runs;
+  stress_new_sequence();
   for (Tensor& t : spec.tensors)
     if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
   for (int run = 0; run < repeat; ++run) {
     poison_device_outputs(spec.tensors);
     *launch = launch_kernel(spec, spec.tensors, stream, start, stop);
+    if (stressed) stressed->push_back(last_launch_stressed());
     wait_for_kernel(stop, timeout, launch->label, describe(*launch));
     float kernel_ms = 0;
     REPRO_CUDA_CHECK(cudaEventElapsedTime(&kernel_ms, start, stop));
@@ -265,16 +268,22 @@ inline std::vector<std::vector<std::vector<unsigned char>>> launch_runs(SpecInfo
 struct OutputJudgement {
   Comparison comparison;
   RunDifferences differences;
+  StressSplit stress_split;  // filled when the runs' stress is known
   Pattern pattern;
   bool passed = false;
 };
 
 inline OutputJudgement judge_output(const SpecInfo& spec, size_t k,
                                     const std::vector<std::vector<std::vector<unsigned char>>>& runs,
-                                    const std::vector<double>& want, const Tolerance& tolerance) {
+                                    const std::vector<double>& want, const Tolerance& tolerance,
+                                    const std::vector<bool>* stressed = nullptr) {
   const Tensor& out = spec.tensors[size_t(spec.custom.outputs[k])];
   OutputJudgement j;
-  for (size_t r = 1; r < runs.size(); ++r) keep_most(j.differences, run_differences(out, runs[0][k], runs[r][k], want, tolerance));
+  for (size_t r = 1; r < runs.size(); ++r) {
+    const RunDifferences d = run_differences(out, runs[0][k], runs[r][k], want, tolerance);
+    keep_most(j.differences, d);
+    if (stressed != nullptr && r < stressed->size()) j.stress_split.add((*stressed)[r], d.total);
+  }
   j.comparison = compare_custom_output(spec, out, want, tolerance);
   j.passed = j.comparison.passed && j.differences.total == 0;
   if (!j.passed) {
@@ -375,7 +384,8 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
 
   Launch launch;
   std::vector<double> kernel_ms;
-  const auto runs = launch_runs(spec, repeat, stream, start, stop, timeout, &launch, &kernel_ms);
+  std::vector<bool> stressed;
+  const auto runs = launch_runs(spec, repeat, stream, start, stop, timeout, &launch, &kernel_ms, &stressed);
   times.end("launches");
   std::vector<double> sorted_ms = kernel_ms;
   std::sort(sorted_ms.begin(), sorted_ms.end());
@@ -388,13 +398,18 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   if (exact) std::printf("compare exact: integer inputs and an integer reference below 2^24\n");
   bool passed = true;
   Pattern verdict;
+  StressSplit stress_split;  // over every output: the most differences of any of them
   JsonWriter outputs_json;
   outputs_json.begin_array();
   for (size_t k = 0; k < c.outputs.size(); ++k) {
     const Tensor& out = tensors[size_t(c.outputs[k])];
     check_reference_nans(out, want[k]);
     const Tolerance tolerance = custom_tolerance(spec, out, want[k], exact);
-    const OutputJudgement j = judge_output(spec, k, runs, want[k], tolerance);
+    const OutputJudgement j = judge_output(spec, k, runs, want[k], tolerance, &stressed);
+    stress_split.stressed_runs = j.stress_split.stressed_runs;
+    stress_split.unstressed_runs = j.stress_split.unstressed_runs;
+    stress_split.stressed = std::max(stress_split.stressed, j.stress_split.stressed);
+    stress_split.unstressed = std::max(stress_split.unstressed, j.stress_split.unstressed);
     print_comparison_line(out.name.c_str(), j.comparison);
     if (repeat > 1 && j.differences.total > 0)
       std::printf("repeat  %s: %lld outputs differ from the first run (%lld of them right in no run)\n",
@@ -422,6 +437,8 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   outputs_json.end_array();
   report_set("outputs", outputs_json.str());
   if (repeat > 1 && passed) std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
+  report_stress();
+  stress_split.report();
   times.end("compare");
 
   if (!options.dump_dir.empty()) {

@@ -29,6 +29,11 @@ inline constexpr const char* kUsageOptions =
     "  --repeat N             launch N times and compare the outputs bitwise between runs (with --bench:\n"
     "                         N timed launches, default 20)\n"
     "  --timeout S            seconds one launch may take before it counts as a hang (exit 5)\n"
+    "  --stress MODE          bandwidth or l2: every second launch runs beside a stressor kernel on a\n"
+    "                         second stream (DRAM traffic, or the L2 thrashed), so that races with a\n"
+    "                         short window show (default: the spec's check.stress)\n"
+    "  --stress-sms N         with --stress: the stressor's SMs (default: those the grid leaves free); a\n"
+    "                         grid of repro::persistent_sm_count() gets N fewer CTAs on a stressed launch\n"
     "  --reference WHERE      host, device or auto: where the fp64 reference GEMM runs (default: the\n"
     "                         spec's reference.provider)\n"
     "  --reference-cache DIR  reuse the fp64 reference of an earlier run with the same operands and GEMM,\n"
@@ -135,6 +140,15 @@ inline Options parse_options(int argc, char** argv) {
       if (v < 0 || v != std::floor(v)) usage_error("--warmup takes an integer >= 0");
       options.bench_options.warmup = static_cast<int>(v);
       options.bench_only_flag = "--warmup";
+    } else if (is("--stress")) {
+      options.stress = value_of(i, "--stress");
+      StressMode mode;
+      if (!parse_stress_mode(options.stress, &mode))
+        usage_error(strprintf("--stress takes bandwidth, l2 or none, not `%s`", options.stress.c_str()));
+    } else if (is("--stress-sms")) {
+      const double v = number_of(value_of(i, "--stress-sms"), "--stress-sms");
+      if (v < 1 || v != std::floor(v)) usage_error("--stress-sms takes an integer >= 1");
+      options.stress_sms = static_cast<int>(v);
     } else if (is("--emit-inputs")) {
       options.emit_inputs_dir = value_of(i, "--emit-inputs");
     } else {
@@ -257,6 +271,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   if (!options.json_path.empty()) set_json_path(options.json_path);
   const int repeat = options.repeat > 0 ? options.repeat : spec.repeat;
   const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : spec.timeout_seconds;
+  apply_stress(spec, options, timeout);
   // Sizes first: every tensor and the GEMM's extents follow from them.
   std::string sizes_line;
   for (const auto& size : options.sizes) {
@@ -441,7 +456,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   times.end("reference");
 
   if (options.probe) {
-    ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), Launch(), {} };
+    ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), Launch(), {}, {}};
     std::vector<std::vector<unsigned char>> spec_inputs;
     for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
     const Tolerance tolerance = spec_tolerance(spec, reference_rms(want));
@@ -461,11 +476,14 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   RunDifferences repeat_differences;  // the most any later run differs from the first
   void* first_run_device = nullptr;   // the device path's copy of the first run's output
   int64_t device_differences_seen = 0;
+  StressSplit stress_split;  // under --stress: the differences of stressed and unstressed launches
   if (device_path && repeat > 1) REPRO_CUDA_CHECK(cudaMalloc(&first_run_device, std::max<size_t>(out.storage_bytes(), 1)));
+  stress_new_sequence();
   for (int run = 0; run < repeat; ++run) {
     poison_device_outputs(tensors);
     if (run == 0) reset_trace(spec);
     launch = launch_kernel(spec, tensors, stream, start, stop);
+    const bool stressed = last_launch_stressed();
     wait_for_kernel(stop, timeout, launch.label, describe(launch));
     if (run == 0) trace = read_trace(spec);
     float ms = 0;
@@ -474,8 +492,11 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     if (device_path) {
       if (run == 0 && first_run_device != nullptr)
         REPRO_CUDA_CHECK(cudaMemcpy(first_run_device, out.device, out.storage_bytes(), cudaMemcpyDeviceToDevice));
-      else if (run > 0)
-        device_differences_seen = std::max(device_differences_seen, device_differences(out, first_run_device));
+      else if (run > 0) {
+        const int64_t differences = device_differences(out, first_run_device);
+        device_differences_seen = std::max(device_differences_seen, differences);
+        stress_split.add(stressed, differences);
+      }
       continue;
     }
     for (Tensor& t : tensors)
@@ -483,7 +504,9 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     if (run == 0) {
       first_run = out.host;
     } else {
-      keep_most(repeat_differences, run_differences(out, first_run, out.host, want, tolerance));
+      const RunDifferences differences = run_differences(out, first_run, out.host, want, tolerance);
+      keep_most(repeat_differences, differences);
+      stress_split.add(stressed, differences.total);
     }
   }
   times.end("launches");
@@ -562,6 +585,8 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
       std::printf("repeat  %d runs: %lld outputs differ from the first run (%lld of them right in no run)\n", repeat,
                   static_cast<long long>(repeat_differences.total), static_cast<long long>(repeat_differences.stale));
   }
+  report_stress();
+  stress_split.report();
   const bool passed = comparison.passed && repeat_differences.total == 0;
   Pattern pattern;
   if (!passed) {

@@ -43,6 +43,7 @@ struct ProbeOutcome {
   Pattern pattern;
   std::string note;  // what the failure says in the probe's own terms
   std::string output;  // op: custom: the output `comparison` is of (empty: the GEMM's one output)
+  bool only_under_stress = false;  // its runs differed, and only the stressed ones (--stress)
 };
 
 // The state a probe needs: the spec, the device buffers and the saved random inputs.
@@ -54,6 +55,7 @@ struct ProbeContext {
   int repeat;  // launches per analytic probe
   Launch launch;
   std::vector<ProbeOutcome> outcomes;
+  std::vector<bool> stressed;  // the last probe's launches: which ran under --stress
 };
 
 // Sets every element of a matrix tensor ([rows, cols] or [L, rows, cols], any strides) from its
@@ -72,9 +74,12 @@ inline std::vector<std::vector<unsigned char>> probe_launch(ProbeContext& ctx, T
   for (Tensor& t : tensors)
     if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
   std::vector<std::vector<unsigned char>> runs;
+  ctx.stressed.clear();
+  stress_new_sequence();
   for (int run = 0; run < ctx.repeat; ++run) {
     poison_device_outputs(tensors);
     ctx.launch = launch_kernel(*ctx.spec, tensors, ctx.stream, ctx.start, ctx.stop);
+    ctx.stressed.push_back(last_launch_stressed());
     wait_for_kernel(ctx.stop, ctx.timeout, ctx.launch.label, describe(ctx.launch));
     REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
     runs.push_back(out.host);
@@ -88,10 +93,16 @@ inline std::vector<std::vector<unsigned char>> probe_launch(ProbeContext& ctx, T
 // against the first), split into stale ones (no run right) and the others.
 inline void judge_probe(ProbeOutcome& o, const SpecInfo& spec, Tensor& out,
                         const std::vector<std::vector<unsigned char>>& runs, const std::vector<double>& want,
-                        const Tolerance& tol) {
+                        const Tolerance& tol, const std::vector<bool>* stressed = nullptr) {
   const GemmOperands& g = spec.gemm;
   RunDifferences most;
-  for (size_t r = 1; r < runs.size(); ++r) keep_most(most, run_differences(out, runs[0], runs[r], want, tol));
+  StressSplit split;
+  for (size_t r = 1; r < runs.size(); ++r) {
+    const RunDifferences d = run_differences(out, runs[0], runs[r], want, tol);
+    keep_most(most, d);
+    if (stressed != nullptr && r < stressed->size()) split.add((*stressed)[r], d.total);
+  }
+  o.only_under_stress = split.stressed > 0 && split.unstressed == 0;
   o.differences = most.total;
   o.stale_differences = most.stale;
   o.wrong_in_runs = most.wrong;
@@ -115,7 +126,7 @@ inline ProbeOutcome run_analytic_probe(ProbeContext& ctx, const std::string& nam
   for (int64_t l = 0; l < g.L; ++l)
     for (int64_t m = 0; m < g.M; ++m)
       for (int64_t n = 0; n < g.N; ++n) expected[size_t((l * g.M + m) * g.N + n)] = want(l, m, n);
-  judge_probe(o, *ctx.spec, out, runs, expected, Tolerance{0, 0, 0, true});
+  judge_probe(o, *ctx.spec, out, runs, expected, Tolerance{0, 0, 0, true}, &ctx.stressed);
   return o;
 }
 
@@ -213,8 +224,9 @@ inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std:
   for (const ProbeOutcome& o : probes)
     if (is_race(o.run_differences_seen()))
       return {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
-                                            "(a race, or an uninitialized read)",
-                                            o.name.c_str(), (long long)o.differences)};
+                                            "(a race, or an uninitialized read)%s",
+                                            o.name.c_str(), (long long)o.differences,
+                                            o.only_under_stress ? ", only when the run was under stress" : "")};
   Pattern verdict = structural_verdict(probes, row_finding, col_finding, scale_finding);
   // Outputs wrong in every run, differently each time: the pattern above names the defect, and
   // the noise says the wrong outputs are computed from data nobody wrote.
@@ -323,8 +335,8 @@ inline void print_probe(const ProbeOutcome& o) {
   if (!o.passed) {
     result += "  " + (o.note.empty() ? o.pattern.cls + ": " + o.pattern.evidence : o.note);
     if (o.differences > 0)
-      result += strprintf(" (%lld outputs differ between runs, %lld of them right in no run)", (long long)o.differences,
-                          (long long)o.stale_differences);
+      result += strprintf(" (%lld outputs differ between runs, %lld of them right in no run%s)", (long long)o.differences,
+                          (long long)o.stale_differences, o.only_under_stress ? ", only under stress" : "");
   }
   std::printf("probe   %-18s %-44s %s\n", o.name.c_str(), o.inputs.c_str(), result.c_str());
   std::fflush(stdout);
@@ -377,7 +389,7 @@ inline ProbeOutcome run_random_probe(ProbeContext& ctx, const std::vector<double
   ctx.repeat = std::max(3, saved);
   const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
   ctx.repeat = saved;
-  judge_probe(o, *ctx.spec, out, runs, random_reference, random_tolerance);
+  judge_probe(o, *ctx.spec, out, runs, random_reference, random_tolerance, &ctx.stressed);
   return o;
 }
 
@@ -401,6 +413,7 @@ inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx);
 // Prints the verdict, writes the probes and the verdict into the report, and concludes the run:
 // exit 0 when the verdict is ok, 1 otherwise.
 inline int conclude_probes(const std::vector<ProbeOutcome>& probes, const Pattern& verdict) {
+  report_stress();
   std::printf("verdict %s: %s\n", verdict.cls.c_str(), verdict.evidence.c_str());
   JsonWriter w;
   w.begin_array();

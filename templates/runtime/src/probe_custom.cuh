@@ -76,12 +76,14 @@ inline ProbeOutcome run_custom_probe(SpecInfo& spec, cudaStream_t stream, cudaEv
   const std::vector<std::vector<double>> want = given_want ? *given_want : custom_reference_values(spec);
   const bool exact = exact_comparison(spec, want);
   Launch launch;
-  const auto runs = launch_runs(spec, repeat, stream, start, stop, timeout, &launch, nullptr);
+  std::vector<bool> stressed;
+  const auto runs = launch_runs(spec, repeat, stream, start, stop, timeout, &launch, nullptr, &stressed);
   o.passed = true;
   for (size_t k = 0; k < spec.custom.outputs.size(); ++k) {
     const Tensor& out = spec.tensors[size_t(spec.custom.outputs[k])];
     check_reference_nans(out, want[k]);
-    const OutputJudgement j = judge_output(spec, k, runs, want[k], custom_tolerance(spec, out, want[k], exact));
+    const OutputJudgement j =
+        judge_output(spec, k, runs, want[k], custom_tolerance(spec, out, want[k], exact), &stressed);
     if (j.passed || !o.passed) continue;
     o.passed = false;
     o.comparison = j.comparison;
@@ -89,6 +91,7 @@ inline ProbeOutcome run_custom_probe(SpecInfo& spec, cudaStream_t stream, cudaEv
     o.pattern = j.pattern;
     if (spec.custom.outputs.size() > 1) o.pattern.evidence = out.name + ": " + o.pattern.evidence;
     o.differences = j.differences.total;
+    o.only_under_stress = j.stress_split.stressed > 0 && j.stress_split.unstressed == 0;
     o.stale_differences = j.differences.stale;
     o.wrong_in_runs = j.differences.wrong;
   }

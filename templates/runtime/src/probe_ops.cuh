@@ -275,7 +275,7 @@ inline ProbeOutcome run_grouped_probe(ProbeContext& ctx, const std::string& name
   o.name = name;
   o.inputs = inputs;
   const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
-  judge_probe(o, *ctx.spec, out, runs, want, Tolerance{0, 0, 0, true});
+  judge_probe(o, *ctx.spec, out, runs, want, Tolerance{0, 0, 0, true}, &ctx.stressed);
   return o;
 }
 
@@ -454,8 +454,9 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
     if (race == nullptr && is_race(o.run_differences_seen())) race = &o;
   if (race != nullptr) {
     verdict = {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
-                                             "(a race, or an uninitialized read)%s%s",
+                                             "(a race, or an uninitialized read)%s%s%s",
                                              race->name.c_str(), (long long)race->differences,
+                                             race->only_under_stress ? ", only when the run was under stress" : "",
                                              finding.text.empty() ? "" : "; group codes: ", finding.text.c_str())};
   } else if (finding.rows > 0) {
     verdict = {"group_mapping", "group codes: " + finding.text};

@@ -29,6 +29,8 @@ struct Options {
   bool bench = false;     // --bench: time the kernel, check nothing (bench.cuh)
   BenchOptions bench_options;
   std::string bench_only_flag;  // --warmup or --flush-l2, when given: they need --bench
+  std::string stress;    // --stress MODE; empty: the spec's check.stress
+  int stress_sms = 0;    // --stress-sms N; 0: the spec's check.stress_sms
 };
 
 // Where a run's wall time goes, phase by phase (the `time` line and the report's `timings`):
@@ -80,6 +82,14 @@ inline int open_device(const SpecInfo& spec, const char* mode, const std::string
   std::fflush(stdout);
   REPRO_CUDA_CHECK(cudaFree(nullptr));
   return 0;
+}
+
+// --stress and check.stress, with --stress-sms: set for every launch of the run (stress.cuh).
+inline void apply_stress(const SpecInfo& spec, const Options& options, double timeout) {
+  StressState& s = stress_state();
+  parse_stress_mode(options.stress.empty() ? spec.stress : options.stress, &s.mode);
+  s.requested_sms = options.stress_sms > 0 ? options.stress_sms : spec.stress_sms;
+  s.timeout_seconds = timeout;
 }
 
 inline bool is_random(InitKind kind) {

@@ -11,6 +11,12 @@ namespace repro {
 
 int harness_main(int argc, char** argv, const HarnessSpec& spec) { return run_harness(argc, argv, spec); }
 
+int persistent_sm_count() {
+  const StressState& s = stress_state();
+  const int sms = current_device().sm_count;
+  return s.current_stressed && s.requested_sms > 0 ? std::max(1, sms - s.requested_sms) : sms;
+}
+
 void reference_index_error(const ReferenceTensor& tensor, int count, const int64_t* indices, int dimension) {
   stop_on_reference_index(tensor, count, indices, dimension);
 }

@@ -623,6 +623,15 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
       spec->timeout_seconds = file.number(*v, "check.timeout");
       if (!(spec->timeout_seconds > 0)) file.fail(*v, "check.timeout must be a positive number of seconds");
     }
+    if (const YamlNode* v = check->get("stress")) {
+      spec->stress = file.text(*v, "check.stress");
+      StressMode mode;
+      if (!parse_stress_mode(spec->stress, &mode)) file.fail(*v, "check.stress takes none, bandwidth or l2");
+    }
+    if (const YamlNode* v = check->get("stress_sms")) {
+      spec->stress_sms = int(file.integer(*v, "check.stress_sms"));
+      if (spec->stress_sms < 1) file.fail(*v, "check.stress_sms must be 1 or more");
+    }
   }
 }
 

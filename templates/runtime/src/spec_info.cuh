@@ -9,6 +9,7 @@
 #pragma once
 
 #include "grouped.cuh"
+#include "stress.cuh"
 
 namespace repro {
 
@@ -77,6 +78,8 @@ struct SpecInfo {
   double rel_l2 = -1, rtol = -1, atol = -1;    // negative: the default for the output dtype
   int repeat = 2;
   double timeout_seconds = 10;
+  std::string stress = "none";  // check.stress: none, bandwidth, l2
+  int stress_sms = 0;           // check.stress_sms
   int built_cc_major = 0, built_cc_minor = 0;
   bool arch_specific = false;
 };
@@ -120,7 +123,12 @@ inline Launch launch_kernel(const SpecInfo& spec, const std::vector<Tensor>& ten
     for (int d = 0; d < 4; ++d) v.shape[d] = t.shape[d], v.strides[d] = t.strides[d];
     v.device = t.device;
   }
-  return spec.harness->launch(views.data(), spec.sizes.data(), stream, start, stop);
+  // Under --stress every second launch runs beside the stressor (stress.cuh).
+  stress_before_launch(stream);
+  const Launch launch = spec.harness->launch(views.data(), spec.sizes.data(), stream, start, stop);
+  stress_after_launch(stream);
+  stress_state().last_grid_blocks = launch.grid.x * launch.grid.y * launch.grid.z;
+  return launch;
 }
 
 inline bool traces(const SpecInfo& spec) { return spec.harness->read_trace != nullptr; }

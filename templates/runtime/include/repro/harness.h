@@ -184,6 +184,11 @@ void prepare_launch(const void* kernel, const Launch& launch);
 // A launch that failed synchronously is exit 4 with the launch shape and the kernel's resources.
 void check_launch(cudaError_t status, const void* kernel, const Launch& launch);
 
+// The CTAs a persistent kernel may take, for a grid expression such as
+// `grid: ["repro::persistent_sm_count()", 1, 1]`: the device's SMs, less N on a launch made under
+// `--stress MODE --stress-sms N`, so that the stressor has N SMs of its own (stress.cuh).
+int persistent_sm_count();
+
 // Integer ceiling division: the spec's grid expressions such as ceil_div(N, 128).
 REPRO_HD inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
