@@ -61,7 +61,10 @@ struct StressState {
   size_t buffer_bytes = 0;
   unsigned long long* moved = nullptr;       // device: bytes, summed by the stressor's blocks
   unsigned long long* stressor_ns = nullptr; // device: how long block 0 ran
-  int* stop = nullptr;                       // device: set by the test stream after the kernel
+  // The stop flag, host-mapped: set by a host function the test stream runs after the kernel
+  // (no SM needed), and by the host before it waits for the stressor, whichever comes first.
+  volatile int* stop = nullptr;
+  int* stop_device = nullptr;
   volatile int* started = nullptr;           // host-mapped: set by the stressor when it runs
   int* started_device = nullptr;
   int sm_count = 0, l2_bytes = 0;
@@ -88,12 +91,22 @@ __device__ inline unsigned long long stress_clock_ns() {
   return t;
 }
 
+// Whether the stressor should stop: one thread per block reads the host-mapped flag (and the
+// clock) and tells the others through shared memory, so that a poll is one read per block.
+__device__ inline bool stress_should_stop(const volatile int* stop, volatile int* block_stop,
+                                          unsigned long long begin, unsigned long long max_ns) {
+  if (threadIdx.x == 0 && (*stop || stress_clock_ns() - begin > max_ns)) *block_stop = 1;
+  return *block_stop != 0;
+}
+
 // Streams copies through `buffer` (its first half into its second and back) until stopped.
 __global__ void stress_bandwidth_kernel(float4* buffer, size_t count, const volatile int* stop, int* started,
                                         unsigned long long* moved, unsigned long long* ran_ns,
                                         unsigned long long max_ns) {
   const unsigned long long begin = stress_clock_ns();
-  if (threadIdx.x == 0) *reinterpret_cast<volatile int*>(started) = 1;
+  __shared__ volatile int block_stop;
+  if (threadIdx.x == 0) block_stop = 0, *reinterpret_cast<volatile int*>(started) = 1;
+  __syncthreads();
   const size_t half = count / 2;
   const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x, step = size_t(gridDim.x) * blockDim.x;
   unsigned long long local = 0;
@@ -104,9 +117,9 @@ __global__ void stress_bandwidth_kernel(float4* buffer, size_t count, const vola
       v.x += 1.0f;
       buffer[to + i] = v;
       local += 2 * sizeof(float4);
-      if ((n & 63) == 63 && (*stop || stress_clock_ns() - begin > max_ns)) goto done;
+      if ((n & 63) == 63 && stress_should_stop(stop, &block_stop, begin, max_ns)) goto done;
     }
-    if (*stop || stress_clock_ns() - begin > max_ns) break;
+    if (stress_should_stop(stop, &block_stop, begin, max_ns)) break;
   }
 done:
   atomicAdd(moved, local);
@@ -117,7 +130,9 @@ done:
 __global__ void stress_l2_kernel(float4* buffer, size_t count, const volatile int* stop, int* started,
                                  unsigned long long* moved, unsigned long long* ran_ns, unsigned long long max_ns) {
   const unsigned long long begin = stress_clock_ns();
-  if (threadIdx.x == 0) *reinterpret_cast<volatile int*>(started) = 1;
+  __shared__ volatile int block_stop;
+  if (threadIdx.x == 0) block_stop = 0, *reinterpret_cast<volatile int*>(started) = 1;
+  __syncthreads();
   const size_t lines = count / 8;  // 8 float4 per 128-byte line
   unsigned long long state = (unsigned long long)(blockIdx.x * blockDim.x + threadIdx.x) * 0x9E3779B97F4A7C15ull + 1;
   unsigned long long local = 0;
@@ -128,13 +143,14 @@ __global__ void stress_l2_kernel(float4* buffer, size_t count, const volatile in
     v.y += 1.0f;
     line[threadIdx.x % 8] = v;
     local += 2 * sizeof(float4);
-    if ((n & 255) == 255 && (*stop || stress_clock_ns() - begin > max_ns)) break;
+    if ((n & 255) == 255 && stress_should_stop(stop, &block_stop, begin, max_ns)) break;
   }
   atomicAdd(moved, local);
   if (blockIdx.x == 0 && threadIdx.x == 0) *ran_ns = stress_clock_ns() - begin;
 }
 
-__global__ void stress_stop_kernel(int* stop) { *reinterpret_cast<volatile int*>(stop) = 1; }
+// Runs on the test stream once the kernel under test is done.
+inline void CUDART_CB stress_stop_host(void* state) { *static_cast<StressState*>(state)->stop = 1; }
 
 inline void stress_setup(StressState& s) {
   if (s.stream != nullptr) return;
@@ -147,7 +163,10 @@ inline void stress_setup(StressState& s) {
   REPRO_CUDA_CHECK(cudaMemset(s.buffer, 0, s.buffer_bytes));
   REPRO_CUDA_CHECK(cudaMalloc(&s.moved, sizeof(unsigned long long)));
   REPRO_CUDA_CHECK(cudaMalloc(&s.stressor_ns, sizeof(unsigned long long)));
-  REPRO_CUDA_CHECK(cudaMalloc(&s.stop, sizeof(int)));
+  int* stop = nullptr;
+  REPRO_CUDA_CHECK(cudaHostAlloc(&stop, sizeof(int), cudaHostAllocMapped));
+  s.stop = stop;
+  REPRO_CUDA_CHECK(cudaHostGetDevicePointer(&s.stop_device, stop, 0));
   int* started = nullptr;
   REPRO_CUDA_CHECK(cudaHostAlloc(&started, sizeof(int), cudaHostAllocMapped));
   s.started = started;
@@ -199,7 +218,8 @@ inline void stress_before_launch(cudaStream_t test_stream) {
   record.sms = s.current_sms;
   s.records.push_back(record);
   REPRO_CUDA_CHECK(cudaMemsetAsync(s.moved, 0, sizeof(unsigned long long), s.stream));
-  REPRO_CUDA_CHECK(cudaMemsetAsync(s.stop, 0, sizeof(int), s.stream));
+  REPRO_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  *s.stop = 0;
   *s.started = 0;
   // l2: the L2 overwritten between launches too, on the test stream before the kernel.
   if (s.mode == StressMode::l2) REPRO_CUDA_CHECK(cudaMemsetAsync(s.buffer, 0x5A, s.buffer_bytes, test_stream));
@@ -207,11 +227,12 @@ inline void stress_before_launch(cudaStream_t test_stream) {
   const size_t count = s.buffer_bytes / sizeof(float4);
   float4* buffer = static_cast<float4*>(s.buffer);
   if (s.mode == StressMode::bandwidth)
-    stress_bandwidth_kernel<<<s.current_sms, 1024, s.stressor_smem, s.stream>>>(buffer, count, s.stop, s.started_device,
-                                                                                 s.moved, s.stressor_ns, max_ns);
+    stress_bandwidth_kernel<<<s.current_sms, 1024, s.stressor_smem, s.stream>>>(
+        buffer, count, s.stop_device, s.started_device, s.moved, s.stressor_ns, max_ns);
   else
-    stress_l2_kernel<<<s.current_sms, 1024, s.stressor_smem, s.stream>>>(buffer, count, s.stop, s.started_device,
-                                                                          s.moved, s.stressor_ns, max_ns);
+    stress_l2_kernel<<<s.current_sms, 1024, s.stressor_smem, s.stream>>>(buffer, count, s.stop_device,
+                                                                          s.started_device, s.moved, s.stressor_ns,
+                                                                          max_ns);
   REPRO_CUDA_CHECK(cudaGetLastError());
   const double begin = wall_seconds();
   while (*s.started == 0 && wall_seconds() - begin < 1.0) std::this_thread::yield();
@@ -221,14 +242,14 @@ inline void stress_before_launch(cudaStream_t test_stream) {
 inline void stress_after_launch(cudaStream_t test_stream) {
   StressState& s = stress_state();
   if (!s.current_stressed) return;
-  stress_stop_kernel<<<1, 1, 0, test_stream>>>(s.stop);
-  REPRO_CUDA_CHECK(cudaGetLastError());
+  REPRO_CUDA_CHECK(cudaLaunchHostFunc(test_stream, stress_stop_host, &s));
 }
 
 // After the kernel under test finished (the watchdog saw it): what the stressor did.
 inline void stress_collect() {
   StressState& s = stress_state();
   if (!s.current_stressed || s.records.empty() || s.records.back().stressor_ms > 0) return;
+  *s.stop = 1;  // the kernel under test is done by now (the watchdog saw it)
   REPRO_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   unsigned long long moved = 0, ran_ns = 0;
   REPRO_CUDA_CHECK(cudaMemcpy(&moved, s.moved, sizeof moved, cudaMemcpyDeviceToHost));
@@ -274,9 +295,13 @@ inline void report_stress() {
     return;
   }
   const StressRecord& r = s.records.front();
-  std::printf("stress  %s %s: %zu of %lld launches stressed; the stressor moved %.2f GB in %.2f ms (%.0f GB/s)\n",
+  std::string each;
+  for (size_t i = 0; i < s.records.size() && i < 8; ++i)
+    each += strprintf("%s%.2f", i ? ", " : "", s.records[i].stressor_ms);
+  std::printf("stress  %s %s: %zu of %lld launches stressed; the stressor moved %.2f GB in %.2f ms (%.0f GB/s; ms per "
+              "stressed launch: %s%s)\n",
               stress_mode_name(s.mode), r.where.c_str(), s.records.size(), s.launches, bytes * 1e-9, ms,
-              ms > 0 ? bytes / (ms * 1e-3) * 1e-9 : 0.0);
+              ms > 0 ? bytes / (ms * 1e-3) * 1e-9 : 0.0, each.c_str(), s.records.size() > 8 ? ", ..." : "");
 }
 
 // Run-to-run differences against the first (unstressed) launch, split by whether the later
