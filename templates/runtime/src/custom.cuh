@@ -321,21 +321,7 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   if (options.ones)
     for (Tensor& t : tensors)
       if (!t.output && !is_structure(t)) t.init = Init{InitKind::ones, 0, 0, 0, "", {}, 1};
-  for (const auto& override_init : options.inits) {
-    Tensor* target = nullptr;
-    for (Tensor& t : tensors)
-      if (t.name == override_init.first) target = &t;
-    if (target == nullptr || target->output)
-      usage_error(strprintf("--init %s=...: `%s` is not an input of this spec", override_init.first.c_str(),
-                            override_init.first.c_str()));
-    std::string error;
-    if (!parse_init(override_init.second, &target->init, &error))
-      usage_error(strprintf("--init %s=%s: %s", override_init.first.c_str(), override_init.second.c_str(),
-                            error.c_str()));
-  }
-  if (options.has_seed)
-    for (Tensor& t : tensors)
-      if (is_random(t.init.kind)) t.init.seed = options.seed;
+  apply_init_options(tensors, options);
   std::string inputs_line;
   for (const Tensor& t : tensors)
     if (!t.output) inputs_line += (inputs_line.empty() ? "" : ", ") + t.name + " " + describe_init(t.init);
@@ -345,12 +331,7 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
     if (!fill_host(t, spec.base_dir, &error)) usage_error(strprintf("tensor %s: %s", t.name.c_str(), error.c_str()));
   }
   times.end("inputs");
-  if (!options.emit_inputs_dir.empty()) {
-    make_directories_or_die(options.emit_inputs_dir);
-    for (const Tensor& t : tensors)
-      if (!t.output) write_npy_or_die(join_path(options.emit_inputs_dir, t.name + ".npy"), t);
-    return kExitPassed;
-  }
+  if (!options.emit_inputs_dir.empty()) return emit_inputs(tensors, options.emit_inputs_dir);
 
   // The reference before the device: it needs none, so a reference that fails (an index outside
   // a tensor, an output left unwritten, an expected file that does not fit) shows on any machine.
@@ -444,29 +425,10 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   if (!options.dump_dir.empty()) {
     make_directories_or_die(options.dump_dir);
     for (const Tensor& t : tensors) write_npy_or_die(join_path(options.dump_dir, t.name + ".npy"), t);
-    for (size_t k = 0; k < c.outputs.size(); ++k) {
-      Tensor reference = tensors[size_t(c.outputs[k])];
-      reference.name += "_reference";
-      reference.dtype = DType::f64;
-      for (int64_t d = reference.rank - 1, stride = 1; d >= 0; --d) reference.strides[d] = stride, stride *= reference.shape[d];
-      reference.host.assign(reinterpret_cast<const unsigned char*>(want[k].data()),
-                            reinterpret_cast<const unsigned char*>(want[k].data() + want[k].size()));
-      write_npy_or_die(join_path(options.dump_dir, reference.name + ".npy"), reference);
-    }
+    for (size_t k = 0; k < c.outputs.size(); ++k)
+      write_reference_npy(options.dump_dir, tensors[size_t(c.outputs[k])], want[k]);
   }
-  {
-    JsonWriter w;
-    w.begin_object();
-    w.field("kernel", std::string(launch.label));
-    w.key("grid").begin_array().value(launch.grid.x).value(launch.grid.y).value(launch.grid.z).end_array();
-    w.key("block").begin_array().value(launch.block.x).value(launch.block.y).value(launch.block.z).end_array();
-    w.field("smem_bytes", launch.smem_bytes);
-    w.key("kernel_ms").begin_array();
-    for (double ms : kernel_ms) w.value(ms);
-    w.end_array();
-    w.end_object();
-    report_set("launch", w.str());
-  }
+  report_launch(launch, kernel_ms);
   report_set("reference_seconds", JsonWriter().value(reference_seconds).str());
   report_set("repeat", JsonWriter().value(repeat).str());
   times.end("report");

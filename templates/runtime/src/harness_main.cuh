@@ -197,27 +197,7 @@ inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
     for (int index : {spec.gemm.c, spec.gemm.bias})
       if (index >= 0) tensors[index].init = Init{InitKind::zeros, 0, 0, 0, "", {}, 1};
   }
-  for (const auto& override_init : options.inits) {
-    Tensor* target = nullptr;
-    std::string names;
-    for (Tensor& t : tensors) {
-      if (t.name == override_init.first) target = &t;
-      if (!t.output) names += (names.empty() ? "" : ", ") + t.name;
-    }
-    if (target == nullptr)
-      usage_error(strprintf("--init %s=...: no tensor `%s`; inputs are: %s", override_init.first.c_str(),
-                            override_init.first.c_str(), names.c_str()));
-    if (target->output)
-      usage_error(strprintf("--init %s=...: `%s` is an output (it is poisoned before launch, not initialized)",
-                            override_init.first.c_str(), override_init.first.c_str()));
-    std::string error;
-    if (!parse_init(override_init.second, &target->init, &error))
-      usage_error(strprintf("--init %s=%s: %s", override_init.first.c_str(), override_init.second.c_str(),
-                            error.c_str()));
-  }
-  if (options.has_seed)
-    for (Tensor& t : tensors)
-      if (is_random(t.init.kind)) t.init.seed = options.seed;
+  apply_init_options(tensors, options);
 
   const GemmOperands& g = spec.gemm;
   const bool analytic = options.ones && options.inits.empty();
@@ -339,12 +319,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     grouped.groups = read_group_metadata(grouped);
   }
   times.end("inputs");
-  if (!options.emit_inputs_dir.empty()) {
-    make_directories_or_die(options.emit_inputs_dir);
-    for (const Tensor& t : tensors)
-      if (!t.output) write_npy_or_die(join_path(options.emit_inputs_dir, t.name + ".npy"), t);
-    return kExitPassed;
-  }
+  if (!options.emit_inputs_dir.empty()) return emit_inputs(tensors, options.emit_inputs_dir);
 
   if (const int code = open_device(spec, options.ones && options.inits.empty() ? "ones" : "reference", inputs_line,
                                    sizes_line))
@@ -604,16 +579,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   if (!options.dump_dir.empty()) {
     make_directories_or_die(options.dump_dir);
     for (const Tensor& t : tensors) write_npy_or_die(join_path(options.dump_dir, t.name + ".npy"), t);
-    Tensor reference = out;
-    reference.name = out.name + "_reference";
-    reference.dtype = DType::f64;
-    for (int64_t d = reference.rank - 1, stride = 1; d >= 0; --d) {
-      reference.strides[d] = stride;
-      stride *= reference.shape[d];
-    }
-    reference.host.assign(reinterpret_cast<const unsigned char*>(want.data()),
-                          reinterpret_cast<const unsigned char*>(want.data() + want.size()));
-    write_npy_or_die(join_path(options.dump_dir, reference.name + ".npy"), reference);
+    write_reference_npy(options.dump_dir, out, want);
     if (repeat > 1) {
       Tensor last = out;
       last.name = out.name + "_last_run";
@@ -623,20 +589,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   }
 
   const int exit_code = passed ? kExitPassed : kExitMismatch;
-  {
-    JsonWriter w;
-    w.begin_object();
-    w.field("kernel", std::string(launch.label));
-    w.key("grid").begin_array().value(launch.grid.x).value(launch.grid.y).value(launch.grid.z).end_array();
-    w.key("block").begin_array().value(launch.block.x).value(launch.block.y).value(launch.block.z).end_array();
-    w.key("cluster").begin_array().value(launch.cluster.x).value(launch.cluster.y).value(launch.cluster.z).end_array();
-    w.field("smem_bytes", launch.smem_bytes);
-    w.key("kernel_ms").begin_array();
-    for (double ms : kernel_ms) w.value(ms);
-    w.end_array();
-    w.end_object();
-    report_set("launch", w.str());
-  }
+  report_launch(launch, kernel_ms);
   if (!analytic) report_set("reference_seconds", JsonWriter().value(reference_seconds).str());
   {
     JsonWriter w;

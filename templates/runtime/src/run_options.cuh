@@ -110,4 +110,64 @@ inline void write_npy_or_die(const std::string& path, const Tensor& t) {
   }
 }
 
+// --init T=PATTERN and --seed N, applied to the spec's inits (--ones is the op's own).
+inline void apply_init_options(std::vector<Tensor>& tensors, const Options& options) {
+  for (const auto& override_init : options.inits) {
+    Tensor* target = nullptr;
+    std::string names;
+    for (Tensor& t : tensors) {
+      if (t.name == override_init.first) target = &t;
+      if (!t.output) names += (names.empty() ? "" : ", ") + t.name;
+    }
+    if (target == nullptr)
+      usage_error(strprintf("--init %s=...: no tensor `%s`; inputs are: %s", override_init.first.c_str(),
+                            override_init.first.c_str(), names.c_str()));
+    if (target->output)
+      usage_error(strprintf("--init %s=...: `%s` is an output (it is poisoned before launch, not initialized)",
+                            override_init.first.c_str(), override_init.first.c_str()));
+    std::string error;
+    if (!parse_init(override_init.second, &target->init, &error))
+      usage_error(strprintf("--init %s=%s: %s", override_init.first.c_str(), override_init.second.c_str(),
+                            error.c_str()));
+  }
+  if (options.has_seed)
+    for (Tensor& t : tensors)
+      if (is_random(t.init.kind)) t.init.seed = options.seed;
+}
+
+// --emit-inputs DIR: every input as .npy, then the run ends (no GPU needed).
+inline int emit_inputs(const std::vector<Tensor>& tensors, const std::string& dir) {
+  make_directories_or_die(dir);
+  for (const Tensor& t : tensors)
+    if (!t.output) write_npy_or_die(join_path(dir, t.name + ".npy"), t);
+  return kExitPassed;
+}
+
+// --dump: `want` (the reference of `out`, logical row-major f64) as OUT_reference.npy.
+inline void write_reference_npy(const std::string& dir, const Tensor& out, const std::vector<double>& want) {
+  Tensor reference = out;
+  reference.name = out.name + "_reference";
+  reference.dtype = DType::f64;
+  for (int64_t d = reference.rank - 1, stride = 1; d >= 0; --d) reference.strides[d] = stride, stride *= reference.shape[d];
+  reference.host.assign(reinterpret_cast<const unsigned char*>(want.data()),
+                        reinterpret_cast<const unsigned char*>(want.data() + want.size()));
+  write_npy_or_die(join_path(dir, reference.name + ".npy"), reference);
+}
+
+// The report's `launch`: the shape the kernel was launched with and each launch's time.
+inline void report_launch(const Launch& launch, const std::vector<double>& kernel_ms) {
+  JsonWriter w;
+  w.begin_object();
+  w.field("kernel", std::string(launch.label));
+  w.key("grid").begin_array().value(launch.grid.x).value(launch.grid.y).value(launch.grid.z).end_array();
+  w.key("block").begin_array().value(launch.block.x).value(launch.block.y).value(launch.block.z).end_array();
+  w.key("cluster").begin_array().value(launch.cluster.x).value(launch.cluster.y).value(launch.cluster.z).end_array();
+  w.field("smem_bytes", launch.smem_bytes);
+  w.key("kernel_ms").begin_array();
+  for (double ms : kernel_ms) w.value(ms);
+  w.end_array();
+  w.end_object();
+  report_set("launch", w.str());
+}
+
 }  // namespace repro
