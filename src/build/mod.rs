@@ -199,108 +199,53 @@ pub fn build_variant(
     let _lock = FileLock::acquire(&dir.join(BUILD_DIR).join("lock"))?;
     let library = runtime::library(&nvcc.path, command, dir)?;
     let library_path = library.path.to_string_lossy().into_owned();
+    let mut linked = vec![library_path];
     if command.custom_reference {
         reference_object(plan, &nvcc.path)?;
+        linked.push(REFERENCE_OBJECT.into());
     }
-    let args = variant.arguments(command.arguments(&library_path));
-    let binary = dir.join(variant.binary());
-    let stamp_path = dir.join(variant.stamp());
-
-    if current(dir, &binary, &stamp_path, &nvcc.path, &args) {
-        return Ok(Built {
-            binary,
-            compiled: false,
-            seconds: 0.0,
-        });
-    }
-
-    let _ = std::fs::remove_file(&stamp_path);
-    let partial = format!("{}.partial", variant.binary());
-    let exec_args = with_output(&args, &partial);
-    eprintln!(
-        "build: {} {} (in {})",
-        nvcc.path.display(),
-        args.join(" "),
-        dir.display()
-    );
-    let started = start_marker(dir, "started")?;
-    let (output, seconds) = progress::run(
-        "harness.cu with the production flags",
-        Command::new(&nvcc.path)
-            .current_dir(dir)
-            .args(&exec_args)
-            .args(["-MD", "-MF", variant.depfile()]),
-    )
-    .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.path.display())))?;
-    print_output(&output);
-    if !output.status.success() {
-        let _ = std::fs::remove_file(dir.join(&partial));
-        return Err(Error::Build {
-            dir: dir.clone(),
-            code: output
-                .status
-                .code()
-                .map_or("signal".into(), |c| c.to_string()),
-            command: format!("{} {}", nvcc.path.display(), args.join(" ")),
-        });
-    }
-    std::fs::rename(dir.join(&partial), &binary).map_err(Error::io("write", &binary))?;
-    let mut inputs = std::fs::read_to_string(dir.join(variant.depfile()))
-        .map(|t| parse_depfile(&t))
-        .unwrap_or_default();
-    inputs.push(library_path);
-    if command.custom_reference {
-        inputs.push(REFERENCE_OBJECT.into());
-    }
-    let changed = changed_since(dir, &inputs, started);
-    if !changed.is_empty() {
-        eprintln!(
-            "build: {} changed while nvcc ran; the harness is not marked current, and the next build compiles again",
-            changed.join(", ")
-        );
-    } else if let Some(key) = key_of(&nvcc.path, &args, dir, &inputs) {
-        let stamp = serde_json::to_string_pretty(&Stamp { key, inputs }).expect("stamp serializes");
-        std::fs::write(&stamp_path, stamp).map_err(Error::io("write", &stamp_path))?;
-    }
+    let args = variant.arguments(command.arguments(&linked[0]));
+    let compile = CachedCompile {
+        dir,
+        nvcc: &nvcc.path,
+        args: &args,
+        output: variant.binary(),
+        stamp: variant.stamp(),
+        depfile: variant.depfile(),
+        marker: "started",
+        label: "harness.cu with the production flags",
+        linked,
+    };
+    let seconds = compile.run(|output| Error::Build {
+        dir: dir.clone(),
+        code: exit_text(output),
+        command: format!("{} {}", nvcc.path.display(), args.join(" ")),
+    })?;
     Ok(Built {
-        binary,
-        compiled: true,
-        seconds,
+        binary: dir.join(variant.binary()),
+        compiled: seconds.is_some(),
+        seconds: seconds.unwrap_or(0.0),
     })
 }
 
 /// `op: custom`: reference.cu (the call of the user's reference function, which includes their
-/// header) compiled with the runtime's flags into REFERENCE_OBJECT, unless its stamp says the
-/// object is current. Cached like the harness: by the arguments and every file it read. A
+/// header) compiled with the runtime's flags into REFERENCE_OBJECT, cached like the harness. A
 /// reference that does not compile is exit 3 with nvcc's message, which names the header.
 fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
     let dir = &plan.dir;
     let args = plan.command.reference_arguments(REFERENCE_OBJECT);
-    let object = dir.join(REFERENCE_OBJECT);
-    let stamp_path = dir.join(REFERENCE_STAMP);
-    if current(dir, &object, &stamp_path, nvcc, &args) {
-        return Ok(());
-    }
-    let _ = std::fs::remove_file(&stamp_path);
-    let partial = format!("{REFERENCE_OBJECT}.partial");
-    eprintln!(
-        "build: {} {} (in {})",
-        nvcc.display(),
-        args.join(" "),
-        dir.display()
-    );
-    let started = start_marker(dir, "started-reference")?;
-    let (output, _) = progress::run(
-        "the custom reference with the runtime's flags",
-        Command::new(nvcc)
-            .current_dir(dir)
-            .args(with_output(&args, &partial))
-            .args(["-MD", "-MF", REFERENCE_DEPFILE]),
-    )
-    .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.display())))?;
-    print_output(&output);
-    if !output.status.success() {
-        let _ = std::fs::remove_file(dir.join(&partial));
+    let compile = CachedCompile {
+        dir,
+        nvcc,
+        args: &args,
+        output: REFERENCE_OBJECT,
+        stamp: REFERENCE_STAMP,
+        depfile: REFERENCE_DEPFILE,
+        marker: "started-reference",
+        label: "the custom reference with the runtime's flags",
+        linked: Vec::new(),
+    };
+    compile.run(|output| {
         let (header, function) = match &plan.spec.reference {
             crate::spec::Reference::Custom(c) => (
                 crate::generate::paths::relative_to(&c.source, dir),
@@ -308,28 +253,97 @@ fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
             ),
             _ => Default::default(),
         };
-        return Err(Error::ReferenceBuild {
+        Error::ReferenceBuild {
             header,
             function,
-            code: output
-                .status
-                .code()
-                .map_or("signal".into(), |c| c.to_string()),
+            code: exit_text(output),
             command: format!("{} {}", nvcc.display(), args.join(" ")),
-        });
-    }
-    std::fs::rename(dir.join(&partial), &object).map_err(Error::io("write", &object))?;
-    let inputs = std::fs::read_to_string(dir.join(REFERENCE_DEPFILE))
-        .map(|t| parse_depfile(&t))
-        .unwrap_or_default();
-    if changed_since(dir, &inputs, started).is_empty() {
-        if let Some(key) = key_of(nvcc, &args, dir, &inputs) {
+        }
+    })?;
+    Ok(())
+}
+
+/// nvcc's exit code as the error says it.
+fn exit_text(output: &std::process::Output) -> String {
+    output
+        .status
+        .code()
+        .map_or("signal".into(), |c| c.to_string())
+}
+
+/// One nvcc call of a build, cached: skipped when its stamp's key still matches (the arguments
+/// and every file the last compile read, per nvcc's dependency list, plus `linked`).
+struct CachedCompile<'a> {
+    dir: &'a Path,
+    nvcc: &'a Path,
+    args: &'a [String],
+    /// What `-o` names, relative to `dir`; nvcc writes `OUTPUT.partial`, renamed on success.
+    output: &'a str,
+    stamp: &'a str,
+    depfile: &'a str,
+    /// The file whose time marks the compile's start (start_marker).
+    marker: &'a str,
+    /// The progress line's words.
+    label: &'a str,
+    /// Files the output is linked from (the runtime library, the reference's object): their
+    /// content is part of the key.
+    linked: Vec<String>,
+}
+
+impl CachedCompile<'_> {
+    /// Compiles unless current; Some(seconds) when nvcc ran, None when the cache answered.
+    /// A failed compile removes its partial output and becomes `failed(nvcc's output)`.
+    fn run(
+        self,
+        failed: impl FnOnce(&std::process::Output) -> Error,
+    ) -> Result<Option<f64>, Error> {
+        let (dir, nvcc) = (self.dir, self.nvcc);
+        let target = dir.join(self.output);
+        let stamp_path = dir.join(self.stamp);
+        if current(dir, &target, &stamp_path, nvcc, self.args) {
+            return Ok(None);
+        }
+        let _ = std::fs::remove_file(&stamp_path);
+        let partial = format!("{}.partial", self.output);
+        eprintln!(
+            "build: {} {} (in {})",
+            nvcc.display(),
+            self.args.join(" "),
+            dir.display()
+        );
+        let started = start_marker(dir, self.marker)?;
+        let (output, seconds) = progress::run(
+            self.label,
+            Command::new(nvcc)
+                .current_dir(dir)
+                .args(with_output(self.args, &partial))
+                .args(["-MD", "-MF", self.depfile]),
+        )
+        .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.display())))?;
+        print_output(&output);
+        if !output.status.success() {
+            let _ = std::fs::remove_file(dir.join(&partial));
+            return Err(failed(&output));
+        }
+        std::fs::rename(dir.join(&partial), &target).map_err(Error::io("write", &target))?;
+        let mut inputs = std::fs::read_to_string(dir.join(self.depfile))
+            .map(|t| parse_depfile(&t))
+            .unwrap_or_default();
+        inputs.extend(self.linked);
+        let changed = changed_since(dir, &inputs, started);
+        if !changed.is_empty() {
+            eprintln!(
+                "build: {} changed while nvcc ran; {} is not marked current, and the next build compiles again",
+                changed.join(", "),
+                self.output
+            );
+        } else if let Some(key) = key_of(nvcc, self.args, dir, &inputs) {
             let stamp =
                 serde_json::to_string_pretty(&Stamp { key, inputs }).expect("stamp serializes");
             std::fs::write(&stamp_path, stamp).map_err(Error::io("write", &stamp_path))?;
         }
+        Ok(Some(seconds))
     }
-    Ok(())
 }
 
 const REFERENCE_STAMP: &str = ".repro/build/stamp-reference.json";
