@@ -188,8 +188,11 @@ pub struct ReferenceContext {
 #[derive(Debug, Serialize)]
 pub struct CustomReferenceContext {
     pub function: String,
-    /// The header relative to the artifact folder, as `#include "..."` names it.
+    /// The header relative to the artifact folder, as `#include "..."` names it (validation
+    /// refuses quotes, backslashes, angle brackets and line breaks in it).
     pub header: String,
+    /// The same, safe for a comment in any of the artifact's files (no control character).
+    pub header_comment: String,
     pub arguments: Vec<CustomArgument>,
 }
 
@@ -513,6 +516,7 @@ fn reference_context(spec: &ResolvedSpec, artifact: &Path) -> ReferenceContext {
         Reference::Custom(c) => Some(CustomReferenceContext {
             function: c.function.clone(),
             header: relative_to(&c.source, artifact),
+            header_comment: comment_text(&relative_to(&c.source, artifact)),
             arguments: spec
                 .tensors
                 .iter()
