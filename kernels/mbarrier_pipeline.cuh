@@ -54,9 +54,17 @@
 // arrive and its loads loses. racecheck may or may not flag it (the reads and writes are ordered
 // by nothing but an mbarrier that was arrived on too early; its mbarrier tracking decides).
 //
+// Delay points (Delays = true): repro::delay<Delays>(0) in the consumers right after full[s]'s
+// wait (and, in the defect, after the early arrival), before the stage's reads (repro_trace.cuh):
+// --stress jitter sleeps consumer warps there, so that the ring runs full and a warp that
+// arrived falls behind its reads, which is what the defect needs to show. In the correct kernel
+// the stage is not released before the reads, whatever the delay.
+//
 // Launch: block (32 ConsumerWarps + 32, 1, 1), grid (CTAS, 1, 1) for any CTAS >= 1, no dynamic
 // shared memory (static: Stages * Chunk * 4 bytes of stages, the barriers, 2 ConsumerWarps
 // floats). Args: (X, w, y, R, K). Chunk must be a multiple of 32 ConsumerWarps (and so of 32).
+
+#include "../templates/instrument/repro_trace.cuh"
 
 #include <cstddef>
 #include <cstdint>
@@ -135,7 +143,7 @@ struct RingPosition {
 }  // namespace pipeline_kernels
 
 template <int Stages, int Chunk, int ConsumerWarps,
-          pipeline_kernels::PipelineDefect Defect = pipeline_kernels::PipelineDefect::none>
+          pipeline_kernels::PipelineDefect Defect = pipeline_kernels::PipelineDefect::none, bool Delays = false>
 __global__ void __launch_bounds__(32 * ConsumerWarps + 32)
 mbarrier_pipeline(const float* __restrict__ X, const float* __restrict__ w, float* __restrict__ y, int R, int K)
 {
@@ -223,6 +231,7 @@ mbarrier_pipeline(const float* __restrict__ X, const float* __restrict__ w, floa
                     // PipelineDefect::none.
                     mbar_arrive(&sh.empty[pos.stage]);
                 }
+                repro::delay<Delays>(0);  // --stress jitter: a consumer warp may fall behind here
                 float x[kPerConsumer];
 #pragma unroll
                 for (int i = 0; i < kPerConsumer; ++i) x[i] = src[tid + kConsumers * i];

@@ -6,8 +6,8 @@
 // (CUtensorMap, const __grid_constant__ parameters), encoded on the host:
 //   map_a: dims {K, M} (innermost first), box {64, 128}, swizzle 128B   (as tma_gemm.cuh)
 //   map_b: dims {K, N}, box {64, 128}, swizzle 128B                     (as tma_gemm.cuh)
-//   map_d: dims {N, M}, box {128, 128} (BN columns x BM rows), swizzle none: the staging
-//          buffer below is a dense row-major [BM][BN] bf16 tile, exactly the box's layout
+//   map_d: dims {N, M}, box {128, 32} (BN columns x 32 rows: one sub-tile), swizzle none: the
+//          staging buffers below are dense row-major [32][BN] bf16 sub-tiles, the box's layout
 // TMA needs 16-byte row strides: K % 8 == 0 and N % 8 == 0. Otherwise any M, N, K >= 1: the
 // loads zero-fill the parts of a box outside A and B, and the TMA store writes only the part of
 // its box that lies inside D (TMA clips stores at the tensor's bounds), so partial tiles need no
@@ -17,48 +17,53 @@
 // tiles), and CTA b computes the output tiles b, b + gridDim.x, b + 2 gridDim.x, ... in
 // row-major tile order. The main loop of one tile is tma_gemm.cuh's (the same TMA + mbarrier
 // ring of 4 stages, ldmatrix + mma.sync.m16n8k16, 8 warps as 2 x 4), with one PipelineState
-// carried from tile to tile as in tma_task.cuh. The epilogue is new:
+// carried from tile to tile as in tma_task.cuh. The epilogue leaves as CUTLASS's sm90 TMA
+// epilogue does: in sub-tiles of 32 rows, through a ring of StagingBuffers (2) shared-memory
+// buffers, so that sub-tile s + 2 reuses the buffer that sub-tile s's store may still be reading.
+// For each of the tile's 4 sub-tiles:
 //
-//   (1) thread 0 waits until the previous tile's TMA store has finished READING the staging
-//       buffer (cp.async.bulk.wait_group.read 0); the first tile of a CTA has none to wait for;
+//   (1) thread 0 waits until the store that last read this sub-tile's buffer is done READING it
+//       (cp.async.bulk.wait_group.read StagingBuffers - 1: the newest store may go on);
 //   (2) a named barrier (bar.sync 1, 256) holds the other 255 threads until thread 0 is past
 //       that wait: nobody overwrites the buffer while the store still reads it;
-//   (3) every thread writes its fp32 accumulators, rounded to bf16, into the staging buffer and
-//       makes those generic-proxy writes visible to the async proxy (fence.proxy.async);
-//   (4) __syncthreads(): the whole tile is in the buffer;
-//   (5) thread 0 issues the TMA store of the buffer to the tile's place in D
+//   (3) the 4 warps whose accumulators hold the sub-tile's rows write them, rounded to bf16, into
+//       the buffer and make those generic-proxy writes visible to the async proxy
+//       (fence.proxy.async);
+//   (4) __syncthreads(): the whole sub-tile is in the buffer;
+//   (5) thread 0 issues the TMA store of the buffer to the sub-tile's place in D
 //       (cp.async.bulk.tensor.2d.global.shared::cta.bulk_group) and commits it as a bulk group;
-//       nobody waits for it here: it drains while the next tile's main loop runs.
+//       nobody waits for it here.
 // At the very end thread 0 waits for its last store to complete (wait_group 0) before the CTA
 // exits and its shared memory goes away.
 //
 // PLANTED DEFECT (tma_store_kernels::StoreDefect::no_store_barrier): step (2) is missing. Only
-// thread 0 (one thread of warp 0) waits for the previous store; warps 1..7 (and the rest of warp
-// 0) go straight on to step (3) and may write the next tile's values into the staging buffer
-// while the TMA unit still reads the previous tile out of it, so part of the PREVIOUS tile of D
-// gets the NEXT tile's values (or its zeros, where the next tile is partial). Upstream's fix was
-// exactly this one named barrier.
+// thread 0 (one thread of warp 0) waits for the store; the warps that write sub-tile s + 2 go
+// straight on to step (3) and may overwrite the buffer while the TMA unit still reads sub-tile
+// s out of it, so part of sub-tile s in D gets the values of sub-tile s + 2, 64 rows further
+// down the tile: a 32-row band of D holding its neighbour's values. Upstream's fix was exactly
+// this one named barrier.
 //
-// Why the defect hides: the store of tile t is issued at the end of tile t and the buffer is
-// next written at the end of tile t + 1, a whole main loop later: ceil(K / 64) k-tiles (49 at
-// K = 3088), tens of microseconds, against the microsecond or so the TMA unit needs to read
-// 32 KiB of shared memory. Worse (for the reproducer), the next tile's first TMA loads are issued
-// by the same thread after the store, so unless the memory system pushes back on the store's
-// writes, its reads are done long before the loads even return. Repetition, random inputs,
-// `repro probe` and compute-sanitizer's racecheck (which does not see the async proxy's reads)
-// are all expected to pass it. What should show it is congestion that stalls the store's
-// drain for a whole main loop (a memory-bandwidth or L2 stress running beside the kernel), a
-// very short main loop (small K) together with such stress, or fewer CTAs (more tiles, so more
-// windows, per CTA).
+// Why the defect hides: between the store of sub-tile s and the first write of s + 2 lie the
+// writes of sub-tile s + 1 (16 four-byte stores per thread of 4 warps) and a __syncthreads():
+// a few hundred cycles, against the time the TMA unit needs to read 8 KiB of shared memory,
+// which is shorter unless the memory system pushes back on the store's writes to global memory.
+// compute-sanitizer's racecheck does not see the async proxy's reads at all. What should show
+// it is congestion that holds the store's drain (a memory-bandwidth or L2 stress beside the
+// kernel).
+//
+// Delay points (Delays = true): repro::delay<Delays>(0) just before each sub-tile's writes
+// (repro_trace.cuh; --stress jitter sleeps the warps there). A thread-timing perturbation cannot
+// lengthen the async store, so this is where a user would try jitter first, and the measure of
+// what it does not find.
 //
 // Launch: block (256, 1, 1); grid (CTAS, 1, 1) for any CTAS >= 1 (CTAs past the last tile do
-// nothing); dynamic shared memory sizeof(tma_store_kernels::PersistentShared<128, 128, 64, 4>)
-// + 1024 bytes = (131072 + 1024 + 32768) + 1024 = 165888 B (the + 1024 is for rounding the base
-// up to 1024 bytes, see tma_kernels::aligned_shared_storage; above 48 KiB, so
-// cudaFuncAttributeMaxDynamicSharedMemorySize must be raised first). Argument order:
-// persistent_tma_store(map_a, map_b, map_d, M, N, K).
+// nothing); dynamic shared memory sizeof(tma_store_kernels::PersistentShared<128, 128, 64, 4, 2>)
+// + 1024 bytes (the + 1024 is for rounding the base up to 1024 bytes, see
+// tma_kernels::aligned_shared_storage; above 48 KiB, so cudaFuncAttributeMaxDynamicSharedMemorySize
+// must be raised first). Argument order: persistent_tma_store(map_a, map_b, map_d, M, N, K).
 
 #include "tma_gemm.cuh"
+#include "../templates/instrument/repro_trace.cuh"
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -69,14 +74,17 @@ namespace tma_store_kernels {
 
 enum class StoreDefect { none, no_store_barrier };
 
+constexpr int kSubtileRows = 32;  // rows of D per TMA store: the map_d box is BN x 32
+
 // The pipeline of tma_gemm.cuh (4 stages of A and B tiles, each 1024-byte aligned, and their
-// full barriers), then the epilogue's staging buffer: one BM x BN bf16 tile, row-major and
-// dense, as the unswizzled TMA store box reads it. Its own memory: the main loop never touches
-// it, so the only writers are the epilogues and the only reader is the TMA store.
-template <int BM, int BN, int BK, int Stages>
+// full barriers), then the epilogue's staging ring: StagingBuffers sub-tiles of kSubtileRows x BN
+// bf16, row-major and dense, as the unswizzled TMA store box reads them. Its own memory: the main
+// loop never touches it, so the only writers are the epilogues and the only reader is the TMA
+// store.
+template <int BM, int BN, int BK, int Stages, int StagingBuffers = 2>
 struct PersistentShared {
     tma_kernels::TmaGemmShared<BM, BN, BK, Stages> pipe;
-    alignas(1024) __nv_bfloat16 staging[BM * BN];  // 128-byte alignment is what TMA needs
+    alignas(1024) __nv_bfloat16 staging[StagingBuffers][kSubtileRows * BN];  // 128-byte aligned for TMA
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -185,72 +193,87 @@ __device__ __forceinline__ void mainloop_tile(
     }
 }
 
-// The epilogue of one tile: steps (1) to (5) of the header comment. Accumulator acc[i][j][2h + e]
-// is element (wm + 16 i + g + 8 h, wn + 8 j + 2 t + e) of the tile (tma_gemm.cuh's fragment
-// layout), so each thread writes bf16 pairs, four bytes at a time, into the staging buffer.
-template <int BM, int BN, StoreDefect Defect>
+// The epilogue of one tile: steps (1) to (5) of the header comment, once per sub-tile.
+// Accumulator acc[i][j][2h + e] is element (wm + 16 i + g + 8 h, wn + 8 j + 2 t + e) of the tile
+// (tma_gemm.cuh's fragment layout), so each thread writes bf16 pairs, four bytes at a time; the
+// rows 16 i .. 16 i + 15 of a warp's 64 lie in one sub-tile of 32.
+template <int BM, int BN, int StagingBuffers, StoreDefect Defect, bool Delays>
 __device__ __forceinline__ void store_epilogue(
-    __nv_bfloat16* staging, const CUtensorMap* map_d, int m0, int n0,
+    __nv_bfloat16 (&staging)[StagingBuffers][kSubtileRows * BN], const CUtensorMap* map_d, int m0, int n0,
     const float (&acc)[tma_kernels::WarpTiling<BM, BN>::kTilesM][tma_kernels::WarpTiling<BM, BN>::kTilesN][4])
 {
     using W = tma_kernels::WarpTiling<BM, BN>;
+    static_assert(BM % kSubtileRows == 0 && W::WM % kSubtileRows == 0, "sub-tiles of whole warp row blocks");
+    static_assert(StagingBuffers >= 1, "at least one staging buffer");
+    constexpr int kSubtiles = BM / kSubtileRows;
 
-    // (1) The previous tile's store, if any, must be done reading the buffer. Only the thread
-    // that issued the store can wait for it.
-    if (threadIdx.x == 0) bulk_wait_group_read<0>();
-
-    if constexpr (Defect == StoreDefect::none) {
-        // (2) Nobody writes the buffer before thread 0 is past its wait.
-        named_barrier_sync(kStagingBarrier, W::kThreads);
-    } else {
-        // PLANTED DEFECT: the barrier of step (2) is missing. Thread 0 waits for the previous
-        // store to finish reading the buffer, and nobody waits for thread 0: warps 1..7 (and
-        // lanes 1..31 of warp 0) write this tile's values below while the TMA unit may still be
-        // reading the previous tile's. Harmless whenever that store drained during this tile's
-        // main loop, which is always, unless the memory system holds the store back for that
-        // long. racecheck cannot see it: the reader is the async proxy. Should be
-        // named_barrier_sync(kStagingBarrier, W::kThreads), as in StoreDefect::none.
-    }
-
-    // (3) fp32 -> bf16 (round to nearest even) into the dense [BM][BN] buffer. No masking: rows
-    // past M and columns past N hold zeros (TMA zero-filled A and B there) and the store clips
-    // them.
     const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
     const int g = lane / 4, t = lane % 4;
-    const int row0 = (warp / W::kWarpsN) * W::WM + g;
+    const int warp_row0 = (warp / W::kWarpsN) * W::WM;  // the warp's first row of the tile
     const int col0 = (warp % W::kWarpsN) * W::WN + 2 * t;
+
 #pragma unroll
-    for (int i = 0; i < W::kTilesM; ++i) {
+    for (int sub = 0; sub < kSubtiles; ++sub) {
+        __nv_bfloat16* buffer = staging[sub % StagingBuffers];
+
+        // (1) The store that last read this buffer (StagingBuffers sub-tiles ago, maybe in the
+        // previous tile) must be done reading it. Only the thread that issued it can wait.
+        if (threadIdx.x == 0) bulk_wait_group_read<StagingBuffers - 1>();
+
+        if constexpr (Defect == StoreDefect::none) {
+            // (2) Nobody writes the buffer before thread 0 is past its wait.
+            named_barrier_sync(kStagingBarrier, W::kThreads);
+        } else {
+            // PLANTED DEFECT: the barrier of step (2) is missing. Thread 0 waits for the store
+            // to finish reading the buffer, and nobody waits for thread 0: the warps writing this
+            // sub-tile (warps 4..7 for sub-tiles 2 and 3, which reuse the buffers of 0 and 1) may
+            // overwrite it while the TMA unit still reads it. Harmless whenever that store read
+            // its 8 KiB during the previous sub-tile's writes, which is nearly always. racecheck
+            // cannot see it: the reader is the async proxy. Should be
+            // named_barrier_sync(kStagingBarrier, W::kThreads), as in StoreDefect::none.
+        }
+
+        repro::delay<Delays>(0);  // --stress jitter: a warp may fall behind here
+
+        // (3) fp32 -> bf16 (round to nearest even) into the dense [32][BN] buffer, by the warps
+        // whose rows these are. No masking: rows past M and columns past N hold zeros (TMA
+        // zero-filled A and B there) and the store clips them.
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            __nv_bfloat16* row = staging + (row0 + 16 * i + 8 * h) * BN;
+        for (int i = 0; i < W::kTilesM; ++i) {
+            if ((warp_row0 + 16 * i) / kSubtileRows != sub) continue;  // warp-uniform
 #pragma unroll
-            for (int j = 0; j < W::kTilesN; ++j) {
-                *reinterpret_cast<__nv_bfloat162*>(row + col0 + 8 * j) =
-                    __floats2bfloat162_rn(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+            for (int h = 0; h < 2; ++h) {
+                __nv_bfloat16* row = buffer + (warp_row0 + 16 * i + 8 * h + g - sub * kSubtileRows) * BN;
+#pragma unroll
+                for (int j = 0; j < W::kTilesN; ++j) {
+                    *reinterpret_cast<__nv_bfloat162*>(row + col0 + 8 * j) =
+                        __floats2bfloat162_rn(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                }
             }
         }
-    }
-    fence_proxy_async_shared();
+        fence_proxy_async_shared();
 
-    // (4) The whole tile is in the buffer (and visible to the async proxy).
-    __syncthreads();
+        // (4) The whole sub-tile is in the buffer (and visible to the async proxy).
+        __syncthreads();
 
-    // (5) One thread stores it; it drains in the background. Coordinates innermost first:
-    // (column n0, row m0).
-    if (threadIdx.x == 0) {
-        tma_store_2d(map_d, staging, n0, m0);
-        bulk_commit_group();
+        // (5) One thread stores it; it drains in the background. Coordinates innermost first:
+        // (column n0, row m0 + 32 sub).
+        if (threadIdx.x == 0) {
+            tma_store_2d(map_d, buffer, n0, m0 + sub * kSubtileRows);
+            bulk_commit_group();
+        }
     }
 }
 
 }  // namespace tma_store_kernels
 
 // Persistent GEMM, grid (CTAS, 1, 1), block (256, 1, 1), dynamic smem
-// sizeof(tma_store_kernels::PersistentShared<BM, BN, BK, Stages>) + 1024. Written for
-// BM = BN = 128, BK = 64 (the main loop of tma_gemm.cuh), any Stages >= 1 (4 in the examples).
+// sizeof(tma_store_kernels::PersistentShared<BM, BN, BK, Stages, StagingBuffers>) + 1024. Written
+// for BM = BN = 128, BK = 64 (the main loop of tma_gemm.cuh), any Stages >= 1 (4 in the
+// examples), any StagingBuffers >= 1 (2 in the examples).
 // PLANTED DEFECT with Defect = StoreDefect::no_store_barrier: see store_epilogue.
-template <int BM, int BN, int BK, int Stages, tma_store_kernels::StoreDefect Defect>
+template <int BM, int BN, int BK, int Stages, tma_store_kernels::StoreDefect Defect, int StagingBuffers = 2,
+          bool Delays = false>
 __global__ void __launch_bounds__(256, 1) persistent_tma_store(const __grid_constant__ CUtensorMap map_a,
                                                                const __grid_constant__ CUtensorMap map_b,
                                                                const __grid_constant__ CUtensorMap map_d, int M,
@@ -258,7 +281,7 @@ __global__ void __launch_bounds__(256, 1) persistent_tma_store(const __grid_cons
 {
     using namespace tma_kernels;
     using namespace tma_store_kernels;
-    using Shared = PersistentShared<BM, BN, BK, Stages>;
+    using Shared = PersistentShared<BM, BN, BK, Stages, StagingBuffers>;
     using W = WarpTiling<BM, BN>;
     static_assert(W::kThreads == 256, "the kernel is written for 8 warps");
     static_assert(Stages >= 1, "at least one stage");
@@ -276,7 +299,7 @@ __global__ void __launch_bounds__(256, 1) persistent_tma_store(const __grid_cons
     for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
         const int m0 = (tile / tiles_n) * BM, n0 = (tile % tiles_n) * BN;
         mainloop_tile<BM, BN, BK, Stages>(sh.pipe, &map_a, &map_b, K, m0, n0, pipe, acc);
-        store_epilogue<BM, BN, Defect>(sh.staging, &map_d, m0, n0, acc);
+        store_epilogue<BM, BN, StagingBuffers, Defect, Delays>(sh.staging, &map_d, m0, n0, acc);
     }
 
     // The last store must have read the buffer before the CTA's shared memory is released, and

@@ -14,6 +14,7 @@
 
 // ---- the kernel under test (spec: source) ----
 #include "block_rowsum.cuh"
+#include <repro/delay_points.h>  // after the kernel: its repro::delay points, if it has any
 
 namespace repro_spec {
 
@@ -108,5 +109,6 @@ int main(int argc, char** argv) {
   spec.tensors = repro_spec::kTensors;
   spec.layout = &repro_spec::layout;
   spec.launch = &repro_spec::launch;
+  repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

@@ -14,6 +14,7 @@
 
 // ---- the kernel under test (spec: source) ----
 #include "column_sum.cuh"
+#include <repro/delay_points.h>  // after the kernel: its repro::delay points, if it has any
 
 namespace repro_spec {
 
@@ -109,5 +110,6 @@ int main(int argc, char** argv) {
   spec.layout = &repro_spec::layout;
   spec.launch = &repro_spec::launch;
   spec.custom_reference = &repro_spec::custom_reference;
+  repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

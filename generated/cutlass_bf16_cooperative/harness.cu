@@ -51,6 +51,7 @@ using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
     cute::Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue>;
 
 #include <repro/cutlass3.h>
+#include <repro/delay_points.h>  // after the kernel: its repro::delay points, if it has any
 
 namespace repro_spec {
 
@@ -126,5 +127,6 @@ int main(int argc, char** argv) {
   spec.tensors = repro_spec::kTensors;
   spec.layout = &repro_spec::layout;
   spec.launch = &repro_spec::launch;
+  repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

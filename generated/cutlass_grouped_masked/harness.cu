@@ -53,6 +53,7 @@ using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder
 using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
 
 #include <repro/cutlass3.h>
+#include <repro/delay_points.h>  // after the kernel: its repro::delay points, if it has any
 
 namespace repro_spec {
 
@@ -127,5 +128,6 @@ int main(int argc, char** argv) {
   spec.tensors = repro_spec::kTensors;
   spec.layout = &repro_spec::layout;
   spec.launch = &repro_spec::launch;
+  repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

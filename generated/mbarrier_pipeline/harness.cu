@@ -14,6 +14,7 @@
 
 // ---- the kernel under test (spec: source) ----
 #include "mbarrier_pipeline.cuh"
+#include <repro/delay_points.h>  // after the kernel: its repro::delay points, if it has any
 
 namespace repro_spec {
 
@@ -64,9 +65,9 @@ repro::Launch launch(const repro::TensorView* repro_tensors, const int64_t* repr
   [[maybe_unused]] const DevicePointer<4> w{repro_tensors[1].device};
   [[maybe_unused]] const DevicePointer<4> y{repro_tensors[2].device};
 
-  auto* repro_kernel = &mbarrier_pipeline<4, 512, 4, pipeline_kernels::PipelineDefect::none>;
+  auto* repro_kernel = &mbarrier_pipeline<4, 512, 4, pipeline_kernels::PipelineDefect::none, true>;
   repro::Launch repro_launch;
-  repro_launch.label = "mbarrier_pipeline<4, 512, 4, pipeline_kernels::PipelineDefect::none>";
+  repro_launch.label = "mbarrier_pipeline<4, 512, 4, pipeline_kernels::PipelineDefect::none, true>";
   repro_launch.grid = dim3(CTAS, 1, 1);
   repro_launch.block = dim3(160, 1, 1);
   repro_launch.cluster = dim3(1, 1, 1);
@@ -114,5 +115,6 @@ int main(int argc, char** argv) {
   spec.layout = &repro_spec::layout;
   spec.launch = &repro_spec::launch;
   spec.custom_reference = &repro_spec::custom_reference;
+  repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

@@ -16,6 +16,7 @@
 
 // ---- the kernel under test (spec: source) ----
 #include "persistent_tma_store.cuh"
+#include <repro/delay_points.h>  // after the kernel: its repro::delay points, if it has any
 
 namespace repro_spec {
 
@@ -91,20 +92,20 @@ repro::Launch launch(const repro::TensorView* repro_tensors, const int64_t* repr
   // tma.map_d: a CUtensorMap over D (bf16), dimensions innermost first: [N, M];
   // at the spec's sizes dims {1000, 2000}, strides {2000} bytes (set from the tensor below).
   repro::TmaRequest map_d_request = {"map_d", "D", "N, M", CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, "bf16",
-      /*rank*/ 2, /*dims*/ {}, /*strides, bytes*/ {}, /*box*/ {128, 128}, /*element strides*/ {1, 1},
+      /*rank*/ 2, /*dims*/ {}, /*strides, bytes*/ {}, /*box*/ {128, 32}, /*element strides*/ {1, 1},
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
       "none", "none", "none", "none (zeros)"};
   const int map_d_order[] = {1, 0};  // driver dimension i is tensor dimension order[i]
   repro::set_tma_layout(map_d_request, repro_tensors[2], map_d_order, 2);
   const CUtensorMap map_d = repro::encode_tma(map_d_request, repro_tensors[2].device);
 
-  auto* repro_kernel = &persistent_tma_store<128, 128, 64, 4, tma_store_kernels::StoreDefect::none>;
+  auto* repro_kernel = &persistent_tma_store<128, 128, 64, 4, tma_store_kernels::StoreDefect::none, 2, true>;
   repro::Launch repro_launch;
-  repro_launch.label = "persistent_tma_store<128, 128, 64, 4, tma_store_kernels::StoreDefect::none>";
+  repro_launch.label = "persistent_tma_store<128, 128, 64, 4, tma_store_kernels::StoreDefect::none, 2, true>";
   repro_launch.grid = dim3(CTAS, 1, 1);
   repro_launch.block = dim3(256, 1, 1);
   repro_launch.cluster = dim3(1, 1, 1);
-  repro_launch.smem_bytes = static_cast<size_t>(sizeof(tma_store_kernels::PersistentShared<128, 128, 64, 4>) + 1024);
+  repro_launch.smem_bytes = static_cast<size_t>(sizeof(tma_store_kernels::PersistentShared<128, 128, 64, 4, 2>) + 1024);
   repro::prepare_launch(reinterpret_cast<const void*>(repro_kernel), repro_launch);
 
   cudaLaunchConfig_t repro_config = {};
@@ -142,5 +143,6 @@ int main(int argc, char** argv) {
   spec.tensors = repro_spec::kTensors;
   spec.layout = &repro_spec::layout;
   spec.launch = &repro_spec::launch;
+  repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

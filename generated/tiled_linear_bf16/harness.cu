@@ -18,6 +18,7 @@
 // source.prelude, verbatim
 // The weight is stored [N, K], row-major: the [K, N] operand is column-major.
 constexpr gemm_kernels::Layout kWeightLayout = gemm_kernels::Layout::ColMajor;
+#include <repro/delay_points.h>  // after the kernel: its repro::delay points, if it has any
 
 namespace repro_spec {
 
@@ -115,5 +116,6 @@ int main(int argc, char** argv) {
   spec.tensors = repro_spec::kTensors;
   spec.layout = &repro_spec::layout;
   spec.launch = &repro_spec::launch;
+  repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

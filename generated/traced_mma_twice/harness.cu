@@ -16,6 +16,7 @@
 
 // ---- the kernel under test (spec: source) ----
 #include "traced_gemm.cuh"
+#include <repro/delay_points.h>  // after the kernel: its repro::delay points, if it has any
 
 namespace repro_spec {
 
@@ -151,5 +152,6 @@ int main(int argc, char** argv) {
   spec.launch = &repro_spec::launch;
   spec.reset_trace = &repro_spec::reset_trace;
   spec.read_trace = &repro_spec::read_trace;
+  repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

@@ -94,13 +94,17 @@ pub struct CheckArgs {
     /// Compute the reference even when a run with the same operands left one in .repro/cache/.
     #[arg(long)]
     pub no_reference_cache: bool,
-    /// Every second launch beside a stressor on a second stream: DRAM traffic (bandwidth) or a
-    /// thrashed L2 (l2), so that races with a short window show [default: check.stress].
+    /// Every second launch beside a stressor on a second stream (DRAM traffic: bandwidth; a
+    /// thrashed L2: l2), or with random sleeps at the kernel's repro::delay points (jitter), so
+    /// that races with a short window show [default: check.stress].
     #[arg(long, value_name = "MODE")]
     pub stress: Option<crate::spec::model::StressMode>,
     /// With --stress: the stressor's SMs [default: those the kernel's grid leaves free].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub stress_sms: Option<u32>,
+    /// With --stress jitter: a delay point sleeps a random 0 to N ns [default: 2000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub jitter_ns: Option<u32>,
 }
 
 impl CheckArgs {
@@ -112,6 +116,7 @@ impl CheckArgs {
             reference_cache: !self.no_reference_cache,
             stress: self.stress,
             stress_sms: self.stress_sms,
+            jitter_ns: self.jitter_ns,
         }
     }
 }

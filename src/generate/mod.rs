@@ -144,6 +144,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/include/repro/reference.h"),
     ),
     (
+        "runtime/include/repro/delay_points.h",
+        include_str!("../../templates/runtime/include/repro/delay_points.h"),
+    ),
+    (
         "runtime/include/repro/tma.h",
         include_str!("../../templates/runtime/include/repro/tma.h"),
     ),

@@ -145,9 +145,17 @@ pub const STRESS: HarnessOption = valued(
     "--stress",
     "MODE",
     Group::Checks,
-    "bandwidth or l2: every second launch runs beside a stressor kernel on a second stream (DRAM \
-     traffic, or the L2 thrashed), so that races with a short window show (default: the spec's \
+    "bandwidth, l2 or jitter: every second launch runs beside a stressor kernel on a second \
+     stream (DRAM traffic, or the L2 thrashed), or sleeps random nanoseconds at the kernel's \
+     repro::delay points (jitter), so that races with a short window show (default: the spec's \
      check.stress)",
+);
+pub const JITTER_NS: HarnessOption = valued(
+    "--jitter-ns",
+    "N",
+    Group::Checks,
+    "with --stress jitter: a delay point sleeps a random 0 to N ns, one draw per warp and call \
+     (default 2000; at most 1000000)",
 );
 pub const STRESS_SMS: HarnessOption = valued(
     "--stress-sms",
@@ -237,6 +245,7 @@ pub const ALL: &[HarnessOption] = &[
     TIMEOUT,
     STRESS,
     STRESS_SMS,
+    JITTER_NS,
     REFERENCE,
     REFERENCE_CACHE,
     CHECK_DEVICE_INPUTS,

@@ -60,9 +60,10 @@ pub struct Checks {
     pub reference: Option<ReferenceProvider>,
     /// Pass the artifact's `.repro/cache/reference/` (run and probe; sweep's many sizes do not).
     pub reference_cache: bool,
-    /// `--stress MODE` and `--stress-sms N` (docs/cli.md).
+    /// `--stress MODE`, `--stress-sms N` and `--jitter-ns N` (docs/cli.md).
     pub stress: Option<crate::spec::model::StressMode>,
     pub stress_sms: Option<u32>,
+    pub jitter_ns: Option<u32>,
 }
 
 impl Checks {
@@ -87,6 +88,9 @@ impl Checks {
         }
         if let Some(sms) = self.stress_sms {
             args.extend(opt::STRESS_SMS.with(sms));
+        }
+        if let Some(ns) = self.jitter_ns {
+            args.extend(opt::JITTER_NS.with(ns));
         }
         args
     }
@@ -499,6 +503,7 @@ mod tests {
             reference_cache: false,
             stress: Some(crate::spec::model::StressMode::L2),
             stress_sms: Some(12),
+            jitter_ns: Some(500),
         };
         assert_eq!(
             checks.arguments(Path::new("art")),
@@ -512,7 +517,9 @@ mod tests {
                 "--stress",
                 "l2",
                 "--stress-sms",
-                "12"
+                "12",
+                "--jitter-ns",
+                "500"
             ]
         );
         // Nothing given: the spec's own values, and no option at all.

@@ -612,6 +612,8 @@ pub enum StressMode {
     Bandwidth,
     /// The L2 overwritten before the launch and thrashed by random lines during it.
     L2,
+    /// Random sleeps at the kernel's repro::delay points (repro_trace.cuh): no stressor kernel.
+    Jitter,
 }
 
 impl StressMode {
@@ -620,6 +622,7 @@ impl StressMode {
             StressMode::None => "none",
             StressMode::Bandwidth => "bandwidth",
             StressMode::L2 => "l2",
+            StressMode::Jitter => "jitter",
         }
     }
 }

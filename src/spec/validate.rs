@@ -1276,6 +1276,16 @@ impl<'a> Validator<'a> {
         let stressed = c
             .stress
             .is_some_and(|m| m != crate::spec::model::StressMode::None);
+        if c.stress_sms.is_some() && c.stress == Some(crate::spec::model::StressMode::Jitter) {
+            self.key_error(
+                "check.stress_sms",
+                "`stress_sms` gives SMs to a stressor kernel, and `stress: jitter` runs none",
+            )
+            .help = Some(
+                "remove `stress_sms`: jitter sleeps the kernel's own warps at its repro::delay points"
+                    .into(),
+            );
+        }
         if c.stress_sms.is_some() && !stressed {
             self.key_error(
                 "check.stress_sms",

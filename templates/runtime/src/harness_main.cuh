@@ -144,11 +144,16 @@ inline Options parse_options(int argc, char** argv) {
       options.stress = value_of(i, "--stress");
       StressMode mode;
       if (!parse_stress_mode(options.stress, &mode))
-        usage_error(strprintf("--stress takes bandwidth, l2 or none, not `%s`", options.stress.c_str()));
+        usage_error(strprintf("--stress takes bandwidth, l2, jitter or none, not `%s`", options.stress.c_str()));
     } else if (is("--stress-sms")) {
       const double v = number_of(value_of(i, "--stress-sms"), "--stress-sms");
       if (v < 1 || v != std::floor(v)) usage_error("--stress-sms takes an integer >= 1");
       options.stress_sms = static_cast<int>(v);
+    } else if (is("--jitter-ns")) {
+      const double v = number_of(value_of(i, "--jitter-ns"), "--jitter-ns");
+      // __nanosleep sleeps at most about a millisecond.
+      if (v < 1 || v > 1e6 || v != std::floor(v)) usage_error("--jitter-ns takes an integer from 1 to 1000000");
+      options.jitter_ns = static_cast<int>(v);
     } else if (is("--emit-inputs")) {
       options.emit_inputs_dir = value_of(i, "--emit-inputs");
     } else {
@@ -251,7 +256,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   if (!options.json_path.empty()) set_json_path(options.json_path);
   const int repeat = options.repeat > 0 ? options.repeat : spec.repeat;
   const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : spec.timeout_seconds;
-  apply_stress(spec, options, timeout);
+  apply_stress(spec, harness, options, timeout);
   // Sizes first: every tensor and the GEMM's extents follow from them.
   std::string sizes_line;
   for (const auto& size : options.sizes) {

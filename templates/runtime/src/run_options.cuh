@@ -31,6 +31,7 @@ struct Options {
   std::string bench_only_flag;  // --warmup or --flush-l2, when given: they need --bench
   std::string stress;    // --stress MODE; empty: the spec's check.stress
   int stress_sms = 0;    // --stress-sms N; 0: the spec's check.stress_sms
+  int jitter_ns = 0;     // --jitter-ns N; 0: the default (stress.cuh)
 };
 
 // Where a run's wall time goes, phase by phase (the `time` line and the report's `timings`):
@@ -85,11 +86,26 @@ inline int open_device(const SpecInfo& spec, const char* mode, const std::string
 }
 
 // --stress and check.stress, with --stress-sms: set for every launch of the run (stress.cuh).
-inline void apply_stress(const SpecInfo& spec, const Options& options, double timeout) {
+// --jitter-ns belongs to jitter, --stress-sms to the stressor kernels; jitter needs the kernel's
+// delay points.
+inline void apply_stress(const SpecInfo& spec, const HarnessSpec& harness, const Options& options, double timeout) {
   StressState& s = stress_state();
   parse_stress_mode(options.stress.empty() ? spec.stress : options.stress, &s.mode);
   s.requested_sms = options.stress_sms > 0 ? options.stress_sms : spec.stress_sms;
   s.timeout_seconds = timeout;
+  if (options.jitter_ns > 0 && s.mode != StressMode::jitter)
+    usage_error("--jitter-ns is the longest sleep of --stress jitter, and the run's stress is not jitter");
+  if (options.jitter_ns > 0) s.jitter_ns = unsigned(options.jitter_ns);
+  if (s.mode != StressMode::jitter) return;
+  if (options.stress_sms > 0)
+    usage_error("--stress-sms gives SMs to a stressor kernel, and --stress jitter runs none (it sleeps the kernel's "
+                "own warps)");
+  if (harness.set_delays == nullptr)
+    usage_error("--stress jitter: the kernel does not include repro_trace.cuh, so it has no repro::delay points to "
+                "sleep at. Put repro::delay<true>(point) in a copy of the kernel where a thread could fall behind "
+                "(after an arrival, before a read) and include the header (docs/instrumenting.md, \"Delay points\")");
+  s.set_delays = harness.set_delays;
+  s.read_delays = harness.read_delays;
 }
 
 inline bool is_random(InitKind kind) {

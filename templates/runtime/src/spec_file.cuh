@@ -626,7 +626,7 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
     if (const YamlNode* v = check->get("stress")) {
       spec->stress = file.text(*v, "check.stress");
       StressMode mode;
-      if (!parse_stress_mode(spec->stress, &mode)) file.fail(*v, "check.stress takes none, bandwidth or l2");
+      if (!parse_stress_mode(spec->stress, &mode)) file.fail(*v, "check.stress takes none, bandwidth, l2 or jitter");
     }
     if (const YamlNode* v = check->get("stress_sms")) {
       spec->stress_sms = int(file.integer(*v, "check.stress_sms"));

@@ -10,6 +10,9 @@
 //              and stores wait on DRAM
 //   l2         overwrites the L2 before the launch and, during it, reads and writes random lines
 //              of a buffer twice the L2: the kernel's working set keeps being evicted
+//   jitter     no stressor: the kernel's own repro::delay(point) calls (repro_trace.cuh, in a
+//              copy of the kernel) sleep each warp a random 0..--jitter-ns nanoseconds, so that
+//              one side of a race between the kernel's threads falls behind
 //
 // The stressor runs on the SMs the kernel leaves free (the grid's blocks are fewer than the SMs)
 // or on --stress-sms N of them, one block per SM; a persistent kernel whose grid is
@@ -26,19 +29,20 @@
 
 namespace repro {
 
-enum class StressMode { none, bandwidth, l2 };
+enum class StressMode { none, bandwidth, l2, jitter };
 
 inline const char* stress_mode_name(StressMode mode) {
   switch (mode) {
     case StressMode::bandwidth: return "bandwidth";
     case StressMode::l2: return "l2";
+    case StressMode::jitter: return "jitter";
     case StressMode::none: break;
   }
   return "none";
 }
 
 inline bool parse_stress_mode(const std::string& text, StressMode* mode) {
-  for (StressMode m : {StressMode::none, StressMode::bandwidth, StressMode::l2})
+  for (StressMode m : {StressMode::none, StressMode::bandwidth, StressMode::l2, StressMode::jitter})
     if (text == stress_mode_name(m)) return *mode = m, true;
   return false;
 }
@@ -49,12 +53,21 @@ struct StressRecord {
   double bytes = 0;             // what it moved while it ran
   double stressor_ms = 0;       // how long it ran
   std::string where;            // "on the 112 SMs the grid (20 blocks) leaves free"
+  bool collected = false;       // the launch is over and the fields above are filled
+  // jitter: the delay points' calls and nanoseconds slept during the launch, per point.
+  unsigned long long delay_calls[kDelayPointCount] = {};
+  unsigned long long delay_slept_ns[kDelayPointCount] = {};
 };
 
 struct StressState {
   StressMode mode = StressMode::none;
   int requested_sms = 0;        // --stress-sms N (0: the SMs the kernel leaves free)
   double timeout_seconds = 10;  // the launch's watchdog: the stressor never outlives it
+  unsigned jitter_ns = 2000;    // --jitter-ns N: a delay point sleeps 0..N ns
+  // The kernel's delay points (HarnessSpec::set_delays, read_delays); null without them.
+  void (*set_delays)(cudaStream_t stream, unsigned max_ns, unsigned seed) = nullptr;
+  void (*read_delays)(unsigned long long* calls, unsigned long long* slept_ns) = nullptr;
+  unsigned jitter_seed = 0x5EED;
   // Set up on the first stressed launch.
   cudaStream_t stream = nullptr;
   void* buffer = nullptr;
@@ -211,6 +224,16 @@ inline void stress_before_launch(cudaStream_t test_stream) {
   stress_collect();  // the previous stressed launch's record, now that it is over
   s.current_stressed = s.mode != StressMode::none && s.in_sequence % 2 == 1;
   ++s.launches, ++s.in_sequence;
+  if (s.mode == StressMode::jitter) {
+    // Every launch sets the points: 0 (pass) for the unjittered ones, after a jittered one.
+    s.set_delays(test_stream, s.current_stressed ? s.jitter_ns : 0u, s.jitter_seed++);
+    if (s.current_stressed) {
+      StressRecord record;
+      record.where = strprintf("at the kernel's repro::delay points, 0 to %u ns per warp and call", s.jitter_ns);
+      s.records.push_back(record);
+    }
+    return;
+  }
   if (!s.current_stressed) return;
   stress_setup(s);
   StressRecord record;
@@ -241,14 +264,19 @@ inline void stress_before_launch(cudaStream_t test_stream) {
 // After the launch is queued: the test stream stops the stressor once the kernel is done.
 inline void stress_after_launch(cudaStream_t test_stream) {
   StressState& s = stress_state();
-  if (!s.current_stressed) return;
+  if (!s.current_stressed || s.mode == StressMode::jitter) return;
   REPRO_CUDA_CHECK(cudaLaunchHostFunc(test_stream, stress_stop_host, &s));
 }
 
 // After the kernel under test finished (the watchdog saw it): what the stressor did.
 inline void stress_collect() {
   StressState& s = stress_state();
-  if (!s.current_stressed || s.records.empty() || s.records.back().stressor_ms > 0) return;
+  if (!s.current_stressed || s.records.empty() || s.records.back().collected) return;
+  s.records.back().collected = true;
+  if (s.mode == StressMode::jitter) {
+    s.read_delays(s.records.back().delay_calls, s.records.back().delay_slept_ns);
+    return;
+  }
   *s.stop = 1;  // the kernel under test is done by now (the watchdog saw it)
   REPRO_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   unsigned long long moved = 0, ran_ns = 0;
@@ -265,6 +293,23 @@ inline void stress_new_sequence() { stress_state().in_sequence = 0; }
 // Whether the launch just made was stressed.
 inline bool last_launch_stressed() { return stress_state().current_stressed; }
 
+// The jitter line: per delay point that ran, its calls and the time its warps slept; or that no
+// point ran, which makes the mode a no-op (a gate left false, a point on a path never taken).
+inline void report_jitter(const StressState& s, const unsigned long long* calls, const unsigned long long* slept) {
+  std::string points;
+  for (int p = 0; p < kDelayPointCount; ++p) {
+    if (calls[p] == 0) continue;
+    points += strprintf("%spoint %d ran %llu times, slept %.2f ms in all (mean %.0f ns)", points.empty() ? "" : "; ",
+                        p, calls[p], double(slept[p]) * 1e-6, double(slept[p]) / double(calls[p]));
+  }
+  std::printf("stress  jitter %s: %zu of %lld launches jittered; %s\n", s.records.front().where.c_str(),
+              s.records.size(), s.launches,
+              points.empty() ? "NO delay point ran: the kernel includes repro_trace.cuh but reached no "
+                               "repro::delay<true>(point), so nothing was perturbed (a gate left false, or a "
+                               "point on a path no warp takes)"
+                             : points.c_str());
+}
+
 // The report's `stress` lines and member: the mode, how many launches it stressed, and what
 // they had.
 inline void report_stress() {
@@ -276,13 +321,25 @@ inline void report_stress() {
   w.field("mode", std::string(stress_mode_name(s.mode)));
   w.field("launches", s.launches);
   w.field("stressed", int64_t(s.records.size()));
+  if (s.mode == StressMode::jitter) w.field("jitter_ns", int64_t(s.jitter_ns));
   w.key("records").begin_array();
   double bytes = 0, ms = 0;
+  unsigned long long calls[kDelayPointCount] = {}, slept[kDelayPointCount] = {};
   for (const StressRecord& r : s.records) {
     w.begin_object();
-    w.field("sms", r.sms);
-    w.field("bytes", r.bytes);
-    w.field("stressor_ms", r.stressor_ms);
+    if (s.mode == StressMode::jitter) {
+      unsigned long long launch_calls = 0, launch_slept = 0;
+      for (int p = 0; p < kDelayPointCount; ++p) {
+        calls[p] += r.delay_calls[p], slept[p] += r.delay_slept_ns[p];
+        launch_calls += r.delay_calls[p], launch_slept += r.delay_slept_ns[p];
+      }
+      w.field("delay_calls", int64_t(launch_calls));
+      w.field("slept_ns", int64_t(launch_slept));
+    } else {
+      w.field("sms", r.sms);
+      w.field("bytes", r.bytes);
+      w.field("stressor_ms", r.stressor_ms);
+    }
     w.end_object();
     bytes += r.bytes, ms += r.stressor_ms;
   }
@@ -292,6 +349,10 @@ inline void report_stress() {
   if (s.records.empty()) {
     std::printf("stress  %s: no launch was stressed (every second launch is: --repeat 2 or more)\n",
                 stress_mode_name(s.mode));
+    return;
+  }
+  if (s.mode == StressMode::jitter) {
+    report_jitter(s, calls, slept);
     return;
   }
   const StressRecord& r = s.records.front();

@@ -164,7 +164,16 @@ struct HarnessSpec {
   // `op: custom`: the user's reference (reference.cu, built with the runtime's flags), given
   // every tensor in declaration order (include/repro/reference.h). Null for the other ops.
   void (*custom_reference)(const ReferenceTensor* tensors);
+  // --stress jitter: the kernel's repro::delay points (repro_trace.cuh). Null when the kernel does
+  // not include that header. set_delays queues, on `stream`, the settings of the next launch
+  // (max_ns 0: every point passes) and zeroes the record; read_delays copies the record out
+  // (kDelayPointCount calls, then as many nanoseconds slept).
+  void (*set_delays)(cudaStream_t stream, unsigned max_ns, unsigned seed);
+  void (*read_delays)(unsigned long long* calls, unsigned long long* slept_ns);
 };
+
+// repro_trace.cuh's delay points (repro::kDelayPoints there; the harness checks they agree).
+constexpr int kDelayPointCount = 16;
 
 // The run: options, spec.yaml, inputs, reference, launches, comparison, report. main() returns it.
 int harness_main(int argc, char** argv, const HarnessSpec& spec);
