@@ -47,14 +47,15 @@
 // writes of sub-tile s + 1 (16 four-byte stores per thread of 4 warps) and a __syncthreads():
 // a few hundred cycles, against the time the TMA unit needs to read 8 KiB of shared memory,
 // which is shorter unless the memory system pushes back on the store's writes to global memory.
-// compute-sanitizer's racecheck does not see the async proxy's reads at all. What should show
-// it is congestion that holds the store's drain (a memory-bandwidth or L2 stress beside the
-// kernel).
+// compute-sanitizer's racecheck does not see the async proxy's reads at all. Congestion that
+// holds the store's drain shows it: on the H200, 0 of 100 invocations without stress, 99 of 100
+// under --stress bandwidth, 95 under l2 (docs/gpu-validation.md, run 38).
 //
 // Delay points (Delays = true): repro::delay<Delays>(0) just before each sub-tile's writes
 // (repro_trace.cuh; --stress jitter sleeps the warps there). A thread-timing perturbation cannot
-// lengthen the async store, so this is where a user would try jitter first, and the measure of
-// what it does not find.
+// lengthen the async store (0 of 100 under jitter): this is where a user would try jitter
+// first, and the measure of what it does not find. Disabled, a point is one constant-cache load
+// and a branch; a costlier one here widened the window enough to hide the race (run 36).
 //
 // Launch: block (256, 1, 1); grid (CTAS, 1, 1) for any CTAS >= 1 (CTAs past the last tile do
 // nothing); dynamic shared memory sizeof(tma_store_kernels::PersistentShared<128, 128, 64, 4, 2>)

@@ -21,7 +21,7 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache flags arches build examples
-# large checks sanitize custom hopper probe sizes trace cutlass files reference ops-bench bench; `examples` skips the 2^31-element
+# large checks sanitize custom races hopper probe sizes trace cutlass files reference ops-bench bench; `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
 # EXAMPLES='fp8_*|grouped_*' limits the parts that loop over examples/ (examples, probe) to the
@@ -222,6 +222,20 @@ SAYS='Invalid __global__ read' run_case "stencil3x3_border --sanitize memcheck" 
 SAYS='Invalid __global__ read' run_case "csr_spmv_row_ptr_past --sanitize memcheck" 6 run examples/csr_spmv_row_ptr_past.yaml --sanitize memcheck
 SAYS='sanitize  memcheck: 0 errors' run_case "csr_spmv --sanitize memcheck" 0 run examples/csr_spmv.yaml --sanitize memcheck
 
+fi
+
+if wanted races; then
+section "hidden races (issue 19): the correct kernels pass under every --stress mode; each planted race shows under its mode"
+for spec in persistent_tma_store mbarrier_pipeline; do
+  for mode in bandwidth l2 jitter; do
+    SAYS="stress  $mode" run_case "$spec --stress $mode" 0 run examples/$spec.yaml --repeat 6 --stress $mode
+  done
+done
+# Measured over 100 invocations each (docs/gpu-validation.md, runs 37-38): the TMA store's race
+# shows under bandwidth (99%) and l2 (95%), the pipeline's under jitter (100%); neither without.
+SAYS='under stress' run_case "persistent_tma_store_no_barrier probe --stress bandwidth" 1 probe examples/persistent_tma_store_no_barrier.yaml --stress bandwidth
+SAYS='under stress' run_case "mbarrier_pipeline_early_release probe --stress jitter" 1 probe examples/mbarrier_pipeline_early_release.yaml --stress jitter
+SAYS='no repro::delay points' run_case "column_sum --stress jitter (no delay points)" 2 run examples/column_sum.yaml --repeat 2 --stress jitter
 fi
 
 if wanted hopper; then

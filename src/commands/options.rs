@@ -99,7 +99,8 @@ pub struct CheckArgs {
     /// that races with a short window show [default: check.stress].
     #[arg(long, value_name = "MODE")]
     pub stress: Option<crate::spec::model::StressMode>,
-    /// With --stress: the stressor's SMs [default: those the kernel's grid leaves free].
+    /// With --stress bandwidth or l2: the stressor's SMs [default: those the kernel's grid leaves
+    /// free].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub stress_sms: Option<u32>,
     /// With --stress jitter: a delay point sleeps a random 0 to N ns [default: 2000].

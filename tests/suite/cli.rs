@@ -24,7 +24,7 @@ fn scaffold_writes_the_artifact_and_is_idempotent() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "wrote harness.cu, build.sh, CMakeLists.txt, README.md, runtime/ (33 files), spec.yaml",
+            "wrote harness.cu, build.sh, CMakeLists.txt, README.md, runtime/ (34 files), spec.yaml",
         ));
     for f in [
         "harness.cu",
@@ -623,6 +623,19 @@ fn sizes_change_at_run_time_for_sweep_and_shrink() {
         .args(["--size", "M=0"])
         .assert()
         .code(2);
+    // --stress jitter needs the kernel's delay points, and its options belong to it alone.
+    Command::new(&harness)
+        .args(["--repeat", "2", "--stress", "jitter"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "the kernel does not include repro_trace.cuh, so it has no repro::delay points",
+        ));
+    Command::new(&harness)
+        .args(["--jitter-ns", "500"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("the run's stress is not jitter"));
 
     if std::path::Path::new("/dev/nvidia0").exists() {
         return;
@@ -729,4 +742,26 @@ fn bench_builds_every_variant_and_needs_a_gpu_to_time() {
         .code(7)
         .stdout(predicate::str::contains("size    M = N = 32"))
         .stdout(predicate::str::contains("timing needs a GPU"));
+}
+
+#[test]
+fn a_kernel_with_delay_points_takes_stress_jitter() {
+    // examples/mbarrier_pipeline_early_release: repro::delay<true>(0) in its consumers.
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/mbarrier_pipeline_early_release.yaml");
+    let harness = common::build_with_nvcc(&spec, &tmp.path().join("art"));
+    Command::new(&harness)
+        .args(["--stress", "jitter", "--stress-sms", "4"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--stress jitter runs none"));
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        return; // the GPU script runs it (scripts/gpu-check.sh races)
+    }
+    // Past the option checks: the run needs a device.
+    Command::new(&harness)
+        .args(["--repeat", "2", "--stress", "jitter", "--jitter-ns", "500"])
+        .assert()
+        .code(7);
 }

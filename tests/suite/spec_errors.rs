@@ -711,4 +711,10 @@ fn stress_settings_that_cannot_stress() {
         "check: { stress_sms: 8 }\nbuild: { arch: sm_90a, flags: [-O3] }",
     );
     insta::assert_snapshot!(crate::common::spec_error_for(&text));
+    // jitter runs no stressor kernel: no SMs to give it.
+    let text = GOOD.replace(
+        "build: { arch: sm_90a, flags: [-O3] }",
+        "check: { repeat: 4, stress: jitter, stress_sms: 8 }\nbuild: { arch: sm_90a, flags: [-O3] }",
+    );
+    insta::assert_snapshot!(crate::common::spec_error_for(&text));
 }
