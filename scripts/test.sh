@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite (the README's test command; CI runs exactly this). Needs the CUDA
-# toolchain: tests compile every example's harness with the real nvcc, and a missing nvcc is a
-# failure, not a skip. Installs it into .toolchain/ first if it is not there.
+# The test suite (the README's test command; CI runs it with REPRO_TEST_EXAMPLES=all, which
+# compiles every example's harness instead of one of each kind). Needs the CUDA toolchain: tests
+# compile harnesses with the real nvcc, and a missing nvcc is a failure, not a skip. Installs it
+# into .toolchain/ first if it is not there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-toolchain.sh
