@@ -58,6 +58,14 @@ build: { arch: sm_90a, flags: [-O2] }
 "#;
 
 /// `repro build SPEC -o OUT` with the real nvcc, which must succeed; returns the harness's path.
+/// `REPRO_TEST_ALL=1` (CI sets it, .ci/run): every example compiled, not one of each kind, and
+/// the portability builds (an aarch64 host, the device reference's sm_80 and sm_75 paths), which
+/// a developer's edit-build-test loop does not need and which cost a third of the suite's nvcc
+/// time on two cores (docs/performance.md).
+pub fn test_all() -> bool {
+    std::env::var_os("REPRO_TEST_ALL").is_some_and(|v| v == "1")
+}
+
 pub fn build_with_nvcc(spec: &Path, out: &Path) -> PathBuf {
     assert_cmd::Command::cargo_bin("repro")
         .unwrap()

@@ -1,7 +1,7 @@
 //! Every example in examples/: its committed artifact in generated/ is current, and its harness
 //! compiles with the real nvcc for its arch (sm_90a) and runs as far as a machine without a GPU
 //! allows: the generated inputs, then exit 7. The default suite compiles one example of each kind
-//! (examples_to_compile); `REPRO_TEST_EXAMPLES=all`, as CI runs it, compiles every one.
+//! (examples_to_compile); `REPRO_TEST_ALL=1`, as CI runs it, compiles every one.
 
 use crate::common;
 
@@ -137,11 +137,11 @@ fn build_and_check(spec_path: &Path, work: &Path) {
 /// The examples the default suite compiles: one per kind of harness the generator writes (launch
 /// kind, reference op, kernel, TMA, trace, cluster), the first by name; CUTLASS specs one per
 /// reference op, since each costs nvcc about 50 CPU-seconds. The defect variants of a kernel are
-/// other template arguments of the same code. `REPRO_TEST_EXAMPLES=all` compiles every example:
-/// CI sets it (.ci/run), and scripts/gpu-check.sh builds every one on the GPU machine.
+/// other template arguments of the same code. `REPRO_TEST_ALL=1` compiles every example: CI
+/// sets it (.ci/run), and scripts/gpu-check.sh builds every one on the GPU machine.
 fn examples_to_compile() -> Vec<PathBuf> {
     let specs = example_specs();
-    if std::env::var("REPRO_TEST_EXAMPLES").is_ok_and(|v| v == "all") {
+    if common::test_all() {
         return specs;
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -178,7 +178,7 @@ fn every_kind_of_example_compiles_with_nvcc_for_sm90a() {
         !text.contains("cutlass")
     });
     eprintln!(
-        "compiling {} of {} examples (REPRO_TEST_EXAMPLES=all: every one)",
+        "compiling {} of {} examples (REPRO_TEST_ALL=1: every one)",
         specs.len(),
         example_specs().len()
     );
