@@ -100,6 +100,7 @@ inline void apply_stress(const SpecInfo& spec, const HarnessSpec& harness, const
   if (options.stress_sms > 0)
     usage_error("--stress-sms gives SMs to a stressor kernel, and --stress jitter runs none (it sleeps the kernel's "
                 "own warps)");
+  s.requested_sms = 0;  // a spec's stress_sms (for its own mode) takes no CTAs from a jittered launch
   if (harness.set_delays == nullptr)
     usage_error("--stress jitter: the kernel does not include repro_trace.cuh, so it has no repro::delay points to "
                 "sleep at. Put repro::delay<true>(point) in a copy of the kernel where a thread could fall behind "
