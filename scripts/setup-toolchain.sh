@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs a CUDA compiler, the CUDA runtime and headers, the CUTLASS/CuTe headers, and CMake (the
+# Installs a CUDA compiler, the CUDA runtime and headers, CUPTI (for `repro capture`), the
+# CUTLASS/CuTe headers, and CMake (the
 # tests configure the artifacts' CMakeLists.txt with it) from PyPI wheels into .toolchain/ inside
 # the repository. No system changes; idempotent; a second run with
 # everything in place returns in well under a second.
@@ -19,6 +20,7 @@ packages=(
   nvidia-cuda-cccl==13.0.85
   nvidia-cuda-crt==13.0.88
   nvidia-nvvm==13.0.88
+  nvidia-cuda-cupti==13.0.85
   nvidia-cutlass==4.2.0.0
   cmake==3.31.6
 )
