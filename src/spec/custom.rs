@@ -254,7 +254,12 @@ impl Validator<'_> {
     }
 
     /// A file the reference names, as the environment found it.
-    fn reference_file(&mut self, field: &str, written: &str, what: &str) -> Option<PathBuf> {
+    pub(super) fn reference_file(
+        &mut self,
+        field: &str,
+        written: &str,
+        what: &str,
+    ) -> Option<PathBuf> {
         match self.environment.input_files.get(written) {
             Some(InputFile::Regular(path)) => Some(path.clone()),
             // Named as the spec names it: the message is the same on every machine.

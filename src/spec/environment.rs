@@ -98,6 +98,22 @@ impl Environment {
                 .entry(file.clone())
                 .or_insert_with(|| input_file(&dir.join(file)));
         }
+        // `kind: replay`'s module and parameter bytes, and a capture's production outputs.
+        let capture = spec
+            .capture
+            .iter()
+            .flat_map(|c| c.before.values().chain(c.after.values()));
+        for file in spec
+            .kernel
+            .cubin
+            .iter()
+            .chain(spec.kernel.params.iter())
+            .chain(capture)
+        {
+            input_files
+                .entry(file.clone())
+                .or_insert_with(|| input_file(&dir.join(file)));
+        }
         let flags_from = spec.build.flags_from.as_ref().map(|from| {
             let path = dir.join(&from.file);
             let mut hints: Vec<String> = spec.source.includes.clone();

@@ -10,6 +10,7 @@ pub mod environment;
 pub mod expr;
 pub mod model;
 pub mod names;
+mod replay;
 pub mod resolved;
 mod scaled_grouped;
 mod tma;
@@ -22,6 +23,7 @@ use std::path::Path;
 pub use diagnostic::{Diagnostic, Location, SpecErrors};
 pub use environment::Environment;
 pub use model::Spec;
+pub use replay::{MAX_PARAM_BYTES, TENSOR_MAP_TYPES};
 pub use resolved::*;
 
 use crate::error::Error;

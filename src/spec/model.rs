@@ -37,6 +37,9 @@ pub struct Spec {
     pub build: BuildSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<ExpectSpec>,
+    /// A spec written by `repro capture`: provenance and production's own output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureSpec>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -440,6 +443,9 @@ pub enum KernelKind {
     Global,
     Device,
     Cutlass3,
+    /// The captured module's own machine code, launched with the captured parameter bytes
+    /// (`repro capture`, DESIGN §9): no source needed.
+    Replay,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -465,6 +471,73 @@ pub struct KernelSpec {
     pub cluster: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub smem: Option<Value>,
+    /// `kind: replay`: the module's cubin, relative to the spec; `name` is the mangled symbol.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cubin: Option<String>,
+    /// `kind: replay`: the launch's parameter bytes as captured, relative to the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<String>,
+    /// `kind: replay`: where the parameter bytes hold a device address or a CUtensorMap, which
+    /// the harness rewrites for its own buffers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relocate: Vec<RelocationSpec>,
+}
+
+/// One entry of `kernel.relocate`: at byte `at` of the parameters, the address of byte `offset`
+/// of `tensor`, or (with `tensor_map`) a CUtensorMap encoded over that address.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelocationSpec {
+    pub at: u64,
+    pub tensor: String,
+    #[serde(default)]
+    pub offset: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_map: Option<TensorMapSpec>,
+}
+
+/// A CUtensorMap as `cuTensorMapEncodeTiled` was called for it, in the driver's terms
+/// (dimensions innermost first, strides in bytes for dimensions 1..).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TensorMapSpec {
+    /// `CU_TENSOR_MAP_DATA_TYPE_*` without the prefix, lowercase (`bfloat16`, `float32`...).
+    pub data_type: String,
+    pub dims: Vec<u64>,
+    pub strides: Vec<u64>,
+    #[serde(rename = "box")]
+    pub box_dims: Vec<u32>,
+    pub element_strides: Vec<u32>,
+    #[serde(default)]
+    pub interleave: TmaInterleave,
+    #[serde(default)]
+    pub swizzle: TmaSwizzle,
+    #[serde(default)]
+    pub l2_promotion: TmaL2Promotion,
+    #[serde(default)]
+    pub oob_fill: TmaOobFill,
+}
+
+/// `capture:`: where the spec came from (`repro capture`) and what production's launch did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureSpec {
+    /// The program that was run, as a shell would show it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// The kernel's demangled name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kernel: String,
+    /// Which launch of the matching kernels (from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<u64>,
+    /// Each output's contents before production's launch (a `.npy`): the run starts its
+    /// outputs from these instead of the poison, as production did.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub before: IndexMap<String, String>,
+    /// Each output as production's launch left it: the first launch is compared bit for bit.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub after: IndexMap<String, String>,
 }
 
 impl KernelSpec {

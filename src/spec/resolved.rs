@@ -39,6 +39,8 @@ pub struct ResolvedSpec {
     pub include_dirs: Vec<PathBuf>,
     /// The CUTLASS root (holding include/ and tools/util/include/) when the spec needs CUTLASS.
     pub cutlass: Option<PathBuf>,
+    /// `capture:` of a spec `repro capture` wrote.
+    pub capture: Option<CaptureResolved>,
     /// Things worth saying that do not stop generation (dropped production flags, missing
     /// include directories of a compile line...). Printed by every command that loads the spec.
     pub warnings: Vec<String>,
@@ -144,6 +146,37 @@ pub enum LaunchKind {
     Device,
     /// A CUTLASS 3.x `GemmUniversal` type, through CUTLASS's `GemmUniversalAdapter`.
     Cutlass3 { gemm: String },
+    /// A captured module's machine code and parameter bytes (`repro capture`); `name` is the
+    /// mangled symbol.
+    Replay(ReplayLaunch),
+}
+
+/// `kind: replay`: what the harness loads and how it rewrites the captured parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayLaunch {
+    /// Absolute paths.
+    pub cubin: PathBuf,
+    pub params: PathBuf,
+    /// The parameter bytes' length, when the file could be read.
+    pub params_size: u64,
+    pub relocations: Vec<Relocation>,
+}
+
+/// At byte `at` of the parameters: the address of byte `offset` of tensor `tensor`, or a
+/// CUtensorMap encoded over that address.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Relocation {
+    pub at: u64,
+    pub tensor: usize,
+    pub offset: u64,
+    pub tensor_map: Option<crate::spec::model::TensorMapSpec>,
+}
+
+/// `capture:`: production's outputs before and after its launch (absolute paths).
+#[derive(Debug, Clone, Default)]
+pub struct CaptureResolved {
+    pub before: Vec<(usize, PathBuf)>,
+    pub after: Vec<(usize, PathBuf)>,
 }
 
 #[derive(Debug, Clone)]

@@ -53,6 +53,7 @@ pub fn validate(
     let kernel = v.kernel(&sizes, &tensors, &tma);
     let reference = v.reference(&tensors);
     let check = v.check();
+    let capture = v.capture(&tensors);
     let (build, log_include_dirs) = v.build();
     let mut include_dirs = include_dirs;
     for dir in log_include_dirs {
@@ -81,6 +82,7 @@ pub fn validate(
                 check,
                 build,
                 include_dirs,
+                capture,
                 warnings,
                 // CUTLASS from the spec's own include_dirs wins; otherwise $CUTLASS_DIR or the
                 // project's toolchain, added to the build by repro.
@@ -708,6 +710,7 @@ impl<'a> Validator<'a> {
             KernelKind::Global => LaunchKind::Global,
             KernelKind::Device => LaunchKind::Device,
             KernelKind::Cutlass3 => return self.cutlass3_kernel(),
+            KernelKind::Replay => return self.replay_kernel(tensors),
         };
         let Some(name) = k.name.clone() else {
             self.error("kernel", "`kernel.name` is missing").help = Some(match kind {

@@ -395,6 +395,27 @@ pub fn to_yaml(spec: &Spec) -> String {
     serde_yaml::to_string(spec).expect("a spec always serializes")
 }
 
+/// A `reference:` section given on a command line (`repro capture --reference '{op: gemm, a: A,
+/// b: B, out: D}'`): checked against the spec's own type, so a misspelt field is refused there.
+pub fn reference_from_text(text: &str) -> Result<super::model::ReferenceSpec, String> {
+    serde_yaml::from_str(text).map_err(|e| {
+        let message = e.to_string();
+        match unknown_name_help(&message) {
+            Some(help) => format!("{message} ({help})"),
+            None => message,
+        }
+    })
+}
+
+/// A `reference:` section as block YAML, each line indented by two spaces.
+pub fn reference_block(reference: &super::model::ReferenceSpec) -> String {
+    serde_yaml::to_string(reference)
+        .expect("a reference always serializes")
+        .lines()
+        .map(|l| format!("  {l}\n"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
