@@ -121,6 +121,47 @@ pub struct KernelContext {
     pub setup: Option<String>,
     /// `kind: device` only.
     pub device_entry: Option<DeviceEntryContext>,
+    /// `kind: replay` only.
+    pub replay: Option<ReplayContext>,
+}
+
+/// `kind: replay`: the relocations of the captured parameter bytes, as C++ initializers. The
+/// cubin and the parameter file are read from spec.yaml at run time.
+#[derive(Debug, Serialize)]
+pub struct ReplayContext {
+    /// The mangled symbol (validated: letters, digits, `_`, `$`, `.`).
+    pub symbol: String,
+    pub pointers: Vec<ReplayPointerContext>,
+    pub tensor_maps: Vec<ReplayMapContext>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ReplayPointerContext {
+    pub at: u64,
+    pub tensor: usize,
+    pub tensor_name: String,
+    pub offset: u64,
+}
+
+/// A captured CUtensorMap as a `repro::ReplayTensorMap` initializer.
+#[derive(Debug, Serialize)]
+pub struct ReplayMapContext {
+    pub at: u64,
+    pub tensor: usize,
+    pub tensor_name: String,
+    pub offset: u64,
+    pub data_type: String,
+    pub rank: usize,
+    pub dims: String,
+    pub strides: String,
+    pub box_dims: String,
+    pub element_strides: String,
+    pub interleave: &'static str,
+    pub swizzle: &'static str,
+    pub l2_promotion: &'static str,
+    pub oob_fill: &'static str,
+    /// One line for the comment above it.
+    pub describe: String,
 }
 
 /// One `tma:` descriptor as a `repro::TmaRequest` initializer.
@@ -324,6 +365,72 @@ fn tma_context(spec: &ResolvedSpec, d: &TmaDescriptor) -> TmaContext {
         swizzle_name: d.swizzle.name(),
         l2_promotion_name: d.l2_promotion.name(),
         oob_fill_name: d.oob_fill.name(),
+    }
+}
+
+/// `kind: replay`: pointers and tensor maps to rewrite in the captured parameter bytes.
+fn replay_context(spec: &ResolvedSpec, replay: &crate::spec::ReplayLaunch) -> ReplayContext {
+    let list = |values: &[u64]| brace_list(&values.iter().map(|&v| v as i64).collect::<Vec<_>>());
+    let mut pointers = Vec::new();
+    let mut tensor_maps = Vec::new();
+    for r in &replay.relocations {
+        let tensor_name = spec.tensors[r.tensor].name.clone();
+        let Some(map) = &r.tensor_map else {
+            pointers.push(ReplayPointerContext {
+                at: r.at,
+                tensor: r.tensor,
+                tensor_name,
+                offset: r.offset,
+            });
+            continue;
+        };
+        let dims: Vec<String> = map.dims.iter().map(u64::to_string).collect();
+        tensor_maps.push(ReplayMapContext {
+            at: r.at,
+            tensor: r.tensor,
+            offset: r.offset,
+            data_type: format!(
+                "CU_TENSOR_MAP_DATA_TYPE_{}",
+                map.data_type.to_ascii_uppercase()
+            ),
+            rank: map.dims.len(),
+            dims: list(&map.dims),
+            // An empty brace list is not a valid array initializer in every compiler mode.
+            strides: if map.strides.is_empty() {
+                "{0}".into()
+            } else {
+                list(&map.strides)
+            },
+            box_dims: list(
+                &map.box_dims
+                    .iter()
+                    .map(|&v| u64::from(v))
+                    .collect::<Vec<_>>(),
+            ),
+            element_strides: list(
+                &map.element_strides
+                    .iter()
+                    .map(|&v| u64::from(v))
+                    .collect::<Vec<_>>(),
+            ),
+            interleave: map.interleave.cpp(),
+            swizzle: map.swizzle.cpp(),
+            l2_promotion: map.l2_promotion.cpp(),
+            oob_fill: map.oob_fill.cpp(),
+            describe: format!(
+                "{} over {tensor_name} + {} B: dims {{{}}} innermost first, swizzle {}",
+                map.data_type,
+                r.offset,
+                dims.join(", "),
+                map.swizzle.name()
+            ),
+            tensor_name,
+        });
+    }
+    ReplayContext {
+        symbol: spec.kernel.name.clone(),
+        pointers,
+        tensor_maps,
     }
 }
 
@@ -611,7 +718,7 @@ pub fn harness_context(
         prelude: spec.prelude.clone(),
         cutlass: match k.kind {
             LaunchKind::Cutlass3 { .. } => Some(cutlass_context(spec)),
-            LaunchKind::Global | LaunchKind::Device => None,
+            _ => None,
         },
         sizes: spec
             .sizes
@@ -630,10 +737,11 @@ pub fn harness_context(
                 LaunchKind::Global => "global",
                 LaunchKind::Device => "device",
                 LaunchKind::Cutlass3 { .. } => "cutlass3",
+                LaunchKind::Replay(_) => "replay",
             },
             gemm: match &k.kind {
                 LaunchKind::Cutlass3 { gemm } => gemm.clone(),
-                LaunchKind::Global | LaunchKind::Device => String::new(),
+                _ => String::new(),
             },
             instantiation: k.instantiation(),
             label: cpp_string(&match k.kind {
@@ -641,6 +749,13 @@ pub fn harness_context(
                     "{} (kind: device, in repro_device_entry)",
                     k.instantiation()
                 ),
+                LaunchKind::Replay(_) => spec
+                    .document
+                    .capture
+                    .as_ref()
+                    .map(|c| c.kernel.clone())
+                    .filter(|k| !k.is_empty())
+                    .unwrap_or_else(|| k.name.clone()),
                 _ => k.instantiation(),
             }),
             args,
@@ -662,6 +777,10 @@ pub fn harness_context(
                     .join("\n")
             }),
             device_entry: (k.kind == LaunchKind::Device).then(|| device_entry(spec)),
+            replay: match &k.kind {
+                LaunchKind::Replay(replay) => Some(replay_context(spec, replay)),
+                _ => None,
+            },
         },
         tma: spec.tma.iter().map(|d| tma_context(spec, d)).collect(),
         trace: spec

@@ -132,6 +132,14 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/trace.cuh"),
     ),
     (
+        "runtime/src/production.cuh",
+        include_str!("../../templates/runtime/src/production.cuh"),
+    ),
+    (
+        "runtime/src/replay.cuh",
+        include_str!("../../templates/runtime/src/replay.cuh"),
+    ),
+    (
         "runtime/src/runtime.cu",
         include_str!("../../templates/runtime/src/runtime.cu"),
     ),
@@ -150,6 +158,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
     (
         "runtime/include/repro/tma.h",
         include_str!("../../templates/runtime/include/repro/tma.h"),
+    ),
+    (
+        "runtime/include/repro/replay.h",
+        include_str!("../../templates/runtime/include/repro/replay.h"),
     ),
     (
         "runtime/include/repro/cutlass3.h",
@@ -307,6 +319,20 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
             );
         }
         crate::spec::Reference::Gemm(_) => {}
+    }
+    if let crate::spec::LaunchKind::Replay(replay) = &spec.kernel.kind {
+        s.kernel.cubin = Some(paths::relative_to(&replay.cubin, dir));
+        s.kernel.params = Some(paths::relative_to(&replay.params, dir));
+    }
+    if let (Some(written), Some(resolved)) = (&mut s.capture, &spec.capture) {
+        let names = |files: &[(usize, std::path::PathBuf)]| {
+            files
+                .iter()
+                .map(|(i, path)| (spec.tensors[*i].name.clone(), paths::relative_to(path, dir)))
+                .collect()
+        };
+        written.before = names(&resolved.before);
+        written.after = names(&resolved.after);
     }
     format!(
         "# Resolved by repro {} from {}; paths are relative to this folder.\n{}",

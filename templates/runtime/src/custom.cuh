@@ -14,6 +14,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
+#include "production.cuh"
 #include "run_options.cuh"
 
 #include <repro/reference.h>
@@ -363,6 +364,8 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   }
   if (options.probe) return run_custom_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
 
+  load_capture_before(tensors, spec.base_dir);
+  check_production(spec, options, stream, start, stop, timeout);
   Launch launch;
   std::vector<double> kernel_ms;
   std::vector<bool> stressed;

@@ -66,8 +66,13 @@ inline void generate_on_device(const Tensor& t) {
 // copies) and waited for: before every launch, so an element the kernel never writes is caught
 // even when an earlier launch wrote it.
 inline void poison_device_outputs(const std::vector<Tensor>& tensors) {
-  for (const Tensor& t : tensors)
-    if (t.output) REPRO_CUDA_CHECK(cudaMemset(t.device, 0xFF, t.storage_bytes()));
+  for (const Tensor& t : tensors) {
+    if (!t.output) continue;
+    if (t.initial_device != nullptr)  // production's contents before its launch (production.cuh)
+      REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.initial_device, t.storage_bytes(), cudaMemcpyDeviceToDevice));
+    else
+      REPRO_CUDA_CHECK(cudaMemset(t.device, 0xFF, t.storage_bytes()));
+  }
   REPRO_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -460,6 +460,8 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   void* first_run_device = nullptr;   // the device path's copy of the first run's output
   int64_t device_differences_seen = 0;
   StressSplit stress_split;  // under --stress: the differences of stressed and unstressed launches
+  load_capture_before(tensors, spec.base_dir);
+  check_production(spec, options, stream, start, stop, timeout);
   if (device_path && repeat > 1) REPRO_CUDA_CHECK(cudaMalloc(&first_run_device, std::max<size_t>(out.storage_bytes(), 1)));
   stress_new_sequence();
   for (int run = 0; run < repeat; ++run) {

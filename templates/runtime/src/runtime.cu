@@ -6,6 +6,7 @@
 // and linked into every harness. It defines what include/repro/harness.h and tma.h declare.
 // ---------------------------------------------------------------------------------------------
 #include "harness_main.cuh"
+#include "replay.cuh"
 
 namespace repro {
 

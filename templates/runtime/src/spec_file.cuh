@@ -593,6 +593,29 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
     if (!decl.output) spec->inits[size_t(i)] = read_init(file, *t, decl.name);
   }
 
+  // kind: replay's module and parameter bytes (replay.cuh), relative to spec.yaml.
+  if (const YamlNode* kernel = file.section("kernel")) {
+    if (const YamlNode* v = kernel->get("cubin")) replay_files().cubin = join_path(spec->base_dir, file.text(*v, "kernel.cubin"));
+    if (const YamlNode* v = kernel->get("params")) replay_files().params = join_path(spec->base_dir, file.text(*v, "kernel.params"));
+  }
+  // A captured launch's outputs before and after it (production.cuh).
+  if (const YamlNode* capture = file.section("capture")) {
+    for (int before = 1; before >= 0; --before) {
+      const char* field = before ? "before" : "after";
+      const YamlNode* files = capture->get(field);
+      if (files == nullptr) continue;
+      if (files->kind != YamlNode::Kind::map) file.fail(*files, strprintf("capture.%s maps outputs to .npy files", field));
+      for (const auto& entry : files->entries) {
+        Tensor* t = nullptr;
+        for (Tensor& candidate : spec->tensors)
+          if (candidate.name == entry.first) t = &candidate;
+        if (t == nullptr || !t->output)
+          file.fail(entry.second, strprintf("capture.%s.%s: not an output of this harness", field, entry.first.c_str()));
+        (before ? t->capture_before : t->capture_after) = file.text(entry.second, "capture");
+      }
+    }
+  }
+
   // The reference: a GEMM, optionally block-scaled, or a grouped GEMM (DESIGN §8).
   const YamlNode* reference = file.section("reference");
   if (reference == nullptr) spec_file_error(path + ": no `reference`");

@@ -84,6 +84,17 @@ struct SpecInfo {
   bool arch_specific = false;
 };
 
+// kind: replay's kernel.cubin and kernel.params from spec.yaml, joined to its folder
+// (spec_file.cuh sets them, replay.cuh reads them).
+struct ReplayFiles {
+  std::string cubin, params;
+};
+
+inline ReplayFiles& replay_files() {
+  static ReplayFiles files;
+  return files;
+}
+
 // --size NAME=VALUE; false for a name the spec does not declare.
 inline bool set_size(SpecInfo& spec, const std::string& name, int64_t value) {
   for (int i = 0; i < spec.harness->size_count; ++i)

@@ -33,6 +33,10 @@ struct Tensor {
   bool scale_tensor = false;  // a scaled GEMM's scales (scales.cuh): made on the host, also on the device path
   std::vector<unsigned char> host;  // storage_bytes() bytes, laid out as on the device
   void* device = nullptr;
+  // A captured launch's output (spec: capture, production.cuh): its files, and the contents
+  // production's output had before the launch, which a run starts from instead of the poison.
+  std::string capture_before, capture_after;
+  void* initial_device = nullptr;
 
   int64_t numel() const { return product(rank, shape); }
 
