@@ -126,6 +126,10 @@ pub enum Error {
              if it was built by this one, this is a bug in repro: please report it", path.display())]
     HarnessReport { path: PathBuf, why: String },
 
+    /// `repro capture`: the program ran but no launch could be recorded, or turned into a spec.
+    #[error("repro capture: {0}")]
+    CaptureRun(String),
+
     #[error("cannot write the shrunk spec from {}: {why}; write its sizes as plain numbers under `sizes:`", spec.display())]
     ShrunkSpec { spec: PathBuf, why: String },
 
@@ -196,7 +200,8 @@ impl Error {
             | Error::NoSizeToVary { .. }
             | Error::ShrinkNeedsGemm { .. }
             | Error::HarnessRefused { .. }
-            | Error::ShrunkSpec { .. } => exit::USAGE,
+            | Error::ShrunkSpec { .. }
+            | Error::CaptureRun(_) => exit::USAGE,
             Error::Io { .. } => exit::USAGE,
             Error::Internal(_) | Error::HarnessReport { .. } => exit::INTERNAL,
             Error::Toolchain(_) | Error::Build { .. } | Error::ReferenceBuild { .. } => exit::BUILD,

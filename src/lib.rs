@@ -10,6 +10,7 @@
 pub mod analyze;
 pub mod build;
 pub mod bundle;
+pub mod capture;
 pub mod commands;
 pub mod doctor;
 pub mod error;

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod build;
 pub mod bundle;
+pub mod capture;
 pub mod diff;
 pub mod doctor;
 pub mod flags;
@@ -59,6 +60,8 @@ pub enum Command {
     Flags(flags::FlagsArgs),
     /// Write a spec skeleton from a cudarc launch site (Rust) or a __global__ in a CUDA tree.
     Import(import::ImportArgs),
+    /// Run a program unmodified and record one launch of a kernel: a spec, its inputs, production's output.
+    Capture(capture::CaptureArgs),
     /// Package a folder and a .tar.gz for a bug report: artifact, kernel headers, inputs, env, results.
     Bundle(bundle::BundleArgs),
     /// Show which nvcc, CUDA headers, CUTLASS headers, host compiler and GPU repro finds.
@@ -79,6 +82,7 @@ impl Command {
             Command::Diff(args) => args.exec(),
             Command::Flags(args) => args.exec(),
             Command::Import(args) => args.exec(),
+            Command::Capture(args) => args.exec(),
             Command::Bundle(args) => args.exec(),
             Command::Doctor(args) => args.exec(),
         }

@@ -4,6 +4,7 @@
 //! instead of waiting for each binary's slowest test in turn. Run one part with
 //! `scripts/test.sh cli::` (a test-name filter).
 
+mod capture;
 mod common;
 
 mod bundle;

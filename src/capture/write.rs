@@ -1,0 +1,612 @@
+//! Writes what `repro capture` recorded as a spec folder: `capture.yaml` (the spec, commented for
+//! the person who reads it first), the inputs as `.npy` under `inputs/`, production's outputs
+//! before and after the launch under `production/`, and for `kind: replay` the module's cubin
+//! and the parameter bytes. Numbers, not expressions: the spec reproduces one launch.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::import::skeleton::yaml_scalar;
+use crate::spec::dtype::DType;
+
+use super::layout::{self, BufferTensor, LaunchLayout, ParamRole};
+use super::record::Capture;
+
+/// How the user asked for the spec.
+#[derive(Debug, Clone, Default)]
+pub struct SpecRequest {
+    /// The spec's name; default from the kernel's name.
+    pub name: Option<String>,
+    /// `--kind replay`: replay even when the source could rebuild the launch.
+    pub replay: bool,
+    /// `--reference`: the reference section as YAML, checked by the spec loader.
+    pub reference: Option<crate::spec::model::ReferenceSpec>,
+    /// The program, as a shell would show it.
+    pub command: String,
+    /// `--source`: the kernel's declaration and the folder it was found under.
+    pub source: Option<(crate::import::cuda::KernelDecl, PathBuf)>,
+}
+
+/// What was written.
+#[derive(Debug)]
+pub struct Written {
+    pub spec: PathBuf,
+    pub kind: &'static str,
+    /// Why the launch is replayed rather than rebuilt from source.
+    pub replay_reason: Option<String>,
+    pub tensors: Vec<BufferTensor>,
+}
+
+fn npy_descr(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F64 => "<f8",
+        DType::F32 | DType::Tf32 => "<f4",
+        DType::F16 => "<f2",
+        DType::Bf16 => "<u2",
+        DType::E4m3 | DType::E5m2 | DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::I32 => "<i4",
+        DType::U32 => "<u4",
+        DType::I64 => "<i8",
+        DType::Bool => "|b1",
+    }
+}
+
+/// `bytes` (the tensor's storage, packed) as a .npy of `tensor`'s logical shape. A col_major
+/// tensor's storage is transposed into logical row-major order, as the harness reads it.
+fn write_npy(path: &Path, tensor: &BufferTensor, bytes: &[u8]) -> Result<(), String> {
+    let shape: Vec<String> = tensor.shape.iter().map(u64::to_string).collect();
+    let shape_text = if shape.len() == 1 {
+        format!("({},)", shape[0])
+    } else {
+        format!("({})", shape.join(", "))
+    };
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape_text}, }}",
+        npy_descr(tensor.dtype)
+    );
+    // Magic, version, length, then the header padded with spaces to a multiple of 64, newline.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + tensor.bytes as usize);
+    out.extend_from_slice(b"\x93NUMPY\x01\x00");
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    let data = &bytes[..tensor.bytes as usize];
+    if tensor.col_major && tensor.shape.len() == 2 {
+        let (rows, cols) = (tensor.shape[0] as usize, tensor.shape[1] as usize);
+        let size = tensor.dtype.bytes();
+        for r in 0..rows {
+            for c in 0..cols {
+                let at = (c * rows + r) * size;
+                out.extend_from_slice(&data[at..at + size]);
+            }
+        }
+    } else {
+        out.extend_from_slice(data);
+    }
+    std::fs::write(path, out).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// A spec name from the kernel's: `capture_app::tma_gemm` -> `tma_gemm_capture`.
+fn default_name(kernel: &str) -> String {
+    let short = kernel.rsplit("::").next().unwrap_or(kernel);
+    let mut name: String = short
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert_str(0, "kernel_");
+    }
+    name + "_capture"
+}
+
+fn list<T: ToString>(values: &[T]) -> String {
+    format!(
+        "[{}]",
+        values
+            .iter()
+            .map(T::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// Reads a buffer file of the capture, refusing one of the wrong size.
+fn read_buffer(raw: &Path, file: &str, size: u64) -> Result<Vec<u8>, String> {
+    let path = raw.join(file);
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 != size {
+        return Err(format!(
+            "{} has {} bytes; the capture says {size}",
+            path.display(),
+            bytes.len()
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Writes the spec folder `out` from the library's files in `raw`.
+pub fn write(
+    raw: &Path,
+    out: &Path,
+    capture: &Capture,
+    request: &SpecRequest,
+) -> Result<Written, String> {
+    let params_path = raw.join(&capture.params.file);
+    let params = std::fs::read(&params_path)
+        .map_err(|e| format!("cannot read {}: {e}", params_path.display()))?;
+    let demangled = layout::parse_demangled(&capture.kernel.demangled);
+    let decl = request.source.as_ref().map(|(d, _)| d);
+    let template_args = demangled
+        .as_ref()
+        .map(|d| d.template_args.clone())
+        .unwrap_or_default();
+    let mut launch: LaunchLayout = layout::lay_out(capture, &params, decl, &template_args);
+    let mut replay_reason = launch.global_blocked.clone();
+    if request.replay {
+        replay_reason = Some("--kind replay".into());
+        launch.global = None;
+    }
+    if demangled.is_none() && launch.global.is_some() {
+        replay_reason = Some(format!(
+            "the kernel's name `{}` does not demangle to a function",
+            capture.kernel.demangled
+        ));
+        launch.global = None;
+    }
+    if let Some(r) = &request.reference {
+        if matches!(r.op.as_str(), "gemm" | "grouped_gemm")
+            && !r.a.is_empty()
+            && !r.b.is_empty()
+            && !r.out.is_empty()
+        {
+            layout::shape_as_gemm(&mut launch.tensors, &r.a, &r.b, &r.out)?;
+        }
+    }
+    let kind = if launch.global.is_some() {
+        "global"
+    } else {
+        "replay"
+    };
+
+    // Files first: a spec never names a file that is not there.
+    for dir in ["inputs", "production"] {
+        let path = out.join(dir);
+        std::fs::create_dir_all(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    }
+    let mut tensor_lines = String::new();
+    let mut before = Vec::new();
+    let mut after = Vec::new();
+    for t in &launch.tensors {
+        let buffer = capture
+            .buffers
+            .iter()
+            .find(|b| b.id == t.buffer)
+            .expect("every tensor is a buffer");
+        let Some(before_file) = &buffer.before else {
+            return Err(format!(
+                "buffer {} ({} bytes) could not be copied before the launch: {}",
+                buffer.id,
+                buffer.size,
+                buffer.error.as_deref().unwrap_or("no reason given")
+            ));
+        };
+        let bytes = read_buffer(raw, before_file, buffer.size)?;
+        let shape = list(&t.shape);
+        let layout = if t.col_major {
+            ", layout: col_major"
+        } else {
+            ""
+        };
+        let managed = if buffer.managed {
+            "; managed memory in production"
+        } else {
+            ""
+        };
+        if t.output {
+            let after_file = buffer.after.as_deref().expect("outputs changed");
+            let after_bytes = read_buffer(raw, after_file, buffer.size)?;
+            let (b, a) = (
+                format!("production/{}.before.npy", t.name),
+                format!("production/{}.after.npy", t.name),
+            );
+            write_npy(&out.join(&b), t, &bytes)?;
+            write_npy(&out.join(&a), t, &after_bytes)?;
+            before.push((t.name.clone(), b));
+            after.push((t.name.clone(), a.clone()));
+            let _ = writeln!(
+                tensor_lines,
+                "  {}: {{ dtype: {}, shape: {shape}{layout}, output: true }}   # {} bytes changed by the launch; shape from {}{managed}",
+                t.name,
+                t.dtype.name(),
+                buffer.changed_bytes,
+                t.origin
+            );
+        } else {
+            let file = format!("inputs/{}.npy", t.name);
+            write_npy(&out.join(&file), t, &bytes)?;
+            let _ = writeln!(
+                tensor_lines,
+                "  {}: {{ dtype: {}, shape: {shape}{layout}, init: {{ file: {file} }} }}   # shape from {}{managed}",
+                t.name,
+                t.dtype.name(),
+                t.origin
+            );
+        }
+    }
+    if after.is_empty() {
+        return Err("the launch changed no buffer it can reach: there is no output to reproduce (did it fault, or write only through memory no parameter points into?)".into());
+    }
+
+    let name = request.name.clone().unwrap_or_else(|| {
+        default_name(
+            demangled
+                .as_ref()
+                .map_or(capture.kernel.mangled.as_str(), |d| d.name.as_str()),
+        )
+    });
+    let mut y = String::new();
+    let _ = writeln!(
+        y,
+        "# Captured by `repro capture` from: {}",
+        request.command.replace('\n', " ")
+    );
+    let _ = writeln!(
+        y,
+        "# Kernel: {}",
+        capture.kernel.demangled.replace('\n', " ")
+    );
+    let _ = writeln!(
+        y,
+        "# Launch {} of the kernels that matched, on {} (compute capability {}.{}), through {}.",
+        capture.launch_number,
+        capture.device.name.replace('\n', " "),
+        capture.device.cc[0],
+        capture.device.cc[1],
+        capture.api
+    );
+    let _ = writeln!(y, "# `repro run` on this folder first says whether the harness reproduces production's output bit");
+    let _ = writeln!(y, "# for bit (capture.after), then runs the usual checks. Inputs are production's own (inputs/).");
+    match &replay_reason {
+        Some(why) if kind == "replay" => {
+            let _ = writeln!(y, "# kind: replay: production's machine code (module.cubin), as launched; not rebuilt from source");
+            let _ = writeln!(y, "# because {}.", why.replace('\n', " "));
+        }
+        _ => {
+            let _ = writeln!(y, "# kind: global: rebuilt from the kernel's source with build.flags: set them to production's.");
+        }
+    }
+    let _ = writeln!(y, "version: 1");
+    let _ = writeln!(y, "name: {}", yaml_scalar(&name));
+    let _ = writeln!(
+        y,
+        "about: {}",
+        yaml_scalar(&format!(
+            "launch {} of {}",
+            capture.launch_number,
+            capture
+                .kernel
+                .demangled
+                .chars()
+                .take(200)
+                .collect::<String>()
+        ))
+    );
+    if !launch.sizes.is_empty() {
+        let sizes: Vec<String> = launch
+            .sizes
+            .iter()
+            .map(|(n, v)| format!("{n}: {v}"))
+            .collect();
+        let _ = writeln!(y, "sizes: {{ {} }}", sizes.join(", "));
+    }
+    if let (Some((decl, _)), "global") = (&request.source, kind) {
+        let file = &decl.path;
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let dir = crate::generate::paths::relative_to(
+            &std::fs::canonicalize(dir).unwrap_or(dir.to_path_buf()),
+            &std::fs::canonicalize(out).unwrap_or(out.to_path_buf()),
+        );
+        let include = file
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let _ = writeln!(
+            y,
+            "source:\n  include_dirs: [{}]\n  includes: [{}]",
+            yaml_scalar(&dir),
+            yaml_scalar(&include)
+        );
+    }
+    let _ = writeln!(y, "tensors:");
+    y.push_str(&tensor_lines);
+
+    match (&launch.global, &demangled) {
+        (Some(roles), Some(d)) => write_global(&mut y, capture, &launch.tensors, roles, d),
+        _ => write_replay(&mut y, out, raw, capture, &launch.tensors)?,
+    }
+
+    match &request.reference {
+        Some(r) => {
+            let _ = writeln!(y, "reference:   # given with --reference");
+            y.push_str(&crate::spec::yaml::reference_block(r));
+        }
+        None => {
+            let _ = writeln!(y, "# What production wrote is the expected value: this checks that the harness computes what");
+            let _ = writeln!(
+                y,
+                "# production computed. To judge the math itself, give the op (docs/spec.md), e.g."
+            );
+            let _ = writeln!(
+                y,
+                "# `reference: {{ op: gemm, a: A, b: B, out: D }}`, and `repro probe` this folder."
+            );
+            let expected: Vec<String> = after.iter().map(|(n, f)| format!("{n}: {f}")).collect();
+            let _ = writeln!(
+                y,
+                "reference:\n  op: file\n  expected: {{ {} }}",
+                expected.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(y, "check: {{ repeat: 2 }}");
+    let arch = format!(
+        "sm_{}{}{}",
+        capture.device.cc[0],
+        capture.device.cc[1],
+        if capture.device.cc[0] >= 9 { "a" } else { "" }
+    );
+    if kind == "global" {
+        let _ = writeln!(y, "build: {{ arch: {arch}, flags: [-O3] }}   # production's flags belong here (or flags_from: its build log)");
+    } else {
+        let _ = writeln!(y, "build: {{ arch: {arch} }}   # harness.cu holds no kernel: flags change nothing of a replay");
+    }
+    let _ = writeln!(y, "capture:");
+    let _ = writeln!(y, "  command: {}", yaml_scalar(&request.command));
+    let _ = writeln!(y, "  kernel: {}", yaml_scalar(&capture.kernel.demangled));
+    let _ = writeln!(y, "  launch: {}", capture.launch_number);
+    let pairs = |files: &[(String, String)]| {
+        files
+            .iter()
+            .map(|(n, f)| format!("{n}: {f}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(y, "  before: {{ {} }}", pairs(&before));
+    let _ = writeln!(y, "  after: {{ {} }}", pairs(&after));
+
+    let spec = out.join("capture.yaml");
+    std::fs::write(&spec, y).map_err(|e| format!("cannot write {}: {e}", spec.display()))?;
+    Ok(Written {
+        spec,
+        kind,
+        replay_reason: if kind == "replay" {
+            replay_reason
+        } else {
+            None
+        },
+        tensors: launch.tensors,
+    })
+}
+
+/// `kind: global`: the instantiation, the arguments, the `tma:` entries.
+fn write_global(
+    y: &mut String,
+    capture: &Capture,
+    tensors: &[BufferTensor],
+    roles: &[ParamRole],
+    d: &layout::Demangled,
+) {
+    let maps: Vec<&ParamRole> = roles
+        .iter()
+        .filter(|r| matches!(r, ParamRole::TensorMap { .. }))
+        .collect();
+    if !maps.is_empty() {
+        let _ = writeln!(y, "tma:   # as production encoded them (cuTensorMapEncodeTiled); box in each tensor's shape order");
+        for role in maps {
+            let ParamRole::TensorMap { tensor, map, name } = role else {
+                continue;
+            };
+            let t = &tensors[*tensor];
+            let m = &capture.tensor_maps[*map];
+            let in_shape_order = |values: &[u32]| -> Vec<u32> {
+                (0..t.shape.len())
+                    .map(|dim| values[t.driver_dim(dim)])
+                    .collect()
+            };
+            let _ = writeln!(
+                y,
+                "  {name}: {{ tensor: {}, box: {}, element_strides: {}, swizzle: {}, interleave: {}, l2_promotion: {}, oob_fill: {} }}",
+                t.name,
+                list(&in_shape_order(&m.box_dims)),
+                list(&in_shape_order(&m.element_strides)),
+                layout::swizzle_name(m.swizzle).unwrap_or("none"),
+                layout::interleave_name(m.interleave).unwrap_or("none"),
+                layout::l2_name(m.l2_promotion).unwrap_or("none"),
+                layout::oob_name(m.oob_fill).unwrap_or("none"),
+            );
+        }
+    }
+    let args: Vec<String> = roles
+        .iter()
+        .map(|r| match r {
+            ParamRole::Pointer {
+                tensor,
+                element_offset: 0,
+                ..
+            } => tensors[*tensor].name.clone(),
+            ParamRole::Pointer {
+                tensor,
+                element_offset,
+                element,
+            } => {
+                format!(
+                    "static_cast<{element}*>({}) + {element_offset}",
+                    tensors[*tensor].name
+                )
+            }
+            ParamRole::Null => "nullptr".into(),
+            ParamRole::TensorMap { name, .. } => name.clone(),
+            ParamRole::Size { name, .. } => name.clone(),
+            ParamRole::Literal(text) => text.clone(),
+        })
+        .map(|a| yaml_scalar(&a))
+        .collect();
+    let _ = writeln!(
+        y,
+        "kernel:\n  kind: global\n  name: {}",
+        yaml_scalar(&d.name)
+    );
+    if !d.template_args.is_empty() {
+        let targs: Vec<String> = d.template_args.iter().map(|a| yaml_scalar(a)).collect();
+        let _ = writeln!(
+            y,
+            "  template_args: [{}]   # from the demangled name",
+            targs.join(", ")
+        );
+    }
+    let _ = writeln!(y, "  args: [{}]", args.join(", "));
+    write_launch_shape(y, capture);
+}
+
+fn write_launch_shape(y: &mut String, capture: &Capture) {
+    let _ = writeln!(
+        y,
+        "  grid: {}\n  block: {}",
+        list(&capture.grid),
+        list(&capture.block)
+    );
+    if let Some(cluster) = capture.cluster.filter(|c| c.iter().product::<u32>() > 1) {
+        let _ = writeln!(y, "  cluster: {}", list(&cluster));
+    }
+    let _ = writeln!(y, "  smem: {}", capture.smem);
+}
+
+/// `kind: replay`: the cubin and the parameter bytes beside the spec, and their relocations.
+fn write_replay(
+    y: &mut String,
+    out: &Path,
+    raw: &Path,
+    capture: &Capture,
+    tensors: &[BufferTensor],
+) -> Result<(), String> {
+    let Some(module) = &capture.module else {
+        return Err(format!(
+            "no cubin of the kernel's module was captured ({}), so it cannot be replayed; give --source DIR to rebuild it from source",
+            capture.module_note.as_deref().unwrap_or("CUPTI did not hand it over")
+        ));
+    };
+    for (from, to) in [
+        (module.file.as_str(), "module.cubin"),
+        (capture.params.file.as_str(), "params.bin"),
+    ] {
+        std::fs::copy(raw.join(from), out.join(to)).map_err(|e| {
+            format!(
+                "cannot copy {} into {}: {e}",
+                raw.join(from).display(),
+                out.display()
+            )
+        })?;
+    }
+    let tensor_of = |buffer: usize| {
+        tensors
+            .iter()
+            .find(|t| t.buffer == buffer)
+            .map(|t| t.name.as_str())
+    };
+    let _ = writeln!(
+        y,
+        "kernel:\n  kind: replay\n  name: {}   # the symbol in module.cubin",
+        yaml_scalar(&capture.kernel.mangled)
+    );
+    let _ = writeln!(
+        y,
+        "  cubin: module.cubin\n  params: params.bin   # {} bytes, as production passed them",
+        capture.params.size
+    );
+    write_launch_shape(y, capture);
+    if !capture.pointers.is_empty() || !capture.tensor_maps.is_empty() {
+        let _ = writeln!(
+            y,
+            "  relocate:   # where the parameters point into production's memory"
+        );
+    }
+    for p in &capture.pointers {
+        let Some(name) = tensor_of(p.buffer) else {
+            continue;
+        };
+        let _ = writeln!(
+            y,
+            "    - {{ at: {}, tensor: {name}, offset: {} }}   # parameter {}",
+            p.offset, p.byte_offset, p.param
+        );
+    }
+    for m in &capture.tensor_maps {
+        let Some(name) = m.buffer.and_then(tensor_of) else {
+            return Err(format!(
+                "the tensor map at parameter byte {} points into no captured buffer",
+                m.offset
+            ));
+        };
+        let Some((data_type, _)) = layout::tensor_map_type(m.data_type) else {
+            return Err(format!(
+                "the tensor map at parameter byte {} has data type {}, which repro does not know",
+                m.offset, m.data_type
+            ));
+        };
+        let names = [
+            ("interleave", layout::interleave_name(m.interleave)),
+            ("swizzle", layout::swizzle_name(m.swizzle)),
+            ("l2_promotion", layout::l2_name(m.l2_promotion)),
+            ("oob_fill", layout::oob_name(m.oob_fill)),
+        ];
+        if let Some((field, _)) = names.iter().find(|(_, v)| v.is_none()) {
+            return Err(format!(
+                "the tensor map at parameter byte {} has a {field} this repro does not know",
+                m.offset
+            ));
+        }
+        if m.kind != "tiled" {
+            return Err(format!("the tensor map at parameter byte {} was encoded with {}: kind: replay re-encodes tiled maps only", m.offset, m.kind));
+        }
+        let _ = writeln!(
+            y,
+            "    - {{ at: {}, tensor: {name}, offset: {}, tensor_map: {{ data_type: {data_type}, dims: {}, strides: {}, box: {}, element_strides: {}, interleave: {}, swizzle: {}, l2_promotion: {}, oob_fill: {} }} }}   # parameter {}",
+            m.offset,
+            m.byte_offset,
+            list(&m.dims),
+            list(&m.strides),
+            list(&m.box_dims),
+            list(&m.element_strides),
+            names[0].1.unwrap_or_default(),
+            names[1].1.unwrap_or_default(),
+            names[2].1.unwrap_or_default(),
+            names[3].1.unwrap_or_default(),
+            m.param
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_kernels() {
+        assert_eq!(default_name("capture_app::tma_gemm"), "tma_gemm_capture");
+        assert_eq!(default_name("_Z3fooPf"), "_z3foopf_capture");
+        assert_eq!(default_name("9x"), "kernel_9x_capture");
+    }
+}

@@ -1,0 +1,83 @@
+//! `repro capture --kernel REGEX [--launch N] [-o DIR] [--source DIR] -- PROGRAM ARGS...`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::capture::{write::SpecRequest, CaptureRequest};
+use crate::error::Error;
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// Pattern (ECMAScript regex) searched in each launched kernel's demangled name.
+    #[arg(long, value_name = "REGEX")]
+    pub kernel: String,
+    /// Record the N-th launch of the kernels that match, counting from 1.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub launch: u64,
+    /// The folder to write (must not exist, or be empty): the spec capture.yaml, its inputs,
+    /// production's output, and the artifact `repro run DIR` runs.
+    #[arg(short = 'o', long, value_name = "DIR", default_value = "capture")]
+    pub output: PathBuf,
+    /// The kernel's source tree: rebuild the launch from it (kind: global) instead of replaying
+    /// the captured machine code (kind: replay).
+    #[arg(long, value_name = "DIR")]
+    pub source: Option<PathBuf>,
+    /// Replay the captured machine code even when --source could rebuild the launch.
+    #[arg(long)]
+    pub replay: bool,
+    /// The spec's reference instead of production's output, as YAML:
+    /// '{op: gemm, a: A, b: B, out: D}' (the operands are then laid out as a GEMM's).
+    #[arg(long, value_name = "YAML")]
+    pub reference: Option<String>,
+    /// The spec's name [default: the kernel's, with _capture].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The most bytes of device memory to copy before the launch (twice that on disk at most).
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 30)]
+    pub max_bytes: u64,
+    /// Only launches on this CUDA device count [default: any].
+    #[arg(long, value_name = "ORDINAL")]
+    pub device: Option<u32>,
+    /// Stop the program once the launch is recorded.
+    #[arg(long)]
+    pub stop: bool,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    pub program: Vec<String>,
+}
+
+impl CaptureArgs {
+    pub fn exec(self) -> Result<u8, Error> {
+        let reference = match &self.reference {
+            None => None,
+            Some(text) => Some(
+                crate::spec::yaml::reference_from_text(text)
+                    .map_err(|e| Error::CaptureRun(format!("--reference {text}: {e}")))?,
+            ),
+        };
+        let command = self
+            .program
+            .iter()
+            .map(|a| crate::plan::quote::shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        crate::capture::capture(CaptureRequest {
+            kernel: self.kernel,
+            launch: self.launch,
+            output: self.output,
+            max_bytes: self.max_bytes,
+            device: self.device,
+            stop: self.stop,
+            source: self.source,
+            spec: SpecRequest {
+                name: self.name,
+                replay: self.replay,
+                reference,
+                command,
+                source: None,
+            },
+            program: self.program,
+        })
+    }
+}
