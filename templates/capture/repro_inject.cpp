@@ -26,6 +26,10 @@
 //   buffers/b<i>.after.bin   the same after the launch, only where it changed
 //   module.cubin             the cubin that holds the kernel
 //
+// Why one file of ~1,400 lines: repro compiles it on the user's machine with the host compiler
+// alone (no build system, no other sources to carry), and its parts (the CUPTI callbacks, the
+// recording, the JSON writer) share one state that must never be seen half-built by a callback.
+//
 // Rules that shape the code: the host program must never crash or stop because of us (every
 // failure becomes a status or a note), and launches we do not record must cost one lock and a
 // hash lookup (two with REPRO_CAPTURE_DEVICE) and nothing else: only the recorded launch
@@ -930,13 +934,16 @@ size_t add_buffer(Recording& r, uint64_t base, uint64_t size) {
   return r.bufs.size() - 1;
 }
 
-// A CUtensorMap is 64-byte aligned, as a parameter or inside a by-value struct.
+// A CUtensorMap is 64-byte aligned, as a parameter or inside a by-value struct, so it starts at
+// a multiple of 64 bytes from its parameter's start. Not from offset 0 of the layout:
+// cuFuncGetParamInfo's offsets are those of the parameter bank, where sm_90's first parameter
+// may sit at 112 (seen on the H200 for a kernel whose first parameter is a map).
 void find_tensor_maps(Recording& r) {
   for (size_t i = 0; i < r.layout.size(); ++i) {
     const Slot& s = r.layout[i];
     if (s.size < sizeof(CUtensorMap)) continue;
     size_t end = std::min(s.offset + s.size, r.params.size());
-    for (size_t o = (s.offset + 63) & ~size_t(63); o + sizeof(CUtensorMap) <= end; o += 64) {
+    for (size_t o = s.offset; o + sizeof(CUtensorMap) <= end; o += 64) {
       TensorMap t{i, o, Encode(), -1, 0};
       if (!find_encode(r.params.data() + o, t.enc)) continue;
       uint64_t base = 0, size = 0;
@@ -951,7 +958,7 @@ void find_tensor_maps(Recording& r) {
     // likely a map encoded before we attached, or through a path we do not see: say so, with
     // what was seen, since the spec writer then falls back to replay.
     bool matched = std::any_of(r.tmaps.begin(), r.tmaps.end(), [&](const TensorMap& t) { return t.param == i; });
-    if (!matched && s.size == sizeof(CUtensorMap) && s.offset % 64 == 0)
+    if (!matched && s.size == sizeof(CUtensorMap))
       add_note(r, "parameter " + std::to_string(i) + " is CUtensorMap-sized and matches none of the " +
                       std::to_string(encodes_traced.load()) + " traced and " + std::to_string(encodes_wrapped.load()) +
                       " entry-point tensor-map encodes seen");
