@@ -299,9 +299,14 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   if (options.check_device_inputs && !device_path)
     usage_error("--check-device-inputs checks inputs made on the device, which happens with the device reference "
                 "(--reference device, or auto at large sizes) and random inputs, without --probe, --dump or --bench");
+  // Inputs read from files (a capture's) are uploaded even on the device path: only generated
+  // ones are made there, and only those are checked against the host generator.
+  bool any_generated = false;
+  for (const Tensor& t : tensors) any_generated = any_generated || is_generated_input(t);
   if (options.bench) inputs_line += " (timing only: nothing is checked)";
   else if (!analytic)
-    inputs_line += device_path        ? " -> made on the device, fp64 device reference, compared on the device"
+    inputs_line += device_path && any_generated ? " -> made on the device, fp64 device reference, compared on the device"
+                   : device_path ? " -> fp64 device reference, compared on the device"
                    : device_reference ? " -> fp64 device reference"
                                       : " -> fp64 host reference";
   const std::string& base_dir = spec.base_dir;
@@ -342,7 +347,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     if (device_path && is_generated_input(t)) generate_on_device(t);
     else REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
   }
-  if (device_path) {
+  if (device_path && any_generated) {
     REPRO_CUDA_CHECK(cudaDeviceSynchronize());
     int64_t checked = 0;
     for (const Tensor& t : tensors)

@@ -66,7 +66,7 @@ inline const LoadedReplay& load_replay(const ReplayKernel& kernel) {
       usage_error(strprintf("kernel.relocate: a tensor map at byte %u is past the %zu parameter bytes of %s",
                             kernel.tensor_maps[i].at, loaded.params.size(), files.params.c_str()));
   std::printf("replay  %s from %s, %zu parameter bytes, %d addresses and %d tensor maps relocated\n", kernel.symbol,
-              files.cubin.c_str(), loaded.params.size(), kernel.pointer_count, kernel.tensor_map_count);
+              files.cubin_as_written.c_str(), loaded.params.size(), kernel.pointer_count, kernel.tensor_map_count);
   return loaded;
 }
 

@@ -595,7 +595,10 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
 
   // kind: replay's module and parameter bytes (replay.cuh), relative to spec.yaml.
   if (const YamlNode* kernel = file.section("kernel")) {
-    if (const YamlNode* v = kernel->get("cubin")) replay_files().cubin = join_path(spec->base_dir, file.text(*v, "kernel.cubin"));
+    if (const YamlNode* v = kernel->get("cubin")) {
+      replay_files().cubin_as_written = file.text(*v, "kernel.cubin");
+      replay_files().cubin = join_path(spec->base_dir, replay_files().cubin_as_written);
+    }
     if (const YamlNode* v = kernel->get("params")) replay_files().params = join_path(spec->base_dir, file.text(*v, "kernel.params"));
   }
   // A captured launch's outputs before and after it (production.cuh).

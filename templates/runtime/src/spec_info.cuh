@@ -88,6 +88,7 @@ struct SpecInfo {
 // (spec_file.cuh sets them, replay.cuh reads them).
 struct ReplayFiles {
   std::string cubin, params;
+  std::string cubin_as_written;  // as spec.yaml gives it: what the report prints, no machine's path
 };
 
 inline ReplayFiles& replay_files() {
