@@ -13,7 +13,7 @@ use crate::build::{self, toolchain};
 use crate::error::{exit, Error};
 use crate::generate::{self, artifact};
 use crate::plan::{prepare, Plan};
-use crate::spec::{InitSource, Reference, ResolvedSpec};
+use crate::spec::{InitSource, LaunchKind, Reference, ResolvedSpec};
 
 /// Folders whose headers come with the CUDA toolkit, the host compiler or CUTLASS: the receiver
 /// has their own, and copying them would ship the sender's toolchain. Actual folders (the nvcc
@@ -155,6 +155,7 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
         }
     }
     copy_reference(plan, &mut bundled, &dir, toolchain, &runtime)?;
+    copy_capture(&mut bundled, &dir)?;
     // CUTLASS is the receiver's: build.sh reads $CUTLASS_DIR, or a cutlass/ folder in the bundle.
     let cutlass = bundled.cutlass.is_some();
     if cutlass {
@@ -219,6 +220,53 @@ fn copy_reference(
         Reference::Gemm(_) => {}
     }
     Ok(())
+}
+
+/// A captured launch's files into the bundle, the spec pointed at the copies: `kind: replay`'s
+/// cubin and parameter bytes into `replay/`, production's outputs (`capture.before`/`after`)
+/// into `production/`. Without them the receiver could neither launch the kernel nor see
+/// whether it reproduced production.
+fn copy_capture(bundled: &mut ResolvedSpec, dir: &Path) -> Result<(), Error> {
+    let copy_into = |folder: &str, path: &mut PathBuf| -> Result<(), Error> {
+        let target = dir.join(folder);
+        std::fs::create_dir_all(&target).map_err(Error::io("create", &target))?;
+        let to = target.join(path.file_name().unwrap_or_default());
+        std::fs::copy(&*path, &to).map_err(Error::io("copy", &*path))?;
+        *path = to;
+        Ok(())
+    };
+    if let LaunchKind::Replay(replay) = &mut bundled.kernel.kind {
+        copy_into("replay", &mut replay.cubin)?;
+        copy_into("replay", &mut replay.params)?;
+    }
+    if let Some(capture) = &mut bundled.capture {
+        for (_, path) in capture.before.iter_mut().chain(capture.after.iter_mut()) {
+            copy_into("production", path)?;
+        }
+    }
+    if let Some(capture) = &mut bundled.document.capture {
+        capture.command = without_folders(&capture.command);
+    }
+    Ok(())
+}
+
+/// The captured command line with every absolute path cut to its file name: the receiver has
+/// none of this machine's folders, and a bundle must not carry them; the program's and its
+/// files' names are what tell the story.
+fn without_folders(command: &str) -> String {
+    command
+        .split(' ')
+        .map(|word| {
+            let quote = word.starts_with('\'');
+            let bare = word.trim_start_matches('\'');
+            match (bare.starts_with('/'), bare.rsplit('/').next()) {
+                (true, Some(name)) if quote => format!("'{name}"),
+                (true, Some(name)) => name.to_string(),
+                _ => word.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Builds the bundle's own harness and runs it with --ones and with the spec's inputs, from
@@ -452,4 +500,22 @@ fn pack(dir: &Path, name: &str, tarball: &Path) -> Result<(), Error> {
         .and_then(|encoder| encoder.finish())
         .map_err(Error::io("pack", tarball))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_folders;
+
+    #[test]
+    fn a_captured_command_keeps_names_and_loses_folders() {
+        assert_eq!(
+            without_folders("python3 /work/main/examples/capture_torch/matmul.py --n 3"),
+            "python3 matmul.py --n 3"
+        );
+        assert_eq!(
+            without_folders("'/tmp/app' --defect box"),
+            "'app' --defect box"
+        );
+        assert_eq!(without_folders("./app -o out/x"), "./app -o out/x");
+    }
 }

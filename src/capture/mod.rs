@@ -153,7 +153,11 @@ fn no_capture(request: &CaptureRequest, session: Option<&record::Session>, exite
         );
     };
     match s.status.as_str() {
-        "cupti_busy" => return format!("CUPTI is taken by another subscriber (a profiler such as nsys or ncu, or the program's own CUPTI use): {}", s.message),
+        "cupti_busy" => {
+            return "CUPTI is taken by another subscriber: a tool around the program (nsys, ncu, compute-sanitizer) \
+                    or the program's own CUPTI use. Capture the program without the tool, or with its CUPTI use turned off"
+                .to_string()
+        }
         "cupti_error" | "bad_environment" => return format!("the capture library could not start: {}", s.message),
         _ => {}
     }
@@ -178,13 +182,15 @@ fn no_capture(request: &CaptureRequest, session: Option<&record::Session>, exite
         .map(|k| format!("  {} ({} launches)", k.name, k.launches))
         .collect();
     format!(
-        "the program ended ({exited}) after {} launches, {} of them of kernels matching `{}`: launch {} never came.{}{}",
+        "the program ended ({exited}) after {} launches, {} of them of kernels matching `{}`: launch {} never came.{}{}{}",
         s.launches_seen,
         s.matched,
         request.kernel,
         request.launch,
         if seen.is_empty() { String::new() } else { format!("\nkernels it launched:\n{}", seen.join("\n")) },
-        if s.message.is_empty() { String::new() } else { format!("\n{}", s.message) }
+        if s.message.is_empty() { String::new() } else { format!("\n{}", s.message) },
+        // Launches on another device than --device's, a managed buffer...: why nothing matched.
+        s.notes.iter().take(5).map(|n| format!("\nnote: {n}")).collect::<String>()
     )
 }
 
