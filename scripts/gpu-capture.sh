@@ -12,14 +12,49 @@ step app-run "$work/capture_app"
 step global-capture "$repro" capture --kernel 'tma_gemm<' --launch 2 --source "$root/kernels" -o "$work/global" -- "$work/capture_app"
 step global-run "$repro" run "$work/global"
 step defect-capture "$repro" capture --kernel 'tma_gemm<' --launch 2 --source "$root/kernels" \
-  --reference '{op: gemm, a: A, b: B, out: D, tile: [128, 128, 64]}' -o "$work/defect" -- "$work/capture_app" --defect
+  --reference '{op: gemm, a: A, b: B, out: D, tile: [128, 128, 64]}' -o "$work/defect" -- "$work/capture_app" --defect swizzle
 step defect-run "$repro" run "$work/defect"
 step defect-probe "$repro" probe "$work/defect"
-step replay-capture "$repro" capture --kernel 'tma_gemm<' --launch 2 --replay -o "$work/replay" -- "$work/capture_app" --defect
+step replay-capture "$repro" capture --kernel 'tma_gemm<' --launch 2 --replay -o "$work/replay" -- "$work/capture_app" --defect swizzle
 step replay-run "$repro" run "$work/replay"
+# The stale-shared-memory defect: production's own output changes from run to run.
+step box-app-runs bash -c "for i in 1 2 3; do '$work/capture_app' --defect box | grep 'request 2'; done"
+step box-capture "$repro" capture --kernel 'tma_gemm<' --launch 2 --source "$root/kernels" -o "$work/box" -- "$work/capture_app" --defect box
+step box-run "$repro" run "$work/box"
+step box-replay-capture "$repro" capture --kernel 'tma_gemm<' --launch 1 --replay -o "$work/box-replay" -- "$work/capture_app" --defect box
+step box-replay-run "$repro" run "$work/box-replay"
 step never "$repro" capture --kernel 'no_such_kernel' -o "$work/never" -- "$work/capture_app"
 step matmul-capture "$repro" capture --kernel 'gemm|nvjet|xmma|Kernel' -o "$work/matmul" -- python3 "$root/examples/capture_torch/matmul.py"
 step matmul-run "$repro" run "$work/matmul"
 step ext-capture "$repro" capture --kernel 'scaled_add<' --launch 2 --source "$root/examples/capture_torch" -o "$work/ext" -- python3 "$root/examples/capture_torch/extension.py"
 step ext-run "$repro" run "$work/ext"
-for d in global defect replay matmul ext; do cp "$work/$d/capture.yaml" "$out/$d.capture.yaml" 2>/dev/null; cp "$work/$d/raw/session.json" "$out/$d.session.json" 2>/dev/null; done
+for d in global defect replay box box-replay matmul ext crash managed; do cp "$work/$d/capture.yaml" "$out/$d.capture.yaml" 2>/dev/null; cp "$work/$d/raw/session.json" "$out/$d.session.json" 2>/dev/null; done
+# Hostile cases: a program that crashes after the capture, unified memory, a device the
+# program does not use, and a tool that injects itself (compute-sanitizer) around the program.
+step crash-after "$repro" capture --kernel 'gemm|nvjet|xmma|Kernel' -o "$work/crash" -- bash -c "python3 '$root/examples/capture_torch/matmul.py' && kill -SEGV \$\$"
+step crash-run "$repro" run "$work/crash"
+step managed-capture "$repro" capture --kernel 'tma_gemm<' --launch 2 --source "$root/kernels" -o "$work/managed" -- "$work/capture_app" --managed
+step managed-run "$repro" run "$work/managed"
+step too-large "$repro" capture --kernel 'tma_gemm<' --max-bytes 100000 -o "$work/too-large" -- "$work/capture_app"
+step other-device "$repro" capture --kernel 'tma_gemm<' --device 1 -o "$work/device1" -- "$work/capture_app"
+step under-sanitizer "$repro" capture --kernel 'tma_gemm<' -o "$work/sanitizer" -- /usr/local/cuda/bin/compute-sanitizer "$work/capture_app"
+# A capture's bundle, unpacked in another folder and built there with the toolkit alone.
+step matmul-bundle "$repro" bundle "$work/matmul" -o "$work/bundle-mm"
+step matmul-bundle-elsewhere bash -c "mkdir -p '$work/elsewhere' && tar -xzf '$work/bundle-mm.tar.gz' -C '$work/elsewhere' && cd \"\$(ls -d '$work/elsewhere'/*/ | head -n 1)\" && ls && ./build.sh && ./harness"
+# Overhead (issue 20): the program alone, under capture recording nothing (a name that never
+# launches), and under capture recording launch 100 of 200; rounds alternate, so drift on the
+# machine falls on all three alike. Each repro capture also runs its own steps (the cached
+# library lookup, writing the spec): that is in its time, as a user would see it.
+overhead() {
+  local t0 t1 t2 t3
+  for round in 1 2 3 4 5; do
+    t0=$(date +%s.%N); "$work/capture_app" --repeat 200 >/dev/null 2>&1
+    t1=$(date +%s.%N); "$repro" capture --kernel 'no_such_kernel' -o "$work/idle$round" -- "$work/capture_app" --repeat 200 >/dev/null 2>&1
+    t2=$(date +%s.%N); "$repro" capture --kernel 'tma_gemm<' --launch 100 -o "$work/rec$round" -- "$work/capture_app" --repeat 200 >/dev/null 2>&1
+    t3=$(date +%s.%N)
+    echo "round $round: plain $(awk "BEGIN{print $t1 - $t0}") s, capture recording nothing $(awk "BEGIN{print $t2 - $t1}") s, capture recording launch 100 $(awk "BEGIN{print $t3 - $t2}") s"
+  done
+}
+step overhead overhead
+tar -C "$work" -czf "$out/captures.tgz" --exclude='*.npy' --exclude='*.bin' --exclude='*.cubin' --exclude=idle* --exclude=rec* . 2>/dev/null
+

@@ -8,10 +8,16 @@
 // GEMM, and reduces D to a checksum on the device. So the GEMM is launch 1, 2, .., R of its name
 // among other kernels, with different inputs each time.
 //
-//   ./capture_app [--defect] [--repeat R]
+//   ./capture_app [--defect swizzle|box] [--managed] [--repeat R]
 //
-// --defect runs the planted defect of examples/tma_gemm_box_too_small.yaml instead: A's TMA box
-// 64 rows high where the kernel consumes 128-row tiles. Both instantiations are compiled in.
+// --defect swizzle: the host-side defect of examples/tma_gemm_swizzle_mismatch.yaml: both maps
+// are encoded without swizzle while the kernel reads 128B-swizzled tiles. Every element is
+// loaded, only to the wrong place, so the wrong output is the same in every run.
+// --defect box: the planted defect of examples/tma_gemm_box_too_small.yaml: A's TMA box 64 rows
+// high where the kernel consumes 128-row tiles. Rows 64..127 of each tile are computed from
+// shared memory nobody wrote, so that wrong output depends on what ran before on each SM.
+// Both instantiations are compiled in. --managed allocates A, B and D with cudaMallocManaged
+// (unified memory), the way some applications do, for a capture to copy them all the same.
 //
 // Build: ./build.sh  (nvcc -std=c++17 -O3 -arch=sm_90a -lineinfo -I../../kernels)
 
@@ -42,7 +48,7 @@ namespace capture_app {
 
 constexpr int kM = 1000, kN = 744, kK = 520;
 // The tile configuration of the kernel; BoxRowsA (the last template argument but one) is the
-// only thing the defect changes.
+// only thing the box defect changes.
 constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 4;
 using Shared = tma_kernels::TmaGemmShared<kBM, kBN, kBK, kStages>;
 // + 1024: the kernel rounds the dynamic smem base up to 1024 bytes itself (see tma_gemm.cuh).
@@ -132,7 +138,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
 // dims {K, rows}, row stride K * 2 bytes, box {64, box_rows}, 128B swizzle (one 64-element box
 // row is 128 bytes), L2 promotion 256B, out-of-bounds elements read as zeros (FILL_NONE).
 CUtensorMap encode_kmajor(PFN_cuTensorMapEncodeTiled_v12000 encode, const char* what, const __nv_bfloat16* base,
-                          int rows, int box_rows)
+                          int rows, int box_rows, CUtensorMapSwizzle swizzle)
 {
     CUtensorMap map;
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kK), static_cast<cuuint64_t>(rows)};
@@ -140,15 +146,16 @@ CUtensorMap encode_kmajor(PFN_cuTensorMapEncodeTiled_v12000 encode, const char* 
     const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), static_cast<cuuint32_t>(box_rows)};
     const cuuint32_t elem_strides[2] = {1, 1};
     const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<__nv_bfloat16*>(base), dims,
-                              strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
         std::fprintf(stderr, "capture_app: cuTensorMapEncodeTiled(%s) failed with CUresult %d\n", what,
                      static_cast<int>(r));
         std::exit(1);
     }
-    std::printf("  %s: dims {%d, %d}, stride %d B, box {%d, %d}, swizzle 128B, L2 256B, oob zeros\n", what, kK,
-                rows, static_cast<int>(kK * sizeof(__nv_bfloat16)), kBK, box_rows);
+    std::printf("  %s: dims {%d, %d}, stride %d B, box {%d, %d}, swizzle %s, L2 256B, oob zeros\n", what, kK,
+                rows, static_cast<int>(kK * sizeof(__nv_bfloat16)), kBK, box_rows,
+                swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? "128B" : "none");
     return map;
 }
 
@@ -156,13 +163,14 @@ CUtensorMap encode_kmajor(PFN_cuTensorMapEncodeTiled_v12000 encode, const char* 
 // the height of A's descriptor box: they must agree with each other, and the correct kernel
 // has BoxRowsA = BM. The defect keeps them consistent with each other but smaller than BM.
 template <int BoxRowsA>
-void serve(cudaStream_t stream, __nv_bfloat16* A, __nv_bfloat16* B, __nv_bfloat16* D, float* sums, int repeat)
+void serve(cudaStream_t stream, __nv_bfloat16* A, __nv_bfloat16* B, __nv_bfloat16* D, float* sums, int repeat,
+           CUtensorMapSwizzle swizzle)
 {
     auto* gemm = tma_gemm<kBM, kBN, kBK, kStages, BoxRowsA, tma_kernels::SmemSwizzle::B128>;
 
     const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-    const CUtensorMap map_a = encode_kmajor(encode, "map_a", A, kM, BoxRowsA);
-    const CUtensorMap map_b = encode_kmajor(encode, "map_b", B, kN, kBN);
+    const CUtensorMap map_a = encode_kmajor(encode, "map_a", A, kM, BoxRowsA, swizzle);
+    const CUtensorMap map_b = encode_kmajor(encode, "map_b", B, kN, kBN, swizzle);
 
     // 133,120 bytes: above the 48 KiB a kernel gets without asking.
     CUDA_CHECK(cudaFuncSetAttribute(gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)));
@@ -199,7 +207,7 @@ void serve(cudaStream_t stream, __nv_bfloat16* A, __nv_bfloat16* B, __nv_bfloat1
 
 int usage(const char* argv0)
 {
-    std::fprintf(stderr, "usage: %s [--defect] [--repeat R]\n", argv0);
+    std::fprintf(stderr, "usage: %s [--defect swizzle|box] [--managed] [--repeat R]\n", argv0);
     return 2;
 }
 
@@ -209,11 +217,15 @@ using namespace capture_app;
 
 int main(int argc, char** argv)
 {
-    bool defect = false;
+    const char* defect = nullptr;  // "swizzle" or "box"
     int repeat = 3;
+    bool managed = false;
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--defect") == 0) {
-            defect = true;
+        if (std::strcmp(argv[i], "--defect") == 0 && i + 1 < argc &&
+            (std::strcmp(argv[i + 1], "swizzle") == 0 || std::strcmp(argv[i + 1], "box") == 0)) {
+            defect = argv[++i];
+        } else if (std::strcmp(argv[i], "--managed") == 0) {
+            managed = true;
         } else if (std::strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
             char* end = nullptr;
             const long v = std::strtol(argv[++i], &end, 10);
@@ -235,7 +247,10 @@ int main(int argc, char** argv)
         return 1;
     }
     std::printf("capture_app: %s, D[%d, %d] = A[%d, %d] @ B^T (B stored [%d, %d]), bf16, %d requests%s\n", prop.name,
-                kM, kN, kM, kK, kN, kK, repeat, defect ? ", DEFECT: A box 64 rows" : "");
+                kM, kN, kM, kK, kN, kK, repeat,
+                !defect                              ? ""
+                : std::strcmp(defect, "box") == 0 ? ", DEFECT: A box 64 rows"
+                                                     : ", DEFECT: maps not swizzled, the kernel reads 128B-swizzled tiles");
 
     // A non-default, non-blocking stream: everything below runs on it, as in a service that
     // does not want the legacy default stream's implicit synchronization.
@@ -246,11 +261,17 @@ int main(int argc, char** argv)
                  d_elems = static_cast<size_t>(kM) * kN;
     __nv_bfloat16 *A = nullptr, *B = nullptr, *D = nullptr;
     float* sums = nullptr;
-    CUDA_CHECK(cudaMalloc(&A, a_elems * sizeof(__nv_bfloat16)));
-    CUDA_CHECK(cudaMalloc(&B, b_elems * sizeof(__nv_bfloat16)));
-    CUDA_CHECK(cudaMalloc(&D, d_elems * sizeof(__nv_bfloat16)));
+    if (managed) {
+        CUDA_CHECK(cudaMallocManaged(&A, a_elems * sizeof(__nv_bfloat16)));
+        CUDA_CHECK(cudaMallocManaged(&B, b_elems * sizeof(__nv_bfloat16)));
+        CUDA_CHECK(cudaMallocManaged(&D, d_elems * sizeof(__nv_bfloat16)));
+    } else {
+        CUDA_CHECK(cudaMalloc(&A, a_elems * sizeof(__nv_bfloat16)));
+        CUDA_CHECK(cudaMalloc(&B, b_elems * sizeof(__nv_bfloat16)));
+        CUDA_CHECK(cudaMalloc(&D, d_elems * sizeof(__nv_bfloat16)));
+    }
     CUDA_CHECK(cudaMalloc(&sums, repeat * sizeof(float)));
-    std::printf("buffers: A %p, B %p, D %p\n", static_cast<void*>(A), static_cast<void*>(B), static_cast<void*>(D));
+    std::printf("buffers%s: A %p, B %p, D %p\n", managed ? " (managed)" : "", static_cast<void*>(A), static_cast<void*>(B), static_cast<void*>(D));
 
     // The weight once, and D cleared so the first GEMM's "before" state is defined.
     fill_uniform_bf16<<<grid_for(b_elems, 256), 256, 0, stream>>>(B, b_elems, kWeightSeed);
@@ -258,10 +279,10 @@ int main(int argc, char** argv)
     zero_bf16<<<grid_for(d_elems, 256), 256, 0, stream>>>(D, d_elems);
     CUDA_CHECK(cudaGetLastError());
 
-    if (defect) {
-        serve<64>(stream, A, B, D, sums, repeat);
+    if (defect && std::strcmp(defect, "box") == 0) {
+        serve<64>(stream, A, B, D, sums, repeat, CU_TENSOR_MAP_SWIZZLE_128B);
     } else {
-        serve<kBM>(stream, A, B, D, sums, repeat);
+        serve<kBM>(stream, A, B, D, sums, repeat, defect ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B);
     }
 
     std::vector<float> host_sums(repeat);
