@@ -217,7 +217,7 @@ fn copy_reference(
                 *path = to;
             }
         }
-        Reference::Gemm(_) => {}
+        Reference::Gemm(_) | Reference::Attention(_) => {}
     }
     Ok(())
 }
@@ -395,6 +395,10 @@ fn write_readme(bundle: &Bundle, spec: &ResolvedSpec, code: Option<u8>) -> Resul
              reference (`reference/`, built with the runtime's flags)"
         }
         Reference::File(_) => "the spec's inputs against the expected outputs in `expected/`",
+        Reference::Attention(_) => {
+            "all-ones inputs first, then the spec's seeded inputs against the runtime's fp64 \
+             attention on the host"
+        }
     });
     text.push_str(". Nothing else is needed but the CUDA toolkit");
     if bundle.cutlass {

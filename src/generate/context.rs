@@ -540,6 +540,23 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
                 names(&outputs)
             );
         }
+        Reference::Attention(a) => {
+            let scale = a
+                .softmax_scale
+                .map_or("1/sqrt(D)".to_string(), |s| s.to_string());
+            let lse = a
+                .lse
+                .map(|l| format!(", {} = its log-sum-exp", name_of(l)))
+                .unwrap_or_default();
+            return format!(
+                "{} = softmax({scale} * {} {}^T, causal {}) {}{lse}, in f64",
+                name_of(a.out),
+                name_of(a.q),
+                name_of(a.k),
+                a.causal.name(),
+                name_of(a.v)
+            );
+        }
     };
     let (out, a, b) = (name_of(r.out), name_of(r.a), name_of(r.b));
     if let Some(g) = &r.grouped {

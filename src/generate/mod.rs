@@ -100,6 +100,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/probe_custom.cuh"),
     ),
     (
+        "runtime/src/attention.cuh",
+        include_str!("../../templates/runtime/src/attention.cuh"),
+    ),
+    (
         "runtime/src/run_options.cuh",
         include_str!("../../templates/runtime/src/run_options.cuh"),
     ),
@@ -318,7 +322,7 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
                     .collect(),
             );
         }
-        crate::spec::Reference::Gemm(_) => {}
+        crate::spec::Reference::Gemm(_) | crate::spec::Reference::Attention(_) => {}
     }
     if let crate::spec::LaunchKind::Replay(replay) = &spec.kernel.kind {
         s.kernel.cubin = Some(paths::relative_to(&replay.cubin, dir));

@@ -13,7 +13,7 @@ use super::resolved::{ReferenceCustom, ReferenceFile, TensorSpecResolved};
 use super::validate::Validator;
 
 /// The GEMM ops' fields, none of which a custom or file reference takes.
-fn gemm_fields(r: &super::model::ReferenceSpec) -> [(&'static str, bool); 14] {
+pub(super) fn gemm_fields(r: &super::model::ReferenceSpec) -> [(&'static str, bool); 14] {
     [
         ("a", !r.a.is_empty()),
         ("b", !r.b.is_empty()),

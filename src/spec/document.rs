@@ -79,6 +79,7 @@ pub fn resolved_document(written: &Spec, resolved: &ResolvedSpec) -> Spec {
                     .collect(),
             )
         }
+        Reference::Attention(_) => {}
     }
     s.check.repeat = Some(resolved.check.repeat);
     s.check.timeout = Some(resolved.check.timeout);

@@ -2,6 +2,7 @@
 //! it into the numbers and names generation needs. Nothing is written anywhere until a spec has
 //! passed here.
 
+mod attention;
 mod custom;
 pub mod diagnostic;
 mod document;

@@ -602,6 +602,50 @@ pub struct ReferenceSpec {
     /// (the role `tile` has for a GEMM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block: Option<Vec<i64>>,
+    /// `op: attention`: the query, key and value tensors ([B, S, H, D], or [total, H, D] with
+    /// variable lengths); the output is `out`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub v: Option<String>,
+    /// `op: attention`: the log-sum-exp output [B, Hq, Sq], natural log, scale applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lse: Option<String>,
+    /// `op: attention`: the causal mask and its alignment when Sq != Sk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub causal: Option<CausalMask>,
+    /// `op: attention`: the scale of Q K^T before the softmax (default 1 / sqrt(head dim)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub softmax_scale: Option<f64>,
+    /// `op: attention` with variable lengths: i32 [B + 1] offsets of each sequence's rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cu_seqlens_q: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cu_seqlens_k: Option<String>,
+}
+
+/// `op: attention`'s `causal:`: which keys each query sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CausalMask {
+    /// Every key.
+    None,
+    /// Query i sees keys 0..=i.
+    TopLeft,
+    /// Query i sees keys 0..=i + Sk - Sq (FlashAttention 2's convention when Sq != Sk).
+    BottomRight,
+}
+
+impl CausalMask {
+    pub fn name(self) -> &'static str {
+        match self {
+            CausalMask::None => "none",
+            CausalMask::TopLeft => "top_left",
+            CausalMask::BottomRight => "bottom_right",
+        }
+    }
 }
 
 /// `scale_a:` / `scale_b:` of a scaled GEMM.
@@ -800,6 +844,9 @@ pub enum Verdict {
     Hang,
     ScaleMapping,
     GroupMapping,
+    Mask,
+    HeadMapping,
+    SoftmaxScale,
 }
 
 impl Verdict {
@@ -821,6 +868,9 @@ impl Verdict {
             Verdict::Hang => "hang",
             Verdict::ScaleMapping => "scale_mapping",
             Verdict::GroupMapping => "group_mapping",
+            Verdict::Mask => "mask",
+            Verdict::HeadMapping => "head_mapping",
+            Verdict::SoftmaxScale => "softmax_scale",
         }
     }
 }

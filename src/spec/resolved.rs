@@ -214,6 +214,8 @@ pub enum Reference {
     Custom(ReferenceCustom),
     /// `op: file`: expected outputs saved as `.npy`.
     File(ReferenceFile),
+    /// `op: attention`: the runtime's fp64 attention forward pass, on the host.
+    Attention(ReferenceAttention),
 }
 
 impl Reference {
@@ -231,6 +233,11 @@ impl Reference {
             Reference::Gemm(g) => vec![g.out],
             Reference::Custom(c) => c.outputs.clone(),
             Reference::File(f) => f.expected.iter().map(|(i, _)| *i).collect(),
+            Reference::Attention(a) => {
+                let mut outputs: Vec<usize> = std::iter::once(a.out).chain(a.lse).collect();
+                outputs.sort_unstable();
+                outputs
+            }
         }
     }
 
@@ -241,6 +248,7 @@ impl Reference {
             Reference::Gemm(g) => vec![g.tile_m, g.tile_n],
             Reference::Custom(c) => c.block.clone(),
             Reference::File(f) => f.block.clone(),
+            Reference::Attention(a) => a.block.clone(),
         }
     }
 
@@ -251,6 +259,7 @@ impl Reference {
             Reference::Gemm(_) => "gemm",
             Reference::Custom(_) => "custom",
             Reference::File(_) => "file",
+            Reference::Attention(_) => "attention",
         }
     }
 }
@@ -271,6 +280,21 @@ pub struct ReferenceCustom {
 #[derive(Debug, Clone)]
 pub struct ReferenceFile {
     pub expected: Vec<(usize, PathBuf)>,
+    pub block: Vec<i64>,
+}
+
+/// `op: attention`: tensor indices, the mask and the scale (None: 1 / sqrt(head dim)).
+#[derive(Debug, Clone)]
+pub struct ReferenceAttention {
+    pub q: usize,
+    pub k: usize,
+    pub v: usize,
+    pub out: usize,
+    pub lse: Option<usize>,
+    pub cu_seqlens_q: Option<usize>,
+    pub cu_seqlens_k: Option<usize>,
+    pub causal: crate::spec::model::CausalMask,
+    pub softmax_scale: Option<f64>,
     pub block: Vec<i64>,
 }
 

@@ -574,7 +574,10 @@ impl<'a> Validator<'a> {
     fn trace(&mut self) -> Vec<(u32, String, crate::spec::model::TraceRole)> {
         let mut out: Vec<(u32, String, crate::spec::model::TraceRole)> = Vec::new();
         if !self.spec.trace.is_empty()
-            && matches!(self.spec.reference.op.as_str(), "custom" | "file")
+            && matches!(
+                self.spec.reference.op.as_str(),
+                "custom" | "file" | "attention"
+            )
         {
             self.key_error(
                 "trace",
@@ -903,7 +906,10 @@ impl<'a> Validator<'a> {
             );
             return None;
         };
-        if matches!(self.spec.reference.op.as_str(), "custom" | "file") {
+        if matches!(
+            self.spec.reference.op.as_str(),
+            "custom" | "file" | "attention"
+        ) {
             self.error(
                 "reference.op",
                 format!("`kind: cutlass3` runs CUTLASS GEMMs; `op: {}` is for kernels that are not GEMMs", self.spec.reference.op),
@@ -968,8 +974,13 @@ impl<'a> Validator<'a> {
     }
 
     fn reference(&mut self, tensors: &[TensorSpecResolved]) -> Option<Reference> {
+        let op = self.spec.reference.op.clone();
+        if op != "attention" {
+            self.refuse_attention_fields(&op);
+        }
         match self.spec.reference.op.as_str() {
             "custom" => return self.custom_reference(tensors).map(Reference::Custom),
+            "attention" => return self.attention_reference(tensors).map(Reference::Attention),
             "file" => return self.file_reference(tensors).map(Reference::File),
             "grouped_gemm" => {
                 self.gemm_operands_given("grouped_gemm")?;
@@ -1022,8 +1033,8 @@ impl<'a> Validator<'a> {
         )
         .help = Some(
             "name the GEMM's tensors: `a:` (A [M, K]), `b:` (B [K, N]) and `out:` (D [M, N]); \
-             a kernel that is not a GEMM takes `op: custom` (a reference function of yours) or \
-             `op: file` (expected outputs as .npy)"
+             attention takes `op: attention` (q, k, v, out); another kernel `op: custom` (a \
+             reference function of yours) or `op: file` (expected outputs as .npy)"
                 .into(),
         );
         None
@@ -1055,11 +1066,13 @@ impl<'a> Validator<'a> {
                 d.help = Some(
                     "supported: gemm (D = alpha * A @ B + beta * C + bias, optionally with \
                      scale_a/scale_b block scales), grouped_gemm (layout: contiguous, masked \
-                     or k_grouped), custom (a host C++ reference function of yours) and file \
-                     (expected outputs as .npy)"
+                     or k_grouped), attention (the forward pass, q, k, v, out), custom (a host \
+                     C++ reference function of yours) and file (expected outputs as .npy)"
                         .into(),
                 );
-                if let Some(close) = did_you_mean(op, ["gemm", "grouped_gemm", "custom", "file"]) {
+                if let Some(close) =
+                    did_you_mean(op, ["gemm", "grouped_gemm", "custom", "file", "attention"])
+                {
                     d.help = Some(format!("did you mean `{close}`?"));
                 }
                 return None;

@@ -7,6 +7,7 @@
 mod capture;
 mod common;
 
+mod attention_spec;
 mod bundle;
 mod cli;
 mod cli_help;

@@ -1,0 +1,306 @@
+//! `op: attention` (DESIGN §8, "Attention"): the forward pass O = softmax(scale * Q K^T + mask) V
+//! of a batch of heads, with grouped-query heads, causal masks aligned top-left or bottom-right,
+//! variable sequence lengths, and the rows' log-sum-exp as an optional second output. The
+//! runtime computes it in f64 on the host (attention.cuh); this checks that the tensors the
+//! reference names fit together, so that a wrong spec is an error here, not a wrong verdict.
+//!
+//! Layouts are FlashAttention's: Q and O [B, Sq, Hq, D], K and V [B, Sk, Hk, D], lse [B, Hq, Sq];
+//! with variable lengths Q and O [total_q, Hq, D], K and V [total_k, Hk, D] and i32
+//! `cu_seqlens_q` / `cu_seqlens_k` [B + 1] (lse keeps [B, Hq, Sq] with Sq the longest sequence).
+
+use super::dtype::DType;
+use super::model::{CausalMask, ReferenceProvider};
+use super::resolved::{ReferenceAttention, TensorSpecResolved};
+use super::validate::Validator;
+
+impl Validator<'_> {
+    /// The other ops take none of attention's fields.
+    pub(super) fn refuse_attention_fields(&mut self, op: &str) {
+        let r = &self.spec.reference;
+        let given = [
+            ("q", r.q.is_some()),
+            ("k", r.k.is_some()),
+            ("v", r.v.is_some()),
+            ("lse", r.lse.is_some()),
+            ("causal", r.causal.is_some()),
+            ("softmax_scale", r.softmax_scale.is_some()),
+            ("cu_seqlens_q", r.cu_seqlens_q.is_some()),
+            ("cu_seqlens_k", r.cu_seqlens_k.is_some()),
+        ];
+        for (field, given) in given {
+            if given {
+                self.key_error(
+                    &format!("reference.{field}"),
+                    format!("`{field}` belongs to `op: attention`, not `op: {op}`"),
+                );
+            }
+        }
+    }
+
+    pub(super) fn attention_reference(
+        &mut self,
+        tensors: &[TensorSpecResolved],
+    ) -> Option<ReferenceAttention> {
+        let r = self.spec.reference.clone();
+        // The fields of the other ops (`out` is attention's too).
+        let others = super::custom::gemm_fields(&r).into_iter().chain([
+            ("source", r.source.is_some()),
+            ("function", r.function.is_some()),
+            ("expected", r.expected.is_some()),
+        ]);
+        for (field, given) in others.filter(|(field, _)| *field != "out") {
+            if given {
+                self.key_error(
+                    &format!("reference.{field}"),
+                    format!("`{field}` does not belong to `op: attention`"),
+                )
+                .help = Some(
+                    "`op: attention` takes q, k, v, out, and optionally lse, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k and block".into(),
+                );
+            }
+        }
+        if r.provider == ReferenceProvider::Device {
+            self.error(
+                "reference.provider",
+                "`op: attention` has no device reference yet: its f64 reference runs on the host",
+            )
+            .help = Some("remove `provider:` (or write `provider: host`)".into());
+        }
+        let mut named = |field: &str, name: &Option<String>| -> Option<usize> {
+            match name.as_deref() {
+                Some(name) if !name.is_empty() => {
+                    self.tensor_index(tensors, &format!("reference.{field}"), name)
+                }
+                _ => {
+                    self.key_error(
+                        "reference",
+                        format!("`op: attention` needs `{field}`"),
+                    )
+                    .help = Some("name the tensors: `q:`, `k:`, `v:` (inputs) and `out:` (the output), as FlashAttention lays them out: [B, S, H, D]".into());
+                    None
+                }
+            }
+        };
+        let q = named("q", &r.q);
+        let k = named("k", &r.k);
+        let v = named("v", &r.v);
+        let out = named("out", &Some(r.out.clone()));
+        let lse = match &r.lse {
+            Some(name) => Some(self.tensor_index(tensors, "reference.lse", name)?),
+            None => None,
+        };
+        let cu_q = match &r.cu_seqlens_q {
+            Some(name) => Some(self.tensor_index(tensors, "reference.cu_seqlens_q", name)?),
+            None => None,
+        };
+        let cu_k = match &r.cu_seqlens_k {
+            Some(name) => Some(self.tensor_index(tensors, "reference.cu_seqlens_k", name)?),
+            None => None,
+        };
+        let (q, k, v, out) = (q?, k?, v?, out?);
+
+        for (field, index, output) in [
+            ("q", q, false),
+            ("k", k, false),
+            ("v", v, false),
+            ("out", out, true),
+        ]
+        .into_iter()
+        .chain(lse.map(|l| ("lse", l, true)))
+        {
+            let t = &tensors[index];
+            if t.output != output {
+                self.error(
+                    &format!("reference.{field}"),
+                    format!(
+                        "`{}` is {}, and `{field}` is {}",
+                        t.name,
+                        if t.output { "an output" } else { "an input" },
+                        if output { "an output" } else { "an input" }
+                    ),
+                )
+                .help = Some(format!(
+                    "{} `{}` with `output: true`",
+                    if output { "mark" } else { "do not mark" },
+                    t.name
+                ));
+            }
+            if !t.dtype.is_float() {
+                self.error(
+                    &format!("reference.{field}"),
+                    format!(
+                        "`{}` is {}, and `{field}` holds floating-point values",
+                        t.name,
+                        t.dtype.name()
+                    ),
+                );
+            }
+        }
+        if let Some(extra) =
+            (0..tensors.len()).find(|&i| tensors[i].output && i != out && Some(i) != lse)
+        {
+            self.error(
+                &format!("tensors.{}", tensors[extra].name),
+                format!(
+                    "`{}` is an output, and `op: attention` judges `out` and `lse` only",
+                    tensors[extra].name
+                ),
+            )
+            .help = Some("name it as `lse:`, or drop `output: true`".into());
+        }
+
+        let varlen = match (cu_q, cu_k) {
+            (Some(a), Some(b)) => Some((a, b)),
+            (None, None) => None,
+            _ => {
+                self.key_error(
+                    if cu_q.is_some() {
+                        "reference.cu_seqlens_q"
+                    } else {
+                        "reference.cu_seqlens_k"
+                    },
+                    "variable lengths need both `cu_seqlens_q` and `cu_seqlens_k`",
+                );
+                return None;
+            }
+        };
+        let rank = if varlen.is_some() { 3 } else { 4 };
+        let layout = if varlen.is_some() {
+            "[total, H, D]"
+        } else {
+            "[B, S, H, D]"
+        };
+        for (field, index) in [("q", q), ("k", k), ("v", v), ("out", out)] {
+            let t = &tensors[index];
+            if t.shape.len() != rank {
+                self.error(
+                    &format!("reference.{field}"),
+                    format!(
+                        "`{}` has {} dimensions; `op: attention` lays `{field}` out as {layout}",
+                        t.name,
+                        t.shape.len()
+                    ),
+                );
+                return None;
+            }
+        }
+        let shape = |i: usize| tensors[i].shape.clone();
+        let (sq, sk) = (shape(q), shape(k));
+        let head_dim = sq[rank - 1];
+        let (hq, hk) = (sq[rank - 2], sk[rank - 2]);
+        let mut mismatch = |what: String| {
+            self.error("reference", what).help = Some(format!(
+                "Q and O are {layout} with Hq heads, K and V with Hk heads, Hq a multiple of Hk, one head dimension D"
+            ));
+        };
+        if shape(out) != sq {
+            mismatch(format!(
+                "`{}` {:?} is not shaped as `{}` {:?}",
+                tensors[out].name,
+                shape(out),
+                tensors[q].name,
+                sq
+            ));
+        }
+        if shape(v) != sk {
+            mismatch(format!(
+                "`{}` {:?} is not shaped as `{}` {:?}",
+                tensors[v].name,
+                shape(v),
+                tensors[k].name,
+                sk
+            ));
+        }
+        if sk[rank - 1] != head_dim {
+            mismatch(format!(
+                "`{}` has head dimension {} and `{}` {}",
+                tensors[q].name,
+                head_dim,
+                tensors[k].name,
+                sk[rank - 1]
+            ));
+        }
+        if hk < 1 || hq % hk != 0 {
+            mismatch(format!(
+                "{hq} query heads are not a multiple of {hk} key/value heads"
+            ));
+        }
+        if varlen.is_none() && sq[0] != sk[0] {
+            mismatch(format!("Q has batch {} and K batch {}", sq[0], sk[0]));
+        }
+        let batch = match varlen {
+            Some((cu_q, cu_k)) => {
+                for (field, index) in [("cu_seqlens_q", cu_q), ("cu_seqlens_k", cu_k)] {
+                    let t = &tensors[index];
+                    if t.output || t.dtype != DType::I32 || t.shape.len() != 1 || t.shape[0] < 2 {
+                        self.error(
+                            &format!("reference.{field}"),
+                            format!(
+                                "`{}` must be an i32 input of shape [B + 1] (the offsets of each sequence's rows)",
+                                t.name
+                            ),
+                        );
+                        return None;
+                    }
+                }
+                if tensors[cu_q].shape != tensors[cu_k].shape {
+                    self.error(
+                        "reference.cu_seqlens_k",
+                        "`cu_seqlens_q` and `cu_seqlens_k` must have the same length, B + 1",
+                    );
+                }
+                tensors[cu_q].shape[0] - 1
+            }
+            None => sq[0],
+        };
+        if let Some(l) = lse {
+            let t = &tensors[l];
+            let fits = t.shape.len() == 3
+                && t.shape[0] == batch
+                && t.shape[1] == hq
+                && (varlen.is_some() || t.shape[2] == sq[1]);
+            if !fits {
+                self.error(
+                    "reference.lse",
+                    format!(
+                        "`{}` {:?} is not [B, Hq, Sq] = [{batch}, {hq}, {}]",
+                        t.name,
+                        t.shape,
+                        if varlen.is_some() {
+                            "the longest sequence".to_string()
+                        } else {
+                            sq[1].to_string()
+                        }
+                    ),
+                );
+            }
+        }
+        if let Some(scale) = r.softmax_scale {
+            if !(scale.is_finite() && scale > 0.0) {
+                self.error(
+                    "reference.softmax_scale",
+                    format!("the softmax scale is a positive number, not {scale}"),
+                );
+            }
+        }
+        let block = r.block.clone().unwrap_or_default();
+        if block.len() > 2 || block.iter().any(|&b| b < 1) {
+            self.error(
+                "reference.block",
+                "`block` takes one or two positive extents over the output's last dimensions",
+            );
+        }
+        Some(ReferenceAttention {
+            q,
+            k,
+            v,
+            out,
+            lse,
+            cu_seqlens_q: cu_q,
+            cu_seqlens_k: cu_k,
+            causal: r.causal.unwrap_or(CausalMask::None),
+            softmax_scale: r.softmax_scale,
+            block,
+        })
+    }
+}
