@@ -72,9 +72,13 @@ inline bool is_structure(const Tensor& t) { return !t.output && !dtype_is_float(
 
 // Where the reference of each output comes from, for the report.
 inline std::string describe_custom_reference(const SpecInfo& spec) {
-  return spec.custom.op == ReferenceOp::custom ? "the custom reference (host, f64)"
-                                               : "the expected outputs (.npy)";
+  return spec.custom.op == ReferenceOp::custom      ? "the custom reference (host, f64)"
+         : spec.custom.op == ReferenceOp::attention ? "the attention reference (host, f64)"
+                                                    : "the expected outputs (.npy)";
 }
+
+// op: attention's reference values (attention.cuh).
+inline std::vector<std::vector<double>> attention_reference_values(const SpecInfo& spec);
 
 // The header of a .npy, read from its first bytes (which numpy keeps under 64 KiB).
 inline bool peek_npy_header(const std::string& path, NpyHeader* header, std::string* error) {
@@ -100,6 +104,7 @@ inline bool peek_npy_header(const std::string& path, NpyHeader* header, std::str
 // expected file that does not fit its output, stops the run (exit 2).
 inline std::vector<std::vector<double>> custom_reference_values(const SpecInfo& spec) {
   const CustomOperands& c = spec.custom;
+  if (c.op == ReferenceOp::attention) return attention_reference_values(spec);
   std::vector<std::vector<double>> want(c.outputs.size());
   if (c.op == ReferenceOp::file) {
     for (size_t k = 0; k < c.outputs.size(); ++k) {
@@ -295,16 +300,18 @@ inline OutputJudgement judge_output(const SpecInfo& spec, size_t k,
   return j;
 }
 
-// The custom ops' probe suite (probe_custom.cuh).
+// The custom ops' probe suite (probe_custom.cuh) and attention's (attention.cuh).
 inline int run_custom_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
                              double timeout, int repeat, const std::vector<std::vector<double>>& spec_want);
+inline int run_attention_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
+                                double timeout, int repeat, const std::vector<std::vector<double>>& spec_want);
 
 // The run of an op: custom or op: file spec, after the sizes are settled (run_harness).
 inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times, const std::string& sizes_line) {
   const CustomOperands& c = spec.custom;
   const int repeat = options.repeat > 0 ? options.repeat : spec.repeat;
   const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : spec.timeout_seconds;
-  const std::string op = c.op == ReferenceOp::custom ? "custom" : "file";
+  const std::string op = c.op == ReferenceOp::custom ? "custom" : c.op == ReferenceOp::file ? "file" : "attention";
   if (options.reference == "device" || (options.reference.empty() && spec.reference_provider == "device"))
     usage_error("op: " + op + " has no device reference: its reference is computed on the host (drop --reference device)");
   if (options.check_device_inputs)
@@ -362,6 +369,8 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
     times.report();
     return conclude_timed();
   }
+  if (options.probe && c.op == ReferenceOp::attention)
+    return run_attention_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
   if (options.probe) return run_custom_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
 
   load_capture_before(tensors, spec.base_dir);

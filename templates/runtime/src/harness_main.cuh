@@ -8,6 +8,7 @@
 #pragma once
 
 #include "probe_custom.cuh"
+#include "attention.cuh"
 
 namespace repro {
 

@@ -66,6 +66,24 @@ inline int custom_class_rank(const std::string& cls) {
   return 100;
 }
 
+// The most specific class among the failed probes (`rank`: lower is more specific); among probes
+// of that class, the one with the most bad outputs (its evidence shows the whole defect, not the
+// few outputs one input pattern exposes).
+inline Pattern most_specific_failure(const std::vector<ProbeOutcome>& probes, int (*rank_of)(const std::string&)) {
+  Pattern verdict{"ok", "every probe passes"};
+  int best = 1000;
+  int64_t best_bad = -1;
+  for (const ProbeOutcome& o : probes) {
+    if (o.passed) continue;
+    const int rank = rank_of(o.pattern.cls);
+    if (rank < best || (rank == best && o.comparison.bad > best_bad)) {
+      best = rank, best_bad = o.comparison.bad;
+      verdict = Pattern{o.pattern.cls, o.name + ": " + o.pattern.evidence};
+    }
+  }
+  return verdict;
+}
+
 // One probe: inputs already set on the host; every output judged, the first failing one kept.
 inline ProbeOutcome run_custom_probe(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
                                      double timeout, int repeat, const std::string& name, const std::string& inputs,
@@ -121,19 +139,7 @@ inline int run_custom_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t st
   probes.push_back(run_custom_probe(spec, stream, start, stop, timeout, std::max(3, repeat), "random",
                                     "the spec's inputs", &spec_want));
 
-  // The most specific class; among probes of that class, the one with the most bad outputs
-  // (its evidence shows the whole defect, not the few outputs one input pattern exposes).
-  Pattern verdict{"ok", "every probe passes"};
-  int best = 1000;
-  int64_t best_bad = -1;
-  for (const ProbeOutcome& o : probes) {
-    if (o.passed) continue;
-    const int rank = custom_class_rank(o.pattern.cls);
-    if (rank < best || (rank == best && o.comparison.bad > best_bad)) {
-      best = rank, best_bad = o.comparison.bad;
-      verdict = Pattern{o.pattern.cls, o.name + ": " + o.pattern.evidence};
-    }
-  }
+  const Pattern verdict = most_specific_failure(probes, custom_class_rank);
   show_first_failure(probes, tensors[size_t(spec.custom.outputs[0])]);
   for (Tensor& t : tensors) cudaFree(t.device);
   return conclude_probes(probes, verdict);

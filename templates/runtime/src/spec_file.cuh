@@ -517,7 +517,7 @@ inline void read_gemm_reference(const SpecFile& file, const YamlNode& reference_
 inline void read_custom_reference(const SpecFile& file, const YamlNode& reference, const std::string& op,
                                   SpecInfo* spec) {
   CustomOperands& c = spec->custom;
-  c.op = op == "custom" ? ReferenceOp::custom : ReferenceOp::file;
+  c.op = op == "custom" ? ReferenceOp::custom : op == "file" ? ReferenceOp::file : ReferenceOp::attention;
   if (c.op == ReferenceOp::custom && spec->harness->custom_reference == nullptr)
     file.fail(reference, "reference.op is `custom`, but this harness was built without a custom reference: rebuild "
                          "it (repro build, or ./build.sh) after changing the op");
@@ -530,6 +530,36 @@ inline void read_custom_reference(const SpecFile& file, const YamlNode& referenc
     for (double v : b)
       if (!(v >= 1) || v != std::floor(v)) file.fail(*block, "reference.block takes positive integer extents");
     for (double v : b) c.block.push_back(int64_t(v));
+  }
+  if (c.op == ReferenceOp::attention) {
+    AttentionOperands& a = c.attention;
+    a.q = tensor_index(*spec, file, file.require(reference, "q", "reference"), "reference.q");
+    a.k = tensor_index(*spec, file, file.require(reference, "k", "reference"), "reference.k");
+    a.v = tensor_index(*spec, file, file.require(reference, "v", "reference"), "reference.v");
+    a.out = tensor_index(*spec, file, file.require(reference, "out", "reference"), "reference.out");
+    if (const YamlNode* lse = reference.get("lse")) a.lse = tensor_index(*spec, file, *lse, "reference.lse");
+    if (const YamlNode* cu = reference.get("cu_seqlens_q")) a.cu_seqlens_q = tensor_index(*spec, file, *cu, "reference.cu_seqlens_q");
+    if (const YamlNode* cu = reference.get("cu_seqlens_k")) a.cu_seqlens_k = tensor_index(*spec, file, *cu, "reference.cu_seqlens_k");
+    if ((a.cu_seqlens_q < 0) != (a.cu_seqlens_k < 0))
+      file.fail(reference, "reference: variable lengths need both cu_seqlens_q and cu_seqlens_k");
+    if (const YamlNode* causal = reference.get("causal")) {
+      const std::string mode = file.text(*causal, "reference.causal");
+      if (mode == "none") a.causal = 0;
+      else if (mode == "top_left") a.causal = 1;
+      else if (mode == "bottom_right") a.causal = 2;
+      else file.fail(*causal, "reference.causal takes none, top_left or bottom_right");
+    }
+    if (const YamlNode* scale = reference.get("softmax_scale")) {
+      a.softmax_scale = file.number(*scale, "reference.softmax_scale");
+      if (!(a.softmax_scale > 0)) file.fail(*scale, "reference.softmax_scale is a positive number");
+    }
+    const int given[] = {a.q, a.k, a.v};
+    for (int index : given)
+      if (spec->tensors[size_t(index)].output) file.fail(reference, "reference: q, k and v are inputs");
+    for (size_t i = 0; i < spec->tensors.size(); ++i)
+      if (spec->tensors[i].output && int(i) != a.out && int(i) != a.lse)
+        file.fail(reference, strprintf("reference: `%s` is an output, and op: attention judges out and lse only",
+                                       spec->tensors[i].name.c_str()));
   }
   if (c.op == ReferenceOp::file) {
     const YamlNode& expected = file.require(reference, "expected", "reference");
@@ -623,12 +653,12 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
   const YamlNode* reference = file.section("reference");
   if (reference == nullptr) spec_file_error(path + ": no `reference`");
   const std::string op = file.text(file.require(*reference, "op", "reference"), "reference.op");
-  if (op == "custom" || op == "file") {
+  if (op == "custom" || op == "file" || op == "attention") {
     read_custom_reference(file, *reference, op, spec);
   } else if (op == "gemm" || op == "grouped_gemm") {
     read_gemm_reference(file, *reference, op, spec);
   } else {
-    file.fail(*reference, strprintf("reference.op `%s`: this runtime knows gemm, grouped_gemm, custom and file", op.c_str()));
+    file.fail(*reference, strprintf("reference.op `%s`: this runtime knows gemm, grouped_gemm, attention, custom and file", op.c_str()));
   }
   if (const YamlNode* provider = reference->get("provider")) {
     spec->reference_provider = file.text(*provider, "reference.provider");

@@ -28,11 +28,21 @@ struct GemmOperands {
 
 // What the outputs are compared with: the runtime's fp64 GEMM (gemm, grouped_gemm), the user's
 // host function (custom) or expected outputs saved as .npy (file).
-enum class ReferenceOp { gemm, custom, file };
+enum class ReferenceOp { gemm, custom, file, attention };
 
-// `op: custom` and `op: file`: every output is judged, localized by the launch's block.
+// `op: attention`: tensor indices (-1: not given), the mask (0 none, 1 top-left, 2
+// bottom-right) and the scale (0: 1 / sqrt(D)).
+struct AttentionOperands {
+  int q = -1, k = -1, v = -1, out = -1, lse = -1, cu_seqlens_q = -1, cu_seqlens_k = -1;
+  int causal = 0;
+  double softmax_scale = 0;
+};
+
+// `op: custom`, `op: file` and `op: attention`: every output is judged, localized by the
+// launch's block.
 struct CustomOperands {
   ReferenceOp op = ReferenceOp::gemm;
+  AttentionOperands attention;
   std::vector<int> outputs;            // indices into SpecInfo::tensors, in declaration order
   std::vector<std::string> expected;   // op: file: each output's .npy (spec.yaml's folder joined)
   std::vector<int64_t> block;          // reference.block, in the first output's index order
