@@ -1762,6 +1762,10 @@ void test_custom_classify() {
   CHECK_EQ(custom_class_rank("nondeterministic") < custom_class_rank("boundary"), true);
 }
 
+// ------------------------------------------------------------------ attention
+
+#include "attention_checks.h"
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "values") return values_mode(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "encode") return encode_mode(argc, argv);
@@ -1789,6 +1793,8 @@ int main(int argc, char** argv) {
   test_json_and_lines();
   test_classify();
   test_custom_classify();
+  test_attention_reference();
+  test_attention_probe_decoders();
   test_probe_verdicts();
   test_heatmap();
   test_trace_verdicts();
