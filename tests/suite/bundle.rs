@@ -126,3 +126,107 @@ fn an_existing_bundle_is_never_overwritten() {
         "keep"
     );
 }
+
+/// A `.npy` of `n` u8 values `fill`.
+fn u8_npy(path: &std::path::Path, n: usize, fill: u8) {
+    let mut header = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({n},), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend(std::iter::repeat_n(fill, n));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// What `repro capture` writes for a replayed launch travels: the cubin and the parameter bytes
+/// (`replay/`), production's outputs (`production/`), the inputs; the captured command keeps
+/// its program's name and loses this machine's folders.
+#[test]
+fn a_replayed_capture_carries_its_cubin_parameters_and_production_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("module.cubin"),
+        b"not run: the bundle is made with --no-run",
+    )
+    .unwrap();
+    std::fs::write(dir.join("params.bin"), [0u8; 16]).unwrap();
+    u8_npy(&dir.join("inputs/buffer0.npy"), 64, 1);
+    u8_npy(&dir.join("production/buffer1.before.npy"), 64, 0);
+    u8_npy(&dir.join("production/buffer1.after.npy"), 64, 2);
+    let spec = dir.join("capture.yaml");
+    std::fs::write(
+        &spec,
+        format!(
+            r#"version: 1
+name: replayed
+about: a replayed launch with production's outputs
+tensors:
+  buffer0: {{ dtype: u8, shape: [64], init: {{ file: inputs/buffer0.npy }} }}
+  buffer1: {{ dtype: u8, shape: [64], output: true }}
+kernel:
+  kind: replay
+  name: _Z6kernelPhS_
+  cubin: module.cubin
+  params: params.bin
+  grid: [1, 1, 1]
+  block: [64, 1, 1]
+  relocate:
+    - {{ at: 0, tensor: buffer0, offset: 0 }}
+    - {{ at: 8, tensor: buffer1, offset: 0 }}
+reference:
+  op: file
+  expected: {{ buffer1: production/buffer1.after.npy }}
+build: {{ arch: sm_90a }}
+capture:
+  command: {}/bin/app --requests 3
+  kernel: kernel(unsigned char*, unsigned char*)
+  launch: 2
+  before: {{ buffer1: production/buffer1.before.npy }}
+  after: {{ buffer1: production/buffer1.after.npy }}
+"#,
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let out = dir.join("bundle");
+    Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(dir)
+        .arg("bundle")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--no-run")
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success();
+    for file in [
+        "replay/module.cubin",
+        "replay/params.bin",
+        "production/buffer1.before.npy",
+        "production/buffer1.after.npy",
+        "inputs/buffer0.npy",
+    ] {
+        assert!(out.join(file).is_file(), "{file} is in the bundle");
+    }
+    let bundled = std::fs::read_to_string(out.join("spec.yaml")).unwrap();
+    for line in [
+        "cubin: replay/module.cubin",
+        "params: replay/params.bin",
+        "buffer1: production/buffer1.before.npy",
+        "command: app --requests 3",
+    ] {
+        assert!(bundled.contains(line), "`{line}` in:\n{bundled}");
+    }
+    let here = dir.canonicalize().unwrap().display().to_string();
+    assert!(
+        !bundled.contains(&here),
+        "no folder of this machine:\n{bundled}"
+    );
+}
