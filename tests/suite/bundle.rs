@@ -137,7 +137,7 @@ fn u8_npy(path: &std::path::Path, n: usize, fill: u8) {
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
     bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
     bytes.extend_from_slice(header.as_bytes());
-    bytes.extend(std::iter::repeat_n(fill, n));
+    bytes.extend(vec![fill; n]);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, bytes).unwrap();
 }
