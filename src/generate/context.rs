@@ -540,6 +540,22 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
                 names(&outputs)
             );
         }
+        Reference::Attention(a) if a.backward.is_some() => {
+            let g = a.backward.expect("matched");
+            return format!(
+                "{}, {}, {} = the gradients of softmax(scale * {} {}^T, causal {}) {} at {}, from {} and {}, in f64",
+                name_of(g.dq),
+                name_of(g.dk),
+                name_of(g.dv),
+                name_of(a.q),
+                name_of(a.k),
+                a.causal.name(),
+                name_of(a.v),
+                name_of(g.d_out),
+                name_of(a.out),
+                a.lse.map(name_of).unwrap_or_default()
+            );
+        }
         Reference::Attention(a) => {
             let scale = a
                 .softmax_scale

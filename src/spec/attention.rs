@@ -10,7 +10,7 @@
 
 use super::dtype::DType;
 use super::model::{CausalMask, ReferenceProvider};
-use super::resolved::{ReferenceAttention, TensorSpecResolved};
+use super::resolved::{AttentionGradients, ReferenceAttention, TensorSpecResolved};
 use super::validate::Validator;
 
 impl Validator<'_> {
@@ -26,12 +26,17 @@ impl Validator<'_> {
             ("softmax_scale", r.softmax_scale.is_some()),
             ("cu_seqlens_q", r.cu_seqlens_q.is_some()),
             ("cu_seqlens_k", r.cu_seqlens_k.is_some()),
+            ("o", r.o.is_some()),
+            ("do", r.d_out.is_some()),
+            ("dq", r.dq.is_some()),
+            ("dk", r.dk.is_some()),
+            ("dv", r.dv.is_some()),
         ];
         for (field, given) in given {
             if given {
                 self.key_error(
                     &format!("reference.{field}"),
-                    format!("`{field}` belongs to `op: attention`, not `op: {op}`"),
+                    format!("`{field}` belongs to the attention ops, not `op: {op}`"),
                 );
             }
         }
@@ -42,27 +47,48 @@ impl Validator<'_> {
         tensors: &[TensorSpecResolved],
     ) -> Option<ReferenceAttention> {
         let r = self.spec.reference.clone();
+        let backward = r.op == "attention_backward";
+        let op = r.op.clone();
         // The fields of the other ops (`out` is attention's too).
         let others = super::custom::gemm_fields(&r).into_iter().chain([
             ("source", r.source.is_some()),
             ("function", r.function.is_some()),
             ("expected", r.expected.is_some()),
         ]);
-        for (field, given) in others.filter(|(field, _)| *field != "out") {
+        // The forward's and the backward's own fields.
+        let wrong_pass = if backward {
+            vec![("out", !r.out.is_empty())]
+        } else {
+            vec![
+                ("o", r.o.is_some()),
+                ("do", r.d_out.is_some()),
+                ("dq", r.dq.is_some()),
+                ("dk", r.dk.is_some()),
+                ("dv", r.dv.is_some()),
+            ]
+        };
+        let others = others
+            .filter(|(field, _)| *field != "out")
+            .chain(wrong_pass);
+        for (field, given) in others {
             if given {
                 self.key_error(
                     &format!("reference.{field}"),
-                    format!("`{field}` does not belong to `op: attention`"),
+                    format!("`{field}` does not belong to `op: {op}`"),
                 )
-                .help = Some(
-                    "`op: attention` takes q, k, v, out, and optionally lse, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k and block".into(),
-                );
+                .help = Some(if backward {
+                    "`op: attention_backward` takes q, k, v, o (the forward's output), lse, do (its gradient) and the outputs dq, dk, dv; optionally causal, softmax_scale, cu_seqlens_q, cu_seqlens_k and block".into()
+                } else {
+                    "`op: attention` takes q, k, v, out, and optionally lse, causal, softmax_scale, cu_seqlens_q, cu_seqlens_k and block".into()
+                });
             }
         }
         if r.provider == ReferenceProvider::Device {
             self.error(
                 "reference.provider",
-                "`op: attention` has no device reference yet: its f64 reference runs on the host",
+                format!(
+                    "`op: {op}` has no device reference yet: its f64 reference runs on the host"
+                ),
             )
             .help = Some("remove `provider:` (or write `provider: host`)".into());
         }
@@ -72,11 +98,12 @@ impl Validator<'_> {
                     self.tensor_index(tensors, &format!("reference.{field}"), name)
                 }
                 _ => {
-                    self.key_error(
-                        "reference",
-                        format!("`op: attention` needs `{field}`"),
-                    )
-                    .help = Some("name the tensors: `q:`, `k:`, `v:` (inputs) and `out:` (the output), as FlashAttention lays them out: [B, S, H, D]".into());
+                    self.key_error("reference", format!("`op: {op}` needs `{field}`"))
+                        .help = Some(if backward {
+                        "name the tensors: `q:`, `k:`, `v:`, `o:` (the forward's output), `lse:`, `do:` (the output's gradient) and the outputs `dq:`, `dk:`, `dv:`, as FlashAttention lays them out: [B, S, H, D]".into()
+                    } else {
+                        "name the tensors: `q:`, `k:`, `v:` (inputs) and `out:` (the output), as FlashAttention lays them out: [B, S, H, D]".into()
+                    });
                     None
                 }
             }
@@ -84,7 +111,24 @@ impl Validator<'_> {
         let q = named("q", &r.q);
         let k = named("k", &r.k);
         let v = named("v", &r.v);
-        let out = named("out", &Some(r.out.clone()));
+        let out = if backward {
+            named("o", &r.o)
+        } else {
+            named("out", &Some(r.out.clone()))
+        };
+        // The backward's gradients; its lse is required (the probabilities are rebuilt from it).
+        let gradients = if backward {
+            let d_out = named("do", &r.d_out);
+            let dq = named("dq", &r.dq);
+            let dk = named("dk", &r.dk);
+            let dv = named("dv", &r.dv);
+            if r.lse.is_none() {
+                named("lse", &None);
+            }
+            Some((d_out?, dq?, dk?, dv?))
+        } else {
+            None
+        };
         let lse = match &r.lse {
             Some(name) => Some(self.tensor_index(tensors, "reference.lse", name)?),
             None => None,
@@ -99,15 +143,25 @@ impl Validator<'_> {
         };
         let (q, k, v, out) = (q?, k?, v?, out?);
 
-        for (field, index, output) in [
+        let out_field = if backward { "o" } else { "out" };
+        let roles: Vec<(&str, usize, bool)> = [
             ("q", q, false),
             ("k", k, false),
             ("v", v, false),
-            ("out", out, true),
+            (out_field, out, !backward),
         ]
         .into_iter()
-        .chain(lse.map(|l| ("lse", l, true)))
-        {
+        .chain(lse.map(|l| ("lse", l, !backward)))
+        .chain(gradients.into_iter().flat_map(|(d_out, dq, dk, dv)| {
+            [
+                ("do", d_out, false),
+                ("dq", dq, true),
+                ("dk", dk, true),
+                ("dv", dv, true),
+            ]
+        }))
+        .collect();
+        for &(field, index, output) in &roles {
             let t = &tensors[index];
             if t.output != output {
                 self.error(
@@ -136,17 +190,25 @@ impl Validator<'_> {
                 );
             }
         }
-        if let Some(extra) =
-            (0..tensors.len()).find(|&i| tensors[i].output && i != out && Some(i) != lse)
-        {
+        let judged = |i: usize| roles.iter().any(|&(_, index, output)| output && index == i);
+        if let Some(extra) = (0..tensors.len()).find(|&i| tensors[i].output && !judged(i)) {
             self.error(
                 &format!("tensors.{}", tensors[extra].name),
                 format!(
-                    "`{}` is an output, and `op: attention` judges `out` and `lse` only",
-                    tensors[extra].name
+                    "`{}` is an output, and `op: {op}` judges {} only",
+                    tensors[extra].name,
+                    if backward {
+                        "`dq`, `dk` and `dv`"
+                    } else {
+                        "`out` and `lse`"
+                    }
                 ),
             )
-            .help = Some("name it as `lse:`, or drop `output: true`".into());
+            .help = Some(if backward {
+                "drop `output: true`".into()
+            } else {
+                "name it as `lse:`, or drop `output: true`".into()
+            });
         }
 
         let varlen = match (cu_q, cu_k) {
@@ -170,13 +232,13 @@ impl Validator<'_> {
         } else {
             "[B, S, H, D]"
         };
-        for (field, index) in [("q", q), ("k", k), ("v", v), ("out", out)] {
+        for (field, index) in [("q", q), ("k", k), ("v", v), (out_field, out)] {
             let t = &tensors[index];
             if t.shape.len() != rank {
                 self.error(
                     &format!("reference.{field}"),
                     format!(
-                        "`{}` has {} dimensions; `op: attention` lays `{field}` out as {layout}",
+                        "`{}` has {} dimensions; `op: {op}` lays `{field}` out as {layout}",
                         t.name,
                         t.shape.len()
                     ),
@@ -210,6 +272,19 @@ impl Validator<'_> {
                 tensors[k].name,
                 sk
             ));
+        }
+        if let Some((d_out, dq, dk, dv)) = gradients {
+            for (grad, like) in [(d_out, q), (dq, q), (dk, k), (dv, k)] {
+                if shape(grad) != shape(like) {
+                    mismatch(format!(
+                        "`{}` {:?} is not shaped as `{}` {:?}",
+                        tensors[grad].name,
+                        shape(grad),
+                        tensors[like].name,
+                        shape(like)
+                    ));
+                }
+            }
         }
         if sk[rank - 1] != head_dim {
             mismatch(format!(
@@ -301,6 +376,7 @@ impl Validator<'_> {
             causal: r.causal.unwrap_or(CausalMask::None),
             softmax_scale: r.softmax_scale,
             block,
+            backward: gradients.map(|(d_out, dq, dk, dv)| AttentionGradients { d_out, dq, dk, dv }),
         })
     }
 }

@@ -624,6 +624,18 @@ pub struct ReferenceSpec {
     pub cu_seqlens_q: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cu_seqlens_k: Option<String>,
+    /// `op: attention_backward`: the forward's output and the output's gradient (inputs), and
+    /// the gradients of q, k and v (outputs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub o: Option<String>,
+    #[serde(default, rename = "do", skip_serializing_if = "Option::is_none")]
+    pub d_out: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dq: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dk: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dv: Option<String>,
 }
 
 /// `op: attention`'s `causal:`: which keys each query sees.

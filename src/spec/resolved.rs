@@ -234,7 +234,10 @@ impl Reference {
             Reference::Custom(c) => c.outputs.clone(),
             Reference::File(f) => f.expected.iter().map(|(i, _)| *i).collect(),
             Reference::Attention(a) => {
-                let mut outputs: Vec<usize> = std::iter::once(a.out).chain(a.lse).collect();
+                let mut outputs: Vec<usize> = match a.backward {
+                    Some(g) => vec![g.dq, g.dk, g.dv],
+                    None => std::iter::once(a.out).chain(a.lse).collect(),
+                };
                 outputs.sort_unstable();
                 outputs
             }
@@ -259,6 +262,7 @@ impl Reference {
             Reference::Gemm(_) => "gemm",
             Reference::Custom(_) => "custom",
             Reference::File(_) => "file",
+            Reference::Attention(a) if a.backward.is_some() => "attention_backward",
             Reference::Attention(_) => "attention",
         }
     }
@@ -296,6 +300,17 @@ pub struct ReferenceAttention {
     pub causal: crate::spec::model::CausalMask,
     pub softmax_scale: Option<f64>,
     pub block: Vec<i64>,
+    /// `op: attention_backward`: `out` is then the forward's output, an input.
+    pub backward: Option<AttentionGradients>,
+}
+
+/// `op: attention_backward`'s other tensors: the output's gradient in, q's, k's and v's out.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionGradients {
+    pub d_out: usize,
+    pub dq: usize,
+    pub dk: usize,
+    pub dv: usize,
 }
 
 #[derive(Debug, Clone)]

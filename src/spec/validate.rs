@@ -576,7 +576,7 @@ impl<'a> Validator<'a> {
         if !self.spec.trace.is_empty()
             && matches!(
                 self.spec.reference.op.as_str(),
-                "custom" | "file" | "attention"
+                "custom" | "file" | "attention" | "attention_backward"
             )
         {
             self.key_error(
@@ -908,7 +908,7 @@ impl<'a> Validator<'a> {
         };
         if matches!(
             self.spec.reference.op.as_str(),
-            "custom" | "file" | "attention"
+            "custom" | "file" | "attention" | "attention_backward"
         ) {
             self.error(
                 "reference.op",
@@ -975,12 +975,14 @@ impl<'a> Validator<'a> {
 
     fn reference(&mut self, tensors: &[TensorSpecResolved]) -> Option<Reference> {
         let op = self.spec.reference.op.clone();
-        if op != "attention" {
+        if op != "attention" && op != "attention_backward" {
             self.refuse_attention_fields(&op);
         }
         match self.spec.reference.op.as_str() {
             "custom" => return self.custom_reference(tensors).map(Reference::Custom),
-            "attention" => return self.attention_reference(tensors).map(Reference::Attention),
+            "attention" | "attention_backward" => {
+                return self.attention_reference(tensors).map(Reference::Attention)
+            }
             "file" => return self.file_reference(tensors).map(Reference::File),
             "grouped_gemm" => {
                 self.gemm_operands_given("grouped_gemm")?;
@@ -1070,9 +1072,17 @@ impl<'a> Validator<'a> {
                      C++ reference function of yours) and file (expected outputs as .npy)"
                         .into(),
                 );
-                if let Some(close) =
-                    did_you_mean(op, ["gemm", "grouped_gemm", "custom", "file", "attention"])
-                {
+                if let Some(close) = did_you_mean(
+                    op,
+                    [
+                        "gemm",
+                        "grouped_gemm",
+                        "custom",
+                        "file",
+                        "attention",
+                        "attention_backward",
+                    ],
+                ) {
                     d.help = Some(format!("did you mean `{close}`?"));
                 }
                 return None;

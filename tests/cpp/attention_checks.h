@@ -216,3 +216,58 @@ void test_attention_probe_decoders() {
   CHECK(attention_class_rank("nondeterministic") < attention_class_rank("mask"));
   CHECK(attention_class_rank("mask") < attention_class_rank("softmax_scale"));
 }
+
+// op: attention_backward against finite differences of the forward: with O and lse the
+// forward's own, dQ, dK and dV are the gradients of L = sum(dO * O(Q, K, V)).
+void test_attention_backward() {
+  const auto value = [](int role, int64_t row, int64_t head, int64_t c) {
+    return 0.5 * std::sin(1.3 * double(role * 37 + row * 11 + head * 3 + c) + 0.2);
+  };
+  for (int causal : {0, 2}) {
+    SpecInfo forward = attention_spec(1, 4, 5, 2, 1, 3, causal, {}, {}, value);
+    const auto fwd = attention_reference_values(forward);
+    SpecInfo backward;
+    for (int i = 0; i < 3; ++i) backward.tensors.push_back(forward.tensors[size_t(i)]);
+    Tensor o = forward.tensors[3], lse = forward.tensors[4];
+    o.output = lse.output = false;
+    for (int64_t i = 0; i < o.numel(); ++i) set_logical(o, i, fwd[0][size_t(i)]);
+    for (int64_t i = 0; i < lse.numel(); ++i) set_logical(lse, i, fwd[1][size_t(i)]);
+    Tensor d_out = make_tensor("dO", DType::f64, {1, 4, 2, 3});
+    d_out.host.assign(d_out.storage_bytes(), 0);
+    for (int64_t i = 0; i < d_out.numel(); ++i) set_logical(d_out, i, std::cos(0.9 * double(i)));
+    backward.tensors.push_back(o);
+    backward.tensors.push_back(lse);
+    backward.tensors.push_back(d_out);
+    for (int i = 0; i < 3; ++i) {
+      Tensor g = forward.tensors[size_t(i)];
+      g.name = i == 0 ? "dQ" : i == 1 ? "dK" : "dV";
+      g.output = true;
+      backward.tensors.push_back(g);
+    }
+    AttentionOperands& a = backward.custom.attention;
+    a = forward.custom.attention;
+    a.out = 3, a.lse = 4, a.d_out = 5, a.dq = 6, a.dk = 7, a.dv = 8;
+    backward.custom.op = ReferenceOp::attention;
+    backward.custom.outputs = {6, 7, 8};
+    const auto grads = attention_reference_values(backward);
+
+    // L at the forward's inputs with one element moved by `step`.
+    const auto loss = [&](int role, int64_t i, double step) {
+      SpecInfo moved = forward;
+      Tensor& t = moved.tensors[size_t(role)];
+      set_logical(t, i, get_logical(t, i) + step);
+      const auto out = attention_reference_values(moved);
+      double sum = 0;
+      for (int64_t j = 0; j < d_out.numel(); ++j) sum += get_logical(d_out, j) * out[0][size_t(j)];
+      return sum;
+    };
+    double worst = 0;
+    for (int role = 0; role < 3; ++role)
+      for (int64_t i = 0; i < forward.tensors[size_t(role)].numel(); ++i) {
+        const double h = 1e-6;
+        const double numeric = (loss(role, i, h) - loss(role, i, -h)) / (2 * h);
+        worst = std::max(worst, std::fabs(numeric - grads[size_t(role)][size_t(i)]));
+      }
+    CHECK(worst < 1e-7);
+  }
+}

@@ -74,3 +74,61 @@ fn an_unknown_causal_alignment() {
 fn attention_fields_under_a_gemm_reference() {
     insta::assert_snapshot!(error_for(&replace("  op: attention", "  op: gemm")));
 }
+
+/// The example turned into a backward spec: O and LSE become inputs, dO one more, and the
+/// gradients of Q, K and V the outputs.
+fn backward() -> String {
+    let text = example()
+        .replace(
+            "  O: { dtype: bf16, shape: [B, S, HQ, D], output: true }\n  LSE: { dtype: f32, shape: [B, HQ, S], output: true }",
+            "  O: { dtype: bf16, shape: [B, S, HQ, D] }\n  LSE: { dtype: f32, shape: [B, HQ, S] }\n  DO: { dtype: bf16, shape: [B, S, HQ, D] }\n  DQ: { dtype: f32, shape: [B, S, HQ, D], output: true }\n  DK: { dtype: f32, shape: [B, S, HK, D], output: true }\n  DV: { dtype: f32, shape: [B, S, HK, D], output: true }",
+        )
+        .replace("  op: attention\n", "  op: attention_backward\n")
+        .replace("  out: O\n", "  o: O\n  do: DO\n  dq: DQ\n  dk: DK\n  dv: DV\n")
+        // A backward kernel's launch (loaded, not built: the kernel is not in kernels/ yet).
+        .replace(
+            "  name: attention_kernels::flash_forward\n",
+            "  name: attention_kernels::flash_backward\n",
+        )
+        .replace(
+            "args: [Q, K, V, O, LSE, nullptr, nullptr, S, S, HQ, HK, \"0.125f\", \"attention_kernels::kTopLeft\"]",
+            "args: [Q, K, V, O, LSE, DO, DQ, DK, DV, S, HQ, HK]",
+        );
+    assert!(
+        text.contains("dq: DQ") && text.contains("DV: {"),
+        "test bug: the example changed"
+    );
+    text
+}
+
+#[test]
+fn a_backward_spec_names_its_gradients() {
+    let spec = load(&backward()).expect("valid");
+    assert_eq!(spec.reference.op(), "attention_backward");
+    let repro::spec::Reference::Attention(a) = &spec.reference else {
+        panic!("not an attention reference");
+    };
+    let g = a.backward.expect("gradients");
+    let name = |i: usize| spec.tensors[i].name.as_str();
+    assert_eq!(
+        (
+            name(a.out),
+            name(g.d_out),
+            name(g.dq),
+            name(g.dk),
+            name(g.dv)
+        ),
+        ("O", "DO", "DQ", "DK", "DV")
+    );
+    let outputs: Vec<&str> = spec.reference.outputs().into_iter().map(name).collect();
+    assert_eq!(outputs, ["DQ", "DK", "DV"]);
+}
+
+#[test]
+fn a_backward_gradient_shaped_as_the_queries_for_a_key() {
+    let text = backward().replace(
+        "DK: { dtype: f32, shape: [B, S, HK, D]",
+        "DK: { dtype: f32, shape: [B, S, HQ, D]",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}

@@ -1,5 +1,6 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: attention (spec: reference: { op: attention }; DESIGN §8)
+// repro harness runtime: attention (spec: reference: { op: attention } and
+// { op: attention_backward }; DESIGN §8)
 //
 // The forward pass O = softmax(scale * Q K^T + mask) V of every batch and query head, in f64 on
 // the host, and each row's log-sum-exp. A run of such a spec is the run of a custom op
@@ -108,9 +109,60 @@ inline int64_t lse_offset(const AttentionShape& s, int64_t b, int64_t head, int6
   return s.varlen ? head * s.lse_rows + s.q_begin[size_t(b)] + row : (b * s.heads_q + head) * s.lse_rows + row;
 }
 
+// op: attention_backward: dQ, dK and dV of L = sum(dO * O) as FlashAttention's backward computes
+// them, from the forward's O and lse as given (not recomputed): the probabilities are
+// P = exp(scale * q k - lse), D_i = sum_d dO_i O_i, dS = P (dO v - D), dQ = scale dS K,
+// dK = scale dS^T Q, dV = P^T dO, summed over the query heads that share a KV head.
+inline std::vector<std::vector<double>> attention_backward_values(const SpecInfo& spec) {
+  const AttentionOperands& a = spec.custom.attention;
+  const AttentionShape s = attention_shape(spec);
+  const std::vector<double> q = logical_values(spec.tensors[size_t(a.q)]);
+  const std::vector<double> k = logical_values(spec.tensors[size_t(a.k)]);
+  const std::vector<double> v = logical_values(spec.tensors[size_t(a.v)]);
+  const std::vector<double> o = logical_values(spec.tensors[size_t(a.out)]);
+  const std::vector<double> lse = logical_values(spec.tensors[size_t(a.lse)]);
+  const std::vector<double> d_out = logical_values(spec.tensors[size_t(a.d_out)]);
+  std::vector<double> dq(q.size(), 0.0), dk(k.size(), 0.0), dv(v.size(), 0.0);
+  const int64_t D = s.head_dim, group = s.heads_q / s.heads_kv;
+  // One (batch, KV head) per task: dK and dV sum over its query heads, dQ rows are its own.
+  parallel_for(s.batch * s.heads_kv, 1, [&](int64_t first, int64_t last) {
+    for (int64_t task = first; task < last; ++task) {
+      const int64_t b = task / s.heads_kv, kv = task % s.heads_kv;
+      for (int64_t h = kv * group; h < (kv + 1) * group; ++h)
+        for (int64_t row = 0; row < s.q_len[size_t(b)]; ++row) {
+          const int64_t visible = last_visible_key(s, b, row) + 1;
+          const double row_lse = lse[size_t(lse_offset(s, b, h, row))];
+          if (visible <= 0 || !std::isfinite(row_lse)) continue;
+          const int64_t at_q = attention_row_offset(s.q_begin[size_t(b)] + row, s.heads_q, h, D);
+          double delta = 0;
+          for (int64_t d = 0; d < D; ++d) delta += d_out[size_t(at_q + d)] * o[size_t(at_q + d)];
+          for (int64_t j = 0; j < visible; ++j) {
+            const int64_t at_k = attention_row_offset(s.k_begin[size_t(b)] + j, s.heads_kv, kv, D);
+            double dot = 0, d_prob = 0;
+            for (int64_t d = 0; d < D; ++d) {
+              dot += q[size_t(at_q + d)] * k[size_t(at_k + d)];
+              d_prob += d_out[size_t(at_q + d)] * v[size_t(at_k + d)];
+            }
+            const double prob = std::exp(s.scale * dot - row_lse);
+            const double d_score = prob * (d_prob - delta);
+            for (int64_t d = 0; d < D; ++d) {
+              dv[size_t(at_k + d)] += prob * d_out[size_t(at_q + d)];
+              dq[size_t(at_q + d)] += s.scale * d_score * k[size_t(at_k + d)];
+              dk[size_t(at_k + d)] += s.scale * d_score * q[size_t(at_q + d)];
+            }
+          }
+        }
+    }
+  });
+  std::vector<std::vector<double>> want;
+  for (int index : spec.custom.outputs) want.push_back(index == a.dq ? dq : index == a.dk ? dk : dv);
+  return want;
+}
+
 // The reference: every output of the spec, in spec.custom.outputs' order.
 inline std::vector<std::vector<double>> attention_reference_values(const SpecInfo& spec) {
   const AttentionOperands& a = spec.custom.attention;
+  if (a.backward()) return attention_backward_values(spec);
   const AttentionShape s = attention_shape(spec);
   const std::vector<double> q = logical_values(spec.tensors[size_t(a.q)]);
   const std::vector<double> k = logical_values(spec.tensors[size_t(a.k)]);

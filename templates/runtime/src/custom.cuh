@@ -73,7 +73,9 @@ inline bool is_structure(const Tensor& t) { return !t.output && !dtype_is_float(
 // Where the reference of each output comes from, for the report.
 inline std::string describe_custom_reference(const SpecInfo& spec) {
   return spec.custom.op == ReferenceOp::custom      ? "the custom reference (host, f64)"
-         : spec.custom.op == ReferenceOp::attention ? "the attention reference (host, f64)"
+         : spec.custom.op == ReferenceOp::attention
+             ? (spec.custom.attention.backward() ? "the attention backward reference (host, f64)"
+                                                 : "the attention reference (host, f64)")
                                                     : "the expected outputs (.npy)";
 }
 
@@ -311,7 +313,10 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   const CustomOperands& c = spec.custom;
   const int repeat = options.repeat > 0 ? options.repeat : spec.repeat;
   const double timeout = options.timeout_seconds > 0 ? options.timeout_seconds : spec.timeout_seconds;
-  const std::string op = c.op == ReferenceOp::custom ? "custom" : c.op == ReferenceOp::file ? "file" : "attention";
+  const std::string op = c.op == ReferenceOp::custom           ? "custom"
+                         : c.op == ReferenceOp::file           ? "file"
+                         : c.attention.backward()              ? "attention_backward"
+                                                               : "attention";
   if (options.reference == "device" || (options.reference.empty() && spec.reference_provider == "device"))
     usage_error("op: " + op + " has no device reference: its reference is computed on the host (drop --reference device)");
   if (options.check_device_inputs)
@@ -369,7 +374,8 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
     times.report();
     return conclude_timed();
   }
-  if (options.probe && c.op == ReferenceOp::attention)
+  // The attention probes decode the forward pass; the backward takes the custom ops' probes.
+  if (options.probe && c.op == ReferenceOp::attention && !c.attention.backward())
     return run_attention_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
   if (options.probe) return run_custom_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
 

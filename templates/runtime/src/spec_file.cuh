@@ -517,7 +517,7 @@ inline void read_gemm_reference(const SpecFile& file, const YamlNode& reference_
 inline void read_custom_reference(const SpecFile& file, const YamlNode& reference, const std::string& op,
                                   SpecInfo* spec) {
   CustomOperands& c = spec->custom;
-  c.op = op == "custom" ? ReferenceOp::custom : op == "file" ? ReferenceOp::file : ReferenceOp::attention;
+  c.op = op == "custom" ? ReferenceOp::custom : op == "file" ? ReferenceOp::file : ReferenceOp::attention;  // and attention_backward
   if (c.op == ReferenceOp::custom && spec->harness->custom_reference == nullptr)
     file.fail(reference, "reference.op is `custom`, but this harness was built without a custom reference: rebuild "
                          "it (repro build, or ./build.sh) after changing the op");
@@ -536,8 +536,17 @@ inline void read_custom_reference(const SpecFile& file, const YamlNode& referenc
     a.q = tensor_index(*spec, file, file.require(reference, "q", "reference"), "reference.q");
     a.k = tensor_index(*spec, file, file.require(reference, "k", "reference"), "reference.k");
     a.v = tensor_index(*spec, file, file.require(reference, "v", "reference"), "reference.v");
-    a.out = tensor_index(*spec, file, file.require(reference, "out", "reference"), "reference.out");
-    if (const YamlNode* lse = reference.get("lse")) a.lse = tensor_index(*spec, file, *lse, "reference.lse");
+    if (op == "attention_backward") {
+      a.out = tensor_index(*spec, file, file.require(reference, "o", "reference"), "reference.o");
+      a.lse = tensor_index(*spec, file, file.require(reference, "lse", "reference"), "reference.lse");
+      a.d_out = tensor_index(*spec, file, file.require(reference, "do", "reference"), "reference.do");
+      a.dq = tensor_index(*spec, file, file.require(reference, "dq", "reference"), "reference.dq");
+      a.dk = tensor_index(*spec, file, file.require(reference, "dk", "reference"), "reference.dk");
+      a.dv = tensor_index(*spec, file, file.require(reference, "dv", "reference"), "reference.dv");
+    } else {
+      a.out = tensor_index(*spec, file, file.require(reference, "out", "reference"), "reference.out");
+      if (const YamlNode* lse = reference.get("lse")) a.lse = tensor_index(*spec, file, *lse, "reference.lse");
+    }
     if (const YamlNode* cu = reference.get("cu_seqlens_q")) a.cu_seqlens_q = tensor_index(*spec, file, *cu, "reference.cu_seqlens_q");
     if (const YamlNode* cu = reference.get("cu_seqlens_k")) a.cu_seqlens_k = tensor_index(*spec, file, *cu, "reference.cu_seqlens_k");
     if ((a.cu_seqlens_q < 0) != (a.cu_seqlens_k < 0))
@@ -556,10 +565,14 @@ inline void read_custom_reference(const SpecFile& file, const YamlNode& referenc
     const int given[] = {a.q, a.k, a.v};
     for (int index : given)
       if (spec->tensors[size_t(index)].output) file.fail(reference, "reference: q, k and v are inputs");
-    for (size_t i = 0; i < spec->tensors.size(); ++i)
-      if (spec->tensors[i].output && int(i) != a.out && int(i) != a.lse)
-        file.fail(reference, strprintf("reference: `%s` is an output, and op: attention judges out and lse only",
-                                       spec->tensors[i].name.c_str()));
+    for (size_t i = 0; i < spec->tensors.size(); ++i) {
+      const int t = int(i);
+      const bool judged = a.backward() ? (t == a.dq || t == a.dk || t == a.dv) : (t == a.out || t == a.lse);
+      if (spec->tensors[i].output != judged)
+        file.fail(reference, strprintf("reference: `%s` %s", spec->tensors[i].name.c_str(),
+                                       judged ? "is judged as an output: mark it `output: true`"
+                                              : "is an output the reference does not judge"));
+    }
   }
   if (c.op == ReferenceOp::file) {
     const YamlNode& expected = file.require(reference, "expected", "reference");
@@ -653,12 +666,12 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
   const YamlNode* reference = file.section("reference");
   if (reference == nullptr) spec_file_error(path + ": no `reference`");
   const std::string op = file.text(file.require(*reference, "op", "reference"), "reference.op");
-  if (op == "custom" || op == "file" || op == "attention") {
+  if (op == "custom" || op == "file" || op == "attention" || op == "attention_backward") {
     read_custom_reference(file, *reference, op, spec);
   } else if (op == "gemm" || op == "grouped_gemm") {
     read_gemm_reference(file, *reference, op, spec);
   } else {
-    file.fail(*reference, strprintf("reference.op `%s`: this runtime knows gemm, grouped_gemm, attention, custom and file", op.c_str()));
+    file.fail(*reference, strprintf("reference.op `%s`: this runtime knows gemm, grouped_gemm, attention, attention_backward, custom and file", op.c_str()));
   }
   if (const YamlNode* provider = reference->get("provider")) {
     spec->reference_provider = file.text(*provider, "reference.provider");

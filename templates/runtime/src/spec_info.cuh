@@ -34,6 +34,9 @@ enum class ReferenceOp { gemm, custom, file, attention };
 // bottom-right) and the scale (0: 1 / sqrt(D)).
 struct AttentionOperands {
   int q = -1, k = -1, v = -1, out = -1, lse = -1, cu_seqlens_q = -1, cu_seqlens_k = -1;
+  // op: attention_backward: `out` is the forward's output (an input), lse an input too.
+  int d_out = -1, dq = -1, dk = -1, dv = -1;
+  bool backward() const { return dq >= 0; }
   int causal = 0;
   double softmax_scale = 0;
 };
