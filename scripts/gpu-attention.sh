@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # op: attention on the GPU machine (issue 21): every flash_attention example with --ones, with
-# its seeded inputs and under `repro probe`; the tile race under compute-sanitizer racecheck.
+# its seeded inputs and under `repro probe`; the tile race under compute-sanitizer racecheck;
+# then the backward pass (op: attention_backward) and its race.
 # Usage: scripts/gpu-attention.sh REPRO_BINARY OUT_DIR. Each case's log goes to OUT_DIR/<case>.log.
 set -uo pipefail
 repro=$(realpath "$1"); out=$2; root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,3 +15,10 @@ for e in flash_attention flash_attention_causal_off_by_one flash_attention_exp2_
 done
 step tile-race-racecheck "$repro" run "$work/flash_attention_tile_race" --sanitize racecheck
 step correct-racecheck "$repro" run "$work/flash_attention" --sanitize racecheck
+# The backward pass (op: attention_backward): the custom ops' probes, and its race.
+for e in flash_attention_backward flash_attention_backward_race; do
+  step "$e-ones" "$repro" run "$root/examples/$e.yaml" -o "$work/$e" --ones
+  step "$e-random" "$repro" run "$work/$e" --repeat 4
+  step "$e-probe" "$repro" probe "$work/$e"
+done
+step backward-race-racecheck "$repro" run "$work/flash_attention_backward_race" --sanitize racecheck

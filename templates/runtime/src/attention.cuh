@@ -400,6 +400,40 @@ inline int attention_class_rank(const std::string& cls) {
   return 100;
 }
 
+// Outputs that differ between runs of the same inputs come first: a race, or a read of shared
+// memory nobody wrote (a buffer refilled too early reads as both). What the other probes decode
+// from such outputs is noise, so their classes wait until the runs agree.
+inline void call_differing_runs_nondeterministic(std::vector<ProbeOutcome>& probes) {
+  for (ProbeOutcome& o : probes)
+    if (!o.passed && o.differences > 0 && o.pattern.cls != "nondeterministic")
+      o.pattern = Pattern{"nondeterministic",
+                          strprintf("%lld outputs differ between runs of the same inputs (%lld of them right in no "
+                                    "run): a race, or a read of memory nobody wrote; --sanitize racecheck names the "
+                                    "accesses",
+                                    (long long)o.differences, (long long)o.stale_differences)};
+}
+
+// op: attention_backward's probes: all-ones inputs (lse 1 too), then the spec's. The custom ops'
+// index patterns would make scores of thousands, whose exp(score - lse) no dtype holds.
+inline int run_attention_backward_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
+                                         double timeout, int repeat, const std::vector<std::vector<double>>& spec_want) {
+  std::vector<Tensor>& tensors = spec.tensors;
+  std::vector<std::vector<unsigned char>> spec_inputs;
+  for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
+  std::vector<ProbeOutcome> probes;
+  fill_float_inputs(spec, [](const Tensor&, int64_t) { return 1.0; });
+  probes.push_back(run_custom_probe(spec, stream, start, stop, timeout, repeat, "ones", "every input 1", nullptr));
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!tensors[i].output) tensors[i].host = spec_inputs[i];
+  probes.push_back(run_custom_probe(spec, stream, start, stop, timeout, std::max(3, repeat), "random",
+                                    "the spec's inputs", &spec_want));
+  call_differing_runs_nondeterministic(probes);
+  const Pattern verdict = most_specific_failure(probes, custom_class_rank);
+  show_first_failure(probes, tensors[size_t(spec.custom.outputs[0])]);
+  for (Tensor& t : tensors) cudaFree(t.device);
+  return conclude_probes(probes, verdict);
+}
+
 inline int run_attention_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
                                 double timeout, int repeat, const std::vector<std::vector<double>>& spec_want) {
   std::vector<Tensor>& tensors = spec.tensors;
@@ -457,16 +491,7 @@ inline int run_attention_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t
   probes.push_back(run_custom_probe(spec, stream, start, stop, timeout, std::max(3, repeat), "random",
                                     "the spec's inputs", &spec_want));
 
-  // Outputs that differ between runs of the same inputs come first: a race, or a read of shared
-  // memory nobody wrote (a buffer refilled too early reads as both). What the other probes decode
-  // from such outputs is noise, so their classes wait until the runs agree.
-  for (ProbeOutcome& o : probes)
-    if (!o.passed && o.differences > 0 && o.pattern.cls != "nondeterministic")
-      o.pattern = Pattern{"nondeterministic",
-                          strprintf("%lld outputs differ between runs of the same inputs (%lld of them right in no "
-                                    "run): a race, or a read of memory nobody wrote; --sanitize racecheck names the "
-                                    "accesses",
-                                    (long long)o.differences, (long long)o.stale_differences)};
+  call_differing_runs_nondeterministic(probes);
   const Pattern verdict = most_specific_failure(probes, attention_class_rank);
   show_first_failure(probes, tensors[size_t(spec.custom.outputs[0])]);
   for (Tensor& t : tensors) cudaFree(t.device);

@@ -307,6 +307,9 @@ inline int run_custom_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t st
                              double timeout, int repeat, const std::vector<std::vector<double>>& spec_want);
 inline int run_attention_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
                                 double timeout, int repeat, const std::vector<std::vector<double>>& spec_want);
+inline int run_attention_backward_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
+                                         double timeout, int repeat,
+                                         const std::vector<std::vector<double>>& spec_want);
 
 // The run of an op: custom or op: file spec, after the sizes are settled (run_harness).
 inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times, const std::string& sizes_line) {
@@ -374,9 +377,11 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
     times.report();
     return conclude_timed();
   }
-  // The attention probes decode the forward pass; the backward takes the custom ops' probes.
-  if (options.probe && c.op == ReferenceOp::attention && !c.attention.backward())
-    return run_attention_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
+  // The attention probes decode the forward pass; the backward has its own short suite.
+  if (options.probe && c.op == ReferenceOp::attention)
+    return c.attention.backward()
+               ? run_attention_backward_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want)
+               : run_attention_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
   if (options.probe) return run_custom_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
 
   load_capture_before(tensors, spec.base_dir);
