@@ -6,8 +6,8 @@
 // Layouts are FlashAttention's: Q and O [B, Sq, Hq, D], K and V [B, Sk, Hk, D], row-major, lse
 // [B, Hq, Sq] (f32). Grouped-query heads: Hq a multiple of Hk, query head h reads KV head
 // h / (Hq / Hk). Variable lengths: with cu_seqlens_q and cu_seqlens_k (i32, B + 1 offsets), Q
-// and O are [total_q, Hq, D], K and V [total_k, Hk, D], batch b owning rows cu[b] to cu[b + 1];
-// Sq and Sk are then the longest sequence (the grid covers it), lse stays [B, Hq, Sq].
+// and O are [total_q, Hq, D], K and V [total_k, Hk, D], batch b owning rows cu[b] to cu[b + 1],
+// and lse is [Hq, total_q]; Sq and Sk are then the longest sequence (the grid covers it).
 // Causal masks: top-left (query i sees keys 0..i) or bottom-right (query i sees keys
 // 0..i + Sk - Sq, FlashAttention 2's convention when Sq != Sk). A query that sees no key writes
 // zeros and an lse of -inf.
@@ -102,7 +102,10 @@ __global__ void __launch_bounds__(BlockQ)
   if (lse != nullptr) {
     // Back to natural-log units: ln(sum exp(scale * s)) = (max + log2(sum)) * ln(2).
     const float value = running_sum > 0.f ? (running_max + log2f(running_sum)) * 0.6931471805599453f : -INFINITY;
-    lse[(int64_t(batch) * Hq + head) * Sq + row] = value;
+    // [B, Hq, Sq], or [Hq, total_q] with variable lengths (total_q = cu_seqlens_q[B]).
+    const int64_t at = cu_seqlens_q ? int64_t(head) * cu_seqlens_q[gridDim.z] + q_begin + row
+                                    : (int64_t(batch) * Hq + head) * Sq + row;
+    lse[at] = value;
   }
 }
 

@@ -329,24 +329,20 @@ impl Validator<'_> {
             None => sq[0],
         };
         if let Some(l) = lse {
+            // [B, Hq, Sq]; with variable lengths FlashAttention's [Hq, total_q].
             let t = &tensors[l];
-            let fits = t.shape.len() == 3
-                && t.shape[0] == batch
-                && t.shape[1] == hq
-                && (varlen.is_some() || t.shape[2] == sq[1]);
+            let (fits, want) = if varlen.is_some() {
+                (t.shape == [hq, sq[0]], format!("[Hq, total_q] = [{hq}, {}]", sq[0]))
+            } else {
+                (
+                    t.shape == [batch, hq, sq[1]],
+                    format!("[B, Hq, Sq] = [{batch}, {hq}, {}]", sq[1]),
+                )
+            };
             if !fits {
                 self.error(
                     "reference.lse",
-                    format!(
-                        "`{}` {:?} is not [B, Hq, Sq] = [{batch}, {hq}, {}]",
-                        t.name,
-                        t.shape,
-                        if varlen.is_some() {
-                            "the longest sequence".to_string()
-                        } else {
-                            sq[1].to_string()
-                        }
-                    ),
+                    format!("`{}` {:?} is not {want}", t.name, t.shape),
                 );
             }
         }
