@@ -397,7 +397,9 @@ inline ProbeOutcome run_random_probe(ProbeContext& ctx, const std::vector<double
 inline void show_first_failure(const std::vector<ProbeOutcome>& probes, const Tensor& out) {
   for (const ProbeOutcome& o : probes)
     if (!o.passed && o.comparison.bad > 0) {
-      std::printf("probe   %s: %s", o.name.c_str(), format_heatmap(o.comparison).c_str());
+      // One block (no `block:` given) has no picture; the line would run into the verdict's.
+      const std::string heatmap = format_heatmap(o.comparison);
+      if (!heatmap.empty()) std::printf("probe   %s: %s", o.name.c_str(), heatmap.c_str());
       JsonWriter w;
       write_comparison_json(w, o.output.empty() ? out.name : o.output, o.comparison);
       report_set("output", w.str());
