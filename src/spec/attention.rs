@@ -14,6 +14,30 @@ use super::resolved::{AttentionGradients, ReferenceAttention, TensorSpecResolved
 use super::validate::Validator;
 
 impl Validator<'_> {
+    /// `cu_seqlens` listed in the spec (`init: { values }`): from 0, never decreasing, within the
+    /// `total` rows of the tensor they cut into sequences.
+    fn check_offsets(&mut self, cu: &TensorSpecResolved, total: i64, of: &str) {
+        let super::resolved::InitSource::Values(values) = &cu.init.source else {
+            return;
+        };
+        let path = format!("tensors.{}.init.values", cu.name);
+        let mut previous = 0.0;
+        for (i, &v) in values.iter().enumerate() {
+            let bad = v.fract() != 0.0 || (i == 0 && v != 0.0) || v < previous || v > total as f64;
+            if bad {
+                self.error(
+                    &path,
+                    format!(
+                        "`{}`[{i}] = {v}: sequence offsets start at 0, never decrease and stay within the {total} rows of `{of}`",
+                        cu.name
+                    ),
+                );
+                return;
+            }
+            previous = v;
+        }
+    }
+
     /// The other ops take none of attention's fields.
     pub(super) fn refuse_attention_fields(&mut self, op: &str) {
         let r = &self.spec.reference;
@@ -324,6 +348,10 @@ impl Validator<'_> {
                         "`cu_seqlens_q` and `cu_seqlens_k` must have the same length, B + 1",
                     );
                 }
+                // Offsets the spec lists are checked here; from a file, by the harness.
+                for (index, total, of) in [(cu_q, sq[0], q), (cu_k, sk[0], k)] {
+                    self.check_offsets(&tensors[index], total, &tensors[of].name);
+                }
                 tensors[cu_q].shape[0] - 1
             }
             None => sq[0],
@@ -332,7 +360,10 @@ impl Validator<'_> {
             // [B, Hq, Sq]; with variable lengths FlashAttention's [Hq, total_q].
             let t = &tensors[l];
             let (fits, want) = if varlen.is_some() {
-                (t.shape == [hq, sq[0]], format!("[Hq, total_q] = [{hq}, {}]", sq[0]))
+                (
+                    t.shape == [hq, sq[0]],
+                    format!("[Hq, total_q] = [{hq}, {}]", sq[0]),
+                )
             } else {
                 (
                     t.shape == [batch, hq, sq[1]],

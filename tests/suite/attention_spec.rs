@@ -132,3 +132,26 @@ fn a_backward_gradient_shaped_as_the_queries_for_a_key() {
     );
     insta::assert_snapshot!(error_for(&text));
 }
+
+#[test]
+fn sequence_offsets_past_the_packed_rows() {
+    let text = std::fs::read_to_string(repo().join("examples/flash_attention_varlen.yaml"))
+        .unwrap()
+        .replace("values: [0, 120, 376, 440]", "values: [0, 120, 376, 441]");
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn the_varlen_example_names_its_offsets() {
+    let text =
+        std::fs::read_to_string(repo().join("examples/flash_attention_varlen.yaml")).unwrap();
+    let spec = load(&text).expect("valid");
+    let repro::spec::Reference::Attention(a) = &spec.reference else {
+        panic!("not an attention reference");
+    };
+    assert_eq!(
+        a.cu_seqlens_q.map(|i| spec.tensors[i].name.as_str()),
+        Some("CQ")
+    );
+    assert_eq!(a.causal, repro::spec::model::CausalMask::BottomRight);
+}
