@@ -22,6 +22,10 @@
 // (queries saw other keys than the mask allows, with the ranges), `head_mapping` (query heads
 // read the wrong KV heads), `softmax_scale` (the scale the kernel applied, and the factor it is
 // off by), else the custom ops' classes.
+//
+// The backward pass (op: attention_backward) has its own f64 reference (the gradients from the O
+// and lse it is given, as FlashAttention's backward computes them) and two probes, all-ones and
+// the spec's inputs.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
