@@ -38,10 +38,10 @@ const char* const kSizeNames[] = {"B", "S", "HQ", "HK", "D"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"Q", repro::DType::bf16, false},  // bf16 [B, S, HQ, D]
-    {"K", repro::DType::bf16, false},  // bf16 [B, S, HK, D]
-    {"V", repro::DType::bf16, false},  // bf16 [B, S, HK, D]
-    {"O", repro::DType::bf16, true},  // bf16 [B, S, HQ, D]
+    {"Q", repro::DType::bf16, false},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"K", repro::DType::bf16, false},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"V", repro::DType::bf16, false},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"O", repro::DType::bf16, true},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
     {"LSE", repro::DType::f32, true},  // f32 [B, HQ, S]
 };
 
@@ -52,10 +52,10 @@ void layout(const int64_t* sizes, repro::TensorLayout* tensors) {
   [[maybe_unused]] const int64_t HQ = sizes[2];
   [[maybe_unused]] const int64_t HK = sizes[3];
   [[maybe_unused]] const int64_t D = sizes[4];
-  tensors[0] = repro::TensorLayout{4, {B, S, HQ, D}, {}, false, false};  // Q
-  tensors[1] = repro::TensorLayout{4, {B, S, HK, D}, {}, false, false};  // K
-  tensors[2] = repro::TensorLayout{4, {B, S, HK, D}, {}, false, false};  // V
-  tensors[3] = repro::TensorLayout{4, {B, S, HQ, D}, {}, false, false};  // O
+  tensors[0] = repro::TensorLayout{4, {B, HQ, S, D}, {S * HQ * D, D, HQ * D, 1}, true, false};  // Q
+  tensors[1] = repro::TensorLayout{4, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, true, false};  // K
+  tensors[2] = repro::TensorLayout{4, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, true, false};  // V
+  tensors[3] = repro::TensorLayout{4, {B, HQ, S, D}, {S * HQ * D, D, HQ * D, 1}, true, false};  // O
   tensors[4] = repro::TensorLayout{3, {B, HQ, S}, {}, false, false};  // LSE
 }
 

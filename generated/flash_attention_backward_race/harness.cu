@@ -38,15 +38,15 @@ const char* const kSizeNames[] = {"B", "S", "HQ", "HK", "D"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"Q", repro::DType::bf16, false},  // bf16 [B, S, HQ, D]
-    {"K", repro::DType::bf16, false},  // bf16 [B, S, HK, D]
-    {"V", repro::DType::bf16, false},  // bf16 [B, S, HK, D]
-    {"O", repro::DType::bf16, false},  // bf16 [B, S, HQ, D]
+    {"Q", repro::DType::bf16, false},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"K", repro::DType::bf16, false},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"V", repro::DType::bf16, false},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"O", repro::DType::bf16, false},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
     {"LSE", repro::DType::f32, false},  // f32 [B, HQ, S]
-    {"DO", repro::DType::bf16, false},  // bf16 [B, S, HQ, D]
-    {"DQ", repro::DType::f32, true},  // f32 [B, S, HQ, D]
-    {"DK", repro::DType::f32, true},  // f32 [B, S, HK, D]
-    {"DV", repro::DType::f32, true},  // f32 [B, S, HK, D]
+    {"DO", repro::DType::bf16, false},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"DQ", repro::DType::f32, true},  // f32 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"DK", repro::DType::f32, true},  // f32 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"DV", repro::DType::f32, true},  // f32 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
 };
 
 // Shapes and strides at the run's sizes.
@@ -56,15 +56,15 @@ void layout(const int64_t* sizes, repro::TensorLayout* tensors) {
   [[maybe_unused]] const int64_t HQ = sizes[2];
   [[maybe_unused]] const int64_t HK = sizes[3];
   [[maybe_unused]] const int64_t D = sizes[4];
-  tensors[0] = repro::TensorLayout{4, {B, S, HQ, D}, {}, false, false};  // Q
-  tensors[1] = repro::TensorLayout{4, {B, S, HK, D}, {}, false, false};  // K
-  tensors[2] = repro::TensorLayout{4, {B, S, HK, D}, {}, false, false};  // V
-  tensors[3] = repro::TensorLayout{4, {B, S, HQ, D}, {}, false, false};  // O
+  tensors[0] = repro::TensorLayout{4, {B, HQ, S, D}, {S * HQ * D, D, HQ * D, 1}, true, false};  // Q
+  tensors[1] = repro::TensorLayout{4, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, true, false};  // K
+  tensors[2] = repro::TensorLayout{4, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, true, false};  // V
+  tensors[3] = repro::TensorLayout{4, {B, HQ, S, D}, {S * HQ * D, D, HQ * D, 1}, true, false};  // O
   tensors[4] = repro::TensorLayout{3, {B, HQ, S}, {}, false, false};  // LSE
-  tensors[5] = repro::TensorLayout{4, {B, S, HQ, D}, {}, false, false};  // DO
-  tensors[6] = repro::TensorLayout{4, {B, S, HQ, D}, {}, false, false};  // DQ
-  tensors[7] = repro::TensorLayout{4, {B, S, HK, D}, {}, false, false};  // DK
-  tensors[8] = repro::TensorLayout{4, {B, S, HK, D}, {}, false, false};  // DV
+  tensors[5] = repro::TensorLayout{4, {B, HQ, S, D}, {S * HQ * D, D, HQ * D, 1}, true, false};  // DO
+  tensors[6] = repro::TensorLayout{4, {B, HQ, S, D}, {S * HQ * D, D, HQ * D, 1}, true, false};  // DQ
+  tensors[7] = repro::TensorLayout{4, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, true, false};  // DK
+  tensors[8] = repro::TensorLayout{4, {B, HK, S, D}, {S * HK * D, D, HK * D, 1}, true, false};  // DV
 }
 
 // ---- the launch (spec: kernel) ----

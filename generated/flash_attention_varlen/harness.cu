@@ -38,12 +38,12 @@ const char* const kSizeNames[] = {"TQ", "TK", "SMAX", "B", "HQ", "HK", "D"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"Q", repro::DType::bf16, false},  // bf16 [TQ, HQ, D]
-    {"K", repro::DType::bf16, false},  // bf16 [TK, HK, D]
-    {"V", repro::DType::bf16, false},  // bf16 [TK, HK, D]
+    {"Q", repro::DType::bf16, false},  // bf16 [HQ, TQ, D], strides [D, HQ * D, 1]
+    {"K", repro::DType::bf16, false},  // bf16 [HK, TK, D], strides [D, HK * D, 1]
+    {"V", repro::DType::bf16, false},  // bf16 [HK, TK, D], strides [D, HK * D, 1]
     {"CQ", repro::DType::i32, false},  // i32 [4]
     {"CK", repro::DType::i32, false},  // i32 [4]
-    {"O", repro::DType::bf16, true},  // bf16 [TQ, HQ, D]
+    {"O", repro::DType::bf16, true},  // bf16 [HQ, TQ, D], strides [D, HQ * D, 1]
     {"LSE", repro::DType::f32, true},  // f32 [HQ, TQ]
 };
 
@@ -56,12 +56,12 @@ void layout(const int64_t* sizes, repro::TensorLayout* tensors) {
   [[maybe_unused]] const int64_t HQ = sizes[4];
   [[maybe_unused]] const int64_t HK = sizes[5];
   [[maybe_unused]] const int64_t D = sizes[6];
-  tensors[0] = repro::TensorLayout{3, {TQ, HQ, D}, {}, false, false};  // Q
-  tensors[1] = repro::TensorLayout{3, {TK, HK, D}, {}, false, false};  // K
-  tensors[2] = repro::TensorLayout{3, {TK, HK, D}, {}, false, false};  // V
+  tensors[0] = repro::TensorLayout{3, {HQ, TQ, D}, {D, HQ * D, 1}, true, false};  // Q
+  tensors[1] = repro::TensorLayout{3, {HK, TK, D}, {D, HK * D, 1}, true, false};  // K
+  tensors[2] = repro::TensorLayout{3, {HK, TK, D}, {D, HK * D, 1}, true, false};  // V
   tensors[3] = repro::TensorLayout{1, {4}, {}, false, false};  // CQ
   tensors[4] = repro::TensorLayout{1, {4}, {}, false, false};  // CK
-  tensors[5] = repro::TensorLayout{3, {TQ, HQ, D}, {}, false, false};  // O
+  tensors[5] = repro::TensorLayout{3, {HQ, TQ, D}, {D, HQ * D, 1}, true, false};  // O
   tensors[6] = repro::TensorLayout{2, {HQ, TQ}, {}, false, false};  // LSE
 }
 

@@ -4,9 +4,10 @@
 //! runtime computes it in f64 on the host (attention.cuh); this checks that the tensors the
 //! reference names fit together, so that a wrong spec is an error here, not a wrong verdict.
 //!
-//! Layouts are FlashAttention's: Q and O [B, Sq, Hq, D], K and V [B, Sk, Hk, D], lse [B, Hq, Sq];
-//! with variable lengths Q and O [total_q, Hq, D], K and V [total_k, Hk, D] and i32
-//! `cu_seqlens_q` / `cu_seqlens_k` [B + 1] (lse keeps [B, Hq, Sq] with Sq the longest sequence).
+//! Shapes are in DESIGN §8's logical order: Q and O [B, Hq, Sq, D], K and V [B, Hk, Sk, D], lse
+//! [B, Hq, Sq]; with variable lengths Q and O [Hq, total_q, D], K and V [Hk, total_k, D], lse
+//! [Hq, total_q] and i32 `cu_seqlens_q` / `cu_seqlens_k` [B + 1]. The storage is the tensor's
+//! own: FlashAttention's [B, S, H, D] memory is `strides: [S*H*D, D, H*D, 1]`.
 
 use super::dtype::DType;
 use super::model::{CausalMask, ReferenceProvider};
@@ -124,9 +125,9 @@ impl Validator<'_> {
                 _ => {
                     self.key_error("reference", format!("`op: {op}` needs `{field}`"))
                         .help = Some(if backward {
-                        "name the tensors: `q:`, `k:`, `v:`, `o:` (the forward's output), `lse:`, `do:` (the output's gradient) and the outputs `dq:`, `dk:`, `dv:`, as FlashAttention lays them out: [B, S, H, D]".into()
+                        "name the tensors: `q:`, `k:`, `v:`, `o:` (the forward's output), `lse:`, `do:` (the output's gradient) and the outputs `dq:`, `dk:`, `dv:`, in [B, H, S, D] order (FlashAttention's [B, S, H, D] storage through `strides:`)".into()
                     } else {
-                        "name the tensors: `q:`, `k:`, `v:` (inputs) and `out:` (the output), as FlashAttention lays them out: [B, S, H, D]".into()
+                        "name the tensors: `q:`, `k:`, `v:` (inputs) and `out:` (the output), in [B, H, S, D] order (FlashAttention's [B, S, H, D] storage through `strides:`)".into()
                     });
                     None
                 }
@@ -252,9 +253,9 @@ impl Validator<'_> {
         };
         let rank = if varlen.is_some() { 3 } else { 4 };
         let layout = if varlen.is_some() {
-            "[total, H, D]"
+            "[H, total, D]"
         } else {
-            "[B, S, H, D]"
+            "[B, H, S, D]"
         };
         for (field, index) in [("q", q), ("k", k), ("v", v), (out_field, out)] {
             let t = &tensors[index];
@@ -273,7 +274,10 @@ impl Validator<'_> {
         let shape = |i: usize| tensors[i].shape.clone();
         let (sq, sk) = (shape(q), shape(k));
         let head_dim = sq[rank - 1];
-        let (hq, hk) = (sq[rank - 2], sk[rank - 2]);
+        // [B, H, S, D], or [H, total, D]: the heads, and the rows of one head.
+        let heads = if varlen.is_some() { 0 } else { 1 };
+        let (hq, hk) = (sq[heads], sk[heads]);
+        let (rows_q, rows_k) = (sq[rank - 2], sk[rank - 2]);
         let mut mismatch = |what: String| {
             self.error("reference", what).help = Some(format!(
                 "Q and O are {layout} with Hq heads, K and V with Hk heads, Hq a multiple of Hk, one head dimension D"
@@ -349,7 +353,7 @@ impl Validator<'_> {
                     );
                 }
                 // Offsets the spec lists are checked here; from a file, by the harness.
-                for (index, total, of) in [(cu_q, sq[0], q), (cu_k, sk[0], k)] {
+                for (index, total, of) in [(cu_q, rows_q, q), (cu_k, rows_k, k)] {
                     self.check_offsets(&tensors[index], total, &tensors[of].name);
                 }
                 tensors[cu_q].shape[0] - 1
@@ -361,13 +365,13 @@ impl Validator<'_> {
             let t = &tensors[l];
             let (fits, want) = if varlen.is_some() {
                 (
-                    t.shape == [hq, sq[0]],
-                    format!("[Hq, total_q] = [{hq}, {}]", sq[0]),
+                    t.shape == [hq, rows_q],
+                    format!("[Hq, total_q] = [{hq}, {rows_q}]"),
                 )
             } else {
                 (
-                    t.shape == [batch, hq, sq[1]],
-                    format!("[B, Hq, Sq] = [{batch}, {hq}, {}]", sq[1]),
+                    t.shape == [batch, hq, rows_q],
+                    format!("[B, Hq, Sq] = [{batch}, {hq}, {rows_q}]"),
                 )
             };
             if !fits {

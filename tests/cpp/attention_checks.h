@@ -3,8 +3,10 @@
 // and the probes' decoders on outputs built from known key ranges, heads and scales.
 #pragma once
 
-// A spec with Q [B, Sq, Hq, D], K and V [B, Sk, Hk, D] (or, with `cu`, [total, H, D] rows and
-// i32 offsets), O like Q and lse, values from `value(role, flat row, head, channel)`.
+// A spec with Q [B, Hq, Sq, D], K and V [B, Hk, Sk, D] (or, with `cu`, [H, total, D] and i32
+// offsets), O like Q and lse, values from `value(role, flat row, head, channel)`. Q is stored as
+// FlashAttention does ([B, S, H, D] in memory, through strides): the reference reads logical
+// elements, so the storage must not matter.
 template <typename F>
 SpecInfo attention_spec(int64_t B, int64_t Sq, int64_t Sk, int64_t Hq, int64_t Hk, int64_t D, int causal,
                         std::vector<int> cu_q, std::vector<int> cu_k, F value) {
@@ -12,9 +14,11 @@ SpecInfo attention_spec(int64_t B, int64_t Sq, int64_t Sk, int64_t Hq, int64_t H
   const bool varlen = !cu_q.empty();
   const int64_t rows_q = varlen ? cu_q.back() : B * Sq, rows_k = varlen ? cu_k.back() : B * Sk;
   const auto shape = [&](int64_t rows, int64_t per, int64_t heads) {
-    return varlen ? std::vector<int64_t>{rows, heads, D} : std::vector<int64_t>{rows / per, per, heads, D};
+    return varlen ? std::vector<int64_t>{heads, rows, D} : std::vector<int64_t>{rows / per, heads, per, D};
   };
-  spec.tensors.push_back(make_tensor("Q", DType::f64, shape(rows_q, Sq, Hq)));
+  const std::vector<int64_t> bshd = varlen ? std::vector<int64_t>{D, Hq * D, 1}
+                                           : std::vector<int64_t>{Sq * Hq * D, D, Hq * D, 1};
+  spec.tensors.push_back(make_tensor("Q", DType::f64, shape(rows_q, Sq, Hq), bshd));
   spec.tensors.push_back(make_tensor("K", DType::f64, shape(rows_k, Sk, Hk)));
   spec.tensors.push_back(make_tensor("V", DType::f64, shape(rows_k, Sk, Hk)));
   spec.tensors.push_back(make_tensor("O", DType::f64, shape(rows_q, Sq, Hq), {}, true));
@@ -32,8 +36,11 @@ SpecInfo attention_spec(int64_t B, int64_t Sq, int64_t Sk, int64_t Hq, int64_t H
   for (Tensor& t : spec.tensors) t.host.assign(t.storage_bytes(), 0);
   for (int role = 0; role < 3; ++role) {
     Tensor& t = spec.tensors[size_t(role)];
-    const int64_t H = t.shape[t.rank - 2];
-    for (int64_t i = 0; i < t.numel(); ++i) set_logical(t, i, value(role, i / (D * H), (i / D) % H, i % D));
+    const int64_t S = t.shape[t.rank - 2], H = t.shape[t.rank == 3 ? 0 : 1];
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const int64_t row = (i / D) % S, head = (i / (D * S)) % H, batch = i / (D * S * H);
+      set_logical(t, i, value(role, batch * S + row, head, i % D));
+    }
   }
   for (size_t k = 0; k < cu_q.size(); ++k) set_logical(spec.tensors[5], int64_t(k), cu_q[k]), set_logical(spec.tensors[6], int64_t(k), cu_k[k]);
   return spec;
@@ -44,14 +51,13 @@ double plain_attention(const SpecInfo& spec, int64_t b, int64_t h, int64_t row, 
   const AttentionShape s = attention_shape(spec);
   const Tensor &q = spec.tensors[0], &k = spec.tensors[1], &v = spec.tensors[2];
   const int64_t D = s.head_dim, kv = h / (s.heads_q / s.heads_kv);
-  const int64_t q_row = s.q_begin[size_t(b)] + row;
   const int64_t shift = s.causal == 2 ? s.k_len[size_t(b)] - s.q_len[size_t(b)] : 0;
   std::vector<double> scores;
   for (int64_t j = 0; j < s.k_len[size_t(b)]; ++j) {
     if (s.causal != 0 && j > row + shift) break;
     double dot = 0;
     for (int64_t c = 0; c < D; ++c)
-      dot += get_logical(q, (q_row * s.heads_q + h) * D + c) * get_logical(k, ((s.k_begin[size_t(b)] + j) * s.heads_kv + kv) * D + c);
+      dot += get_logical(q, q_row_offset(s, b, h, row) + c) * get_logical(k, k_row_offset(s, b, kv, j) + c);
     scores.push_back(dot * s.scale);
   }
   if (scores.empty()) {
@@ -63,7 +69,7 @@ double plain_attention(const SpecInfo& spec, int64_t b, int64_t h, int64_t row, 
   for (size_t j = 0; j < scores.size(); ++j) {
     const double p = std::exp(scores[j] - top);
     sum += p;
-    out += p * get_logical(v, ((s.k_begin[size_t(b)] + int64_t(j)) * s.heads_kv + kv) * D + d);
+    out += p * get_logical(v, k_row_offset(s, b, kv, int64_t(j)) + d);
   }
   *lse = top + std::log(sum);
   return out / sum;
@@ -85,7 +91,7 @@ void test_attention_reference() {
           for (int64_t d = 0; d < 3; ++d) {
             double lse = 0;
             const double plain = plain_attention(spec, b, h, row, d, &lse);
-            worst = std::max(worst, std::fabs(plain - want[0][size_t(((b * 5 + row) * 4 + h) * 3 + d)]));
+            worst = std::max(worst, std::fabs(plain - want[0][size_t(q_row_offset(s, b, h, row) + d)]));
             const double got = want[1][size_t(lse_offset(s, b, h, row))];
             lse_ok = lse_ok && (std::isinf(lse) ? got == lse : std::fabs(got - lse) < 1e-12);
           }
@@ -108,7 +114,7 @@ void test_attention_reference() {
       return role == 0 ? 0.0 : role == 1 ? 1.0 : double(row * 2 + c);
     });
     const auto want = attention_reference_values(spec);
-    CHECK_EQ(want[0][size_t(((3 * 2) + 1) * 2 + 0)], 3.0);  // query 3, head 1, channel 0: mean of 0, 2, 4, 6
+    CHECK_EQ(want[0][size_t(q_row_offset(attention_shape(spec), 0, 1, 3))], 3.0);  // query 3, head 1, channel 0: mean of 0, 2, 4, 6
     CHECK(std::fabs(want[1][size_t(1 * 8 + 3)] - std::log(4.0)) < 1e-15);
   }
   // Variable lengths: sequences of 3 and 5 queries over 4 and 6 keys, bottom-right.
@@ -127,7 +133,7 @@ void test_attention_reference() {
         for (int64_t h = 0; h < 2; ++h) {
           double lse = 0;
           const double plain = plain_attention(spec, b, h, row, 1, &lse);
-          worst = std::max(worst, std::fabs(plain - want[0][size_t(((s.q_begin[size_t(b)] + row) * 2 + h) * 2 + 1)]));
+          worst = std::max(worst, std::fabs(plain - want[0][size_t(q_row_offset(s, b, h, row) + 1)]));
           worst = std::max(worst, std::fabs(lse - want[1][size_t(lse_offset(s, b, h, row))]));
         }
     CHECK(worst < 1e-12);
@@ -192,11 +198,11 @@ void test_attention_probe_decoders() {
   h.heads_q = 8, h.heads_kv = 2, h.causal = 0, h.q_len = {4}, h.k_len = {4}, h.head_dim = 2;
   std::vector<double> heads(size_t(4 * 8 * 2), 0.0);
   for (int64_t row = 0; row < 4; ++row)
-    for (int64_t head = 0; head < 8; ++head) heads[size_t((row * 8 + head) * 2)] = 1.0 + double(head % 2);
+    for (int64_t head = 0; head < 8; ++head) heads[size_t(q_row_offset(h, 0, head, row))] = 1.0 + double(head % 2);
   CHECK_CONTAINS(head_evidence(h, heads), "query heads 0-7 read KV heads [0 1 0 1 0 1 0 1]");
   CHECK_CONTAINS(head_evidence(h, heads), "read [0 0 0 0 1 1 1 1] (head h reads h / 4)");
   for (int64_t row = 0; row < 4; ++row)
-    for (int64_t head = 0; head < 8; ++head) heads[size_t((row * 8 + head) * 2)] = 1.0 + double(head / 4);
+    for (int64_t head = 0; head < 8; ++head) heads[size_t(q_row_offset(h, 0, head, row))] = 1.0 + double(head / 4);
   CHECK_EQ(head_evidence(h, heads), std::string());
 
   // The scale: outputs made at ln 2 times the spec's scale decode to it, and name the slip.
@@ -232,7 +238,7 @@ void test_attention_backward() {
     o.output = lse.output = false;
     for (int64_t i = 0; i < o.numel(); ++i) set_logical(o, i, fwd[0][size_t(i)]);
     for (int64_t i = 0; i < lse.numel(); ++i) set_logical(lse, i, fwd[1][size_t(i)]);
-    Tensor d_out = make_tensor("dO", DType::f64, {1, 4, 2, 3});
+    Tensor d_out = make_tensor("dO", DType::f64, {1, 2, 4, 3});
     d_out.host.assign(d_out.storage_bytes(), 0);
     for (int64_t i = 0; i < d_out.numel(); ++i) set_logical(d_out, i, std::cos(0.9 * double(i)));
     backward.tensors.push_back(o);

@@ -38,8 +38,8 @@ fn query_heads_that_are_no_multiple_of_the_kv_heads() {
 #[test]
 fn a_query_tensor_marked_as_output() {
     insta::assert_snapshot!(error_for(&replace(
-        "Q: { dtype: bf16, shape: [B, S, HQ, D] }",
-        "Q: { dtype: bf16, shape: [B, S, HQ, D], output: true }"
+        "shape: [B, HQ, S, D], strides: [\"S * HQ * D\", D, \"HQ * D\", 1] }",
+        "shape: [B, HQ, S, D], strides: [\"S * HQ * D\", D, \"HQ * D\", 1], output: true }"
     )));
 }
 
@@ -80,8 +80,8 @@ fn attention_fields_under_a_gemm_reference() {
 fn backward() -> String {
     let text = example()
         .replace(
-            "  O: { dtype: bf16, shape: [B, S, HQ, D], output: true }\n  LSE: { dtype: f32, shape: [B, HQ, S], output: true }",
-            "  O: { dtype: bf16, shape: [B, S, HQ, D] }\n  LSE: { dtype: f32, shape: [B, HQ, S] }\n  DO: { dtype: bf16, shape: [B, S, HQ, D] }\n  DQ: { dtype: f32, shape: [B, S, HQ, D], output: true }\n  DK: { dtype: f32, shape: [B, S, HK, D], output: true }\n  DV: { dtype: f32, shape: [B, S, HK, D], output: true }",
+            "  O: { dtype: bf16, shape: [B, HQ, S, D], strides: [\"S * HQ * D\", D, \"HQ * D\", 1], output: true }\n  LSE: { dtype: f32, shape: [B, HQ, S], output: true }",
+            "  O: { dtype: bf16, shape: [B, HQ, S, D] }\n  LSE: { dtype: f32, shape: [B, HQ, S] }\n  DO: { dtype: bf16, shape: [B, HQ, S, D] }\n  DQ: { dtype: f32, shape: [B, HQ, S, D], output: true }\n  DK: { dtype: f32, shape: [B, HK, S, D], output: true }\n  DV: { dtype: f32, shape: [B, HK, S, D], output: true }",
         )
         .replace("  op: attention\n", "  op: attention_backward\n")
         .replace("  out: O\n", "  o: O\n  do: DO\n  dq: DQ\n  dk: DK\n  dv: DV\n")
@@ -127,8 +127,8 @@ fn a_backward_spec_names_its_gradients() {
 #[test]
 fn a_backward_gradient_shaped_as_the_queries_for_a_key() {
     let text = backward().replace(
-        "DK: { dtype: f32, shape: [B, S, HK, D]",
-        "DK: { dtype: f32, shape: [B, S, HQ, D]",
+        "DK: { dtype: f32, shape: [B, HK, S, D]",
+        "DK: { dtype: f32, shape: [B, HQ, S, D]",
     );
     insta::assert_snapshot!(error_for(&text));
 }

@@ -43,6 +43,7 @@ namespace repro {
 struct AttentionShape {
   int64_t batch = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
   int64_t lse_rows = 0;  // lse's last extent: Sq, or total_q with variable lengths
+  int64_t total_q = 0, total_k = 0;  // the rows of all sequences (B * S without variable lengths)
   bool varlen = false;
   std::vector<int64_t> q_begin, q_len, k_begin, k_len;  // per batch
   double scale = 0;                                     // the spec's, or 1 / sqrt(D)
@@ -55,9 +56,13 @@ inline AttentionShape attention_shape(const SpecInfo& spec) {
   const Tensor& k = spec.tensors[size_t(a.k)];
   AttentionShape s;
   s.varlen = a.cu_seqlens_q >= 0;
+  // [B, H, S, D], or [H, total, D] with variable lengths (DESIGN §8's logical order).
+  const int head_dim = s.varlen ? 0 : 1;
   s.head_dim = q.shape[q.rank - 1];
-  s.heads_q = q.shape[q.rank - 2];
-  s.heads_kv = k.shape[k.rank - 2];
+  s.heads_q = q.shape[head_dim];
+  s.heads_kv = k.shape[head_dim];
+  s.total_q = s.varlen ? q.shape[1] : q.shape[0] * q.shape[2];
+  s.total_k = s.varlen ? k.shape[1] : k.shape[0] * k.shape[2];
   s.causal = a.causal;
   s.scale = a.softmax_scale > 0 ? a.softmax_scale : 1.0 / std::sqrt(double(s.head_dim));
   if (s.heads_kv < 1 || s.heads_q % s.heads_kv != 0 || k.shape[k.rank - 1] != s.head_dim)
@@ -68,10 +73,10 @@ inline AttentionShape attention_shape(const SpecInfo& spec) {
   if (!s.varlen) {
     s.batch = q.shape[0];
     for (int64_t b = 0; b < s.batch; ++b) {
-      s.q_begin.push_back(b * q.shape[1]), s.q_len.push_back(q.shape[1]);
-      s.k_begin.push_back(b * k.shape[1]), s.k_len.push_back(k.shape[1]);
+      s.q_begin.push_back(b * q.shape[2]), s.q_len.push_back(q.shape[2]);
+      s.k_begin.push_back(b * k.shape[2]), s.k_len.push_back(k.shape[2]);
     }
-    s.lse_rows = q.shape[1];
+    s.lse_rows = q.shape[2];
     return s;
   }
   const Tensor& cq = spec.tensors[size_t(a.cu_seqlens_q)];
@@ -79,7 +84,7 @@ inline AttentionShape attention_shape(const SpecInfo& spec) {
   s.batch = cq.numel() - 1;
   for (int pass = 0; pass < 2; ++pass) {
     const Tensor& cu = pass == 0 ? cq : ck;
-    const int64_t total = pass == 0 ? q.shape[0] : k.shape[0];
+    const int64_t total = pass == 0 ? s.total_q : s.total_k;
     int64_t previous = 0;
     for (int64_t b = 0; b <= s.batch; ++b) {
       const int64_t at = int64_t(decode(cu.dtype, cu.host.data(), cu.logical_offset(b)));
@@ -92,7 +97,7 @@ inline AttentionShape attention_shape(const SpecInfo& spec) {
       previous = at;
     }
   }
-  s.lse_rows = q.shape[0];
+  s.lse_rows = s.total_q;
   return s;
 }
 
@@ -104,10 +109,17 @@ inline int64_t last_visible_key(const AttentionShape& s, int64_t b, int64_t row)
   return std::min(last, keys - 1);
 }
 
-// Logical offsets: Q/O [B, S, H, D] or [total, H, D] (both are row r of the flat rows, head h),
-// lse [B, Hq, Sq] or [Hq, total_q].
-inline int64_t attention_row_offset(int64_t flat_row, int64_t heads, int64_t head, int64_t head_dim) {
-  return (flat_row * heads + head) * head_dim;
+// Logical offsets of the first element of row `row` of batch b, head h: Q, O, dO and dQ
+// [B, Hq, Sq, D] or [Hq, total_q, D]; K, V, dK and dV [B, Hk, Sk, D] or [Hk, total_k, D]; lse
+// [B, Hq, Sq] or [Hq, total_q]. The storage may be anything strides say (FlashAttention's
+// [B, S, H, D]: strides [S·H·D, D, H·D, 1]).
+inline int64_t q_row_offset(const AttentionShape& s, int64_t b, int64_t h, int64_t row) {
+  return s.varlen ? (h * s.total_q + s.q_begin[size_t(b)] + row) * s.head_dim
+                  : ((b * s.heads_q + h) * s.q_len[size_t(b)] + row) * s.head_dim;
+}
+inline int64_t k_row_offset(const AttentionShape& s, int64_t b, int64_t h, int64_t row) {
+  return s.varlen ? (h * s.total_k + s.k_begin[size_t(b)] + row) * s.head_dim
+                  : ((b * s.heads_kv + h) * s.k_len[size_t(b)] + row) * s.head_dim;
 }
 inline int64_t lse_offset(const AttentionShape& s, int64_t b, int64_t head, int64_t row) {
   return s.varlen ? head * s.lse_rows + s.q_begin[size_t(b)] + row : (b * s.heads_q + head) * s.lse_rows + row;
@@ -137,11 +149,11 @@ inline std::vector<std::vector<double>> attention_backward_values(const SpecInfo
           const int64_t visible = last_visible_key(s, b, row) + 1;
           const double row_lse = lse[size_t(lse_offset(s, b, h, row))];
           if (visible <= 0 || !std::isfinite(row_lse)) continue;
-          const int64_t at_q = attention_row_offset(s.q_begin[size_t(b)] + row, s.heads_q, h, D);
+          const int64_t at_q = q_row_offset(s, b, h, row);
           double delta = 0;
           for (int64_t d = 0; d < D; ++d) delta += d_out[size_t(at_q + d)] * o[size_t(at_q + d)];
           for (int64_t j = 0; j < visible; ++j) {
-            const int64_t at_k = attention_row_offset(s.k_begin[size_t(b)] + j, s.heads_kv, kv, D);
+            const int64_t at_k = k_row_offset(s, b, kv, j);
             double dot = 0, d_prob = 0;
             for (int64_t d = 0; d < D; ++d) {
               dot += q[size_t(at_q + d)] * k[size_t(at_k + d)];
@@ -179,8 +191,8 @@ inline std::vector<std::vector<double>> attention_reference_values(const SpecInf
     for (int64_t bh = first; bh < last; ++bh) {
       const int64_t b = bh / s.heads_q, h = bh % s.heads_q, kv = h / group;
       for (int64_t row = 0; row < s.q_len[size_t(b)]; ++row) {
-        const double* qr = &q[size_t(attention_row_offset(s.q_begin[size_t(b)] + row, s.heads_q, h, D))];
-        double* o = &out[size_t(attention_row_offset(s.q_begin[size_t(b)] + row, s.heads_q, h, D))];
+        const double* qr = &q[size_t(q_row_offset(s, b, h, row))];
+        double* o = &out[size_t(q_row_offset(s, b, h, row))];
         const int64_t visible = last_visible_key(s, b, row) + 1;
         if (visible <= 0) {  // no key: zeros, and a log-sum-exp of -inf
           if (a.lse >= 0) lse[size_t(lse_offset(s, b, h, row))] = -INFINITY;
@@ -189,7 +201,7 @@ inline std::vector<std::vector<double>> attention_reference_values(const SpecInf
         scores.assign(size_t(visible), 0.0);
         double max_score = -INFINITY;
         for (int64_t j = 0; j < visible; ++j) {
-          const double* kr = &k[size_t(attention_row_offset(s.k_begin[size_t(b)] + j, s.heads_kv, kv, D))];
+          const double* kr = &k[size_t(k_row_offset(s, b, kv, j))];
           double dot = 0;
           for (int64_t d = 0; d < D; ++d) dot += qr[d] * kr[d];
           scores[size_t(j)] = s.scale * dot;
@@ -199,7 +211,7 @@ inline std::vector<std::vector<double>> attention_reference_values(const SpecInf
         for (int64_t j = 0; j < visible; ++j) {
           const double p = std::exp(scores[size_t(j)] - max_score);
           sum += p;
-          const double* vr = &v[size_t(attention_row_offset(s.k_begin[size_t(b)] + j, s.heads_kv, kv, D))];
+          const double* vr = &v[size_t(k_row_offset(s, b, kv, j))];
           for (int64_t d = 0; d < D; ++d) o[d] += p * vr[d];
         }
         for (int64_t d = 0; d < D; ++d) o[d] /= sum;
@@ -219,16 +231,20 @@ inline std::vector<double> output_values(const SpecInfo& spec) {
   return logical_values(spec.tensors[size_t(spec.custom.attention.out)]);
 }
 
-// Sets Q, K and V from value(tensor role, batch-free flat row, head, channel): role 0 Q, 1 K, 2 V.
+// Sets Q, K and V from value(role, flat row, head, channel): role 0 Q, 1 K, 2 V; the flat row
+// counts the rows of all sequences (b · S + row, or the packed row with variable lengths).
 template <typename F>
 inline void fill_qkv(SpecInfo& spec, F value) {
   const AttentionOperands& a = spec.custom.attention;
   const int roles[3] = {a.q, a.k, a.v};
   for (int role = 0; role < 3; ++role) {
     Tensor& t = spec.tensors[size_t(roles[role])];
-    const int64_t D = t.shape[t.rank - 1], H = t.shape[t.rank - 2];
-    for (int64_t i = 0; i < t.numel(); ++i)
-      encode(t.dtype, t.host.data(), t.logical_offset(i), value(role, i / (D * H), (i / D) % H, i % D));
+    // [B, H, S, D], or [H, total, D].
+    const int64_t D = t.shape[t.rank - 1], S = t.shape[t.rank - 2], H = t.shape[t.rank == 3 ? 0 : 1];
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const int64_t row = (i / D) % S, head = (i / (D * S)) % H, batch = i / (D * S * H);
+      encode(t.dtype, t.host.data(), t.logical_offset(i), value(role, batch * S + row, head, i % D));
+    }
   }
 }
 
@@ -294,8 +310,7 @@ inline std::string key_range_evidence(const AttentionShape& s,
         if (expected_last < 0) continue;
         KeyRange r;
         for (size_t p = 0; p < moduli.size() && !r.found; ++p) {
-          const double* x = &runs_by_modulus[p][size_t(attention_row_offset(s.q_begin[size_t(b)] + row, s.heads_q, h,
-                                                                            s.head_dim))];
+          const double* x = &runs_by_modulus[p][size_t(q_row_offset(s, b, h, row))];
           r = decode_key_range(x, moduli[p], 0, expected_last, s.k_len[size_t(b)]);
         }
         if (!r.found) continue;
@@ -342,7 +357,7 @@ inline std::string head_evidence(const AttentionShape& s, const std::vector<doub
     // The first query row of batch 0 that sees a key.
     for (int64_t row = 0; row < s.q_len[0]; ++row) {
       if (last_visible_key(s, 0, row) < 0) continue;
-      const double x = values[size_t(attention_row_offset(s.q_begin[0] + row, s.heads_q, h, s.head_dim))];
+      const double x = values[size_t(q_row_offset(s, 0, h, row))];
       read[size_t(h)] = std::isfinite(x) ? int64_t(std::llround(x)) - 1 : -2;
       break;
     }
@@ -370,7 +385,7 @@ inline std::string scale_evidence(const AttentionShape& s, const std::vector<dou
         const int64_t visible = last_visible_key(s, b, row) + 1;
         const int64_t even = (visible + 1) / 2, odd = visible / 2;
         if (even < 1 || odd < 1) continue;
-        const double o = values[size_t(attention_row_offset(s.q_begin[size_t(b)] + row, s.heads_q, h, s.head_dim))];
+        const double o = values[size_t(q_row_offset(s, b, h, row))];
         if (!(o > 0.02 && o < 0.98)) continue;
         found.push_back(std::log(o / (1 - o) * double(odd) / double(even)) / x);
       }
