@@ -59,3 +59,28 @@ fn a_profiler_that_already_injects_is_named() {
             "another tool (a profiler, a sanitizer) injects into CUDA",
         ));
 }
+
+#[test]
+fn a_misspelt_reference_is_refused_before_the_program_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("ran");
+    repro()
+        .env_remove("CUDA_INJECTION64_PATH")
+        .args([
+            "capture",
+            "--kernel",
+            "gemm",
+            "--reference",
+            "{op: gemm, a: A, b: B, outt: D}",
+            "-o",
+        ])
+        .arg(tmp.path().join("cap"))
+        .args(["--", "touch"])
+        .arg(&marker)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown field `outt`"))
+        .stderr(predicate::str::contains("did you mean `out`?"));
+    assert!(!marker.exists(), "the program must not run");
+    assert!(!tmp.path().join("cap").exists(), "nothing is written");
+}
