@@ -21,7 +21,8 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache flags arches build examples
-# large checks sanitize custom races hopper probe sizes trace cutlass files reference ops-bench bench; `examples` skips the 2^31-element
+# large checks sanitize custom races hopper probe sizes trace cutlass files reference ops-bench bench capture attention;
+# `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
 # EXAMPLES='fp8_*|grouped_*' limits the parts that loop over examples/ (examples, probe) to the
@@ -406,6 +407,17 @@ TIMEFORMAT='  %R s wall'
 echo "harness directly:"; time generated/bench_tiled_bf16_1024/harness --ones --repeat 1 >/dev/null
 echo "through repro run:"; time "$repro" run tests/gpu/bench_tiled_bf16_1024.yaml --ones --repeat 1 >/dev/null 2>&1
 
+fi
+
+# repro capture (issue 20) and attention (issue 21) keep their own scripts, whose logs go under
+# $logs; their cases print there rather than in the table below.
+if wanted capture; then
+section "capture: scripts/gpu-capture.sh"
+scripts/gpu-capture.sh "$repro" "$logs/capture"
+fi
+if wanted attention; then
+section "attention: scripts/gpu-attention.sh"
+scripts/gpu-attention.sh "$repro" "$logs/attention"
 fi
 
 section "summary"
