@@ -432,6 +432,25 @@ inline void call_differing_runs_nondeterministic(std::vector<ProbeOutcome>& prob
                                     (long long)o.differences, (long long)o.stale_differences)};
 }
 
+// The last probe of both suites, the spec's own inputs (restored, launched at least three times),
+// then the verdict: differing runs first, then the most specific class by `rank`.
+inline int finish_attention_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
+                                   double timeout, int repeat,
+                                   const std::vector<std::vector<unsigned char>>& spec_inputs,
+                                   const std::vector<std::vector<double>>& spec_want, std::vector<ProbeOutcome>& probes,
+                                   int (*rank)(const std::string&)) {
+  std::vector<Tensor>& tensors = spec.tensors;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!tensors[i].output) tensors[i].host = spec_inputs[i];
+  probes.push_back(run_custom_probe(spec, stream, start, stop, timeout, std::max(3, repeat), "random",
+                                    "the spec's inputs", &spec_want));
+  call_differing_runs_nondeterministic(probes);
+  const Pattern verdict = most_specific_failure(probes, rank);
+  show_first_failure(probes, tensors[size_t(spec.custom.outputs[0])]);
+  for (Tensor& t : tensors) cudaFree(t.device);
+  return conclude_probes(probes, verdict);
+}
+
 // op: attention_backward's probes: all-ones inputs (lse 1 too), then the spec's. The custom ops'
 // index patterns would make scores of thousands, whose exp(score - lse) no dtype holds.
 inline int run_attention_backward_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
@@ -442,15 +461,8 @@ inline int run_attention_backward_probes(SpecInfo& spec, cudaStream_t stream, cu
   std::vector<ProbeOutcome> probes;
   fill_float_inputs(spec, [](const Tensor&, int64_t) { return 1.0; });
   probes.push_back(run_custom_probe(spec, stream, start, stop, timeout, repeat, "ones", "every input 1", nullptr));
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (!tensors[i].output) tensors[i].host = spec_inputs[i];
-  probes.push_back(run_custom_probe(spec, stream, start, stop, timeout, std::max(3, repeat), "random",
-                                    "the spec's inputs", &spec_want));
-  call_differing_runs_nondeterministic(probes);
-  const Pattern verdict = most_specific_failure(probes, custom_class_rank);
-  show_first_failure(probes, tensors[size_t(spec.custom.outputs[0])]);
-  for (Tensor& t : tensors) cudaFree(t.device);
-  return conclude_probes(probes, verdict);
+  return finish_attention_probes(spec, stream, start, stop, timeout, repeat, spec_inputs, spec_want, probes,
+                                 custom_class_rank);
 }
 
 inline int run_attention_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
@@ -505,16 +517,8 @@ inline int run_attention_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t
 
   fill_qkv(spec, [](int, int64_t, int64_t, int64_t) { return 1.0; });
   probe("ones", "Q, K, V = 1");
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (!tensors[i].output) tensors[i].host = spec_inputs[i];
-  probes.push_back(run_custom_probe(spec, stream, start, stop, timeout, std::max(3, repeat), "random",
-                                    "the spec's inputs", &spec_want));
-
-  call_differing_runs_nondeterministic(probes);
-  const Pattern verdict = most_specific_failure(probes, attention_class_rank);
-  show_first_failure(probes, tensors[size_t(spec.custom.outputs[0])]);
-  for (Tensor& t : tensors) cudaFree(t.device);
-  return conclude_probes(probes, verdict);
+  return finish_attention_probes(spec, stream, start, stop, timeout, repeat, spec_inputs, spec_want, probes,
+                                 attention_class_rank);
 }
 
 }  // namespace repro
