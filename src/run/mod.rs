@@ -282,16 +282,18 @@ pub(crate) fn reference_work(spec: &ResolvedSpec) -> (f64, i64) {
         crate::spec::Reference::Gemm(r) => 2.0 * (r.l * r.m * r.n) as f64 * r.k as f64 / 2e8,
         crate::spec::Reference::Custom(_) => 600.0,
         crate::spec::Reference::File(_) => outputs as f64 * 8.0 / 1e8,
-        // Two products of Q's rows with every key row (the key rows of all batches when the
-        // lengths vary: pessimistic), at the GEMM's rate.
+        // Two products of Q's rows with every key row of their head ([B, H, S, D], or
+        // [H, total, D]: the keys of all sequences, pessimistic), at the GEMM's rate; the
+        // backward pass does about five such products.
         crate::spec::Reference::Attention(a) => {
             let k = spec.tensor(a.k);
             let key_rows = k
                 .shape
-                .get(k.shape.len().saturating_sub(3))
+                .get(k.shape.len().saturating_sub(2))
                 .copied()
                 .unwrap_or(1);
-            4.0 * spec.tensor(a.q).numel() as f64 * key_rows as f64 / 2e8
+            let products = if a.backward.is_some() { 10.0 } else { 4.0 };
+            products * spec.tensor(a.q).numel() as f64 * key_rows as f64 / 2e8
         }
     };
     (seconds, outputs)
