@@ -5,17 +5,15 @@
 //! The key covers what must match for the library to be the one a fresh build would make and
 //! to link with the harness: the runtime's sources (as the artifact holds them), the nvcc's
 //! `--version` (not its path: a wrapper or a second copy of one toolkit shares entries), the
-//! arch, and the host compiler (`-ccbin` and its `--version`). An entry is written into a
-//! temporary folder and renamed into place, so a reader never sees half of one; a lock per key
-//! makes a second build of the same key wait for the first instead of doing the work again; an
-//! entry whose library no longer has the hash it was stored with is rebuilt.
+//! arch, and the host compiler (`-ccbin` and its `--version`). Entries are made as every build
+//! cache entry is (cache_entry.rs: staged, renamed, one builder per key); one whose library no
+//! longer has the hash it was stored with is rebuilt.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::lock::FileLock;
 use super::{progress, toolchain};
 use crate::error::Error;
 use crate::plan::command::{BuildCommand, RUNTIME_DIR, RUNTIME_LIBRARY};
@@ -159,83 +157,58 @@ pub fn library(nvcc: &Path, command: &BuildCommand, dir: &Path) -> Result<Librar
         hasher.update(&[0]);
     }
     let key = hasher.finalize().to_hex()[..24].to_string();
-    let root = cache_root().join("runtime");
-    let entry_dir = root.join(&key);
-    if let Some(path) = valid_entry(&entry_dir) {
-        return Ok(Library {
-            path,
-            compiled: false,
-        });
-    }
-
-    std::fs::create_dir_all(&root).map_err(Error::io("create", &root))?;
-    // One build per key at a time; whoever waited finds the entry the first one made.
-    let _lock = FileLock::acquire(&root.join(format!("{key}.lock")))?;
-    if let Some(path) = valid_entry(&entry_dir) {
-        return Ok(Library {
-            path,
-            compiled: false,
-        });
-    }
-    if entry_dir.exists() {
-        eprintln!(
-            "build: the cached runtime in {} is damaged; building it again",
-            entry_dir.display()
-        );
-        std::fs::remove_dir_all(&entry_dir).map_err(Error::io("remove", &entry_dir))?;
-    }
-    let staging = root.join(format!(".tmp-{key}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(Error::io("create", &staging))?;
-    let staged_library = staging.join(RUNTIME_LIBRARY);
-    let args = command.runtime_arguments(&staged_library.to_string_lossy());
-    eprintln!(
-        "build: {} {} (in {})",
-        nvcc.display(),
-        args.join(" "),
-        dir.display()
-    );
-    let (output, seconds) = progress::run(
-        &format!("the runtime library for {}", command.arch),
-        Command::new(nvcc).current_dir(dir).args(&args),
-    )
-    .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.display())))?;
-    super::print_output(&output);
-    if !output.status.success() {
-        let _ = std::fs::remove_dir_all(&staging);
-        return Err(Error::Build {
-            dir: dir.to_path_buf(),
-            code: output
-                .status
-                .code()
-                .map_or("signal".into(), |c| c.to_string()),
-            command: format!("{} {}", nvcc.display(), args.join(" ")),
-        });
-    }
-    let entry = Entry {
-        library_blake3: hash_file(&staged_library).ok_or_else(|| {
-            Error::Toolchain(format!(
-                "nvcc succeeded but wrote no {}",
-                staged_library.display()
-            ))
-        })?,
-        nvcc: nvcc.to_string_lossy().into_owned(),
-        nvcc_version,
-        arch: command.arch.clone(),
-        host_compiler: host,
-        build_seconds: seconds,
-    };
-    let entry_path = staging.join(ENTRY);
-    std::fs::write(
-        &entry_path,
-        serde_json::to_string_pretty(&entry).expect("an entry serializes"),
-    )
-    .map_err(Error::io("write", &entry_path))?;
-    std::fs::rename(&staging, &entry_dir).map_err(Error::io("write", &entry_dir))?;
-    Ok(Library {
-        path: entry_dir.join(RUNTIME_LIBRARY),
-        compiled: true,
-    })
+    let (path, compiled) = super::cache_entry::get_or_build(
+        &cache_root().join("runtime"),
+        &key,
+        "runtime",
+        valid_entry,
+        |staging| {
+            let staged_library = staging.join(RUNTIME_LIBRARY);
+            let args = command.runtime_arguments(&staged_library.to_string_lossy());
+            eprintln!(
+                "build: {} {} (in {})",
+                nvcc.display(),
+                args.join(" "),
+                dir.display()
+            );
+            let (output, seconds) = progress::run(
+                &format!("the runtime library for {}", command.arch),
+                Command::new(nvcc).current_dir(dir).args(&args),
+            )
+            .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.display())))?;
+            super::print_output(&output);
+            if !output.status.success() {
+                return Err(Error::Build {
+                    dir: dir.to_path_buf(),
+                    code: output
+                        .status
+                        .code()
+                        .map_or("signal".into(), |c| c.to_string()),
+                    command: format!("{} {}", nvcc.display(), args.join(" ")),
+                });
+            }
+            let entry = Entry {
+                library_blake3: hash_file(&staged_library).ok_or_else(|| {
+                    Error::Toolchain(format!(
+                        "nvcc succeeded but wrote no {}",
+                        staged_library.display()
+                    ))
+                })?,
+                nvcc: nvcc.to_string_lossy().into_owned(),
+                nvcc_version,
+                arch: command.arch.clone(),
+                host_compiler: host,
+                build_seconds: seconds,
+            };
+            let entry_path = staging.join(ENTRY);
+            std::fs::write(
+                &entry_path,
+                serde_json::to_string_pretty(&entry).expect("an entry serializes"),
+            )
+            .map_err(Error::io("write", &entry_path))
+        },
+    )?;
+    Ok(Library { path, compiled })
 }
 
 /// The cache's entries, for `repro doctor`: folder, entry (when readable), library size.

@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::build::lock::FileLock;
+use crate::build::cache_entry::get_or_build;
 use crate::build::{progress, runtime::cache_root, toolchain};
 use crate::error::Error;
 
@@ -116,59 +116,53 @@ pub fn library() -> Result<PathBuf, Error> {
         hasher.update(&[0]);
     }
     let key = hasher.finalize().to_hex()[..24].to_string();
-    let root = cache_root().join("inject");
-    let entry = root.join(&key);
-    let built = entry.join(LIBRARY);
-    if built.is_file() {
-        return Ok(built);
-    }
-    std::fs::create_dir_all(&root).map_err(Error::io("create", &root))?;
-    let _lock = FileLock::acquire(&root.join(format!("{key}.lock")))?;
-    if built.is_file() {
-        return Ok(built);
-    }
-    let staging = root.join(format!(".tmp-{key}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(Error::io("create", &staging))?;
-    let source = staging.join("repro_inject.cpp");
-    std::fs::write(&source, SOURCE).map_err(Error::io("write", &source))?;
-    let library_dir = cupti.library.parent().unwrap_or(Path::new("/"));
-    let mut args: Vec<String> = vec![
-        "-std=c++17".into(),
-        "-O2".into(),
-        "-fPIC".into(),
-        "-shared".into(),
-        "-fvisibility=hidden".into(),
-        format!("-I{}", cupti.include.display()),
-    ];
-    if let Some(dir) = &cuda_include {
-        args.push(format!("-I{}", dir.display()));
-    }
-    args.extend([
-        source.display().to_string(),
-        cupti.library.display().to_string(),
-        format!("-Wl,-rpath,{}", library_dir.display()),
-        // The library's own copies of std:: templates, not the host program's.
-        "-Wl,-Bsymbolic".into(),
-        "-ldl".into(),
-        "-lpthread".into(),
-        "-o".into(),
-        staging.join(LIBRARY).display().to_string(),
-    ]);
-    eprintln!("capture: {} {}", compiler.display(), args.join(" "));
-    let (output, _seconds) = progress::run(
-        "the capture library (CUPTI)",
-        Command::new(&compiler).args(&args),
-    )
-    .map_err(Error::io("run", &compiler))?;
-    if !output.status.success() {
-        eprint!("{}", String::from_utf8_lossy(&output.stderr));
-        return Err(Error::Toolchain(format!(
-            "the capture library did not compile ({}); the compiler's output is above",
-            output.status
-        )));
-    }
-    let _ = std::fs::remove_dir_all(&entry);
-    std::fs::rename(&staging, &entry).map_err(Error::io("rename", &staging))?;
-    Ok(built)
+    let whole = |entry: &Path| Some(entry.join(LIBRARY)).filter(|l| l.is_file());
+    let (library, _compiled) = get_or_build(
+        &cache_root().join("inject"),
+        &key,
+        "capture library",
+        whole,
+        |staging| {
+            let source = staging.join("repro_inject.cpp");
+            std::fs::write(&source, SOURCE).map_err(Error::io("write", &source))?;
+            let library_dir = cupti.library.parent().unwrap_or(Path::new("/"));
+            let mut args: Vec<String> = vec![
+                "-std=c++17".into(),
+                "-O2".into(),
+                "-fPIC".into(),
+                "-shared".into(),
+                "-fvisibility=hidden".into(),
+                format!("-I{}", cupti.include.display()),
+            ];
+            if let Some(dir) = &cuda_include {
+                args.push(format!("-I{}", dir.display()));
+            }
+            args.extend([
+                source.display().to_string(),
+                cupti.library.display().to_string(),
+                format!("-Wl,-rpath,{}", library_dir.display()),
+                // The library's own copies of std:: templates, not the host program's.
+                "-Wl,-Bsymbolic".into(),
+                "-ldl".into(),
+                "-lpthread".into(),
+                "-o".into(),
+                staging.join(LIBRARY).display().to_string(),
+            ]);
+            eprintln!("capture: {} {}", compiler.display(), args.join(" "));
+            let (output, _seconds) = progress::run(
+                "the capture library (CUPTI)",
+                Command::new(&compiler).args(&args),
+            )
+            .map_err(Error::io("run", &compiler))?;
+            if !output.status.success() {
+                eprint!("{}", String::from_utf8_lossy(&output.stderr));
+                return Err(Error::Toolchain(format!(
+                    "the capture library did not compile ({}); the compiler's output is above",
+                    output.status
+                )));
+            }
+            Ok(())
+        },
+    )?;
+    Ok(library)
 }
