@@ -18,19 +18,6 @@
 
 namespace repro {
 
-// A driver function by name, through the runtime: exit 4 naming it if the driver lacks it.
-template <typename Function>
-Function driver_function(const char* name, int version) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult query;
-  const cudaError_t status = cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &query);
-  if (status != cudaSuccess || query != cudaDriverEntryPointSuccess || fn == nullptr)
-    fatal(kExitCudaError, "fault",
-          strprintf("kind: replay needs the driver's %s, and it has none (%s, query result %d)", name,
-                    cudaGetErrorName(status), static_cast<int>(query)));
-  return reinterpret_cast<Function>(fn);
-}
-
 inline void check_driver(CUresult result, const std::string& what) {
   if (result != CUDA_SUCCESS)
     fatal(kExitCudaError, "fault", strprintf("%s: %s", what.c_str(), cu_result_name(result).c_str()));
@@ -50,8 +37,8 @@ inline const LoadedReplay& load_replay(const ReplayKernel& kernel) {
   if (!read_file_bytes(files.cubin, &cubin, &error)) usage_error("kernel.cubin: " + error);
   if (!read_file_bytes(files.params, &loaded.params, &error, 32 * 1024)) usage_error("kernel.params: " + error);
   // The runtime made the context current (cudaFree(0) in open_device); the module loads into it.
-  auto load_data = driver_function<PFN_cuModuleLoadData_v2000>("cuModuleLoadData", 2000);
-  auto get_function = driver_function<PFN_cuModuleGetFunction_v2000>("cuModuleGetFunction", 2000);
+  auto load_data = driver_function<PFN_cuModuleLoadData_v2000>("cuModuleLoadData", 2000, "kind: replay");
+  auto get_function = driver_function<PFN_cuModuleGetFunction_v2000>("cuModuleGetFunction", 2000, "kind: replay");
   CUmodule module = nullptr;
   check_driver(load_data(&module, cubin.data()),
                strprintf("kind: replay: cuModuleLoadData(%s, %zu bytes)", files.cubin.c_str(), cubin.size()));
@@ -110,8 +97,8 @@ void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const 
     std::memcpy(params.data() + m.at, &map, sizeof map);
   }
 
-  static auto set_attribute = driver_function<PFN_cuFuncSetAttribute_v9000>("cuFuncSetAttribute", 9000);
-  static auto launch_ex = driver_function<PFN_cuLaunchKernelEx_v11060>("cuLaunchKernelEx", 11060);
+  static auto set_attribute = driver_function<PFN_cuFuncSetAttribute_v9000>("cuFuncSetAttribute", 9000, "kind: replay");
+  static auto launch_ex = driver_function<PFN_cuLaunchKernelEx_v11060>("cuLaunchKernelEx", 11060, "kind: replay");
   if (launch.smem_bytes > 48 * 1024)
     check_driver(set_attribute(loaded.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(launch.smem_bytes)),
                  strprintf("kind: replay: %zu bytes of dynamic shared memory", launch.smem_bytes));

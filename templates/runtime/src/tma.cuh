@@ -51,7 +51,22 @@ void set_tma_layout(TmaRequest& request, const TensorView& tensor, const int* or
   }
 }
 
-// The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), looked up like the encoder.
+// A driver function by name, through the runtime (the harness links no libcuda): exit 4 naming
+// it and `who` needs it if the driver lacks it.
+template <typename Function>
+Function driver_function(const char* name, int version, const char* who) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult query;
+  const cudaError_t status = cudaGetDriverEntryPointByVersion(name, &fn, version, cudaEnableDefault, &query);
+  if (status != cudaSuccess || query != cudaDriverEntryPointSuccess || fn == nullptr)
+    fatal(kExitCudaError, "fault",
+          strprintf("%s needs the driver's %s, and it has none (%s, query result %d)", who, name,
+                    cudaGetErrorName(status), static_cast<int>(query)));
+  return reinterpret_cast<Function>(fn);
+}
+
+// The driver's name for a CUresult ("CUDA_ERROR_INVALID_VALUE"), looked up like the encoder but
+// never fatal: it names the error of a failure already being reported.
 inline std::string cu_result_name(CUresult result) {
   static PFN_cuGetErrorName_v6000 get_name = nullptr;
   if (!get_name) {
@@ -68,19 +83,8 @@ inline std::string cu_result_name(CUresult result) {
 
 // Encodes `request` over `base` (the tensor's device memory). Printed on first use.
 CUtensorMap encode_tma(const TmaRequest& request, void* base) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  if (!encode) {
-    cudaDriverEntryPointQueryResult query;
-    void* fn = nullptr;
-    const cudaError_t status =
-        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &query);
-    if (status != cudaSuccess || query != cudaDriverEntryPointSuccess || !fn)
-      fatal(kExitCudaError, "fault",
-            strprintf("tma %s: the driver has no cuTensorMapEncodeTiled (%s, query result %d); TMA needs a CUDA 12+ "
-                      "driver",
-                      request.name, cudaGetErrorName(status), static_cast<int>(query)));
-    encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }
+  static const auto encode = driver_function<PFN_cuTensorMapEncodeTiled_v12000>(
+      "cuTensorMapEncodeTiled", 12000, "TMA (a CUDA 12+ driver has it)");
   // CUtensorMap carries its own alignment (64 bytes in CUDA 12, 128 in CUDA 13), as the driver needs.
   CUtensorMap map;
   std::memset(&map, 0, sizeof(map));
