@@ -144,14 +144,8 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
     }
     bundled.include_dirs = include_dirs;
     for t in bundled.tensors.iter_mut() {
-        if let InitSource::File(path) = &t.init.source {
-            let to = dir
-                .join("inputs")
-                .join(path.file_name().unwrap_or_default());
-            std::fs::create_dir_all(dir.join("inputs"))
-                .map_err(Error::io("create", dir.join("inputs")))?;
-            std::fs::copy(path, &to).map_err(Error::io("copy", path))?;
-            t.init.source = InitSource::File(to);
+        if let InitSource::File(path) = &mut t.init.source {
+            bring(&dir, "inputs", path)?;
         }
     }
     copy_reference(plan, &mut bundled, &dir, toolchain, &runtime)?;
@@ -171,6 +165,17 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
         missing,
         cutlass,
     })
+}
+
+/// A file the spec names, copied into `dir/folder/` under its own name, and `path` pointed at
+/// the copy.
+fn bring(dir: &Path, folder: &str, path: &mut PathBuf) -> Result<(), Error> {
+    let target = dir.join(folder);
+    std::fs::create_dir_all(&target).map_err(Error::io("create", &target))?;
+    let to = target.join(path.file_name().unwrap_or_default());
+    std::fs::copy(&*path, &to).map_err(Error::io("copy", &*path))?;
+    *path = to;
+    Ok(())
 }
 
 /// The reference's own files into the bundle, the spec pointed at the copies: `op: custom`'s
@@ -210,11 +215,7 @@ fn copy_reference(
         }
         Reference::File(f) => {
             for (_, path) in f.expected.iter_mut() {
-                let to = dir
-                    .join("expected")
-                    .join(path.file_name().unwrap_or_default());
-                copy(path, &to)?;
-                *path = to;
+                bring(dir, "expected", path)?;
             }
         }
         Reference::Gemm(_) | Reference::Attention(_) => {}
@@ -227,21 +228,13 @@ fn copy_reference(
 /// into `production/`. Without them the receiver could neither launch the kernel nor see
 /// whether it reproduced production.
 fn copy_capture(bundled: &mut ResolvedSpec, dir: &Path) -> Result<(), Error> {
-    let copy_into = |folder: &str, path: &mut PathBuf| -> Result<(), Error> {
-        let target = dir.join(folder);
-        std::fs::create_dir_all(&target).map_err(Error::io("create", &target))?;
-        let to = target.join(path.file_name().unwrap_or_default());
-        std::fs::copy(&*path, &to).map_err(Error::io("copy", &*path))?;
-        *path = to;
-        Ok(())
-    };
     if let LaunchKind::Replay(replay) = &mut bundled.kernel.kind {
-        copy_into("replay", &mut replay.cubin)?;
-        copy_into("replay", &mut replay.params)?;
+        bring(dir, "replay", &mut replay.cubin)?;
+        bring(dir, "replay", &mut replay.params)?;
     }
     if let Some(capture) = &mut bundled.capture {
         for (_, path) in capture.before.iter_mut().chain(capture.after.iter_mut()) {
-            copy_into("production", path)?;
+            bring(dir, "production", path)?;
         }
     }
     if let Some(capture) = &mut bundled.document.capture {
