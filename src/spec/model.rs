@@ -602,7 +602,7 @@ pub struct ReferenceSpec {
     /// (the role `tile` has for a GEMM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block: Option<Vec<i64>>,
-    /// `op: attention`: the query, key and value tensors ([B, S, H, D], or [total, H, D] with
+    /// `op: attention`: the query, key and value tensors ([B, H, S, D], or [H, total, D] with
     /// variable lengths); the output is `out`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub q: Option<String>,

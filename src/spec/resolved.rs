@@ -214,7 +214,8 @@ pub enum Reference {
     Custom(ReferenceCustom),
     /// `op: file`: expected outputs saved as `.npy`.
     File(ReferenceFile),
-    /// `op: attention`: the runtime's fp64 attention forward pass, on the host.
+    /// `op: attention` and `op: attention_backward`: the runtime's fp64 attention forward or
+    /// backward pass, on the host.
     Attention(ReferenceAttention),
 }
 

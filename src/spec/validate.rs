@@ -1068,8 +1068,9 @@ impl<'a> Validator<'a> {
                 d.help = Some(
                     "supported: gemm (D = alpha * A @ B + beta * C + bias, optionally with \
                      scale_a/scale_b block scales), grouped_gemm (layout: contiguous, masked \
-                     or k_grouped), attention (the forward pass, q, k, v, out), custom (a host \
-                     C++ reference function of yours) and file (expected outputs as .npy)"
+                     or k_grouped), attention and attention_backward (q, k, v, out; the backward \
+                     with o, lse, do, dq, dk, dv), custom (a host C++ reference function of \
+                     yours) and file (expected outputs as .npy)"
                         .into(),
                 );
                 if let Some(close) = did_you_mean(
