@@ -104,6 +104,14 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/attention.cuh"),
     ),
     (
+        "runtime/src/attention_reference.cuh",
+        include_str!("../../templates/runtime/src/attention_reference.cuh"),
+    ),
+    (
+        "runtime/src/attention_device.cuh",
+        include_str!("../../templates/runtime/src/attention_device.cuh"),
+    ),
+    (
         "runtime/src/run_options.cuh",
         include_str!("../../templates/runtime/src/run_options.cuh"),
     ),

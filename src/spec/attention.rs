@@ -1,7 +1,8 @@
 //! `op: attention` (DESIGN §8, "Attention"): the forward pass O = softmax(scale * Q K^T + mask) V
 //! of a batch of heads, with grouped-query heads, causal masks aligned top-left or bottom-right,
 //! variable sequence lengths, and the rows' log-sum-exp as an optional second output. The
-//! runtime computes it in f64 on the host (attention.cuh); this checks that the tensors the
+//! runtime computes it in f64, on the host or at production sizes on the device (attention.cuh,
+//! attention_reference.cuh, attention_device.cuh); this checks that the tensors the
 //! reference names fit together, so that a wrong spec is an error here, not a wrong verdict.
 //!
 //! Shapes are in DESIGN §8's logical order: Q and O [B, Hq, Sq, D], K and V [B, Hk, Sk, D], lse
@@ -108,12 +109,12 @@ impl Validator<'_> {
                 });
             }
         }
-        if r.provider == ReferenceProvider::Device {
+        // The forward has an f64 device reference (production sizes); the backward's runs on
+        // the host only.
+        if backward && r.provider == ReferenceProvider::Device {
             self.error(
                 "reference.provider",
-                format!(
-                    "`op: {op}` has no device reference yet: its f64 reference runs on the host"
-                ),
+                format!("`op: {op}` has no device reference: its f64 reference runs on the host"),
             )
             .help = Some("remove `provider:` (or write `provider: host`)".into());
         }

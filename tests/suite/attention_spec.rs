@@ -155,3 +155,22 @@ fn the_varlen_example_names_its_offsets() {
     );
     assert_eq!(a.causal, repro::spec::model::CausalMask::BottomRight);
 }
+
+#[test]
+fn the_forward_may_ask_for_the_device_reference() {
+    // The runtime reads `provider` from spec.yaml itself; here it only has to be accepted.
+    load(&replace(
+        "  softmax_scale: 0.125",
+        "  softmax_scale: 0.125\n  provider: device",
+    ))
+    .expect("valid");
+}
+
+#[test]
+fn the_backward_has_no_device_reference() {
+    let text = backward().replace(
+        "  softmax_scale: 0.125",
+        "  softmax_scale: 0.125\n  provider: device",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}

@@ -74,13 +74,16 @@ inline bool is_structure(const Tensor& t) { return !t.output && !dtype_is_float(
 inline std::string describe_custom_reference(const SpecInfo& spec) {
   return spec.custom.op == ReferenceOp::custom      ? "the custom reference (host, f64)"
          : spec.custom.op == ReferenceOp::attention
-             ? (spec.custom.attention.backward() ? "the attention backward reference (host, f64)"
-                                                 : "the attention reference (host, f64)")
+             ? (spec.custom.attention.backward()     ? "the attention backward reference (host, f64)"
+                : spec.custom.reference_on_device ? "the attention reference (device, f64)"
+                                                  : "the attention reference (host, f64)")
                                                     : "the expected outputs (.npy)";
 }
 
-// op: attention's reference values (attention.cuh).
+// op: attention's reference values (attention.cuh), and whether the forward's runs on the
+// device (attention_device.cuh): reference.provider or --reference, auto by the problem's size.
 inline std::vector<std::vector<double>> attention_reference_values(const SpecInfo& spec);
+inline bool attention_reference_on_device(const SpecInfo& spec, const std::string& provider);
 
 // The header of a .npy, read from its first bytes (which numpy keeps under 64 KiB).
 inline bool peek_npy_header(const std::string& path, NpyHeader* header, std::string* error) {
@@ -320,7 +323,9 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
                          : c.op == ReferenceOp::file           ? "file"
                          : c.attention.backward()              ? "attention_backward"
                                                                : "attention";
-  if (options.reference == "device" || (options.reference.empty() && spec.reference_provider == "device"))
+  const std::string provider = options.reference.empty() ? spec.reference_provider : options.reference;
+  const bool attention_forward = c.op == ReferenceOp::attention && !c.attention.backward();
+  if (provider == "device" && !attention_forward)
     usage_error("op: " + op + " has no device reference: its reference is computed on the host (drop --reference device)");
   if (options.check_device_inputs)
     usage_error("--check-device-inputs checks inputs made on the device, which only GEMM references do");
@@ -351,11 +356,20 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
 
   // The reference before the device: it needs none, so a reference that fails (an index outside
   // a tensor, an output left unwritten, an expected file that does not fit) shows on any machine.
-  // It comes before the kernel too: a kernel that kills the context still leaves one.
-  const auto reference_start = std::chrono::steady_clock::now();
-  const std::vector<std::vector<double>> want = custom_reference_values(spec);
-  const double reference_seconds = seconds_since(reference_start);
-  times.end("reference");
+  // It comes before the kernel too: a kernel that kills the context still leaves one. Attention
+  // at production sizes is computed on the device instead, once the tensors are there, still
+  // before the kernel's first launch (--bench needs no reference).
+  spec.custom.reference_on_device = attention_forward && !options.bench && attention_reference_on_device(spec, provider);
+  std::vector<std::vector<double>> want;
+  double reference_seconds = 0;
+  const auto compute_reference = [&] {
+    const auto reference_start = std::chrono::steady_clock::now();
+    want = custom_reference_values(spec);
+    reference_seconds = seconds_since(reference_start);
+    times.end("reference");
+    report_set("reference_provider", json_string(spec.custom.reference_on_device ? "device" : "host"));
+  };
+  if (!spec.custom.reference_on_device) compute_reference();
 
   report_set("reference_op", json_string(op));
   if (const int code = open_device(spec, options.ones ? "ones" : "reference", inputs_line, sizes_line)) return code;
@@ -367,6 +381,7 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   REPRO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   REPRO_CUDA_CHECK(cudaEventCreate(&start));
   REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+  if (spec.custom.reference_on_device) compute_reference();
   if (options.bench) {
     for (Tensor& t : tensors)
       if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
@@ -378,10 +393,14 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
     return conclude_timed();
   }
   // The attention probes decode the forward pass; the backward has its own short suite.
-  if (options.probe && c.op == ReferenceOp::attention)
+  if (options.probe && c.op == ReferenceOp::attention) {
+    std::printf("ref     %s, computed for each probe's inputs (the spec's: %.2f s%s)\n",
+                describe_custom_reference(spec).c_str(), reference_seconds,
+                c.reference_note.empty() ? "" : (", " + c.reference_note).c_str());
     return c.attention.backward()
                ? run_attention_backward_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want)
                : run_attention_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
+  }
   if (options.probe) return run_custom_probes(spec, stream, start, stop, timeout, std::max(2, repeat), want);
 
   load_capture_before(tensors, spec.base_dir);
@@ -396,7 +415,8 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   const double median_ms = 0.5 * (sorted_ms[(sorted_ms.size() - 1) / 2] + sorted_ms[sorted_ms.size() / 2]);
   std::printf("launch  %s   kernel %.3f ms%s\n", describe(launch).c_str(), median_ms,
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
-  std::printf("ref     %s, %.2f s\n", describe_custom_reference(spec).c_str(), reference_seconds);
+  std::printf("ref     %s, %.2f s%s\n", describe_custom_reference(spec).c_str(), reference_seconds,
+              c.reference_note.empty() ? "" : (": " + c.reference_note).c_str());
 
   const bool exact = exact_comparison(spec, want);
   if (exact) std::printf("compare exact: integer inputs and an integer reference below 2^24\n");
