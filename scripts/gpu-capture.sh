@@ -26,15 +26,39 @@ step box-replay-run "$repro" run "$work/box-replay"
 step never "$repro" capture --kernel 'no_such_kernel' -o "$work/never" -- "$work/capture_app"
 step matmul-capture "$repro" capture --kernel 'gemm|nvjet|xmma|Kernel' -o "$work/matmul" -- python3 "$root/examples/capture_torch/matmul.py"
 step matmul-run "$repro" run "$work/matmul"
+# A replay under the generic checks (issue 20, point 3): compute-sanitizer memcheck, repeated
+# launches, --dump (the dumped outputs must be production's bytes), and the watchdog (a 1 us
+# limit, shorter than any launch: the run must stop with the hang exit code, 5).
+step replay-memcheck "$repro" run "$work/replay" --sanitize memcheck
+step matmul-memcheck "$repro" run "$work/matmul" --sanitize memcheck
+step matmul-repeat "$repro" run "$work/matmul" --repeat 20
+step matmul-dump bash -c "'$repro' run '$work/matmul' --dump '$work/matmul-dump'; echo \"run exit \$?\"; ls '$work/matmul-dump'; python3 - '$work/matmul' '$work/matmul-dump' <<'PY'
+import sys, pathlib, numpy as np
+cap, dump = map(pathlib.Path, sys.argv[1:])
+for after in sorted((cap / 'production').glob('*.after.npy')):
+    name = after.name[:-len('.after.npy')]
+    got = np.load(dump / (name + '.npy'))
+    want = np.load(after)
+    same = got.tobytes() == want.tobytes()
+    print(f'{name}: dump {got.shape} {got.dtype} vs production {want.shape} {want.dtype}: ' + ('bit for bit' if same else 'DIFFERENT'))
+PY"
+step matmul-watchdog "$repro" run "$work/matmul" --timeout 0.000001
 step ext-capture "$repro" capture --kernel 'scaled_add<' --launch 2 --source "$root/examples/capture_torch" -o "$work/ext" -- python3 "$root/examples/capture_torch/extension.py"
 step ext-run "$repro" run "$work/ext"
-for d in global defect replay box box-replay matmul ext crash managed; do cp "$work/$d/capture.yaml" "$out/$d.capture.yaml" 2>/dev/null; cp "$work/$d/raw/session.json" "$out/$d.session.json" 2>/dev/null; done
+for d in global defect replay box box-replay matmul ext crash managed contexts contexts-replay; do cp "$work/$d/capture.yaml" "$out/$d.capture.yaml" 2>/dev/null; cp "$work/$d/raw/session.json" "$out/$d.session.json" 2>/dev/null; done
 # Hostile cases: a program that crashes after the capture, unified memory, a device the
 # program does not use, and a tool that injects itself (compute-sanitizer) around the program.
 step crash-after "$repro" capture --kernel 'gemm|nvjet|xmma|Kernel' -o "$work/crash" -- bash -c "python3 '$root/examples/capture_torch/matmul.py' && kill -SEGV \$\$"
 step crash-run "$repro" run "$work/crash"
 step managed-capture "$repro" capture --kernel 'tma_gemm<' --launch 2 --source "$root/kernels" -o "$work/managed" -- "$work/capture_app" --managed
 step managed-run "$repro" run "$work/managed"
+# Several contexts on one GPU: the app serves its requests again in a second context (its own
+# buffers, stream and module); launch 5 of tma_gemm is request 2 there, rebuilt and replayed.
+step contexts-app "$work/capture_app" --contexts 2
+step contexts-capture "$repro" capture --kernel 'tma_gemm<' --launch 5 --source "$root/kernels" -o "$work/contexts" -- "$work/capture_app" --contexts 2
+step contexts-run "$repro" run "$work/contexts"
+step contexts-replay-capture "$repro" capture --kernel 'tma_gemm<' --launch 5 --replay -o "$work/contexts-replay" -- "$work/capture_app" --contexts 2
+step contexts-replay-run "$repro" run "$work/contexts-replay"
 step too-large "$repro" capture --kernel 'tma_gemm<' --max-bytes 100000 -o "$work/too-large" -- "$work/capture_app"
 step other-device "$repro" capture --kernel 'tma_gemm<' --device 1 -o "$work/device1" -- "$work/capture_app"
 step under-sanitizer "$repro" capture --kernel 'tma_gemm<' -o "$work/sanitizer" -- /usr/local/cuda/bin/compute-sanitizer "$work/capture_app"
@@ -56,5 +80,5 @@ overhead() {
   done
 }
 step overhead overhead
-tar -C "$work" -czf "$out/captures.tgz" --exclude='*.npy' --exclude='*.bin' --exclude='*.cubin' --exclude=idle* --exclude=rec* . 2>/dev/null
+tar -C "$work" -czf "$out/captures.tgz" --exclude='*.npy' --exclude='*.bin' --exclude='*.cubin' --exclude='*.tar.gz' --exclude=harness --exclude=capture_app --exclude=runtime --exclude=.repro --exclude=elsewhere --exclude='idle*' --exclude='rec*' . 2>/dev/null
 

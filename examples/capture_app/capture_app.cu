@@ -8,7 +8,7 @@
 // GEMM, and reduces D to a checksum on the device. So the GEMM is launch 1, 2, .., R of its name
 // among other kernels, with different inputs each time.
 //
-//   ./capture_app [--defect swizzle|box] [--managed] [--repeat R]
+//   ./capture_app [--defect swizzle|box] [--managed] [--repeat R] [--contexts 2]
 //
 // --defect swizzle: the host-side defect of examples/tma_gemm_swizzle_mismatch.yaml: both maps
 // are encoded without swizzle while the kernel reads 128B-swizzled tiles. Every element is
@@ -18,6 +18,9 @@
 // shared memory nobody wrote, so that wrong output depends on what ran before on each SM.
 // Both instantiations are compiled in. --managed allocates A, B and D with cudaMallocManaged
 // (unified memory), the way some applications do, for a capture to copy them all the same.
+// --contexts 2 serves the requests once more in a second context of the same GPU (created with
+// the driver API, its own buffers and stream), as a program with several contexts does: the
+// GEMM's launches R + 1 .. 2R run there, for a capture to record one of them in its context.
 //
 // Build: ./build.sh  (nvcc -std=c++17 -O3 -arch=sm_90a -lineinfo -I../../kernels)
 
@@ -207,9 +210,27 @@ void serve(cudaStream_t stream, __nv_bfloat16* A, __nv_bfloat16* B, __nv_bfloat1
 
 int usage(const char* argv0)
 {
-    std::fprintf(stderr, "usage: %s [--defect swizzle|box] [--managed] [--repeat R]\n", argv0);
+    std::fprintf(stderr, "usage: %s [--defect swizzle|box] [--managed] [--repeat R] [--contexts 2]\n", argv0);
     return 2;
 }
+
+// A driver function through the runtime (no -lcuda), at the ABI of the CUDA version given.
+template <typename Function>
+Function driver_function(const char* name, int cuda_version)
+{
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, cuda_version, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
+        std::fprintf(stderr, "capture_app: the driver has no %s (query result %d)\n", name, static_cast<int>(found));
+        std::exit(1);
+    }
+    return reinterpret_cast<Function>(fn);
+}
+
+// One context's service: buffers and a stream of its own, the weight, R requests, and the
+// checksums of each request and of the last D. `label` names the context in the output.
+void serve_in_current_context(const char* defect, bool managed, int repeat, const char* label);
 
 }  // namespace capture_app
 
@@ -220,6 +241,7 @@ int main(int argc, char** argv)
     const char* defect = nullptr;  // "swizzle" or "box"
     int repeat = 3;
     bool managed = false;
+    int contexts = 1;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--defect") == 0 && i + 1 < argc &&
             (std::strcmp(argv[i + 1], "swizzle") == 0 || std::strcmp(argv[i + 1], "box") == 0)) {
@@ -231,6 +253,9 @@ int main(int argc, char** argv)
             const long v = std::strtol(argv[++i], &end, 10);
             if (*end != '\0' || v < 1 || v > 1000) return usage(argv[0]);
             repeat = static_cast<int>(v);
+        } else if (std::strcmp(argv[i], "--contexts") == 0 && i + 1 < argc &&
+                   (std::strcmp(argv[i + 1], "1") == 0 || std::strcmp(argv[i + 1], "2") == 0)) {
+            contexts = std::atoi(argv[++i]);
         } else {
             return usage(argv[0]);
         }
@@ -252,6 +277,31 @@ int main(int argc, char** argv)
                 : std::strcmp(defect, "box") == 0 ? ", DEFECT: A box 64 rows"
                                                      : ", DEFECT: maps not swizzled, the kernel reads 128B-swizzled tiles");
 
+    serve_in_current_context(defect, managed, repeat, "");
+    if (contexts == 2) {
+        // A second context on the same device, current on this thread until popped: the runtime
+        // calls of the second service run in it (modules, buffers, stream and launches).
+        const auto create = driver_function<PFN_cuCtxCreate_v3020>("cuCtxCreate", 3020);
+        const auto pop = driver_function<PFN_cuCtxPopCurrent_v4000>("cuCtxPopCurrent", 4000);
+        const auto destroy = driver_function<PFN_cuCtxDestroy_v4000>("cuCtxDestroy", 4000);
+        CUcontext second = nullptr;
+        if (create(&second, 0, dev) != CUDA_SUCCESS) {
+            std::fprintf(stderr, "capture_app: cuCtxCreate failed\n");
+            return 1;
+        }
+        std::printf("context 2 created: %p\n", static_cast<void*>(second));
+        serve_in_current_context(defect, managed, repeat, "context 2 ");
+        CUcontext popped = nullptr;
+        if (pop(&popped) != CUDA_SUCCESS || destroy(second) != CUDA_SUCCESS) {
+            std::fprintf(stderr, "capture_app: cannot release context 2\n");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void capture_app::serve_in_current_context(const char* defect, bool managed, int repeat, const char* label)
+{
     // A non-default, non-blocking stream: everything below runs on it, as in a service that
     // does not want the legacy default stream's implicit synchronization.
     cudaStream_t stream;
@@ -271,7 +321,7 @@ int main(int argc, char** argv)
         CUDA_CHECK(cudaMalloc(&D, d_elems * sizeof(__nv_bfloat16)));
     }
     CUDA_CHECK(cudaMalloc(&sums, repeat * sizeof(float)));
-    std::printf("buffers%s: A %p, B %p, D %p\n", managed ? " (managed)" : "", static_cast<void*>(A), static_cast<void*>(B), static_cast<void*>(D));
+    std::printf("%sbuffers%s: A %p, B %p, D %p\n", label, managed ? " (managed)" : "", static_cast<void*>(A), static_cast<void*>(B), static_cast<void*>(D));
 
     // The weight once, and D cleared so the first GEMM's "before" state is defined.
     fill_uniform_bf16<<<grid_for(b_elems, 256), 256, 0, stream>>>(B, b_elems, kWeightSeed);
@@ -291,7 +341,7 @@ int main(int argc, char** argv)
     CUDA_CHECK(cudaMemcpyAsync(host_d.data(), D, d_elems * sizeof(uint16_t), cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
 
-    for (int r = 0; r < repeat; ++r) std::printf("request %d: device checksum %.6f\n", r + 1, host_sums[r]);
+    for (int r = 0; r < repeat; ++r) std::printf("%srequest %d: device checksum %.6f\n", label, r + 1, host_sums[r]);
     // The last request's D: its value sum, and an FNV-1a hash of its bits for bit-exact comparison.
     double sum = 0.0;
     uint64_t fnv = 0xcbf29ce484222325ull;
@@ -303,12 +353,11 @@ int main(int argc, char** argv)
         fnv = (fnv ^ (bits & 0xffu)) * 0x100000001b3ull;
         fnv = (fnv ^ (bits >> 8)) * 0x100000001b3ull;
     }
-    std::printf("D checksum: sum %.6f, fnv1a 0x%016llx\n", sum, static_cast<unsigned long long>(fnv));
+    std::printf("%sD checksum: sum %.6f, fnv1a 0x%016llx\n", label, sum, static_cast<unsigned long long>(fnv));
 
     CUDA_CHECK(cudaFree(sums));
     CUDA_CHECK(cudaFree(D));
     CUDA_CHECK(cudaFree(B));
     CUDA_CHECK(cudaFree(A));
     CUDA_CHECK(cudaStreamDestroy(stream));
-    return 0;
 }
