@@ -23,6 +23,8 @@
 //   kv_head_modulo     query head h reads KV head h % Hk instead of h / (Hq / Hk)
 //   tile_reuse_race    the key tile's buffer is refilled without the barrier that waits for every
 //                      thread to finish reading it (compute-sanitizer racecheck's hazard)
+//   lse_log2           the log-sum-exp stored in the kernel's log2 units (max + log2 of the sum)
+//                      without the ln 2 that brings it back to natural log: O is right, lse is not
 
 #include <cuda_bf16.h>
 
@@ -30,7 +32,7 @@
 
 namespace attention_kernels {
 
-enum class AttentionDefect { none, causal_off_by_one, exp2_scale, kv_head_modulo, tile_reuse_race };
+enum class AttentionDefect { none, causal_off_by_one, exp2_scale, kv_head_modulo, tile_reuse_race, lse_log2 };
 
 // 0: no mask, 1: top-left causal, 2: bottom-right causal.
 enum CausalMode : int { kNoMask = 0, kTopLeft = 1, kBottomRight = 2 };
@@ -101,7 +103,8 @@ __global__ void __launch_bounds__(BlockQ)
     O[(int64_t(q_begin + row) * Hq + head) * HeadDim + d] = __float2bfloat16(acc[d] * inv);
   if (lse != nullptr) {
     // Back to natural-log units: ln(sum exp(scale * s)) = (max + log2(sum)) * ln(2).
-    const float value = running_sum > 0.f ? (running_max + log2f(running_sum)) * 0.6931471805599453f : -INFINITY;
+    constexpr float kLn2 = Defect == AttentionDefect::lse_log2 ? 1.f : 0.6931471805599453f;
+    const float value = running_sum > 0.f ? (running_max + log2f(running_sum)) * kLn2 : -INFINITY;
     // [B, Hq, Sq], or [Hq, total_q] with variable lengths (total_q = cu_seqlens_q[B]).
     const int64_t at = cu_seqlens_q ? int64_t(head) * cu_seqlens_q[gridDim.z] + q_begin + row
                                     : (int64_t(batch) * Hq + head) * Sq + row;

@@ -8,7 +8,7 @@ repro=$(realpath "$1"); out=$2; root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"; work=$(mktemp -d)
 export PATH=/usr/local/cuda/bin:$PATH
 step() { local name=$1; shift; echo "== $name: $*"; ( "$@" ) > "$out/$name.log" 2>&1; echo "   exit $?"; grep -E "^(verdict|probe |Disposition|pattern|production|O |LSE |ref )" "$out/$name.log" | head -n 16; }
-for e in flash_attention flash_attention_causal_off_by_one flash_attention_exp2_scale flash_attention_kv_head_modulo flash_attention_tile_race flash_attention_varlen; do
+for e in flash_attention flash_attention_causal_off_by_one flash_attention_exp2_scale flash_attention_kv_head_modulo flash_attention_tile_race flash_attention_lse_log2 flash_attention_varlen; do
   step "$e-ones" "$repro" run "$root/examples/$e.yaml" -o "$work/$e" --ones
   step "$e-random" "$repro" run "$work/$e"
   step "$e-probe" "$repro" probe "$work/$e"

@@ -168,8 +168,8 @@ pub const REFERENCE: HarnessOption = valued(
     "--reference",
     "WHERE",
     Group::Checks,
-    "host, device or auto: where the fp64 reference GEMM runs (default: the spec's \
-     reference.provider)",
+    "host, device or auto: where the fp64 reference of a GEMM or of attention's forward runs \
+     (default: the spec's reference.provider)",
 );
 pub const REFERENCE_CACHE: HarnessOption = valued(
     "--reference-cache",

@@ -859,6 +859,7 @@ pub enum Verdict {
     Mask,
     HeadMapping,
     SoftmaxScale,
+    Lse,
 }
 
 impl Verdict {
@@ -883,6 +884,7 @@ impl Verdict {
             Verdict::Mask => "mask",
             Verdict::HeadMapping => "head_mapping",
             Verdict::SoftmaxScale => "softmax_scale",
+            Verdict::Lse => "lse",
         }
     }
 }

@@ -219,6 +219,18 @@ void test_attention_probe_decoders() {
   CHECK_CONTAINS(scale, "ln 2: exp2 of the scores without the log2(e) factor");
   for (int64_t row = 0; row < 16; ++row) scaled[size_t(row * 4)] = round_to(DType::bf16, std::exp(1.0) / (std::exp(1.0) + 1));
   CHECK_EQ(scale_evidence(sc, scaled, x), std::string());
+
+  // The lse against the normalizer O implies (Z = n_odd / (1 - O[., 0])): a natural-log lse of
+  // the same Z agrees, whatever O's rounding; one in log2 units is named.
+  std::vector<double> lse(16, std::log(8 * std::exp(1.0) + 8));
+  CHECK_EQ(lse_evidence(sc, scaled, lse, DType::bf16), std::string());
+  for (double& value : lse) value /= std::log(2.0);
+  const std::string log2 = lse_evidence(sc, scaled, lse, DType::bf16);
+  CHECK_CONTAINS(log2, "in 16 of 16 decoded query rows");
+  CHECK_CONTAINS(log2, "the lse in log2 units (max + log2 of the sum), the ln 2 factor left out");
+  for (double& value : lse) value = std::log(8 * std::exp(1.0) + 8) - 1.0;  // the max (a = 1) left out
+  CHECK_CONTAINS(lse_evidence(sc, scaled, lse, DType::bf16), "the maximum left out of the lse");
+  CHECK(attention_class_rank("softmax_scale") < attention_class_rank("lse"));
   CHECK(attention_class_rank("nondeterministic") < attention_class_rank("mask"));
   CHECK(attention_class_rank("mask") < attention_class_rank("softmax_scale"));
 }

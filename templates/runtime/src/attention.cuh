@@ -17,12 +17,15 @@
 //   kv heads     Q = 0, V = 1 + the KV head                  which KV head each query head read
 //   scale        Q[., 0] = x, K[j, 0] = V[j, 0] = j even,    the softmax scale the kernel applies:
 //                other channels of V 1                        out = n_e e^(s x) / (n_e e^(s x) + n_o)
+//                                                             and the lse against the normalizer
+//                                                             Z = n_o / (1 - O[., 0]) O implies
 //   ones, random                                              the plain comparison
 //
 // The verdicts: `nondeterministic` (a probe's runs differ: what it decodes is then noise), `mask`
 // (queries saw other keys than the mask allows, with the ranges), `head_mapping` (query heads
 // read the wrong KV heads), `softmax_scale` (the scale the kernel applied, and the factor it is
-// off by), else the custom ops' classes.
+// off by), `lse` (the log-sum-exp disagrees with the output's own normalizer), else the custom
+// ops' classes.
 //
 // The backward pass (op: attention_backward) has its own f64 reference, on the host (the
 // gradients from the O and lse it is given, as FlashAttention's backward computes them) and two
@@ -234,10 +237,59 @@ inline std::string scale_evidence(const AttentionShape& s, const std::vector<dou
                    applied, s.scale, ratio, named.c_str(), found.size());
 }
 
+// The log-sum-exp against the normalizer the kernel's own output implies, on the scale probe's
+// inputs. There O[., 0] = n_e e^a / Z with Z = n_e e^a + n_o (n_e, n_o the even and odd keys a
+// query sees), so Z = n_o / (1 - O[., 0]) whatever scale the kernel applied, and its lse must be
+// ln Z: a kernel whose O is right (or wrong by its scale alone) but whose lse is not gets the
+// rows that disagree, and the slip named where the median ratio or difference is a known one.
+// lse holds the kernel's values in logical order; out_dtype is O's (its rounding bounds the check).
+inline std::string lse_evidence(const AttentionShape& s, const std::vector<double>& values,
+                                const std::vector<double>& lse, DType out_dtype) {
+  int64_t decoded = 0, wrong = 0;
+  std::vector<double> ratios, differences;
+  std::string example;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads_q; ++h)
+      for (int64_t row = 0; row < s.q_len[size_t(b)]; ++row) {
+        const int64_t visible = last_visible_key(s, b, row) + 1;
+        const int64_t even = (visible + 1) / 2, odd = visible / 2;
+        if (even < 1 || odd < 1) continue;
+        const double o = values[size_t(q_row_offset(s, b, h, row))];
+        if (!(o > 0.02 && o < 0.98)) continue;
+        const double implied = std::log(double(odd)) - std::log1p(-o);
+        const double got = lse[size_t(lse_offset(s, b, h, row))];
+        // O's rounding moves ln Z by up to ulp(O) / (1 - O); the kernel's f32 sums by far less.
+        const uint64_t bits = encode_bits(out_dtype, o);
+        const double ulp = std::fabs(decode_bits(out_dtype, bits + 1) - decode_bits(out_dtype, bits));
+        const double tolerance = 2 * ulp / (1 - o) + 1e-3 * std::max(1.0, std::fabs(implied));
+        ++decoded;
+        if (std::fabs(got - implied) <= tolerance) continue;
+        if (++wrong == 1)
+          example = strprintf("batch %lld head %lld query %lld: lse %.5g, ln Z %.5g", (long long)b, (long long)h,
+                              (long long)row, got, implied);
+        ratios.push_back(got / implied);
+        // The row's largest scaled score, as the kernel's output says it: max(a, 0).
+        const double a = std::log(o / (1 - o) * double(odd) / double(even));
+        differences.push_back((got - implied) / std::max(a, 1e-300));
+      }
+  if (wrong <= std::max<int64_t>(1, decoded / 100)) return "";
+  std::sort(ratios.begin(), ratios.end());
+  std::sort(differences.begin(), differences.end());
+  const double ratio = ratios[ratios.size() / 2], by_max = differences[differences.size() / 2];
+  std::string named;
+  if (std::fabs(ratio * std::log(2.0) - 1) < 0.01) named = " = 1 / ln 2: the lse in log2 units (max + log2 of the sum), the ln 2 factor left out";
+  else if (std::fabs(ratio / std::log(2.0) - 1) < 0.01) named = " = ln 2: the ln 2 factor applied twice";
+  else if (std::fabs(by_max + 1) < 0.01) named = "; lse = ln Z minus the row's largest score: the maximum left out of the lse";
+  return strprintf("the log-sum-exp disagrees with the normalizer Z the kernel's own output implies (Z = n_odd / "
+                   "(1 - O[., 0]) on this probe) in %lld of %lld decoded query rows, e.g. %s; lse / ln Z = %.4g "
+                   "(median)%s",
+                   (long long)wrong, (long long)decoded, example.c_str(), ratio, named.c_str());
+}
+
 inline int attention_class_rank(const std::string& cls) {
-  static const char* const kOrder[] = {"nondeterministic", "mask", "head_mapping", "softmax_scale", "unwritten",
-                                       "nonfinite",        "boundary", "layout",   "row_mapping",   "col_mapping",
-                                       "scale",            "precision", "scattered"};
+  static const char* const kOrder[] = {"nondeterministic", "mask",      "head_mapping", "softmax_scale", "lse",
+                                       "unwritten",        "nonfinite", "boundary",     "layout",        "row_mapping",
+                                       "col_mapping",      "scale",     "precision",    "scattered"};
   for (int i = 0; i < int(sizeof(kOrder) / sizeof(kOrder[0])); ++i)
     if (cls == kOrder[i]) return i;
   return 100;
@@ -336,8 +388,17 @@ inline int run_attention_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t
   });
   const std::vector<double> scaled = probe("scale", strprintf("Q[., 0] = %g, K[j, 0] = V[j, 0] = (j even)", x));
   const std::string scale = mask.empty() ? scale_evidence(s, scaled, x) : "";
-  if (!scale.empty() && !probes.back().passed && probes.back().differences == 0)
-    probes.back().pattern = Pattern{"softmax_scale", scale};
+  // The lse against the output's own normalizer: checked when the scale explains O (or O is right).
+  const int lse_index = spec.custom.attention.lse;
+  const std::string lse =
+      mask.empty() && lse_index >= 0
+          ? lse_evidence(s, scaled, logical_values(tensors[size_t(lse_index)]),
+                         tensors[size_t(spec.custom.attention.out)].dtype)
+          : "";
+  if (!probes.back().passed && probes.back().differences == 0) {
+    if (!scale.empty()) probes.back().pattern = Pattern{"softmax_scale", scale};
+    else if (!lse.empty()) probes.back().pattern = Pattern{"lse", lse};
+  }
 
   fill_qkv(spec, [](int, int64_t, int64_t, int64_t) { return 1.0; });
   probe("ones", "Q, K, V = 1");
