@@ -202,10 +202,10 @@ inline std::string head_evidence(const AttentionShape& s, const std::vector<doub
                    (long long)group);
 }
 
-// The scale the kernel applied, from the scale probe (0 when no row could tell), and the factor
-// to the spec's named where it is a known slip.
-inline std::string scale_evidence(const AttentionShape& s, const std::vector<double>& values, double x) {
-  std::vector<double> found;
+// The scale probe's query rows whose O[., 0] tells something: rows that see even and odd keys,
+// with O[., 0] away from 0 and 1. Calls row(b, h, row, even, odd, O[., 0]).
+template <typename Row>
+inline void for_each_scale_probe_row(const AttentionShape& s, const std::vector<double>& values, Row row_fn) {
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.heads_q; ++h)
       for (int64_t row = 0; row < s.q_len[size_t(b)]; ++row) {
@@ -213,9 +213,17 @@ inline std::string scale_evidence(const AttentionShape& s, const std::vector<dou
         const int64_t even = (visible + 1) / 2, odd = visible / 2;
         if (even < 1 || odd < 1) continue;
         const double o = values[size_t(q_row_offset(s, b, h, row))];
-        if (!(o > 0.02 && o < 0.98)) continue;
-        found.push_back(std::log(o / (1 - o) * double(odd) / double(even)) / x);
+        if (o > 0.02 && o < 0.98) row_fn(b, h, row, even, odd, o);
       }
+}
+
+// The scale the kernel applied, from the scale probe (0 when no row could tell), and the factor
+// to the spec's named where it is a known slip.
+inline std::string scale_evidence(const AttentionShape& s, const std::vector<double>& values, double x) {
+  std::vector<double> found;
+  for_each_scale_probe_row(s, values, [&](int64_t, int64_t, int64_t, int64_t even, int64_t odd, double o) {
+    found.push_back(std::log(o / (1 - o) * double(odd) / double(even)) / x);
+  });
   if (found.empty()) return "";
   std::sort(found.begin(), found.end());
   const double applied = found[found.size() / 2], ratio = applied / s.scale;
@@ -248,30 +256,23 @@ inline std::string lse_evidence(const AttentionShape& s, const std::vector<doubl
   int64_t decoded = 0, wrong = 0;
   std::vector<double> ratios, differences;
   std::string example;
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < s.heads_q; ++h)
-      for (int64_t row = 0; row < s.q_len[size_t(b)]; ++row) {
-        const int64_t visible = last_visible_key(s, b, row) + 1;
-        const int64_t even = (visible + 1) / 2, odd = visible / 2;
-        if (even < 1 || odd < 1) continue;
-        const double o = values[size_t(q_row_offset(s, b, h, row))];
-        if (!(o > 0.02 && o < 0.98)) continue;
-        const double implied = std::log(double(odd)) - std::log1p(-o);
-        const double got = lse[size_t(lse_offset(s, b, h, row))];
-        // O's rounding moves ln Z by up to ulp(O) / (1 - O); the kernel's f32 sums by far less.
-        const uint64_t bits = encode_bits(out_dtype, o);
-        const double ulp = std::fabs(decode_bits(out_dtype, bits + 1) - decode_bits(out_dtype, bits));
-        const double tolerance = 2 * ulp / (1 - o) + 1e-3 * std::max(1.0, std::fabs(implied));
-        ++decoded;
-        if (std::fabs(got - implied) <= tolerance) continue;
-        if (++wrong == 1)
-          example = strprintf("batch %lld head %lld query %lld: lse %.5g, ln Z %.5g", (long long)b, (long long)h,
-                              (long long)row, got, implied);
-        ratios.push_back(got / implied);
-        // The row's largest scaled score, as the kernel's output says it: max(a, 0).
-        const double a = std::log(o / (1 - o) * double(odd) / double(even));
-        differences.push_back((got - implied) / std::max(a, 1e-300));
-      }
+  for_each_scale_probe_row(s, values, [&](int64_t b, int64_t h, int64_t row, int64_t even, int64_t odd, double o) {
+    const double implied = std::log(double(odd)) - std::log1p(-o);
+    const double got = lse[size_t(lse_offset(s, b, h, row))];
+    // O's rounding moves ln Z by up to ulp(O) / (1 - O); the kernel's f32 sums by far less.
+    const uint64_t bits = encode_bits(out_dtype, o);
+    const double ulp = std::fabs(decode_bits(out_dtype, bits + 1) - decode_bits(out_dtype, bits));
+    const double tolerance = 2 * ulp / (1 - o) + 1e-3 * std::max(1.0, std::fabs(implied));
+    ++decoded;
+    if (std::fabs(got - implied) <= tolerance) return;
+    if (++wrong == 1)
+      example = strprintf("batch %lld head %lld query %lld: lse %.5g, ln Z %.5g", (long long)b, (long long)h,
+                          (long long)row, got, implied);
+    ratios.push_back(got / implied);
+    // The row's largest scaled score, as the kernel's output says it: max(a, 0).
+    const double a = std::log(o / (1 - o) * double(odd) / double(even));
+    differences.push_back((got - implied) / std::max(a, 1e-300));
+  });
   if (wrong <= std::max<int64_t>(1, decoded / 100)) return "";
   std::sort(ratios.begin(), ratios.end());
   std::sort(differences.begin(), differences.end());
