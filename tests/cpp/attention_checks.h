@@ -235,6 +235,40 @@ void test_attention_probe_decoders() {
   CHECK(attention_class_rank("mask") < attention_class_rank("softmax_scale"));
 }
 
+// The host side of the device reference (attention_device.cuh): its size rule, and its
+// cross-check, whose sampled rows must agree with the host reference to a few units of 2^-53.
+void test_attention_device_reference_host_side() {
+  // Top-left causal, 5 queries over 7 keys: 1 + 2 + 3 + 4 + 5 visible pairs per head and batch.
+  const SpecInfo spec = attention_spec(2, 5, 7, 4, 2, 3, 1, {}, {}, [](int role, int64_t row, int64_t head, int64_t c) {
+    return std::cos(0.3 * double(role * 37 + row * 11 + head * 3 + c));
+  });
+  const AttentionShape s = attention_shape(spec);
+  CHECK_EQ(attention_macs(s), 2.0 * (2 * 15) * 4 * 3);
+  CHECK(!attention_reference_on_device(spec, "auto"));  // far below 2^30: the host
+  CHECK(!attention_reference_on_device(spec, "host"));
+  CHECK(attention_reference_on_device(spec, "device"));
+  // The sample: the first and the last row, 48 rows in all, every one inside its batch.
+  const std::vector<AttentionSampleRow> rows = attention_sample_rows(s);
+  CHECK_EQ(rows.size(), size_t(kAttentionCrossCheckRows));
+  CHECK(rows.front().b == 0 && rows.front().h == 0 && rows.front().row == 0);
+  CHECK(rows[1].b == 1 && rows[1].h == 3 && rows[1].row == 4);
+  bool inside = true;
+  for (const AttentionSampleRow& r : rows) inside = inside && r.row < s.q_len[size_t(r.b)] && r.h < s.heads_q;
+  CHECK(inside);
+  // Recomputed from the tensors' storage, the sample agrees with the host reference.
+  std::vector<AttentionSampleRow> sample = rows;
+  compute_attention_sample(spec, s, &sample);
+  const auto want = attention_host_values(spec);
+  CHECK(judge_attention_sample(spec, s, sample, want[0], want[1]) < 1e-14);
+  // Variable lengths with an empty sequence: no sampled row falls in it.
+  const SpecInfo varlen = attention_spec(3, 0, 0, 2, 1, 2, 2, {0, 3, 3, 8}, {0, 4, 6, 12},
+                                         [](int, int64_t row, int64_t, int64_t c) { return 0.1 * double(row + c); });
+  const AttentionShape v = attention_shape(varlen);
+  bool no_empty = true;
+  for (const AttentionSampleRow& r : attention_sample_rows(v)) no_empty = no_empty && r.b != 1;
+  CHECK(no_empty);
+}
+
 // op: attention_backward against finite differences of the forward: with O and lse the
 // forward's own, dQ, dK and dV are the gradients of L = sum(dO * O(Q, K, V)).
 void test_attention_backward() {

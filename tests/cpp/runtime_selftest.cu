@@ -1795,6 +1795,7 @@ int main(int argc, char** argv) {
   test_custom_classify();
   test_attention_reference();
   test_attention_probe_decoders();
+  test_attention_device_reference_host_side();
   test_attention_backward();
   test_probe_verdicts();
   test_heatmap();

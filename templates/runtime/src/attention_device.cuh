@@ -340,6 +340,11 @@ inline std::vector<std::vector<double>> attention_device_values(const SpecInfo& 
     usage_error(strprintf("op: attention: the device reference holds a head in shared memory, up to head dim %lld; "
                           "this one is %lld: use --reference host",
                           (long long)kAttentionDeviceMaxHeadDim, (long long)s.head_dim));
+  // One CTA per (query tile, head, batch): grid y and z hold at most 65535.
+  if (s.heads_q > 65535 || s.batch > 65535)
+    usage_error(strprintf("op: attention: the device reference launches a CTA per head and batch, at most 65535 of "
+                          "each; this problem has %lld query heads and %lld batches: use --reference host",
+                          (long long)s.heads_q, (long long)s.batch));
   const auto total_start = std::chrono::steady_clock::now();
   for (int index : {a.q, a.k, a.v}) {
     const Tensor& t = spec.tensors[size_t(index)];
