@@ -82,16 +82,22 @@ __global__ void gather_bits_kernel(DType dtype, const unsigned char* storage, co
     out[i] = load_bits(dtype, storage, offsets[i]);
 }
 
+// A copy of `values` on the device (at least one element's room); the caller frees it.
+inline int64_t* upload_int64(const std::vector<int64_t>& values) {
+  int64_t* device = nullptr;
+  REPRO_CUDA_CHECK(cudaMalloc(&device, std::max<size_t>(values.size(), 1) * sizeof(int64_t)));
+  if (!values.empty())
+    REPRO_CUDA_CHECK(cudaMemcpy(device, values.data(), values.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+  return device;
+}
+
 // The storage bits of the elements at `offsets` (in elements) of a device buffer.
 inline std::vector<uint64_t> gather_bits(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
   std::vector<uint64_t> bits(offsets.size());
   if (offsets.empty()) return bits;
-  int64_t* device_offsets = nullptr;
+  int64_t* device_offsets = upload_int64(offsets);
   uint64_t* device_bits = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&device_offsets, offsets.size() * sizeof(int64_t)));
   REPRO_CUDA_CHECK(cudaMalloc(&device_bits, offsets.size() * sizeof(uint64_t)));
-  REPRO_CUDA_CHECK(
-      cudaMemcpy(device_offsets, offsets.data(), offsets.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
   gather_bits_kernel<<<pipeline_blocks(int64_t(offsets.size())), kPipelineThreads>>>(
       dtype, static_cast<const unsigned char*>(device), device_offsets, int64_t(offsets.size()), device_bits);
   REPRO_CUDA_CHECK(cudaGetLastError());

@@ -381,11 +381,9 @@ inline std::vector<double> gather_vectors(DType dtype, const void* device, const
                                           int64_t step, int64_t count) {
   std::vector<double> values(bases.size() * size_t(count));
   if (values.empty()) return values;
-  int64_t* device_bases = nullptr;
+  int64_t* device_bases = upload_int64(bases);
   double* device_values = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&device_bases, bases.size() * sizeof(int64_t)));
   REPRO_CUDA_CHECK(cudaMalloc(&device_values, values.size() * sizeof(double)));
-  REPRO_CUDA_CHECK(cudaMemcpy(device_bases, bases.data(), bases.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
   gather_vectors_kernel<<<pipeline_blocks(int64_t(values.size())), kPipelineThreads>>>(
       dtype, static_cast<const unsigned char*>(device), device_bases, int64_t(bases.size()), step, count,
       device_values);
