@@ -221,6 +221,16 @@ __global__ void __launch_bounds__(kAttentionReferenceThreads) attention_referenc
     }
 }
 
+// One instantiation, with the dynamic shared memory it needs for the head dim.
+template <int TileQ, int TileK>
+inline void launch_attention_reference(dim3 grid, const DeviceAttentionArgs& args) {
+  const size_t shared = attention_reference_shared_bytes<TileQ, TileK>(args.head_dim);
+  REPRO_CUDA_CHECK(cudaFuncSetAttribute(attention_reference_kernel<TileQ, TileK>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
+  attention_reference_kernel<TileQ, TileK><<<grid, kAttentionReferenceThreads, shared>>>(args);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+}
+
 // ------------------------------------------------------------------------ the cross-check
 
 // How many query rows the host recomputes to vouch for the device reference.
@@ -322,14 +332,6 @@ inline double judge_attention_sample(const SpecInfo& spec, const AttentionShape&
 
 // ------------------------------------------------------------------------ the reference
 
-inline int64_t* upload_int64(const std::vector<int64_t>& values) {
-  int64_t* device = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&device, std::max<size_t>(values.size(), 1) * sizeof(int64_t)));
-  if (!values.empty())
-    REPRO_CUDA_CHECK(cudaMemcpy(device, values.data(), values.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
-  return device;
-}
-
 // The forward reference on the device, from the inputs as the host holds them (copied up here:
 // a probe changes them between calls), cross-checked on the host. Every output of the spec, in
 // spec.custom.outputs' order; spec.custom.reference_note gets how it went.
@@ -369,22 +371,12 @@ inline std::vector<std::vector<double>> attention_device_values(const SpecInfo& 
   const int64_t longest_q = s.q_len.empty() ? 0 : *std::max_element(s.q_len.begin(), s.q_len.end());
   const bool wide = s.head_dim > 128;
   const int tile_q = wide ? 32 : 64;
-  const size_t shared = wide ? attention_reference_shared_bytes<32, 16>(s.head_dim)
-                             : attention_reference_shared_bytes<64, 32>(s.head_dim);
   const dim3 grid(unsigned(ceil_div(std::max<int64_t>(longest_q, 1), tile_q)), unsigned(s.heads_q),
                   unsigned(s.batch));
   REPRO_CUDA_CHECK(cudaEventRecord(start));
   if (s.batch > 0 && s.heads_q > 0 && longest_q > 0) {
-    if (wide) {
-      REPRO_CUDA_CHECK(cudaFuncSetAttribute(attention_reference_kernel<32, 16>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
-      attention_reference_kernel<32, 16><<<grid, kAttentionReferenceThreads, shared>>>(args);
-    } else {
-      REPRO_CUDA_CHECK(cudaFuncSetAttribute(attention_reference_kernel<64, 32>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared)));
-      attention_reference_kernel<64, 32><<<grid, kAttentionReferenceThreads, shared>>>(args);
-    }
-    REPRO_CUDA_CHECK(cudaGetLastError());
+    if (wide) launch_attention_reference<32, 16>(grid, args);
+    else launch_attention_reference<64, 32>(grid, args);
   }
   REPRO_CUDA_CHECK(cudaEventRecord(stop));
   // The host's sample while the GPU computes.

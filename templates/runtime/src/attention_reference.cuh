@@ -16,6 +16,7 @@
 #include <cmath>
 
 namespace repro {
+
 // The extents of the problem, read off the tensors (and cu_seqlens, whose values must be read
 // first: they are inputs like any other) at the sizes the harness runs with.
 struct AttentionShape {

@@ -72,12 +72,11 @@ inline bool is_structure(const Tensor& t) { return !t.output && !dtype_is_float(
 
 // Where the reference of each output comes from, for the report.
 inline std::string describe_custom_reference(const SpecInfo& spec) {
-  return spec.custom.op == ReferenceOp::custom      ? "the custom reference (host, f64)"
-         : spec.custom.op == ReferenceOp::attention
-             ? (spec.custom.attention.backward()     ? "the attention backward reference (host, f64)"
-                : spec.custom.reference_on_device ? "the attention reference (device, f64)"
-                                                  : "the attention reference (host, f64)")
-                                                    : "the expected outputs (.npy)";
+  const CustomOperands& c = spec.custom;
+  if (c.op == ReferenceOp::custom) return "the custom reference (host, f64)";
+  if (c.op == ReferenceOp::file) return "the expected outputs (.npy)";
+  if (c.attention.backward()) return "the attention backward reference (host, f64)";
+  return c.reference_on_device ? "the attention reference (device, f64)" : "the attention reference (host, f64)";
 }
 
 // op: attention's reference values (attention.cuh), and whether the forward's runs on the
