@@ -533,22 +533,19 @@ inline void read_custom_reference(const SpecFile& file, const YamlNode& referenc
   }
   if (c.op == ReferenceOp::attention) {
     AttentionOperands& a = c.attention;
-    a.q = tensor_index(*spec, file, file.require(reference, "q", "reference"), "reference.q");
-    a.k = tensor_index(*spec, file, file.require(reference, "k", "reference"), "reference.k");
-    a.v = tensor_index(*spec, file, file.require(reference, "v", "reference"), "reference.v");
+    // reference.<field> names a tensor: its index, or -1 when an optional field is not given.
+    const auto tensor_field = [&](const char* field, bool required) {
+      const YamlNode* node = required ? &file.require(reference, field, "reference") : reference.get(field);
+      return node == nullptr ? -1 : tensor_index(*spec, file, *node, (std::string("reference.") + field).c_str());
+    };
+    a.q = tensor_field("q", true), a.k = tensor_field("k", true), a.v = tensor_field("v", true);
     if (op == "attention_backward") {
-      a.out = tensor_index(*spec, file, file.require(reference, "o", "reference"), "reference.o");
-      a.lse = tensor_index(*spec, file, file.require(reference, "lse", "reference"), "reference.lse");
-      a.d_out = tensor_index(*spec, file, file.require(reference, "do", "reference"), "reference.do");
-      a.dq = tensor_index(*spec, file, file.require(reference, "dq", "reference"), "reference.dq");
-      a.dk = tensor_index(*spec, file, file.require(reference, "dk", "reference"), "reference.dk");
-      a.dv = tensor_index(*spec, file, file.require(reference, "dv", "reference"), "reference.dv");
+      a.out = tensor_field("o", true), a.lse = tensor_field("lse", true), a.d_out = tensor_field("do", true);
+      a.dq = tensor_field("dq", true), a.dk = tensor_field("dk", true), a.dv = tensor_field("dv", true);
     } else {
-      a.out = tensor_index(*spec, file, file.require(reference, "out", "reference"), "reference.out");
-      if (const YamlNode* lse = reference.get("lse")) a.lse = tensor_index(*spec, file, *lse, "reference.lse");
+      a.out = tensor_field("out", true), a.lse = tensor_field("lse", false);
     }
-    if (const YamlNode* cu = reference.get("cu_seqlens_q")) a.cu_seqlens_q = tensor_index(*spec, file, *cu, "reference.cu_seqlens_q");
-    if (const YamlNode* cu = reference.get("cu_seqlens_k")) a.cu_seqlens_k = tensor_index(*spec, file, *cu, "reference.cu_seqlens_k");
+    a.cu_seqlens_q = tensor_field("cu_seqlens_q", false), a.cu_seqlens_k = tensor_field("cu_seqlens_k", false);
     if ((a.cu_seqlens_q < 0) != (a.cu_seqlens_k < 0))
       file.fail(reference, "reference: variable lengths need both cu_seqlens_q and cu_seqlens_k");
     if (const YamlNode* causal = reference.get("causal")) {
