@@ -121,20 +121,26 @@ unsigned grid_for(size_t n, unsigned threads)
     return static_cast<unsigned>(blocks < 4096 ? blocks : 4096);  // grid-stride loops cover the rest
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
+// A driver function through the runtime, at the ABI of the CUDA version given, so the program
+// needs no link against libcuda (the ByVersion form of cudaGetDriverEntryPoint; the plain one is
+// deprecated in CUDA 13).
+template <typename Function>
+Function driver_function(const char* name, int cuda_version)
 {
-    // Through the runtime, pinned to the CUDA 12.0 ABI of the function, so the program needs no
-    // link against libcuda (the ByVersion form of cudaGetDriverEntryPoint; the plain one is
-    // deprecated in CUDA 13).
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, cuda_version, cudaEnableDefault, &found));
     if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
-        std::fprintf(stderr, "capture_app: the driver has no cuTensorMapEncodeTiled (query result %d)\n",
-                     static_cast<int>(found));
+        std::fprintf(stderr, "capture_app: the driver has no %s (query result %d)\n", name, static_cast<int>(found));
         std::exit(1);
     }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    return reinterpret_cast<Function>(fn);
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
+{
+    // Pinned to the CUDA 12.0 ABI of the function.
+    return driver_function<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
 }
 
 // A 2-D descriptor over a row-major [rows, K] bf16 matrix, innermost dimension first:
@@ -212,20 +218,6 @@ int usage(const char* argv0)
 {
     std::fprintf(stderr, "usage: %s [--defect swizzle|box] [--managed] [--repeat R] [--contexts 2]\n", argv0);
     return 2;
-}
-
-// A driver function through the runtime (no -lcuda), at the ABI of the CUDA version given.
-template <typename Function>
-Function driver_function(const char* name, int cuda_version)
-{
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &fn, cuda_version, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
-        std::fprintf(stderr, "capture_app: the driver has no %s (query result %d)\n", name, static_cast<int>(found));
-        std::exit(1);
-    }
-    return reinterpret_cast<Function>(fn);
 }
 
 // One context's service: buffers and a stream of its own, the weight, R requests, and the
