@@ -97,7 +97,7 @@ pub enum Error {
     Capture { dir: PathBuf, message: String },
 
     #[error("repro {command} changes sizes at run time, but in this spec they are compile-time constants: {reason}; \
-             make that template argument a kernel argument, or make a spec per size")]
+             make those sizes kernel arguments, or make a spec per size")]
     SizesFixed {
         command: &'static str,
         reason: String,

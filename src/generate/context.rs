@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::compiled_sizes::{compiled_size_uses, sizes_fixed_reason};
 use super::paths::relative_to;
 use crate::plan::command::{ArgGroup, BuildCommand, RUNTIME_FLAGS};
 use crate::plan::quote::{cmake_quote, comment_text, shell_quote};
@@ -28,8 +29,8 @@ pub struct HarnessContext {
     pub sizes_runtime: bool,
     /// Why they are fixed, as a C++ string literal's content; empty when runtime.
     pub sizes_fixed_reason: String,
-    /// The same reason for a comment (one line).
-    pub sizes_fixed_comment: String,
+    /// Each place that compiles the sizes in, for a comment: "kernel.setup, inside <...>: `N`".
+    pub sizes_fixed_uses: Vec<String>,
     pub tensors: Vec<TensorContext>,
     pub kernel: KernelContext,
     pub tma: Vec<TmaContext>,
@@ -70,6 +71,9 @@ pub struct HarnessContext {
 pub struct SizeContext {
     pub name: String,
     pub value: i64,
+    /// The type of a compiled-in size: `int`, as the run-time locals are, unless the value needs
+    /// more.
+    pub cpp_type: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -291,38 +295,6 @@ pub fn cpp_string(text: &str) -> String {
         }
     }
     out
-}
-
-/// Why the spec's sizes must be compile-time constants in the harness, if they must: a template
-/// argument names one (`tiled<M>`), or kernel.setup uses one inside `<...>`. Otherwise they are
-/// runtime values and `--size` can change them without a rebuild.
-pub fn sizes_fixed_reason(spec: &ResolvedSpec) -> Option<String> {
-    let uses_size = |text: &str| {
-        crate::spec::expr::identifiers(text)
-            .into_iter()
-            .find(|id| spec.sizes.contains_key(id))
-    };
-    for (i, t) in spec.kernel.template_args.iter().enumerate() {
-        if let Some(size) = uses_size(t) {
-            return Some(format!(
-                "kernel.template_args[{i}] (`{t}`) uses the size `{size}`"
-            ));
-        }
-    }
-    if let Some(setup) = &spec.kernel.setup {
-        let mut rest = setup.as_str();
-        while let Some(open) = rest.find('<') {
-            let inner = &rest[open + 1..];
-            let close = inner.find(['>', ';', '\n']).unwrap_or(inner.len());
-            if let Some(size) = uses_size(&inner[..close]) {
-                return Some(format!(
-                    "kernel.setup uses the size `{size}` as a template argument"
-                ));
-            }
-            rest = &inner[close.min(inner.len())..];
-        }
-    }
-    None
 }
 
 /// A C++ brace list: `{1, 2, 3}`.
@@ -759,11 +731,22 @@ pub fn harness_context(
             .map(|(n, v)| SizeContext {
                 name: n.clone(),
                 value: *v,
+                cpp_type: if i32::try_from(*v).is_ok() {
+                    "int"
+                } else {
+                    "int64_t"
+                },
             })
             .collect(),
         sizes_runtime: fixed_reason.is_none(),
         sizes_fixed_reason: fixed_reason.as_deref().map(cpp_string).unwrap_or_default(),
-        sizes_fixed_comment: fixed_reason.unwrap_or_default().replace('\n', " "),
+        sizes_fixed_uses: compiled_size_uses(spec)
+            .iter()
+            .map(|u| {
+                let names: Vec<String> = u.sizes.iter().map(|s| format!("`{s}`")).collect();
+                comment_text(&format!("{}: {}", u.place, names.join(", ")))
+            })
+            .collect(),
         tensors,
         kernel: KernelContext {
             kind: match k.kind {

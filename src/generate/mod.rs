@@ -4,6 +4,7 @@
 //! edit.
 
 pub mod artifact;
+pub mod compiled_sizes;
 pub mod context;
 pub mod paths;
 

@@ -10,7 +10,7 @@ use super::harness_options as opt;
 use super::{run_quiet, Checks, Inputs, RunOutcome};
 use crate::build::Variant;
 use crate::error::{exit, Error};
-use crate::generate::context::sizes_fixed_reason;
+use crate::generate::compiled_sizes::sizes_fixed_reason;
 use crate::plan::Plan;
 use crate::spec::ResolvedSpec;
 

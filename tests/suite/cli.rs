@@ -660,33 +660,6 @@ fn sizes_change_at_run_time_for_sweep_and_shrink() {
 }
 
 #[test]
-fn sizes_used_as_template_arguments_cannot_be_swept() {
-    let tmp = tempfile::tempdir().unwrap();
-    let spec = common::write_small_spec(tmp.path());
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace(
-            "  name: small_gemm\n",
-            "  name: small_gemm\n  template_args: [K]\n",
-        )
-        .replace(
-            "__global__ void small_gemm(",
-            "template <int KK> __global__ void small_gemm(",
-        );
-    std::fs::write(&spec, text).unwrap();
-    repro()
-        .arg("sweep")
-        .arg(&spec)
-        .arg("-o")
-        .arg(tmp.path().join("art"))
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains(
-            "in this spec they are compile-time constants: kernel.template_args[0] (`K`) uses the size `K`",
-        ));
-}
-
-#[test]
 fn bench_builds_every_variant_and_needs_a_gpu_to_time() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = common::write_small_spec(tmp.path());

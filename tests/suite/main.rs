@@ -11,6 +11,7 @@ mod attention_spec;
 mod bundle;
 mod cli;
 mod cli_help;
+mod compiled_sizes;
 mod custom_ops;
 mod examples;
 mod flags;
