@@ -3,18 +3,24 @@
 //! passed here.
 
 mod attention;
+mod build;
+mod check;
 mod custom;
 pub mod diagnostic;
 mod document;
 pub mod dtype;
 pub mod environment;
 pub mod expr;
+mod gemm;
+mod launch;
 pub mod model;
 pub mod names;
 mod replay;
 pub mod resolved;
 mod scaled_grouped;
+mod tensors;
 mod tma;
+mod trace;
 pub mod validate;
 pub mod yaml;
 
