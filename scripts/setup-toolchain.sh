@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs a CUDA compiler, the CUDA runtime and headers, CUPTI (for `repro capture`), the
-# CUTLASS/CuTe headers, and CMake (the
-# tests configure the artifacts' CMakeLists.txt with it) from PyPI wheels into .toolchain/ inside
-# the repository. No system changes; idempotent; a second run with
-# everything in place returns in well under a second.
+# CUTLASS/CuTe headers, CMake and Ninja (the tests configure and build the artifacts'
+# CMakeLists.txt with both of CMake's generators) from PyPI wheels into .toolchain/ inside the
+# repository. No system changes; idempotent; a second run with everything in place returns in
+# well under a second.
 #
 # Versions are pinned so every machine (developer, CI, the bug-report receiver) compiles with the
 # same nvcc. 13.0 matches the CUDA 13.0 driver of the H200 machines we validate on; newer 13.x
@@ -23,6 +23,7 @@ packages=(
   nvidia-cuda-cupti==13.0.85
   nvidia-cutlass==4.2.0.0
   cmake==3.31.6
+  ninja==1.13.2
 )
 want="${packages[*]}"
 
@@ -54,4 +55,4 @@ mv "$dest.partial" "$dest"
 # The links are relative, so the move keeps them valid.
 echo "$want" > "$stamp"
 "$dest/cuda/bin/nvcc" --version | tail -n 2
-echo "toolchain: nvcc at $dest/cuda/bin/nvcc, CUTLASS at $dest/cutlass/include, cmake at $dest/cmake/bin/cmake"
+echo "toolchain: nvcc at $dest/cuda/bin/nvcc, CUTLASS at $dest/cutlass/include, cmake at $dest/cmake/bin/cmake, ninja at $dest/site/bin/ninja"

@@ -1,10 +1,12 @@
-//! Hostile spec values stay values (issue 17): an artifact is built by whoever receives a
-//! bundle, so its build.sh and CMakeLists.txt must run nothing but the compiler, whatever the
-//! spec's flags hold. build.sh runs under bash with an nvcc stand-in that records its
-//! arguments: it must pass exactly the arguments `repro build` passes, and no marker file may
-//! appear. The real cmake (the project toolchain's, from PyPI's `cmake` wheel) configures the
-//! CMakeLists.txt of the same spec: again no marker, and the flags reach the compile line as
-//! written.
+//! Hostile spec values stay values (issues 17 and 38): an artifact is built by whoever receives
+//! a bundle, so its build.sh and CMakeLists.txt must run nothing but the compiler, whatever the
+//! spec's flags hold, and must give nvcc each flag as one argument, byte for byte. build.sh runs
+//! under bash with an nvcc stand-in that records its arguments: it must pass exactly the
+//! arguments `repro build` passes, and no marker file may appear. The real cmake (the project
+//! toolchain's, from PyPI's `cmake` wheel) configures the CMakeLists.txt of the same spec and
+//! builds its objects with make and with ninja (PyPI's `ninja` wheel), through a compiler
+//! launcher that records nvcc's arguments: the production flags must be exactly build.sh's, and
+//! again no marker may appear.
 
 use crate::common;
 
@@ -12,7 +14,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Flags that would run a command if they were ever expanded by the shell or by CMake.
+/// Flags that would run a command if they were ever expanded by the shell, make or CMake, or
+/// that CMake would change if it took them for a list or a generator expression. No control
+/// character: the spec loader refuses those (the CMake guard for them is tested below).
 fn hostile_flags(markers: &Path) -> Vec<String> {
     let m = |name: &str| markers.join(name).display().to_string();
     vec![
@@ -20,16 +24,29 @@ fn hostile_flags(markers: &Path) -> Vec<String> {
         format!("-DROOT=${{HOME}}$(touch {})", m("shell_dollar")),
         format!("-DTICK=`touch {}`", m("shell_backtick")),
         format!("-DQUOTE='x'\"y\"'; touch {} #", m("shell_quote")),
+        // A trailing backslash, before a flag that would merge with it.
         "-DA=x\\".into(),
-        format!(
-            ") \nexecute_process(COMMAND touch {}) #",
-            m("cmake_newline")
-        ),
+        "-DNEXT".into(),
         format!("-DB=${{CMAKE_COMMAND}};$(touch {})", m("cmake_semicolon")),
         format!(
             "-DC=\\\") execute_process(COMMAND touch {}) #",
             m("cmake_quote")
         ),
+        format!("-DMAKE=$(shell touch {})", m("make_shell")),
+        "-DGENEX=$<1:x>".into(),
+        "-DSEMI=$<SEMICOLON>;a\\;b".into(),
+        "-DSPACE=a b  c".into(),
+        "-DHASH=#x".into(),
+        "-DBRACKET=[a;b".into(),
+        "-DESCAPED=\\'\\\\".into(),
+        "-DPERCENT=%s$$".into(),
+        String::new(),
+        // A repeated flag is kept (CMake de-duplicates plain compile options).
+        "-Xcompiler".into(),
+        "-Wall".into(),
+        "-Xcompiler".into(),
+        "-Wextra".into(),
+        "-O2".into(),
     ]
 }
 
@@ -134,51 +151,199 @@ fn build_sh_passes_hostile_flags_as_inert_words() {
 
 /// The project toolchain's cmake (scripts/setup-toolchain.sh installs it), or `$CMAKE`.
 fn cmake() -> PathBuf {
-    if let Some(p) = std::env::var_os("CMAKE").filter(|v| !v.is_empty()) {
+    toolchain_tool("CMAKE", ".toolchain/cmake/bin/cmake")
+}
+
+/// The project toolchain's ninja (PyPI's `ninja` wheel, in the same install), or `$NINJA`.
+fn ninja() -> PathBuf {
+    toolchain_tool("NINJA", ".toolchain/site/bin/ninja")
+}
+
+fn toolchain_tool(variable: &str, local: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(variable).filter(|v| !v.is_empty()) {
         return PathBuf::from(p);
     }
-    let local = common::repo().join(".toolchain/cmake/bin/cmake");
+    let local = common::repo().join(local);
     assert!(
         local.is_file(),
-        "cmake not found at {}: run scripts/setup-toolchain.sh",
+        "{} not found: run scripts/setup-toolchain.sh",
         local.display()
     );
     local
 }
 
+/// A compiler launcher (`CMAKE_CUDA_COMPILER_LAUNCHER`: CMake puts it before nvcc on every
+/// compile line) that records the compile's arguments into `log`, each NUL-terminated, and
+/// makes the `-o` file instead of compiling.
+fn recording_launcher(dir: &Path, log: &Path) -> PathBuf {
+    let launcher = dir.join("record-nvcc");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/sh\nprintf '%s\\0' \"$@\" > '{log}'\n\
+             while [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then : > \"$2\"; fi; shift; done\n",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    launcher
+}
+
+/// `cmake -S dir -B build -G generator` with the real nvcc (CMake's compiler check runs it) and
+/// the recording launcher.
+fn configure(dir: &Path, build: &Path, generator: &str, launcher: &Path) -> std::process::Output {
+    let mut command = Command::new(cmake());
+    command
+        .arg("-S")
+        .arg(dir)
+        .arg("-B")
+        .arg(build)
+        .arg("-G")
+        .arg(generator)
+        .arg(format!(
+            "-DCMAKE_CUDA_COMPILER={}",
+            common::nvcc().display()
+        ))
+        .arg(format!(
+            "-DCMAKE_CUDA_COMPILER_LAUNCHER={}",
+            launcher.display()
+        ));
+    if generator == "Ninja" {
+        command.arg(format!("-DCMAKE_MAKE_PROGRAM={}", ninja().display()));
+    }
+    command.output().unwrap()
+}
+
+/// Builds one object of the configured tree; returns the arguments nvcc was given for it.
+fn compile_object(build: &Path, target: &str, log: &Path) -> Vec<String> {
+    let _ = std::fs::remove_file(log);
+    let run = Command::new(cmake())
+        .arg("--build")
+        .arg(build)
+        .arg("--target")
+        .arg(target)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "building {target} failed:\n{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let bytes = std::fs::read(log).unwrap();
+    let mut args: Vec<String> = bytes
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8(a.to_vec()).unwrap())
+        .collect();
+    // Each argument ends in a NUL, so the split leaves an empty last piece; the first argument
+    // is nvcc itself.
+    assert_eq!(args.pop().as_deref(), Some(""));
+    args.remove(0);
+    args
+}
+
+/// Issue 38: the CMakeLists.txt passes every production flag to nvcc exactly as build.sh does,
+/// with make and with ninja: no `;` splits a flag, no trailing `\\` merges two, no `$<...>` is
+/// evaluated, an empty flag and a repeated one stay, and nothing runs at configure or build time.
 #[test]
-fn cmake_configures_hostile_flags_as_values() {
+fn cmake_passes_hostile_flags_exactly_as_build_sh() {
     let work = tempfile::tempdir().unwrap();
     let markers = work.path().join("markers");
     std::fs::create_dir_all(&markers).unwrap();
     let spec_path = write_hostile_spec(work.path(), &markers);
     let dir = scaffold(&spec_path, &work.path().join("artifact"));
-    let build = work.path().join("build");
-    let run = Command::new(cmake())
-        .arg("-S")
-        .arg(&dir)
-        .arg("-B")
-        .arg(&build)
-        .arg(format!(
-            "-DCMAKE_CUDA_COMPILER={}",
-            common::nvcc().display()
-        ))
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "cmake failed to configure:\n{}{}",
-        String::from_utf8_lossy(&run.stdout),
-        String::from_utf8_lossy(&run.stderr)
+    let spec = repro::spec::load(&spec_path).unwrap();
+    // What build.sh passes (build_sh_passes_hostile_flags_as_inert_words shows it passes these).
+    let production: Vec<String> = repro::plan::command::BuildCommand::new(&spec, &dir)
+        .groups()
+        .into_iter()
+        .filter(|g| g.origin.starts_with("build.flags"))
+        .flat_map(|g| g.args)
+        .collect();
+    assert_eq!(production, hostile_flags(&markers));
+
+    let log = work.path().join("nvcc-args");
+    let launcher = recording_launcher(work.path(), &log);
+    for (generator, harness_object, runtime_object) in [
+        ("Unix Makefiles", "harness.cu.o", "runtime/src/runtime.cu.o"),
+        (
+            "Ninja",
+            "CMakeFiles/harness.dir/harness.cu.o",
+            "CMakeFiles/repro_runtime.dir/runtime/src/runtime.cu.o",
+        ),
+    ] {
+        let build = work.path().join(generator.replace(' ', "-"));
+        let run = configure(&dir, &build, generator, &launcher);
+        assert!(
+            run.status.success(),
+            "cmake -G {generator} failed to configure:\n{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert_no_markers(&markers);
+
+        let harness = compile_object(&build, harness_object, &log);
+        assert_no_markers(&markers);
+        // The production flags are one run of the compile line, after CMake's own -std and
+        // -gencode and before its dependency-file and -x cu -c options.
+        let found = harness
+            .windows(production.len())
+            .any(|w| w == production.as_slice());
+        assert!(
+            found,
+            "{generator}: the production flags did not reach nvcc as build.sh passes them\n\
+             want {production:?}\ngot  {harness:?}"
+        );
+        let runtime = compile_object(&build, runtime_object, &log);
+        assert_no_markers(&markers);
+        assert!(
+            !runtime.iter().any(|a| a.starts_with("-D")),
+            "{generator}: a production flag reached the runtime's build: {runtime:?}"
+        );
+    }
+}
+
+/// Defence in depth: a control character in a flag (which the spec loader refuses) stops the
+/// configure step with a message, rather than reaching a Makefile raw, where a newline ends the
+/// line and the next one is a command.
+#[test]
+fn cmake_refuses_a_control_character_in_a_flag() {
+    let work = tempfile::tempdir().unwrap();
+    let markers = work.path().join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let spec_path = common::write_small_spec(work.path());
+    let mut spec = repro::spec::load(&spec_path).unwrap();
+    let dir = work.path().join("artifact");
+    let injected = format!(
+        "-DX=1\n\ttouch {}\n",
+        markers.join("make_newline").display()
     );
+    spec.build.flags.push(injected.clone());
+    spec.build
+        .flag_groups
+        .last_mut()
+        .unwrap()
+        .flags
+        .push(injected);
+    let command = repro::plan::command::BuildCommand::new(&spec, &dir);
+    let artifact = repro::generate::render(&spec, &dir, &command).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in &artifact.files {
+        let path = dir.join(file.name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, &file.content).unwrap();
+    }
+    let log = work.path().join("nvcc-args");
+    let launcher = recording_launcher(work.path(), &log);
+    let run = configure(
+        &dir,
+        &work.path().join("build"),
+        "Unix Makefiles",
+        &launcher,
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(stderr.contains("holds a control character"), "{stderr}");
     assert_no_markers(&markers);
-    // Generating the build files expanded nothing either: the flags are in the harness's
-    // compile flags, and none in the runtime's.
-    let harness_flags =
-        std::fs::read_to_string(build.join("CMakeFiles/harness.dir/flags.make")).unwrap();
-    let runtime_flags =
-        std::fs::read_to_string(build.join("CMakeFiles/repro_runtime.dir/flags.make")).unwrap();
-    assert!(harness_flags.contains("touch"), "{harness_flags}");
-    assert!(!runtime_flags.contains("touch"), "{runtime_flags}");
-    assert!(!runtime_flags.contains("-O2"), "{runtime_flags}");
 }
