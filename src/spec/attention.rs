@@ -1,14 +1,16 @@
-//! `op: attention` (DESIGN §8, "Attention"): the forward pass O = softmax(scale * Q K^T + mask) V
-//! of a batch of heads, with grouped-query heads, causal masks aligned top-left or bottom-right,
-//! variable sequence lengths, and the rows' log-sum-exp as an optional second output. The
-//! runtime computes it in f64, on the host or at production sizes on the device (attention.cuh,
-//! attention_reference.cuh, attention_device.cuh); this checks that the tensors the
-//! reference names fit together, so that a wrong spec is an error here, not a wrong verdict.
+//! `op: attention` (docs/spec.md, "Attention"): the forward pass
+//! O = softmax(scale * Q K^T + mask) V of a batch of heads, with grouped-query heads, causal masks
+//! aligned top-left or bottom-right, variable sequence lengths, and the rows' log-sum-exp as an
+//! optional second output. The runtime computes it in f64, on the host or at production sizes on
+//! the device (attention.cuh, attention_reference.cuh, attention_device.cuh); this checks that
+//! the tensors the reference names fit together, so that a wrong spec is an error here, not a
+//! wrong verdict.
 //!
-//! Shapes are in DESIGN §8's logical order: Q and O [B, Hq, Sq, D], K and V [B, Hk, Sk, D], lse
-//! [B, Hq, Sq]; with variable lengths Q and O [Hq, total_q, D], K and V [Hk, total_k, D], lse
-//! [Hq, total_q] and i32 `cu_seqlens_q` / `cu_seqlens_k` [B + 1]. The storage is the tensor's
-//! own: FlashAttention's [B, S, H, D] memory is `strides: [S*H*D, D, H*D, 1]`.
+//! Shapes are in the logical order docs/spec.md gives: Q and O [B, Hq, Sq, D], K and V
+//! [B, Hk, Sk, D], lse [B, Hq, Sq]; with variable lengths Q and O [Hq, total_q, D], K and V
+//! [Hk, total_k, D], lse [Hq, total_q] and i32 `cu_seqlens_q` / `cu_seqlens_k` [B + 1]. The
+//! storage is the tensor's own: FlashAttention's [B, S, H, D] memory is
+//! `strides: [S*H*D, D, H*D, 1]`.
 
 use super::dtype::DType;
 use super::model::{CausalMask, ReferenceProvider};

@@ -1,7 +1,7 @@
-//! The references of kernels that are no GEMM (DESIGN §8, "Custom"): `op: custom`, a host C++
-//! function of the user's in a header beside the spec, and `op: file`, expected outputs saved
-//! as `.npy`. Both judge every tensor marked `output: true`, localized by `reference.block`
-//! (the launch's block of outputs) where a GEMM has its tile.
+//! The references of kernels that are no GEMM (docs/spec.md, "Kernels that are no GEMM"):
+//! `op: custom`, a host C++ function of the user's in a header beside the spec, and `op: file`,
+//! expected outputs saved as `.npy`. Both judge every tensor marked `output: true`, localized by
+//! `reference.block` (the launch's block of outputs) where a GEMM has its tile.
 //!
 //! The function's name becomes C++ in the artifact's reference.cu, so it must be a plain
 //! (optionally namespace-qualified) identifier: nothing else of the spec reaches that file.

@@ -444,7 +444,7 @@ pub enum KernelKind {
     Device,
     Cutlass3,
     /// The captured module's own machine code, launched with the captured parameter bytes
-    /// (`repro capture`, DESIGN §9): no source needed.
+    /// (`repro capture`; docs/spec.md, `kind: replay`): no source needed.
     Replay,
 }
 
@@ -571,7 +571,8 @@ pub struct ReferenceSpec {
     /// Where the fp64 reference runs: auto (by size), device, host.
     #[serde(default, skip_serializing_if = "ReferenceProvider::is_auto")]
     pub provider: ReferenceProvider,
-    /// `op: gemm`: block scales of A, per `[block_m, block_k]` block (DESIGN §8).
+    /// `op: gemm`: block scales of A, per `[block_m, block_k]` block (docs/spec.md,
+    /// "Scaled GEMMs").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_a: Option<ScaleSpec>,
     /// `op: gemm`: block scales of B, per `[block_k, block_n]` block.
@@ -688,7 +689,7 @@ impl ScaleFormat {
     }
 }
 
-/// `op: grouped_gemm`'s `layout:` (DESIGN §8).
+/// `op: grouped_gemm`'s `layout:` (docs/spec.md, "Grouped GEMMs").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupedLayout {

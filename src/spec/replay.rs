@@ -1,6 +1,6 @@
-//! What `repro capture` writes into a spec (DESIGN §9): `kind: replay`, a captured module's own
-//! machine code launched with the captured parameter bytes, and `capture:`, production's
-//! outputs before and after its launch.
+//! What `repro capture` writes into a spec (docs/spec.md, `kind: replay` and `capture`):
+//! `kind: replay`, a captured module's own machine code launched with the captured parameter
+//! bytes, and `capture:`, production's outputs before and after its launch.
 //!
 //! A replayed launch has no source: the harness loads the cubin, takes the parameter bytes as
 //! they were, and rewrites only what points into production's memory (`kernel.relocate`): each

@@ -205,7 +205,7 @@ impl KernelLaunch {
     }
 }
 
-/// What the kernel's outputs are compared with (DESIGN §8).
+/// What the kernel's outputs are compared with (docs/spec.md, `reference`).
 #[derive(Debug, Clone)]
 pub enum Reference {
     /// `op: gemm` and `op: grouped_gemm`: the fp64 GEMM of the runtime, on the host or the device.
@@ -321,7 +321,7 @@ pub struct ReferenceGemm {
     pub out: usize,
     pub c: Option<usize>,
     pub bias: Option<usize>,
-    /// `scale_a` / `scale_b`: a scaled GEMM (DESIGN §8).
+    /// `scale_a` / `scale_b`: a scaled GEMM (docs/spec.md, "Scaled GEMMs").
     pub scale_a: Option<ScaleResolved>,
     pub scale_b: Option<ScaleResolved>,
     /// `op: grouped_gemm`. Then `l` is the group count G, `m` A's rows (M_total, M_max or M) and

@@ -1,9 +1,9 @@
-//! The reference ops beyond the plain GEMM that are still GEMMs (DESIGN §8): the block scales of
-//! a scaled GEMM (`scale_a`, `scale_b`) and `op: grouped_gemm` with its three layouts. Shapes are
-//! checked against the operands with the numbers in the message, and metadata the spec lists
-//! (`init: { values }` / `{ groups }`) against the group count and extents, so that a wrong
-//! layout is a spec error (exit 2), never a wrong reference. Metadata read from a file is
-//! checked by the harness when it runs.
+//! The reference ops beyond the plain GEMM that are still GEMMs (docs/spec.md, "Scaled GEMMs" and
+//! "Grouped GEMMs"): the block scales of a scaled GEMM (`scale_a`, `scale_b`) and
+//! `op: grouped_gemm` with its three layouts. Shapes are checked against the operands with the
+//! numbers in the message, and metadata the spec lists (`init: { values }` / `{ groups }`)
+//! against the group count and extents, so that a wrong layout is a spec error (exit 2), never a
+//! wrong reference. Metadata read from a file is checked by the harness when it runs.
 
 use super::dtype::DType;
 use super::model::{GroupedLayout, ScaleFormat, ScaleSpec};

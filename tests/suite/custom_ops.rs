@@ -1,8 +1,8 @@
-//! Kernels that are no GEMM (DESIGN §8, "Custom"): `op: custom` (a host C++ reference of the
-//! user's) and `op: file` (expected outputs as .npy). Their spec errors are snapshots; the
-//! references' own failures (an output left unwritten, an index outside a tensor, a header that
-//! does not compile, an expected file that does not fit) are tested end to end with the real
-//! nvcc: the reference runs before the harness looks for a GPU, so they show on this machine.
+//! Kernels that are no GEMM (docs/spec.md, "Kernels that are no GEMM"): `op: custom` (a host C++
+//! reference of the user's) and `op: file` (expected outputs as .npy). Their spec errors are
+//! snapshots; the references' own failures (an output left unwritten, an index outside a tensor, a
+//! header that does not compile, an expected file that does not fit) are tested end to end with the
+//! real nvcc: the reference runs before the harness looks for a GPU, so they show on this machine.
 
 use std::path::Path;
 

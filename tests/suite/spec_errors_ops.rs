@@ -1,7 +1,8 @@
-//! Spec errors of the reference ops beyond the plain GEMM (DESIGN §8): block scales whose shape
-//! does not fit their blocks, group metadata outside its range. Each is a spec error (exit 2) with
-//! file:line:column and the numbers, never a wrong reference; the messages are snapshots. The
-//! harness checks metadata read at run time again (a file, an edited spec.yaml): tested here too.
+//! Spec errors of the reference ops beyond the plain GEMM (docs/spec.md, "Scaled GEMMs" and
+//! "Grouped GEMMs"): block scales whose shape does not fit their blocks, group metadata outside its
+//! range. Each is a spec error (exit 2) with file:line:column and the numbers, never a wrong
+//! reference; the messages are snapshots. The harness checks metadata read at run time again (a
+//! file, an edited spec.yaml): tested here too.
 
 use std::path::{Path, PathBuf};
 
