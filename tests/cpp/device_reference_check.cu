@@ -7,7 +7,7 @@
 //   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -o drc tests/cpp/device_reference_check.cu
 //   ./drc                               # one line per case, then "N passed, M failed"
 //   ./drc corrupt                       # damages one sampled output: the cross-check must exit 4
-//   ./drc ops                           # scaled and grouped GEMMs (DESIGN §8), bit for bit
+//   ./drc ops                           # scaled and grouped GEMMs (docs/spec.md, `reference`), bit for bit
 //
 // Integer-valued cases must agree bit for bit (their sums are exact in any order); the others
 // within 1e-13 of the magnitude of their terms (fp64 sums in two orders).
@@ -192,10 +192,11 @@ int corrupt_one_output() {
   return 1;
 }
 
-// The ops of DESIGN §8 on the device against the host, bit for bit (integer operands and
-// power-of-two or small-integer scales: every sum exact in any order): a scaled GEMM whose A
-// scales are f32 per row and 128 of K and whose B scales are packed ue8m0 (four K blocks to an
-// int32) per 128 x 128, K ending in a partial block; and a grouped GEMM in each layout.
+// The scaled and grouped GEMMs (docs/spec.md, `reference`) on the device against the host, bit
+// for bit (integer operands and power-of-two or small-integer scales: every sum exact in any
+// order): a scaled GEMM whose A scales are f32 per row and 128 of K and whose B scales are packed
+// ue8m0 (four K blocks to an int32) per 128 x 128, K ending in a partial block; and a grouped
+// GEMM in each layout.
 int run_op_cases() {
   int passed = 0, failed = 0;
   TestRng rng{0x22u};

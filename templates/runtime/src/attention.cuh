@@ -1,6 +1,6 @@
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: attention (spec: reference: { op: attention } and
-// { op: attention_backward }; DESIGN §8)
+// { op: attention_backward }; docs/spec.md, "Attention: `op: attention`")
 //
 // The forward pass O = softmax(scale * Q K^T + mask) V of every batch and query head, and each
 // row's log-sum-exp, in f64: on the host (attention_reference.cuh), or on the device at

@@ -1,6 +1,6 @@
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: attention's f64 reference on the host (op: attention and
-// op: attention_backward; DESIGN §8)
+// op: attention_backward; docs/spec.md, "Attention: `op: attention`")
 //
 // The problem's extents (AttentionShape: batches, heads, per-sequence lengths, the mask and the
 // scale), where each row of every operand sits in logical order, and the references:
@@ -35,7 +35,7 @@ inline AttentionShape attention_shape(const SpecInfo& spec) {
   const Tensor& k = spec.tensors[size_t(a.k)];
   AttentionShape s;
   s.varlen = a.cu_seqlens_q >= 0;
-  // [B, H, S, D], or [H, total, D] with variable lengths (DESIGN §8's logical order).
+  // [B, H, S, D], or [H, total, D] with variable lengths (the logical order of docs/spec.md, "Attention: `op: attention`").
   const int head_dim = s.varlen ? 0 : 1;
   s.head_dim = q.shape[q.rank - 1];
   s.heads_q = q.shape[head_dim];

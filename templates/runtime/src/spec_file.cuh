@@ -659,7 +659,7 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
     }
   }
 
-  // The reference: a GEMM, optionally block-scaled, or a grouped GEMM (DESIGN §8).
+  // The reference: a GEMM, optionally block-scaled, or a grouped GEMM (docs/spec.md, `reference`).
   const YamlNode* reference = file.section("reference");
   if (reference == nullptr) spec_file_error(path + ": no `reference`");
   const std::string op = file.text(file.require(*reference, "op", "reference"), "reference.op");
