@@ -161,6 +161,10 @@ pub enum FlagsError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{} is {kind}, not a build log; write the log to a file first (e.g. `ninja -v > build.log`) and pass that", path.display())]
+    NotAFile { path: PathBuf, kind: &'static str },
+    #[error("{} is {}, above the {} MiB a build log is read to; pass the part with the compile line (e.g. `grep nvcc {} > nvcc.log`)", path.display(), crate::file_kind::mib(*bytes), MAX_LOG_BYTES >> 20, path.display())]
+    TooLarge { path: PathBuf, bytes: u64 },
     #[error("{name} is not a valid compile_commands.json: {message}")]
     CompileCommands { name: String, message: String },
     #[error("no nvcc invocation that compiles a source file in {name} (looked at {lines} lines{}); pass the compile line itself, or --match PATTERN", idle_lines(*idle, example))]
@@ -209,12 +213,21 @@ fn idle_lines(idle: usize, example: &Option<(String, String)>) -> String {
     }
 }
 
+/// The most candidates an error lists: a log of a large project has tens of thousands of compile
+/// lines, and a message of all of them (16 MB for one such log) helps no one.
+const MAX_LISTED: usize = 20;
+
+/// The candidates, one a line, the first [`MAX_LISTED`] of them and how many more.
 fn list(candidates: &[String]) -> String {
-    candidates
+    let mut lines: Vec<String> = candidates
         .iter()
+        .take(MAX_LISTED)
         .map(|c| format!("  {c}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect();
+    if candidates.len() > MAX_LISTED {
+        lines.push(format!("  ... and {} more", candidates.len() - MAX_LISTED));
+    }
+    lines.join("\n")
 }
 
 /// One nvcc run found in an input, before its options are read.
@@ -250,12 +263,29 @@ impl Invocation {
     }
 }
 
+/// Largest log read. A build log with `-v` of a large project, or its compile_commands.json, is
+/// tens of MiB; the bound keeps `--from-log /dev/zero`'s like (a file named by mistake) from
+/// filling the memory.
+pub const MAX_LOG_BYTES: u64 = 256 << 20;
+
 /// Reads a log, a ninja manifest, a compile_commands.json, or a file holding one command line;
-/// the format is told by the content.
+/// the format is told by the content. Only a regular file of at most [`MAX_LOG_BYTES`] is read:
+/// a fifo would block (a log is written to a file first), a device never ends.
 pub fn read_input(path: &Path) -> Result<Input, FlagsError> {
-    let bytes = std::fs::read(path).map_err(|source| FlagsError::Read {
-        path: path.into(),
-        source,
+    use crate::file_kind::{read_regular, ReadError};
+    let bytes = read_regular(path, MAX_LOG_BYTES).map_err(|e| match e {
+        ReadError::Io(source) => FlagsError::Read {
+            path: path.into(),
+            source,
+        },
+        ReadError::NotAFile(kind) => FlagsError::NotAFile {
+            path: path.into(),
+            kind,
+        },
+        ReadError::TooLarge { bytes } => FlagsError::TooLarge {
+            path: path.into(),
+            bytes,
+        },
     })?;
     let mut input = Input::from_text(path.display().to_string(), String::from_utf8_lossy(&bytes));
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty());

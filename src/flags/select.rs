@@ -66,10 +66,19 @@ fn score(inv: &Invocation, hints: &[String]) -> u8 {
     best
 }
 
-/// Same harness build: arch, std, include dirs and kept flags.
+/// Same harness build (arch, std, include dirs and kept flags), and the same warnings about it:
+/// two lines of which only one had `-rdc=true` (dropped, as it changes code generation) give one
+/// harness build, but taking either would hide or invent the other's warning, so they differ.
 fn same_build(a: &Extraction, b: &Extraction) -> bool {
     let key = |e: &Extraction| (e.arch.clone(), e.std.clone(), e.include_dirs.clone());
-    key(a) == key(b) && a.kept_flags() == b.kept_flags()
+    let dropped_codegen = |e: &Extraction| -> Vec<Vec<String>> {
+        e.flags
+            .iter()
+            .filter(|f| f.verdict == Verdict::Dropped && f.affects_codegen)
+            .map(|f| f.original.clone())
+            .collect()
+    };
+    key(a) == key(b) && a.kept_flags() == b.kept_flags() && dropped_codegen(a) == dropped_codegen(b)
 }
 
 /// Options whose value only names a file the production build writes (`-o`, dependency files):
@@ -145,15 +154,16 @@ pub(crate) fn choose(
         inv.directory = inv.directory.or_else(|| input.base_dir.clone());
         return analyze(&inv, base);
     }
-    // The same command twice (ninja's "FAILED:" repeats it) is one invocation. A set of borrowed
-    // keys, not a scan of the kept ones: a build log has one invocation per compiled file, tens
-    // of thousands in a large project's log, and comparing each with all before it was the
-    // quadratic time of issue 17 (a 1 MB log took 31 s).
+    // The same command twice (ninja's "FAILED:" repeats it) is one invocation; the same words
+    // with other NVCC_PREPEND_FLAGS/NVCC_APPEND_FLAGS are not. A set of borrowed keys, not a scan
+    // of the kept ones: a build log has one invocation per compiled file, tens of thousands in a
+    // large project's log, and comparing each with all before it was the quadratic time of
+    // issue 17 (a 1 MB log took 31 s).
     let first_of_its_kind: Vec<bool> = {
         let mut seen = HashSet::new();
         invocations
             .iter()
-            .map(|i| seen.insert((&i.args, &i.directory, &i.file)))
+            .map(|i| seen.insert((&i.args, &i.prepend, &i.append, &i.directory, &i.file)))
             .collect()
     };
     let unique: Vec<Invocation> = invocations

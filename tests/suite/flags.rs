@@ -1380,3 +1380,174 @@ fn extract_text(text: &str) -> Extraction {
     flags::extract(&Input::from_text("two.log", text), &Selector::default())
         .unwrap_or_else(|e| panic!("{e}"))
 }
+
+// --- issue 38: what is refused, and how much is listed --------------------------------------
+
+/// `repro ARGS` run from `dir` with a deadline: a read that blocks (a fifo without a writer) or
+/// never ends (`/dev/zero`) fails the test instead of hanging it. Returns (exit code, stderr).
+fn repro_with_deadline(dir: &Path, args: &[&str]) -> (i32, String) {
+    let output = assert_cmd::Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(dir)
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let code = output
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("repro {args:?} hung or was killed: {output:?}"));
+    (code, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn from_log_refuses_devices_fifos_and_huge_files_without_reading_them() {
+    let dir = tempfile::tempdir().unwrap();
+    mkfifo(&dir.path().join("build.fifo"));
+    // Sparse: 300 MiB on paper, nothing on disk.
+    let big = std::fs::File::create(dir.path().join("huge.log")).unwrap();
+    big.set_len(300 << 20).unwrap();
+    for (file, said) in [
+        ("/dev/zero", "/dev/zero is a device, not a build log"),
+        ("/dev/random", "/dev/random is a device, not a build log"),
+        ("build.fifo", "build.fifo is a fifo, not a build log"),
+        (
+            "huge.log",
+            "huge.log is 300.0 MiB, above the 256 MiB a build log is read to",
+        ),
+    ] {
+        let (code, stderr) = repro_with_deadline(dir.path(), &["flags", "--from-log", file]);
+        assert_eq!(code, 2, "{file}: {stderr}");
+        assert!(stderr.contains(said), "{file}: {stderr}");
+    }
+}
+
+#[test]
+fn flags_from_refuses_devices_and_fifos_at_the_spec_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = crate::common::write_small_spec(dir.path());
+    let text = std::fs::read_to_string(&spec).unwrap();
+    mkfifo(&dir.path().join("build.fifo"));
+    for (from, said) in [
+        ("/dev/zero", "/dev/zero is a device, not a build log"),
+        ("/dev/random", "/dev/random is a device, not a build log"),
+        ("build.fifo", "build.fifo is a fifo, not a build log"),
+    ] {
+        let name = format!("from_{}.yaml", from.replace('/', "_"));
+        std::fs::write(
+            dir.path().join(&name),
+            text.replace("flags: [-O2]", &format!("flags_from: {{ file: {from} }}")),
+        )
+        .unwrap();
+        let (code, stderr) = repro_with_deadline(
+            dir.path(),
+            &["scaffold", &name, "-o", &format!("out_{name}")],
+        );
+        assert_eq!(code, 2, "{from}: {stderr}");
+        assert!(
+            stderr.contains(&format!("cannot take production flags from {from}: {said}")),
+            "{from}: {stderr}"
+        );
+        assert!(stderr.contains(&format!("{name}:19:")), "{from}: {stderr}");
+    }
+}
+
+/// A log of `n` compile lines, line i defining `V=i` (so no two give the same harness flags).
+fn distinct_lines(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("nvcc -O3 -DV={i} -c file_{i}.cu -o file_{i}.o\n"))
+        .collect()
+}
+
+#[test]
+fn lines_with_different_flags_exit_2_and_the_list_is_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("two.log"), distinct_lines(2)).unwrap();
+    let (code, stderr) = repro_with_deadline(dir.path(), &["flags", "--from-log", "two.log"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("two.log has 2 nvcc invocations, with different flags:\n  two.log:1  file_0.cu\n  two.log:2  file_1.cu\nhelp: pick one with --match PATTERN"),
+        "{stderr}"
+    );
+
+    // Thousands of candidates: the first 20, and how many more.
+    let text = distinct_lines(5000);
+    let err = flags::extract(
+        &Input::from_text("big.log", text.clone()),
+        &Selector::default(),
+    )
+    .map(|e| flags::render_report(&e))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("  big.log:20  file_19.cu\n  ... and 4980 more\nhelp: pick one with --match"),
+        "{err}"
+    );
+    assert!(!err.contains("big.log:21"), "{err}");
+    assert_eq!(err.lines().count(), 23, "{err}");
+
+    // A --match that hits nothing lists the candidates the same way.
+    let err = flags::extract(
+        &Input::from_text("big.log", text),
+        &select(Some("attention"), &[]),
+    )
+    .map(|e| flags::render_report(&e))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.starts_with("no nvcc invocation in big.log contains `attention`; the candidates are:\n  big.log:1  file_0.cu\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("  ... and 4980 more\nhelp: --match takes"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 23, "{err}");
+}
+
+/// Lines that give one harness build are not an ambiguity unless they differ in a dropped flag
+/// that changes code generation: taking either would hide or invent the other's warning.
+#[test]
+fn lines_that_differ_in_a_dropped_codegen_flag_are_ambiguous() {
+    let text = "nvcc -O3 -rdc=true -c a.cu -o a.o\nnvcc -O3 -c b.cu -o b.o\n";
+    let err = flags::extract(&Input::from_text("rdc.log", text), &Selector::default())
+        .map(|e| flags::render_report(&e))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rdc.log has 2 nvcc invocations, with different flags"),
+        "{err}"
+    );
+    let e = flags::extract(
+        &Input::from_text("rdc.log", text),
+        &select(Some("b.cu"), &[]),
+    )
+    .unwrap();
+    assert!(e.warnings.is_empty(), "{:?}", e.warnings);
+    // Dropped flags that change nothing (-c, -o, the files) still make no difference.
+    let alike = "nvcc -O3 -c a.cu -o a.o\nnvcc -O3 -c b.cu -o b.o -MD -MF b.d\n";
+    let e = flags::extract(&Input::from_text("alike.log", alike), &Selector::default()).unwrap();
+    assert_eq!(
+        e.notes[0],
+        "2 nvcc invocations give the same harness flags; took alike.log:1"
+    );
+}
+
+/// The same words with other NVCC_APPEND_FLAGS are two invocations, not one repeated.
+#[test]
+fn the_same_words_with_other_nvcc_env_flags_are_not_one_invocation() {
+    let text = "NVCC_APPEND_FLAGS=-DX=1 nvcc -O3 -c a.cu -o a.o\nNVCC_APPEND_FLAGS=-DX=2 nvcc -O3 -c a.cu -o a.o\n";
+    let err = flags::extract(&Input::from_text("env.log", text), &Selector::default())
+        .map(|e| flags::render_report(&e))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("env.log has 2 nvcc invocations, with different flags"),
+        "{err}"
+    );
+}

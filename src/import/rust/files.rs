@@ -70,38 +70,23 @@ pub(super) fn search_files(
 
 /// Reads a Rust source file, refusing what is not one before reading it: a fifo or a device
 /// (`/dev/zero` never ends, a fifo blocks until someone writes), or a file above
-/// [`MAX_SOURCE_BYTES`]. The read itself is bounded too, for a file that grows after the check.
+/// [`MAX_SOURCE_BYTES`] (the one bounded read of [`crate::file_kind::read_regular`]).
 pub(super) fn read_source(path: &Path) -> Result<String, ImportError> {
-    use std::io::Read;
-    let read_error = |source| ImportError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    // The path's metadata first: opening a fifo for reading would block until a writer comes.
-    let meta = std::fs::metadata(path).map_err(read_error)?;
-    if !meta.is_file() {
-        return Err(ImportError::NotAFile {
+    use crate::file_kind::{read_regular, ReadError};
+    let bytes = read_regular(path, MAX_SOURCE_BYTES).map_err(|e| match e {
+        ReadError::Io(source) => ImportError::Read {
             path: path.to_path_buf(),
-            kind: crate::file_kind::describe(&meta),
-        });
-    }
-    if meta.len() > MAX_SOURCE_BYTES {
-        return Err(ImportError::TooLarge {
+            source,
+        },
+        ReadError::NotAFile(kind) => ImportError::NotAFile {
             path: path.to_path_buf(),
-            bytes: meta.len(),
-        });
-    }
-    let file = std::fs::File::open(path).map_err(read_error)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_SOURCE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() as u64 > MAX_SOURCE_BYTES {
-        return Err(ImportError::TooLarge {
+            kind,
+        },
+        ReadError::TooLarge { bytes } => ImportError::TooLarge {
             path: path.to_path_buf(),
-            bytes: bytes.len() as u64,
-        });
-    }
+            bytes,
+        },
+    })?;
     String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         // Valid up to here, so this prefix is text.
