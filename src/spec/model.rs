@@ -847,6 +847,10 @@ pub enum Verdict {
     RowMapping,
     ColMapping,
     Layout,
+    /// An operand (A or B) read from the wrong place: most K slices read zeros or foreign data,
+    /// and the identity probe fails in column blocks (B) or row blocks (A). Named by the probe
+    /// suite only: it takes the K slice probes to tell from a K loop's defect.
+    OperandLayout,
     Boundary,
     Unwritten,
     Nonfinite,
@@ -872,6 +876,7 @@ impl Verdict {
             Verdict::RowMapping => "row_mapping",
             Verdict::ColMapping => "col_mapping",
             Verdict::Layout => "layout",
+            Verdict::OperandLayout => "operand_layout",
             Verdict::Boundary => "boundary",
             Verdict::Unwritten => "unwritten",
             Verdict::Nonfinite => "nonfinite",

@@ -718,3 +718,52 @@ fn stress_settings_that_cannot_stress() {
     );
     insta::assert_snapshot!(crate::common::spec_error_for(&text));
 }
+
+/// The names in backticks in `text`.
+fn ticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// Every verdict class the spec accepts reads back under its own name, and docs/spec.md lists
+/// exactly these: serde's list of variants is the one the "did you mean" hint is drawn from, so
+/// a class added to the enum without its name or its line in the docs fails here.
+#[test]
+fn every_verdict_class_is_accepted_and_listed_in_the_docs() {
+    let unknown = error_for(&format!("{GOOD}expect: {{ verdict: nope }}\n"));
+    let expected = unknown
+        .split_once("expected one of ")
+        .unwrap_or_else(|| panic!("no list of verdicts in:\n{unknown}"))
+        .1
+        .lines()
+        .next()
+        .unwrap();
+    let names = ticked(expected);
+    assert!(names.contains(&"operand_layout"), "{names:?}");
+    for name in &names {
+        let spec = load(&format!("{GOOD}expect: {{ verdict: {name} }}\n"))
+            .unwrap_or_else(|e| panic!("verdict {name} refused:\n{e}"));
+        assert_eq!(
+            spec.expect.and_then(|e| e.verdict).map(|v| v.name()),
+            Some(*name)
+        );
+    }
+    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/spec.md"))
+        .unwrap();
+    let listed = docs
+        .split_once("`verdict` is one of ")
+        .and_then(|(_, rest)| rest.split_once("; docs/cli.md"))
+        .expect("docs/spec.md lists the verdict classes under `expect`")
+        .0;
+    assert_eq!(
+        ticked(listed),
+        names,
+        "docs/spec.md, `expect`, lists other verdicts"
+    );
+}
+
+#[test]
+fn a_misspelt_verdict_gets_a_suggestion() {
+    insta::assert_snapshot!(error_for(&format!(
+        "{GOOD}expect: {{ verdict: operand_layuot }}\n"
+    )));
+}
