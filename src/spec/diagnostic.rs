@@ -19,6 +19,9 @@ pub struct Diagnostic {
     pub message: String,
     pub location: Location,
     pub help: Option<String>,
+    /// A second place the problem involves (where a key given twice was given first), with what
+    /// it is; shown as `file:line:column` like the first, so an editor can jump to both.
+    pub also: Option<(String, Location)>,
 }
 
 impl Diagnostic {
@@ -27,11 +30,18 @@ impl Diagnostic {
             message: message.into(),
             location,
             help: None,
+            also: None,
         }
     }
 
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
+        self
+    }
+
+    /// Names a second place: rendered `= note: {what} at file:line:column`.
+    pub fn with_also(mut self, what: impl Into<String>, location: Location) -> Self {
+        self.also = Some((what.into(), location));
         self
     }
 }
@@ -79,6 +89,16 @@ impl fmt::Display for SpecErrors {
                 // Spaces written out, not a `{:width$}` padding: a width above 65,535 panics in
                 // `fmt` (a flow mapping on one long line puts an error far to the right).
                 writeln!(f, "{:gutter$} | {}^", "", " ".repeat(caret_at))?;
+            }
+            if let Some((what, at)) = &d.also {
+                writeln!(
+                    f,
+                    "{:gutter$} = note: {what} at {}:{}:{}",
+                    "",
+                    self.file.display(),
+                    at.line,
+                    at.column
+                )?;
             }
             if let Some(help) = &d.help {
                 writeln!(f, "{:gutter$} = help: {help}", "")?;

@@ -56,8 +56,18 @@ impl SpanMap {
 }
 
 enum Frame {
-    Map { path: String, key: Option<String> },
-    Seq { path: String, index: usize },
+    Map {
+        path: String,
+        key: Option<String>,
+        /// The keys read so far, with where: a key given twice is refused, where serde would
+        /// refuse it in a struct but let the later entry of a map (`sizes:`, `tensors:`)
+        /// silently replace the earlier.
+        seen: HashMap<String, Location>,
+    },
+    Seq {
+        path: String,
+        index: usize,
+    },
 }
 
 /// Deepest nesting of mappings and sequences in a spec. A spec nests four or five levels; the
@@ -96,6 +106,8 @@ struct SpanCollector {
     expanded: u64,
     /// A bound of this module crossed: reading stops there.
     limit: Option<Diagnostic>,
+    /// Keys given twice in one mapping.
+    duplicates: Vec<Diagnostic>,
 }
 
 impl SpanCollector {
@@ -104,7 +116,9 @@ impl SpanCollector {
         match self.stack.last() {
             None => Some(String::new()),
             Some(Frame::Map { key: None, .. }) => None,
-            Some(Frame::Map { path, key: Some(k) }) => Some(join(path, k)),
+            Some(Frame::Map {
+                path, key: Some(k), ..
+            }) => Some(join(path, k)),
             Some(Frame::Seq { path, index }) => Some(format!("{path}[{index}]")),
         }
     }
@@ -203,9 +217,13 @@ impl MarkedEventReceiver for SpanCollector {
         match event {
             Event::Scalar(text, ..) => match self.next_value_path() {
                 None => {
-                    if let Some(Frame::Map { path, key }) = self.stack.last_mut() {
-                        let full = join(path, &text);
-                        self.spans.keys.insert(full, loc);
+                    if let Some(Frame::Map { path, key, seen }) = self.stack.last_mut() {
+                        if let Some(&first) = seen.get(&text) {
+                            self.duplicates.push(duplicate_key(path, &text, loc, first));
+                        } else {
+                            seen.insert(text.clone(), loc);
+                            self.spans.keys.insert(join(path, &text), loc);
+                        }
                         *key = Some(text);
                     }
                 }
@@ -225,7 +243,11 @@ impl MarkedEventReceiver for SpanCollector {
                 self.spans.values.insert(path.clone(), loc);
                 self.stack
                     .push(if matches!(event, Event::MappingStart(..)) {
-                        Frame::Map { path, key: None }
+                        Frame::Map {
+                            path,
+                            key: None,
+                            seen: HashMap::new(),
+                        }
                     } else {
                         Frame::Seq { path, index: 0 }
                     });
@@ -286,6 +308,21 @@ fn flow_depth(text: &str) -> usize {
     deepest
 }
 
+/// `key` given a second time at `at` in the mapping at `path`, first at `first`.
+fn duplicate_key(path: &str, key: &str, at: Location, first: Location) -> Diagnostic {
+    let place = if path.is_empty() {
+        String::new()
+    } else {
+        format!(" in `{path}`")
+    };
+    Diagnostic::new(at, format!("`{key}` is given twice{place}"))
+        .with_also(format!("`{key}` is first given"), first)
+        .with_help(format!(
+            "keep one `{key}` (two entries that are both meant need two names): a mapping holds \
+             each key once, and the later would silently replace the earlier"
+        ))
+}
+
 fn too_deep(at: Location) -> Diagnostic {
     Diagnostic::new(at, format!("the spec nests deeper than {MAX_DEPTH} levels")).with_help(
         "a spec nests a few levels of mappings and lists: look for `[` or `{` never closed, or a \
@@ -303,7 +340,7 @@ pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Vec<Diagnostic>> {
     if let Some(limit) = collector.limit {
         return Err(vec![limit]);
     }
-    if let Err(e) = scanned {
+    if let Err(e) = &scanned {
         let at = location(e.marker());
         // yaml-rust2's scanner reads ahead of its parser and stops at 256 levels of flow
         // collections itself, before the bound above sees the 129th.
@@ -329,6 +366,11 @@ pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Vec<Diagnostic>> {
                     .with_help("replace it with the real value from the production code (repro import left it because it could not know it)")
             })
             .collect());
+    }
+    // Only where the whole text was read: a syntax error comes first, and serde_yaml says more
+    // about it.
+    if scanned.is_ok() && !collector.duplicates.is_empty() {
+        return Err(collector.duplicates);
     }
     let spec: Spec = serde_yaml::from_str(text).map_err(|e| vec![serde_diagnostic(&e)])?;
     Ok((spec, collector.spans))
@@ -443,6 +485,25 @@ mod tests {
         );
         // An unknown path falls back to its closest parent.
         assert_eq!(spans.value("a.b[7]"), Location { line: 2, column: 6 });
+    }
+
+    #[test]
+    fn a_key_is_a_duplicate_only_within_its_own_mapping() {
+        let text = "a: { x: 1, y: 2 }\nb: { x: 3 }\nc:\n  - { x: 4 }\n  - { x: 5, x: 6 }\n";
+        let mut collector = SpanCollector::default();
+        collect(text, &mut collector).unwrap();
+        let found: Vec<(String, Location)> = collector
+            .duplicates
+            .iter()
+            .map(|d| (d.message.clone(), d.also.as_ref().unwrap().1))
+            .collect();
+        assert_eq!(
+            found,
+            [(
+                "`x` is given twice in `c[1]`".to_string(),
+                Location { line: 5, column: 7 }
+            )]
+        );
     }
 
     #[test]

@@ -767,3 +767,30 @@ fn a_misspelt_verdict_gets_a_suggestion() {
         "{GOOD}expect: {{ verdict: operand_layuot }}\n"
     )));
 }
+
+/// A size given twice was once taken with the later value; both places are named.
+#[test]
+fn a_size_given_twice() {
+    insta::assert_snapshot!(error_for(&replace(
+        "sizes: { M: 100, N: 60, K: 70 }",
+        "sizes: { M: 100, N: 60, K: 70, M: 128 }"
+    )));
+}
+
+/// A tensor declared twice (block style, lines apart) was once taken with the later declaration.
+#[test]
+fn a_tensor_declared_twice() {
+    insta::assert_snapshot!(error_for(&replace(
+        "  D: {",
+        "  A: { dtype: f32, shape: [M, K] }\n  D: {"
+    )));
+}
+
+/// Struct fields given twice get the same error, with both places (serde's own named neither).
+#[test]
+fn a_field_given_twice() {
+    insta::assert_snapshot!(error_for(&replace(
+        "A: { dtype: bf16, shape: [M, K] }",
+        "A: { dtype: bf16, shape: [M, K], dtype: f32 }"
+    )));
+}
