@@ -2,7 +2,8 @@
 //! spec), and `build:`, the target, the C++ standard and the production flags, written in the
 //! spec or read off a compile line (`flags_from`) with the include directories that line adds.
 //! Flags the harness build sets itself (target, standard, output) are refused here, where the
-//! spec names them, rather than left to conflict in nvcc.
+//! spec names them, rather than left to conflict in nvcc; so are flags holding a control
+//! character, which no nvcc argument needs and which the generated build files would carry raw.
 
 use std::path::PathBuf;
 
@@ -57,6 +58,27 @@ impl<'a> Validator<'a> {
                             .iter()
                             .map(|w| format!("{}: {w}", from.file)),
                     );
+                    let kept = extraction.kept_flags();
+                    for flag in &kept {
+                        if let Some((at, c)) = control_character(flag) {
+                            self.error(
+                                "build.flags_from",
+                                format!(
+                                    "the flag `{}` read from {} holds {} at character {at}",
+                                    shown(flag),
+                                    from.file,
+                                    describe(c)
+                                ),
+                            )
+                            .help = Some(format!(
+                                "a flag is one nvcc argument, and a control character in it \
+                                 would reach the generated build files raw; mend the compile \
+                                 line in {}, or give the flags in `build.flags`, one flag per \
+                                 list entry",
+                                from.file
+                            ));
+                        }
+                    }
                     flag_groups.push(FlagGroup {
                         // As the spec names the log, not this machine's absolute path.
                         origin: format!(
@@ -65,7 +87,7 @@ impl<'a> Validator<'a> {
                                 .origin
                                 .replace(&line.path.display().to_string(), &from.file)
                         ),
-                        flags: extraction.kept_flags(),
+                        flags: kept,
                     });
                 }
                 None => return (None, Vec::new()),
@@ -94,6 +116,25 @@ impl<'a> Validator<'a> {
         }
         for (i, flag) in b.flags.iter().enumerate() {
             let path = format!("build.flags[{i}]");
+            // A newline in a flag was once written raw into the Makefile CMake generated, where
+            // the text after it ran as a command of its own.
+            if let Some((at, c)) = control_character(flag) {
+                self.error(
+                    &path,
+                    format!(
+                        "build.flags[{i}] `{}` holds {} at character {at}",
+                        shown(flag),
+                        describe(c)
+                    ),
+                )
+                .help = Some(
+                    "give one flag per list entry (`flags: [-O3, -DNDEBUG]`): each entry is one \
+                     nvcc argument, and a control character in it would reach the generated \
+                     build files raw"
+                        .into(),
+                );
+                continue;
+            }
             let conflicts: &[(&str, &str)] = &[
                 ("-arch", "the target comes from `build.arch`"),
                 ("--gpu-architecture", "the target comes from `build.arch`"),
@@ -144,4 +185,41 @@ impl<'a> Validator<'a> {
             }
         }
     }
+}
+
+/// The first control character of `flag` (newline, carriage return, tab, NUL, the rest of
+/// U+0000-U+001F, DEL, and the C1 controls): its position, counted in characters from 1, and
+/// the character. Flags are written into build.sh and CMake's files; none of these belongs in
+/// an nvcc argument, and a newline ends the line it is written on.
+fn control_character(flag: &str) -> Option<(usize, char)> {
+    flag.chars()
+        .enumerate()
+        .find(|(_, c)| c.is_control())
+        .map(|(i, c)| (i + 1, c))
+}
+
+/// A control character named for a message.
+fn describe(c: char) -> String {
+    match c {
+        '\n' => "a newline (\\n)".into(),
+        '\r' => "a carriage return (\\r)".into(),
+        '\t' => "a tab (\\t)".into(),
+        '\0' => "a NUL (\\0)".into(),
+        c => format!("the control character U+{:04X}", u32::from(c)),
+    }
+}
+
+/// `flag` as a message can show it: control characters escaped, so that the message stays on
+/// its line and shows where they are.
+fn shown(flag: &str) -> String {
+    flag.chars()
+        .map(|c| match c {
+            '\n' => "\\n".into(),
+            '\r' => "\\r".into(),
+            '\t' => "\\t".into(),
+            '\0' => "\\0".into(),
+            c if c.is_control() => format!("\\u{{{:x}}}", u32::from(c)),
+            c => c.to_string(),
+        })
+        .collect()
 }

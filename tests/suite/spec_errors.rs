@@ -794,3 +794,33 @@ fn a_field_given_twice() {
         "A: { dtype: bf16, shape: [M, K], dtype: f32 }"
     )));
 }
+
+/// A newline in a flag was once written raw into the Makefile CMake generated, where the text
+/// after it ran as a command.
+#[test]
+fn a_flag_with_a_newline() {
+    insta::assert_snapshot!(error_for(&replace(
+        "flags: [-O3]",
+        r#"flags: [-O3, "-DNDEBUG\ntouch /tmp/pwned", "-lineinfo\t-G", "-DX=\u001b"]"#
+    )));
+}
+
+/// Flags read off a compile line go to the same build files: a control character there is
+/// refused too, naming the file it came from.
+#[test]
+fn a_flags_from_line_with_a_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    // A Python-logged argv: `\n` inside a quoted argument is a newline in the flag.
+    std::fs::write(
+        dir.path().join("jit.log"),
+        "['nvcc', '-c', 'naive_gemm.cu', '-O3', '-DA=1\\ntouch /tmp/pwned', '-o', 'x.o']\n",
+    )
+    .unwrap();
+    let spec = replace(
+        "build: { arch: sm_90a, flags: [-O3] }",
+        "build: { flags_from: jit.log }",
+    )
+    .replace("include_dirs: [../kernels]", "include_dirs: []");
+    std::fs::write(dir.path().join("spec.yaml"), spec).unwrap();
+    insta::assert_snapshot!(error_for_file(dir.path(), "spec.yaml"));
+}
