@@ -1338,3 +1338,65 @@ fn devices_fifos_folders_and_huge_files_are_refused_before_reading() {
     );
     assert!(stdout_of(&out).starts_with("gemm_bias_relu_f16  "));
 }
+
+/// Issue 38: a device buffer whose cudarc type is not in sight is a tensor TODO, never a size.
+/// The rule (docs/cli.md): a builder passes every argument by reference, so there a `&` says
+/// nothing and the type decides (cudarc buffers and raw pointers are tensors, integers sizes, an
+/// unknown type a value TODO); an argument tuple passes scalars by value, so a reference there
+/// is a buffer whatever its type reads as.
+#[test]
+fn raw_device_pointers_are_tensors_not_sizes() {
+    let site = site("raw_pointers.rs", "relu_backward_raw");
+    assert_eq!(
+        site.args,
+        vec![arg("&dy", t("dy")), arg("dx", t("dx")), arg("n", s("n"))]
+    );
+    assert_eq!(
+        site.tensors[0],
+        tensor(
+            "dy",
+            todo("dtype of `dy`: `dy` reads as u64, but an argument tuple passes scalars by value: a reference there is a device buffer"),
+            vec![todo("shape of `dy` (e.g. [M, K])")],
+            Some(false),
+        )
+    );
+    let names: Vec<&str> = site.sizes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["n"]);
+
+    // cudarc 0.16's (pointer, guard) pair: the pointer is the buffer's, with its dtype.
+    let found = sites("raw_pointers.rs");
+    let scale = &found[1];
+    assert_eq!(scale.function, "scale_grad");
+    assert_eq!(
+        scale.args,
+        vec![
+            arg("&dy_ptr", t("dy_ptr")),
+            arg("&mut dx", t("dx")),
+            arg("&n", s("n"))
+        ]
+    );
+    assert_eq!(scale.tensors[0].dtype, known("f32"));
+    assert_eq!(scale.tensors[0].output, Some(false));
+
+    // A `CUdeviceptr` parameter, `.0` of `device_ptr_mut` (written, whatever the `&` around
+    // it), and a scalar of a type not visible here.
+    let axpy = &found[2];
+    assert_eq!(axpy.function, "axpy_raw");
+    assert_eq!(axpy.args[0], arg("&dy", t("dy")));
+    assert_eq!(
+        axpy.tensors[0].dtype,
+        todo("dtype of `dy`: a raw `CUdeviceptr` has no element type")
+    );
+    assert_eq!(axpy.args[1], arg("&out_ptr", t("out_ptr")));
+    assert_eq!(
+        axpy.tensors[1],
+        tensor("out_ptr", known("f32"), vec![known("n")], Some(true))
+    );
+    assert!(
+        matches!(&axpy.args[2].kind, ArgKind::Expr(v) if *v == todo("argument 2 `&alpha`: its Rust type is not visible here (a device buffer is a tensor, an integer a size, anything else a C++ expression)")),
+        "{:?}",
+        axpy.args[2]
+    );
+    let names: Vec<&str> = axpy.sizes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["n"]);
+}

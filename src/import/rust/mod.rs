@@ -18,6 +18,12 @@
 //! cannot be (a parameter, `a.len()`, a command-line argument) becomes a size named after the
 //! variable whose value is a visible TODO. Nothing is guessed: an unknown stays a TODO.
 //!
+//! An argument is a tensor, a size or a value by its Rust type (`types`): cudarc buffers and raw
+//! device pointers (`CUdeviceptr`, `device_ptr()`) are tensors, integers sizes. A builder takes
+//! every argument by reference, so `.arg(&x)` with `x`'s type out of sight is a value TODO, never
+//! a size; the argument tuple takes scalars by value, so a reference there is a tensor whatever
+//! its type reads as (docs/cli.md, `repro import`).
+//!
 //! The parts: `report` (the public types: sites, arguments, errors, `--list` lines),
 //! `files` (reading a source file safely, the `--search` folder), `walk` (the one syn pass
 //! that records each function's bindings, assignments, pushes and launches), then the resolver

@@ -295,9 +295,31 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                 len,
                 mutable,
                 view,
+                raw,
             } => {
-                let output = outer_ref.or(mutable);
+                let output = if raw {
+                    mutable
+                } else {
+                    outer_ref.or(mutable)
+                };
                 ArgKind::Tensor(self.tensor(inner, index, elem, len, view, output, site))
+            }
+            // The argument tuple passes scalars by value, so a reference there is a device
+            // buffer, whatever the resolver read its type as (a raw pointer kept in a `u64`).
+            Ty::Int(t) if form == LaunchForm::Tuple && outer_ref.is_some() => {
+                let why = format!(
+                    "`{}` reads as {t}, but an argument tuple passes scalars by value: a reference there is a device buffer",
+                    snippet(inner)
+                );
+                ArgKind::Tensor(self.tensor(
+                    inner,
+                    index,
+                    Elem::Unknown(why),
+                    Len::Unknown,
+                    false,
+                    outer_ref,
+                    site,
+                ))
             }
             Ty::Int(_) => {
                 let core = strip_int_wrappers(inner);

@@ -13,7 +13,7 @@ use super::MAX_DEPTH;
 /// What the Rust type of an expression says about it as a kernel argument.
 #[derive(Clone)]
 pub(super) enum Ty<'a> {
-    /// A device buffer (`CudaSlice`, `CudaView`, `CudaViewMut`).
+    /// A device buffer (`CudaSlice`, `CudaView`, `CudaViewMut`, or a raw `CUdeviceptr`).
     Buffer {
         elem: Elem,
         len: Len<'a>,
@@ -21,6 +21,9 @@ pub(super) enum Ty<'a> {
         mutable: Option<bool>,
         /// A view of another buffer (its length is not the allocation's).
         view: bool,
+        /// A raw device pointer (`CUdeviceptr`, `device_ptr()`): the kernel gets its value, so
+        /// a `&` around it says nothing about writing; `device_ptr_mut` does.
+        raw: bool,
     },
     Int(String),
     Float(String),
@@ -108,6 +111,11 @@ pub(super) fn first_type_arg(seg: &syn::PathSegment) -> Option<&Type> {
     }
 }
 
+/// `buf.device_ptr(..)` or `buf.device_ptr_mut(..)`: cudarc's raw pointer of a buffer.
+pub(super) fn is_device_ptr_call(e: &Expr) -> bool {
+    matches!(peel_paren(e), Expr::MethodCall(m) if m.method == "device_ptr" || m.method == "device_ptr_mut")
+}
+
 fn turbofish_type(m: &syn::ExprMethodCall) -> Option<&Type> {
     m.turbofish.as_ref()?.args.iter().find_map(|g| match g {
         GenericArgument::Type(t) => Some(t),
@@ -128,12 +136,21 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
         match ty {
             Type::Reference(r) => match self.ty_of_type(&r.elem) {
                 Ty::Buffer {
-                    elem, len, view, ..
+                    elem,
+                    len,
+                    view,
+                    raw,
+                    mutable,
                 } => Ty::Buffer {
                     elem,
                     len,
-                    mutable: Some(r.mutability.is_some()),
+                    mutable: if raw {
+                        mutable
+                    } else {
+                        Some(r.mutability.is_some())
+                    },
                     view,
+                    raw,
                 },
                 other => other,
             },
@@ -158,6 +175,16 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                             _ => None,
                         },
                         view: id != "CudaSlice",
+                        raw: false,
+                    },
+                    // cudarc's raw device pointer (a `u64` alias): a buffer whose element type
+                    // and length the pointer does not carry.
+                    "CUdeviceptr" => Ty::Buffer {
+                        elem: Elem::Unknown("a raw `CUdeviceptr` has no element type".into()),
+                        len: Len::Unknown,
+                        mutable: None,
+                        view: false,
+                        raw: true,
                     },
                     "Arc" | "Rc" | "Box" => first_type_arg(seg).map_or(
                         Ty::Other(format!("of Rust type `{}`", snippet(ty))),
@@ -203,12 +230,21 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
             Expr::Try(t) => self.ty_of(&t.expr, d),
             Expr::Reference(r) => match self.ty_of(&r.expr, d) {
                 Ty::Buffer {
-                    elem, len, view, ..
+                    elem,
+                    len,
+                    view,
+                    raw,
+                    mutable,
                 } => Ty::Buffer {
                     elem,
                     len,
-                    mutable: Some(r.mutability.is_some()),
+                    mutable: if raw {
+                        mutable
+                    } else {
+                        Some(r.mutability.is_some())
+                    },
                     view,
+                    raw,
                 },
                 other => other,
             },
@@ -272,6 +308,10 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                 Member::Named(n) => self
                     .field_type(&f.base, &n.to_string())
                     .map_or(Ty::Unknown, |t| self.ty_of_type(t)),
+                // `buf.device_ptr(&stream).0`: the pointer of cudarc's (pointer, guard) pair.
+                Member::Unnamed(i) if i.index == 0 && is_device_ptr_call(&f.base) => {
+                    self.ty_of(&f.base, d)
+                }
                 Member::Unnamed(_) => Ty::Unknown,
             },
             Expr::MethodCall(m) => self.ty_of_method(m, d),
@@ -314,6 +354,7 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                     elem,
                     mutable,
                     view,
+                    raw,
                     ..
                 },
                 Some(Ty::Buffer { len, elem: e2, .. }),
@@ -325,6 +366,7 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                 len,
                 mutable,
                 view,
+                raw,
             },
             (annotated, _) => annotated,
         }
@@ -344,6 +386,7 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                 len: m.args.first().map_or(Len::Unknown, Len::Expr),
                 mutable: None,
                 view: false,
+                raw: false,
             },
             "htod_copy" | "htod_sync_copy" | "memcpy_stod" | "clone_htod" | "htod_copy_async" => {
                 match m.args.first() {
@@ -354,6 +397,7 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                             len,
                             mutable: None,
                             view: false,
+                            raw: false,
                         }
                     }
                     None => Ty::Unknown,
@@ -366,10 +410,32 @@ impl<'r, 'a: 'r> Resolver<'r, 'a> {
                         len: Len::Unknown,
                         mutable: Some(method.ends_with("_mut")),
                         view: true,
+                        raw: false,
                     },
                     _ => Ty::Unknown,
                 }
             }
+            // The buffer's raw device pointer (cudarc's `DevicePtr`; since 0.16 with a guard
+            // beside it, which a pattern or `.0` takes apart): still that buffer, for the kernel.
+            "device_ptr" | "device_ptr_mut" => match self.ty_of(&m.receiver, d) {
+                Ty::Buffer { elem, len, .. } => Ty::Buffer {
+                    elem,
+                    len,
+                    mutable: Some(method == "device_ptr_mut"),
+                    view: false,
+                    raw: true,
+                },
+                _ => Ty::Buffer {
+                    elem: Elem::Unknown(format!(
+                        "the Rust type of `{}` is not visible here",
+                        snippet(&m.receiver)
+                    )),
+                    len: Len::Unknown,
+                    mutable: Some(method == "device_ptr_mut"),
+                    view: false,
+                    raw: true,
+                },
+            },
             "len" | "count" => Ty::Int("usize".into()),
             "div_ceil" | "min" | "max" | "pow" | "saturating_sub" | "next_power_of_two"
             | "next_multiple_of" => self.ty_of(&m.receiver, d),

@@ -257,6 +257,19 @@ impl<'a> Walker<'a> {
             }),
             Pat::Type(pt) => self.bind_pat(&pt.pat, init, Some(&pt.ty), visible),
             Pat::Paren(pp) => self.bind_pat(&pp.pat, init, ty, visible),
+            // `let (ptr, _guard) = buf.device_ptr(&stream)` (cudarc ≥ 0.16): the pointer is the
+            // call's (the types resolver reads it as the buffer); the guard is nothing to us.
+            Pat::Tuple(pt)
+                if pt.elems.len() == 2 && init.is_some_and(super::types::is_device_ptr_call) =>
+            {
+                let mut elems = pt.elems.iter();
+                if let Some(first) = elems.next() {
+                    self.bind_pat(first, init, None, visible);
+                }
+                for rest in elems {
+                    self.bind_pat(rest, None, None, visible);
+                }
+            }
             Pat::Tuple(pt) => {
                 let inits = match init.map(peel_paren) {
                     Some(Expr::Tuple(t)) if t.elems.len() == pt.elems.len() => Some(t),
