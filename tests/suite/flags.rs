@@ -1428,15 +1428,21 @@ fn from_log_refuses_devices_fifos_and_huge_files_without_reading_them() {
 }
 
 #[test]
-fn flags_from_refuses_devices_and_fifos_at_the_spec_field() {
+fn flags_from_refuses_devices_fifos_and_huge_files_at_the_spec_field() {
     let dir = tempfile::tempdir().unwrap();
     let spec = crate::common::write_small_spec(dir.path());
     let text = std::fs::read_to_string(&spec).unwrap();
     mkfifo(&dir.path().join("build.fifo"));
+    let big = std::fs::File::create(dir.path().join("huge.log")).unwrap();
+    big.set_len(300 << 20).unwrap();
     for (from, said) in [
         ("/dev/zero", "/dev/zero is a device, not a build log"),
         ("/dev/random", "/dev/random is a device, not a build log"),
         ("build.fifo", "build.fifo is a fifo, not a build log"),
+        (
+            "huge.log",
+            "huge.log is 300.0 MiB, above the 256 MiB a build log is read to",
+        ),
     ] {
         let name = format!("from_{}.yaml", from.replace('/', "_"));
         std::fs::write(
