@@ -132,7 +132,9 @@ pub struct BufferTensor {
     /// Logical shape, row-major over storage unless `col_major` (the last two swapped).
     pub shape: Vec<u64>,
     pub col_major: bool,
-    /// Bytes of the buffer the tensor holds (a prefix of the allocation).
+    /// Where the tensor starts in its allocation: 0, or a `--tensor` view's pointer offset.
+    pub start: u64,
+    /// Bytes of the buffer the tensor holds, from `start`.
     pub bytes: u64,
     pub output: bool,
     /// Where the dtype and shape came from, for the spec's comment.
@@ -140,6 +142,11 @@ pub struct BufferTensor {
 }
 
 impl BufferTensor {
+    /// Carved out of its allocation by `--tensor` (views.rs), rather than the allocation itself.
+    pub fn is_view(&self) -> bool {
+        self.origin.starts_with("--tensor ")
+    }
+
     pub fn numel(&self) -> u64 {
         self.shape.iter().product()
     }
@@ -262,7 +269,8 @@ pub fn lay_out(
     params: &[u8],
     decl: Option<&KernelDecl>,
     template_args: &[String],
-) -> LaunchLayout {
+    views: &[super::views::TensorView],
+) -> Result<LaunchLayout, String> {
     let layout = &capture.params.layout;
     let param_name = |index: usize| -> Option<String> {
         decl.and_then(|d| d.params.get(index))
@@ -299,6 +307,7 @@ pub fn lay_out(
             dtype: DType::U8,
             shape: vec![buffer.size],
             col_major: false,
+            start: 0,
             bytes: buffer.size,
             output: buffer.after.is_some(),
             origin: format!("the allocation's {} bytes", buffer.size),
@@ -334,6 +343,7 @@ pub fn lay_out(
         }
         tensors.push(tensor);
     }
+    super::views::apply(&mut tensors, capture, params, decl, views)?;
     let mut sizes = Vec::new();
     let (global, global_blocked) = match decl {
         None => (
@@ -356,12 +366,12 @@ pub fn lay_out(
             }
         },
     };
-    LaunchLayout {
+    Ok(LaunchLayout {
         tensors,
         global,
         global_blocked,
         sizes,
-    }
+    })
 }
 
 /// Each parameter's role in a `kind: global` launch, or why one has none.
@@ -383,7 +393,7 @@ fn global_roles(
             layout.len()
         ));
     }
-    let tensor_of = |buffer: usize| tensors.iter().position(|t| t.buffer == buffer);
+    let tensor_of = |buffer: usize, at: u64| super::views::tensor_at(tensors, buffer, at);
     let mut roles = Vec::new();
     let mut maps = 0;
     for (slot, param) in layout.iter().zip(&decl.params) {
@@ -408,19 +418,20 @@ fn global_roles(
                         ))
                     }
                     Some(p) => {
-                        let tensor = tensor_of(p.buffer).ok_or("a pointer to an unknown buffer")?;
+                        let (tensor, byte_offset) = tensor_of(p.buffer, p.byte_offset)
+                            .ok_or("a pointer to an unknown buffer")?;
                         let t = &tensors[tensor];
                         let size = t.dtype.bytes() as u64;
-                        if p.byte_offset % size != 0 || p.byte_offset >= t.bytes {
+                        if byte_offset % size != 0 || byte_offset >= t.bytes {
                             return Err(format!(
-                                "{label} points at byte {} of {}, not at one of its elements",
-                                p.byte_offset, t.name
+                                "{label} points at byte {byte_offset} of {}, not at one of its elements",
+                                t.name
                             ));
                         }
                         let element = instantiated(decl, template_args, element);
                         ParamRole::Pointer {
                             tensor,
-                            element_offset: p.byte_offset / size,
+                            element_offset: byte_offset / size,
                             element,
                         }
                     }
@@ -436,7 +447,8 @@ fn global_roles(
                     })?;
                 let tensor = m
                     .buffer
-                    .and_then(tensor_of)
+                    .and_then(|b| tensor_of(b, m.byte_offset))
+                    .map(|(t, _)| t)
                     .ok_or_else(|| format!("{label}: its global address is in no allocation"))?;
                 if tensors[tensor].origin != "the tensor map encoded over it" {
                     return Err(format!(
@@ -640,6 +652,7 @@ mod tests {
             bytes: shape.iter().product::<u64>() * 2,
             shape,
             col_major: false,
+            start: 0,
             output: false,
             origin: String::new(),
         }

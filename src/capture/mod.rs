@@ -1,4 +1,4 @@
-//! `repro capture` (DESIGN §9): runs the user's program unmodified under CUDA's tool-injection
+//! `repro capture` (docs/cli.md, `repro capture`): runs the user's program unmodified under CUDA's tool-injection
 //! interface, records one launch of the kernel it names (inject.rs builds the library,
 //! templates/capture/repro_inject.cpp is it, record.rs reads what it wrote), and turns the
 //! record into a spec folder (layout.rs decides tensors and arguments, write.rs writes them),
@@ -7,6 +7,8 @@
 pub mod inject;
 pub mod layout;
 pub mod record;
+pub mod triton;
+pub mod views;
 pub mod write;
 
 use std::path::{Path, PathBuf};
@@ -106,6 +108,25 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, Error> {
     if let Some(source) = &request.source {
         request.spec.source = find_declaration(source, &capture.kernel.demangled)?;
     }
+    request.spec.triton = triton_kernel(&raw, &capture);
+    if let Some(t) = &request.spec.triton {
+        eprintln!(
+            "capture: a Triton kernel ({}{}), from {}",
+            t.location
+                .as_deref()
+                .unwrap_or("its source location unknown"),
+            t.options
+                .triton_version
+                .as_deref()
+                .map(|v| format!(", Triton {v}"))
+                .unwrap_or_default(),
+            t.entry.display()
+        );
+        eprintln!("capture: its config: {}", t.config_text());
+        for note in &t.notes {
+            eprintln!("capture: note: {note}");
+        }
+    }
     let written = write::write(&raw, out, &capture, &request.spec).map_err(fail)?;
     // The raw buffer copies are now the .npy files.
     let _ = std::fs::remove_dir_all(raw.join("buffers"));
@@ -127,6 +148,15 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, Error> {
         plan.dir.display()
     );
     Ok(0)
+}
+
+/// What Triton's cache holds for the captured cubin, when Triton compiled it. The program ran
+/// with this process's environment, so its `TRITON_CACHE_DIR` is ours.
+fn triton_kernel(raw: &Path, capture: &record::Capture) -> Option<triton::TritonKernel> {
+    let module = capture.module.as_ref()?;
+    let cubin = std::fs::read(raw.join(&module.file)).ok()?;
+    let dirs = triton::cache_dirs(|name| std::env::var(name).ok());
+    triton::find(&cubin, &capture.kernel.mangled, &dirs)
 }
 
 /// The regex is the library's (ECMAScript), so only what would surely fail is refused here.

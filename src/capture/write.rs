@@ -25,6 +25,10 @@ pub struct SpecRequest {
     pub command: String,
     /// `--source`: the kernel's declaration and the folder it was found under.
     pub source: Option<(crate::import::cuda::KernelDecl, PathBuf)>,
+    /// `--tensor`: tensors carved out of the allocations pointers point into.
+    pub views: Vec<super::views::TensorView>,
+    /// What Triton left beside the captured cubin, when it compiled it.
+    pub triton: Option<super::triton::TritonKernel>,
 }
 
 /// What was written.
@@ -146,16 +150,30 @@ pub fn write(
     let params = std::fs::read(&params_path)
         .map_err(|e| format!("cannot read {}: {e}", params_path.display()))?;
     let demangled = layout::parse_demangled(&capture.kernel.demangled);
-    let decl = request.source.as_ref().map(|(d, _)| d);
+    // A Triton kernel's signature names the parameters as a declaration would; it is never
+    // rebuilt from it (Triton compiles Python, not CUDA C++).
+    let triton_decl = request.triton.as_ref().map(|t| t.declaration());
+    let decl = request
+        .source
+        .as_ref()
+        .map(|(d, _)| d)
+        .or(triton_decl.as_ref());
     let template_args = demangled
         .as_ref()
         .map(|d| d.template_args.clone())
         .unwrap_or_default();
-    let mut launch: LaunchLayout = layout::lay_out(capture, &params, decl, &template_args);
+    let mut launch: LaunchLayout =
+        layout::lay_out(capture, &params, decl, &template_args, &request.views)?;
     let mut replay_reason = launch.global_blocked.clone();
     if request.replay {
         replay_reason = Some("--kind replay".into());
         launch.global = None;
+    }
+    if request.source.is_none() && request.triton.is_some() {
+        replay_reason =
+            Some("it is a Triton kernel, compiled from Python: its cubin is replayed".into());
+        launch.global = None;
+        launch.sizes.clear();
     }
     if demangled.is_none() && launch.global.is_some() {
         replay_reason = Some(format!(
@@ -202,7 +220,8 @@ pub fn write(
                 buffer.error.as_deref().unwrap_or("no reason given")
             ));
         };
-        let bytes = read_buffer(raw, before_file, buffer.size)?;
+        let all_bytes = read_buffer(raw, before_file, buffer.size)?;
+        let bytes = &all_bytes[t.start as usize..];
         let shape = list(&t.shape);
         let layout = if t.col_major {
             ", layout: col_major"
@@ -214,15 +233,33 @@ pub fn write(
         } else {
             ""
         };
-        if t.output {
-            let after_file = buffer.after.as_deref().expect("outputs changed");
-            let after_bytes = read_buffer(raw, after_file, buffer.size)?;
+        let after_bytes = match buffer.after.as_deref().filter(|_| t.output) {
+            Some(after_file) => Some(read_buffer(raw, after_file, buffer.size)?),
+            None => None,
+        };
+        let span = t.start as usize..(t.start + t.bytes) as usize;
+        // A view is an output only where the launch changed its own bytes.
+        let changed = after_bytes
+            .as_ref()
+            .filter(|after| !t.is_view() || after[span.clone()] != all_bytes[span.clone()]);
+        if let Some(after_bytes) = changed {
+            // The allocation's count, or for a view the bytes of its own that changed.
+            let changed_bytes = if t.is_view() {
+                after_bytes[span.clone()]
+                    .iter()
+                    .zip(&all_bytes[span.clone()])
+                    .filter(|(a, b)| a != b)
+                    .count() as u64
+            } else {
+                buffer.changed_bytes
+            };
+            let after_bytes = &after_bytes[t.start as usize..];
             let (b, a) = (
                 format!("production/{}.before.npy", t.name),
                 format!("production/{}.after.npy", t.name),
             );
-            write_npy(&out.join(&b), t, &bytes)?;
-            write_npy(&out.join(&a), t, &after_bytes)?;
+            write_npy(&out.join(&b), t, bytes)?;
+            write_npy(&out.join(&a), t, after_bytes)?;
             before.push((t.name.clone(), b));
             after.push((t.name.clone(), a.clone()));
             let _ = writeln!(
@@ -230,12 +267,12 @@ pub fn write(
                 "  {}: {{ dtype: {}, shape: {shape}{layout}, output: true }}   # {} bytes changed by the launch; shape from {}{managed}",
                 t.name,
                 t.dtype.name(),
-                buffer.changed_bytes,
+                changed_bytes,
                 t.origin
             );
         } else {
             let file = format!("inputs/{}.npy", t.name);
-            write_npy(&out.join(&file), t, &bytes)?;
+            write_npy(&out.join(&file), t, bytes)?;
             let _ = writeln!(
                 tensor_lines,
                 "  {}: {{ dtype: {}, shape: {shape}{layout}, init: {{ file: {file} }} }}   # shape from {}{managed}",
@@ -267,6 +304,42 @@ pub fn write(
         "# Kernel: {}",
         capture.kernel.demangled.replace('\n', " ")
     );
+    if let Some(t) = &request.triton {
+        let _ = writeln!(
+            y,
+            "# A Triton{} kernel, written at {}.",
+            t.options
+                .triton_version
+                .as_deref()
+                .map(|v| format!(" {v}"))
+                .unwrap_or_default(),
+            t.location.as_deref().unwrap_or("(no location recorded)")
+        );
+        let _ = writeln!(y, "# Its config: {}.", t.config_text());
+        if let Some(a) = &t.autotuned {
+            let _ = writeln!(
+                y,
+                "# The autotuner's choice, the fastest of {} configs for key {} ({}).",
+                a.candidates,
+                a.key.replace('\n', " "),
+                a.file.display()
+            );
+        }
+        for note in &t.notes {
+            let _ = writeln!(y, "# Note: {}.", note.replace('\n', " "));
+        }
+    }
+    if let Some(decl) = decl {
+        let integers = super::views::integer_parameters(capture, &params, decl);
+        if !integers.is_empty() {
+            let values: Vec<String> = integers.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+            let _ = writeln!(
+                y,
+                "# Integer parameters (for --tensor dimensions): {}.",
+                values.join(", ")
+            );
+        }
+    }
     let _ = writeln!(
         y,
         "# Launch {} of the kernels that matched, on {} (compute capability {}.{}), through {}.",
@@ -293,14 +366,19 @@ pub fn write(
         y,
         "about: {}",
         yaml_scalar(&format!(
-            "launch {} of {}",
+            "launch {} of {}{}",
             capture.launch_number,
             capture
                 .kernel
                 .demangled
                 .chars()
                 .take(200)
-                .collect::<String>()
+                .collect::<String>(),
+            request
+                .triton
+                .as_ref()
+                .map(|t| format!(" (Triton: {})", t.config_text()))
+                .unwrap_or_default()
         ))
     );
     if !launch.sizes.is_empty() {
@@ -376,6 +454,16 @@ pub fn write(
     let _ = writeln!(y, "  command: {}", yaml_scalar(&request.command));
     let _ = writeln!(y, "  kernel: {}", yaml_scalar(&capture.kernel.demangled));
     let _ = writeln!(y, "  launch: {}", capture.launch_number);
+    if let Some(t) = &request.triton {
+        let _ = writeln!(
+            y,
+            "  config: {}",
+            yaml_scalar(&format!("Triton: {}", t.config_text()))
+        );
+        if let Some(location) = &t.location {
+            let _ = writeln!(y, "  source: {}", yaml_scalar(location));
+        }
+    }
     let pairs = |files: &[(String, String)]| {
         files
             .iter()
@@ -519,11 +607,9 @@ fn write_replay(
             )
         })?;
     }
-    let tensor_of = |buffer: usize| {
-        tensors
-            .iter()
-            .find(|t| t.buffer == buffer)
-            .map(|t| t.name.as_str())
+    let tensor_of = |buffer: usize, at: u64| {
+        super::views::tensor_at(tensors, buffer, at)
+            .map(|(i, offset)| (tensors[i].name.as_str(), offset))
     };
     let _ = writeln!(
         y,
@@ -543,17 +629,17 @@ fn write_replay(
         );
     }
     for p in &capture.pointers {
-        let Some(name) = tensor_of(p.buffer) else {
+        let Some((name, offset)) = tensor_of(p.buffer, p.byte_offset) else {
             continue;
         };
         let _ = writeln!(
             y,
-            "    - {{ at: {}, tensor: {name}, offset: {} }}   # parameter {}",
-            p.offset, p.byte_offset, p.param
+            "    - {{ at: {}, tensor: {name}, offset: {offset} }}   # parameter {}",
+            p.offset, p.param
         );
     }
     for m in &capture.tensor_maps {
-        let Some(name) = m.buffer.and_then(tensor_of) else {
+        let Some((name, offset)) = m.buffer.and_then(|b| tensor_of(b, m.byte_offset)) else {
             return Err(format!(
                 "the tensor map at parameter byte {} points into no captured buffer",
                 m.offset
@@ -584,7 +670,7 @@ fn write_replay(
             y,
             "    - {{ at: {}, tensor: {name}, offset: {}, tensor_map: {{ data_type: {data_type}, dims: {}, strides: {}, box: {}, element_strides: {}, interleave: {}, swizzle: {}, l2_promotion: {}, oob_fill: {} }} }}   # parameter {}",
             m.offset,
-            m.byte_offset,
+            offset,
             list(&m.dims),
             list(&m.strides),
             list(&m.box_dims),
@@ -602,6 +688,176 @@ fn write_replay(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Triton softmax's launch as the injection library records it: `y_ptr` and `x_ptr` are two
+    /// tensors in one allocation of PyTorch's caching allocator (x at byte 0, y at byte 32), and
+    /// two trailing scratch pointers that Triton's launcher adds (null).
+    fn softmax_capture(raw: &Path) -> Capture {
+        std::fs::create_dir_all(raw.join("buffers")).unwrap();
+        let x: Vec<u8> = (0..8).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        let mut before = x.clone();
+        before.extend([0xAAu8; 32]);
+        let mut after = x.clone();
+        after.extend((0..8).flat_map(|i| (0.125f32 * i as f32).to_le_bytes()));
+        std::fs::write(raw.join("buffers/b0.before.bin"), &before).unwrap();
+        std::fs::write(raw.join("buffers/b0.after.bin"), &after).unwrap();
+        std::fs::write(raw.join("module.cubin"), b"cubin").unwrap();
+        let mut params = Vec::new();
+        params.extend(0x7000_0020u64.to_le_bytes()); // y_ptr
+        params.extend(0x7000_0000u64.to_le_bytes()); // x_ptr
+        params.extend(4i32.to_le_bytes()); // n_cols
+        params.extend([0u8; 4]);
+        params.extend([0u8; 16]); // global_scratch, profile_scratch
+        std::fs::write(raw.join("params.bin"), &params).unwrap();
+        serde_json::from_str(
+            r#"{"kernel": {"mangled": "softmax_kernel", "demangled": "softmax_kernel"}, "launch_number": 1,
+                "api": "cuLaunchKernelEx", "device": {"ordinal": 0, "name": "H200", "cc": [9, 0]},
+                "grid": [2, 1, 1], "block": [128, 1, 1], "smem": 0,
+                "params": {"file": "params.bin", "size": 40, "layout": [
+                    {"index": 0, "offset": 0, "size": 8}, {"index": 1, "offset": 8, "size": 8},
+                    {"index": 2, "offset": 16, "size": 4}, {"index": 3, "offset": 24, "size": 8},
+                    {"index": 4, "offset": 32, "size": 8}]},
+                "pointers": [{"param": 0, "offset": 0, "buffer": 0, "byte_offset": 32},
+                             {"param": 1, "offset": 8, "buffer": 0, "byte_offset": 0}],
+                "buffers": [{"id": 0, "size": 64, "before": "buffers/b0.before.bin",
+                             "after": "buffers/b0.after.bin", "changed_bytes": 28}],
+                "module": {"file": "module.cubin", "size": 5}}"#,
+        )
+        .unwrap()
+    }
+
+    fn softmax_triton() -> super::super::triton::TritonKernel {
+        let ir = r#"#loc = loc("/app/softmax.py":21:0)
+  tt.func public @softmax_kernel(%y_ptr: !tt.ptr<f32> {tt.divisibility = 16 : i32} loc("y_ptr"(#loc)), %x_ptr: !tt.ptr<f32> loc("x_ptr"(#loc)), %n_cols: i32 loc("n_cols"(#loc))) attributes {noinline = false} {"#;
+        super::super::triton::TritonKernel {
+            name: "softmax_kernel".into(),
+            entry: PathBuf::from("/cache/E"),
+            params: super::super::triton::signature(ir, "softmax_kernel"),
+            options: serde_json::from_str(
+                r#"{"num_warps": 4, "num_ctas": 1, "num_stages": 3, "triton_version": "3.6.0"}"#,
+            )
+            .unwrap(),
+            location: Some("/app/softmax.py:21".into()),
+            autotuned: None,
+            notes: Vec::new(),
+        }
+    }
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    #[test]
+    fn a_triton_launch_is_named_by_its_signature_and_views_carve_its_tensors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+        let capture = softmax_capture(&raw);
+        std::fs::create_dir_all(&out).unwrap();
+        let request = SpecRequest {
+            command: "python3 softmax.py".into(),
+            triton: Some(softmax_triton()),
+            views: vec![
+                super::super::views::parse("x_ptr=[2, n_cols]").unwrap(),
+                super::super::views::parse("y_ptr=[2, n_cols]").unwrap(),
+            ],
+            ..SpecRequest::default()
+        };
+        let written = write(&raw, &out, &capture, &request).unwrap();
+        assert_eq!(written.kind, "replay");
+        let spec = read(&written.spec);
+        for expected in [
+            "# A Triton 3.6.0 kernel, written at /app/softmax.py:21.",
+            "# Its config: num_warps=4, num_ctas=1, num_stages=3.",
+            "# Integer parameters (for --tensor dimensions): n_cols = 4.",
+            // The input view and the output view, each its own tensor; the allocation is gone.
+            "  x_ptr: { dtype: f32, shape: [2, 4], init: { file: inputs/x_ptr.npy } }",
+            "  y_ptr: { dtype: f32, shape: [2, 4], output: true }",
+            "    - { at: 0, tensor: y_ptr, offset: 0 }   # parameter 0",
+            "    - { at: 8, tensor: x_ptr, offset: 0 }   # parameter 1",
+            "  config: \"Triton: num_warps=4, num_ctas=1, num_stages=3\"",
+            "  source: /app/softmax.py:21",
+        ] {
+            assert!(spec.contains(expected), "{expected}\n{spec}");
+        }
+        assert!(!spec.contains("buffer0"), "{spec}");
+        // The .npy files hold the views' own bytes: x from byte 0, y after the launch from byte 32.
+        let npy = |name: &str| {
+            let bytes = std::fs::read(out.join(name)).unwrap();
+            bytes[bytes.len() - 32..].to_vec()
+        };
+        let x: Vec<u8> = (0..8).flat_map(|i| (i as f32).to_le_bytes()).collect();
+        assert_eq!(npy("inputs/x_ptr.npy"), x);
+        let y: Vec<u8> = (0..8)
+            .flat_map(|i| (0.125f32 * i as f32).to_le_bytes())
+            .collect();
+        assert_eq!(npy("production/y_ptr.after.npy"), y);
+        assert_eq!(npy("production/y_ptr.before.npy"), vec![0xAA; 32]);
+    }
+
+    #[test]
+    fn without_views_the_shared_allocation_is_one_tensor_named_by_its_first_pointer() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+        let capture = softmax_capture(&raw);
+        std::fs::create_dir_all(&out).unwrap();
+        let request = SpecRequest {
+            triton: Some(softmax_triton()),
+            ..SpecRequest::default()
+        };
+        let spec = read(&write(&raw, &out, &capture, &request).unwrap().spec);
+        // Typed by the pointer's element (f32), relocated at both offsets.
+        assert!(
+            spec.contains("  y_ptr: { dtype: f32, shape: [16], output: true }"),
+            "{spec}"
+        );
+        assert!(
+            spec.contains("    - { at: 8, tensor: y_ptr, offset: 0 }"),
+            "{spec}"
+        );
+        assert!(
+            spec.contains("    - { at: 0, tensor: y_ptr, offset: 32 }"),
+            "{spec}"
+        );
+    }
+
+    #[test]
+    fn views_that_do_not_fit_are_refused_with_what_was_captured() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+        let capture = softmax_capture(&raw);
+        std::fs::create_dir_all(&out).unwrap();
+        for (view, says) in [
+            ("y_ptr=[3, n_cols]", "reaches past it"),
+            (
+                "y_ptr=[2, rows]",
+                "`rows` is no integer parameter (they are: n_cols = 4)",
+            ),
+            (
+                "z_ptr=[2]",
+                "`z_ptr` is no pointer parameter of softmax_kernel (its pointers: y_ptr, x_ptr)",
+            ),
+            ("x_ptr=[12]", "overlaps the view of"),
+        ] {
+            let mut views = vec![super::super::views::parse(view).unwrap()];
+            if view.starts_with("x_ptr") {
+                views.insert(0, super::super::views::parse("y_ptr=[2, n_cols]").unwrap());
+            }
+            let request = SpecRequest {
+                triton: Some(softmax_triton()),
+                views,
+                ..SpecRequest::default()
+            };
+            let e = write(&raw, &out, &capture, &request).unwrap_err();
+            assert!(e.contains(says), "{view}: {e}");
+        }
+        // Without names (no source, no Triton signature) a view cannot say which parameter.
+        let request = SpecRequest {
+            views: vec![super::super::views::parse("y_ptr=[2, 4]").unwrap()],
+            ..SpecRequest::default()
+        };
+        let e = write(&raw, &out, &capture, &request).unwrap_err();
+        assert!(e.contains("have no names: give --source DIR"), "{e}");
+    }
 
     #[test]
     fn names_from_kernels() {

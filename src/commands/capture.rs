@@ -30,6 +30,12 @@ pub struct CaptureArgs {
     /// '{op: gemm, a: A, b: B, out: D}' (the operands are then laid out as a GEMM's).
     #[arg(long, value_name = "YAML")]
     pub reference: Option<String>,
+    /// A tensor carved out of the allocation a pointer parameter points into, as
+    /// NAME=[DTYPE][DIM, ...][:col_major]: `a_ptr=[M, K]`, `w=bf16[K, N]:col_major`. Dimensions
+    /// are numbers or integer parameters' names (their captured values); the dtype defaults to
+    /// the parameter's. Needs parameter names: --source, or a Triton kernel. Repeatable.
+    #[arg(long = "tensor", value_name = "VIEW")]
+    pub tensors: Vec<String>,
     /// The spec's name [default: the kernel's, with _capture].
     #[arg(long)]
     pub name: Option<String>,
@@ -56,6 +62,12 @@ impl CaptureArgs {
                     .map_err(|e| Error::CaptureRun(format!("--reference {text}: {e}")))?,
             ),
         };
+        let views = self
+            .tensors
+            .iter()
+            .map(|text| crate::capture::views::parse(text))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Error::CaptureRun)?;
         let command = self
             .program
             .iter()
@@ -76,6 +88,8 @@ impl CaptureArgs {
                 reference,
                 command,
                 source: None,
+                views,
+                triton: None,
             },
             program: self.program,
         })

@@ -131,13 +131,11 @@ fn template_argument_names(text: &str) -> Vec<&str> {
                 parens,
                 names: Vec::new(),
             }),
-            Token::Punct(b'>') => {
-                if open.last().is_some_and(|l| l.parens == parens) {
-                    let list = open.pop().expect("checked");
-                    match open.last_mut() {
-                        Some(outer) => outer.names.extend(list.names),
-                        None => confirmed.extend(list.names),
-                    }
+            Token::Punct(b'>') if open.last().is_some_and(|l| l.parens == parens) => {
+                let list = open.pop().expect("checked");
+                match open.last_mut() {
+                    Some(outer) => outer.names.extend(list.names),
+                    None => confirmed.extend(list.names),
                 }
             }
             Token::Punct(b'(') => parens += 1,

@@ -765,13 +765,17 @@ pub fn harness_context(
                     "{} (kind: device, in repro_device_entry)",
                     k.instantiation()
                 ),
-                LaunchKind::Replay(_) => spec
-                    .document
-                    .capture
-                    .as_ref()
-                    .map(|c| c.kernel.clone())
-                    .filter(|k| !k.is_empty())
-                    .unwrap_or_else(|| k.name.clone()),
+                LaunchKind::Replay(_) => {
+                    let capture = spec.document.capture.as_ref();
+                    let name = capture
+                        .map(|c| c.kernel.clone())
+                        .filter(|k| !k.is_empty())
+                        .unwrap_or_else(|| k.name.clone());
+                    match capture.map(|c| c.config.as_str()).filter(|c| !c.is_empty()) {
+                        Some(config) => format!("{name} [{config}]"),
+                        None => name,
+                    }
+                }
                 _ => k.instantiation(),
             }),
             args,

@@ -462,6 +462,7 @@ fn report_expectation(spec: &ResolvedSpec, inputs: &Inputs, code: u8, dispositio
         (
             Some(
                 want @ (Verdict::KCoverage
+                | Verdict::OperandLayout
                 | Verdict::RowMapping
                 | Verdict::ColMapping
                 | Verdict::Layout),

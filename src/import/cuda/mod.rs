@@ -231,6 +231,45 @@ impl KernelDecl {
     pub fn location(&self) -> String {
         format!("{}:{}", self.path.display(), self.line)
     }
+
+    /// A declaration that comes from no C++ source (a Triton kernel's signature): its name,
+    /// where it is written and its parameters, nothing else.
+    pub fn foreign(
+        name: &str,
+        kind: KernelKind,
+        path: PathBuf,
+        line: usize,
+        params: Vec<Param>,
+    ) -> Self {
+        KernelDecl {
+            name: name.to_string(),
+            qualified_name: name.to_string(),
+            kind,
+            path,
+            line,
+            definition: true,
+            declared_at: Vec::new(),
+            extern_c: true,
+            specifiers: Vec::new(),
+            launch_bounds: None,
+            cluster_dims: None,
+            template_params: Vec::new(),
+            signature: format!(
+                "{name}({})",
+                params
+                    .iter()
+                    .map(|p| p.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            params,
+            dynamic_smem: None,
+            macros: Vec::new(),
+            ambiguous_macros: Vec::new(),
+            macro_alternatives: Vec::new(),
+            instantiations: Vec::new(),
+        }
+    }
 }
 
 /// Every `__global__` and `__device__` function declared at namespace scope in `text` (one file,

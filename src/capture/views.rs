@@ -1,0 +1,362 @@
+//! `repro capture --tensor NAME=[DTYPE][DIMS][:col_major]`: a tensor carved out of the
+//! allocation a pointer parameter points into.
+//!
+//! The driver knows allocations, not tensors: PyTorch's caching allocator hands out pieces of
+//! large segments, so two tensors of one launch (a softmax's input and output) can share one
+//! allocation, and a GEMM operand sits at some offset of a 2 MiB or 20 MiB block. The capture
+//! then records the allocation as one byte buffer, which replays bit for bit but gives `--ones`
+//! and the probes nothing to shape. A view says what the parameter's tensor is: its element type
+//! (default: the parameter's, from `--source` or a Triton signature), its dimensions (numbers, or
+//! the names of integer parameters, whose captured values are taken), row-major unless
+//! `:col_major`. The view starts at the pointer and must end inside the allocation.
+
+use crate::import::cuda::{KernelDecl, ParamType};
+use crate::spec::dtype::DType;
+
+use super::layout::BufferTensor;
+use super::record::Capture;
+
+/// One `--tensor` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorView {
+    pub text: String,
+    pub name: String,
+    pub dtype: Option<DType>,
+    pub dims: Vec<Dim>,
+    pub col_major: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dim {
+    Number(u64),
+    /// An integer parameter's name: its captured value.
+    Parameter(String),
+}
+
+const FORM: &str =
+    "NAME=[DTYPE][DIM, ...][:col_major], e.g. a_ptr=[M, K] or b_ptr=bf16[K, N]:col_major";
+
+/// Parses `a_ptr=bf16[M, K]:col_major`.
+pub fn parse(text: &str) -> Result<TensorView, String> {
+    let bad = |why: &str| format!("--tensor {text}: {why}; the form is {FORM}");
+    let (name, rest) = text
+        .split_once('=')
+        .ok_or_else(|| bad("no `=` after the parameter's name"))?;
+    let name = name.trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(bad("the name is no parameter name"));
+    }
+    let rest = rest.trim();
+    let (rest, col_major) = match rest.rsplit_once(':') {
+        Some((shape, "col_major")) => (shape.trim(), true),
+        Some((_, "row_major")) => (rest.rsplit_once(':').map_or(rest, |(s, _)| s.trim()), false),
+        Some((_, other)) => {
+            return Err(bad(&format!(
+                "`{other}` is no layout (col_major or row_major)"
+            )))
+        }
+        None => (rest, false),
+    };
+    let open = rest
+        .find('[')
+        .ok_or_else(|| bad("no `[` before the dimensions"))?;
+    let close = rest
+        .strip_suffix(']')
+        .ok_or_else(|| bad("the dimensions do not end with `]`"))?;
+    let dtype = match rest[..open].trim() {
+        "" => None,
+        d => Some(DType::from_name(d).ok_or_else(|| {
+            bad(&format!(
+                "`{d}` is no dtype ({})",
+                DType::ALL
+                    .iter()
+                    .map(|t| t.name())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ))
+        })?),
+    };
+    let mut dims = Vec::new();
+    for item in close[open + 1..].split(',') {
+        let item = item.trim();
+        dims.push(match item.parse::<u64>() {
+            Ok(0) => return Err(bad("a dimension is 0")),
+            Ok(n) => Dim::Number(n),
+            Err(_)
+                if !item.is_empty()
+                    && item.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                Dim::Parameter(item.to_string())
+            }
+            Err(_) => {
+                return Err(bad(&format!(
+                    "`{item}` is neither a number nor a parameter name"
+                )))
+            }
+        });
+    }
+    if dims.is_empty() || dims.len() > 4 {
+        return Err(bad("a tensor has 1 to 4 dimensions"));
+    }
+    if col_major && dims.len() != 2 {
+        return Err(bad("col_major is for 2-D tensors"));
+    }
+    Ok(TensorView {
+        text: text.to_string(),
+        name: name.to_string(),
+        dtype,
+        dims,
+        col_major,
+    })
+}
+
+/// An integer parameter's captured value.
+fn integer_value(capture: &Capture, params: &[u8], index: usize) -> Option<i64> {
+    let slot = capture.params.layout.iter().find(|s| s.index == index)?;
+    let bytes = params.get(slot.offset as usize..(slot.offset + slot.size) as usize)?;
+    Some(match bytes.len() {
+        1 => i8::from_le_bytes([bytes[0]]) as i64,
+        2 => i16::from_le_bytes(bytes.try_into().ok()?) as i64,
+        4 => i32::from_le_bytes(bytes.try_into().ok()?) as i64,
+        8 => i64::from_le_bytes(bytes.try_into().ok()?),
+        _ => return None,
+    })
+}
+
+/// The integer parameters and their captured values, for messages and the spec's comments.
+pub fn integer_parameters(
+    capture: &Capture,
+    params: &[u8],
+    decl: &KernelDecl,
+) -> Vec<(String, i64)> {
+    decl.params
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| matches!(p.ty, ParamType::Integer(_)))
+        .filter_map(|(i, p)| Some((p.name.clone()?, integer_value(capture, params, i)?)))
+        .collect()
+}
+
+/// Replaces the tensors the views carve out: each view becomes a tensor at its pointer's
+/// offset; an allocation every pointer and map of which now lands in a view is no tensor of its
+/// own any more.
+pub fn apply(
+    tensors: &mut Vec<BufferTensor>,
+    capture: &Capture,
+    params: &[u8],
+    decl: Option<&KernelDecl>,
+    views: &[TensorView],
+) -> Result<(), String> {
+    if views.is_empty() {
+        return Ok(());
+    }
+    let decl = decl.ok_or_else(|| {
+        "--tensor names a pointer parameter, and this kernel's parameters have no names: give --source DIR \
+         (a Triton kernel's signature names them by itself)"
+            .to_string()
+    })?;
+    let pointer_names: Vec<&str> = decl
+        .params
+        .iter()
+        .filter(|p| matches!(p.ty, ParamType::Pointer { .. }))
+        .filter_map(|p| p.name.as_deref())
+        .collect();
+    let integers = integer_parameters(capture, params, decl);
+    let mut carved: Vec<BufferTensor> = Vec::new();
+    for view in views {
+        let index = decl
+            .params
+            .iter()
+            .position(|p| {
+                p.name.as_deref() == Some(view.name.as_str())
+                    && matches!(p.ty, ParamType::Pointer { .. })
+            })
+            .ok_or_else(|| {
+                format!(
+                    "--tensor {}: `{}` is no pointer parameter of {} (its pointers: {})",
+                    view.text,
+                    view.name,
+                    decl.name,
+                    pointer_names.join(", ")
+                )
+            })?;
+        let slot = capture.params.layout.iter().find(|s| s.index == index);
+        let pointer = capture
+            .pointers
+            .iter()
+            .find(|p| p.param == index && slot.is_some_and(|s| s.offset == p.offset))
+            .ok_or_else(|| {
+                format!(
+                    "--tensor {}: `{}` is null or points outside every device allocation",
+                    view.text, view.name
+                )
+            })?;
+        let buffer = capture
+            .buffers
+            .iter()
+            .find(|b| b.id == pointer.buffer)
+            .ok_or_else(|| format!("--tensor {}: its allocation was not captured", view.text))?;
+        let mut shape = Vec::new();
+        for dim in &view.dims {
+            shape.push(match dim {
+                Dim::Number(n) => *n,
+                Dim::Parameter(name) => {
+                    let value = integers
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, v)| *v)
+                        .ok_or_else(|| {
+                            let known: Vec<String> =
+                                integers.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+                            format!(
+                                "--tensor {}: `{name}` is no integer parameter (they are: {})",
+                                view.text,
+                                if known.is_empty() {
+                                    "none".to_string()
+                                } else {
+                                    known.join(", ")
+                                }
+                            )
+                        })?;
+                    u64::try_from(value)
+                        .ok()
+                        .filter(|v| *v > 0)
+                        .ok_or_else(|| {
+                            format!("--tensor {}: `{name}` is {value}, no dimension", view.text)
+                        })?
+                }
+            });
+        }
+        let dtype = match view.dtype {
+            Some(d) => d,
+            None => match &decl.params[index].ty {
+                ParamType::Pointer {
+                    element, resolved, ..
+                } => {
+                    let element = resolved.as_deref().unwrap_or(element);
+                    crate::import::cuda::spec_dtype(element)
+                        .and_then(DType::from_name)
+                        .ok_or_else(|| {
+                            format!(
+                                "--tensor {}: `{element}` is no dtype repro knows: give one, e.g. {}=bf16[...]",
+                                view.text, view.name
+                            )
+                        })?
+                }
+                _ => unreachable!("a pointer parameter"),
+            },
+        };
+        let bytes = shape
+            .iter()
+            .try_fold(dtype.bytes() as u64, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| format!("--tensor {}: too many elements", view.text))?;
+        let end = pointer.byte_offset.saturating_add(bytes);
+        if end > buffer.size {
+            return Err(format!(
+                "--tensor {}: {shape:?} {} is {bytes} bytes from byte {} of its allocation, which ends at byte {}: \
+                 the view reaches past it (a wrong dimension or dtype?)",
+                view.text,
+                dtype.name(),
+                pointer.byte_offset,
+                buffer.size
+            ));
+        }
+        if let Some(other) = carved.iter().find(|t| {
+            t.buffer == buffer.id && t.start < end && pointer.byte_offset < t.start + t.bytes
+        }) {
+            return Err(format!(
+                "--tensor {}: overlaps the view of {}",
+                view.text, other.name
+            ));
+        }
+        carved.push(BufferTensor {
+            buffer: buffer.id,
+            name: view.name.clone(),
+            dtype,
+            shape,
+            col_major: view.col_major,
+            start: pointer.byte_offset,
+            bytes,
+            // Refined when the bytes are read: only a view whose own bytes changed is an output.
+            output: buffer.after.is_some(),
+            origin: format!("--tensor {}", view.text),
+        });
+    }
+    let inside_a_view = |buffer: usize, at: u64| {
+        carved
+            .iter()
+            .any(|t| t.buffer == buffer && t.start <= at && at < t.start + t.bytes)
+    };
+    tensors.retain(|t| {
+        let pointers_covered = capture
+            .pointers
+            .iter()
+            .filter(|p| p.buffer == t.buffer)
+            .all(|p| inside_a_view(p.buffer, p.byte_offset));
+        let maps_covered = capture
+            .tensor_maps
+            .iter()
+            .filter(|m| m.buffer == Some(t.buffer))
+            .all(|m| inside_a_view(t.buffer, m.byte_offset));
+        !(pointers_covered && maps_covered && carved.iter().any(|v| v.buffer == t.buffer))
+    });
+    // An allocation kept whole gives up a name a view takes.
+    for t in tensors.iter_mut() {
+        if carved.iter().any(|v| v.name == t.name) {
+            t.name = format!("buffer{}", t.buffer);
+        }
+    }
+    tensors.extend(carved);
+    Ok(())
+}
+
+/// The tensor that holds byte `at` of allocation `buffer`, and the offset into it: the view
+/// that contains it, else the allocation's own tensor.
+pub fn tensor_at(tensors: &[BufferTensor], buffer: usize, at: u64) -> Option<(usize, u64)> {
+    let contains =
+        |t: &BufferTensor| t.buffer == buffer && t.start <= at && at - t.start < t.bytes.max(1);
+    tensors
+        .iter()
+        .position(|t| t.is_view() && contains(t))
+        .or_else(|| {
+            tensors
+                .iter()
+                .position(|t| !t.is_view() && t.buffer == buffer)
+        })
+        .map(|i| (i, at.saturating_sub(tensors[i].start)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_parse() {
+        let v = parse("b_ptr=bf16[K, 744]:col_major").unwrap();
+        assert_eq!(v.name, "b_ptr");
+        assert_eq!(v.dtype, Some(DType::Bf16));
+        assert_eq!(v.dims, [Dim::Parameter("K".into()), Dim::Number(744)]);
+        assert!(v.col_major);
+        let v = parse("x=[300, n_cols]").unwrap();
+        assert_eq!(v.dtype, None);
+        assert!(!v.col_major);
+    }
+
+    #[test]
+    fn bad_views_say_the_form() {
+        for (text, says) in [
+            ("a_ptr", "no `=`"),
+            ("a_ptr=M, K", "no `[`"),
+            ("a_ptr=[M, K", "do not end with `]`"),
+            ("a_ptr=q7[M]", "`q7` is no dtype"),
+            ("a_ptr=[M, 0]", "a dimension is 0"),
+            ("a_ptr=[M-1]", "neither a number nor a parameter name"),
+            ("a_ptr=[M]:col_major", "col_major is for 2-D"),
+            ("a_ptr=[M]:diagonal", "no layout"),
+            ("=[M]", "no parameter name"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(says) && e.contains("the form is"), "{text}: {e}");
+        }
+    }
+}
