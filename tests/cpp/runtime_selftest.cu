@@ -1281,9 +1281,13 @@ ProbeOutcome synthetic_probe(const std::string& name, const std::string& inputs,
   o.name = name;
   o.inputs = inputs;
   o.differences = differences;
-  o.comparison = compare_output(output_with(DType::f32, {M, N}, g), w, 1, M, N, kExact, 64, 64);
+  const Tensor out = output_with(DType::f32, {M, N}, g);
+  o.comparison = compare_output(out, w, 1, M, N, kExact, 64, 64);
   o.passed = o.comparison.passed && differences == 0;
-  if (!o.passed) o.pattern = classify(o.comparison, differences, kExact);
+  if (!o.passed) {
+    o.pattern = classify(o.comparison, differences, kExact);
+    o.axes = error_axes(out, w, 1, M, N);  // as judge_probe does
+  }
   return o;
 }
 
@@ -1765,6 +1769,7 @@ void test_custom_classify() {
 // ------------------------------------------------------------------ attention
 
 #include "attention_checks.h"
+#include "verdict_checks.h"
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "values") return values_mode(argc, argv);
@@ -1798,6 +1803,9 @@ int main(int argc, char** argv) {
   test_attention_device_reference_host_side();
   test_attention_backward();
   test_probe_verdicts();
+  test_operand_layout_verdict();
+  test_scale_tile_decode();
+  test_grouped_spills();
   test_heatmap();
   test_trace_verdicts();
   test_bench_summary();

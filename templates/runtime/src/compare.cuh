@@ -397,6 +397,54 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
   return c;
 }
 
+// How the errors of an output (got - want, over the compared outputs) vary: along m within a
+// column, along n within a row, and the range of the values the output holds. Under analytic
+// inputs a defect on the B side of a GEMM (a B tile loaded from the wrong place) gives errors
+// that change from column to column and not from row to row, one on the A side the reverse, and
+// a K loop that misses or repeats a K tile the same error everywhere (every output tile runs the
+// same K loop): which of the three a failing probe shows tells them apart.
+struct ErrorAxes {
+  bool along_m = false, along_n = false;
+  double low = 0.0, high = 0.0;  // the smallest and largest value written (finite, not poison)
+  bool any_value = false;
+  bool uniform() const { return !along_m && !along_n; }
+};
+
+inline ErrorAxes error_axes(const Tensor& out, const std::vector<double>& want, int64_t L, int64_t M, int64_t N) {
+  ErrorAxes axes;
+  const auto error_at = [&](int64_t index, double* error) {
+    const double w = want[size_t(index)];
+    if (is_not_compared(w)) return false;
+    const int64_t offset = out.logical_offset(index);
+    const double got = decode(out.dtype, out.host.data(), offset);
+    // Poison and non-finite outputs are errors of one kind each, comparable by their bits.
+    *error = is_poison(out.dtype, out.host.data(), offset) ? HUGE_VAL : std::isfinite(got) ? got - w : got;
+    if (std::isfinite(got) && !is_poison(out.dtype, out.host.data(), offset)) {
+      axes.low = axes.any_value ? std::min(axes.low, got) : got;
+      axes.high = axes.any_value ? std::max(axes.high, got) : got;
+      axes.any_value = true;
+    }
+    return true;
+  };
+  const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  std::vector<double> first_row(static_cast<size_t>(N), 0.0), first_col(static_cast<size_t>(M), 0.0);
+  std::vector<bool> row_known(static_cast<size_t>(N), false), col_known(static_cast<size_t>(M), false);
+  for (int64_t l = 0; l < L; ++l) {
+    std::fill(row_known.begin(), row_known.end(), false);
+    std::fill(col_known.begin(), col_known.end(), false);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double e = 0.0;
+        if (!error_at((l * M + m) * N + n, &e)) continue;
+        if (!row_known[size_t(n)]) first_row[size_t(n)] = e, row_known[size_t(n)] = true;
+        else if (!same(first_row[size_t(n)], e)) axes.along_m = true;
+        if (!col_known[size_t(m)]) first_col[size_t(m)] = e, col_known[size_t(m)] = true;
+        else if (!same(first_col[size_t(m)], e)) axes.along_n = true;
+      }
+  }
+  return axes;
+}
+
 // Outputs that differ bit for bit between two runs of the kernel on the same inputs (the first
 // run's storage and a later one's), and of those the stale ones: wrong in both runs. A race on
 // the result shows as an output right in one run and wrong in another; an output wrong in every

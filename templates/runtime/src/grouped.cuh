@@ -1,5 +1,6 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: the grouped (MoE) GEMM reference (reference.op: grouped_gemm, DESIGN §8)
+// repro harness runtime: the grouped (MoE) GEMM reference (reference.op: grouped_gemm;
+// docs/spec.md, "Grouped GEMMs: `op: grouped_gemm`")
 //
 //   contiguous  A [M_total, K], group_index I [M_total], B [G, K, N]:  D[m] = A[m] @ B[I[m]];
 //               rows with I[m] = -1 are padding, not compared
@@ -269,6 +270,93 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p)
   }
   total.check_seconds = std::max(0.0, host_seconds - total.kernel_ms / 1e3) + judge_seconds;
   return total;
+}
+
+// ------------------------------------------------------------------ tiles that reach other groups
+//
+// A grouped kernel computes a group's rows in tiles of tile_m rows, and a tile's store writes
+// its whole footprint unless it is masked to the group: a masked group's last tile runs past
+// masked_m and, when M_max is no multiple of the tile, past the group's end into the next
+// group's rows of the [G * M_max, N] buffer; a contiguous tile that holds the end of one group
+// and the start of another is stored by each group's pass. Wrong rows that such a footprint
+// covers are the mark of a store that spills across the group boundary. Which tiles a kernel
+// computes the runtime cannot know; these are the ones that hold a valid row of their group.
+
+// A tile of another group that covers rows r0..r1 of group GEMM gg (row numbers as in
+// group_gemms: within the batch): for masked, the nearest earlier group's tile whose footprint
+// reaches these rows; for contiguous, the tile holding them when another group has rows in it.
+// `product`: the group the rows decode to (-1: none), which the tile's group must be if it is one.
+struct CoveringTile {
+  int64_t group = -1;  // the tile's group; -1: no tile of another group covers the rows
+  std::string where;   // "the footprint of group 0's tile at its rows 128-255, ..."
+};
+
+inline CoveringTile covering_tile(const GroupedProblem& p, const GroupGemm& gg, int64_t r0, int64_t r1,
+                                  int64_t tile_m, int64_t product = -1) {
+  CoveringTile found;
+  if (tile_m <= 0) return found;
+  if (p.layout == GroupedLayout::masked) {
+    const int64_t flat0 = gg.batch * p.M + r0, flat1 = gg.batch * p.M + r1;
+    for (int64_t h = gg.group - 1; h >= 0; --h) {
+      if (product >= 0 && product != h) continue;
+      for (int64_t t = 0; t * tile_m < p.groups[size_t(h)]; ++t) {
+        const int64_t begin = h * p.M + t * tile_m, end = begin + tile_m;  // the footprint, flat rows
+        if (begin > flat0 || flat1 >= end) continue;
+        found.group = h;
+        found.where = strprintf("the footprint of group %lld's tile at its rows %lld-%lld, %lld rows tall where "
+                                "group %lld has %lld valid rows and M_max is %lld: it reaches group %lld's rows %lld-%lld",
+                                (long long)h, (long long)(t * tile_m), (long long)(t * tile_m + tile_m - 1),
+                                (long long)tile_m, (long long)h, (long long)p.groups[size_t(h)], (long long)p.M,
+                                (long long)gg.group, (long long)std::max<int64_t>(0, begin - gg.batch * p.M),
+                                (long long)std::min(p.M - 1, end - 1 - gg.batch * p.M));
+        return found;
+      }
+    }
+    return found;
+  }
+  if (p.layout != GroupedLayout::contiguous) return found;
+  const int64_t begin = r0 / tile_m * tile_m, end = std::min(p.M, begin + tile_m);
+  if (r1 >= end) return found;
+  int64_t lo = -1, hi = -1;
+  for (int64_t m = begin; m < end; ++m) {
+    const int64_t h = p.groups[size_t(m)];
+    if (h < 0 || h == gg.group || (product >= 0 && h != product)) continue;
+    if (found.group < 0) found.group = h;
+    if (h == found.group) lo = lo < 0 ? m : lo, hi = m;
+  }
+  if (found.group >= 0)
+    found.where = strprintf("the %lld-row tile at rows %lld-%lld, which they share with group %lld (rows %lld-%lld)",
+                            (long long)tile_m, (long long)begin, (long long)(end - 1), (long long)found.group,
+                            (long long)lo, (long long)hi);
+  return found;
+}
+
+// Per output row ([batches][M]): whether another group's tile also covers it (see above).
+inline std::vector<bool> rows_other_tiles_reach(const GroupedProblem& p, int64_t tile_m) {
+  std::vector<bool> reach(size_t(p.batches() * p.M), false);
+  if (tile_m <= 0) return reach;
+  if (p.layout == GroupedLayout::masked) {
+    for (int64_t h = 0; h < p.G; ++h)
+      for (int64_t t = 0; t * tile_m < p.groups[size_t(h)]; ++t)
+        for (int64_t flat = std::max((h + 1) * p.M, h * p.M + t * tile_m);
+             flat < std::min(p.G * p.M, h * p.M + (t + 1) * tile_m); ++flat)
+          reach[size_t(flat)] = true;
+  } else if (p.layout == GroupedLayout::contiguous) {
+    for (int64_t begin = 0; begin < p.M; begin += tile_m) {
+      const int64_t end = std::min(p.M, begin + tile_m);
+      int64_t first = -1;
+      bool shared = false;
+      for (int64_t m = begin; m < end; ++m) {
+        const int64_t h = p.groups[size_t(m)];
+        if (h < 0) continue;
+        if (first < 0) first = h;
+        shared = shared || h != first;
+      }
+      if (shared)
+        for (int64_t m = begin; m < end; ++m) reach[size_t(m)] = true;
+    }
+  }
+  return reach;
 }
 
 // "4 groups; 120 of 1024 rows are padding (group index -1), not compared"

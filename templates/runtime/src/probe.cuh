@@ -20,6 +20,13 @@
 // structure of the errors (a TMA box that leaves rows unfilled is row_mapping, noisy or not).
 // Powers of two make the codes decodable: an output of alpha*K*4 in row m says that row m got
 // the A row of a row whose digit is 2, so "row m holds row m^1" can be read off two probes.
+//
+// K slices tell a K loop from an operand's addressing: a K loop that misses or repeats a K tile
+// does so in every output tile, so a slice probe's outputs are all alike (0, or twice the
+// slice); an operand tile loaded from the wrong coordinates gives values that change along one
+// axis of the output (columns for B, rows for A). The verdict is `operand_layout` when no slice
+// is right, some change along one axis only, and the identity (or that side's code probes)
+// fails in whole columns or rows on the same side (operand_layout_evidence).
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -44,6 +51,12 @@ struct ProbeOutcome {
   std::string note;  // what the failure says in the probe's own terms
   std::string output;  // op: custom: the output `comparison` is of (empty: the GEMM's one output)
   bool only_under_stress = false;  // its runs differed, and only the stressed ones (--stress)
+  ErrorAxes axes;  // how its errors vary over the output (set when ones or a K slice failed)
+  // Non-empty when its runs differ only in which of two stores reached an output last, each
+  // store's value the same in every run (a grouped GEMM's tile that spills into another group's
+  // rows, racing with that group's own store): what differs is an order of stores, not a value
+  // computed from racing data, so it is not read as nondeterministic; this says why.
+  std::string store_race;
 };
 
 // The state a probe needs: the spec, the device buffers and the saved random inputs.
@@ -109,7 +122,12 @@ inline void judge_probe(ProbeOutcome& o, const SpecInfo& spec, Tensor& out,
   o.comparison = compare_output(out, want, g.L, g.M, g.N, tol, spec.tile_m, spec.tile_n);
   o.passed = o.comparison.passed && o.differences == 0;
   // Stale reads leave the pattern to the wrong outputs; a race is the pattern (is_race).
-  if (!o.passed) o.pattern = classify(o.comparison, is_race(most) ? o.differences : 0, tol);
+  if (!o.passed) {
+    o.pattern = classify(o.comparison, is_race(most) ? o.differences : 0, tol);
+    // Read by the operand_layout rule, which looks at ones and the K slices only: a pass over
+    // the outputs spared for the others.
+    if (o.name == "ones" || o.name.rfind("k-slice", 0) == 0) o.axes = error_axes(out, want, g.L, g.M, g.N);
+  }
 }
 
 // One analytic probe: inputs already set on the host, `want(l, m, n)` the exact answer.
@@ -215,32 +233,175 @@ inline std::string decode_lines(const Tensor& out0, const Tensor& out1, int64_t 
   return text;
 }
 
+// What the scale probes of a scaled GEMM decoded (probe_ops.cuh, run_scale_probes), per output
+// tile of the spec's tile grid.
+struct ScaleFinding {
+  std::string text;  // the decode of the failed scale probes ("" when every scale probe passes)
+  // Tiles whose outputs carry the code of another scale block that exists: the kernel read its
+  // scales from inside the scale tensor, at the wrong place.
+  int64_t misused_tiles = 0;
+  // Per tile ([tiles_m][tiles_n]): no scale block's code arrived (the output is 0, or a value no
+  // block's code gives): the scales came from outside the scale tensor, or were never read.
+  std::vector<bool> foreign;
+  int64_t tiles_m = 0, tiles_n = 0;
+  bool any_foreign() const { return std::find(foreign.begin(), foreign.end(), true) != foreign.end(); }
+};
+
 inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
-                                  const std::string& col_finding, const std::string& scale_finding);
+                                  const std::string& col_finding, const ScaleFinding& scale);
 
 // The verdict from the probes that ran, most specific first (see the table at the top).
 inline Pattern probe_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
-                             const std::string& col_finding, const std::string& scale_finding = "") {
+                             const std::string& col_finding, const ScaleFinding& scale = ScaleFinding()) {
   for (const ProbeOutcome& o : probes)
-    if (is_race(o.run_differences_seen()))
+    if (is_race(o.run_differences_seen()) && o.store_race.empty())
       return {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
                                             "(a race, or an uninitialized read)%s",
                                             o.name.c_str(), (long long)o.differences,
                                             o.only_under_stress ? ", only when the run was under stress" : "")};
-  Pattern verdict = structural_verdict(probes, row_finding, col_finding, scale_finding);
+  Pattern verdict = structural_verdict(probes, row_finding, col_finding, scale);
   // Outputs wrong in every run, differently each time: the pattern above names the defect, and
   // the noise says the wrong outputs are computed from data nobody wrote.
   for (const ProbeOutcome& o : probes)
-    if (o.differences > 0) {
+    if (o.differences > 0 && o.store_race.empty()) {
       verdict.evidence += "; " + stale_note(o.run_differences_seen(), "probe " + o.name + ": ");
       break;
     }
   return verdict;
 }
 
-// The verdict from the probes' wrong values, runs that differed aside.
+// "k-slice 1/17 (k 64-127)": a slice probe's name and its K range.
+inline std::string slice_label(const ProbeOutcome& s) {
+  const size_t at = s.inputs.rfind("k ");
+  return at == std::string::npos ? s.name : s.name + " (" + s.inputs.substr(at) + ")";
+}
+
+// "0-256 where 64 is right": the values a failed probe of one right answer holds.
+inline std::string held_values(const ProbeOutcome& o) {
+  const std::string right = o.comparison.first.empty() ? "?" : format_value(o.comparison.first.front().want);
+  const std::string held = o.axes.low == o.axes.high ? format_value(o.axes.low)
+                                                      : format_value(o.axes.low) + "-" + format_value(o.axes.high);
+  return held + " where " + right + " is right";
+}
+
+// operand_layout: every K slice probed fails, but not the way a K loop fails. A K loop that
+// misses or repeats a K tile does so in every output tile, so each slice probe's outputs are all
+// alike (0 everywhere, or twice the slice). Here some slices arrive with values that change
+// along one axis of the output only: what an operand tile holds depends on where the tile is in
+// the output, not on K, so the operand's tile loads take their data from the wrong coordinates
+// (and the slices that never arrive were read as zeros, out of bounds). The axis names the
+// operand: A = 1 in every slice probe, so errors that change from column to column come from B,
+// from row to row from A. A second witness must agree: the identity probe, or that side's code
+// probes, fail in whole columns (B) or whole rows (A), the block structure the loads leave.
+// Empty when the evidence is not all there.
+inline std::string operand_layout_evidence(const std::vector<ProbeOutcome>& probes,
+                                           const std::vector<const ProbeOutcome*>& slices, const ProbeOutcome& ones) {
+  if (slices.empty()) return "";
+  std::vector<const ProbeOutcome*> foreign, missing;
+  bool along_m = false, along_n = false;
+  for (const ProbeOutcome* s : slices) {
+    if (s->passed) return "";  // some K is covered right: a K coverage reading applies
+    if (s->comparison.unwritten > 0 || s->comparison.nan > 0 || s->comparison.inf > 0) return "";
+    if (s->axes.uniform()) {
+      if (s->axes.high != 0.0 || s->axes.low != 0.0) return "";  // uniformly off: how a K loop errs
+      missing.push_back(s);
+      continue;
+    }
+    foreign.push_back(s);
+    along_m |= s->axes.along_m;
+    along_n |= s->axes.along_n;
+  }
+  if (foreign.empty() || along_m == along_n) return "";
+  const bool b_side = along_n;
+  // ones (A = B = 1) must not vary along the other axis either.
+  if (!ones.passed && (b_side ? ones.axes.along_m : ones.axes.along_n)) return "";
+  const char* lines = b_side ? "col_mapping" : "row_mapping";
+  const ProbeOutcome* witness = nullptr;
+  for (const ProbeOutcome& o : probes)
+    if (!o.passed && o.pattern.cls == lines &&
+        (o.name == "identity" || o.name.rfind(b_side ? "col code" : "row code", 0) == 0)) {
+      witness = &o;
+      break;
+    }
+  if (witness == nullptr) return "";
+  const char* operand = b_side ? "B" : "A";
+  // The line pattern's evidence without the classifier's generic reading of it, which this
+  // verdict replaces ("; a column of B (or of the output) is lost or misplaced").
+  std::string lines_evidence = witness->pattern.evidence;
+  const size_t reading = lines_evidence.rfind(b_side ? "; a column of B" : "; a row of A");
+  if (reading != std::string::npos) lines_evidence.erase(reading);
+  const char* along = b_side ? "from column to column but not from row to row" : "from row to row but not from column to column";
+  const auto labels = [](const std::vector<const ProbeOutcome*>& listed, bool with_values) {
+    std::string text;
+    for (size_t i = 0; i < listed.size() && i < 4; ++i)
+      text += (i ? (with_values ? "; " : ", ") : "") + slice_label(*listed[i]) +
+              (with_values ? ": " + held_values(*listed[i]) : "");
+    if (listed.size() > 4) text += strprintf(", and %zu more", listed.size() - 4);
+    return text;
+  };
+  std::string text = strprintf("%s is read from the wrong place: %s: %s; ", operand,
+                               witness->name == "identity" ? "the identity probe (B = I)" : witness->name.c_str(),
+                               lines_evidence.c_str());
+  if (!missing.empty())
+    text += strprintf("%zu of the %zu K slices probed never reach the output (%s: read as zeros) and ", missing.size(),
+                      slices.size(), labels(missing, false).c_str());
+  const std::string arriving = foreign.size() == 1 ? (missing.empty() ? "the one slice arrives" : "the other one arrives")
+                                                   : strprintf("%s%zu arrive", missing.empty() ? "all " : "the other ",
+                                                               foreign.size());
+  text += strprintf("%s with values that change %s (%s): what %s tile holds depends on the tile's place in the "
+                    "output, not on K, so %s's tile loads take their data from the wrong coordinates (K and %s "
+                    "exchanged, a wrong stride, offset or box), where a K loop that missed or repeated K tiles would "
+                    "leave every output of a slice alike",
+                    arriving.c_str(), along, labels(foreign, true).c_str(), b_side ? "a B" : "an A", operand, b_side ? "N" : "M");
+  if (!ones.passed)
+    text += "; ones: " + (ones.axes.uniform() || (b_side ? ones.axes.along_m : ones.axes.along_n)
+                              ? ones.pattern.evidence
+                              : held_values(ones) + ", changing " + along);
+  return text;
+}
+
+// Whether every failed plain probe (run with every scale 1) fails only in tiles where the scale
+// probes got no block's code: with every scale 1, a scale read from the wrong block inside the
+// scale tensor is still 1 and invisible; one read from outside the tensor is not.
+inline bool plain_failures_in_foreign_tiles(const std::vector<ProbeOutcome>& probes, const ScaleFinding& scale,
+                                            std::string* failed_names) {
+  if (!scale.any_foreign()) return false;
+  int failed = 0;
+  for (const ProbeOutcome& o : probes) {
+    if (o.name.rfind("scale", 0) == 0 || o.name == "random" || o.passed) continue;
+    if (o.comparison.bad_per_tile.size() != scale.foreign.size() || o.differences > 0) return false;
+    for (size_t t = 0; t < scale.foreign.size(); ++t)
+      if (o.comparison.bad_per_tile[t] > 0 && !scale.foreign[t]) return false;
+    if (failed++ < 3) *failed_names += (failed > 1 ? ", " : "") + o.name;
+  }
+  if (failed > 3) *failed_names += strprintf(" and %d more", failed - 3);
+  return failed > 0;
+}
+
+inline Pattern plain_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
+                             const std::string& col_finding, const ScaleFinding& scale);
+
+// The verdict from the probes' wrong values, runs that differed aside. A scaled GEMM whose scale
+// probes decode to another block's scale somewhere, and whose plain probes fail only where no
+// block's code arrived, reads its scales from the wrong place, partly from outside the tensor:
+// the plain failures are that, not a defect of their own.
 inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
-                                  const std::string& col_finding, const std::string& scale_finding) {
+                                  const std::string& col_finding, const ScaleFinding& scale) {
+  std::string failed_names;
+  const bool plain_from_scales = plain_failures_in_foreign_tiles(probes, scale, &failed_names);
+  if (plain_from_scales && scale.misused_tiles > 0)
+    return {"scale_mapping", strprintf("the plain probes (every scale 1) fail (%s) only in the output tiles where the "
+                                       "scale probes got no block's code; the scale probes: %s",
+                                       failed_names.c_str(), scale.text.c_str())};
+  Pattern verdict = plain_verdict(probes, row_finding, col_finding, scale);
+  if (plain_from_scales && verdict.cls != "scale_mapping")
+    verdict.evidence += "; the scale probes got no scale block's code in the same output tiles: if the kernel reads "
+                        "its scales from outside the scale tensor, `repro run SPEC --sanitize memcheck` shows the reads";
+  return verdict;
+}
+
+inline Pattern plain_verdict(const std::vector<ProbeOutcome>& probes, const std::string& row_finding,
+                             const std::string& col_finding, const ScaleFinding& scale) {
   const auto find = [&](const std::string& prefix) {
     std::vector<const ProbeOutcome*> found;
     for (const ProbeOutcome& o : probes)
@@ -254,9 +415,7 @@ inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const
   // "k-slice 0/25 (k 0-31): every output 64 where 32 is right: ...; and 3 more"
   const auto list_slices = [&](const std::vector<const ProbeOutcome*>& listed) {
     std::string which;
-    for (size_t i = 0; i < listed.size() && i < 4; ++i)
-      which += (i ? "; " : "") + listed[i]->name + " (" + listed[i]->inputs.substr(listed[i]->inputs.rfind("k ")) +
-               "): " + listed[i]->note;
+    for (size_t i = 0; i < listed.size() && i < 4; ++i) which += (i ? "; " : "") + slice_label(*listed[i]) + ": " + listed[i]->note;
     if (listed.size() > 4) which += strprintf("; and %zu more", listed.size() - 4);
     return which;
   };
@@ -288,6 +447,9 @@ inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const
         std::all_of(slices.begin(), slices.end(), same_factor))
       return {"scale", "ones: " + ones->pattern.evidence + strprintf("; every K slice is off by the same factor %.4f", ones->comparison.ratio) +
                            ", so the accumulation itself over- or under-counts (MMA, or alpha)"};
+    // No slice right, and the wrong ones not alike over the output: an operand's addressing.
+    const std::string operand = operand_layout_evidence(probes, slices, *ones);
+    if (!operand.empty()) return {"operand_layout", operand};
     // Slices that contribute nothing name a K coverage defect even when no slice is right (the
     // others then read their operands from the wrong place too).
     if (!missing_slices.empty() && cls != "scale")
@@ -303,6 +465,10 @@ inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const
                                       "unevenly: %s",
                                       ones->pattern.evidence.c_str(), listed_slices().c_str())};
     return {cls, "ones: " + ones->pattern.evidence};
+  }
+  if (!failed_slices.empty()) {
+    const std::string operand = operand_layout_evidence(probes, slices, *ones);
+    if (!operand.empty()) return {"operand_layout", "ones passes; " + operand};
   }
   if (!failed_slices.empty())
     return {"k_coverage", strprintf("ones passes, but %zu of the %zu K slices probed are wrong: %s", failed_slices.size(),
@@ -324,7 +490,7 @@ inline Pattern structural_verdict(const std::vector<ProbeOutcome>& probes, const
   for (const ProbeOutcome* o : find("scale"))
     if (!o->passed)
       return {"scale_mapping", "the plain probes pass with every scale 1; the scale probes fail: " +
-                                   (scale_finding.empty() ? o->name + ": " + o->pattern.evidence : scale_finding)};
+                                   (scale.text.empty() ? o->name + ": " + o->pattern.evidence : scale.text)};
   for (const ProbeOutcome* o : find("random"))
     if (!o->passed) return {o->pattern.cls, "only random inputs fail: " + o->pattern.evidence};
   return {"ok", "every probe passes"};
@@ -377,7 +543,8 @@ inline int64_t tile_ramp_period(const std::vector<DType>& operands, DType out, d
 // launched three times at least.
 inline ProbeOutcome run_random_probe(ProbeContext& ctx, const std::vector<double>& random_reference,
                                      const Tolerance& random_tolerance,
-                                     const std::vector<std::vector<unsigned char>>& random_inputs) {
+                                     const std::vector<std::vector<unsigned char>>& random_inputs,
+                                     std::vector<std::vector<unsigned char>>* runs_out = nullptr) {
   std::vector<Tensor>& tensors = ctx.spec->tensors;
   Tensor& out = tensors[size_t(ctx.spec->gemm.out)];
   for (size_t i = 0; i < tensors.size(); ++i)
@@ -390,6 +557,7 @@ inline ProbeOutcome run_random_probe(ProbeContext& ctx, const std::vector<double
   const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
   ctx.repeat = saved;
   judge_probe(o, *ctx.spec, out, runs, random_reference, random_tolerance, &ctx.stressed);
+  if (runs_out != nullptr) *runs_out = runs;
   return o;
 }
 
@@ -410,7 +578,7 @@ inline void show_first_failure(const std::vector<ProbeOutcome>& probes, const Te
 // The scale probes of a scaled GEMM (probe_ops.cuh).
 inline bool has_scales(const GemmOperands& g);
 inline void fill_unit_scales(SpecInfo& spec);
-inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx);
+inline ScaleFinding run_scale_probes(SpecInfo& spec, ProbeContext& ctx);
 
 // Prints the verdict, writes the probes and the verdict into the report, and concludes the run:
 // exit 0 when the verdict is ok, 1 otherwise.
@@ -543,7 +711,7 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
   }
 
   // A scaled GEMM: which scale block each output used (probe_ops.cuh).
-  const std::string scale_finding = has_scales(g) ? run_scale_probes(spec, ctx) : std::string();
+  const ScaleFinding scale_finding = has_scales(g) ? run_scale_probes(spec, ctx) : ScaleFinding();
 
   probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs));
   print_probe(probes.back());

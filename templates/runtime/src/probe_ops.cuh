@@ -1,5 +1,5 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: the probes of the scaled and grouped GEMMs (DESIGN §8)
+// repro harness runtime: the probes of the scaled and grouped GEMMs (docs/cli.md, `repro probe`)
 //
 // Scale probes (a GEMM with scale_a / scale_b; the plain probes run first, with every scale 1):
 //
@@ -42,45 +42,169 @@ inline int decode_exponent(double got, double unit) {
   return fraction == 0.5 && e >= 1 && e <= 64 ? e - 1 : -1;
 }
 
-// "rows 128-255 used scale_a row blocks 0-127 instead of 128-255; ..." from per-line (used,
-// expected) blocks: a run of lines whose used block is off from their own by one constant is one
-// clause (a tile that reads another tile's scales). `what` names the blocks ("scale_a row
-// blocks").
-inline std::string block_findings(const std::vector<int64_t>& used, const std::vector<int64_t>& expected,
-                                  const char* noun, const char* what) {
-  std::string text;
-  int clauses = 0, more = 0;
-  const auto span = [](int64_t lo, int64_t hi) {
-    return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
-  };
-  for (size_t line = 0; line < used.size();) {
-    const bool readable = used[line] >= 0;
-    const int64_t offset = used[line] - expected[line];
-    size_t end = line + 1;
-    while (end < used.size() && (used[end] >= 0) == readable &&
-           (!readable || used[end] - expected[end] == offset))
-      ++end;
-    if (!readable || offset != 0) {
-      if (clauses < 4) {
-        const std::string lines = strprintf("%s %s", noun, span(int64_t(line), int64_t(end - 1)).c_str());
-        text += (clauses ? "; " : "") +
-                (!readable ? lines + " got no power-of-two code (" + what + " unreadable)"
-                           : strprintf("%s used %s %s instead of %s", lines.c_str(), what,
-                                       span(used[line], used[end - 1]).c_str(),
-                                       span(expected[line], expected[end - 1]).c_str()));
-        ++clauses;
-      } else {
-        ++more;
-      }
+inline double output_at(const Tensor& out, int64_t logical_index) {
+  return decode(out.dtype, out.host.data(), out.logical_offset(logical_index));
+}
+
+// ------------------------------------------------------------------ scale probes, per tile
+//
+// The row-block probes of scale_a and the column-block probes of scale_b, decoded per output
+// tile: a kernel reads the scales of a tile (its rows' SA, its column block's SB) as one, so a
+// scale taken from the wrong place is a tile's mistake ("tile (1,0) used scale_a row block 2
+// instead of 1"). For scale_a the lines are the output's rows, sampled once per tile column at
+// its first output; for scale_b the columns, once per tile row.
+
+constexpr int64_t kNoScaleCode = -1;  // the sample is no power-of-two code (0, or another value)
+
+struct ScaleSideDecode {
+  bool is_a = true;
+  int64_t M = 0, N = 0, tile_m = 1, tile_n = 1;
+  int64_t block = 1, blocks = 1;  // the scale block along the lines, and how many there are
+  int64_t lines = 0, across = 0;  // rows (A) or columns (B); tile columns (A) or tile rows (B)
+  std::vector<int64_t> used;      // [lines][across]: the block whose code arrived, or kNoScaleCode
+  std::vector<double> sample;     // [lines][across]: the digit-0 probe's output there
+  int64_t expected(int64_t line) const { return line / block; }
+};
+
+inline ScaleSideDecode scale_side_decode(bool is_a, int64_t M, int64_t N, int64_t block, int64_t tile_m,
+                                         int64_t tile_n) {
+  ScaleSideDecode s;
+  s.is_a = is_a, s.M = M, s.N = N, s.block = std::max<int64_t>(1, block);
+  s.tile_m = tile_m > 0 ? tile_m : std::max<int64_t>(M, 1);
+  s.tile_n = tile_n > 0 ? tile_n : std::max<int64_t>(N, 1);
+  s.lines = is_a ? M : N;
+  s.blocks = ceil_div(s.lines, s.block);
+  s.across = is_a ? ceil_div(N, s.tile_n) : ceil_div(M, s.tile_m);
+  s.used.assign(size_t(s.lines * s.across), 0);
+  s.sample.assign(size_t(s.lines * s.across), 0.0);
+  return s;
+}
+
+// Adds the output of the probe of digit d (base 2^bits): each sample's exponent is that digit
+// of the block whose scale it used.
+inline void add_scale_digit(ScaleSideDecode& s, const Tensor& out, int d, int bits, double unit) {
+  for (int64_t line = 0; line < s.lines; ++line)
+    for (int64_t t = 0; t < s.across; ++t) {
+      const int64_t m = s.is_a ? line : t * s.tile_m, n = s.is_a ? t * s.tile_n : line;
+      const double got = output_at(out, m * s.N + n);
+      const size_t at = size_t(line * s.across + t);
+      if (d == 0) s.sample[at] = got;
+      const int e = decode_exponent(got, unit);
+      if (e < 0 || e >= (1 << bits) || s.used[at] == kNoScaleCode) s.used[at] = kNoScaleCode;
+      else s.used[at] += int64_t(e) << (bits * d);
     }
-    line = end;
-  }
-  if (more > 0) text += strprintf("; and %d more runs", more);
+}
+
+// "tile (1,0)", "tiles (2,0)-(3,1)" (a rectangle of tiles), or a list.
+inline std::string tiles_text(const std::vector<std::pair<int64_t, int64_t>>& tiles) {
+  const auto one = [](const std::pair<int64_t, int64_t>& t) {
+    return strprintf("(%lld,%lld)", (long long)t.first, (long long)t.second);
+  };
+  if (tiles.size() == 1) return "tile " + one(tiles[0]);
+  int64_t m0 = tiles[0].first, m1 = m0, n0 = tiles[0].second, n1 = n0;
+  for (const auto& t : tiles) m0 = std::min(m0, t.first), m1 = std::max(m1, t.first), n0 = std::min(n0, t.second), n1 = std::max(n1, t.second);
+  if (int64_t(tiles.size()) == (m1 - m0 + 1) * (n1 - n0 + 1)) return "tiles " + one({m0, n0}) + "-" + one({m1, n1});
+  std::string text = "tiles ";
+  for (size_t i = 0; i < tiles.size() && i < 4; ++i) text += (i ? ", " : "") + one(tiles[i]);
+  if (tiles.size() > 4) text += strprintf(" and %zu more", tiles.size() - 4);
   return text;
 }
 
-inline double output_at(const Tensor& out, int64_t logical_index) {
-  return decode(out.dtype, out.host.data(), out.logical_offset(logical_index));
+// Per tile: right, another existing block's scale ("used scale_a row blocks 128-191 instead of
+// 64-127"), or no block's code (foreign). Tiles with the same finding make one clause. Adds to
+// the finding's tile tables; returns the clauses' text ("" when every tile is right).
+inline std::string scale_tile_findings(const ScaleSideDecode& s, ScaleFinding& f) {
+  const int64_t tiles_m = ceil_div(s.M, s.tile_m), tiles_n = ceil_div(s.N, s.tile_n);
+  if (f.foreign.empty()) {
+    f.tiles_m = tiles_m, f.tiles_n = tiles_n;
+    f.foreign.assign(size_t(tiles_m * tiles_n), false);
+  }
+  std::vector<bool> misused(size_t(tiles_m * tiles_n), false);
+  const char* what = s.is_a ? "scale_a row block" : "scale_b column block";
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> members;
+  const auto span = [](int64_t lo, int64_t hi) {
+    return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
+  };
+  for (int64_t tm = 0; tm < tiles_m; ++tm)
+    for (int64_t tn = 0; tn < tiles_n; ++tn) {
+      // The tile's lines, at its place across.
+      const int64_t tile_index = s.is_a ? tm : tn, t = s.is_a ? tn : tm;
+      const int64_t size = s.is_a ? s.tile_m : s.tile_n;
+      const int64_t first = tile_index * size, last = std::min(s.lines, first + size) - 1;
+      int64_t lo = INT64_MAX, hi = INT64_MIN, want_lo = INT64_MAX, want_hi = INT64_MIN, phantom_lo = INT64_MAX,
+              phantom_hi = INT64_MIN;
+      bool wrong = false, none = false, zeros = true;
+      double odd = 0.0;
+      for (int64_t line = first; line <= last; ++line) {
+        const size_t at = size_t(line * s.across + t);
+        const int64_t used = s.used[at], own = s.expected(line);
+        want_lo = std::min(want_lo, own), want_hi = std::max(want_hi, own);
+        zeros = zeros && s.sample[at] == 0.0;
+        if (used == kNoScaleCode) {
+          if (s.sample[at] != 0.0) odd = s.sample[at];
+          none = true;
+        } else if (used >= s.blocks) {
+          phantom_lo = std::min(phantom_lo, used), phantom_hi = std::max(phantom_hi, used);
+        } else {
+          lo = std::min(lo, used), hi = std::max(hi, used);
+          wrong = wrong || used != own;
+        }
+      }
+      std::string key;
+      if (none || phantom_lo != INT64_MAX) {
+        f.foreign[size_t(tm * tiles_n + tn)] = true;
+        if (none && zeros)
+          key = strprintf("no %s's code arrived (the output is 0)", what);
+        else if (none)
+          key = strprintf("no %s's code arrived (values such as %s, no power-of-two code)", what,
+                          format_value(odd).c_str());
+        else
+          key = strprintf("the codes of %ss %s arrived, which do not exist (there are %lld)", what,
+                          span(phantom_lo, phantom_hi).c_str(), (long long)s.blocks);
+      } else if (wrong) {
+        misused[size_t(tm * tiles_n + tn)] = true;
+        key = strprintf("used %s%s %s instead of %s", what, lo == hi && want_lo == want_hi ? "" : "s", span(lo, hi).c_str(),
+                        span(want_lo, want_hi).c_str());
+      } else {
+        continue;
+      }
+      const auto found = std::find(keys.begin(), keys.end(), key);
+      if (found == keys.end()) {
+        keys.push_back(key);
+        members.push_back({{tm, tn}});
+      } else {
+        members[size_t(found - keys.begin())].push_back({tm, tn});
+      }
+    }
+  for (size_t t = 0; t < misused.size(); ++t)
+    if (misused[t] && !f.foreign[t]) ++f.misused_tiles;
+  // The rows (A) or columns (B) a clause's tiles cover, when they are one run.
+  const auto lines_of = [&](const std::vector<std::pair<int64_t, int64_t>>& tiles) {
+    std::vector<int64_t> along;
+    for (const auto& t : tiles) along.push_back(s.is_a ? t.first : t.second);
+    std::sort(along.begin(), along.end());
+    along.erase(std::unique(along.begin(), along.end()), along.end());
+    if (along.back() - along.front() + 1 != int64_t(along.size())) return std::string();
+    const int64_t size = s.is_a ? s.tile_m : s.tile_n;
+    return strprintf(" (%s %s)", s.is_a ? "rows" : "columns",
+                     span(along.front() * size, std::min(s.lines, (along.back() + 1) * size) - 1).c_str());
+  };
+  std::string text;
+  for (size_t i = 0; i < keys.size() && i < 4; ++i)
+    text += (i ? "; " : "") + tiles_text(members[i]) + lines_of(members[i]) + " " + keys[i];
+  if (keys.size() > 4) {
+    size_t more = 0;
+    for (size_t i = 4; i < keys.size(); ++i) more += members[i].size();
+    text += strprintf("; and %zu more tiles", more);
+  }
+  return text;
+}
+
+// Says where the scales came from when no block's code arrived.
+inline std::string outside_scales_note() {
+  return "where no block's code arrived, the scales were read from outside the scale tensor (or not at all): "
+         "`repro run SPEC --sanitize memcheck` shows reads past its end";
 }
 
 // Whether a scaled GEMM: the plain probes then run with every scale 1.
@@ -100,8 +224,9 @@ inline void fill_unit_scales(SpecInfo& spec) {
   for (bool is_a : {true, false}) fill_operand_scales(spec, is_a, [](int64_t, int64_t) { return 1.0; });
 }
 
-// The scale probes; appends them to ctx.outcomes and returns the finding (empty: all passed).
-inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
+// The scale probes; appends them to ctx.outcomes and returns what they decode (empty text: all
+// passed).
+inline ScaleFinding run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
   const GemmOperands& g = spec.gemm;
   std::vector<Tensor>& tensors = spec.tensors;
   Tensor& A = tensors[size_t(g.a)];
@@ -112,7 +237,9 @@ inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
   const int64_t base = narrow ? 4 : 16;
   const int bits = narrow ? 2 : 4;
   std::vector<ProbeOutcome>& probes = ctx.outcomes;
+  ScaleFinding finding;
   std::vector<std::string> findings;
+  bool outside = false;  // some output got no block's code
   fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
   fill_matrix(B, [](int64_t, int64_t, int64_t) { return 1.0; });
 
@@ -125,7 +252,7 @@ inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
     if (blocks <= 1) continue;  // one scale along this axis: the K probes and ones cover it
     int digits = 1;
     for (int64_t reach = base; reach < blocks && digits < 3; reach *= base) ++digits;
-    std::vector<int64_t> used(size_t(extent), 0), expected(size_t(extent), 0);
+    ScaleSideDecode decoded = scale_side_decode(is_a, g.M, g.N, block, spec.tile_m, spec.tile_n);
     bool failed = false;
     const char* side = is_a ? "scale_a rows" : "scale_b cols";
     for (int d = 0; d < digits; ++d) {
@@ -138,19 +265,14 @@ inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
                     (long long)base),
           [&](int64_t, int64_t m, int64_t n) { return alpha * K * std::ldexp(1.0, digit((is_a ? m : n) / block)); });
       failed = failed || !o.passed;
-      for (int64_t line = 0; line < extent; ++line) {
-        const int64_t index = is_a ? line * g.N : line;  // the line's first output
-        const int e = decode_exponent(output_at(out, index), alpha * K);
-        if (e < 0 || e >= base || used[size_t(line)] < 0) used[size_t(line)] = -1;
-        else used[size_t(line)] += int64_t(e) << (bits * d);
-        expected[size_t(line)] += int64_t(digit(line / block)) << (bits * d);
-      }
+      add_scale_digit(decoded, out, d, bits, alpha * K);
       probes.push_back(o);
       print_probe(probes.back());
     }
     if (failed) {
-      const std::string text =
-          block_findings(used, expected, is_a ? "rows" : "columns", is_a ? "scale_a row blocks" : "scale_b column blocks");
+      const bool foreign_before = finding.any_foreign();
+      const std::string text = scale_tile_findings(decoded, finding);
+      outside = outside || (finding.any_foreign() && !foreign_before);
       if (!text.empty()) {
         findings.push_back(text);
         probes.back().note = text;
@@ -186,6 +308,7 @@ inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
         const int e = first ? decode_exponent(first->got, unit) : -1;
         std::string note;
         if (e < 0) {
+          outside = outside || first != nullptr;
           note = strprintf("K block %lld: output %s is no power-of-two multiple of %s", (long long)s,
                            first ? format_value(first->got).c_str() : "?", format_value(unit).c_str());
         } else {
@@ -212,9 +335,9 @@ inline std::string run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
       findings.push_back(text);
     }
   }
-  std::string all;
-  for (size_t i = 0; i < findings.size(); ++i) all += (i ? "; " : "") + findings[i];
-  return all;
+  if (outside) findings.push_back(outside_scales_note());
+  for (size_t i = 0; i < findings.size(); ++i) finding.text += (i ? "; " : "") + findings[i];
+  return finding;
 }
 
 // ------------------------------------------------------------------------ grouped GEMMs
@@ -268,60 +391,165 @@ inline std::vector<double> grouped_expected(const GroupedProblem& p, F code) {
   return grouped_expected(p, code, [](int64_t, int64_t) { return 1.0; });
 }
 
-inline ProbeOutcome run_grouped_probe(ProbeContext& ctx, const std::string& name, const std::string& inputs,
-                                      const std::vector<double>& want) {
+// Whether a probe's runs differ only as two stores racing for the same outputs would make them:
+// every output that differs lies in a row another group's tile also covers, and holds, in every
+// run, either its right value or one wrong value, the same bits in every run where it is wrong.
+// Then the runs disagree about which store came last, not about a value computed from racing
+// data. Returns the evidence ("" when that is not what the runs show).
+inline std::string store_race_note(const GroupedProblem& p, const Tensor& out,
+                                   const std::vector<std::vector<unsigned char>>& runs,
+                                   const std::vector<double>& want, const Tolerance& tol, int64_t tile_m) {
+  if (runs.size() < 2) return "";
+  const std::vector<bool> reach = rows_other_tiles_reach(p, tile_m);
+  const size_t bytes = dtype_bytes(out.dtype);
+  int64_t differing = 0, zeros = 0;
+  std::vector<int64_t> rows;  // flat rows ([batches][M]) holding differing outputs
+  for (int64_t i = 0; i < out.numel() && i < int64_t(want.size()); ++i) {
+    const size_t at = size_t(out.logical_offset(i)) * bytes;
+    bool differs = false;
+    for (size_t r = 1; r < runs.size() && !differs; ++r) differs = std::memcmp(runs[r].data() + at, runs[0].data() + at, bytes) != 0;
+    if (!differs || is_not_compared(want[size_t(i)])) continue;  // outputs not judged are not counted either
+    if (!reach[size_t(i / p.N)]) return "";
+    const unsigned char* wrong = nullptr;
+    for (const std::vector<unsigned char>& run : runs) {
+      const int64_t offset = int64_t(at / bytes);
+      const double got = decode(out.dtype, run.data(), offset);
+      if (std::isfinite(got) && element_matches(out.dtype, got, want[size_t(i)], tol)) continue;
+      if (wrong == nullptr) {
+        wrong = run.data() + at;
+        zeros += got == 0.0 && !is_poison(out.dtype, run.data(), offset);
+      } else if (std::memcmp(wrong, run.data() + at, bytes) != 0) {
+        return "";  // two different wrong values: computed from racing data
+      }
+    }
+    ++differing;
+    if (rows.empty() || rows.back() != i / p.N) rows.push_back(i / p.N);
+  }
+  if (differing == 0) return "";
+  const int64_t batch = rows.front() / p.M;
+  std::vector<int64_t> first_batch;
+  for (int64_t flat : rows)
+    if (flat / p.M == batch) first_batch.push_back(flat % p.M);
+  const std::string where = p.layout == GroupedLayout::masked
+                                ? strprintf("group %lld rows %s", (long long)batch, ranges_text(first_batch).c_str())
+                                : "rows " + ranges_text(first_batch);
+  return strprintf("its runs differ in %lld outputs (%s%s), each right in some runs and %s in the others, in rows "
+                   "that another group's tile also covers: two stores race for them, that tile's and the group's "
+                   "own, and which lands last changes; no value is computed from racing data",
+                   (long long)differing, where.c_str(), rows.back() / p.M != batch ? ", and more" : "",
+                   zeros == differing ? "0 (written, not the poison)" : "the same wrong value");
+}
+
+inline ProbeOutcome run_grouped_probe(ProbeContext& ctx, const GroupedProblem& p, const std::string& name,
+                                      const std::string& inputs, const std::vector<double>& want,
+                                      std::vector<std::vector<unsigned char>>* runs_out = nullptr) {
   Tensor& out = ctx.spec->tensors[size_t(ctx.spec->gemm.out)];
   ProbeOutcome o;
   o.name = name;
   o.inputs = inputs;
   const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
   judge_probe(o, *ctx.spec, out, runs, want, Tolerance{0, 0, 0, true}, &ctx.stressed);
+  if (o.differences > 0) o.store_race = store_race_note(p, out, runs, want, Tolerance{0, 0, 0, true}, ctx.spec->tile_m);
+  if (runs_out != nullptr) *runs_out = runs;
   return o;
 }
 
-// The group each compared output row decodes to, from the group code probes' outputs (first
-// column of the row): -1 where no code of a group arrived.
+// What the group code probes decode to, row by row: the group whose weights each compared row
+// was computed with, or, where no group's code arrived, whether the row was written with zeros,
+// never written (the poison), or holds something else (a mixture, another K extent).
 struct GroupFinding {
   std::string text;
-  int64_t rows = 0;  // rows holding another group's product (not those that decode to none)
+  int64_t rows = 0;        // rows holding another group's product
+  int64_t spill_rows = 0;  // wrong rows written by a tile of another group (covering_tile)
+  int64_t wrong_rows = 0;  // rows not holding their own group's product, of any kind
 };
 
+// How a row that decodes to no group reads: written with zeros (every output, or every wrong
+// one, the others right), never written (the poison), or anything else.
+constexpr int64_t kRowMixture = -1, kRowZeros = -3, kRowSomeZeros = -4, kRowPoison = -5;
+
+inline const char* row_reading(int64_t kind) {
+  switch (kind) {
+    case kRowZeros: return " were written with zeros (every output 0, stored: not the poison)";
+    case kRowSomeZeros: return " were written with zeros in part (every wrong output 0, stored; the others right)";
+    case kRowPoison: return " were never written (they still hold the poison)";
+    default: return " hold no group's product (a mixture, or another K extent)";
+  }
+}
+
+// The clause for rows that another group's tile covers: what wrote them.
+inline std::string spill_clause(const GroupedProblem& p, const CoveringTile& tile, int64_t product) {
+  if (p.layout == GroupedLayout::masked)
+    return ": they lie in " + tile.where + ", a store that spills across the group boundary";
+  return strprintf(": they lie in %s, whose pass stored the whole tile over them (a store that spills across the "
+                   "group boundary)%s",
+                   tile.where.c_str(),
+                   product >= 0 ? strprintf(", unless their own pass used group %lld's weights", (long long)product).c_str()
+                                : "");
+}
+
 inline GroupFinding decode_groups(const GroupedProblem& p, const std::vector<std::vector<unsigned char>>& outputs,
-                                  const Tensor& out, int bits) {
+                                  const Tensor& out, int bits, int64_t tile_m) {
   const int64_t base = int64_t(1) << bits;
   GroupFinding finding;
   std::vector<std::string> clauses;
   int more = 0;
+  // Output d's value at a logical index, read in place.
+  const auto value = [&](size_t d, int64_t index) { return decode(out.dtype, outputs[d].data(), out.logical_offset(index)); };
   for (const GroupGemm& gg : group_gemms(p)) {
     const double unit = p.alpha * double(gg.k);
-    // Runs of rows of this GEMM decoding to the same group.
+    // Runs of rows of this GEMM that read the same way.
     int64_t run_start = 0, run_group = -2;
     const auto close_run = [&](int64_t end) {
       if (run_group == gg.group || run_group == -2) return;
-      // Only a row that decodes to another group is a group mapping; one that decodes to none
-      // (a short K range gives another multiple of the code) is reported, not counted.
-      if (run_group >= 0) finding.rows += end - run_start;
       const int64_t r0 = gg.row0 + run_start, r1 = gg.row0 + end - 1;
-      const std::string where = p.layout == GroupedLayout::contiguous
-                                    ? strprintf("rows %lld-%lld (group %lld)", (long long)r0, (long long)r1, (long long)gg.group)
-                                    : strprintf("group %lld rows %lld-%lld", (long long)gg.group, (long long)r0, (long long)r1);
+      finding.wrong_rows += end - run_start;
+      // Only a row that decodes to another group is a group mapping; one that decodes to none
+      // (a short K range gives another multiple of the code) is reported, not counted, unless
+      // another group's tile covers it (zeros or a mixture stored by a tile that spills over).
+      if (run_group >= 0) finding.rows += end - run_start;
+      const CoveringTile tile = run_group == kRowPoison ? CoveringTile() : covering_tile(p, gg, r0, r1, tile_m, run_group);
+      if (tile.group >= 0) finding.spill_rows += end - run_start;
       if (clauses.size() >= 4) {
         ++more;
         return;
       }
-      clauses.push_back(run_group < 0 ? where + " hold no group's product (a mixture, or another K extent)"
-                                      : strprintf("%s hold group %lld's product", where.c_str(), (long long)run_group));
+      const std::string where = p.layout == GroupedLayout::contiguous
+                                    ? strprintf("rows %lld-%lld (group %lld)", (long long)r0, (long long)r1, (long long)gg.group)
+                                    : strprintf("group %lld rows %lld-%lld", (long long)gg.group, (long long)r0, (long long)r1);
+      const std::string what =
+          run_group >= 0 ? strprintf(" hold group %lld's product", (long long)run_group) : std::string(row_reading(run_group));
+      clauses.push_back(where + what + (tile.group >= 0 ? spill_clause(p, tile, run_group) : ""));
     };
+    const double own = unit * std::ldexp(1.0, int(gg.group & (base - 1)));  // digit 0 of its own code
     for (int64_t r = 0; r < gg.rows; ++r) {
-      const int64_t index = (gg.batch * p.M + gg.row0 + r) * p.N;
+      const int64_t row = (gg.batch * p.M + gg.row0 + r) * p.N;
       int64_t used = 0;
       for (size_t d = 0; d < outputs.size() && used >= 0; ++d) {
-        Tensor o = out;
-        o.host = outputs[d];
-        const int e = decode_exponent(output_at(o, index), unit);
-        used = e < 0 || e >= base ? -1 : used + (int64_t(e) << (bits * int(d)));
+        const int e = decode_exponent(value(d, row), unit);
+        used = e < 0 || e >= base ? kRowMixture : used + (int64_t(e) << (bits * int(d)));
       }
-      if (used >= p.G) used = -1;
+      if (used >= p.G) used = kRowMixture;
+      // A row whose first output is another group's code is that group's product. Any other row
+      // is read whole (in the digit-0 probe): right only if every output is its own code; else
+      // zeros, poison, or a mixture (a store race can leave a row partly each).
+      if (used < 0 || used == gg.group) {
+        int64_t zeros = 0, poison = 0, right = 0;
+        for (int64_t n = 0; n < p.N; ++n) {
+          if (is_poison(out.dtype, outputs.front().data(), out.logical_offset(row + n))) {
+            ++poison;
+            continue;
+          }
+          const double got = value(0, row + n);
+          zeros += got == 0.0;
+          right += got == own;
+        }
+        used = right == p.N                        ? gg.group
+               : poison == p.N                     ? kRowPoison
+               : zeros == p.N                      ? kRowZeros
+               : zeros > 0 && zeros + right == p.N ? kRowSomeZeros
+                                                  : kRowMixture;
+      }
       if (used != run_group) {
         close_run(r);
         run_start = r, run_group = used;
@@ -332,6 +560,85 @@ inline GroupFinding decode_groups(const GroupedProblem& p, const std::vector<std
   for (size_t i = 0; i < clauses.size(); ++i) finding.text += (i ? "; " : "") + clauses[i];
   if (more > 0) finding.text += strprintf("; and %d more", more);
   return finding;
+}
+
+// The decode of the run (launch) of the group code probes whose rows are most wrong: a spill
+// that races with the group's own store may land in one run and not in another. `runs[d][r]`:
+// run r of the probe of digit d.
+inline GroupFinding decode_group_runs(const GroupedProblem& p, const std::vector<std::vector<std::vector<unsigned char>>>& runs,
+                                      const Tensor& out, int bits, int64_t tile_m) {
+  GroupFinding best;
+  size_t best_run = 0, count = runs.empty() ? 0 : runs.front().size();
+  for (size_t r = 0; r < count; ++r) {
+    std::vector<std::vector<unsigned char>> outputs;
+    for (const auto& digit : runs) outputs.push_back(digit[r]);
+    GroupFinding f = decode_groups(p, outputs, out, bits, tile_m);
+    if (r == 0 || f.wrong_rows > best.wrong_rows) best = f, best_run = r;
+  }
+  if (best_run > 0 && !best.text.empty())
+    best.text += strprintf(" (in launch %zu of %zu of the group code probes; the first had fewer wrong rows)",
+                           best_run + 1, count);
+  return best;
+}
+
+// The verdict of the grouped suite from its probes (named as run_grouped_probes names them) and
+// the decode of its group codes: a race; rows holding another group's product, or written by
+// another group's tile (group_mapping); ones failing; the group codes failing otherwise; K
+// slices; row codes; column codes; the tile ramp; the random inputs; ok.
+inline Pattern grouped_verdict(const std::vector<ProbeOutcome>& probes, const GroupFinding& finding) {
+  const auto find = [&](const std::string& prefix) {
+    std::vector<const ProbeOutcome*> found;
+    for (const ProbeOutcome& o : probes)
+      if (o.name.rfind(prefix, 0) == 0) found.push_back(&o);
+    return found;
+  };
+  const auto first_failed = [&](const std::string& prefix) -> const ProbeOutcome* {
+    for (const ProbeOutcome* o : find(prefix))
+      if (!o->passed) return o;
+    return nullptr;
+  };
+  // Runs that differ as two stores race (store_race_note) say so; they are no race of values.
+  std::string races;
+  for (const ProbeOutcome& o : probes)
+    if (!o.store_race.empty() && races.empty()) races = "; probe " + o.name + ": " + o.store_race;
+  const ProbeOutcome& ones = *find("ones").front();
+  for (const ProbeOutcome& o : probes)
+    if (is_race(o.run_differences_seen()) && o.store_race.empty())
+      return {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
+                                            "(a race, or an uninitialized read)%s%s%s",
+                                            o.name.c_str(), (long long)o.differences,
+                                            o.only_under_stress ? ", only when the run was under stress" : "",
+                                            finding.text.empty() ? "" : "; group codes: ", finding.text.c_str())};
+  if (finding.rows > 0 || finding.spill_rows > 0)
+    return {"group_mapping", "group codes: " + finding.text + (ones.passed ? "" : "; ones: " + ones.pattern.evidence) + races};
+  // A tile's store that races with the group's own, and lost in the runs the codes decoded.
+  if (!races.empty()) return {"group_mapping", "another group's tile stores over a group's rows in some runs" + races};
+  if (!ones.passed) {
+    const std::string& cls = ones.pattern.cls;
+    if (cls == "unwritten" || cls == "nonfinite") return {cls, "ones: " + ones.pattern.evidence};
+    return {"k_coverage", "ones: " + ones.pattern.evidence + (finding.text.empty() ? "" : "; group codes: " + finding.text) +
+                              " (a group's outputs are not alpha * its K extent)"};
+  }
+  if (const ProbeOutcome* code = first_failed("group code"))
+    return {"group_mapping", "ones passes, the group codes fail: " + (finding.text.empty() ? code->pattern.evidence : finding.text)};
+  int failed_slices = 0;
+  std::string slice_text;
+  const std::vector<const ProbeOutcome*> slices = find("k-slice");
+  for (const ProbeOutcome* s : slices)
+    if (!s->passed && failed_slices++ < 4) slice_text += (slice_text.empty() ? "" : "; ") + s->name + ": " + s->pattern.evidence;
+  if (failed_slices > 0)
+    return {"k_coverage", strprintf("ones and the group codes pass, but %d of the %zu K slices probed are wrong: %s",
+                                    failed_slices, slices.size(), slice_text.c_str())};
+  if (const ProbeOutcome* rows = first_failed("row code"))
+    return {"row_mapping", "row codes within the groups: " + rows->pattern.evidence};
+  if (const ProbeOutcome* cols = first_failed("col code"))
+    return {"col_mapping", "column codes within the groups: " + cols->pattern.evidence};
+  if (const ProbeOutcome* ramp = first_failed("tile ramp"))
+    return {ramp->pattern.cls, "ones and the group codes pass, the tile ramp (every row tile its own value) fails: " +
+                                   ramp->pattern.evidence + " (a tile computed from another tile's rows)"};
+  if (const ProbeOutcome* random = first_failed("random"))
+    return {random->pattern.cls, "only random inputs fail: " + random->pattern.evidence};
+  return {"ok", "every probe passes"};
 }
 
 // The grouped suite: ones, group codes, K slices and row and column codes within the groups, a
@@ -348,28 +655,27 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   std::printf("groups  %s\n", describe_groups(p).c_str());
 
   fill_group_operands(p, A, B, [](int64_t) { return 1.0; });
-  probes.push_back(run_grouped_probe(ctx, "ones", "A = 1, B = 1", grouped_expected(p, [](int64_t) { return 1.0; })));
+  probes.push_back(run_grouped_probe(ctx, p, "ones", "A = 1, B = 1", grouped_expected(p, [](int64_t) { return 1.0; })));
   print_probe(probes.back());
 
   // Group codes, base 4 (2^3 is exact in every B dtype, fp8 included).
   const int bits = 2;
   int digits = 1;
   for (int64_t reach = 4; reach < p.G && digits < 4; reach *= 4) ++digits;
-  std::vector<std::vector<unsigned char>> code_outputs;
+  std::vector<std::vector<std::vector<unsigned char>>> code_runs(static_cast<size_t>(digits));
   bool codes_failed = false;
   for (int d = 0; d < digits; ++d) {
     const auto code = [&](int64_t group) { return std::ldexp(1.0, int((group >> (bits * d)) & 3)); };
     fill_group_operands(p, A, B, code);
-    probes.push_back(run_grouped_probe(ctx, strprintf("group code %d", d),
+    probes.push_back(run_grouped_probe(ctx, p, strprintf("group code %d", d),
                                        strprintf("A = 1, B of group g = 2^(digit %d of g, base 4)", d),
-                                       grouped_expected(p, code)));
+                                       grouped_expected(p, code), &code_runs[size_t(d)]));
     codes_failed = codes_failed || !probes.back().passed;
-    code_outputs.push_back(out.host);
     print_probe(probes.back());
   }
   GroupFinding finding;
   if (codes_failed) {
-    finding = decode_groups(p, code_outputs, out, bits);
+    finding = decode_group_runs(p, code_runs, out, bits, spec.tile_m);
     if (!finding.text.empty()) probes[probes.size() - size_t(digits)].note = finding.text;
   }
 
@@ -378,116 +684,61 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   const int64_t tile_k = spec.tile_k > 0 ? spec.tile_k : 32;
   int64_t longest_k = 0;
   for (const GroupGemm& gg : group_gemms(p)) longest_k = std::max(longest_k, gg.k);
-  std::vector<size_t> slice_probes;
   const int64_t slice_count = ceil_div(longest_k, tile_k);
   for (int64_t s : slices_to_probe(slice_count)) {
     const int64_t k0 = s * tile_k, k1 = k0 + tile_k;
     fill_group_b(p, A, B, [&](int64_t, int64_t k, int64_t) { return k >= k0 && k < k1 ? 1.0 : 0.0; });
     probes.push_back(run_grouped_probe(
-        ctx, strprintf("k-slice %lld/%lld", (long long)s, (long long)slice_count),
+        ctx, p, strprintf("k-slice %lld/%lld", (long long)s, (long long)slice_count),
         strprintf("A = 1, B = 1 on k %lld-%lld of each group", (long long)k0, (long long)(k1 - 1)),
         grouped_outputs(p, [&](const GroupGemm& gg, int64_t, int64_t) {
           return p.alpha * double(std::max<int64_t>(0, std::min(gg.k, k1) - k0));
         })));
-    slice_probes.push_back(probes.size() - 1);
     print_probe(probes.back());
   }
 
   // Row and column codes within the groups, two base-4 digits each, as in the plain suite.
   const auto line_code = [](int digit, int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
-  std::vector<size_t> row_probes, col_probes;
   for (int digit = 0; digit < 2; ++digit) {
     fill_group_operands(p, A, B, [](int64_t) { return 1.0; });
     fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return line_code(digit, m); });
     probes.push_back(run_grouped_probe(
-        ctx, strprintf("row code %d", digit), strprintf("A[m,k] = 2^(digit %d of m, base 4), B = 1", digit),
+        ctx, p, strprintf("row code %d", digit), strprintf("A[m,k] = 2^(digit %d of m, base 4), B = 1", digit),
         grouped_expected(p, [](int64_t) { return 1.0; }, [&](int64_t, int64_t m) { return line_code(digit, m); })));
-    row_probes.push_back(probes.size() - 1);
     print_probe(probes.back());
   }
   for (int digit = 0; digit < 2; ++digit) {
     fill_group_b(p, A, B, [&](int64_t, int64_t, int64_t n) { return line_code(digit, n); });
     probes.push_back(run_grouped_probe(
-        ctx, strprintf("col code %d", digit), strprintf("A = 1, B[k,n] = 2^(digit %d of n, base 4)", digit),
+        ctx, p, strprintf("col code %d", digit), strprintf("A = 1, B[k,n] = 2^(digit %d of n, base 4)", digit),
         grouped_outputs(p, [&](const GroupGemm& gg, int64_t, int64_t n) {
           return p.alpha * double(gg.k) * line_code(digit, n);
         })));
-    col_probes.push_back(probes.size() - 1);
     print_probe(probes.back());
   }
 
   // Tile ramp: every row tile of A its own value (and, masked, every group), B = 1: a tile
   // computed from another tile's rows shows even where the groups are right.
   const int64_t ramp = tile_ramp_period({A.dtype, B.dtype}, out.dtype, p.alpha * double(p.K));
-  const ProbeOutcome* ramp_probe = nullptr;
   if (ramp > 1) {
     const int64_t tm = std::max<int64_t>(1, spec.tile_m);
     const auto a_of = [&](int64_t batch, int64_t m) { return double(1 + (m / tm + batch) % ramp); };
     fill_group_operands(p, A, B, [](int64_t) { return 1.0; });
     fill_matrix(A, [&](int64_t l, int64_t m, int64_t) { return a_of(p.layout == GroupedLayout::masked ? l : 0, m); });
     probes.push_back(run_grouped_probe(
-        ctx, "tile ramp", strprintf("A = 1 + (m / %lld) mod %lld, B = 1", (long long)tm, (long long)ramp),
+        ctx, p, "tile ramp", strprintf("A = 1 + (m / %lld) mod %lld, B = 1", (long long)tm, (long long)ramp),
         grouped_expected(p, [](int64_t) { return 1.0; },
                          [&](int64_t batch, int64_t m) { return a_of(p.layout == GroupedLayout::masked ? batch : 0, m); })));
     print_probe(probes.back());
   }
 
-  probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs));
-  ramp_probe = ramp > 1 ? &probes[probes.size() - 2] : nullptr;  // pointers taken once every probe is in
+  std::vector<std::vector<unsigned char>> random_runs;
+  probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs, &random_runs));
+  if (probes.back().differences > 0)
+    probes.back().store_race = store_race_note(p, out, random_runs, random_reference, random_tolerance, spec.tile_m);
   print_probe(probes.back());
-  const auto first_failed = [&](const std::vector<size_t>& indices) -> const ProbeOutcome* {
-    for (size_t i : indices)
-      if (!probes[i].passed) return &probes[i];
-    return nullptr;
-  };
-  int failed_slices = 0;
-  std::string slice_text;
-  for (size_t i : slice_probes)
-    if (!probes[i].passed && failed_slices++ < 4)
-      slice_text += (slice_text.empty() ? "" : "; ") + probes[i].name + ": " + probes[i].pattern.evidence;
   show_first_failure(probes, out);
-
-  Pattern verdict;
-  const ProbeOutcome& ones = probes.front();
-  const ProbeOutcome* race = nullptr;
-  for (const ProbeOutcome& o : probes)
-    if (race == nullptr && is_race(o.run_differences_seen())) race = &o;
-  if (race != nullptr) {
-    verdict = {"nondeterministic", strprintf("probe %s: %lld outputs differ bitwise between two runs on the same inputs "
-                                             "(a race, or an uninitialized read)%s%s%s",
-                                             race->name.c_str(), (long long)race->differences,
-                                             race->only_under_stress ? ", only when the run was under stress" : "",
-                                             finding.text.empty() ? "" : "; group codes: ", finding.text.c_str())};
-  } else if (finding.rows > 0) {
-    verdict = {"group_mapping", "group codes: " + finding.text};
-  } else if (!ones.passed) {
-    const std::string cls = ones.pattern.cls;
-    if (cls == "unwritten" || cls == "nonfinite")
-      verdict = {cls, "ones: " + ones.pattern.evidence};
-    else
-      verdict = {"k_coverage", "ones: " + ones.pattern.evidence +
-                                   (finding.text.empty() ? "" : "; group codes: " + finding.text) +
-                                   " (a group's outputs are not alpha * its K extent)"};
-  } else if (codes_failed) {
-    verdict = {"group_mapping", "ones passes, the group codes fail: " +
-                                    (finding.text.empty() ? probes[1].pattern.evidence : finding.text)};
-  } else if (failed_slices > 0) {
-    verdict = {"k_coverage", strprintf("ones and the group codes pass, but %d of the %zu K slices probed are wrong: %s",
-                                       failed_slices, slice_probes.size(), slice_text.c_str())};
-  } else if (const ProbeOutcome* rows = first_failed(row_probes)) {
-    verdict = {"row_mapping", "row codes within the groups: " + rows->pattern.evidence};
-  } else if (const ProbeOutcome* cols = first_failed(col_probes)) {
-    verdict = {"col_mapping", "column codes within the groups: " + cols->pattern.evidence};
-  } else if (ramp_probe != nullptr && !ramp_probe->passed) {
-    verdict = {ramp_probe->pattern.cls, "ones and the group codes pass, the tile ramp (every row tile its own value) "
-                                        "fails: " + ramp_probe->pattern.evidence +
-                                            " (a tile computed from another tile's rows)"};
-  } else if (!probes.back().passed) {
-    verdict = {probes.back().pattern.cls, "only random inputs fail: " + probes.back().pattern.evidence};
-  } else {
-    verdict = {"ok", "every probe passes"};
-  }
-  return conclude_probes(probes, verdict);
+  return conclude_probes(probes, grouped_verdict(probes, finding));
 }
 
 }  // namespace repro

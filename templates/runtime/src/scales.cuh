@@ -1,5 +1,6 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: block scales of a scaled GEMM (reference.scale_a / scale_b, DESIGN §8)
+// repro harness runtime: block scales of a scaled GEMM (reference.scale_a / scale_b;
+// docs/spec.md, "Scaled GEMMs: `scale_a`, `scale_b`")
 //
 //   D[m,n] = alpha * sum over K blocks of SA(m, kb) * SB(kb, n) * sum_{k in kb} A[m,k] B[k,n]
 //
