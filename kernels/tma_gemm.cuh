@@ -39,6 +39,10 @@
 //   (b) ReadSwizzle = B128 with a descriptor encoded with swizzle none: the kernel reads the
 //       16-byte k-chunks of row r from chunk c ^ (r % 8) where TMA left them at chunk c, i.e.
 //       with K permuted differently per row.
+//   (c) -DTMA_GEMM_SWAP_B_COORDS on the build line: B's box is asked for at (n0, k0) instead of
+//       (k0, n0), so the B tile of output columns n0.. at K offset k0 holds B[n0 + k][k0 + n]
+//       (zero where that is out of bounds): B read from the wrong place, which the probes name
+//       `operand_layout` (examples/tma_gemm_swapped_b_coords.yaml).
 //
 // gemm_tile() (one output tile: mainloop + epilogue) is shared with the persistent task body
 // in tma_task.cuh, which runs it for every tile in turn in one block; the pipeline's position
