@@ -31,7 +31,7 @@ namespace grouped_kernels {
 
 // The planted defects. Each kernel accepts `none` and the defects listed
 // above it (a static_assert refuses the others).
-enum class GroupDefect { none, wrong_group_offset, store_spills, short_k_range };
+enum class GroupDefect { none, wrong_group_offset, store_spills, store_box_spills, short_k_range };
 
 using bf16 = __nv_bfloat16;
 
@@ -232,7 +232,7 @@ grouped_gemm_contiguous(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16
 // index), and the longest walks start first when the grid does not fit at
 // once. Every block computes that permutation itself (O(G^2), G small).
 //
-// Defects: none, wrong_group_offset, store_spills.
+// Defects: none, wrong_group_offset, store_spills, store_box_spills.
 //
 // Launch: block ((BM/TM)*(BN/TN), 1, 1), grid (ceil(N/BN), G, 1), dynamic
 // smem (BM*BK + BK*BN) * 2 bytes (16384 for 128x128x32), plus one int of
@@ -248,8 +248,8 @@ grouped_gemm_masked(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __
     using namespace grouped_kernels;
     using S = gemm_kernels::TileShape<BM, BN, BK, TM, TN>;
     static_assert(Defect == GroupDefect::none || Defect == GroupDefect::wrong_group_offset ||
-                      Defect == GroupDefect::store_spills,
-                  "grouped_gemm_masked: defect must be none, wrong_group_offset or store_spills");
+                      Defect == GroupDefect::store_spills || Defect == GroupDefect::store_box_spills,
+                  "grouped_gemm_masked: defect must be none, wrong_group_offset, store_spills or store_box_spills");
 
     extern __shared__ __align__(16) unsigned char smem[];
     bf16* As = reinterpret_cast<bf16*>(smem);  // [BM][BK]
@@ -312,12 +312,28 @@ grouped_gemm_masked(const __nv_bfloat16* __restrict__ A, const __nv_bfloat16* __
         row_end = (G - g) * M;
     }
 
+    // The rows the store may write: the loads' bound, but for store_box_spills.
+    int store_end = row_end;
+    if constexpr (Defect == GroupDefect::store_box_spills) {
+        // PLANTED DEFECT: the loads of A are bounded by the group's M (rows
+        // past it read as zeros), but the store writes the tile's whole box
+        // down to the end of the flat [G*M, N] output, as a TMA store of a
+        // BM-row box over the flat D would (its bound is the tensor's, not
+        // the group's). When M is not a multiple of BM, the group's last
+        // M tile writes the accumulators of its zero rows, exact zeros, over
+        // D[g+1, r], r < ceil(M/BM)*BM - M: the next group's first rows come
+        // out 0 (written, not the poison). Like store_spills, the zeros race
+        // with group g+1's own store of those rows and win while group g's
+        // last tile is stored after group g+1's first. Should be M.
+        store_end = (G - g) * M;
+    }
+
     const int num_k_tiles = (K + BK - 1) / BK;
     for (int m0 = 0; m0 < rows_g; m0 += BM) {  // the tiles wholly past masked_m[g] are never computed
         float acc[TM][TN];
         clear<S>(acc);
         accumulate_range<S>(acc, As, Bs, Ag, K, row_end, Bg, N, N, K, num_k_tiles, m0, n0);
-        store_rows<S>(Dg, N, N, m0, n0, acc, [&](int m) { return m < row_end; });
+        store_rows<S>(Dg, N, N, m0, n0, acc, [&](int m) { return m < store_end; });
     }
 }
 
