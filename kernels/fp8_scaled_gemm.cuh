@@ -57,7 +57,8 @@
 // Arguments: (A, B, SA, SB, D, M, N, K, alpha).
 //
 // Planted defects (template parameter ScaleDefect), each marked PLANTED DEFECT
-// below; with every scale 1.0 (f32 1.0f, ue8m0 byte 127) both are invisible:
+// below; with every scale 1.0 (f32 1.0f, ue8m0 byte 127) the first two are
+// invisible, and the third shows only where it reads past the end of SA:
 //   unswizzled_tile    the data tile is the swizzled (grouped) one, but the
 //                      scales are read for the tile of the plain row-major
 //                      raster, (b / tiles_n, b % tiles_n), i.e. what a 2-D grid
@@ -67,6 +68,11 @@
 //   ue8m0_byte_order   (packed ue8m0 only) the scale of K-block kb is taken
 //                      from byte 3 - kb % 4 instead of kb % 4: the K-blocks of
 //                      each group of four get each other's scales, reversed.
+//   scale_row_stride   (BM = 64 shows it) the SA rows of M-tile i start at
+//                      i * kBlockK (128) instead of i * BM, and the guard that
+//                      keeps the scale load inside SA tests the data row: tile 1
+//                      takes rows 128-191 (another tile's), and the tiles whose
+//                      scale rows start at or past M read past SA's end.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -79,7 +85,7 @@
 namespace fp8_gemm {
 
 enum class ScaleFormat { f32, ue8m0 };
-enum class ScaleDefect { none, unswizzled_tile, ue8m0_byte_order };
+enum class ScaleDefect { none, unswizzled_tile, ue8m0_byte_order, scale_row_stride };
 
 constexpr int kBlockK = 128;                  // K-block of the scales, and the K step of the main loop
 constexpr int kTileN = 128;                   // tile width = SB's block width, so one SB column per tile
@@ -284,7 +290,16 @@ fp8_scaled_gemm(const __nv_fp8_e4m3* __restrict__ A, const __nv_fp8_e4m3* __rest
     }
 
     const int m0 = tile.m * BM, n0 = tile.n * kTileN;
-    const int scale_m0 = scale_tile.m * BM;
+    int scale_m0 = scale_tile.m * BM;
+    if constexpr (Defect == ScaleDefect::scale_row_stride) {
+        // PLANTED DEFECT: the tile's first scale row counted in K-blocks of
+        // rows (kBlockK = 128, the BM of the instantiation this was written
+        // for) instead of BM. Right for BM = 128; for BM = 64, M-tile i reads
+        // the SA rows of rows 128 i .. 128 i + 63: tile 1 another tile's rows,
+        // and every tile with 128 i >= M rows past the end of SA (see the
+        // guard below). Should be scale_tile.m * BM.
+        scale_m0 = scale_tile.m * kBlockK;
+    }
     const int num_kb = div_up(K, kBlockK);
     const int tx = static_cast<int>(threadIdx.x) % kThreadsN, ty = static_cast<int>(threadIdx.x) / kThreadsN;
 
@@ -308,7 +323,14 @@ fp8_scaled_gemm(const __nv_fp8_e4m3* __restrict__ A, const __nv_fp8_e4m3* __rest
         // Rows past M read row M - 1's scale: such rows are never stored, and
         // every scale load stays inside SA.
         for (int r = static_cast<int>(threadIdx.x); r < BM; r += kThreads) {
-            const int m = scale_m0 + r < M ? scale_m0 + r : M - 1;
+            int m = scale_m0 + r < M ? scale_m0 + r : M - 1;
+            if constexpr (Defect == ScaleDefect::scale_row_stride) {
+                // PLANTED DEFECT, continued: the guard tests the data row the
+                // scale is for (m0 + r), which is inside M, not the scale row
+                // it reads, so a scale row past M is loaded from past the end
+                // of SA. Should test scale_m0 + r, as above.
+                m = m0 + r < M ? scale_m0 + r : M - 1;
+            }
             sa_s[r] = load_scale_a<Format, Defect>(SA, m, kb, num_kb);
         }
         if (threadIdx.x == 0) sb_s = load_scale_b<Format, Defect>(SB, kb, scale_tile.n, tiles_n);
