@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The probe verdicts of issue 38 on the GPU machine: operand_layout (a TMA GEMM reading B from
+# swapped coordinates), grouped spills told apart (zeros written, a store race, another group's
+# product) and the scale probes decoded per tile (scales read past the scale tensor's end), with
+# the examples whose verdicts must not move beside them. Every case prints its full output; a
+# table at the end says whether each exited as expected and printed the expected verdict line.
+#
+#   scripts/gpu-verdicts.sh 2>&1 | tee gpu-verdicts.log     # uses target/release/repro
+#
+# Artifacts go to a temporary folder (not generated/); logs to $GPU_VERDICT_LOGS (default: one).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repro=${REPRO:-$PWD/target/release/repro}
+work=$(mktemp -d)
+logs=${GPU_VERDICT_LOGS:-$work/logs}
+mkdir -p "$logs"
+rows=()
+
+# run_case LABEL EXPECTED_EXIT TEXT ARGS...: runs repro, prints its whole output, and adds a table
+# row: ok when the exit code is EXPECTED_EXIT and the output contains TEXT.
+run_case() {
+  local label=$1 want=$2 says=$3 code ok log
+  shift 3
+  log="$logs/$(echo "$label" | tr -c 'A-Za-z0-9_.\n-' '_').log"
+  "$repro" "$@" >"$log" 2>&1
+  code=$?
+  ok=$([[ "$want" == "$code" ]] && grep -qF -- "$says" "$log" && echo yes || echo NO)
+  printf '\n$ repro %s\n' "$*"
+  cat "$log"
+  printf -- '-> exit %s\n' "$code"
+  rows+=("$(printf '| %-44s | %4s | %4s | %-3s | %s |' "$label" "$want" "$code" "$ok" "$says")")
+}
+# probe_case NAME EXPECTED_EXIT TEXT: `repro probe` of examples/NAME.yaml.
+probe_case() { run_case "probe $1" "$2" "$3" probe "examples/$1.yaml" -o "$work/$1"; }
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+"$repro" --version
+
+# A. operand_layout: B tiles loaded at (n0, k0). The K loop's own defects keep k_coverage.
+run_case "tma_gemm_swapped_b_coords --ones" 1 "Disposition: Failed" run examples/tma_gemm_swapped_b_coords.yaml -o "$work/tma_gemm_swapped_b_coords" --ones
+probe_case tma_gemm_swapped_b_coords 1 "verdict operand_layout: B is read from the wrong place: the identity probe (B = I): whole columns are wrong and every other column is right: columns 64-127 of every 128-column tile"
+probe_case drop_last_k 1 "verdict k_coverage:"
+probe_case k_tile_twice 1 "verdict k_coverage:"
+probe_case tma_gemm_box_too_small 1 "verdict row_mapping:"
+probe_case tma_gemm_swizzle_mismatch 1 "verdict layout:"
+probe_case tma_gemm_bf16 0 "verdict ok:"
+probe_case mbarrier_pipeline_early_release 0 "verdict ok:"
+
+# B. Grouped spills: zeros written by the previous group's tile (deterministic, then racing the
+# group's own store), another group's product stored over a group's rows; other group defects.
+run_case "grouped_masked_zero_spill --ones" 1 "Disposition: Failed" run examples/grouped_masked_zero_spill.yaml -o "$work/grouped_masked_zero_spill" --ones
+probe_case grouped_masked_zero_spill 1 "verdict group_mapping: group codes: group 1 rows 0-55 were written with zeros"
+run_case "grouped_masked_store_race --ones --repeat 8" 1 "Disposition: Failed" run examples/grouped_masked_store_race.yaml -o "$work/grouped_masked_store_race" --ones --repeat 8
+probe_case grouped_masked_store_race 1 "verdict group_mapping:"
+probe_case grouped_masked_spill 1 "verdict group_mapping: group codes: group 1 rows 0-55 hold group 0's product: they lie in the footprint of group 0's tile"
+probe_case grouped_contiguous_spill 1 "verdict group_mapping: group codes: rows 256-299 (group 0) hold group 1's product: they lie in the 128-row tile at rows 256-383"
+probe_case grouped_masked_wrong_group 1 "verdict group_mapping:"
+probe_case grouped_contiguous_wrong_group 1 "verdict group_mapping:"
+probe_case grouped_k_short 1 "verdict k_coverage:"
+probe_case grouped_masked 0 "verdict ok:"
+
+# C. Scale probes decoded per tile; scales read past SA's end, and memcheck seeing those reads.
+run_case "fp8_scaled_gemm_scale_rows_past_end --ones" 1 "Disposition: Failed" run examples/fp8_scaled_gemm_scale_rows_past_end.yaml -o "$work/fp8_scaled_gemm_scale_rows_past_end" --ones
+probe_case fp8_scaled_gemm_scale_rows_past_end 1 "verdict scale_mapping:"
+run_case "fp8_scaled_gemm_scale_rows_past_end memcheck" 6 "Failed (sanitizer)" run "$work/fp8_scaled_gemm_scale_rows_past_end" --ones --sanitize memcheck
+probe_case fp8_scaled_gemm_unswizzled_scales 1 "verdict scale_mapping: the plain probes pass with every scale 1; the scale probes fail: tile"
+probe_case fp8_scaled_gemm_ue8m0_byte_order 1 "verdict scale_mapping:"
+probe_case fp8_scaled_gemm 0 "verdict ok:"
+
+printf '\n| %-44s | %4s | %4s | %-3s | %s |\n' "case" "want" "exit" "ok" "expected text"
+printf '%s\n' "${rows[@]}"
+bad=$(printf '%s\n' "${rows[@]}" | grep -c '| NO  |')
+echo "$(( ${#rows[@]} - bad )) as expected, $bad not; logs in $logs"
