@@ -1,5 +1,5 @@
 // =====================================================================================================
-// repro_inject.cpp: the CUDA injection library behind `repro capture` (DESIGN.md §9).
+// repro_inject.cpp: the CUDA injection library behind `repro capture` (docs/cli.md, `repro capture`).
 //
 // The driver loads it through CUDA_INJECTION64_PATH and calls InitializeInjection() inside cuInit,
 // so it records one kernel launch of an unmodified program. It owns: the CUPTI subscription
