@@ -84,3 +84,22 @@ fn a_misspelt_reference_is_refused_before_the_program_runs() {
     assert!(!marker.exists(), "the program must not run");
     assert!(!tmp.path().join("cap").exists(), "nothing is written");
 }
+
+#[test]
+fn a_malformed_tensor_view_is_refused_before_the_program_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("ran");
+    repro()
+        .env_remove("CUDA_INJECTION64_PATH")
+        .args(["capture", "--kernel", "gemm", "--tensor", "a_ptr=M, K", "-o"])
+        .arg(tmp.path().join("cap"))
+        .arg("--")
+        .args(["touch"])
+        .arg(&marker)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--tensor a_ptr=M, K: no `[` before the dimensions; the form is NAME=[DTYPE][DIM, ...][:col_major]",
+        ));
+    assert!(!marker.exists(), "the program must not run");
+}

@@ -72,6 +72,7 @@ help_snapshots! {
     help_import_rust: ["import", "rust"];
     help_import_cuda: ["import", "cuda"];
     help_import_capture: ["import", "capture"];
+    help_capture: ["capture"];
     help_bundle: ["bundle"];
     help_doctor: ["doctor"];
 }
