@@ -111,7 +111,12 @@ void test_operand_layout_verdict() {
   const auto swapped_b = [&](const Matrix& b, int64_t k0, int64_t k, int64_t n0, int64_t n) {
     return n0 + k < s.K && k0 + n < s.N ? b[size_t((n0 + k) * s.N + k0 + n)] : 0.0;
   };
-  Pattern p = probe_verdict(emulated_suite(s, tiled_kernel(s, every, swapped_b)), "", "");
+  const std::vector<ProbeOutcome> swapped = emulated_suite(s, tiled_kernel(s, every, swapped_b));
+  // The probe line of a slice that arrives in one column tile only: not "every output 0".
+  CHECK_EQ(swapped[3].name, std::string("k-slice 2/17"));
+  CHECK_EQ(swapped[3].note, std::string("4096 of 4096 outputs wrong, holding 0-256 where 64 is right, changing from "
+                                        "column to column only (scattered)"));
+  Pattern p = probe_verdict(swapped, "", "");
   CHECK_EQ(p.cls, std::string("operand_layout"));
   CHECK_CONTAINS(p.evidence, "B is read from the wrong place: the identity probe (B = I): whole columns are wrong and "
                              "every other column is right: columns 64-127 of every 128-column tile (128 columns)");
@@ -306,6 +311,11 @@ void test_grouped_spills() {
   f = decoded(grouped_output(p, [&](int64_t l, int64_t, int64_t) { return code(l); }, {200, 201, 202}));
   CHECK_EQ(f.text, std::string("group 1 rows 0-2 were never written (they still hold the poison)"));
   CHECK_EQ(f.spill_rows, int64_t(0));
+  // A store race that leaves every other four rows zero: one clause, its rows gathered.
+  f = decoded(grouped_output(p, [&](int64_t l, int64_t m, int64_t) { return l == 1 && m < 16 && m % 8 < 4 ? 0.0 : code(l); }));
+  CHECK_CONTAINS(f.text, "group 1 rows 0-3, 8-11 were written with zeros (every output 0, stored: not the poison): they "
+                         "lie in the footprint of group 0's tile");
+  CHECK_EQ(f.spill_rows, int64_t(8));
   // A mixture.
   f = decoded(grouped_output(p, [&](int64_t l, int64_t m, int64_t n) { return l == 1 && m < 11 ? 3.0 * n : code(l); }));
   CHECK_CONTAINS(f.text, "group 1 rows 0-10 hold no group's product (a mixture, or another K extent): they lie in");

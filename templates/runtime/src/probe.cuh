@@ -152,11 +152,22 @@ inline ProbeOutcome run_analytic_probe(ProbeContext& ctx, const std::string& nam
 inline std::string slice_note(const ProbeOutcome& o, double want) {
   const Comparison& c = o.comparison;
   if (c.unwritten > 0) return strprintf("%lld outputs never written", (long long)c.unwritten);
-  // With a constant right answer, "every output has the same wrong value" is exactly a zero
-  // residual against a multiple of the reference, over all outputs.
-  const bool uniform = !c.first.empty() && c.bad == c.count && c.nan == 0 && c.inf == 0 &&
-                       (c.residual == 0.0 || c.first.front().got == 0.0);
-  if (!uniform) return strprintf("%lld of %lld outputs wrong (%s)", (long long)c.bad, (long long)c.count, o.pattern.cls.c_str());
+  // With a constant right answer, "every output has the same wrong value" is errors alike
+  // over the whole output (judge_probe's error_axes; without them, a zero residual against a
+  // multiple of the reference). A first wrong output of 0 says nothing about the others.
+  const bool alike = o.axes.any_value ? o.axes.uniform() : c.residual == 0.0;
+  const bool uniform = !c.first.empty() && c.bad == c.count && c.nan == 0 && c.inf == 0 && alike;
+  if (!uniform) {
+    const char* along = o.axes.along_n == o.axes.along_m ? ""
+                        : o.axes.along_n                 ? ", changing from column to column only"
+                                                         : ", changing from row to row only";
+    const std::string held = !o.axes.any_value ? std::string()
+                             : o.axes.low == o.axes.high
+                                 ? ", holding " + format_value(o.axes.low)
+                                 : ", holding " + format_value(o.axes.low) + "-" + format_value(o.axes.high);
+    return strprintf("%lld of %lld outputs wrong%s where %s is right%s (%s)", (long long)c.bad, (long long)c.count,
+                     held.c_str(), format_value(want).c_str(), along, o.pattern.cls.c_str());
+  }
   const double got = c.first.front().got;
   if (got == 0) return strprintf("every output 0 where %s is right: the slice is missing", format_value(want).c_str());
   if (want != 0 && got == 2 * want)

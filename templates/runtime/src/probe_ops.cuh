@@ -492,8 +492,14 @@ inline GroupFinding decode_groups(const GroupedProblem& p, const std::vector<std
                                   const Tensor& out, int bits, int64_t tile_m) {
   const int64_t base = int64_t(1) << bits;
   GroupFinding finding;
-  std::vector<std::string> clauses;
-  int more = 0;
+  // One clause per (group, reading, covering tile), its rows gathered: a store race can leave
+  // every other few rows of the same kind ("group 1 rows 0-3, 8-11, 16-19 were written ...").
+  struct Clause {
+    int64_t group, reading;
+    CoveringTile tile;
+    std::vector<int64_t> rows;
+  };
+  std::vector<Clause> clauses;
   // Output d's value at a logical index, read in place.
   const auto value = [&](size_t d, int64_t index) { return decode(out.dtype, outputs[d].data(), out.logical_offset(index)); };
   for (const GroupGemm& gg : group_gemms(p)) {
@@ -510,16 +516,14 @@ inline GroupFinding decode_groups(const GroupedProblem& p, const std::vector<std
       if (run_group >= 0) finding.rows += end - run_start;
       const CoveringTile tile = run_group == kRowPoison ? CoveringTile() : covering_tile(p, gg, r0, r1, tile_m, run_group);
       if (tile.group >= 0) finding.spill_rows += end - run_start;
-      if (clauses.size() >= 4) {
-        ++more;
-        return;
+      Clause* clause = nullptr;
+      for (Clause& c : clauses)
+        if (c.group == gg.group && c.reading == run_group && c.tile.where == tile.where) clause = &c;
+      if (clause == nullptr) {
+        clauses.push_back(Clause{gg.group, run_group, tile, {}});
+        clause = &clauses.back();
       }
-      const std::string where = p.layout == GroupedLayout::contiguous
-                                    ? strprintf("rows %lld-%lld (group %lld)", (long long)r0, (long long)r1, (long long)gg.group)
-                                    : strprintf("group %lld rows %lld-%lld", (long long)gg.group, (long long)r0, (long long)r1);
-      const std::string what =
-          run_group >= 0 ? strprintf(" hold group %lld's product", (long long)run_group) : std::string(row_reading(run_group));
-      clauses.push_back(where + what + (tile.group >= 0 ? spill_clause(p, tile, run_group) : ""));
+      for (int64_t r = r0; r <= r1; ++r) clause->rows.push_back(r);
     };
     const double own = unit * std::ldexp(1.0, int(gg.group & (base - 1)));  // digit 0 of its own code
     for (int64_t r = 0; r < gg.rows; ++r) {
@@ -557,8 +561,17 @@ inline GroupFinding decode_groups(const GroupedProblem& p, const std::vector<std
     }
     close_run(gg.rows);
   }
-  for (size_t i = 0; i < clauses.size(); ++i) finding.text += (i ? "; " : "") + clauses[i];
-  if (more > 0) finding.text += strprintf("; and %d more", more);
+  for (size_t i = 0; i < clauses.size() && i < 4; ++i) {
+    const Clause& c = clauses[i];
+    const std::string rows = ranges_text(c.rows);
+    const std::string where = p.layout == GroupedLayout::contiguous
+                                  ? strprintf("rows %s (group %lld)", rows.c_str(), (long long)c.group)
+                                  : strprintf("group %lld rows %s", (long long)c.group, rows.c_str());
+    const std::string what =
+        c.reading >= 0 ? strprintf(" hold group %lld's product", (long long)c.reading) : std::string(row_reading(c.reading));
+    finding.text += (i ? "; " : "") + where + what + (c.tile.group >= 0 ? spill_clause(p, c.tile, c.reading) : "");
+  }
+  if (clauses.size() > 4) finding.text += strprintf("; and %zu more", clauses.size() - 4);
   return finding;
 }
 
