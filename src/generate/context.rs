@@ -7,8 +7,11 @@ use serde::Serialize;
 
 use super::compiled_sizes::{compiled_size_uses, sizes_fixed_reason};
 use super::paths::relative_to;
+use crate::error::Error;
 use crate::plan::command::{ArgGroup, BuildCommand, RUNTIME_FLAGS};
-use crate::plan::quote::{cmake_quote, comment_text, shell_quote};
+use crate::plan::quote::{
+    cmake_cache_path, cmake_include_dir, cmake_quote, cmake_shell_option, comment_text, shell_quote,
+};
 use crate::spec::model::GroupedLayout;
 use crate::spec::{KernelArg, LaunchKind, Reference, ResolvedSpec, TmaDescriptor};
 
@@ -48,12 +51,16 @@ pub struct HarnessContext {
     pub shell_cutlass_root: Option<String>,
     pub shell_host_compiler: Vec<String>,
     pub shell_runtime_flags: Vec<String>,
-    /// CMakeLists.txt: production flags, include dirs and the CUTLASS root, each a CMake quoted
-    /// argument.
-    pub cmake_flags: Vec<String>,
+    /// CMakeLists.txt: the production flags, all of them as the one argument of
+    /// `target_compile_options` that gives nvcc each as build.sh does (quote::cmake_shell_option);
+    /// `None` without production flags.
+    pub cmake_production_flags: Option<String>,
+    /// CMakeLists.txt: the include dirs, each an argument that target_include_directories reads
+    /// as exactly that folder (quote::cmake_include_dir), and the CUTLASS root, the value of a
+    /// PATH cache entry that it reads as `${CUTLASS_DIR}/include` (quote::cmake_cache_path).
     pub cmake_include_dirs: Vec<String>,
     pub cmake_cutlass_root: Option<String>,
-    /// `90a-real` for sm_90a.
+    /// `"90a-real"` for sm_90a, a CMake quoted argument.
     pub cmake_architectures: String,
     pub cmake_std: String,
     /// README: the include dirs as written.
@@ -670,7 +677,7 @@ pub fn harness_context(
     spec: &ResolvedSpec,
     artifact: &Path,
     command: &BuildCommand,
-) -> HarnessContext {
+) -> Result<HarnessContext, Error> {
     let include_dirs: Vec<String> = spec
         .include_dirs
         .iter()
@@ -714,7 +721,8 @@ pub fn harness_context(
     let tolerance = |v: Option<f64>| cpp_double(v.unwrap_or(-1.0));
     let fixed_reason = sizes_fixed_reason(spec);
     let expect = spec.expect.as_ref();
-    HarnessContext {
+    let cmake = cmake_values(command, &include_dirs)?;
+    Ok(HarnessContext {
         name: spec.name().to_string(),
         about: comment_text(&spec.about),
         version: env!("CARGO_PKG_VERSION"),
@@ -842,6 +850,7 @@ pub fn harness_context(
             .groups()
             .into_iter()
             .map(|g| ArgGroup {
+                kind: g.kind,
                 origin: comment_text(&g.origin),
                 args: g.args.iter().map(|a| shell_quote(a)).collect(),
             })
@@ -854,10 +863,13 @@ pub fn harness_context(
             .map(|a| shell_quote(a))
             .collect(),
         shell_runtime_flags: RUNTIME_FLAGS.iter().map(|a| shell_quote(a)).collect(),
-        cmake_flags: spec.build.flags.iter().map(|f| cmake_quote(f)).collect(),
-        cmake_include_dirs: include_dirs.iter().map(|d| cmake_quote(d)).collect(),
-        cmake_cutlass_root: command.cutlass.as_deref().map(cmake_quote),
-        cmake_architectures: format!("{}-real", spec.build.arch.trim_start_matches("sm_")),
+        cmake_production_flags: cmake.production_flags,
+        cmake_include_dirs: cmake.include_dirs,
+        cmake_cutlass_root: cmake.cutlass_root,
+        cmake_architectures: cmake_quote(&format!(
+            "{}-real",
+            spec.build.arch.trim_start_matches("sm_")
+        )),
         cmake_std: spec.build.std.trim_start_matches("c++").to_string(),
         include_dirs,
         has_expect: expect.is_some(),
@@ -868,5 +880,46 @@ pub fn harness_context(
             .and_then(|e| e.random)
             .map_or("-", |o| o.name())
             .into(),
-    }
+    })
+}
+
+/// CMakeLists.txt's arguments from the build command: the same production flags and folders
+/// build.sh passes, each encoded for where CMake reads it.
+struct CmakeValues {
+    production_flags: Option<String>,
+    include_dirs: Vec<String>,
+    cutlass_root: Option<String>,
+}
+
+/// What these cannot carry (quote::Unrepresentable): a control character anywhere, a `;` in the
+/// CUTLASS root. The spec loader refuses a control character in a flag (src/spec/build.rs); the
+/// folders are not checked there yet. Either way repro should have said so at the spec, so
+/// generation stops as a bug in repro, naming the value.
+fn cmake_values(command: &BuildCommand, include_dirs: &[String]) -> Result<CmakeValues, Error> {
+    let refuse = |what: &str, e: crate::plan::quote::Unrepresentable| {
+        Error::Internal(format!(
+            "{what} {e}; the spec should have been refused before CMakeLists.txt was written"
+        ))
+    };
+    let flags = command.production_flags();
+    let production_flags = if flags.is_empty() {
+        None
+    } else {
+        Some(
+            cmake_shell_option(&flags)
+                .map_err(|e| refuse("a production flag (build.flags or build.flags_from)", e))?,
+        )
+    };
+    Ok(CmakeValues {
+        production_flags,
+        include_dirs: include_dirs
+            .iter()
+            .map(|d| cmake_include_dir(d).map_err(|e| refuse("an include directory", e)))
+            .collect::<Result<_, _>>()?,
+        cutlass_root: command
+            .cutlass
+            .as_deref()
+            .map(|root| cmake_cache_path(root).map_err(|e| refuse("the CUTLASS root", e)))
+            .transpose()?,
+    })
 }

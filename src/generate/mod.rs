@@ -252,7 +252,7 @@ fn templates() -> Tera {
 
 /// Renders every file of the artifact for `spec` as it would be written into `dir`.
 pub fn render(spec: &ResolvedSpec, dir: &Path, command: &BuildCommand) -> Result<Artifact, Error> {
-    let context = context::harness_context(spec, dir, command);
+    let context = context::harness_context(spec, dir, command)?;
     let tera_context = tera::Context::from_serialize(&context).expect("the context serializes");
     let tera = templates();
     let mut files = Vec::new();

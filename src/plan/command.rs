@@ -12,8 +12,22 @@ use crate::spec::{FlagGroup, ResolvedSpec};
 /// One group of nvcc arguments and where they came from (shown as a comment in build.sh).
 #[derive(Debug, Clone, Serialize)]
 pub struct ArgGroup {
+    pub kind: ArgKind,
     pub origin: String,
     pub args: Vec<String>,
+}
+
+/// What a group of the harness's arguments is, for the build files that treat them differently
+/// (CMakeLists.txt passes the production flags in one option of their own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgKind {
+    /// `-std=...`, from build.std.
+    Std,
+    /// The production flags: build.flags, or those build.flags_from reads.
+    Production,
+    /// `-I...`, from source.include_dirs.
+    IncludeDirs,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,22 +113,34 @@ impl BuildCommand {
     /// library itself, since `ARCH` and `CUTLASS_DIR` may override them there.
     pub fn groups(&self) -> Vec<ArgGroup> {
         let mut groups = vec![ArgGroup {
+            kind: ArgKind::Std,
             origin: "build.std".into(),
             args: vec![format!("-std={}", self.std)],
         }];
         for group in self.flag_groups.iter().filter(|g| !g.flags.is_empty()) {
             groups.push(ArgGroup {
+                kind: ArgKind::Production,
                 origin: group.origin.clone(),
                 args: group.flags.clone(),
             });
         }
         if !self.include_dirs.is_empty() {
             groups.push(ArgGroup {
+                kind: ArgKind::IncludeDirs,
                 origin: "source.include_dirs, relative to this folder".into(),
                 args: self.include_dirs.iter().map(|d| format!("-I{d}")).collect(),
             });
         }
         groups
+    }
+
+    /// The production flags, in the order [`groups`](Self::groups) gives them to nvcc.
+    pub fn production_flags(&self) -> Vec<String> {
+        self.groups()
+            .into_iter()
+            .filter(|g| g.kind == ArgKind::Production)
+            .flat_map(|g| g.args)
+            .collect()
     }
 
     /// Every argument of the harness build, linking `library` (exec form, the spec's own arch).

@@ -10,13 +10,16 @@
 
 use crate::common;
 
+use repro::plan::command::ArgKind;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Flags that would run a command if they were ever expanded by the shell, make or CMake, or
-/// that CMake would change if it took them for a list or a generator expression. No control
-/// character: the spec loader refuses those (the CMake guard for them is tested below).
+/// that CMake would change if it took them for a list, a variable reference or a generator
+/// expression. No control character: the spec loader refuses those (and generation, tested
+/// below).
 fn hostile_flags(markers: &Path) -> Vec<String> {
     let m = |name: &str| markers.join(name).display().to_string();
     vec![
@@ -40,6 +43,15 @@ fn hostile_flags(markers: &Path) -> Vec<String> {
         "-DBRACKET=[a;b".into(),
         "-DESCAPED=\\'\\\\".into(),
         "-DPERCENT=%s$$".into(),
+        "-DVARS=$ENV{HOME}$CACHE{CMAKE_COMMAND}@CMAKE_COMMAND@".into(),
+        "-DCOMMA=$<COMMA>,a>b:c$<".into(),
+        "-DTRAIL=\\;x]".into(),
+        "-DUTF=é ✓".into(),
+        // CMake keywords and its own option prefix, as flags.
+        "PUBLIC".into(),
+        "SHELL:-DX".into(),
+        "'".into(),
+        "\\".into(),
         String::new(),
         // A repeated flag is kept (CMake de-duplicates plain compile options).
         "-Xcompiler".into(),
@@ -258,7 +270,7 @@ fn cmake_passes_hostile_flags_exactly_as_build_sh() {
     let production: Vec<String> = repro::plan::command::BuildCommand::new(&spec, &dir)
         .groups()
         .into_iter()
-        .filter(|g| g.origin.starts_with("build.flags"))
+        .filter(|g| g.kind == ArgKind::Production)
         .flat_map(|g| g.args)
         .collect();
     assert_eq!(production, hostile_flags(&markers));
@@ -304,21 +316,18 @@ fn cmake_passes_hostile_flags_exactly_as_build_sh() {
     }
 }
 
-/// Defence in depth: a control character in a flag (which the spec loader refuses) stops the
-/// configure step with a message, rather than reaching a Makefile raw, where a newline ends the
-/// line and the next one is a command.
+/// Defence in depth: a control character in a flag (which the spec loader refuses) or in a
+/// folder's name stops generation, as a bug in repro (exit 70), naming the value: no quoting
+/// keeps one in a Makefile, where a newline ends the line and the next one is a command. So does
+/// a `;` in the CUTLASS root, which its PATH cache entry cannot keep.
 #[test]
-fn cmake_refuses_a_control_character_in_a_flag() {
+fn generation_refuses_a_control_character_for_cmake() {
     let work = tempfile::tempdir().unwrap();
-    let markers = work.path().join("markers");
-    std::fs::create_dir_all(&markers).unwrap();
     let spec_path = common::write_small_spec(work.path());
-    let mut spec = repro::spec::load(&spec_path).unwrap();
     let dir = work.path().join("artifact");
-    let injected = format!(
-        "-DX=1\n\ttouch {}\n",
-        markers.join("make_newline").display()
-    );
+    let injected = "-DX=1\n\ttouch /tmp/make_newline\n".to_string();
+
+    let mut spec = repro::spec::load(&spec_path).unwrap();
     spec.build.flags.push(injected.clone());
     spec.build
         .flag_groups
@@ -327,25 +336,113 @@ fn cmake_refuses_a_control_character_in_a_flag() {
         .flags
         .push(injected);
     let command = repro::plan::command::BuildCommand::new(&spec, &dir);
+    let error = repro::generate::render(&spec, &dir, &command).unwrap_err();
+    assert_eq!(error.exit_code(), repro::error::exit::INTERNAL, "{error}");
+    let message = error.to_string();
+    assert!(message.contains("holds a control character"), "{message}");
+    assert!(message.contains("a production flag"), "{message}");
+    assert!(message.contains("touch /tmp/make_newline"), "{message}");
+
+    let folder = work.path().join("inc\n\ttouch x");
+    std::fs::create_dir_all(&folder).unwrap();
+    let mut spec = repro::spec::load(&spec_path).unwrap();
+    spec.include_dirs.push(folder);
+    let command = repro::plan::command::BuildCommand::new(&spec, &dir);
+    let error = repro::generate::render(&spec, &dir, &command).unwrap_err();
+    assert_eq!(error.exit_code(), repro::error::exit::INTERNAL, "{error}");
+    assert!(
+        error.to_string().contains("an include directory"),
+        "{error}"
+    );
+
+    for root in ["cutlass\r", "cut;lass"] {
+        let mut spec = repro::spec::load(&spec_path).unwrap();
+        spec.cutlass = Some(work.path().join(root));
+        let command = repro::plan::command::BuildCommand::new(&spec, &dir);
+        let error = repro::generate::render(&spec, &dir, &command).unwrap_err();
+        assert_eq!(error.exit_code(), repro::error::exit::INTERNAL, "{error}");
+        assert!(error.to_string().contains("the CUTLASS root"), "{error}");
+    }
+}
+
+/// Include directories and the CUTLASS root whose names CMake would take for a list, a variable
+/// reference or a generator expression reach nvcc as the folders build.sh names, with make and
+/// with ninja, and nothing runs. An include directory and the CUTLASS root are inside the
+/// artifact folder with names starting with `$`, so that their relative paths start with what
+/// CMake would take for an expression.
+#[test]
+fn cmake_passes_hostile_folders_as_build_sh() {
+    let work = tempfile::tempdir().unwrap();
+    let markers = work.path().join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let m = |name: &str| markers.join(name).display().to_string();
+    let spec_path = common::write_small_spec(work.path());
+    let dir = work.path().join("artifact");
+    let folders = [
+        work.path()
+            .join(format!("inc;$<1:x>${{HOME}}$(touch {})", m("dir_dollar"))),
+        work.path()
+            .join(format!("sp ace#'q\"`touch {}`", m("dir_tick"))),
+        work.path().join("[br;é]$"),
+        dir.join("$lead;x"),
+    ];
+    // A `;` cannot be kept in the CUTLASS root (a PATH cache entry): refused, tested above.
+    let cutlass = dir.join(format!("$<1:c>ut{{l}}ass #'\"é $(touch {})", m("cutlass")));
+    for folder in &folders {
+        std::fs::create_dir_all(folder).unwrap();
+    }
+    for sub in ["include", "tools/util/include"] {
+        std::fs::create_dir_all(cutlass.join(sub)).unwrap();
+    }
+    let mut spec = repro::spec::load(&spec_path).unwrap();
+    spec.include_dirs.extend(folders.iter().cloned());
+    spec.cutlass = Some(cutlass.clone());
+    let command = repro::plan::command::BuildCommand::new(&spec, &dir);
     let artifact = repro::generate::render(&spec, &dir, &command).unwrap();
-    std::fs::create_dir_all(&dir).unwrap();
     for file in &artifact.files {
         let path = dir.join(file.name);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, &file.content).unwrap();
     }
+    // Every folder build.sh names with -I (relative to the artifact folder), as it is on disk.
+    let want: Vec<PathBuf> = command
+        .arguments("LIBRARY")
+        .iter()
+        .filter_map(|a| a.strip_prefix("-I"))
+        .map(|d| dir.join(d).canonicalize().unwrap())
+        .collect();
+    for folder in folders.iter().chain([&cutlass.join("include")]) {
+        assert!(want.contains(&folder.canonicalize().unwrap()), "{want:?}");
+    }
+
     let log = work.path().join("nvcc-args");
     let launcher = recording_launcher(work.path(), &log);
-    let run = configure(
-        &dir,
-        &work.path().join("build"),
-        "Unix Makefiles",
-        &launcher,
-    );
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(!run.status.success(), "{stderr}");
-    // CMake wraps its messages: compared with the line breaks as spaces.
-    let said = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(said.contains("holds a control character"), "{stderr}");
-    assert_no_markers(&markers);
+    for (generator, harness_object) in [
+        ("Unix Makefiles", "harness.cu.o"),
+        ("Ninja", "CMakeFiles/harness.dir/harness.cu.o"),
+    ] {
+        let build = work.path().join(generator.replace(' ', "-"));
+        let run = configure(&dir, &build, generator, &launcher);
+        assert!(
+            run.status.success(),
+            "cmake -G {generator} failed to configure:\n{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert_no_markers(&markers);
+        let harness = compile_object(&build, harness_object, &log);
+        assert_no_markers(&markers);
+        // Each -I names an existing folder (a split or a changed name would not), and together
+        // they are build.sh's.
+        let got: Vec<PathBuf> = harness
+            .iter()
+            .filter_map(|a| a.strip_prefix("-I"))
+            .map(|d| {
+                Path::new(d).canonicalize().unwrap_or_else(|e| {
+                    panic!("{generator}: -I{d} is no folder ({e}): {harness:?}")
+                })
+            })
+            .collect();
+        assert_eq!(got, want, "{generator}: {harness:?}");
+    }
 }
