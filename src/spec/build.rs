@@ -17,7 +17,23 @@ impl<'a> Validator<'a> {
         let mut dirs = Vec::new();
         for (i, d) in self.spec.source.include_dirs.iter().enumerate() {
             match self.environment.include_dirs.get(i).cloned().flatten() {
-                Some(p) => dirs.push(p),
+                Some(p) => {
+                    if let Some((at, c)) = refused_character(&p.to_string_lossy()) {
+                        self.error(
+                            &format!("source.include_dirs[{i}]"),
+                            format!(
+                                "include directory `{}` holds {} at character {at}",
+                                shown(&p.to_string_lossy()),
+                                describe(c)
+                            ),
+                        )
+                        .help = Some(format!(
+                            "rename the folder or link it under another name: {}",
+                            why_refused(c)
+                        ));
+                    }
+                    dirs.push(p)
+                }
                 None => {
                     let abs = self.environment.dir.join(d);
                     self.error(
@@ -51,6 +67,23 @@ impl<'a> Validator<'a> {
                     // headers may need them), except the CUDA toolkit's own, which nvcc adds itself
                     // and whose path differs from machine to machine (Environment::gather picks
                     // them). Missing ones are warned about by the extraction.
+                    for dir in &line.include_dirs {
+                        if let Some((at, c)) = refused_character(&dir.to_string_lossy()) {
+                            self.error(
+                                "build.flags_from",
+                                format!(
+                                    "the include directory `{}` read from {} holds {} at character {at}",
+                                    shown(&dir.to_string_lossy()),
+                                    from.file,
+                                    describe(c)
+                                ),
+                            )
+                            .help = Some(format!(
+                                "rename the folder or link it under another name: {}",
+                                why_refused(c)
+                            ));
+                        }
+                    }
                     extra_include_dirs.extend(line.include_dirs.iter().cloned());
                     self.warnings.extend(
                         extraction
@@ -60,7 +93,7 @@ impl<'a> Validator<'a> {
                     );
                     let kept = extraction.kept_flags();
                     for flag in &kept {
-                        if let Some((at, c)) = control_character(flag) {
+                        if let Some((at, c)) = refused_character(flag) {
                             self.error(
                                 "build.flags_from",
                                 format!(
@@ -71,10 +104,9 @@ impl<'a> Validator<'a> {
                                 ),
                             )
                             .help = Some(format!(
-                                "a flag is one nvcc argument, and a control character in it \
-                                 would reach the generated build files raw; mend the compile \
-                                 line in {}, or give the flags in `build.flags`, one flag per \
-                                 list entry",
+                                "a flag is one nvcc argument: {}; mend the compile line in {}, \
+                                 or give the flags in `build.flags`, one flag per list entry",
+                                why_refused(c),
                                 from.file
                             ));
                         }
@@ -118,7 +150,7 @@ impl<'a> Validator<'a> {
             let path = format!("build.flags[{i}]");
             // A newline in a flag was once written raw into the Makefile CMake generated, where
             // the text after it ran as a command of its own.
-            if let Some((at, c)) = control_character(flag) {
+            if let Some((at, c)) = refused_character(flag) {
                 self.error(
                     &path,
                     format!(
@@ -127,12 +159,11 @@ impl<'a> Validator<'a> {
                         describe(c)
                     ),
                 )
-                .help = Some(
-                    "give one flag per list entry (`flags: [-O3, -DNDEBUG]`): each entry is one \
-                     nvcc argument, and a control character in it would reach the generated \
-                     build files raw"
-                        .into(),
-                );
+                .help = Some(format!(
+                    "give one flag per list entry (`flags: [-O3, -DNDEBUG]`), each one nvcc \
+                     argument: {}",
+                    why_refused(c)
+                ));
                 continue;
             }
             let conflicts: &[(&str, &str)] = &[
@@ -187,15 +218,28 @@ impl<'a> Validator<'a> {
     }
 }
 
-/// The first control character of `flag` (newline, carriage return, tab, NUL, the rest of
-/// U+0000-U+001F, DEL, and the C1 controls): its position, counted in characters from 1, and
-/// the character. Flags are written into build.sh and CMake's files; none of these belongs in
-/// an nvcc argument, and a newline ends the line it is written on.
-fn control_character(flag: &str) -> Option<(usize, char)> {
+/// The first character of `flag` that no nvcc argument may hold: a control character (newline,
+/// carriage return, tab, NUL, the rest of U+0000-U+001F, DEL, the C1 controls), or a backtick.
+/// Its position, counted in characters from 1, and the character. Flags are written into
+/// build.sh and CMake's files, where a newline ends the line it is written on; and nvcc itself
+/// hands `-D` values and include folders to `sh` inside double quotes, escaping `$` but not a
+/// backtick, so `-DX=`cmd`` runs cmd on whoever builds the artifact (measured with nvcc 13.0).
+fn refused_character(flag: &str) -> Option<(usize, char)> {
     flag.chars()
         .enumerate()
-        .find(|(_, c)| c.is_control())
+        .find(|(_, c)| c.is_control() || *c == '`')
         .map(|(i, c)| (i + 1, c))
+}
+
+/// Why the character `refused_character` found is refused, for the error's help.
+fn why_refused(c: char) -> &'static str {
+    if c == '`' {
+        "nvcc hands -D values and include folders to a shell inside double quotes, where a \
+         backtick runs the command it encloses on whoever builds the artifact (a bundle is built \
+         by someone else)"
+    } else {
+        "a control character would reach the generated build files raw"
+    }
 }
 
 /// A control character named for a message.
@@ -205,6 +249,7 @@ fn describe(c: char) -> String {
         '\r' => "a carriage return (\\r)".into(),
         '\t' => "a tab (\\t)".into(),
         '\0' => "a NUL (\\0)".into(),
+        '`' => "a backtick (`)".into(),
         c => format!("the control character U+{:04X}", u32::from(c)),
     }
 }

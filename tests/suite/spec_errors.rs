@@ -805,6 +805,16 @@ fn a_flag_with_a_newline() {
     )));
 }
 
+/// nvcc hands a -D value to sh inside double quotes, where a backtick runs what it encloses: on
+/// whoever builds a bundle. Refused like a control character.
+#[test]
+fn a_flag_with_a_backtick() {
+    insta::assert_snapshot!(error_for(&replace(
+        "flags: [-O3]",
+        r#"flags: [-O3, "-DX=`touch /tmp/pwned`"]"#
+    )));
+}
+
 /// Flags read off a compile line go to the same build files: a control character there is
 /// refused too, naming the file it came from.
 #[test]
