@@ -78,7 +78,7 @@ repro::Launch launch(const repro::TensorView* repro_tensors, const int64_t* repr
   const CUtensorMap map_a = repro::encode_tma(map_a_request, repro_tensors[0].device);
 
   // tma.map_b: a CUtensorMap over B (bf16), dimensions innermost first: [K, N];
-  // at the spec's sizes dims {1040, 200}, strides {2080} bytes (set from the tensor below).
+  // at the spec's sizes dims {1040, 256}, strides {2080} bytes (set from the tensor below).
   repro::TmaRequest map_b_request = {"map_b", "B", "K, N", CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, "bf16",
       /*rank*/ 2, /*dims*/ {}, /*strides, bytes*/ {}, /*box*/ {64, 128}, /*element strides*/ {1, 1},
       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
