@@ -239,6 +239,8 @@ fn copy_capture(bundled: &mut ResolvedSpec, dir: &Path) -> Result<(), Error> {
     }
     if let Some(capture) = &mut bundled.document.capture {
         capture.command = without_folders(&capture.command);
+        // A Triton kernel's `matmul.py:30`, without the folder it sits in on this machine.
+        capture.source = without_folders(&capture.source);
     }
     Ok(())
 }
@@ -514,5 +516,9 @@ mod tests {
             "'app' --defect box"
         );
         assert_eq!(without_folders("./app -o out/x"), "./app -o out/x");
+        assert_eq!(
+            without_folders("/work/main/examples/capture_triton/matmul.py:30"),
+            "matmul.py:30"
+        );
     }
 }

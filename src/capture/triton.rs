@@ -337,8 +337,9 @@ struct AutotuneFile {
 
 #[derive(Debug, Deserialize)]
 struct AutotuneConfig {
+    /// In the file's order (the config's own), which serde_json's map would sort.
     #[serde(default)]
-    kwargs: serde_json::Map<String, serde_json::Value>,
+    kwargs: indexmap::IndexMap<String, serde_json::Value>,
     #[serde(default)]
     num_warps: Option<u32>,
     #[serde(default)]
