@@ -132,6 +132,8 @@ pub struct BufferTensor {
     /// Logical shape, row-major over storage unless `col_major` (the last two swapped).
     pub shape: Vec<u64>,
     pub col_major: bool,
+    /// Carved out of its allocation by `--tensor` (views.rs), rather than the allocation itself.
+    pub view: bool,
     /// Where the tensor starts in its allocation: 0, or a `--tensor` view's pointer offset.
     pub start: u64,
     /// Bytes of the buffer the tensor holds, from `start`.
@@ -142,11 +144,6 @@ pub struct BufferTensor {
 }
 
 impl BufferTensor {
-    /// Carved out of its allocation by `--tensor` (views.rs), rather than the allocation itself.
-    pub fn is_view(&self) -> bool {
-        self.origin.starts_with("--tensor ")
-    }
-
     pub fn numel(&self) -> u64 {
         self.shape.iter().product()
     }
@@ -307,6 +304,7 @@ pub fn lay_out(
             dtype: DType::U8,
             shape: vec![buffer.size],
             col_major: false,
+            view: false,
             start: 0,
             bytes: buffer.size,
             output: buffer.after.is_some(),
@@ -652,6 +650,7 @@ mod tests {
             bytes: shape.iter().product::<u64>() * 2,
             shape,
             col_major: false,
+            view: false,
             start: 0,
             output: false,
             origin: String::new(),

@@ -275,6 +275,7 @@ pub fn apply(
             dtype,
             shape,
             col_major: view.col_major,
+            view: true,
             start: pointer.byte_offset,
             bytes,
             // Refined when the bytes are read: only a view whose own bytes changed is an output.
@@ -317,12 +318,8 @@ pub fn tensor_at(tensors: &[BufferTensor], buffer: usize, at: u64) -> Option<(us
         |t: &BufferTensor| t.buffer == buffer && t.start <= at && at - t.start < t.bytes.max(1);
     tensors
         .iter()
-        .position(|t| t.is_view() && contains(t))
-        .or_else(|| {
-            tensors
-                .iter()
-                .position(|t| !t.is_view() && t.buffer == buffer)
-        })
+        .position(|t| t.view && contains(t))
+        .or_else(|| tensors.iter().position(|t| !t.view && t.buffer == buffer))
         .map(|i| (i, at.saturating_sub(tensors[i].start)))
 }
 

@@ -241,10 +241,10 @@ pub fn write(
         // A view is an output only where the launch changed its own bytes.
         let changed = after_bytes
             .as_ref()
-            .filter(|after| !t.is_view() || after[span.clone()] != all_bytes[span.clone()]);
+            .filter(|after| !t.view || after[span.clone()] != all_bytes[span.clone()]);
         if let Some(after_bytes) = changed {
             // The allocation's count, or for a view the bytes of its own that changed.
-            let changed_bytes = if t.is_view() {
+            let changed_bytes = if t.view {
                 after_bytes[span.clone()]
                     .iter()
                     .zip(&all_bytes[span.clone()])
