@@ -531,12 +531,11 @@ pub struct CaptureSpec {
     /// Which launch of the matching kernels (from 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch: Option<u64>,
-    /// The configuration the kernel was compiled with, when the capture could tell it: a Triton
-    /// kernel's autotuned constexprs and compile options (`BLOCK_M=64, num_warps=4`). The
-    /// report names it beside the kernel, so a bug report says which config failed.
+    /// The config the kernel was compiled with, when the capture can tell (a Triton kernel's
+    /// `BLOCK_M=64, num_warps=4`): the report names it, so a bug report says which one failed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub config: String,
-    /// Where the kernel is written, when the capture could tell it (`matmul.py:30`).
+    /// Where the kernel is written, likewise (`matmul.py:30`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
     /// Each output's contents before production's launch (a `.npy`): the run starts its
