@@ -56,6 +56,14 @@ pub fn compiled_size_uses(spec: &ResolvedSpec) -> Vec<CompiledSizeUse> {
     uses
 }
 
+impl CompiledSizeUse {
+    /// The sizes as a message lists them: `` `N`, `K` ``.
+    pub fn names(&self) -> String {
+        let names: Vec<String> = self.sizes.iter().map(|s| format!("`{s}`")).collect();
+        names.join(", ")
+    }
+}
+
 /// Why the spec's sizes must be compile-time constants, naming every use; `None` when they are
 /// run-time values that `--size` can change without a rebuild.
 pub fn sizes_fixed_reason(spec: &ResolvedSpec) -> Option<String> {
@@ -65,19 +73,9 @@ pub fn sizes_fixed_reason(spec: &ResolvedSpec) -> Option<String> {
     }
     let parts: Vec<String> = uses
         .iter()
-        .map(|u| {
-            let names: Vec<String> = u.sizes.iter().map(|s| format!("`{s}`")).collect();
-            format!("{} uses {}", u.place, names.join(", "))
-        })
+        .map(|u| format!("{} uses {}", u.place, u.names()))
         .collect();
     Some(parts.join("; "))
-}
-
-/// Whether the prelude names a size: then the constants must be declared before it.
-pub fn prelude_uses_sizes(spec: &ResolvedSpec) -> bool {
-    compiled_size_uses(spec)
-        .iter()
-        .any(|u| u.place == "source.prelude")
 }
 
 /// The sizes `text` names, outside comments and string literals; with `in_template_arguments`,

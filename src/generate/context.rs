@@ -750,10 +750,7 @@ pub fn harness_context(
         sizes_fixed_reason: fixed_reason.as_deref().map(cpp_string).unwrap_or_default(),
         sizes_fixed_uses: compiled_size_uses(spec)
             .iter()
-            .map(|u| {
-                let names: Vec<String> = u.sizes.iter().map(|s| format!("`{s}`")).collect();
-                comment_text(&format!("{}: {}", u.place, names.join(", ")))
-            })
+            .map(|u| comment_text(&format!("{}: {}", u.place, u.names())))
             .collect(),
         tensors,
         kernel: KernelContext {
