@@ -237,15 +237,12 @@ pub fn write(
             Some(after_file) => Some(read_buffer(raw, after_file, buffer.size)?),
             None => None,
         };
+        // The allocation's count of changed bytes, or a view's own: a view is an output only
+        // where the launch changed its bytes.
         let span = t.start as usize..(t.start + t.bytes) as usize;
-        // A view is an output only where the launch changed its own bytes.
-        let changed = after_bytes
-            .as_ref()
-            .filter(|after| !t.view || after[span.clone()] != all_bytes[span.clone()]);
-        if let Some(after_bytes) = changed {
-            // The allocation's count, or for a view the bytes of its own that changed.
-            let changed_bytes = if t.view {
-                after_bytes[span.clone()]
+        let changed = after_bytes.as_deref().and_then(|after| {
+            let count = if t.view {
+                after[span.clone()]
                     .iter()
                     .zip(&all_bytes[span.clone()])
                     .filter(|(a, b)| a != b)
@@ -253,7 +250,9 @@ pub fn write(
             } else {
                 buffer.changed_bytes
             };
-            let after_bytes = &after_bytes[t.start as usize..];
+            (!t.view || count > 0).then_some((&after[t.start as usize..], count))
+        });
+        if let Some((after_bytes, changed_bytes)) = changed {
             let (b, a) = (
                 format!("production/{}.before.npy", t.name),
                 format!("production/{}.after.npy", t.name),
