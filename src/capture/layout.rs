@@ -261,6 +261,21 @@ fn instantiated(decl: &KernelDecl, template_args: &[String], ty: &str) -> String
         .map_or_else(|| ty.to_string(), |(_, arg)| arg.clone())
 }
 
+/// The dtype parameter `index` points to, when it is a pointer to an element type repro knows
+/// (a template parameter's name replaced by the instantiation's argument).
+pub fn pointee_dtype(decl: &KernelDecl, template_args: &[String], index: usize) -> Option<DType> {
+    match &decl.params.get(index)?.ty {
+        ParamType::Pointer {
+            element, resolved, ..
+        } => {
+            let element = resolved.as_deref().unwrap_or(element);
+            let element = instantiated(decl, template_args, element);
+            crate::import::cuda::spec_dtype(&element).and_then(DType::from_name)
+        }
+        _ => None,
+    }
+}
+
 pub fn lay_out(
     capture: &Capture,
     params: &[u8],
@@ -316,19 +331,7 @@ pub fn lay_out(
             let (shape, bytes) = packed_view(m, dtype.bytes() as u64, buffer.size)?;
             Some((dtype, shape, bytes))
         });
-        let pointee = pointer_param.and_then(|p| {
-            let param = decl?.params.get(p.param)?;
-            match &param.ty {
-                ParamType::Pointer {
-                    element, resolved, ..
-                } => {
-                    let element = resolved.as_deref().unwrap_or(element);
-                    let element = instantiated(decl?, template_args, element);
-                    crate::import::cuda::spec_dtype(&element).and_then(DType::from_name)
-                }
-                _ => None,
-            }
-        });
+        let pointee = pointer_param.and_then(|p| pointee_dtype(decl?, template_args, p.param));
         if let Some((dtype, shape, bytes)) = map_view {
             tensor.dtype = dtype;
             tensor.shape = shape;
@@ -341,7 +344,7 @@ pub fn lay_out(
         }
         tensors.push(tensor);
     }
-    super::views::apply(&mut tensors, capture, params, decl, views)?;
+    super::views::apply(&mut tensors, capture, params, decl, template_args, views)?;
     let mut sizes = Vec::new();
     let (global, global_blocked) = match decl {
         None => (

@@ -145,6 +145,7 @@ pub fn apply(
     capture: &Capture,
     params: &[u8],
     decl: Option<&KernelDecl>,
+    template_args: &[String],
     views: &[TensorView],
 ) -> Result<(), String> {
     if views.is_empty() {
@@ -229,22 +230,12 @@ pub fn apply(
         }
         let dtype = match view.dtype {
             Some(d) => d,
-            None => match &decl.params[index].ty {
-                ParamType::Pointer {
-                    element, resolved, ..
-                } => {
-                    let element = resolved.as_deref().unwrap_or(element);
-                    crate::import::cuda::spec_dtype(element)
-                        .and_then(DType::from_name)
-                        .ok_or_else(|| {
-                            format!(
-                                "--tensor {}: `{element}` is no dtype repro knows: give one, e.g. {}=bf16[...]",
-                                view.text, view.name
-                            )
-                        })?
-                }
-                _ => unreachable!("a pointer parameter"),
-            },
+            None => super::layout::pointee_dtype(decl, template_args, index).ok_or_else(|| {
+                format!(
+                    "--tensor {}: `{}` points to no element type repro knows: give one, e.g. {}=bf16[...]",
+                    view.text, view.name, view.name
+                )
+            })?,
         };
         let bytes = shape
             .iter()
