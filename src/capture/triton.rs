@@ -289,20 +289,12 @@ impl TritonKernel {
                 }
             })
             .collect();
-        KernelDecl::foreign(
-            &self.name,
-            KernelKind::Global,
-            self.location
-                .as_deref()
-                .and_then(|l| l.rsplit_once(':'))
-                .map_or_else(|| self.entry.clone(), |(file, _)| PathBuf::from(file)),
-            self.location
-                .as_deref()
-                .and_then(|l| l.rsplit_once(':'))
-                .and_then(|(_, line)| line.parse().ok())
-                .unwrap_or(0),
-            params,
-        )
+        // `matmul.py:30`: the file, and the line (0 when unknown).
+        let (file, line) = match self.location.as_deref().and_then(|l| l.rsplit_once(':')) {
+            Some((file, line)) => (PathBuf::from(file), line.parse().unwrap_or(0)),
+            None => (self.entry.clone(), 0),
+        };
+        KernelDecl::foreign(&self.name, KernelKind::Global, file, line, params)
     }
 
     /// The compile options and the autotuned constexprs, on one line:

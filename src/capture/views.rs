@@ -49,7 +49,7 @@ pub fn parse(text: &str) -> Result<TensorView, String> {
     let rest = rest.trim();
     let (rest, col_major) = match rest.rsplit_once(':') {
         Some((shape, "col_major")) => (shape.trim(), true),
-        Some((_, "row_major")) => (rest.rsplit_once(':').map_or(rest, |(s, _)| s.trim()), false),
+        Some((shape, "row_major")) => (shape.trim(), false),
         Some((_, other)) => {
             return Err(bad(&format!(
                 "`{other}` is no layout (col_major or row_major)"
