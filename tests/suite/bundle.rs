@@ -186,9 +186,12 @@ capture:
   command: {}/bin/app --requests 3
   kernel: kernel(unsigned char*, unsigned char*)
   launch: 2
+  config: 'Triton: BLOCK_M=64, note="a \ b", num_warps=4'
+  source: {}/app/matmul.py:30
   before: {{ buffer1: production/buffer1.before.npy }}
   after: {{ buffer1: production/buffer1.after.npy }}
 "#,
+            dir.display(),
             dir.display()
         ),
     )
@@ -221,9 +224,17 @@ capture:
         "params: replay/params.bin",
         "buffer1: production/buffer1.before.npy",
         "command: app --requests 3",
+        "source: matmul.py:30",
     ] {
         assert!(bundled.contains(line), "`{line}` in:\n{bundled}");
     }
+    // The config names the kernel in the report: a C++ string in harness.cu, which nvcc builds.
+    common::build_with_nvcc(&out.join("spec.yaml"), &dir.join("built"));
+    let harness = std::fs::read_to_string(dir.join("built/harness.cu")).unwrap();
+    assert!(
+        harness.contains(r#"kernel(unsigned char*, unsigned char*) [Triton: BLOCK_M=64, note=\"a \\ b\", num_warps=4]"#),
+        "{harness}"
+    );
     let here = dir.canonicalize().unwrap().display().to_string();
     assert!(
         !bundled.contains(&here),
