@@ -8,6 +8,7 @@
 //! plain values the modules above take.
 
 pub mod analyze;
+pub mod async_race;
 pub mod build;
 pub mod bundle;
 pub mod capture;

@@ -34,13 +34,21 @@ pub enum Variant {
     /// `.repro/build/harness-lineinfo`: the production flags plus `-lineinfo`, so that
     /// compute-sanitizer reports name source lines. Built and cached on its own.
     Lineinfo,
+    /// `.repro/build/harness-async-race`: the Lineinfo variant built by the async-race
+    /// checker's nvcc (src/async_race/toolkit.rs: the PTX rewritten between cicc and ptxas)
+    /// with its device runtime force-included. Its site tables go to ASYNC_RACE_SITES.
+    AsyncRace,
 }
+
+/// Where the AsyncRace variant's compile leaves the rewrite's site tables.
+pub const ASYNC_RACE_SITES: &str = ".repro/build/async-race-sites";
 
 impl Variant {
     fn binary(self) -> &'static str {
         match self {
             Variant::Production => HARNESS_BINARY,
             Variant::Lineinfo => ".repro/build/harness-lineinfo",
+            Variant::AsyncRace => ".repro/build/harness-async-race",
         }
     }
 
@@ -48,6 +56,7 @@ impl Variant {
         match self {
             Variant::Production => ".repro/build/stamp.json",
             Variant::Lineinfo => ".repro/build/stamp-lineinfo.json",
+            Variant::AsyncRace => ".repro/build/stamp-async-race.json",
         }
     }
 
@@ -55,6 +64,7 @@ impl Variant {
         match self {
             Variant::Production => ".repro/build/harness.d",
             Variant::Lineinfo => ".repro/build/harness-lineinfo.d",
+            Variant::AsyncRace => ".repro/build/harness-async-race.d",
         }
     }
 
@@ -73,6 +83,17 @@ impl Variant {
                 let mut args = production;
                 let at = args.iter().rposition(|a| a == "-o").unwrap_or(args.len());
                 args.insert(at, "-lineinfo".into());
+                args
+            }
+            Variant::AsyncRace => {
+                let mut args = Variant::Lineinfo.arguments(production);
+                let at = args.iter().rposition(|a| a == "-o").unwrap_or(args.len());
+                // The checker's hooks and its host side, in harness.cu's own translation unit:
+                // the rewrite calls them from the kernel's PTX.
+                args.splice(
+                    at..at,
+                    ["-include".to_string(), "repro/async_race.cuh".to_string()],
+                );
                 args
             }
         }
@@ -195,6 +216,17 @@ pub fn build_variant(
     let dir = &plan.dir;
     let nvcc = toolchain::find_nvcc(nvcc_override)?;
     let command = &plan.command;
+    // The async-race variant compiles with the wrapped nvcc (same toolkit, one step added).
+    let mut environment = Vec::new();
+    let compiler = match variant {
+        Variant::AsyncRace => {
+            let wrapped = crate::async_race::toolkit::wrap(&nvcc.path, &runtime::cache_root())?;
+            let sites = crate::generate::paths::absolute(&dir.join(ASYNC_RACE_SITES));
+            environment = crate::async_race::toolkit::environment(&wrapped, &sites);
+            wrapped.nvcc
+        }
+        _ => nvcc.path.clone(),
+    };
     std::fs::create_dir_all(dir.join(BUILD_DIR))
         .map_err(Error::io("create", dir.join(BUILD_DIR)))?;
     let _lock = FileLock::acquire(&dir.join(BUILD_DIR).join("lock"))?;
@@ -208,19 +240,24 @@ pub fn build_variant(
     let args = variant.arguments(command.arguments(&linked[0]));
     let compile = CachedCompile {
         dir,
-        nvcc: &nvcc.path,
+        nvcc: &compiler,
         args: &args,
         output: variant.binary(),
         stamp: variant.stamp(),
         depfile: variant.depfile(),
         marker: "started",
-        label: "harness.cu with the production flags",
+        label: if variant == Variant::AsyncRace {
+            "harness.cu with the production flags, instrumented for async-race"
+        } else {
+            "harness.cu with the production flags"
+        },
         linked,
+        environment,
     };
     let seconds = compile.run(|output| Error::Build {
         dir: dir.clone(),
         code: exit_text(output),
-        command: format!("{} {}", nvcc.path.display(), args.join(" ")),
+        command: format!("{} {}", compiler.display(), args.join(" ")),
     })?;
     Ok(Built {
         binary: dir.join(variant.binary()),
@@ -245,6 +282,7 @@ fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
         marker: "started-reference",
         label: "the custom reference with the runtime's flags",
         linked: Vec::new(),
+        environment: Vec::new(),
     };
     compile.run(|output| {
         let (header, function) = match &plan.spec.reference {
@@ -289,6 +327,8 @@ struct CachedCompile<'a> {
     /// Files the output is linked from (the runtime library, the reference's object): their
     /// content is part of the key.
     linked: Vec<String>,
+    /// Extra environment for nvcc (the async-race checker's ptxas wrapper needs its own).
+    environment: Vec<(&'static str, PathBuf)>,
 }
 
 impl CachedCompile<'_> {
@@ -313,12 +353,20 @@ impl CachedCompile<'_> {
             dir.display()
         );
         let started = start_marker(dir, self.marker)?;
+        for (name, value) in &self.environment {
+            // A site-table folder holds exactly this compile's tables.
+            if *name == crate::async_race::toolkit::SITES_DIR {
+                let _ = std::fs::remove_dir_all(value);
+                std::fs::create_dir_all(value).map_err(Error::io("create", value))?;
+            }
+        }
         let (output, seconds) = progress::run(
             self.label,
             Command::new(nvcc)
                 .current_dir(dir)
                 .args(with_output(self.args, &partial))
-                .args(["-MD", "-MF", self.depfile]),
+                .args(["-MD", "-MF", self.depfile])
+                .envs(self.environment.iter().map(|(k, v)| (*k, v.as_os_str()))),
         )
         .map_err(|e| Error::Toolchain(format!("cannot start {}: {e}", nvcc.display())))?;
         print_output(&output);

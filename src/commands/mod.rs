@@ -101,6 +101,10 @@ fn restore_sigpipe() {
 
 /// Parses the command line, runs the command, and turns its outcome into the process exit code.
 pub fn main() -> ExitCode {
+    // Started as `ptxas` by the async-race checker's nvcc (src/async_race/toolkit.rs).
+    if crate::async_race::toolkit::is_ptxas_wrapper() {
+        return crate::async_race::toolkit::ptxas_main();
+    }
     restore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -180,6 +180,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         "runtime/include/repro/cutlass3.h",
         include_str!("../../templates/runtime/include/repro/cutlass3.h"),
     ),
+    (
+        "runtime/include/repro/async_race.cuh",
+        include_str!("../../templates/runtime/include/repro/async_race.cuh"),
+    ),
 ];
 
 /// The artifact's files, in the order they are listed in its README.

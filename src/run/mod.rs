@@ -343,20 +343,41 @@ pub(crate) fn print_heatmap_path(report: &std::path::Path) -> Result<(), Error> 
     Ok(())
 }
 
+/// Where the async-race checker's harness writes its raw findings.
+const ASYNC_RACE_FINDINGS: &str = ".repro/build/async-race-findings.jsonl";
+
 /// `repro run` on a planned artifact: build (a -lineinfo variant under a sanitizer), run the
 /// harness with `options`, relay its report; returns the exit code.
 pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
-    let variant = if options.sanitize.is_some() {
-        Variant::Lineinfo
-    } else {
-        Variant::Production
+    let variant = match options.sanitize {
+        Some(sanitize::Tool::AsyncRace) => Variant::AsyncRace,
+        Some(_) => Variant::Lineinfo,
+        None => Variant::Production,
     };
     let binary = build_harness(plan, options.nvcc.as_deref(), variant, "")?;
     let spec = &plan.spec;
     let mut checks = options.checks.clone();
     let mut timeout = checks.timeout.unwrap_or(spec.check.timeout);
+    let mut async_race_findings = None;
     let (program, sanitizer_log) = match options.sanitize {
         None => (Command::new(&binary), None),
+        Some(sanitize::Tool::AsyncRace) => {
+            // The instrumented harness itself: each hooked instruction costs a call, so allow
+            // for a slower launch; one launch decides (the check is of order, not of timing).
+            timeout *= sanitize::TIMEOUT_FACTOR;
+            checks.timeout.get_or_insert(timeout);
+            checks.repeat.get_or_insert(1);
+            let findings = crate::generate::paths::absolute(&plan.dir.join(ASYNC_RACE_FINDINGS));
+            let _ = std::fs::remove_file(&findings);
+            eprintln!(
+                "sanitize: async-race (the kernel's PTX instrumented; findings {})",
+                findings.display()
+            );
+            let mut command = Command::new(&binary);
+            command.env("REPRO_ASYNC_RACE_OUT", &findings);
+            async_race_findings = Some(findings);
+            (command, None)
+        }
         Some(tool) => {
             // Kernels run 10-100x slower under a sanitizer, and one launch is what it needs.
             timeout *= sanitize::TIMEOUT_FACTOR;
@@ -406,6 +427,18 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
         Some(outcome) => outcome,
         None => return Ok(exit::HANG),
     };
+    if let Some(findings) =
+        async_race_findings.filter(|_| code != exit::NO_DEVICE && code != exit::USAGE)
+    {
+        let sites = plan.dir.join(build::ASYNC_RACE_SITES);
+        let found = crate::async_race::report::load(&findings, &sites);
+        print!("{}", crate::async_race::report::render(&found));
+        crate::async_race::report::add_to_json(&report, &found)?;
+        if !found.races.is_empty() {
+            println!("Disposition: Failed (race)");
+            return Ok(exit::SANITIZER);
+        }
+    }
     if let Some((tool, log)) = sanitizer_log {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let report = sanitize::parse(&text);

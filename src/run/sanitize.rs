@@ -15,14 +15,18 @@ pub enum Tool {
     Racecheck,
     Initcheck,
     Synccheck,
+    /// repro's own checker (src/async_race/), not compute-sanitizer's: races with the async
+    /// proxy (TMA, bulk copies, wgmma) that racecheck does not track.
+    AsyncRace,
 }
 
 impl Tool {
-    pub const ALL: [Tool; 4] = [
+    pub const ALL: [Tool; 5] = [
         Tool::Memcheck,
         Tool::Racecheck,
         Tool::Initcheck,
         Tool::Synccheck,
+        Tool::AsyncRace,
     ];
 
     /// compute-sanitizer's name for the tool (`--tool NAME`), also repro's.
@@ -32,6 +36,7 @@ impl Tool {
             Tool::Racecheck => "racecheck",
             Tool::Initcheck => "initcheck",
             Tool::Synccheck => "synccheck",
+            Tool::AsyncRace => "async-race",
         }
     }
 
@@ -45,6 +50,10 @@ impl Tool {
             Tool::Initcheck => "Reads of device global memory that nothing wrote",
             Tool::Synccheck => {
                 "Invalid uses of synchronization primitives (__syncthreads in divergent code...)"
+            }
+            Tool::AsyncRace => {
+                "Shared-memory races with the async proxy (TMA loads and stores, bulk copies, wgmma) \
+                 that racecheck does not track: repro's own checker, found by order, not by timing"
             }
         }
     }

@@ -7,6 +7,7 @@
 mod capture;
 mod common;
 
+mod async_race;
 mod attention_spec;
 mod bundle;
 mod cli;
