@@ -121,7 +121,8 @@ enum Kind : uint32_t {
 struct Finding {
     unsigned long long key;  // kind, site, other site; 0 = free
     uint32_t kind, site, other_site, count;
-    uint32_t block[3], warp, other_warp, lo, hi, iteration, other_clock, pad;
+    uint32_t block[3], warp, other_warp, lo, hi, iteration, other_clock;
+    uint32_t known;  // what the reporting warp knew of the other side's agent when it reported
 };
 
 struct State {
@@ -220,6 +221,7 @@ __device__ void report(Kind kind, uint32_t site, uint32_t other_site, uint32_t w
         f.block[0] = blockIdx.x, f.block[1] = blockIdx.y, f.block[2] = blockIdx.z;
         f.warp = warp, f.other_warp = other_warp, f.lo = offset, f.hi = offset + kGranuleBytes;
         f.iteration = iteration, f.other_clock = stamp_clock(other_stamp);
+        if (Slot* slot = current_slot()) f.known = slot->warps[warp].clock[stamp_agent(other_stamp)];
         atomicAdd(&f.count, 1u);
         __threadfence();
         atomicExch(&f.kind, (uint32_t)kind);  // last: whoever sees the kind sees the rest
@@ -821,16 +823,36 @@ inline void write_findings()
                  state.checked_blocks, state.unchecked_blocks, state.operations, state.unknown_sizes,
                  state.remote_operations, state.dropped_findings);
     if (std::getenv("REPRO_ASYNC_RACE_DEBUG") != nullptr) {
-        // The clocks the first slots were left with (slots are not cleared at exit).
+        // A diagnosis aid (docs/async-race.md): the clocks, mbarrier records and named barriers
+        // the first two slots were left with (slots are not cleared at exit).
         for (uint32_t i = 0; i < 2 && i < state.slot_count; ++i) {
             static Slot slot;
             if (cudaMemcpy(&slot, state.slots + i, sizeof(Slot), cudaMemcpyDeviceToHost) != cudaSuccess) break;
-            for (int w = 0; w < 9; ++w) {
-                std::fprintf(out, "{\"debug_slot\": %u, \"warp\": %d, \"clock\": [", i, w);
-                for (int a = 0; a < 12; ++a) std::fprintf(out, "%u, ", slot.warps[w].clock[a]);
-                std::fprintf(out, "%u], \"loads\": %u, \"stores\": %u, \"committed\": %u, \"fences\": %u}\n",
-                             slot.warps[w].clock[kLoadAgent], slot.warps[w].loads, slot.warps[w].stores,
-                             slot.warps[w].committed, slot.warps[w].fence_count);
+            for (int w = 0; w < kMaxWarps; ++w) {
+                if (slot.warps[w].clock[w] == 0) continue;  // no such warp
+                std::fprintf(out, "{\"debug_slot\": %u, \"warp\": %d, \"clock\": {", i, w);
+                const char* separator = "";
+                for (int a = 0; a < kAgents; ++a)
+                    if (slot.warps[w].clock[a] != 0) {
+                        std::fprintf(out, "%s\"%d\": %u", separator, a, slot.warps[w].clock[a]);
+                        separator = ", ";
+                    }
+                std::fprintf(out, "}, \"loads\": %u, \"stores\": %u, \"committed\": %u, \"fences\": %u}\n",
+                             slot.warps[w].loads, slot.warps[w].stores, slot.warps[w].committed,
+                             slot.warps[w].fence_count);
+            }
+            for (int b = 0; b < kMBarriers; ++b) {
+                const MBarrier& m = slot.mbarriers[b];
+                if (m.key == 0) continue;
+                std::fprintf(out, "{\"debug_mbarrier\": %u, \"parity\": %u, \"released\": [", m.key - 1, m.parity);
+                const char* separator = "";
+                for (int p = 0; p < 2; ++p)
+                    for (int a = 0; a < kAgents; ++a)
+                        if (m.released[p][a] != 0) {
+                            std::fprintf(out, "%s\"parity %d agent %d: %u\"", separator, p, a, m.released[p][a]);
+                            separator = ", ";
+                        }
+                std::fprintf(out, "]}\n");
             }
             for (int b = 0; b < 3; ++b)
                 std::fprintf(out, "{\"debug_named\": %d, \"generation\": %u, \"arrived\": %u, \"released0\": [%u, %u, %u], \"released1\": [%u, %u, %u]}\n", b,
@@ -844,9 +866,9 @@ inline void write_findings()
         if (f.kind == 0) continue;
         std::fprintf(out,
                      "{\"kind\": %u, \"site\": %u, \"other_site\": %u, \"count\": %u, \"block\": [%u, %u, %u], "
-                     "\"warp\": %u, \"other_warp\": %u, \"lo\": %u, \"hi\": %u, \"iteration\": %u, \"other_clock\": %u}\n",
+                     "\"warp\": %u, \"other_warp\": %u, \"lo\": %u, \"hi\": %u, \"iteration\": %u, \"other_clock\": %u, \"known\": %u}\n",
                      f.kind, f.site, f.other_site, f.count, f.block[0], f.block[1], f.block[2], f.warp, f.other_warp, f.lo,
-                     f.hi, f.iteration, f.other_clock);
+                     f.hi, f.iteration, f.other_clock, f.known);
     }
     std::fclose(out);
 }
