@@ -36,7 +36,7 @@
 namespace repro {
 namespace async_race {
 
-// The hooks' flag bits (src/async_race/ptx.rs `flags`).
+// The hooks' flag bits (src/async_race/hooks.rs `flags`).
 enum Flag : uint32_t {
     kWindowMask = 3,
     kWindowCta = 0,
@@ -304,7 +304,7 @@ __device__ __forceinline__ void tick(Warp& w, uint32_t warp) { w.clock[warp] += 
 }  // namespace repro
 
 // ---------------------------------------------------------------------------------------------
-// The hooks (names and parameters are the rewrite's, src/async_race/ptx.rs PROTOTYPES).
+// The hooks (names and parameters are the rewrite's, src/async_race/hooks.rs PROTOTYPES).
 // ---------------------------------------------------------------------------------------------
 using namespace repro::async_race;
 
