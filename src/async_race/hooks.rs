@@ -4,7 +4,8 @@
 //! groups, proxy fences, named barriers, mbarriers, wgmma) the calls to place before and after
 //! it with their arguments. [`super::ptx`] parses the module and writes the calls.
 
-use super::ptx::{bracket, split_operands, Instruction};
+use super::ptx::{bracket, Instruction};
+use crate::capture::layout::split_top_level as split_operands;
 
 /// Flag bits the hooks take (the device runtime's `repro::async_race::flags`).
 pub mod flags {
@@ -187,7 +188,7 @@ pub(super) fn plan(instruction: &Instruction, in_entry: bool) -> Option<Plan> {
                 ],
             ));
         }
-        "cp" => return plan_cp(&parts, ops, instruction),
+        "cp" => return plan_cp(&parts, ops),
         // fence.proxy.async{.shared::cta|.shared::cluster|.global}: all but the global-only one.
         "fence"
             if parts.get(1) == Some(&"proxy")
@@ -271,8 +272,7 @@ pub(super) fn plan(instruction: &Instruction, in_entry: bool) -> Option<Plan> {
 }
 
 /// `cp.async*`: bulk and tensor copies (async proxy), their groups, and the Ampere `cp.async`.
-fn plan_cp(parts: &[&str], ops: &[String], instruction: &Instruction) -> Option<Plan> {
-    let _ = instruction;
+fn plan_cp(parts: &[&str], ops: &[String]) -> Option<Plan> {
     let mut plan = Plan::default();
     let async_at = parts.iter().position(|p| *p == "async")?;
     let reduce = parts.get(1) == Some(&"reduce");

@@ -17,6 +17,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::hooks::{plan, type_bits, Arg, Call, Plan, HOOK_PREFIX, PROTOTYPES};
+// Operands split at commas outside `[...]` and `{...}` (a TMA copy's `[map, {x, y}]`).
+use crate::capture::layout::split_top_level as split_operands;
 
 /// What a hook call site is, for the report.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -59,7 +61,7 @@ impl Registers {
         let Some((ty, names)) = rest.split_once(char::is_whitespace) else {
             return;
         };
-        let bits = type_bits(ty.trim_start_matches('.')).unwrap_or(32) * 8;
+        let bits = type_bits(ty.trim_start_matches('.')).unwrap_or(4) * 8;
         let bits = if ty == ".pred" { 1 } else { bits };
         if self.scopes.is_empty() {
             self.scopes.push(HashMap::new());
@@ -185,30 +187,6 @@ pub(super) fn parse_instruction(statement: &str) -> Option<Instruction<'_>> {
         opcode,
         operands: split_operands(rest),
     })
-}
-
-/// Operands at the top level: commas inside `[...]` and `{...}` do not split.
-pub(super) fn split_operands(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut current = String::new();
-    for c in text.chars() {
-        match c {
-            '[' | '{' => depth += 1,
-            ']' | '}' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(current.trim().to_string());
-                current.clear();
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
-    }
-    if !current.trim().is_empty() {
-        out.push(current.trim().to_string());
-    }
-    out
 }
 
 /// `[x]` → `x`.

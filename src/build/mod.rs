@@ -216,13 +216,16 @@ pub fn build_variant(
     let dir = &plan.dir;
     let nvcc = toolchain::find_nvcc(nvcc_override)?;
     let command = &plan.command;
-    // The async-race variant compiles with the wrapped nvcc (same toolkit, one step added).
+    // The async-race variant compiles with the wrapped nvcc (same toolkit, one step added),
+    // whose ptxas writes the site tables into a folder of this compile's own.
     let mut environment = Vec::new();
+    let mut fresh_dir = None;
     let compiler = match variant {
         Variant::AsyncRace => {
             let wrapped = crate::async_race::toolkit::wrap(&nvcc.path, &runtime::cache_root())?;
             let sites = crate::generate::paths::absolute(&dir.join(ASYNC_RACE_SITES));
             environment = crate::async_race::toolkit::environment(&wrapped, &sites);
+            fresh_dir = Some(sites);
             wrapped.nvcc
         }
         _ => nvcc.path.clone(),
@@ -253,6 +256,7 @@ pub fn build_variant(
         },
         linked,
         environment,
+        fresh_dir,
     };
     let seconds = compile.run(|output| Error::Build {
         dir: dir.clone(),
@@ -283,6 +287,7 @@ fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
         label: "the custom reference with the runtime's flags",
         linked: Vec::new(),
         environment: Vec::new(),
+        fresh_dir: None,
     };
     compile.run(|output| {
         let (header, function) = match &plan.spec.reference {
@@ -329,6 +334,9 @@ struct CachedCompile<'a> {
     linked: Vec<String>,
     /// Extra environment for nvcc (the async-race checker's ptxas wrapper needs its own).
     environment: Vec<(&'static str, PathBuf)>,
+    /// A folder the compile writes besides its output (the rewrite's site tables), emptied
+    /// before nvcc runs so that it holds this compile's files only; kept when the cache answers.
+    fresh_dir: Option<PathBuf>,
 }
 
 impl CachedCompile<'_> {
@@ -353,12 +361,9 @@ impl CachedCompile<'_> {
             dir.display()
         );
         let started = start_marker(dir, self.marker)?;
-        for (name, value) in &self.environment {
-            // A site-table folder holds exactly this compile's tables.
-            if *name == crate::async_race::toolkit::SITES_DIR {
-                let _ = std::fs::remove_dir_all(value);
-                std::fs::create_dir_all(value).map_err(Error::io("create", value))?;
-            }
+        if let Some(fresh) = &self.fresh_dir {
+            let _ = std::fs::remove_dir_all(fresh);
+            std::fs::create_dir_all(fresh).map_err(Error::io("create", fresh))?;
         }
         let (output, seconds) = progress::run(
             self.label,

@@ -19,8 +19,8 @@ pub struct Demangled {
     pub params: Vec<String>,
 }
 
-/// Splits `text` at commas outside brackets.
-fn split_top_level(text: &str) -> Vec<String> {
+/// Splits `text` at commas outside brackets (also PTX operands, src/async_race/).
+pub(crate) fn split_top_level(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut depth = 0i32;
     let mut current = String::new();

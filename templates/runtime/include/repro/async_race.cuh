@@ -10,7 +10,7 @@
 // the build changes. At exit the findings go to $REPRO_ASYNC_RACE_OUT (JSON lines) and repro
 // names their source lines from the rewrite's site table.
 //
-// The model (docs/sanitize.md says it in words):
+// The model (docs/async-race.md says it in words):
 //  * Agents are the warps of a CTA (program order within a warp), plus, per warp, three
 //    asynchronous agents: its TMA/bulk loads, its TMA/bulk stores, its wgmma groups. Each warp
 //    carries a vector clock over all of them.
