@@ -7,6 +7,7 @@
 //! and runs the real ptxas with the arguments unchanged. nvcc's flags, its host compiler and
 //! every other step are untouched; the rewritten PTX is also what the fatbinary embeds.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -17,6 +18,8 @@ use super::ptx;
 /// Environment of the wrapped ptxas: the real one, and where the site tables go.
 pub const REAL_PTXAS: &str = "REPRO_ASYNC_RACE_PTXAS";
 pub const SITES_DIR: &str = "REPRO_ASYNC_RACE_SITES";
+/// Hooks the rewrite leaves out, comma-separated (docs/async-race.md, "Diagnosing the checker").
+pub const SKIP: &str = "REPRO_ASYNC_RACE_SKIP";
 
 /// A wrapped toolkit: its nvcc, and the environment its ptxas needs.
 #[derive(Debug, Clone)]
@@ -106,12 +109,18 @@ fn wrapped_profile(profile: &str, bin: &Path, wrappers: &Path) -> String {
     out
 }
 
-/// Environment for a build with the wrapped nvcc.
-pub fn environment(wrapped: &WrappedNvcc, sites: &Path) -> Vec<(&'static str, PathBuf)> {
-    vec![
-        (REAL_PTXAS, wrapped.real_ptxas.clone()),
-        (SITES_DIR, sites.to_path_buf()),
-    ]
+/// Environment for a build with the wrapped nvcc: where its ptxas finds the real one and puts
+/// the site tables, and the hooks to leave out (`REPRO_ASYNC_RACE_SKIP`, a diagnosis aid) when
+/// repro was given them, so that they are part of the build's cache key.
+pub fn environment(wrapped: &WrappedNvcc, sites: &Path) -> Vec<(&'static str, OsString)> {
+    let mut environment = vec![
+        (REAL_PTXAS, wrapped.real_ptxas.clone().into_os_string()),
+        (SITES_DIR, sites.as_os_str().to_os_string()),
+    ];
+    if let Some(skip) = std::env::var_os(SKIP).filter(|s| !s.is_empty()) {
+        environment.push((SKIP, skip));
+    }
+    environment
 }
 
 /// Is this process the ptxas wrapper (started through the `ptxas` link, with its environment)?
@@ -140,7 +149,7 @@ pub fn ptxas_main() -> ExitCode {
         let Some(sites) = &sites else { continue };
         let _ = std::fs::create_dir_all(sites);
         let module = std::fs::read_dir(sites).map(|d| d.count()).unwrap_or(0) as u8;
-        let skip: Vec<String> = std::env::var("REPRO_ASYNC_RACE_SKIP")
+        let skip: Vec<String> = std::env::var(SKIP)
             .unwrap_or_default()
             .split(',')
             .filter(|s| !s.is_empty())

@@ -333,7 +333,7 @@ struct CachedCompile<'a> {
     /// content is part of the key.
     linked: Vec<String>,
     /// Extra environment for nvcc (the async-race checker's ptxas wrapper needs its own).
-    environment: Vec<(&'static str, PathBuf)>,
+    environment: Vec<(&'static str, std::ffi::OsString)>,
     /// A folder the compile writes besides its output (the rewrite's site tables), emptied
     /// before nvcc runs so that it holds this compile's files only; kept when the cache answers.
     fresh_dir: Option<PathBuf>,
@@ -349,7 +349,14 @@ impl CachedCompile<'_> {
         let (dir, nvcc) = (self.dir, self.nvcc);
         let target = dir.join(self.output);
         let stamp_path = dir.join(self.stamp);
-        if current(dir, &target, &stamp_path, nvcc, self.args) {
+        // The environment nvcc gets is part of the key, as its arguments are.
+        let mut keyed = self.args.to_vec();
+        keyed.extend(
+            self.environment
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.to_string_lossy())),
+        );
+        if current(dir, &target, &stamp_path, nvcc, &keyed) {
             return Ok(None);
         }
         let _ = std::fs::remove_file(&stamp_path);
@@ -391,7 +398,7 @@ impl CachedCompile<'_> {
                 changed.join(", "),
                 self.output
             );
-        } else if let Some(key) = key_of(nvcc, self.args, dir, &inputs) {
+        } else if let Some(key) = key_of(nvcc, &keyed, dir, &inputs) {
             let stamp =
                 serde_json::to_string_pretty(&Stamp { key, inputs }).expect("stamp serializes");
             std::fs::write(&stamp_path, stamp).map_err(Error::io("write", &stamp_path))?;

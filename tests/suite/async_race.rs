@@ -77,4 +77,43 @@ fn a_tma_kernel_builds_instrumented_and_its_sites_are_named() {
         fences.iter().all(|f| f.ends_with("tma_gemm.cuh")),
         "{fences:?}"
     );
+
+    // A diagnosis build that leaves hooks out (REPRO_ASYNC_RACE_SKIP) is a build of its own:
+    // compiled again, without those sites, then answered by the cache.
+    let run_skipping = || {
+        Command::cargo_bin("repro")
+            .unwrap()
+            .env("REPRO_CACHE_DIR", tmp.path().join("cache"))
+            .env("REPRO_ASYNC_RACE_SKIP", "repro_race_access")
+            .args(["run", "--sanitize", "async-race", "--ones", "-o"])
+            .arg(&out)
+            .arg("--nvcc")
+            .arg(common::nvcc())
+            .arg(&spec)
+            .output()
+            .unwrap()
+    };
+    let skipped = run_skipping();
+    let stderr = String::from_utf8_lossy(&skipped.stderr);
+    assert_eq!(skipped.status.code(), Some(7), "{stderr}");
+    assert!(
+        stderr.contains("instrumented for async-race compiled"),
+        "the skip list is part of the key: {stderr}"
+    );
+    let mut instructions = Vec::new();
+    for entry in std::fs::read_dir(out.join(".repro/build/async-race-sites")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let list: Vec<repro::async_race::ptx::Site> = serde_json::from_str(&text).unwrap();
+        instructions.extend(list.into_iter().map(|s| s.instruction));
+    }
+    assert!(instructions.iter().any(|i| i.starts_with("mbarrier.")));
+    assert!(
+        !instructions
+            .iter()
+            .any(|i| i.starts_with("st.shared") || i.starts_with("ldmatrix")),
+        "{instructions:?}"
+    );
+    let again = run_skipping();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!stderr.contains("compiled in"), "{stderr}");
 }

@@ -28,9 +28,12 @@
 // source sites, at most kMaxFindings kinds kept.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 #include <cuda_runtime.h>
 
 namespace repro {
@@ -100,12 +103,15 @@ struct NamedBarrier {
 };
 
 struct Slot {
-    uint32_t block_key, exited, threads, pad;
+    uint32_t block_key, exited, threads;
+    uint32_t block[3];  // the block that used the slot last (for the debug dump)
+    uint32_t pad[2];    // the granules stay 16-byte aligned (cleared as uint4)
     Warp warps[kMaxWarps];
     MBarrier mbarriers[kMBarriers];
     NamedBarrier named[kNamedBarriers];
     Granule granules[kGranules];
 };
+static_assert(offsetof(Slot, granules) % 16 == 0, "enter clears the granules 16 bytes at a time");
 
 // One kind of finding: two sites, the first time it was seen, how often.
 enum Kind : uint32_t {
@@ -164,34 +170,37 @@ __device__ __forceinline__ Slot* current_slot()
     return *(volatile uint32_t*)&slot->block_key == key ? slot : nullptr;
 }
 
+// Where this CTA's shared memory starts in the shared window. Not 0 in a cluster: on the H200
+// the window of cluster rank r starts at r x 16 MiB, for shared::cta addresses (cvta, ld.shared)
+// as for shared::cluster ones (mapa), which are the same addresses for the CTA's own memory
+// (measured, docs/async-race.md); mapa of address 0 to this rank says where, without assuming.
+__device__ __forceinline__ uint32_t own_shared_base()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t rank, base;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(base) : "r"(0u), "r"(rank));
+    return base;
+#else
+    return 0;
+#endif
+}
+
 // A shared-memory address of any window as an offset in this CTA's shared memory; false when it
 // is no shared memory of this CTA (a peer's, in a cluster; or global memory).
 __device__ __forceinline__ bool to_offset(uint64_t address, uint32_t window, uint32_t* offset)
 {
+    uint32_t a = static_cast<uint32_t>(address);
     if (window == kWindowGeneric) {
         const void* p = reinterpret_cast<const void*>(address);
         if (!__isShared(p)) return false;
-        *offset = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-        return true;
+        a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
     }
-    uint32_t a = static_cast<uint32_t>(address);
-    // The shared::cta window is part of the shared::cluster window and names this CTA's own
-    // memory there: CUTLASS passes such addresses to `.shared::cluster` TMA and mbarrier
-    // instructions. Only an address past it is a mapped one (mapa), this CTA's or a peer's.
-    if (window == kWindowCluster && a >= kMaxSharedBytes) {
-        uint32_t rank, own;
-        asm volatile("getctarank.shared::cluster.u32 %0, %1;" : "=r"(rank) : "r"(a));
-        asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(own));
-        if (rank != own) return false;
-        uint32_t base;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(base) : "r"(0u), "r"(own));
-        if (a < base) return false;
-        a -= base;
-    }
-    *offset = a;
-    return a < kMaxSharedBytes;
+    const uint32_t base = own_shared_base();
+    if (a < base) return false;
+    *offset = a - base;
+    return *offset < kMaxSharedBytes;
 }
-
 __device__ __forceinline__ uint32_t warp_index() { return linear_thread() / 32u; }
 
 __device__ __forceinline__ uint32_t leader(uint32_t mask) { return __ffs(mask) - 1; }
@@ -242,7 +251,7 @@ __device__ __forceinline__ void join(uint32_t* into, const uint32_t* from)
     #pragma unroll 1
     for (int i = 0; i < kAgents; ++i) {
         const uint32_t v = *(volatile const uint32_t*)&from[i];
-        if (v != 0) atomicMax(&into[i], v);
+        if (v > *(volatile const uint32_t*)&into[i]) atomicMax(&into[i], v);  // most are known already
     }
 }
 
@@ -278,11 +287,12 @@ __device__ MBarrier* find_mbarrier(Slot* slot, uint32_t offset, bool create)
 
 __device__ __forceinline__ uint32_t hardware_parity(uint32_t offset)
 {
+    const uint32_t address = own_shared_base() + offset;
     uint32_t done;
     asm volatile(
         "{\n\t.reg .pred p;\n\tmbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0;\n\tselp.u32 %0, 1, 0, p;\n\t}"
         : "=r"(done)
-        : "r"(offset));
+        : "r"(address));
     return done;  // phase 0's parity completed: the current phase is odd
 }
 
@@ -325,6 +335,8 @@ extern "C" __device__ __noinline__ void repro_race_enter()
             if (atomicCAS(&s->slots[index].block_key, 0u, key) == 0u) {
                 s->slots[index].exited = 0;
                 s->slots[index].threads = threads;
+                s->slots[index].block[0] = blockIdx.x, s->slots[index].block[1] = blockIdx.y;
+                s->slots[index].block[2] = blockIdx.z;
                 atomicExch(&s->block_map[key & (kBlockMapSize - 1)], index + 1);
                 found = true;
             }
@@ -633,6 +645,11 @@ extern "C" __device__ __noinline__ void repro_race_mbar_init(uint64_t address, u
     unlock(&b->lock);
 }
 
+// mbarrier arrivals and waits are followed per thread, with no warp-wide step: the lanes of a
+// warp may arrive on different barriers (CUTLASS's consumers release a stage to every CTA of a
+// multicast, one lane per CTA) and leave a try_wait loop in different rounds, and a warp-wide
+// step among lanes in different calls of one hook deadlocked the warp (mbarrier_pipeline, H200).
+
 extern "C" __device__ __noinline__ void repro_race_mbar_arrive(uint64_t address, uint32_t unused1, uint32_t unused2, uint32_t flags, uint32_t unused4)
 {
     asm volatile("" ::"l"(address), "r"(unused1), "r"(unused2), "r"(flags), "r"(unused4));  // every parameter stays: the rewrite passes them all
@@ -646,45 +663,29 @@ extern "C" __device__ __noinline__ void repro_race_mbar_arrive(uint64_t address,
     }
     MBarrier* b = find_mbarrier(slot, offset, false);
     if (b == nullptr) return;
-    const uint32_t mask = __activemask();
     const uint32_t w = warp_index();
-    if (lane() == leader(mask)) {
-        Warp& warp = slot->warps[w];
-        lock(&b->lock);
-        const uint32_t parity = current_parity(b, offset);
-        join(b->released[parity], warp.clock);
-        unlock(&b->lock);
-        tick(warp, w);
-    }
-    __syncwarp(mask);
+    Warp& warp = slot->warps[w];
+    lock(&b->lock);
+    join(b->released[current_parity(b, offset)], warp.clock);
+    unlock(&b->lock);
+    atomicAdd(&warp.clock[w], 1u);  // what this thread does next is not covered by the arrival
 }
 
 extern "C" __device__ __noinline__ void repro_race_mbar_wait(uint64_t address, uint32_t parity, uint32_t flags,
                                                              uint32_t complete, uint32_t unused4)
 {
     asm volatile("" ::"l"(address), "r"(parity), "r"(flags), "r"(complete), "r"(unused4));  // every parameter stays: the rewrite passes them all
-    // Lanes whose wait succeeded, together: one of them acquires for the warp (a warp spinning
-    // on a try_wait loop calls this on every failed try too), and all of them wait for it
-    // before their next access is checked against the warp's clock.
-    const uint32_t mask = __ballot_sync(__activemask(), complete != 0);
-    if (complete == 0) return;
-    if (lane() == leader(mask)) {
-        Slot* slot = current_slot();
-        uint32_t offset;
-        MBarrier* b = nullptr;
-        if (slot != nullptr && to_offset(address, flags & kWindowMask, &offset)) b = find_mbarrier(slot, offset, false);
-        if (b != nullptr) {
-            Warp& warp = slot->warps[warp_index()];
-            lock(&b->lock);
-            const uint32_t now = current_parity(b, offset);
-            // The phase the wait saw complete: the one of the parity asked for, or, waiting on
-            // a state token, the one before the current phase.
-            const uint32_t seen = (flags & kHasParity) ? (parity & 1) : (now ^ 1);
-            join(warp.clock, b->released[seen]);
-            unlock(&b->lock);
-        }
-    }
-    __syncwarp(mask);
+    if (complete == 0) return;  // a failed try (a try_wait loop calls this on every round)
+    Slot* slot = current_slot();
+    uint32_t offset;
+    if (slot == nullptr || !to_offset(address, flags & kWindowMask, &offset)) return;
+    const MBarrier* b = find_mbarrier(slot, offset, false);
+    if (b == nullptr) return;
+    // The phase the wait saw complete: the one of the parity asked for, or, waiting on a state
+    // token, the one before the current phase. This thread acquires its release before its next
+    // access is checked against the warp's clock.
+    const uint32_t seen = (flags & kHasParity) ? (parity & 1) : (hardware_parity(offset) ^ 1);
+    join(slot->warps[warp_index()].clock, b->released[seen]);
 }
 
 extern "C" __device__ __noinline__ void repro_race_mbar_inval(uint64_t address, uint32_t flags, uint32_t unused2)
@@ -802,6 +803,69 @@ inline State*& host_state()
     return state;
 }
 
+// A diagnosis aid (docs/async-race.md): the clocks, mbarrier records and named barriers a slot
+// was left with (slots are not cleared at exit), for the slots of the first two blocks with a
+// finding, else for the first two slots.
+inline void write_debug_dump(FILE* out, const State& state)
+{
+    struct Header {
+        uint32_t block_key, exited, threads, block[3];
+    };
+    static_assert(offsetof(Slot, warps) >= sizeof(Header), "a slot starts with its header");
+    std::vector<Header> headers(state.slot_count);
+    if (cudaMemcpy2D(headers.data(), sizeof(Header), state.slots, sizeof(Slot), sizeof(Header), state.slot_count,
+                     cudaMemcpyDeviceToHost) != cudaSuccess)
+        return;
+    std::vector<uint32_t> chosen;
+    for (const Finding& f : state.findings) {
+        if (f.kind == 0) continue;
+        for (uint32_t i = 0; i < state.slot_count && chosen.size() < 2; ++i) {
+            const Header& h = headers[i];
+            const bool same = h.threads != 0 && h.block[0] == f.block[0] && h.block[1] == f.block[1] && h.block[2] == f.block[2];
+            if (same && std::find(chosen.begin(), chosen.end(), i) == chosen.end()) chosen.push_back(i);
+        }
+    }
+    for (uint32_t i = 0; chosen.size() < 2 && i < state.slot_count; ++i)
+        if (std::find(chosen.begin(), chosen.end(), i) == chosen.end()) chosen.push_back(i);
+    static Slot slot;
+    for (const uint32_t i : chosen) {
+        if (cudaMemcpy(&slot, state.slots + i, sizeof(Slot), cudaMemcpyDeviceToHost) != cudaSuccess) break;
+        std::fprintf(out, "{\"debug_slot\": %u, \"block\": [%u, %u, %u]}\n", i, slot.block[0], slot.block[1], slot.block[2]);
+        for (int w = 0; w < kMaxWarps; ++w) {
+            if (slot.warps[w].clock[w] == 0) continue;  // no such warp
+            std::fprintf(out, "{\"debug_slot\": %u, \"warp\": %d, \"clock\": {", i, w);
+            const char* separator = "";
+            for (int a = 0; a < kAgents; ++a)
+                if (slot.warps[w].clock[a] != 0) {
+                    std::fprintf(out, "%s\"%d\": %u", separator, a, slot.warps[w].clock[a]);
+                    separator = ", ";
+                }
+            std::fprintf(out, "}, \"loads\": %u, \"stores\": %u, \"committed\": %u, \"fences\": %u}\n",
+                         slot.warps[w].loads, slot.warps[w].stores, slot.warps[w].committed, slot.warps[w].fence_count);
+        }
+        for (int b = 0; b < kMBarriers; ++b) {
+            const MBarrier& m = slot.mbarriers[b];
+            if (m.key == 0) continue;
+            std::fprintf(out, "{\"debug_mbarrier\": %u, \"parity\": %u, \"released\": [", m.key - 1, m.parity);
+            const char* separator = "";
+            for (int p = 0; p < 2; ++p)
+                for (int a = 0; a < kAgents; ++a)
+                    if (m.released[p][a] != 0) {
+                        std::fprintf(out, "%s\"parity %d agent %d: %u\"", separator, p, a, m.released[p][a]);
+                        separator = ", ";
+                    }
+            std::fprintf(out, "]}\n");
+        }
+        for (int b = 0; b < 3; ++b)
+            std::fprintf(out,
+                         "{\"debug_named\": %d, \"generation\": %u, \"arrived\": %u, \"released0\": [%u, %u, %u], "
+                         "\"released1\": [%u, %u, %u]}\n",
+                         b, slot.named[b].generation, slot.named[b].arrived, slot.named[b].released[0][0],
+                         slot.named[b].released[0][1], slot.named[b].released[0][2], slot.named[b].released[1][0],
+                         slot.named[b].released[1][1], slot.named[b].released[1][2]);
+    }
+}
+
 inline void write_findings()
 {
     State* device = host_state();
@@ -822,45 +886,7 @@ inline void write_findings()
                  "\"unknown_sizes\": %u, \"remote_operations\": %u, \"dropped_findings\": %u}}\n",
                  state.checked_blocks, state.unchecked_blocks, state.operations, state.unknown_sizes,
                  state.remote_operations, state.dropped_findings);
-    if (std::getenv("REPRO_ASYNC_RACE_DEBUG") != nullptr) {
-        // A diagnosis aid (docs/async-race.md): the clocks, mbarrier records and named barriers
-        // the first two slots were left with (slots are not cleared at exit).
-        for (uint32_t i = 0; i < 2 && i < state.slot_count; ++i) {
-            static Slot slot;
-            if (cudaMemcpy(&slot, state.slots + i, sizeof(Slot), cudaMemcpyDeviceToHost) != cudaSuccess) break;
-            for (int w = 0; w < kMaxWarps; ++w) {
-                if (slot.warps[w].clock[w] == 0) continue;  // no such warp
-                std::fprintf(out, "{\"debug_slot\": %u, \"warp\": %d, \"clock\": {", i, w);
-                const char* separator = "";
-                for (int a = 0; a < kAgents; ++a)
-                    if (slot.warps[w].clock[a] != 0) {
-                        std::fprintf(out, "%s\"%d\": %u", separator, a, slot.warps[w].clock[a]);
-                        separator = ", ";
-                    }
-                std::fprintf(out, "}, \"loads\": %u, \"stores\": %u, \"committed\": %u, \"fences\": %u}\n",
-                             slot.warps[w].loads, slot.warps[w].stores, slot.warps[w].committed,
-                             slot.warps[w].fence_count);
-            }
-            for (int b = 0; b < kMBarriers; ++b) {
-                const MBarrier& m = slot.mbarriers[b];
-                if (m.key == 0) continue;
-                std::fprintf(out, "{\"debug_mbarrier\": %u, \"parity\": %u, \"released\": [", m.key - 1, m.parity);
-                const char* separator = "";
-                for (int p = 0; p < 2; ++p)
-                    for (int a = 0; a < kAgents; ++a)
-                        if (m.released[p][a] != 0) {
-                            std::fprintf(out, "%s\"parity %d agent %d: %u\"", separator, p, a, m.released[p][a]);
-                            separator = ", ";
-                        }
-                std::fprintf(out, "]}\n");
-            }
-            for (int b = 0; b < 3; ++b)
-                std::fprintf(out, "{\"debug_named\": %d, \"generation\": %u, \"arrived\": %u, \"released0\": [%u, %u, %u], \"released1\": [%u, %u, %u]}\n", b,
-                             slot.named[b].generation, slot.named[b].arrived, slot.named[b].released[0][0],
-                             slot.named[b].released[0][1], slot.named[b].released[0][2], slot.named[b].released[1][0],
-                             slot.named[b].released[1][1], slot.named[b].released[1][2]);
-        }
-    }
+    if (std::getenv("REPRO_ASYNC_RACE_DEBUG") != nullptr) write_debug_dump(out, state);
     for (uint32_t i = 0; i < (uint32_t)kMaxFindings; ++i) {
         const Finding& f = state.findings[i];
         if (f.kind == 0) continue;
