@@ -68,7 +68,7 @@ pub fn bundle(
         Some(run_and_record(&bundle, nvcc_override)?)
     };
     write_env(&bundle)?;
-    write_readme(&bundle, &plan.spec, code)?;
+    write_readme(&bundle, &plan.spec, code, &introduced_by(&plan.dir))?;
     let stale = leaks(&bundle.dir)?;
     if !stale.is_empty() {
         return Err(Error::Internal(format!(
@@ -366,7 +366,34 @@ fn write_env(bundle: &Bundle) -> Result<(), Error> {
         .map_err(Error::io("write", bundle.dir.join("env.txt")))
 }
 
-fn write_readme(bundle: &Bundle, spec: &ResolvedSpec, code: Option<u8>) -> Result<(), Error> {
+/// What the artifact's last `repro bisect` named (`.repro/bisect/result.json`): the commit that
+/// introduced the failure and the files it changed, as README lines; none without an answer.
+fn introduced_by(artifact: &Path) -> Vec<String> {
+    let Some(answer) = std::fs::read_to_string(crate::bisect::result_path(artifact))
+        .ok()
+        .and_then(|t| serde_json::from_str::<crate::bisect::report::Answer>(&t).ok())
+    else {
+        return Vec::new();
+    };
+    let Some(line) = answer.introduced_by() else {
+        return Vec::new();
+    };
+    let mut lines = vec![format!("**Introduced by** {line}.")];
+    if let Some(at) = &answer.at_first_bad {
+        lines.push(format!("At that commit: `{}: {}`.", at.class, at.evidence));
+    }
+    if !answer.diff_stat.is_empty() {
+        lines.push(format!("\n```\n{}\n```", answer.diff_stat));
+    }
+    lines
+}
+
+fn write_readme(
+    bundle: &Bundle,
+    spec: &ResolvedSpec,
+    code: Option<u8>,
+    introduced: &[String],
+) -> Result<(), Error> {
     let file_reference = matches!(spec.reference, Reference::File(_));
     let mut text = String::from(if file_reference {
         "./build.sh\n./harness\n\n"
@@ -376,6 +403,9 @@ fn write_readme(bundle: &Bundle, spec: &ResolvedSpec, code: Option<u8>) -> Resul
     text.push_str(&format!("# repro bundle: `{}`\n\n", spec.name()));
     if !spec.about.is_empty() {
         text.push_str(&format!("{}\n\n", spec.about));
+    }
+    if !introduced.is_empty() {
+        text.push_str(&format!("{}\n\n", introduced.join("\n")));
     }
     text.push_str(
         "The two commands above rebuild the harness with the production flags (`NVCC=` and `ARCH=` \

@@ -159,6 +159,8 @@ pub enum Error {
         dir: PathBuf,
         code: String,
         command: String,
+        /// nvcc's first error line (shown above with the rest; bisect names a skip by it).
+        first_error: Option<String>,
     },
 
     #[error("the custom reference does not compile (nvcc exit {code}): `{function}` in {header}; nvcc's message is above.\ncommand: {command}")]
@@ -168,6 +170,9 @@ pub enum Error {
         code: String,
         command: String,
     },
+
+    #[error(transparent)]
+    Bisect(#[from] crate::bisect::BisectError),
 
     #[error("cannot run {}", path.display())]
     Launch {
@@ -206,6 +211,7 @@ impl Error {
             Error::Internal(_) | Error::HarnessReport { .. } => exit::INTERNAL,
             Error::Toolchain(_) | Error::Build { .. } | Error::ReferenceBuild { .. } => exit::BUILD,
             Error::Launch { .. } => exit::CUDA_ERROR,
+            Error::Bisect(e) => e.exit_code(),
         }
     }
 

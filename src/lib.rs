@@ -9,6 +9,7 @@
 
 pub mod analyze;
 pub mod async_race;
+pub mod bisect;
 pub mod build;
 pub mod bundle;
 pub mod capture;

@@ -262,6 +262,7 @@ pub fn build_variant(
         dir: dir.clone(),
         code: exit_text(output),
         command: format!("{} {}", compiler.display(), args.join(" ")),
+        first_error: first_error_line(output),
     })?;
     Ok(Built {
         binary: dir.join(variant.binary()),
@@ -410,16 +411,45 @@ impl CachedCompile<'_> {
 const REFERENCE_STAMP: &str = ".repro/build/stamp-reference.json";
 const REFERENCE_DEPFILE: &str = ".repro/build/reference.d";
 
+/// The first line of a failed compile's output that says `error`.
+pub(crate) fn first_error_line(output: &std::process::Output) -> Option<String> {
+    [&output.stderr, &output.stdout]
+        .iter()
+        .flat_map(|bytes| {
+            String::from_utf8_lossy(bytes)
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .find(|l| l.contains("error"))
+        .map(|l| l.trim().to_string())
+}
+
 /// The moment a compile starts, as the modification time of a marker file `name` in the build
 /// folder: anything nvcc reads that changes after it was maybe read before the change. A file's
 /// time comes from the same (coarse) clock as the inputs' own: the system clock can be ahead of
-/// a write that follows it.
+/// a write that follows it. The marker is written again once that clock has ticked, so that an
+/// input written just before the compile (an artifact rendered a moment ago) is older than it,
+/// not of the same tick, which would count as changed while nvcc ran.
 fn start_marker(dir: &Path, name: &str) -> Result<SystemTime, Error> {
     let marker = dir.join(BUILD_DIR).join(name);
-    std::fs::write(&marker, b"").map_err(Error::io("write", &marker))?;
-    Ok(std::fs::metadata(&marker)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|_| SystemTime::now()))
+    let write = || -> Result<Option<SystemTime>, Error> {
+        std::fs::write(&marker, b"").map_err(Error::io("write", &marker))?;
+        Ok(std::fs::metadata(&marker).and_then(|m| m.modified()).ok())
+    };
+    let Some(first) = write()? else {
+        return Ok(SystemTime::now());
+    };
+    // A tick is a few milliseconds; a clock that does not move in 50 ms is not waited for.
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        if let Some(now) = write()? {
+            if now > first {
+                return Ok(now);
+            }
+        }
+    }
+    Ok(first)
 }
 
 /// The same arguments with nvcc's output file (`-o X`) replaced.

@@ -185,6 +185,7 @@ pub fn library(nvcc: &Path, command: &BuildCommand, dir: &Path) -> Result<Librar
                         .code()
                         .map_or("signal".into(), |c| c.to_string()),
                     command: format!("{} {}", nvcc.display(), args.join(" ")),
+                    first_error: super::first_error_line(&output),
                 });
             }
             let entry = Entry {

@@ -49,8 +49,9 @@ fn on_path(program: &str) -> Option<PathBuf> {
 pub fn find_nvcc(explicit: Option<&Path>) -> Result<Found, Error> {
     if let Some(p) = explicit {
         return if p.is_file() {
+            // Absolute: nvcc runs in the artifact's folder, not where the user typed the path.
             Ok(Found {
-                path: p.to_path_buf(),
+                path: crate::generate::paths::absolute(p),
                 how: "--nvcc".into(),
             })
         } else {
@@ -65,7 +66,7 @@ pub fn find_nvcc(explicit: Option<&Path>) -> Result<Found, Error> {
         let resolved = if p.components().count() == 1 {
             on_path(&p.to_string_lossy())
         } else {
-            Some(p.clone())
+            Some(crate::generate::paths::absolute(&p))
         };
         return match resolved.filter(|p| p.is_file()) {
             Some(path) => Ok(Found {

@@ -3,6 +3,7 @@
 //! that knows about clap; what the commands share is in [`options`].
 
 pub mod bench;
+pub mod bisect;
 pub mod build;
 pub mod bundle;
 pub mod capture;
@@ -62,6 +63,8 @@ pub enum Command {
     Import(import::ImportArgs),
     /// Run a program unmodified and record one launch of a kernel: a spec, its inputs, production's output.
     Capture(capture::CaptureArgs),
+    /// Find the first commit of a kernel library at which the spec fails as it does at --bad.
+    Bisect(bisect::BisectArgs),
     /// Package a folder and a .tar.gz for a bug report: artifact, kernel headers, inputs, env, results.
     Bundle(bundle::BundleArgs),
     /// Show which nvcc, CUDA headers, CUTLASS headers, host compiler and GPU repro finds.
@@ -78,6 +81,7 @@ impl Command {
             Command::Probe(args) => args.exec(),
             Command::Sweep(args) => args.exec(),
             Command::Shrink(args) => args.exec(),
+            Command::Bisect(args) => args.exec(),
             Command::Bench(args) => args.exec(),
             Command::Diff(args) => args.exec(),
             Command::Flags(args) => args.exec(),

@@ -194,6 +194,31 @@ pub(crate) fn disposition_class(disposition: &str) -> Option<&str> {
 pub(crate) struct RunOutcome {
     pub code: u8,
     pub class: String,
+    /// The report's line that says what was seen (see [`evidence_line`]); empty when none.
+    pub evidence: String,
+}
+
+/// The line of a harness report that best says what a run showed, for a one-line summary: the
+/// named pattern or probe verdict, else a hang or fault line, else the first comparison line
+/// (`D  relL2 ... bad 0/...`).
+pub(crate) fn evidence_line(report: &str) -> String {
+    let lines: Vec<&str> = report.lines().map(str::trim_end).collect();
+    let starts = |prefixes: &[&str]| {
+        lines
+            .iter()
+            .rev()
+            .find(|l| prefixes.iter().any(|p| l.starts_with(p)))
+            .map(|l| l.to_string())
+    };
+    starts(&["pattern ", "verdict "])
+        .or_else(|| starts(&["hang:", "device fault:", "fault:", "sanitize "]))
+        .or_else(|| {
+            lines
+                .iter()
+                .find(|l| l.contains(" relL2 "))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        })
+        .unwrap_or_default()
 }
 
 /// Runs the harness without relaying its report (sweep and shrink run it many times and print
@@ -224,6 +249,10 @@ pub(crate) fn run_quiet(
         return Ok(RunOutcome {
             code: exit::HANG,
             class: "hang".into(),
+            evidence: format!(
+                "the harness ran past {:.0} s and was killed",
+                limit.as_secs_f64()
+            ),
         });
     };
     let text = reader.join().unwrap_or_default();
@@ -236,6 +265,7 @@ pub(crate) fn run_quiet(
         return Ok(RunOutcome {
             code,
             class: "no_device".into(),
+            evidence: String::new(),
         });
     }
     if code == exit::USAGE {
@@ -257,7 +287,12 @@ pub(crate) fn run_quiet(
                 "fault".into()
             }
         });
-    Ok(RunOutcome { code, class })
+    let evidence = evidence_line(&text);
+    Ok(RunOutcome {
+        code,
+        class,
+        evidence,
+    })
 }
 
 /// Seconds the whole harness process may take: every launch's watchdog limit, plus time for the

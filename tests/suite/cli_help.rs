@@ -73,6 +73,7 @@ help_snapshots! {
     help_import_cuda: ["import", "cuda"];
     help_import_capture: ["import", "capture"];
     help_capture: ["capture"];
+    help_bisect: ["bisect"];
     help_bundle: ["bundle"];
     help_doctor: ["doctor"];
 }

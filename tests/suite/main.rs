@@ -9,6 +9,7 @@ mod common;
 
 mod async_race;
 mod attention_spec;
+mod bisect;
 mod bundle;
 mod cli;
 mod cli_help;

@@ -1,0 +1,561 @@
+//! `repro bisect SPEC --repo DIR --good REV --bad REV` (docs/cli.md): the first commit of a
+//! kernel library at which the spec fails the way it fails at `--bad`. The spec, its inputs,
+//! reference and flags stay fixed; the include directories that lie inside the repository are
+//! read from each tested commit (git.rs: exported, never checked out); each tree is built once
+//! (builds.rs) and judged by one harness run: the `--bad` class is bad, a pass is good, anything
+//! else (a build break, another class, a hang when `--bad` does not hang) is skipped, as
+//! `git bisect skip` would (search.rs). The answer (report.rs) goes to the report, `--json`
+//! and the bundle.
+
+pub mod builds;
+pub mod error;
+pub mod git;
+pub mod report;
+pub mod search;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use error::BisectError;
+
+use crate::error::Error;
+use crate::run::{harness_options as opt, run_quiet, Checks, RunOutcome};
+use builds::{Pool, Source};
+use report::{Answer, Tested};
+use search::{Search, Verdict};
+
+/// What each commit's harness run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `--ones`: every GEMM output must equal K.
+    Ones,
+    /// The spec's own (random) inputs.
+    Random,
+    /// The probe suite: the class is its verdict (row_mapping, k_coverage...).
+    Probe,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Ones => "ones",
+            Mode::Random => "random",
+            Mode::Probe => "probe",
+        }
+    }
+}
+
+/// What `repro bisect` takes besides the spec.
+#[derive(Debug, Clone)]
+pub struct BisectOptions {
+    pub repo: PathBuf,
+    pub good: String,
+    pub bad: String,
+    pub mode: Mode,
+    /// The failure class that makes a commit bad [default: the class at `--bad`].
+    pub class: Option<String>,
+    /// Builds at once: the current candidate and those the search may need next.
+    pub jobs: usize,
+    pub first_parent: bool,
+    /// Only commits touching these paths (relative to the repository) [default: the include
+    /// directories inside it].
+    pub paths: Vec<String>,
+    pub timeout: Option<f64>,
+    pub nvcc: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+    /// The spec's artifact folder, under which bisect keeps its work [default: generated/<name>/].
+    pub output: Option<PathBuf>,
+}
+
+/// Where the last bisect of an artifact left its answer (read by `repro bundle`).
+pub fn result_path(artifact: &Path) -> PathBuf {
+    artifact.join(".repro/bisect/result.json")
+}
+
+/// Runs the search; the exit code: 0 when the first bad commit is named, 1 when skipped commits
+/// leave a few candidates.
+pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
+    let started = Instant::now();
+    let spec = crate::plan::load_spec(spec_path)?;
+    let repo = git::Repository::open(&options.repo)?;
+    let inside: Vec<(usize, String)> = spec
+        .include_dirs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| builds::inside(d, &repo.root).map(|p| (i, p)))
+        .collect();
+    if inside.is_empty() {
+        return Err(BisectError::NoIncludeDirInRepo {
+            spec: spec.path.clone(),
+            repo: repo.root.clone(),
+            dirs: spec
+                .include_dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect(),
+        }
+        .into());
+    }
+    if let Some(class) = &options.class {
+        check_class(class)?;
+    }
+    let artifact = options
+        .output
+        .clone()
+        .unwrap_or_else(|| crate::generate::default_dir(&spec));
+    let source = Source {
+        repo: repo.clone(),
+        inside,
+        work: crate::generate::paths::absolute(&artifact.join(".repro/bisect")),
+        nvcc: options.nvcc.clone(),
+        spec,
+    };
+    let include_paths = source.paths();
+    let dirty = repo.uncommitted(&include_paths);
+    if !dirty.is_empty() {
+        return Err(BisectError::Uncommitted {
+            repo: repo.root.clone(),
+            lines: dirty,
+        }
+        .into());
+    }
+    let good = repo.resolve(&options.good, "--good")?;
+    let bad = repo.resolve(&options.bad, "--bad")?;
+    if good == bad || !repo.is_ancestor(&good, &bad) {
+        return Err(BisectError::NotAncestor {
+            good: options.good.clone(),
+            bad: options.bad.clone(),
+        }
+        .into());
+    }
+    let filter = if options.paths.is_empty() {
+        include_paths.clone()
+    } else {
+        options.paths.clone()
+    };
+    let mut commits = repo.commits_between(&good, &bad, options.first_parent, &filter)?;
+    // The search's bad end is --bad itself, whether or not it touched the paths.
+    if commits.last() != Some(&bad) {
+        commits.push(bad.clone());
+    }
+    std::fs::create_dir_all(&source.work).map_err(Error::io("create", &source.work))?;
+
+    let pool = Pool::new(&source);
+    let judge = Judge {
+        source: &source,
+        pool: &pool,
+        mode: options.mode,
+        timeout: options.timeout,
+    };
+    let answer = std::thread::scope(|scope| {
+        for _ in 0..options.jobs.max(1) {
+            scope.spawn(|| pool.work());
+        }
+        let answer = search(&judge, &commits, &good, &bad, options);
+        pool.close();
+        answer
+    })?;
+    let answer = Answer {
+        builds: pool.built(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        ..answer
+    };
+    print!("{}", answer.render());
+    let json = serde_json::to_string_pretty(&answer).expect("the answer serializes");
+    let result = result_path(&artifact);
+    std::fs::write(&result, &json).map_err(Error::io("write", &result))?;
+    if let Some(path) = &options.json {
+        std::fs::write(path, &json).map_err(Error::io("write", path))?;
+    }
+    Ok(if answer.first_bad.is_some() { 0 } else { 1 })
+}
+
+/// The search proper, from the checks of both ends to the answer (its build count and wall time
+/// filled in by the caller).
+fn search(
+    judge: &Judge,
+    commits: &[String],
+    good: &str,
+    bad: &str,
+    options: &BisectOptions,
+) -> Result<Answer, Error> {
+    let repo = &judge.source.repo;
+    // The ends first: --bad names the class searched for, --good must pass.
+    println!(
+        "bisect  {} commits after --good {}, up to --bad {}; {} mode",
+        commits.len(),
+        git::short(good),
+        git::short(bad),
+        options.mode.name()
+    );
+    let at_bad = judge.test(bad, true)?;
+    let class = match (&at_bad.run, &options.class) {
+        (Ok(run), Some(class)) if &run.class == class => class.clone(),
+        (Ok(run), None) if run.class != "ok" => run.class.clone(),
+        (run, class) => {
+            return Err(BisectError::BadPasses {
+                rev: options.bad.clone(),
+                class: class.clone(),
+                what: describe(run),
+            }
+            .into())
+        }
+    };
+    progress("--bad", bad, &at_bad, &class, None, repo);
+    let at_good = judge.test(good, true)?;
+    match &at_good.run {
+        Ok(run) if run.class == "ok" => {}
+        run => {
+            return Err(BisectError::GoodFails {
+                rev: options.good.clone(),
+                what: describe(run),
+            }
+            .into())
+        }
+    }
+    progress("--good", good, &at_good, &class, None, repo);
+
+    let mut search = Search::new(commits.len());
+    let mut tested: Vec<Tested> = Vec::new();
+    let mut by_index: Vec<Option<Tested>> = vec![None; commits.len()];
+    by_index[commits.len() - 1] = Some(at_bad.record(&class));
+    while let Some(index) = search.next() {
+        // Build ahead what the search may need next (this candidate first).
+        for (rank, next) in search
+            .upcoming(judge.pool_width(options))
+            .into_iter()
+            .enumerate()
+        {
+            judge.prefetch(&commits[next], rank == 0);
+        }
+        let steps = search.steps_left();
+        let result = judge.test(&commits[index], false)?;
+        let record = result.record(&class);
+        search.record(index, record.verdict);
+        progress(
+            &format!("~{steps} left"),
+            &commits[index],
+            &result,
+            &class,
+            Some(record.verdict),
+            repo,
+        );
+        tested.push(record.clone());
+        by_index[index] = Some(record);
+    }
+    let mut answer = Answer {
+        spec: judge.source.spec.path.display().to_string(),
+        repo: repo.root.display().to_string(),
+        good: good.into(),
+        bad: bad.into(),
+        mode: options.mode.name().into(),
+        class: class.clone(),
+        first_bad: None,
+        candidates: Vec::new(),
+        at_first_bad: None,
+        at_parent: None,
+        changed_files: Vec::new(),
+        diff_stat: String::new(),
+        commits_in_range: commits.len(),
+        tested,
+        builds: 0,
+        wall_seconds: 0.0,
+    };
+    match search.answer() {
+        search::Answer::Found(index) => {
+            let commit = &commits[index];
+            answer.first_bad = Some(repo.info(commit));
+            answer.at_first_bad = by_index[index].clone();
+            answer.at_parent = if index == 0 {
+                Some(at_good.record(&class))
+            } else {
+                by_index[index - 1].clone()
+            };
+            let parent = format!("{commit}^");
+            let (files, stat) = repo.changes(&parent, commit, &judge.source.paths());
+            answer.changed_files = files;
+            answer.diff_stat = stat;
+        }
+        search::Answer::Ambiguous(indices) => {
+            answer.candidates = indices.iter().map(|&i| repo.info(&commits[i])).collect();
+        }
+    }
+    Ok(answer)
+}
+
+/// One commit's result: the run's outcome, or why it could not run (a build error, a missing
+/// include directory), and the build's seconds when it was built here.
+#[derive(Debug, Clone)]
+struct Judged {
+    commit: String,
+    run: Result<RunOutcome, Skipped>,
+    build: Build,
+}
+
+/// How a commit's harness came to be.
+#[derive(Debug, Clone, Copy)]
+enum Build {
+    /// An earlier test of the same tree answered: no build, no run.
+    ResultCached,
+    /// The build cache had the harness (the same tree built by an earlier bisect).
+    UpToDate,
+    Compiled(f64),
+    /// Nothing to build (an include directory missing at the commit).
+    None,
+}
+
+/// Why a commit could not be run.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Skipped {
+    class: String,
+    why: String,
+}
+
+impl Judged {
+    fn record(&self, bad_class: &str) -> Tested {
+        let (verdict, class, evidence) = match &self.run {
+            Ok(run) if run.class == "ok" => {
+                (Verdict::Good, run.class.clone(), run.evidence.clone())
+            }
+            Ok(run) if run.class == bad_class => {
+                (Verdict::Bad, run.class.clone(), run.evidence.clone())
+            }
+            Ok(run) => (
+                Verdict::Skip,
+                run.class.clone(),
+                format!("another class than `{bad_class}`: {}", run.evidence),
+            ),
+            Err(skipped) => (Verdict::Skip, skipped.class.clone(), skipped.why.clone()),
+        };
+        Tested {
+            commit: self.commit.clone(),
+            verdict,
+            class,
+            evidence,
+            build_seconds: match self.build {
+                Build::Compiled(s) => Some(s),
+                _ => None,
+            },
+        }
+    }
+}
+
+fn describe(run: &Result<RunOutcome, Skipped>) -> String {
+    match run {
+        Ok(r) if r.evidence.is_empty() => format!("class `{}`", r.class),
+        Ok(r) => format!("class `{}`: {}", r.class, r.evidence),
+        Err(s) => s.why.clone(),
+    }
+}
+
+/// A progress line per test: where the search is, the commit, how it was judged.
+fn progress(
+    step: &str,
+    commit: &str,
+    result: &Judged,
+    class: &str,
+    verdict: Option<Verdict>,
+    repo: &git::Repository,
+) {
+    let info = repo.info(commit);
+    let built = match result.build {
+        Build::Compiled(s) => format!("built in {s:.1} s"),
+        Build::UpToDate => "build up to date".into(),
+        Build::ResultCached => "result cached".into(),
+        Build::None => "not built".into(),
+    };
+    let verdict = verdict.unwrap_or_else(|| result.record(class).verdict);
+    let what = describe(&result.run);
+    println!(
+        "bisect  [{step}] {} {} ({built}): {} ({what})",
+        git::short(commit),
+        truncate(&info.subject, 60),
+        match verdict {
+            Verdict::Good => "good",
+            Verdict::Bad => "bad",
+            Verdict::Skip => "skip",
+        },
+    );
+}
+
+fn truncate(text: &str, chars: usize) -> String {
+    if text.chars().count() <= chars {
+        text.to_string()
+    } else {
+        format!("{}...", text.chars().take(chars).collect::<String>())
+    }
+}
+
+/// A class `--class` may name: one of the verdict classes (docs/cli.md), `race` or `sanitizer`.
+fn check_class(class: &str) -> Result<(), BisectError> {
+    let verdict: Result<crate::spec::model::Verdict, _> =
+        serde_json::from_value(serde_json::Value::String(class.into()));
+    if class != "ok" && (verdict.is_ok() || class == "race" || class == "sanitizer") {
+        return Ok(());
+    }
+    Err(BisectError::UnknownClass {
+        class: class.into(),
+    })
+}
+
+/// Judges commits: the cached result of their tree, or a build from the pool and a run.
+struct Judge<'a> {
+    source: &'a Source,
+    pool: &'a Pool<'a>,
+    mode: Mode,
+    timeout: Option<f64>,
+}
+
+impl Judge<'_> {
+    /// How many candidates to build ahead: the pool's width.
+    fn pool_width(&self, options: &BisectOptions) -> usize {
+        options.jobs.max(1)
+    }
+
+    fn result_file(&self, key: &str) -> PathBuf {
+        self.source
+            .work
+            .join("results")
+            .join(format!("{key}-{}.json", self.mode.name()))
+    }
+
+    /// Queues `commit`'s build unless its result is known.
+    fn prefetch(&self, commit: &str, now: bool) {
+        if let Ok(key) = self.source.tree_key(commit) {
+            if !self.result_file(&key).is_file() {
+                self.pool.request(commit, &key, now);
+            }
+        }
+    }
+
+    /// `commit`'s result. An end (`--good`, `--bad`) is always run again: a result cached by an
+    /// earlier bisect may be from another machine or driver.
+    fn test(&self, commit: &str, end: bool) -> Result<Judged, Error> {
+        let key = match self.source.tree_key(commit) {
+            Ok(key) => key,
+            Err(path) => {
+                return Ok(Judged {
+                    commit: commit.into(),
+                    run: Err(Skipped {
+                        class: "missing".into(),
+                        why: format!("{path} does not exist at this commit"),
+                    }),
+                    build: Build::None,
+                })
+            }
+        };
+        let cache = self.result_file(&key);
+        if !end {
+            if let Some(run) = std::fs::read_to_string(&cache)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Cached>(&t).ok())
+            {
+                return Ok(Judged {
+                    commit: commit.into(),
+                    run: run.into(),
+                    build: Build::ResultCached,
+                });
+            }
+        }
+        self.pool.request(commit, &key, true);
+        let (built, seconds) = self.pool.wait(&key);
+        let compiled = !matches!(built, Ok((_, false)));
+        let run = match built.map(|(binary, _)| binary) {
+            Err(why) => Err(Skipped {
+                class: "build".into(),
+                why: why.lines().next().unwrap_or("the build failed").to_string(),
+            }),
+            Ok(binary) => {
+                let outcome = self.run(&binary, &key)?;
+                if outcome.class == "no_device" {
+                    return Err(BisectError::NoDevice.into());
+                }
+                Ok(outcome)
+            }
+        };
+        let cached = Cached::from(&run);
+        if let Some(dir) = cache.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(&cache, serde_json::to_string(&cached).expect("serializes"));
+        Ok(Judged {
+            commit: commit.into(),
+            run,
+            build: if compiled {
+                Build::Compiled(seconds)
+            } else {
+                Build::UpToDate
+            },
+        })
+    }
+
+    fn run(&self, binary: &Path, key: &str) -> Result<RunOutcome, Error> {
+        let spec = &self.source.spec;
+        let artifact = self.source.work.join("artifacts").join(key);
+        let mut args = match self.mode {
+            Mode::Ones => vec![opt::ONES.flag()],
+            Mode::Random => Vec::new(),
+            Mode::Probe => vec![opt::PROBE.flag()],
+        };
+        let checks = Checks {
+            timeout: self.timeout,
+            ..Checks::default()
+        };
+        args.extend(checks.arguments(&artifact));
+        let timeout = self.timeout.unwrap_or(spec.check.timeout);
+        let (reference_seconds, _) = crate::run::reference_work(spec);
+        let launches = if self.mode == Mode::Probe {
+            50.0
+        } else {
+            f64::from(spec.check.repeat.max(1))
+        };
+        let limit =
+            Duration::from_secs_f64(60.0 + timeout * launches * 2.0 + reference_seconds * 8.0);
+        run_quiet(binary, &args, limit)
+    }
+}
+
+/// A result as the cache keeps it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Cached {
+    class: String,
+    code: u8,
+    evidence: String,
+    /// Set when the commit could not run.
+    skipped: Option<String>,
+}
+
+impl From<&Result<RunOutcome, Skipped>> for Cached {
+    fn from(run: &Result<RunOutcome, Skipped>) -> Cached {
+        match run {
+            Ok(r) => Cached {
+                class: r.class.clone(),
+                code: r.code,
+                evidence: r.evidence.clone(),
+                skipped: None,
+            },
+            Err(s) => Cached {
+                class: s.class.clone(),
+                code: crate::error::exit::BUILD,
+                evidence: String::new(),
+                skipped: Some(s.why.clone()),
+            },
+        }
+    }
+}
+
+impl From<Cached> for Result<RunOutcome, Skipped> {
+    fn from(c: Cached) -> Self {
+        match c.skipped {
+            Some(why) => Err(Skipped {
+                class: c.class,
+                why,
+            }),
+            None => Ok(RunOutcome {
+                code: c.code,
+                class: c.class,
+                evidence: c.evidence,
+            }),
+        }
+    }
+}
