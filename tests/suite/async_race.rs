@@ -13,16 +13,23 @@ fn a_tma_kernel_builds_instrumented_and_its_sites_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("art");
     let spec = common::repo().join("examples/async_race_no_proxy_fence.yaml");
-    let output = Command::cargo_bin("repro")
-        .unwrap()
-        .env("REPRO_CACHE_DIR", tmp.path().join("cache"))
-        .args(["run", "--sanitize", "async-race", "--ones", "-o"])
-        .arg(&out)
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .arg(&spec)
-        .output()
-        .unwrap();
+    // repro run --sanitize async-race, with the hooks to leave out when given.
+    let run = |skip: Option<&str>| {
+        let mut command = Command::cargo_bin("repro").unwrap();
+        command.env("REPRO_CACHE_DIR", tmp.path().join("cache"));
+        if let Some(skip) = skip {
+            command.env("REPRO_ASYNC_RACE_SKIP", skip);
+        }
+        command
+            .args(["run", "--sanitize", "async-race", "--ones", "-o"])
+            .arg(&out)
+            .arg("--nvcc")
+            .arg(common::nvcc())
+            .arg(&spec)
+            .output()
+            .unwrap()
+    };
+    let output = run(None);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(
         output.status.code(),
@@ -80,20 +87,7 @@ fn a_tma_kernel_builds_instrumented_and_its_sites_are_named() {
 
     // A diagnosis build that leaves hooks out (REPRO_ASYNC_RACE_SKIP) is a build of its own:
     // compiled again, without those sites, then answered by the cache.
-    let run_skipping = || {
-        Command::cargo_bin("repro")
-            .unwrap()
-            .env("REPRO_CACHE_DIR", tmp.path().join("cache"))
-            .env("REPRO_ASYNC_RACE_SKIP", "repro_race_access")
-            .args(["run", "--sanitize", "async-race", "--ones", "-o"])
-            .arg(&out)
-            .arg("--nvcc")
-            .arg(common::nvcc())
-            .arg(&spec)
-            .output()
-            .unwrap()
-    };
-    let skipped = run_skipping();
+    let skipped = run(Some("repro_race_access"));
     let stderr = String::from_utf8_lossy(&skipped.stderr);
     assert_eq!(skipped.status.code(), Some(7), "{stderr}");
     assert!(
@@ -113,7 +107,7 @@ fn a_tma_kernel_builds_instrumented_and_its_sites_are_named() {
             .any(|i| i.starts_with("st.shared") || i.starts_with("ldmatrix")),
         "{instructions:?}"
     );
-    let again = run_skipping();
+    let again = run(Some("repro_race_access"));
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(!stderr.contains("compiled in"), "{stderr}");
 }

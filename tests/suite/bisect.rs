@@ -12,18 +12,6 @@ use assert_cmd::Command;
 
 use crate::common;
 
-const GOOD: &str = r#"#pragma once
-// D[M,N] = A[M,K] @ B[K,N], f32, one thread per output.
-__global__ void small_gemm(const float* A, const float* B, float* D, int M, int N, int K) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x;
-  const int m = blockIdx.y * blockDim.y + threadIdx.y;
-  if (m >= M || n >= N) return;
-  float sum = 0.f;
-  for (int k = 0; k < K; ++k) sum += A[m * K + k] * B[k * N + n];
-  D[m * N + n] = sum;
-}
-"#;
-
 fn git(repo: &Path, args: &[&str]) -> String {
     let output = Process::new("git")
         .arg("-C")
@@ -72,11 +60,14 @@ fn history() -> History {
     std::fs::create_dir_all(&repo).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);
     let header = "include/small_gemm.cuh";
-    let refactored = GOOD
+    let refactored = common::SMALL_KERNEL
         .replace("float sum = 0.f;", "float acc = 0.f;")
         .replace("sum +=", "acc +=")
         .replace("= sum;", "= acc;");
-    let mut commits = vec![("add", commit(&repo, header, GOOD, "add the small GEMM"))];
+    let mut commits = vec![(
+        "add",
+        commit(&repo, header, common::SMALL_KERNEL, "add the small GEMM"),
+    )];
     commits.push((
         "refactor",
         commit(
