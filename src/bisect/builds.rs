@@ -3,7 +3,9 @@
 //! and its production build (only harness.cu compiles: the runtime library is cached for every
 //! commit). A pool of `--jobs` threads builds the candidates the search will need next while the
 //! current one runs; the key is the include directories' git tree ids, so a tree met twice (two
-//! commits that did not change them) is built once.
+//! commits that did not change them) is built once, and the build cache answers for it in every
+//! later bisect; a failed build is recorded (`.repro/bisect/failed/`, keyed by the artifact's
+//! files and the nvcc) and not tried again.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -56,7 +58,21 @@ impl Source {
     /// Exports `commit`'s include directories (once per key), writes the artifact that reads
     /// them, and builds it; the harness binary and whether nvcc ran (the build cache may answer),
     /// or why it cannot be judged.
-    fn build(&self, commit: &str, key: &str) -> Result<(PathBuf, bool), String> {
+    fn build(&self, commit: &str, key: &str) -> Built {
+        self.try_build(commit, key)
+            .map_err(|why| match why.strip_prefix(RECORDED) {
+                Some(why) => Failure {
+                    why: why.to_string(),
+                    compiled: false,
+                },
+                None => Failure {
+                    why,
+                    compiled: true,
+                },
+            })
+    }
+
+    fn try_build(&self, commit: &str, key: &str) -> Result<(PathBuf, bool), String> {
         let trees = self.work.join("trees").join(key);
         let complete = trees.join(".repro-complete");
         if !complete.is_file() {
@@ -80,6 +96,26 @@ impl Source {
             // bisect's own folder: nothing here is the user's to keep.
             artifact::write(files, &plan.spec.path, true).map_err(|e| e.render())?;
         }
+        // A tree that failed to build with these very files and this nvcc fails again: said
+        // from the record, without nvcc.
+        let mut fingerprint = blake3::Hasher::new();
+        // What nvcc reads of the artifact: not its spec.yaml (read by the harness at run time) or README.
+        for file in files
+            .files
+            .iter()
+            .filter(|f| f.name != "spec.yaml" && f.name != "README.md")
+        {
+            fingerprint.update(file.name.as_bytes());
+            fingerprint.update(file.content.as_bytes());
+        }
+        fingerprint.update(format!("{:?}", self.nvcc).as_bytes());
+        let failed = self
+            .work
+            .join("failed")
+            .join(&fingerprint.finalize().to_hex()[..20]);
+        if let Ok(why) = std::fs::read_to_string(&failed) {
+            return Err(format!("{RECORDED}{why}"));
+        }
         crate::build::build_variant(&plan, self.nvcc.as_deref(), Variant::Production)
             .map(|built| {
                 let compiled = built.compiled;
@@ -88,19 +124,37 @@ impl Source {
                     compiled,
                 )
             })
-            .map_err(|e| match e {
-                crate::error::Error::Build {
-                    first_error: Some(line),
-                    code,
-                    ..
-                } => format!("nvcc exit {code}: {line}"),
-                e => e.render(),
+            .map_err(|e| {
+                let why = match e {
+                    crate::error::Error::Build {
+                        first_error: Some(line),
+                        code,
+                        ..
+                    } => format!("nvcc exit {code}: {line}"),
+                    e => e.render(),
+                };
+                if let Some(folder) = failed.parent() {
+                    let _ = std::fs::create_dir_all(folder);
+                }
+                let _ = std::fs::write(&failed, &why);
+                why
             })
     }
 }
 
 /// A finished build: the harness and whether nvcc ran, or why there is none.
-pub type Built = Result<(PathBuf, bool), String>;
+pub type Built = Result<(PathBuf, bool), Failure>;
+
+/// A build that failed: nvcc's first error (or what else stopped it), and whether nvcc ran this
+/// time (false when the failure of the same files was recorded before).
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub why: String,
+    pub compiled: bool,
+}
+
+/// How `try_build` marks a failure it read from its record rather than saw.
+const RECORDED: &str = "\u{1}recorded:";
 
 /// A build's state in the pool.
 #[derive(Debug, Clone)]
@@ -208,7 +262,7 @@ impl<'a> Pool<'a> {
             let result = self.source.build(&commit, &key);
             let seconds = started.elapsed().as_secs_f64();
             let mut inner = self.inner.lock().expect("pool lock");
-            if !matches!(result, Ok((_, false))) {
+            if matches!(result, Ok((_, true)) | Err(Failure { compiled: true, .. })) {
                 inner.built += 1; // nvcc ran (a failed build too)
             }
             inner.states.insert(key, State::Done(result, seconds));

@@ -295,7 +295,7 @@ struct Judged {
 /// How a commit's harness came to be.
 #[derive(Debug, Clone, Copy)]
 enum Build {
-    /// An earlier test of the same tree answered: no build, no run.
+    /// An earlier run of the same harness and inputs answered: no run.
     ResultCached,
     /// The build cache had the harness (the same tree built by an earlier bisect).
     UpToDate,
@@ -305,7 +305,7 @@ enum Build {
 }
 
 /// Why a commit could not be run.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone)]
 struct Skipped {
     class: String,
     why: String,
@@ -412,19 +412,33 @@ impl Judge<'_> {
         options.jobs.max(1)
     }
 
-    fn result_file(&self, key: &str) -> PathBuf {
-        self.source
+    /// Where the result of a run of `binary` (built in the artifact of tree `key`) is kept: keyed
+    /// by the binary's bytes, the artifact's spec.yaml (the harness reads its inputs' settings
+    /// from it), the mode and the timeout, so that an edited spec or header is never answered
+    /// from an old run.
+    fn result_file(&self, binary: &Path, key: &str) -> Option<PathBuf> {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&std::fs::read(binary).ok()?);
+        let spec = self
+            .source
             .work
-            .join("results")
-            .join(format!("{key}-{}.json", self.mode.name()))
+            .join("artifacts")
+            .join(key)
+            .join("spec.yaml");
+        hasher.update(&std::fs::read(spec).ok()?);
+        hasher.update(format!("{} {:?}", self.mode.name(), self.timeout).as_bytes());
+        Some(
+            self.source
+                .work
+                .join("results")
+                .join(format!("{}.json", &hasher.finalize().to_hex()[..24])),
+        )
     }
 
-    /// Queues `commit`'s build unless its result is known.
+    /// Queues `commit`'s build (a build the cache answers costs no nvcc call).
     fn prefetch(&self, commit: &str, now: bool) {
         if let Ok(key) = self.source.tree_key(commit) {
-            if !self.result_file(&key).is_file() {
-                self.pool.request(commit, &key, now);
-            }
+            self.pool.request(commit, &key, now);
         }
     }
 
@@ -444,48 +458,61 @@ impl Judge<'_> {
                 })
             }
         };
-        let cache = self.result_file(&key);
-        if !end {
-            if let Some(run) = std::fs::read_to_string(&cache)
-                .ok()
-                .and_then(|t| serde_json::from_str::<Cached>(&t).ok())
-            {
-                return Ok(Judged {
-                    commit: commit.into(),
-                    run: run.into(),
-                    build: Build::ResultCached,
-                });
-            }
-        }
         self.pool.request(commit, &key, true);
         let (built, seconds) = self.pool.wait(&key);
-        let compiled = !matches!(built, Ok((_, false)));
-        let run = match built.map(|(binary, _)| binary) {
-            Err(why) => Err(Skipped {
-                class: "build".into(),
-                why: why.lines().next().unwrap_or("the build failed").to_string(),
-            }),
-            Ok(binary) => {
-                let outcome = self.run(&binary, &key)?;
-                if outcome.class == "no_device" {
-                    return Err(BisectError::NoDevice.into());
-                }
-                Ok(outcome)
+        let build = match &built {
+            Ok((_, false))
+            | Err(builds::Failure {
+                compiled: false, ..
+            }) => Build::UpToDate,
+            _ => Build::Compiled(seconds),
+        };
+        let binary = match built {
+            Ok((binary, _)) => binary,
+            Err(failure) => {
+                return Ok(Judged {
+                    commit: commit.into(),
+                    run: Err(Skipped {
+                        class: "build".into(),
+                        why: failure
+                            .why
+                            .lines()
+                            .next()
+                            .unwrap_or("the build failed")
+                            .to_string(),
+                    }),
+                    build,
+                })
             }
         };
-        let cached = Cached::from(&run);
-        if let Some(dir) = cache.parent() {
-            let _ = std::fs::create_dir_all(dir);
+        let cache = self.result_file(&binary, &key);
+        if let (false, Some(run)) = (
+            end,
+            cache
+                .as_ref()
+                .and_then(|c| std::fs::read_to_string(c).ok())
+                .and_then(|t| serde_json::from_str::<RunOutcome>(&t).ok()),
+        ) {
+            return Ok(Judged {
+                commit: commit.into(),
+                run: Ok(run),
+                build: Build::ResultCached,
+            });
         }
-        let _ = std::fs::write(&cache, serde_json::to_string(&cached).expect("serializes"));
+        let outcome = self.run(&binary, &key)?;
+        if outcome.class == "no_device" {
+            return Err(BisectError::NoDevice.into());
+        }
+        if let Some(cache) = cache {
+            if let Some(dir) = cache.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = std::fs::write(&cache, serde_json::to_string(&outcome).expect("serializes"));
+        }
         Ok(Judged {
             commit: commit.into(),
-            run,
-            build: if compiled {
-                Build::Compiled(seconds)
-            } else {
-                Build::UpToDate
-            },
+            run: Ok(outcome),
+            build,
         })
     }
 
@@ -512,50 +539,5 @@ impl Judge<'_> {
         let limit =
             Duration::from_secs_f64(60.0 + timeout * launches * 2.0 + reference_seconds * 8.0);
         run_quiet(binary, &args, limit)
-    }
-}
-
-/// A result as the cache keeps it.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-struct Cached {
-    class: String,
-    code: u8,
-    evidence: String,
-    /// Set when the commit could not run.
-    skipped: Option<String>,
-}
-
-impl From<&Result<RunOutcome, Skipped>> for Cached {
-    fn from(run: &Result<RunOutcome, Skipped>) -> Cached {
-        match run {
-            Ok(r) => Cached {
-                class: r.class.clone(),
-                code: r.code,
-                evidence: r.evidence.clone(),
-                skipped: None,
-            },
-            Err(s) => Cached {
-                class: s.class.clone(),
-                code: crate::error::exit::BUILD,
-                evidence: String::new(),
-                skipped: Some(s.why.clone()),
-            },
-        }
-    }
-}
-
-impl From<Cached> for Result<RunOutcome, Skipped> {
-    fn from(c: Cached) -> Self {
-        match c.skipped {
-            Some(why) => Err(Skipped {
-                class: c.class,
-                why,
-            }),
-            None => Ok(RunOutcome {
-                code: c.code,
-                class: c.class,
-                evidence: c.evidence,
-            }),
-        }
     }
 }

@@ -190,7 +190,7 @@ pub(crate) fn disposition_class(disposition: &str) -> Option<&str> {
 
 /// What one quiet harness run showed: its exit code and its class (`ok` for a pass, the class in
 /// `Failed (<class>)`, `hang` when repro's own limit stopped it).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct RunOutcome {
     pub code: u8,
     pub class: String,

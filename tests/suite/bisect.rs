@@ -283,6 +283,23 @@ fn finds_the_first_bad_commit_skips_the_broken_build_and_leaves_the_checkout_alo
     assert_eq!(harness_builds(&log), first, "{again}");
     assert!(again.contains("0 builds"), "{again}");
 
+    // An edited spec (another seed) is judged again: results are keyed by the harness and the
+    // spec it reads, so none answers; the builds are still current.
+    let text = std::fs::read_to_string(&history.spec).unwrap();
+    std::fs::write(&history.spec, text.replace("seed: 7", "seed: 8")).unwrap();
+    let edited = bisect(&history, &nvcc, &[])
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let edited = String::from_utf8_lossy(&edited);
+    // (Within the run, "finish the port" is answered by "tidy"'s run: the same tree and spec.)
+    assert!(
+        edited.contains("tidy the header comment (build up to date): good"),
+        "{edited}"
+    );
+    assert_eq!(harness_builds(&log), first, "{edited}");
+
     // With builds ahead, the same answer.
     std::fs::remove_dir_all(history.root.join("generated")).unwrap();
     let ahead = bisect(&history, &nvcc, &["--jobs", "4"])
