@@ -221,11 +221,7 @@ fn search(
     by_index[commits.len() - 1] = Some(at_bad.record(&class));
     while let Some(index) = search.next() {
         // Build ahead what the search may need next (this candidate first).
-        for (rank, next) in search
-            .upcoming(judge.pool_width(options))
-            .into_iter()
-            .enumerate()
-        {
+        for (rank, next) in search.upcoming(options.jobs.max(1)).into_iter().enumerate() {
             judge.prefetch(&commits[next], rank == 0);
         }
         let steps = search.steps_left();
@@ -398,7 +394,8 @@ fn check_class(class: &str) -> Result<(), BisectError> {
     })
 }
 
-/// Judges commits: the cached result of their tree, or a build from the pool and a run.
+/// Judges commits: a build from the pool (the build cache answers for a known tree), then a run
+/// or the recorded result of the same harness and spec.
 struct Judge<'a> {
     source: &'a Source,
     pool: &'a Pool<'a>,
@@ -407,11 +404,6 @@ struct Judge<'a> {
 }
 
 impl Judge<'_> {
-    /// How many candidates to build ahead: the pool's width.
-    fn pool_width(&self, options: &BisectOptions) -> usize {
-        options.jobs.max(1)
-    }
-
     /// Where the result of a run of `binary` (built in the artifact of tree `key`) is kept: keyed
     /// by the binary's bytes, the artifact's spec.yaml (the harness reads its inputs' settings
     /// from it), the mode and the timeout, so that an edited spec or header is never answered
