@@ -59,47 +59,38 @@ impl Source {
     /// them, and builds it; the harness binary and whether nvcc ran (the build cache may answer),
     /// or why it cannot be judged.
     fn build(&self, commit: &str, key: &str) -> Built {
-        self.try_build(commit, key)
-            .map_err(|why| match why.strip_prefix(RECORDED) {
-                Some(why) => Failure {
-                    why: why.to_string(),
-                    compiled: false,
-                },
-                None => Failure {
-                    why,
-                    compiled: true,
-                },
-            })
-    }
-
-    fn try_build(&self, commit: &str, key: &str) -> Result<(PathBuf, bool), String> {
+        // What stops a build before nvcc runs (an export, a render) is no verdict on the tree.
+        let before_nvcc = |why: String| Failure {
+            why,
+            compiled: false,
+        };
         let trees = self.work.join("trees").join(key);
         let complete = trees.join(".repro-complete");
         if !complete.is_file() {
             let _ = std::fs::remove_dir_all(&trees);
             self.repo
                 .export(commit, &self.paths(), &trees)
-                .map_err(|e| e.to_string())?;
-            std::fs::write(&complete, commit).map_err(|e| e.to_string())?;
+                .map_err(|e| before_nvcc(e.to_string()))?;
+            std::fs::write(&complete, commit).map_err(|e| before_nvcc(e.to_string()))?;
         }
         let mut spec = self.spec.clone();
         for (index, path) in &self.inside {
             spec.include_dirs[*index] = trees.join(path);
         }
         let dir = self.work.join("artifacts").join(key);
-        let plan = Plan::for_spec(spec, dir).map_err(|e| e.render())?;
+        let plan = Plan::for_spec(spec, dir).map_err(|e| before_nvcc(e.render()))?;
         let files = plan
             .artifact
             .as_ref()
             .expect("a plan of a spec has its files");
         if !artifact::is_current(files) {
             // bisect's own folder: nothing here is the user's to keep.
-            artifact::write(files, &plan.spec.path, true).map_err(|e| e.render())?;
+            artifact::write(files, &plan.spec.path, true).map_err(|e| before_nvcc(e.render()))?;
         }
-        // A tree that failed to build with these very files and this nvcc fails again: said
-        // from the record, without nvcc.
+        // A tree that nvcc refused with these very files fails again: said from the record.
+        // What nvcc reads of the artifact: not its spec.yaml (read by the harness at run time)
+        // or README.
         let mut fingerprint = blake3::Hasher::new();
-        // What nvcc reads of the artifact: not its spec.yaml (read by the harness at run time) or README.
         for file in files
             .files
             .iter()
@@ -114,31 +105,32 @@ impl Source {
             .join("failed")
             .join(&fingerprint.finalize().to_hex()[..20]);
         if let Ok(why) = std::fs::read_to_string(&failed) {
-            return Err(format!("{RECORDED}{why}"));
+            return Err(before_nvcc(why));
         }
-        crate::build::build_variant(&plan, self.nvcc.as_deref(), Variant::Production)
-            .map(|built| {
-                let compiled = built.compiled;
-                (
-                    built.binary.canonicalize().unwrap_or(built.binary),
-                    compiled,
-                )
-            })
-            .map_err(|e| {
-                let why = match e {
-                    crate::error::Error::Build {
-                        first_error: Some(line),
-                        code,
-                        ..
-                    } => format!("nvcc exit {code}: {line}"),
-                    e => e.render(),
+        match crate::build::build_variant(&plan, self.nvcc.as_deref(), Variant::Production) {
+            Ok(built) => Ok((
+                built.binary.canonicalize().unwrap_or(built.binary),
+                built.compiled,
+            )),
+            Err(crate::error::Error::Build {
+                first_error, code, ..
+            }) => {
+                let why = match first_error {
+                    Some(line) => format!("nvcc exit {code}: {line}"),
+                    None => format!("nvcc exit {code}"),
                 };
                 if let Some(folder) = failed.parent() {
                     let _ = std::fs::create_dir_all(folder);
                 }
                 let _ = std::fs::write(&failed, &why);
-                why
-            })
+                Err(Failure {
+                    why,
+                    compiled: true,
+                })
+            }
+            // No nvcc to run, a file that cannot be written: not recorded, tried again.
+            Err(e) => Err(before_nvcc(e.render())),
+        }
     }
 }
 
@@ -146,15 +138,12 @@ impl Source {
 pub type Built = Result<(PathBuf, bool), Failure>;
 
 /// A build that failed: nvcc's first error (or what else stopped it), and whether nvcc ran this
-/// time (false when the failure of the same files was recorded before).
+/// time (false when the failure of the same files was recorded before, or nvcc never ran).
 #[derive(Debug, Clone)]
 pub struct Failure {
     pub why: String,
     pub compiled: bool,
 }
-
-/// How `try_build` marks a failure it read from its record rather than saw.
-const RECORDED: &str = "\u{1}recorded:";
 
 /// A build's state in the pool.
 #[derive(Debug, Clone)]

@@ -44,6 +44,16 @@ pub enum Variant {
 pub const ASYNC_RACE_SITES: &str = ".repro/build/async-race-sites";
 
 impl Variant {
+    /// What the progress line calls the compile.
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Production | Variant::Lineinfo => "harness.cu with the production flags",
+            Variant::AsyncRace => {
+                "harness.cu with the production flags, instrumented for async-race"
+            }
+        }
+    }
+
     fn binary(self) -> &'static str {
         match self {
             Variant::Production => HARNESS_BINARY,
@@ -249,11 +259,7 @@ pub fn build_variant(
         stamp: variant.stamp(),
         depfile: variant.depfile(),
         marker: "started",
-        label: if variant == Variant::AsyncRace {
-            "harness.cu with the production flags, instrumented for async-race"
-        } else {
-            "harness.cu with the production flags"
-        },
+        label: variant.label(),
         linked,
         environment,
         fresh_dir,
@@ -413,16 +419,12 @@ const REFERENCE_DEPFILE: &str = ".repro/build/reference.d";
 
 /// The first line of a failed compile's output that says `error`.
 pub(crate) fn first_error_line(output: &std::process::Output) -> Option<String> {
-    [&output.stderr, &output.stdout]
-        .iter()
-        .flat_map(|bytes| {
-            String::from_utf8_lossy(bytes)
-                .lines()
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .find(|l| l.contains("error"))
-        .map(|l| l.trim().to_string())
+    [&output.stderr, &output.stdout].iter().find_map(|bytes| {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .find(|l| l.contains("error"))
+            .map(|l| l.trim().to_string())
+    })
 }
 
 /// The moment a compile starts, as the modification time of a marker file `name` in the build

@@ -394,14 +394,17 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
     let mut checks = options.checks.clone();
     let mut timeout = checks.timeout.unwrap_or(spec.check.timeout);
     let mut async_race_findings = None;
+    if options.sanitize.is_some() {
+        // Kernels run 10-100x slower under a sanitizer or instrumented (each hooked instruction
+        // costs a call), and one launch is what a check of accesses and order needs.
+        timeout *= sanitize::TIMEOUT_FACTOR;
+        checks.timeout.get_or_insert(timeout);
+        checks.repeat.get_or_insert(1);
+    }
     let (program, sanitizer_log) = match options.sanitize {
         None => (Command::new(&binary), None),
         Some(sanitize::Tool::AsyncRace) => {
-            // The instrumented harness itself: each hooked instruction costs a call, so allow
-            // for a slower launch; one launch decides (the check is of order, not of timing).
-            timeout *= sanitize::TIMEOUT_FACTOR;
-            checks.timeout.get_or_insert(timeout);
-            checks.repeat.get_or_insert(1);
+            // The instrumented harness itself, told where to write its findings.
             let findings = crate::generate::paths::absolute(&plan.dir.join(ASYNC_RACE_FINDINGS));
             let _ = std::fs::remove_file(&findings);
             eprintln!(
@@ -414,10 +417,6 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
             (command, None)
         }
         Some(tool) => {
-            // Kernels run 10-100x slower under a sanitizer, and one launch is what it needs.
-            timeout *= sanitize::TIMEOUT_FACTOR;
-            checks.timeout.get_or_insert(timeout);
-            checks.repeat.get_or_insert(1);
             let nvcc = build::toolchain::find_nvcc(options.nvcc.as_deref())?;
             let sanitizer = sanitize::find(&nvcc.path).ok_or_else(|| {
                 Error::Toolchain(format!(
