@@ -21,7 +21,7 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache flags arches build examples
-# large checks sanitize custom races hopper probe sizes trace cutlass files reference ops-bench bench capture attention;
+# large checks sanitize custom races hopper probe sizes trace cutlass files reference emulated ops-bench bench capture attention;
 # `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
@@ -355,6 +355,32 @@ harness_case "device reference = host: scaled, grouped" 0 '4 passed, 0 failed' "
 harness_case "device reference out of memory" 4 'rerun with --reference host' \
   generated/index_overflow_fixed/harness --size M=60000 --size N=300000 --reference device
 
+fi
+
+if wanted emulated; then
+section "the emulated reference (issue 35): the accuracy battery, kernel speed, every GEMM example's verdict with it"
+erc=${EMULATED_REFERENCE_CHECK:-}
+if [[ -z "$erc" ]]; then
+  erc="$logs/emulated_reference_check"
+  "$nvcc" -std=c++17 -O2 -Itemplates/runtime/include -gencode=arch=compute_90a,code=sm_90a \
+    -o "$erc" tests/cpp/emulated_reference_check.cu
+fi
+harness_case "emulated reference: accuracy battery" 0 '15 passed, 0 failed' "$erc"
+harness_case "emulated reference: kernel speed" 0 '| 16384 | f32 |' "$erc" speed
+# Every GEMM example (op gemm, grouped_gemm) with random inputs and the emulated reference: the
+# verdict its spec expects, with the engine the ref line names.
+for spec in examples/*.yaml; do
+  name=$(basename "$spec" .yaml)
+  selected "$name" || continue
+  [[ "$name" == index_overflow* ]] && continue
+  grep -qE '^ *op: *(gemm|grouped_gemm)' "$spec" || continue
+  SAYS='int8 tensor cores' run_case "$name --reference emulated" "$(expected_exit "$spec" random)" \
+    run "$spec" --reference emulated --json "$logs/$name.emulated.json"
+done
+# A spec whose inputs need more slices than the emulation takes falls back and says so: A of
+# tests/gpu/ill_scaled_a.npy, values (0.5 .. 1.5) * 2^e with e uniform in [-60, 60] (f32, [3, 130, 75]).
+SAYS='not emulated: a row of A spans' run_case "ill-scaled inputs: falls back" 0 \
+  run tests/gpu/batched_gemm.yaml --reference emulated --init A=file:ill_scaled_a.npy
 fi
 
 if wanted ops-bench; then

@@ -88,7 +88,7 @@ pub struct CheckArgs {
     pub repeat: Option<u32>,
     #[command(flatten)]
     pub timeout: TimeoutArgs,
-    /// Where the fp64 reference runs: a GEMM's, or attention's forward [default: reference.provider, else auto: by size].
+    /// Where the fp64 reference runs: a GEMM's (emulated: from int8 tensor cores), or attention's forward [default: reference.provider, else auto: by size].
     #[arg(long, value_name = "WHERE")]
     pub reference: Option<ReferenceProvider>,
     /// Compute the reference even when a run with the same operands left one in .repro/cache/.
@@ -177,6 +177,7 @@ impl ValueEnum for ReferenceProvider {
         &[
             ReferenceProvider::Host,
             ReferenceProvider::Device,
+            ReferenceProvider::Emulated,
             ReferenceProvider::Auto,
         ]
     }

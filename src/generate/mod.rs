@@ -49,6 +49,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/device_reference.cuh"),
     ),
     (
+        "runtime/src/emulated_reference.cuh",
+        include_str!("../../templates/runtime/src/emulated_reference.cuh"),
+    ),
+    (
         "runtime/src/dtype.cuh",
         include_str!("../../templates/runtime/src/dtype.cuh"),
     ),
@@ -83,6 +87,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
     (
         "runtime/src/reference.cuh",
         include_str!("../../templates/runtime/src/reference.cuh"),
+    ),
+    (
+        "runtime/src/reference_cross_check.cuh",
+        include_str!("../../templates/runtime/src/reference_cross_check.cuh"),
     ),
     (
         "runtime/src/reference_cache.cuh",

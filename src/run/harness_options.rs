@@ -168,8 +168,9 @@ pub const REFERENCE: HarnessOption = valued(
     "--reference",
     "WHERE",
     Group::Checks,
-    "host, device or auto: where the fp64 reference of a GEMM or of attention's forward runs \
-     (default: the spec's reference.provider)",
+    "host, device, emulated or auto: where the fp64 reference of a GEMM or of attention's \
+     forward runs; emulated: a GEMM's from int8 tensor cores (default: the spec's \
+     reference.provider)",
 );
 pub const REFERENCE_CACHE: HarnessOption = valued(
     "--reference-cache",

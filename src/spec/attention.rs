@@ -113,6 +113,13 @@ impl Validator<'_> {
         }
         // The forward has an f64 device reference (production sizes); the backward's runs on
         // the host only.
+        if r.provider == ReferenceProvider::Emulated {
+            self.error(
+                "reference.provider",
+                format!("`op: {op}` has no emulated reference: the int8 emulation computes GEMMs"),
+            )
+            .help = Some("write `provider: device` (or remove `provider:`)".into());
+        }
         if backward && r.provider == ReferenceProvider::Device {
             self.error(
                 "reference.provider",

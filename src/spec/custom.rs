@@ -84,11 +84,15 @@ impl Validator<'_> {
                 );
             }
         }
-        if r.provider == super::model::ReferenceProvider::Device {
+        if matches!(
+            r.provider,
+            super::model::ReferenceProvider::Device | super::model::ReferenceProvider::Emulated
+        ) {
             self.error(
                 "reference.provider",
                 format!(
-                    "`op: {op}` has no device reference: its reference is computed on the host"
+                    "`op: {op}` has no {} reference: its reference is computed on the host",
+                    r.provider.name()
                 ),
             )
             .help = Some("remove `provider:` (or write `provider: host`)".into());

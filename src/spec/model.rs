@@ -420,6 +420,8 @@ pub enum ReferenceProvider {
     #[default]
     Auto,
     Device,
+    /// fp64-accurate GEMMs from int8 tensor-core slices (docs/tolerances.md).
+    Emulated,
     Host,
 }
 
@@ -428,6 +430,7 @@ impl ReferenceProvider {
         match self {
             ReferenceProvider::Auto => "auto",
             ReferenceProvider::Device => "device",
+            ReferenceProvider::Emulated => "emulated",
             ReferenceProvider::Host => "host",
         }
     }
@@ -575,7 +578,7 @@ pub struct ReferenceSpec {
     /// The kernel's output tile [tile_m, tile_n] (and optionally tile_k), for localization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tile: Option<Vec<i64>>,
-    /// Where the fp64 reference runs: auto (by size), device, host.
+    /// Where the fp64 reference runs: auto (by size), device, emulated (int8 tensor cores), host.
     #[serde(default, skip_serializing_if = "ReferenceProvider::is_auto")]
     pub provider: ReferenceProvider,
     /// `op: gemm`: block scales of A, per `[block_m, block_k]` block (docs/spec.md,

@@ -14,15 +14,11 @@
 // The whole runtime library, as one translation unit (what librepro_runtime.a is built from).
 #include "../../templates/runtime/src/runtime.cu"
 #include "test_rng.h"
+#include "test_tensors.h"
 
 using namespace repro;
 
 namespace {
-
-struct Operand {
-  DType dtype;
-  std::vector<int64_t> shape, strides;  // strides empty: row-major
-};
 
 struct Case {
   const char* name;
@@ -33,33 +29,12 @@ struct Case {
   double alpha, beta;
 };
 
-Tensor make_tensor(const char* name, const Operand& o, bool output = false) {
-  Tensor t;
-  t.name = name;
-  t.dtype = o.dtype;
-  t.rank = int(o.shape.size());
-  int64_t stride = 1;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    t.shape[d] = o.shape[size_t(d)];
-    t.strides[d] = o.strides.empty() ? stride : o.strides[size_t(d)];
-    stride *= o.shape[size_t(d)];
-  }
-  t.output = output;
-  t.host.assign(t.storage_bytes(), 0);
-  return t;
-}
-
 void fill(Tensor& t, bool integers, TestRng& rng) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double value = integers ? double(int64_t(rng.next() % 15) - 7)
                                   : (rng.uniform() * 2 - 1) * std::ldexp(1.0, int(rng.next() % 9) - 4);
     encode(t.dtype, t.host.data(), t.logical_offset(i), value);  // rounded to the dtype: exact operands
   }
-}
-
-void upload(Tensor& t) {
-  REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
-  REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
 }
 
 // The operands of a case, on both sides.
@@ -153,7 +128,7 @@ int run_cases() {
     build(k, &p);
     std::vector<double> host;
     reference_gemm(p.gemm, &host);
-    const DeviceReference reference = compute_device_reference(p.gemm);
+    const DeviceReference reference = compute_device_reference(p.gemm, ReferenceMethod::dmma);
     std::vector<double> device(host.size());
     REPRO_CUDA_CHECK(
         cudaMemcpy(device.data(), reference.values, device.size() * sizeof(double), cudaMemcpyDeviceToHost));
@@ -178,7 +153,7 @@ int corrupt_one_output() {
   Problem p;
   build(k, &p);
   CrossCheckSample sample = fetch_cross_check_sample(p.gemm);
-  ReferenceGemmLaunch launch = launch_reference_gemm(p.gemm);
+  ReferenceGemmLaunch launch = launch_reference_gemm(p.gemm, ReferenceMethod::dmma);
   double* values = launch.out;
   compute_cross_check_sample(p.gemm, &sample);
   finish_reference_gemm(&launch);
@@ -234,7 +209,7 @@ int run_op_cases() {
     p.scale_b_spec.block[0] = 128, p.scale_b_spec.block[1] = 128;
     std::vector<double> host;
     reference_gemm(p, &host);
-    const DeviceReference r = compute_device_reference(p);
+    const DeviceReference r = compute_device_reference(p, ReferenceMethod::dmma);
     report("scaled e4m3 300x200x1000, SA f32 [1, 128] MN-major, SB packed ue8m0 [128, 128]", fetch(r, host.size()),
            host, r.kernel_ms);
     for (Tensor* t : {&a, &b, &sa, &sb}) cudaFree(t->device);
@@ -273,7 +248,7 @@ int run_op_cases() {
     p.groups = read_group_metadata(p);
     std::vector<double> host;
     reference_grouped_gemm(p, &host);
-    const DeviceReference r = compute_device_grouped_reference(p);
+    const DeviceReference r = compute_device_grouped_reference(p, ReferenceMethod::dmma);
     report(l.name, fetch(r, host.size()), host, r.kernel_ms);
     for (Tensor* t : {&a, &b, &meta}) cudaFree(t->device);
   }

@@ -349,6 +349,34 @@ fn device_reference_check_compiles_for_every_kernel_path() {
     }
 }
 
+/// The GPU check of the emulated reference (`scripts/gpu-check.sh emulated`) compiles, warnings
+/// as errors: sm_90a, and with `REPRO_TEST_ALL=1` (CI) also sm_80 (the int8 kernel's oldest
+/// target) and sm_75 (no int8 kernel: the runtime falls back to the fp64 one); without a GPU it
+/// says so and exits 7.
+#[test]
+fn emulated_reference_check_compiles() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let exe = dir.path().join("emulated_reference_check");
+    let mut flags = vec!["-O2", "-gencode=arch=compute_90a,code=sm_90a"];
+    if crate::common::test_all() {
+        flags.extend([
+            "-gencode=arch=compute_80,code=sm_80",
+            "-gencode=arch=compute_75,code=sm_75",
+        ]);
+    }
+    compile("tests/cpp/emulated_reference_check.cu", &exe, &flags);
+    let has_gpu = Command::new("nvidia-smi")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_gpu {
+        let run = Command::new(&exe)
+            .output()
+            .expect("run emulated_reference_check");
+        assert_eq!(run.status.code(), Some(7), "{run:?}");
+        assert_eq!(String::from_utf8_lossy(&run.stdout), "no CUDA device\n");
+    }
+}
+
 /// The runtime compiles, warnings as errors, for the hosts the users have besides x86-64: an
 /// aarch64 host (Jetson Orin, sm_87), with Debian's cross compiler as nvcc's host compiler. The
 /// AVX-512 micro-kernel of the host reference exists only on x86-64, and nothing else may depend

@@ -326,6 +326,9 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   const bool attention_forward = c.op == ReferenceOp::attention && !c.attention.backward();
   if (provider == "device" && !attention_forward)
     usage_error("op: " + op + " has no device reference: its reference is computed on the host (drop --reference device)");
+  if (provider == "emulated")
+    usage_error("op: " + op + " has no emulated reference: the int8 emulation computes GEMMs (op: gemm and grouped_gemm); "
+                "drop --reference emulated");
   if (options.check_device_inputs)
     usage_error("--check-device-inputs checks inputs made on the device, which only GEMM references do");
   if (c.op == ReferenceOp::file && options.probe)

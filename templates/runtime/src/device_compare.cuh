@@ -17,7 +17,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "device_reference.cuh"
+#include "reference_cross_check.cuh"
 
 namespace repro {
 

@@ -199,19 +199,13 @@ inline void analytic_grouped_ones(const GroupedProblem& p, std::vector<double>* 
                 p.alpha * double(gg.k));
 }
 
-__global__ void fill_doubles_kernel(double* out, int64_t count, double value) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = value;
-}
-
 // The device reference: each group's GEMM on the device, written straight into its part of the
 // output, and cross-checked on the host as a plain one, kCrossCheckSamples shared among the
 // groups. In four passes per round of groups, so that the GPU never waits for the host: every
 // group's sample is fetched, every GEMM started, every sample computed on the host while they
 // run, then judged.
-inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p) {
+inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p, ReferenceMethod method) {
   DeviceReference total;
-  total.engine = reference_engine();
   const int64_t count = p.output_count();
   total.values = allocate_reference_doubles(count, "its output");
   if (count > 0) {
@@ -254,7 +248,10 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p)
     for (size_t i = first; i < end; ++i) samples.push_back(fetch_cross_check_sample(problems[i], share));
     total.fetch_seconds += seconds_since(phase_start);
     std::vector<ReferenceGemmLaunch> launches;
-    for (size_t i = first; i < end; ++i) launches.push_back(launch_reference_gemm(problems[i], places[i]));
+    for (size_t i = first; i < end; ++i) {
+      launches.push_back(launch_reference_gemm(problems[i], method, places[i]));
+      total.describe(launches.back());
+    }
     phase_start = std::chrono::steady_clock::now();
     for (size_t i = first; i < end; ++i) compute_cross_check_sample(problems[i], &samples[i - first]);
     host_seconds += seconds_since(phase_start);
@@ -269,6 +266,7 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p)
     first = end;
   }
   total.check_seconds = std::max(0.0, host_seconds - total.kernel_ms / 1e3) + judge_seconds;
+  if (total.engine.empty()) total.engine = "no GEMM: every group's K is 0";
   return total;
 }
 

@@ -38,8 +38,9 @@ inline constexpr const char* kUsageOptions =
     "                         grid of repro::persistent_sm_count() gets N fewer CTAs on a stressed launch\n"
     "  --jitter-ns N          with --stress jitter: a delay point sleeps a random 0 to N ns, one draw per\n"
     "                         warp and call (default 2000; at most 1000000)\n"
-    "  --reference WHERE      host, device or auto: where the fp64 reference of a GEMM or of attention's\n"
-    "                         forward runs (default: the spec's reference.provider)\n"
+    "  --reference WHERE      host, device, emulated or auto: where the fp64 reference of a GEMM or of\n"
+    "                         attention's forward runs; emulated: a GEMM's from int8 tensor cores\n"
+    "                         (default: the spec's reference.provider)\n"
     "  --reference-cache DIR  reuse the fp64 reference of an earlier run with the same operands and GEMM,\n"
     "                         kept in DIR\n"
     "  --check-device-inputs  compare every input element made on the device with the host generator\n"
@@ -122,8 +123,9 @@ inline Options parse_options(int argc, char** argv) {
       if (!(options.timeout_seconds > 0)) usage_error("--timeout takes a positive number of seconds");
     } else if (is("--reference")) {
       options.reference = value_of(i, "--reference");
-      if (options.reference != "host" && options.reference != "device" && options.reference != "auto")
-        usage_error(strprintf("--reference takes host, device or auto, not `%s`", options.reference.c_str()));
+      if (options.reference != "host" && options.reference != "device" && options.reference != "emulated" &&
+          options.reference != "auto")
+        usage_error(strprintf("--reference takes host, device, emulated or auto, not `%s`", options.reference.c_str()));
     } else if (arg == "--check-device-inputs") {
       options.check_device_inputs = true;
     } else if (is("--reference-cache")) {
@@ -246,7 +248,7 @@ inline Tolerance spec_tolerance(const SpecInfo& spec, double ref_rms) {
 constexpr double kDeviceReferenceMinMacs = 134217728.0;
 
 inline bool use_device_reference(const std::string& provider, const GemmOperands& g) {
-  if (provider == "device") return true;
+  if (provider == "device" || provider == "emulated") return true;
   if (provider == "host") return false;
   return double(g.L) * double(g.M) * double(g.N) * double(g.K) >= kDeviceReferenceMinMacs;
 }
@@ -289,8 +291,8 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   // Inputs first: they need no GPU, so a spec's input problems show on any machine.
   std::string inputs_line = apply_input_options(spec, options);
   const bool analytic = options.ones && options.inits.empty();
-  const bool device_reference =
-      !analytic && use_device_reference(options.reference.empty() ? spec.reference_provider : options.reference, g);
+  const std::string provider = options.reference.empty() ? spec.reference_provider : options.reference;
+  const bool device_reference = !analytic && use_device_reference(provider, g);
   // The device path (device_inputs.cuh, device_compare.cuh): with the reference on the device,
   // the inputs are made there too and the output compared there; the host sees sums, samples,
   // and the whole output only when something failed. Probes, --dump and --emit-inputs need the
@@ -413,8 +415,9 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     report_set("reference_provider", json_string("cache"));
   } else if (device_reference) {
     // Kept on the device on the device path; copied back for the probes and --dump.
-    const DeviceReference reference =
-        is_grouped ? compute_device_grouped_reference(grouped) : compute_device_reference(problem);
+    const DeviceReference reference = is_grouped
+                                          ? compute_device_grouped_reference(grouped, reference_method(provider))
+                                          : compute_device_reference(problem, reference_method(provider));
     want_device = reference.values;
     std::string where = "kept on the device";
     if (!device_path) {
@@ -430,8 +433,14 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
         "%.3f s, recomputed while the GEMM ran (%.3f s more), max difference %.1e of the terms' magnitude",
         reference.engine.c_str(), reference.kernel_ms, where.c_str(), (long long)reference.check.samples,
         reference.fetch_seconds, reference.check_seconds, reference.check.max_relative);
+    // An emulated reference that was asked for and not used is said first, with the reason.
+    if (!reference.fallback.empty()) {
+      reference_line = "not emulated: " + reference.fallback + ", so the fp64 tensor cores computed it; " + reference_line;
+      report_set("reference_fallback", json_string(reference.fallback));
+    }
     report_set("reference_kernel_ms", JsonWriter().value(reference.kernel_ms).str());
-    report_set("reference_provider", json_string("device"));
+    report_set("reference_engine", json_string(reference.engine));
+    report_set("reference_provider", json_string(reference.emulated ? "emulated" : "device"));
   } else {
     if (is_grouped) reference_grouped_gemm(grouped, &want);
     else reference_gemm(problem, &want);

@@ -23,7 +23,7 @@ struct Options {
   double timeout_seconds = -1;
   std::string json_path, dump_dir, emit_inputs_dir;
   std::string spec_path;  // --spec FILE; empty: the artifact's (default_spec_path)
-  std::string reference;  // --reference host|device|auto; empty: the spec's reference.provider
+  std::string reference;  // --reference host|device|emulated|auto; empty: the spec's reference.provider
   std::string reference_cache;  // --reference-cache DIR: reuse a reference of the same operands
   bool check_device_inputs = false;  // compare every element made on the device with the host's
   bool bench = false;     // --bench: time the kernel, check nothing (bench.cuh)

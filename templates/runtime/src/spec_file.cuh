@@ -672,8 +672,9 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
   }
   if (const YamlNode* provider = reference->get("provider")) {
     spec->reference_provider = file.text(*provider, "reference.provider");
-    if (spec->reference_provider != "host" && spec->reference_provider != "device" && spec->reference_provider != "auto")
-      file.fail(*provider, "reference.provider takes host, device or auto");
+    if (spec->reference_provider != "host" && spec->reference_provider != "device" &&
+        spec->reference_provider != "emulated" && spec->reference_provider != "auto")
+      file.fail(*provider, "reference.provider takes host, device, emulated or auto");
   }
 
   // Checks.

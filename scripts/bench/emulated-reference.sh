@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Issue 35's benchmark, side by side in one run on a GPU machine: reference + comparison with the
+# fp64 tensor cores (--reference device) and with the int8 emulation (--reference emulated), and
+# a user's alternative, torch.matmul in float64 plus a comparison (torch_reference_peer.py).
+#   - bf16 (tests/gpu/bench_tiled_bf16_8192 at 2048^3 to 16384^3 through --size);
+#   - f32 at 8192^3 (tests/gpu/bench_tiled_f32_8192);
+#   - fp8 e4m3 with ue8m0 block scales at 8192^3 (examples/fp8_scaled_gemm_ue8m0 through --size).
+# Each case runs ROUNDS times (default 3), the two providers interleaved; the table gives the
+# median of each phase from the harness's own report (`timings`: reference, compare;
+# `reference_kernel_ms`) and the engine the `ref` line names.
+#
+#   REPRO=target/release/repro scripts/bench/emulated-reference.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+repro=${REPRO:-$PWD/target/release/repro}
+rounds=${ROUNDS:-3}
+dir=$(mktemp -d)
+cases=()
+for size in 2048 4096 8192 16384; do cases+=("bf16_$size tests/gpu/bench_tiled_bf16_8192.yaml $size"); done
+cases+=("f32_8192 tests/gpu/bench_tiled_f32_8192.yaml 8192")
+cases+=("e4m3_ue8m0_8192 examples/fp8_scaled_gemm_ue8m0.yaml 8192")
+for spec in tests/gpu/bench_tiled_bf16_8192.yaml tests/gpu/bench_tiled_f32_8192.yaml examples/fp8_scaled_gemm_ue8m0.yaml; do
+  "$repro" build "$spec" >/dev/null
+done
+for round in $(seq 1 "$rounds"); do
+  for entry in "${cases[@]}"; do
+    read -r label spec size <<<"$entry"
+    for provider in device emulated; do
+      code=0
+      "$repro" run "$spec" --size M="$size" --size N="$size" --size K="$size" --repeat 1 --reference "$provider" \
+        --json "$dir/$label.$provider.$round.json" >"$dir/$label.$provider.$round.log" 2>&1 || code=$?
+      # Exit 0 or 1 both carry timings; anything else is a failure of the benchmark itself.
+      if [[ $code -gt 1 ]]; then cat "$dir/$label.$provider.$round.log"; exit "$code"; fi
+    done
+  done
+done
+grep -h '^ref ' "$dir"/*.1.log
+python3 - "$dir" "$rounds" "${cases[@]}" <<'PY'
+import json, statistics, sys
+folder, rounds, cases = sys.argv[1], int(sys.argv[2]), [c.split()[0] for c in sys.argv[3:]]
+print("| case | provider | reference (ms) | of which device kernels (ms) | comparison (ms) | reference + comparison (ms) | engine |")
+print("|---|---|---|---|---|---|---|")
+for label in cases:
+    for provider in ("device", "emulated"):
+        runs = [json.load(open(f"{folder}/{label}.{provider}.{r}.json")) for r in range(1, rounds + 1)]
+        ref = statistics.median(r["timings"]["reference"] for r in runs) * 1e3
+        cmp_ = statistics.median(r["timings"]["compare"] for r in runs) * 1e3
+        kernel = statistics.median(r.get("reference_kernel_ms", float("nan")) for r in runs)
+        engine = runs[0].get("reference_engine", "?")
+        print(f"| {label} | {provider} | {ref:.1f} | {kernel:.1f} | {cmp_:.1f} | {ref + cmp_:.1f} | {engine} |")
+PY
+echo
+echo "torch.matmul in float64 + a comparison, the same sizes (scripts/bench/torch_reference_peer.py):"
+python3 scripts/bench/torch_reference_peer.py

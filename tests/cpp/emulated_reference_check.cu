@@ -1,0 +1,305 @@
+// GPU check of the emulated reference (templates/runtime/src/emulated_reference.cuh): its error
+// bound, and its speed beside the fp64 tensor cores'. Run by scripts/gpu-check.sh (part
+// `emulated`); tests/runtime.rs only compiles it.
+//
+//   nvcc -std=c++17 -O2 -Itemplates/runtime/include -gencode=arch=compute_90a,code=sm_90a -o erc
+//        tests/cpp/emulated_reference_check.cu
+//   ./erc            # the accuracy battery: one line per input class, then "N passed, M failed"
+//   ./erc speed [N]  # reference kernels, fp64 tensor cores vs int8 emulation, 2048^3 to 16384^3 (or N^3)
+//
+// Accuracy: each output is checked against a sum that is exact to ~2^-100 of its terms (Dot2:
+// error-free products and sums, Ogita, Rump and Oishi 2005), as |value - exact| / sum_k |a b|
+// in units of u = 2^-53. The emulation must stay within the bound it states (its `roundings`,
+// docs/tolerances.md), plus one u for the exact sum's own final rounding; the fp64 tensor cores'
+// and the host's errors are shown beside it. Inputs whose exponent range needs more slices than
+// the emulation takes must make it fall back to the fp64 tensor cores, and say why.
+#include "../../templates/runtime/src/runtime.cu"
+#include "test_rng.h"
+#include "test_tensors.h"
+
+using namespace repro;
+
+namespace {
+
+enum class Fill {
+  uniform,       // uniform in [-1, 1]
+  ones,          // every element 1
+  integers,      // integers in [-7, 7]
+  int8_extremes, // -128, 127, -1, 1 mixed
+  spread,        // uniform significand times 2^e, e uniform in [-spread, spread]
+  cancel,        // A's second half repeats its first, B's second half negates its first: sums exactly 0
+  full_mantissa, // every significand bit set (255/128 for bf16), exponents in [-3, 3]
+  subnormal,     // f16 subnormals (2^-24 .. 2^-14) beside values near 1
+};
+
+struct AccuracyCase {
+  const char* name;
+  DType a_dtype, b_dtype;
+  int64_t L, M, N, K;
+  Fill fill;
+  int spread;                    // Fill::spread: the exponent range, +-
+  bool b_column_major;
+  bool c_bias;                   // beta * C and bias (f32)
+  double alpha, beta;
+  bool expect_emulated;          // false: the emulation must refuse and say why
+};
+
+double fill_value(Fill fill, int spread, int64_t k, int64_t K, TestRng& rng, bool is_b, double mirror) {
+  switch (fill) {
+    case Fill::uniform: return rng.uniform() * 2 - 1;
+    case Fill::ones: return 1.0;
+    case Fill::integers: return double(int64_t(rng.next() % 15) - 7);
+    case Fill::int8_extremes: {
+      const double values[4] = {-128, 127, -1, 1};
+      return values[rng.next() % 4];
+    }
+    case Fill::spread: return (rng.uniform() + 0.5) * std::ldexp(rng.next() % 2 ? 1.0 : -1.0, int(rng.next() % uint64_t(2 * spread + 1)) - spread);
+    case Fill::cancel:
+      if (k < K / 2) return rng.uniform() * 2 - 1;
+      return is_b ? -mirror : mirror;
+    case Fill::full_mantissa: return (rng.next() % 2 ? 255.0 : -255.0) / 128.0 * std::ldexp(1.0, int(rng.next() % 7) - 3);
+    case Fill::subnormal:
+      return rng.next() % 2 ? (rng.uniform() * 2 - 1) : std::ldexp(double(rng.next() % 1023 + 1), -24);
+  }
+  return 0;
+}
+
+// Fills a [.., I, K]-indexed operand (A: rows m, B: columns n) element by element through
+// matrix offsets, so any stride order works; the cancelling fill mirrors along K.
+void fill_operand(Tensor& t, bool is_b, int64_t L, int64_t I, int64_t K, const AccuracyCase& c, TestRng& rng) {
+  for (int64_t l = 0; l < (t.rank == 3 ? L : 1); ++l)
+    for (int64_t i = 0; i < I; ++i)
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t offset = is_b ? matrix_offset(t, l, k, i) : matrix_offset(t, l, i, k);
+        double mirror = 0;
+        if (c.fill == Fill::cancel && k >= K / 2)
+          mirror = decode(t.dtype, t.host.data(), is_b ? matrix_offset(t, l, k - K / 2, i) : matrix_offset(t, l, i, k - K / 2));
+        encode(t.dtype, t.host.data(), offset, fill_value(c.fill, c.spread, k, K, rng, is_b, mirror));
+      }
+}
+
+// Dot2: the sum of products as if in twice the working precision, and sum |a b|.
+struct ExactSum {
+  double value, magnitude;
+};
+
+ExactSum exact_dot(const GemmProblem& p, int64_t l, int64_t m, int64_t n) {
+  double s = 0, c = 0, magnitude = 0;
+  for (int64_t k = 0; k < p.K; ++k) {
+    const double a = matrix_element(*p.a, l, m, k), b = matrix_element(*p.b, l, k, n);
+    const double product = a * b, product_error = std::fma(a, b, -product);
+    const double t = s + product, z = t - s, sum_error = (s - (t - z)) + (product - z);
+    s = t;
+    c += product_error + sum_error;
+    magnitude += std::fabs(product);
+  }
+  return {s + c, magnitude};
+}
+
+struct CaseResult {
+  double emulated = 0, dmma = 0, host = 0;  // max error / (sum |a b| ...), in units of 2^-53
+  ReferenceGemmLaunch launch;
+};
+
+std::vector<double> device_values(const double* device, int64_t count) {
+  std::vector<double> values(static_cast<size_t>(count) + 0);
+  REPRO_CUDA_CHECK(cudaMemcpy(values.data(), device, values.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  return values;
+}
+
+int run_accuracy() {
+  using F = Fill;
+  const DType bf16 = DType::bf16, f16 = DType::f16, f32 = DType::f32, e4m3 = DType::e4m3, i8 = DType::i8;
+  const std::vector<AccuracyCase> cases = {
+      {"random bf16, uniform [-1, 1]", bf16, bf16, 1, 256, 256, 4096, F::uniform, 0, false, false, 1, 0, true},
+      {"random f16, uniform [-1, 1]", f16, f16, 1, 256, 256, 4096, F::uniform, 0, false, false, 1, 0, true},
+      {"random f32, uniform [-1, 1]", f32, f32, 1, 256, 256, 4096, F::uniform, 0, false, false, 1, 0, true},
+      {"random e4m3, uniform [-1, 1]", e4m3, e4m3, 1, 256, 256, 4096, F::uniform, 0, false, false, 1, 0, true},
+      {"random int8, -128 / 127 / -1 / 1", i8, i8, 1, 256, 256, 4096, F::int8_extremes, 0, false, false, 1, 0, true},
+      {"all ones, bf16", bf16, bf16, 1, 256, 256, 4096, F::ones, 0, false, false, 1, 0, true},
+      {"small integers, bf16", bf16, bf16, 1, 256, 256, 4096, F::integers, 0, false, false, 1, 0, true},
+      {"ill-scaled bf16, 2^-20 .. 2^20 in a row", bf16, bf16, 1, 256, 256, 4096, F::spread, 20, false, false, 1, 0, true},
+      {"ill-scaled bf16, 2^-60 .. 2^60 in a row", bf16, bf16, 1, 256, 256, 4096, F::spread, 60, false, false, 1, 0, false},
+      {"ill-scaled f32, 2^-60 .. 2^60 in a row", f32, f32, 1, 256, 256, 4096, F::spread, 60, false, false, 1, 0, false},
+      {"adversarial: exact cancellation, bf16", bf16, bf16, 1, 256, 256, 4096, F::cancel, 0, false, false, 1, 0, true},
+      {"adversarial: full significands, bf16", bf16, bf16, 1, 256, 256, 4096, F::full_mantissa, 0, false, false, 1, 0, true},
+      {"adversarial: f16 subnormals beside ~1", f16, f16, 1, 256, 256, 4096, F::subnormal, 0, false, false, 1, 0, true},
+      {"K = 2^18: int32 sums folded in chunks, bf16", bf16, bf16, 1, 64, 64, 262144, F::uniform, 0, false, false, 1, 0, true},
+      {"batched 3, column-major B, ragged 200x136x1000, alpha 1.5, beta C, bias", bf16, bf16, 3, 200, 136, 1000,
+       F::uniform, 0, true, true, 1.5, -0.5, true},
+  };
+  int passed = 0, failed = 0;
+  std::printf("| input class | emulated | slices (A x B) | bound (u) | emulated error (u) | fp64 tensor cores (u) | host (u) | |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (const AccuracyCase& c : cases) {
+    TestRng rng{0x5DEECE66Dull ^ uint64_t(c.M * 131 + c.N * 7 + c.K + int(c.fill) * 1000003 + c.spread)};
+    const bool batched = c.L > 1;
+    const auto shape = [&](int64_t rows, int64_t cols) {
+      return batched ? std::vector<int64_t>{c.L, rows, cols} : std::vector<int64_t>{rows, cols};
+    };
+    Tensor a = make_tensor("A", Operand{c.a_dtype, shape(c.M, c.K), {}});
+    std::vector<int64_t> b_strides;
+    if (c.b_column_major) b_strides = batched ? std::vector<int64_t>{c.K * c.N, 1, c.K} : std::vector<int64_t>{1, c.K};
+    Tensor b = make_tensor("B", Operand{c.b_dtype, shape(c.K, c.N), b_strides});
+    Tensor out = make_tensor("D", Operand{DType::f32, shape(c.M, c.N), {}}, true);
+    Tensor cm = make_tensor("C", Operand{DType::f32, shape(c.M, c.N), {}});
+    Tensor bias = make_tensor("bias", Operand{DType::f32, {c.N}, {}});
+    fill_operand(a, false, c.L, c.M, c.K, c, rng);
+    fill_operand(b, true, c.L, c.N, c.K, c, rng);
+    for (int64_t i = 0; i < cm.numel(); ++i) encode(DType::f32, cm.host.data(), cm.logical_offset(i), rng.uniform() - 0.5);
+    for (int64_t i = 0; i < bias.numel(); ++i) encode(DType::f32, bias.host.data(), i, rng.uniform() - 0.5);
+    upload(a);
+    upload(b);
+    upload(cm);
+    upload(bias);
+    GemmProblem p{&a, &b, nullptr, nullptr, &out, c.alpha, c.beta, c.L, c.M, c.N, c.K, batched};
+    if (c.c_bias) p.c = &cm, p.bias = &bias;
+
+    CaseResult r;
+    r.launch = launch_reference_gemm(p, ReferenceMethod::emulated);
+    finish_reference_gemm(&r.launch);
+    ReferenceGemmLaunch dmma = launch_reference_gemm(p, ReferenceMethod::dmma);
+    finish_reference_gemm(&dmma);
+    const int64_t count = c.L * c.M * c.N;
+    const std::vector<double> emulated = device_values(r.launch.out, count), fp64 = device_values(dmma.out, count);
+    cudaFree(r.launch.out);
+    cudaFree(dmma.out);
+    std::vector<double> host;
+    reference_gemm(p, &host);
+    // Every output: its error against the exact sum, relative to what bounds it.
+    std::vector<double> worst(3 * size_t(count), 0.0);
+    parallel_for(count, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const int64_t l = o / (c.M * c.N), m = o / c.N % c.M, n = o % c.N;
+        const ExactSum e = exact_dot(p, l, m, n);
+        const double cv = c.c_bias ? matrix_element(cm, l, m, n) : 0.0, bv = c.c_bias ? decode(DType::f32, bias.host.data(), n) : 0.0;
+        const double exact = epilogue_value(p, e.value, cv, bv);
+        const double scale = std::fabs(c.alpha) * e.magnitude + std::fabs(c.beta * cv) + std::fabs(bv);
+        const double unit = std::ldexp(std::max(scale, 1e-300), -53);
+        const size_t i = size_t(o);
+        worst[3 * i] = std::fabs(emulated[i] - exact) / unit;
+        worst[3 * i + 1] = std::fabs(fp64[i] - exact) / unit;
+        worst[3 * i + 2] = std::fabs(host[i] - exact) / unit;
+      }
+    });
+    for (int64_t o = 0; o < count; ++o) {
+      r.emulated = std::max(r.emulated, worst[3 * size_t(o)]);
+      r.dmma = std::max(r.dmma, worst[3 * size_t(o) + 1]);
+      r.host = std::max(r.host, worst[3 * size_t(o) + 2]);
+    }
+    // The bound: the emulation's roundings, the epilogue's (beta C, bias: two more), and the
+    // exact sum's own final rounding.
+    const double bound = r.launch.roundings + (c.c_bias ? 2 : 0) + 1;
+    std::string slices = "-", verdict;
+    bool ok;
+    if (r.launch.emulated) {
+      const size_t at = r.launch.engine.find("A ");
+      slices = r.launch.engine.substr(at, r.launch.engine.find(" int8") - at);
+      ok = c.expect_emulated && r.emulated <= bound;
+      verdict = ok ? "ok" : (c.expect_emulated ? "FAILED: over the bound" : "FAILED: emulated, should have refused");
+    } else {
+      ok = !c.expect_emulated && !r.launch.fallback.empty() && r.emulated <= 64;
+      verdict = ok ? "falls back: " + r.launch.fallback : "FAILED: fell back: " + r.launch.fallback;
+    }
+    std::printf("| %s | %s | %s | %s | %.2f | %.2f | %.2f | %s |\n", c.name, r.launch.emulated ? "yes" : "no",
+                slices.c_str(), r.launch.emulated ? strprintf("%.0f", bound).c_str() : "-", r.emulated, r.dmma, r.host,
+                verdict.c_str());
+    (ok ? passed : failed)++;
+    for (Tensor* t : {&a, &b, &cm, &bias}) cudaFree(t->device);
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
+// ------------------------------------------------------------------------ speed
+
+// Uniform [-1, 1] inputs made on the device (a hash of the index), rounded to the dtype.
+__global__ void fill_uniform_kernel(DType dtype, unsigned char* data, int64_t count, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    uint64_t x = (uint64_t(i) + seed) * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
+    encode(dtype, data, i, double(x >> 11) * 0x1.0p-52 - 1.0);
+  }
+}
+
+double median_ms(const GemmProblem& p, ReferenceMethod method, std::string* engine) {
+  std::vector<double> times;
+  for (int round = 0; round < 4; ++round) {
+    ReferenceGemmLaunch launch = launch_reference_gemm(p, method);
+    const double ms = finish_reference_gemm(&launch);
+    cudaFree(launch.out);
+    if (round > 0) times.push_back(ms);  // the first warms up
+    *engine = launch.engine;
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// The emulation's passes before its GEMM (analysis with its read-back, slicing), by events.
+double preparation_ms(const GemmProblem& p) {
+  cudaEvent_t start, stop;
+  REPRO_CUDA_CHECK(cudaEventCreate(&start));
+  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+  const DeviceMatrix a = device_matrix(*p.a), b = device_matrix(*p.b);
+  REPRO_CUDA_CHECK(cudaEventRecord(start));
+  const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, ScaleOperand());
+  const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, ScaleOperand());
+  const EmulationPlan plan = plan_emulation(a_rows, b_rows);
+  const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, ScaleOperand(), a_rows, plan.a_slices);
+  const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, ScaleOperand(), b_rows, plan.b_slices);
+  REPRO_CUDA_CHECK(cudaEventRecord(stop));
+  REPRO_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  for (void* buffer : {(void*)a_rows.extent.top, (void*)b_rows.extent.top, (void*)a_slices.data, (void*)b_slices.data})
+    cudaFree(buffer);
+  return ms;
+}
+
+int run_speed(int64_t only_size) {
+  std::printf("| M = N = K | inputs | fp64 tensor cores (ms) | emulated (ms) | of which analysis and slicing (ms) | emulated / fp64 | emulation |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (int64_t size : {2048, 4096, 8192, 16384}) {
+    if (only_size != 0 && size != only_size) continue;
+    for (DType dtype : {DType::bf16, DType::f16, DType::e4m3, DType::f32}) {
+      Tensor a = make_tensor("A", Operand{dtype, {size, size}, {}});
+      Tensor b = make_tensor("B", Operand{dtype, {size, size}, {}});
+      Tensor out = make_tensor("D", Operand{DType::f32, {size, size}, {}}, true);
+      a.host.clear(), b.host.clear();
+      REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
+      REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
+      fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(a.device), a.numel(), 1);
+      fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(b.device), b.numel(), 2);
+      REPRO_CUDA_CHECK(cudaGetLastError());
+      GemmProblem p{&a, &b, nullptr, nullptr, &out, 1.0, 0.0, 1, size, size, size, false};
+      std::string dmma_engine, emulated_engine;
+      const double dmma = median_ms(p, ReferenceMethod::dmma, &dmma_engine);
+      const double emulated = median_ms(p, ReferenceMethod::emulated, &emulated_engine);
+      const double preparation = preparation_ms(p);
+      std::printf("| %lld | %s | %.2f | %.2f | %.2f | %.2fx | %s |\n", (long long)size, dtype_name(dtype), dmma,
+                  emulated, preparation, emulated / dmma, emulated_engine.c_str());
+      std::fflush(stdout);
+      cudaFree(a.device);
+      cudaFree(b.device);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  set_command_line(argc, argv);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("no CUDA device\n");
+    return kExitNoDevice;
+  }
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (!mode.empty() && mode != "speed") {
+    std::fprintf(stderr, "usage: %s [speed [N]]\n", argv[0]);
+    return kExitUsage;
+  }
+  if (mode == "speed") return run_speed(argc > 2 ? std::atoll(argv[2]) : 0);
+  return run_accuracy();
+}
