@@ -27,8 +27,10 @@ for round in $(seq 1 "$rounds"); do
     read -r label spec size <<<"$entry"
     for provider in device emulated; do
       code=0
-      "$repro" run "$spec" --size M="$size" --size N="$size" --size K="$size" --repeat 1 --reference "$provider" \
-        --json "$dir/$label.$provider.$round.json" >"$dir/$label.$provider.$round.log" 2>&1 || code=$?
+      # The harness itself: `--size` is its option (repro run keeps the spec's sizes).
+      "generated/$(basename "$spec" .yaml)/harness" --size M="$size" --size N="$size" --size K="$size" --repeat 1 \
+        --reference "$provider" --json "$dir/$label.$provider.$round.json" >"$dir/$label.$provider.$round.log" 2>&1 ||
+        code=$?
       # Exit 0 or 1 both carry timings; anything else is a failure of the benchmark itself.
       if [[ $code -gt 1 ]]; then cat "$dir/$label.$provider.$round.log"; exit "$code"; fi
     done

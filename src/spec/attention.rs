@@ -118,7 +118,11 @@ impl Validator<'_> {
                 "reference.provider",
                 format!("`op: {op}` has no emulated reference: the int8 emulation computes GEMMs"),
             )
-            .help = Some("write `provider: device` (or remove `provider:`)".into());
+            .help = Some(if backward {
+                "remove `provider:` (or write `provider: host`)".into()
+            } else {
+                "write `provider: device` (or remove `provider:`)".into()
+            });
         }
         if backward && r.provider == ReferenceProvider::Device {
             self.error(

@@ -167,6 +167,15 @@ fn the_forward_may_ask_for_the_device_reference() {
 }
 
 #[test]
+fn attention_has_no_emulated_reference() {
+    let text = backward().replace(
+        "  softmax_scale: 0.125",
+        "  softmax_scale: 0.125\n  provider: emulated",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
 fn the_backward_has_no_device_reference() {
     let text = backward().replace(
         "  softmax_scale: 0.125",

@@ -101,6 +101,15 @@ fn a_device_provider_for_a_host_reference() {
 }
 
 #[test]
+fn an_emulated_provider_for_a_host_reference() {
+    insta::assert_snapshot!(error_for(&replaced(
+        CUSTOM,
+        "  block: [32]\n",
+        "  block: [32]\n  provider: emulated\n"
+    )));
+}
+
+#[test]
 fn a_gemm_without_its_operands_names_the_ops_for_other_kernels() {
     insta::assert_snapshot!(error_for(&replaced(
         CUSTOM,
