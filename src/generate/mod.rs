@@ -49,6 +49,14 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/device_reference.cuh"),
     ),
     (
+        "runtime/src/emulated_slices.cuh",
+        include_str!("../../templates/runtime/src/emulated_slices.cuh"),
+    ),
+    (
+        "runtime/src/emulated_gemm.cuh",
+        include_str!("../../templates/runtime/src/emulated_gemm.cuh"),
+    ),
+    (
         "runtime/src/emulated_reference.cuh",
         include_str!("../../templates/runtime/src/emulated_reference.cuh"),
     ),

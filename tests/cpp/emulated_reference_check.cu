@@ -245,8 +245,8 @@ double preparation_ms(const GemmProblem& p) {
   const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, ScaleOperand());
   const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, ScaleOperand());
   const EmulationPlan plan = plan_emulation(a_rows, b_rows);
-  const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, ScaleOperand(), a_rows, plan.a_slices);
-  const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, ScaleOperand(), b_rows, plan.b_slices);
+  const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, ScaleOperand(), a_rows, plan.a_slices, kWgmmaTileM);
+  const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, ScaleOperand(), b_rows, plan.b_slices, kWgmmaTileN);
   REPRO_CUDA_CHECK(cudaEventRecord(stop));
   REPRO_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;

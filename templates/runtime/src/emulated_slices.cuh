@@ -1,0 +1,212 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: an operand as exact int8 slices (reference.provider: emulated)
+//
+// The first half of the emulated reference (emulated_reference.cuh says what it is and what it
+// guarantees): per row of an operand, the exponents of its highest and lowest set bits (the
+// analysis), then every element cut into 7-bit digits of its row's power of two (the slicing),
+// stored K-contiguous for the int8 GEMM kernels (emulated_gemm.cuh).
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "device_reference.cuh"
+
+namespace repro {
+
+// Beyond 8 slices per operand (56 bits: every fp64-exact product of f32 inputs up to a 2^32
+// spread in a row), the 64+ int8 GEMMs cost more than the fp64 tensor cores' one.
+constexpr int kMaxEmulationSlices = 8;
+constexpr int kEmulationSliceBits = 7;
+// K of the slices is padded to whole K tiles of the GEMM kernels: 128 bytes, one swizzled row.
+constexpr int kEmulatedTileK = 128;
+
+// -------------------------------------------------------------------------- the analysis pass
+//
+// Per row i of the operand (A: m, B: n) and batch: the exponent of the highest set bit of any
+// element (`top`) and of the lowest (`bottom`), as integers: x = m * 2^q with an integer m.
+// Elements are read in the direction their memory is contiguous in: a warp walks K along a row
+// when K is the contiguous axis, else 32 rows side by side.
+constexpr int kExtentRows = 32;
+constexpr int64_t kExtentChunk = 4096;  // K elements per block
+constexpr int kNoTop = -100000, kNoBottom = 100000;
+
+struct OperandExtent {
+  int* top = nullptr;     // [batches][I]: highest set bit, kNoTop for a row of zeros
+  int* bottom = nullptr;  // [batches][I]: lowest set bit, kNoBottom for a row of zeros
+  int* nonfinite = nullptr;
+};
+
+__device__ inline void set_bit_range(double x, int* top, int* bottom) {
+  const unsigned long long bits = static_cast<unsigned long long>(__double_as_longlong(x));
+  const int biased = int((bits >> 52) & 0x7FF);
+  unsigned long long mantissa = bits & ((1ull << 52) - 1);
+  int q = -1074;
+  if (biased != 0) mantissa |= 1ull << 52, q = biased - 1075;
+  *top = max(*top, q + 63 - __clzll(static_cast<long long>(mantissa)));
+  *bottom = min(*bottom, q + __ffsll(static_cast<long long>(mantissa)) - 1);
+}
+
+__global__ void operand_extent_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
+                                      ScaleOperand scale, bool k_contiguous, OperandExtent extent) {
+  __shared__ int rows_top[kExtentRows], rows_bottom[kExtentRows];
+  if (threadIdx.x < kExtentRows) rows_top[threadIdx.x] = kNoTop, rows_bottom[threadIdx.x] = kNoBottom;
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.x) * kExtentRows, k0 = int64_t(blockIdx.y) * kExtentChunk;
+  const int64_t k1 = min(K, k0 + kExtentChunk);
+  bool nonfinite = false;
+  for (int r = k_contiguous ? warp : lane; r < kExtentRows; r += k_contiguous ? warps : 32) {
+    const int64_t i = i0 + r;
+    if (i >= I) break;
+    int top = kNoTop, bottom = kNoBottom;
+    for (int64_t k = k0 + (k_contiguous ? lane : warp); k < k1; k += k_contiguous ? 32 : warps) {
+      const double x =
+          decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) * scale_at(scale, i, k);
+      if (!isfinite(x)) nonfinite = true;
+      else if (x != 0) set_bit_range(x, &top, &bottom);
+    }
+    atomicMax(&rows_top[r], top);
+    atomicMin(&rows_bottom[r], bottom);
+  }
+  if (nonfinite) atomicExch(extent.nonfinite, 1);
+  __syncthreads();
+  const int64_t i = i0 + threadIdx.x;
+  if (threadIdx.x < kExtentRows && i < I) {
+    atomicMax(&extent.top[l * I + i], rows_top[threadIdx.x]);
+    atomicMin(&extent.bottom[l * I + i], rows_bottom[threadIdx.x]);
+  }
+}
+
+__global__ void fill_ints_kernel(int* out, int64_t count, int value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = value;
+}
+
+// -------------------------------------------------------------------------- the slicing pass
+//
+// slices[l][t][i][k] (int8, K contiguous, zero-padded to whole tiles): digit t of element (i, k),
+// with the element's sign. A block turns a 64 x 64 tile: read in the source's contiguous
+// direction into shared memory, written 4 bytes of K at a time.
+constexpr int kSliceTile = 64;
+
+struct SlicedOperand {
+  signed char* data = nullptr;  // [batches][slices][Ip][Kp]
+  int* top = nullptr;           // [batches][I]: the row's exponent E_i = top
+  int slices = 0;
+  int64_t batches = 1, Ip = 0, Kp = 0;
+  REPRO_HD int64_t slice_stride() const { return Ip * Kp; }
+  REPRO_HD int64_t batch_stride() const { return int64_t(slices) * Ip * Kp; }
+};
+
+// The digits of |x| * 2^-(top + 1) in [0, 1): 7 bits each, most significant first; exact
+// (scaling by a power of two and taking off integer parts lose nothing).
+__device__ inline void slice_digits(double x, int top, int slices, signed char* digits) {
+  double y = top == kNoTop ? 0.0 : ldexp(fabs(x), -(top + 1));
+  const bool negative = x < 0;
+  for (int t = 0; t < slices; ++t) {
+    y *= 128.0;
+    const double d = floor(y);
+    y -= d;
+    digits[t] = static_cast<signed char>(negative ? -int(d) : int(d));
+  }
+}
+
+__global__ void slice_operand_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
+                                     ScaleOperand scale, bool k_contiguous, SlicedOperand out) {
+  __shared__ double tile[kSliceTile][kSliceTile + 1];
+  const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.y) * kSliceTile, k0 = int64_t(blockIdx.x) * kSliceTile;
+  for (int e = threadIdx.x; e < kSliceTile * kSliceTile; e += blockDim.x) {
+    const int fast = e % kSliceTile, slow = e / kSliceTile;
+    const int r = k_contiguous ? slow : fast, c = k_contiguous ? fast : slow;
+    const int64_t i = i0 + r, k = k0 + c;
+    tile[r][c] = i < I && k < K ? decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) *
+                                      scale_at(scale, i, k)
+                                : 0.0;
+  }
+  __syncthreads();
+  signed char* base = out.data + l * out.batch_stride();
+  for (int e = threadIdx.x; e < kSliceTile * (kSliceTile / 4); e += blockDim.x) {
+    const int r = e / (kSliceTile / 4), c = e % (kSliceTile / 4) * 4;
+    const int64_t i = i0 + r;
+    const int top = i < I ? out.top[l * I + i] : kNoTop;
+    signed char digits[4][kMaxEmulationSlices];
+    for (int j = 0; j < 4; ++j) slice_digits(tile[r][c + j], top, out.slices, digits[j]);
+    for (int t = 0; t < out.slices; ++t) {
+      const unsigned word = unsigned(static_cast<unsigned char>(digits[0][t])) |
+                            unsigned(static_cast<unsigned char>(digits[1][t])) << 8 |
+                            unsigned(static_cast<unsigned char>(digits[2][t])) << 16 |
+                            unsigned(static_cast<unsigned char>(digits[3][t])) << 24;
+      *reinterpret_cast<unsigned*>(base + t * out.slice_stride() + i * out.Kp + k0 + c) = word;
+    }
+  }
+}
+
+// -------------------------------------------------------------------------- reading an operand
+//
+// What the analysis found for one operand: the slices its rows need, and the buffers.
+struct OperandAnalysis {
+  OperandExtent extent;
+  int64_t batches = 1;
+  int slices = 0;       // the most any row needs (0: all zeros)
+  int widest_bits = 0;  // that row's top - bottom + 1
+  bool nonfinite = false;
+};
+
+// Runs the analysis of one operand on the device and reads back the rows' extents (a few KiB):
+// the one point where the emulated reference waits for the GPU before its GEMM.
+inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t L,
+                                       int64_t I, int64_t K, const ScaleOperand& scale) {
+  OperandAnalysis analysis;
+  analysis.batches = source.batch_stride == 0 ? 1 : L;
+  const int64_t rows = analysis.batches * I;
+  int* buffer = nullptr;
+  REPRO_CUDA_CHECK(cudaMalloc(&buffer, size_t(2 * rows + 1) * sizeof(int)));
+  analysis.extent = OperandExtent{buffer, buffer + rows, buffer + 2 * rows};
+  fill_ints_kernel<<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.top, rows, kNoTop);
+  fill_ints_kernel<<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.bottom, rows, kNoBottom);
+  fill_ints_kernel<<<1, 1>>>(analysis.extent.nonfinite, 1, 0);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  const dim3 grid(unsigned(ceil_div(I, kExtentRows)), unsigned(std::max<int64_t>(1, ceil_div(K, kExtentChunk))),
+                  unsigned(analysis.batches));
+  // K is the contiguous axis when stepping along it moves less than stepping along the rows.
+  const bool k_contiguous = std::llabs(k_stride) <= std::llabs(i_stride);
+  operand_extent_kernel<<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  std::vector<int> host(size_t(2 * rows + 1));
+  REPRO_CUDA_CHECK(cudaMemcpy(host.data(), buffer, host.size() * sizeof(int), cudaMemcpyDeviceToHost));
+  analysis.nonfinite = host.back() != 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int top = host[size_t(r)], bottom = host[size_t(rows + r)];
+    if (top == kNoTop) continue;
+    analysis.widest_bits = std::max(analysis.widest_bits, top - bottom + 1);
+  }
+  analysis.slices = (analysis.widest_bits + kEmulationSliceBits - 1) / kEmulationSliceBits;
+  return analysis;
+}
+
+// `tile`: the rows are padded to whole tiles of the GEMM kernels (A: 128, B: 256).
+inline SlicedOperand slice_operand(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t I,
+                                   int64_t K, const ScaleOperand& scale, const OperandAnalysis& analysis, int slices,
+                                   int64_t tile) {
+  SlicedOperand out;
+  out.slices = slices;
+  out.batches = analysis.batches;
+  out.top = analysis.extent.top;
+  out.Ip = ceil_div(I, tile) * tile;
+  out.Kp = ceil_div(K, kEmulatedTileK) * kEmulatedTileK;
+  const size_t bytes = size_t(out.batches * out.batch_stride());
+  if (cudaMalloc(&out.data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+    cudaGetLastError();
+    fatal(kExitCudaError, "fault",
+          strprintf("the emulated reference needs %.2f GiB of device memory for the int8 slices of an operand: rerun "
+                    "with --reference device (the fp64 tensor cores need no slices)",
+                    double(bytes) / (1 << 30)));
+  }
+  REPRO_CUDA_CHECK(cudaMemset(out.data, 0, bytes));  // the padding
+  const bool k_contiguous = std::llabs(k_stride) <= std::llabs(i_stride);
+  const dim3 grid(unsigned(ceil_div(K, kSliceTile)), unsigned(ceil_div(I, kSliceTile)), unsigned(out.batches));
+  slice_operand_kernel<<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, out);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  return out;
+}
+
+}  // namespace repro
