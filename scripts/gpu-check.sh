@@ -365,7 +365,7 @@ if [[ -z "$erc" ]]; then
   "$nvcc" -std=c++17 -O2 -Itemplates/runtime/include -gencode=arch=compute_90a,code=sm_90a \
     -o "$erc" tests/cpp/emulated_reference_check.cu
 fi
-harness_case "emulated reference: accuracy battery" 0 '15 passed, 0 failed' "$erc"
+harness_case "emulated reference: accuracy battery" 0 '16 passed, 0 failed' "$erc"
 harness_case "emulated reference: kernel speed" 0 '| 16384 | f32 |' "$erc" speed
 # Every GEMM example (op gemm, grouped_gemm) with random inputs and the emulated reference: the
 # verdict its spec expects, with the engine the ref line names.
@@ -379,10 +379,14 @@ for spec in examples/*.yaml; do
   says=$([[ "$want" == 0 || "$want" == 1 ]] && echo 'int8 tensor cores' || echo '')
   SAYS="$says" run_case "$name --reference emulated" "$want" run "$spec" --reference emulated --json "$logs/$name.emulated.json"
 done
-# A spec whose inputs need more slices than the emulation takes falls back and says so: A of
-# tests/gpu/ill_scaled_a.npy, values (0.5 .. 1.5) * 2^e with e uniform in [-60, 60] (f32, [3, 130, 75]).
-SAYS='not emulated: a row of A spans' run_case "ill-scaled inputs: falls back" 0 \
+# Ill-scaled inputs: A of tests/gpu/ill_scaled_a.npy, values (0.5 .. 1.5) * 2^e with e uniform
+# in [-60, 60] (f32, [3, 130, 75]): most elements beyond the slices, carried as residuals.
+SAYS='residual elements' run_case "ill-scaled inputs: residuals" 0 \
   run tests/gpu/batched_gemm.yaml --reference emulated --init "A=file:$PWD/tests/gpu/ill_scaled_a.npy"
+# What no slices can carry falls back and says so: A of tests/gpu/inf_a.npy holds one +Inf
+# (uniform [-1, 1] elsewhere).
+SAYS='not emulated: A holds Inf or NaN' run_case "an Inf in A: falls back" 0 \
+  run tests/gpu/batched_gemm.yaml --reference emulated --init "A=file:$PWD/tests/gpu/inf_a.npy"
 fi
 
 if wanted ops-bench; then

@@ -57,6 +57,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/emulated_gemm.cuh"),
     ),
     (
+        "runtime/src/emulated_residuals.cuh",
+        include_str!("../../templates/runtime/src/emulated_residuals.cuh"),
+    ),
+    (
         "runtime/src/emulated_reference.cuh",
         include_str!("../../templates/runtime/src/emulated_reference.cuh"),
     ),

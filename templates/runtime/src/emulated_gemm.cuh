@@ -323,6 +323,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(E
 // one path) and, where emulation cannot be exact, why not.
 struct EmulationPlan {
   int a_slices = 0, b_slices = 0;
+  int64_t a_residuals = 0, b_residuals = 0;  // elements beyond the slices (emulated_residuals.cuh)
+  double seconds = 0;                         // the estimate it was chosen by
   std::string refusal;  // empty: emulate
   int pairs() const { return a_slices * b_slices; }
   int levels() const { return a_slices + b_slices - 1; }

@@ -28,25 +28,68 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "emulated_gemm.cuh"
+#include "emulated_residuals.cuh"
 
 namespace repro {
 
 // -------------------------------------------------------------------------- planning
+//
+// What auto weighs, measured on the H200 (docs/performance.md, `erc speed`): the fp64 tensor
+// cores do 1.9e13 multiply-adds a second; the int8 kernels 2.9e14 per slice pair (wgmma) or
+// 1.9e14 (mma.sync); the analysis and slicing take ~0.5 ms plus ~22 ps per operand element.
+// auto emulates when that estimate is under 0.8 of the fp64 one (a margin for the noise of
+// shared machines), and skips the analysis where even one slice pair would not be. A residual
+// element costs its correction ~9 ps per output it reaches where the other operand is read
+// along its contiguous axis (run 68: 698 K residuals of A at 8192^3 took ~49 ms), more where
+// not (a memory sector per term: 5x assumed).
+constexpr double kDmmaMacsPerSecond = 1.9e13;
+constexpr double kWgmmaMacsPerSecondPerPair = 2.9e14, kMmaSyncMacsPerSecondPerPair = 1.9e14;
+constexpr double kEmulationFixedSeconds = 0.5e-3, kEmulationSecondsPerElement = 22e-12;
 
-inline EmulationPlan plan_emulation(const OperandAnalysis& a, const OperandAnalysis& b) {
+constexpr double kResidualSecondsPerTerm = 1e-11, kStridedResidualSecondsPerTerm = 5e-11;
+// At most this many residual elements per operand (16 bytes each, twice for the sort).
+constexpr int64_t kMaxResiduals = int64_t(1) << 22;
+
+inline double dmma_seconds(const GemmProblem& p) { return double(p.L) * p.M * p.N * p.K / kDmmaMacsPerSecond; }
+
+inline double emulation_seconds(const GemmProblem& p, int pairs, double residual_seconds = 0) {
+  const double elements = double(p.L) * double(p.M + p.N) * double(p.K);
+  return kEmulationFixedSeconds + elements * kEmulationSecondsPerElement +
+         pairs * double(p.L) * p.M * p.N * p.K /
+             (use_wgmma() ? kWgmmaMacsPerSecondPerPair : kMmaSyncMacsPerSecondPerPair) +
+         residual_seconds;
+}
+
+inline bool emulation_pays(const GemmProblem& p, int pairs) { return emulation_seconds(p, pairs) < 0.8 * dmma_seconds(p); }
+
+// The slice counts with the least estimated time: each operand from 1 to kMaxEmulationSlices,
+// the elements beyond them carried as residuals (at most kMaxResiduals each).
+inline EmulationPlan plan_emulation(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b) {
   EmulationPlan plan;
-  plan.a_slices = std::max(1, a.slices);
-  plan.b_slices = std::max(1, b.slices);
   if (a.nonfinite || b.nonfinite) {
     plan.refusal = strprintf("%s holds Inf or NaN, which int8 slices cannot carry", a.nonfinite ? "A" : "B");
-  } else {
-    for (const auto& [name, analysis] : {std::pair<const char*, const OperandAnalysis*>{"A", &a}, {"B", &b}})
-      if (analysis->slices > kMaxEmulationSlices && plan.refusal.empty())
-        plan.refusal = strprintf(
-            "a row of %s spans %d bits (its largest value over its smallest nonzero bit), which needs %d int8 slices "
-            "of %d bits; at most %d are used",
-            name, analysis->widest_bits, analysis->slices, kEmulationSliceBits, kMaxEmulationSlices);
+    return plan;
+  }
+  // Correction A reads B along N, correction B reads A along M.
+  const DeviceMatrix a_matrix = device_matrix(*p.a), b_matrix = device_matrix(*p.b);
+  const double a_term = std::llabs(b_matrix.col_stride) == 1 ? kResidualSecondsPerTerm : kStridedResidualSecondsPerTerm;
+  const double b_term = std::llabs(a_matrix.row_stride) == 1 ? kResidualSecondsPerTerm : kStridedResidualSecondsPerTerm;
+  for (int sa = 1; sa <= kMaxEmulationSlices; ++sa)
+    for (int sb = 1; sb <= kMaxEmulationSlices; ++sb) {
+      const int64_t ra = a.beyond(sa), rb = b.beyond(sb);
+      if (ra > kMaxResiduals || rb > kMaxResiduals) continue;
+      const double residual_seconds = double(ra) * double(p.N) * a_term + double(rb) * double(p.M) * b_term;
+      const double seconds = emulation_seconds(p, sa * sb, residual_seconds);
+      if (plan.a_slices == 0 || seconds < plan.seconds)
+        plan.a_slices = sa, plan.b_slices = sb, plan.a_residuals = ra, plan.b_residuals = rb, plan.seconds = seconds;
+    }
+  if (plan.a_slices == 0) {
+    const bool a_wide = a.beyond(kMaxEmulationSlices) > kMaxResiduals;
+    plan.refusal = strprintf(
+        "%lld elements of %s need more than %d int8 slices of %d bits (a row spans %d bits, its largest value over "
+        "its smallest nonzero bit), more than the %lld carried apart",
+        (long long)(a_wide ? a : b).beyond(kMaxEmulationSlices), a_wide ? "A" : "B", kMaxEmulationSlices,
+        kEmulationSliceBits, (a_wide ? a : b).widest_bits, (long long)kMaxResiduals);
   }
   return plan;
 }
@@ -64,30 +107,15 @@ inline ReferenceMethod reference_method(const std::string& provider) {
   return ReferenceMethod::automatic;
 }
 
-// What auto weighs, measured on the H200 (docs/performance.md, `erc speed`): the fp64 tensor
-// cores do 1.9e13 multiply-adds a second; the int8 kernels 2.9e14 per slice pair (wgmma) or
-// 1.9e14 (mma.sync); the analysis and slicing take ~0.5 ms plus ~22 ps per operand element.
-// auto emulates when that estimate is under 0.8 of the fp64 one (a margin for the noise of
-// shared machines), and skips the analysis where even one slice pair would not be.
-constexpr double kDmmaMacsPerSecond = 1.9e13;
-constexpr double kWgmmaMacsPerSecondPerPair = 2.9e14, kMmaSyncMacsPerSecondPerPair = 1.9e14;
-constexpr double kEmulationFixedSeconds = 0.5e-3, kEmulationSecondsPerElement = 22e-12;
-
-inline double dmma_seconds(const GemmProblem& p) { return double(p.L) * p.M * p.N * p.K / kDmmaMacsPerSecond; }
-
-inline double emulation_seconds(const GemmProblem& p, int pairs) {
-  const double elements = double(p.L) * double(p.M + p.N) * double(p.K);
-  return kEmulationFixedSeconds + elements * kEmulationSecondsPerElement +
-         pairs * double(p.L) * p.M * p.N * p.K /
-             (use_wgmma() ? kWgmmaMacsPerSecondPerPair : kMmaSyncMacsPerSecondPerPair);
-}
-
-inline bool emulation_pays(const GemmProblem& p, int pairs) { return emulation_seconds(p, pairs) < 0.8 * dmma_seconds(p); }
-
 inline std::string emulation_engine(const EmulationPlan& plan, int roundings) {
-  return strprintf("int8 tensor cores (%s), exact slices: A %d x B %d = %d int8 GEMM%s, error <= %d * 2^-53 of sum |a b|",
+  const std::string residuals =
+      plan.a_residuals + plan.b_residuals == 0
+          ? ""
+          : strprintf(" + %lld and %lld residual elements", (long long)plan.a_residuals, (long long)plan.b_residuals);
+  return strprintf("int8 tensor cores (%s), exact slices: A %d x B %d = %d int8 GEMM%s%s, error <= %d * 2^-53 of sum "
+                   "|a b|",
                    use_wgmma() ? "wgmma" : "mma.sync", plan.a_slices, plan.b_slices, plan.pairs(),
-                   plan.pairs() == 1 ? "" : "s", roundings);
+                   plan.pairs() == 1 ? "" : "s", residuals.c_str(), roundings);
 }
 
 // Starts the reference GEMM (alpha A B + beta C + bias) from the operands' device copies, on the
@@ -111,22 +139,34 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p, Reference
       const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, scale_a);
       const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, scale_b);
       launch.scratch = {a_rows.extent.top, b_rows.extent.top};  // each the start of its analysis buffer
-      const EmulationPlan plan = plan_emulation(a_rows, b_rows);
+      const EmulationPlan plan = plan_emulation(p, a_rows, b_rows);
       if (!plan.refusal.empty()) {
         not_emulated = plan.refusal;
-      } else if (method == ReferenceMethod::automatic && !emulation_pays(p, plan.pairs())) {
+      } else if (method == ReferenceMethod::automatic && !(plan.seconds < 0.8 * dmma_seconds(p))) {
         not_emulated = strprintf("auto: not emulated, A needs %d and B %d int8 slices (%d GEMMs: ~%.1f ms against "
                                  "~%.1f ms in fp64)",
-                                 plan.a_slices, plan.b_slices, plan.pairs(), 1e3 * emulation_seconds(p, plan.pairs()),
-                                 1e3 * dmma_seconds(p));
+                                 plan.a_slices, plan.b_slices, plan.pairs(), 1e3 * plan.seconds, 1e3 * dmma_seconds(p));
       } else {
         const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, scale_a, a_rows, plan.a_slices, kWgmmaTileM);
         const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, scale_b, b_rows, plan.b_slices, kWgmmaTileN);
         launch.scratch.push_back(a_slices.data);
         launch.scratch.push_back(b_slices.data);
+        const Residuals a_residuals =
+            collect_residuals(a, a.row_stride, a.col_stride, a_slices.batches, p.M, p.K, scale_a, a_slices.top,
+                              plan.a_slices, plan.a_residuals, &launch.scratch);
+        const Residuals b_residuals =
+            collect_residuals(b, b.col_stride, b.row_stride, b_slices.batches, p.N, p.K, scale_b, b_slices.top,
+                              plan.b_slices, plan.b_residuals, &launch.scratch);
         launch.out = into != nullptr ? into : allocate_reference_doubles(p.L * p.M * p.N, "its output");
-        if (p.L * p.M * p.N > 0)
+        if (p.L * p.M * p.N > 0) {
           launch.scratch.push_back(launch_emulated_gemm(p, plan, a_slices, b_slices, launch.out, &launch.roundings));
+          const CorrectionArgs corrections{a,       b,       scale_a,        scale_b,          a_slices.top,
+                                           plan.a_slices, a_slices.batches, b_slices.batches, launch.out,
+                                           p.alpha, p.L,     p.M,            p.N,              p.K};
+          launch_residual_corrections(corrections, a_residuals, b_residuals);
+          // Each correction: its Dot2 sum, alpha's product, the addition to the output.
+          launch.roundings += 3 * ((a_residuals.count > 0) + (b_residuals.count > 0));
+        }
         launch.emulated = true;
         launch.engine = emulation_engine(plan, launch.roundings);
       }

@@ -81,6 +81,49 @@ __global__ void fill_ints_kernel(int* out, int64_t count, int value) {
     out[i] = value;
 }
 
+// How many slices element x needs to be exact in its row (top: the row's highest bit); 0 for a
+// zero. Counted per operand (kNeedBins bins, the last for all beyond) so that the plan can take
+// fewer slices than the widest row needs and carry the few elements beyond as residuals.
+constexpr int kNeedBins = 24;
+
+__device__ inline int slices_needed(double x, int top) {
+  if (x == 0 || top == kNoTop) return 0;
+  int highest = kNoTop, lowest = kNoBottom;
+  set_bit_range(x, &highest, &lowest);
+  return min(kNeedBins - 1, (top - lowest + 1 + kEmulationSliceBits - 1) / kEmulationSliceBits);
+}
+
+__global__ void slice_need_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
+                                  ScaleOperand scale, bool k_contiguous, const int* tops,
+                                  unsigned long long* counts) {
+  __shared__ unsigned long long block_counts[kNeedBins];
+  if (threadIdx.x < kNeedBins) block_counts[threadIdx.x] = 0;
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.x) * kExtentRows, k0 = int64_t(blockIdx.y) * kExtentChunk;
+  const int64_t k1 = min(K, k0 + kExtentChunk);
+  // Counted in registers first: nearly every element falls in one or two bins, and an atomic
+  // per element on those two shared words cost more than the rest of the pass (run 68).
+  unsigned thread_counts[kNeedBins] = {};
+  for (int r = k_contiguous ? warp : lane; r < kExtentRows; r += k_contiguous ? warps : 32) {
+    const int64_t i = i0 + r;
+    if (i >= I) break;
+    const int top = tops[l * I + i];
+    for (int64_t k = k0 + (k_contiguous ? lane : warp); k < k1; k += k_contiguous ? 32 : warps) {
+      const double x =
+          decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) * scale_at(scale, i, k);
+      const int need = isfinite(x) ? slices_needed(x, top) : 0;
+#pragma unroll
+      for (int bin = 1; bin < kNeedBins; ++bin) thread_counts[bin] += need == bin;
+    }
+  }
+#pragma unroll
+  for (int bin = 1; bin < kNeedBins; ++bin)
+    if (thread_counts[bin] != 0) atomicAdd(&block_counts[bin], (unsigned long long)thread_counts[bin]);
+  __syncthreads();
+  if (threadIdx.x < kNeedBins && block_counts[threadIdx.x] != 0) atomicAdd(&counts[threadIdx.x], block_counts[threadIdx.x]);
+}
+
 // -------------------------------------------------------------------------- the slicing pass
 //
 // slices[l][t][i][k] (int8, K contiguous, zero-padded to whole tiles): digit t of element (i, k),
@@ -149,10 +192,19 @@ struct OperandAnalysis {
   int slices = 0;       // the most any row needs (0: all zeros)
   int widest_bits = 0;  // that row's top - bottom + 1
   bool nonfinite = false;
+  std::vector<int64_t> need_counts;  // [kNeedBins]: how many elements need that many slices
+
+  // The elements that `slices` slices leave inexact: the residuals (emulated_residuals.cuh).
+  int64_t beyond(int slices_taken) const {
+    int64_t count = 0;
+    for (int s = slices_taken + 1; s < kNeedBins; ++s) count += need_counts[size_t(s)];
+    return count;
+  }
 };
 
-// Runs the analysis of one operand on the device and reads back the rows' extents (a few KiB):
-// the one point where the emulated reference waits for the GPU before its GEMM.
+// Runs the analysis of one operand on the device and reads back the rows' extents (a few KiB)
+// and the count of elements per number of slices they need: the one point where the emulated
+// reference waits for the GPU before its GEMM.
 inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t L,
                                        int64_t I, int64_t K, const ScaleOperand& scale) {
   OperandAnalysis analysis;
@@ -171,6 +223,15 @@ inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_str
   const bool k_contiguous = std::llabs(k_stride) <= std::llabs(i_stride);
   operand_extent_kernel<<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent);
   REPRO_CUDA_CHECK(cudaGetLastError());
+  unsigned long long* counts = nullptr;
+  REPRO_CUDA_CHECK(cudaMalloc(&counts, kNeedBins * sizeof(unsigned long long)));
+  REPRO_CUDA_CHECK(cudaMemset(counts, 0, kNeedBins * sizeof(unsigned long long)));
+  slice_need_kernel<<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent.top, counts);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  std::vector<unsigned long long> host_counts(kNeedBins);
+  REPRO_CUDA_CHECK(cudaMemcpy(host_counts.data(), counts, kNeedBins * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  cudaFree(counts);
+  analysis.need_counts.assign(host_counts.begin(), host_counts.end());
   std::vector<int> host(size_t(2 * rows + 1));
   REPRO_CUDA_CHECK(cudaMemcpy(host.data(), buffer, host.size() * sizeof(int), cudaMemcpyDeviceToHost));
   analysis.nonfinite = host.back() != 0;

@@ -1,0 +1,196 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: the elements the slices leave out, added exactly enough (residuals)
+//
+// Exact slices follow an operand's widest row: one element 2^-20 below its row's largest makes
+// that row need 4 slices of bf16, and then every row takes 4. The plan (emulated_reference.cuh)
+// may take fewer slices than that; each element they cannot hold exactly leaves a residual
+// r = x - (its slices), itself exact in fp64. With A = Â + R_A and B = B̂ + R_B,
+//
+//     A B = Â B̂ (the int8 GEMMs) + R_A B + Â R_B,
+//
+// and R_A, R_B are sparse: their products are added here, per output, as Dot2 sums (error-free
+// products and sums: as if in twice the working precision), so that each correction costs the
+// bound one rounding of its sum, one of alpha's product and one of the addition to the output.
+// The residuals are sorted by (batch, row, k) on the device, so the sums run in a fixed order:
+// the reference is the same, bit for bit, on every run.
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include <cub/cub.cuh>
+
+#include "emulated_gemm.cuh"
+
+namespace repro {
+
+// x as its `slices` digits hold it: x with the bits below 2^(top + 1 - 7 slices) cleared.
+__device__ inline double truncated_to_slices(double x, int top, int slices) {
+  if (x == 0 || top == kNoTop) return 0.0;
+  const double unit = ldexp(1.0, top + 1 - kEmulationSliceBits * slices);
+  return copysign(floor(fabs(x) / unit) * unit, x);  // exact: dividing by a power of two
+}
+
+// One operand's residuals: sorted keys (batch * I + row) * K + k, their values, and the runs of
+// equal (batch, row) with where each starts.
+struct Residuals {
+  int64_t count = 0, runs = 0;
+  int64_t* keys = nullptr;  // [count], sorted
+  double* values = nullptr;  // [count]
+  int64_t* run_rows = nullptr;  // [runs]: batch * I + row
+  int* run_counts = nullptr;  // [runs]
+  int* run_offsets = nullptr;  // [runs]
+};
+
+__global__ void collect_residuals_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t batches,
+                                         int64_t I, int64_t K, ScaleOperand scale, const int* tops, int slices,
+                                         unsigned long long* counter, int64_t capacity, int64_t* keys,
+                                         double* values) {
+  const int64_t total = batches * I * K;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t k = e % K, i = e / K % I, l = e / (I * K);
+    const double x =
+        decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) * scale_at(scale, i, k);
+    const int top = tops[l * I + i];
+    if (slices_needed(x, top) <= slices) continue;
+    const unsigned long long at = atomicAdd(counter, 1ull);
+    if (int64_t(at) >= capacity) continue;  // not reached: the count is the analysis's
+    keys[at] = (l * I + i) * K + k;
+    values[at] = x - truncated_to_slices(x, top, slices);
+  }
+}
+
+__global__ void residual_rows_kernel(const int64_t* keys, int64_t count, int64_t K, int64_t* rows) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x)
+    rows[e] = keys[e] / K;
+}
+
+// A device buffer that goes into `scratch` (the launch frees it when the reference is done).
+template <typename T>
+T* allocate_residual_buffer(std::vector<void*>* scratch, int64_t count) {
+  void* data = nullptr;
+  if (cudaMalloc(&data, size_t(std::max<int64_t>(count, 1)) * sizeof(T)) != cudaSuccess) {
+    cudaGetLastError();
+    fatal(kExitCudaError, "fault",
+          "the emulated reference ran out of device memory for its residuals: rerun with --reference device");
+  }
+  scratch->push_back(data);
+  return static_cast<T*>(data);
+}
+
+// The residuals of an operand at `slices` slices: `expected` of them (the analysis's count),
+// collected, sorted and cut into runs of one row each.
+inline Residuals collect_residuals(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t batches,
+                                   int64_t I, int64_t K, const ScaleOperand& scale, const int* tops, int slices,
+                                   int64_t expected, std::vector<void*>* scratch) {
+  Residuals r;
+  if (expected == 0) return r;
+  int64_t* keys = allocate_residual_buffer<int64_t>(scratch, expected);
+  double* values = allocate_residual_buffer<double>(scratch, expected);
+  unsigned long long* counter = allocate_residual_buffer<unsigned long long>(scratch, 1);
+  REPRO_CUDA_CHECK(cudaMemset(counter, 0, sizeof(unsigned long long)));
+  collect_residuals_kernel<<<pipeline_blocks(batches * I * K), kPipelineThreads>>>(
+      source, i_stride, k_stride, batches, I, K, scale, tops, slices, counter, expected, keys, values);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  r.count = expected;
+  r.keys = allocate_residual_buffer<int64_t>(scratch, expected);
+  r.values = allocate_residual_buffer<double>(scratch, expected);
+  int64_t* rows = allocate_residual_buffer<int64_t>(scratch, expected);
+  r.run_rows = allocate_residual_buffer<int64_t>(scratch, expected);
+  r.run_counts = allocate_residual_buffer<int>(scratch, expected);
+  r.run_offsets = allocate_residual_buffer<int>(scratch, expected);
+  int64_t* runs = allocate_residual_buffer<int64_t>(scratch, 1);
+  // The key's bits: enough for batches * I * K, so the sort makes no more passes than needed.
+  int end_bit = 1;
+  while (end_bit < 63 && (int64_t(1) << end_bit) < batches * I * K) ++end_bit;
+  const int n = int(expected);
+  size_t sort_bytes = 0, encode_bytes = 0, scan_bytes = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, r.keys, values, r.values, n, 0, end_bit);
+  cub::DeviceRunLengthEncode::Encode(nullptr, encode_bytes, rows, r.run_rows, r.run_counts, runs, n);
+  cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, r.run_counts, r.run_offsets, n);
+  void* temporary = allocate_residual_buffer<unsigned char>(scratch, int64_t(std::max({sort_bytes, encode_bytes, scan_bytes})));
+  REPRO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temporary, sort_bytes, keys, r.keys, values, r.values, n, 0, end_bit));
+  residual_rows_kernel<<<pipeline_blocks(expected), kPipelineThreads>>>(r.keys, expected, K, rows);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  REPRO_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temporary, encode_bytes, rows, r.run_rows, r.run_counts, runs, n));
+  REPRO_CUDA_CHECK(cudaMemcpy(&r.runs, runs, sizeof(int64_t), cudaMemcpyDeviceToHost));
+  REPRO_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temporary, scan_bytes, r.run_counts, r.run_offsets, int(r.runs)));
+  return r;
+}
+
+// Dot2's step: (s, c) += a * b, with the product's and the sum's rounding errors kept in c.
+__device__ inline void dot2_add(double a, double b, double* s, double* c) {
+  const double product = a * b, product_error = fma(a, b, -product);
+  const double t = *s + product, z = t - *s, sum_error = (*s - (t - z)) + (product - z);
+  *s = t;
+  *c += product_error + sum_error;
+}
+
+struct CorrectionArgs {
+  DeviceMatrix a, b;
+  ScaleOperand scale_a, scale_b;
+  const int* a_tops;  // [A's batches][M]
+  int a_slices;
+  int64_t a_batches, b_batches;  // 1: shared by every batch of the output
+  double* out;
+  double alpha;
+  int64_t L, M, N, K;
+};
+
+// out[l][i][n] += alpha * sum over the row's residuals r_k of r_k * b[l][k][n]: a block per
+// (residual row of A, 256 columns), per output batch when A is shared.
+__global__ void correct_a_residuals_kernel(CorrectionArgs p, Residuals r) {
+  const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= p.N) return;
+  for (int64_t run = blockIdx.y; run < r.runs; run += gridDim.y) {
+  const int64_t row = r.run_rows[run], i = row % p.M;
+  const int64_t l = p.a_batches == 1 ? blockIdx.z : row / p.M;
+  const int64_t lb = p.b_batches == 1 ? 0 : l;
+  double s = 0, c = 0;
+  for (int e = r.run_offsets[run], end = e + r.run_counts[run]; e < end; ++e) {
+    const int64_t k = r.keys[e] % p.K;
+    const double b = decode(p.b.dtype, p.b.data, lb * p.b.batch_stride + k * p.b.row_stride + n * p.b.col_stride) *
+                     scale_at(p.scale_b, n, k);
+    dot2_add(r.values[e], b, &s, &c);
+  }
+  p.out[(l * p.M + i) * p.N + n] += p.alpha * (s + c);
+  }
+}
+
+// out[l][m][j] += alpha * sum over column j's residuals r_k of â[l][m][k] * r_k, where â is A
+// as its slices hold it: a block per (residual column of B, 256 rows), per output batch when B
+// is shared.
+__global__ void correct_b_residuals_kernel(CorrectionArgs p, Residuals r) {
+  const int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (m >= p.M) return;
+  for (int64_t run = blockIdx.y; run < r.runs; run += gridDim.y) {
+  const int64_t row = r.run_rows[run], j = row % p.N;
+  const int64_t l = p.b_batches == 1 ? blockIdx.z : row / p.N;
+  const int64_t la = p.a_batches == 1 ? 0 : l;
+  const int top = p.a_tops[la * p.M + m];
+  double s = 0, c = 0;
+  for (int e = r.run_offsets[run], end = e + r.run_counts[run]; e < end; ++e) {
+    const int64_t k = r.keys[e] % p.K;
+    const double a = decode(p.a.dtype, p.a.data, la * p.a.batch_stride + m * p.a.row_stride + k * p.a.col_stride) *
+                     scale_at(p.scale_a, m, k);
+    dot2_add(truncated_to_slices(a, top, p.a_slices), r.values[e], &s, &c);
+  }
+  p.out[(l * p.M + m) * p.N + j] += p.alpha * (s + c);
+  }
+}
+
+// Adds both corrections to the output, A's first (stream order keeps them deterministic).
+inline void launch_residual_corrections(const CorrectionArgs& args, const Residuals& a, const Residuals& b) {
+  if (a.runs > 0) {
+    const dim3 grid(unsigned(ceil_div(args.N, 256)), unsigned(std::min<int64_t>(a.runs, 65535)),
+                    unsigned(args.a_batches == 1 ? args.L : 1));
+    correct_a_residuals_kernel<<<grid, 256>>>(args, a);
+    REPRO_CUDA_CHECK(cudaGetLastError());
+  }
+  if (b.runs > 0) {
+    const dim3 grid(unsigned(ceil_div(args.M, 256)), unsigned(std::min<int64_t>(b.runs, 65535)),
+                    unsigned(args.b_batches == 1 ? args.L : 1));
+    correct_b_residuals_kernel<<<grid, 256>>>(args, b);
+    REPRO_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace repro
