@@ -12,19 +12,19 @@
 // int32 sums are exact. Pairs with the same level t + u share a power of two, so a level is
 // one int32 accumulation; the levels are added in fp64, finest first.
 //
-// Exact slices, no truncation: S is chosen per operand from the inputs themselves (an analysis
-// pass finds, per row, the highest and the lowest set bit of every element), as the smallest S
-// with 7 S >= (highest - lowest + 1). Every element is then represented exactly, every int32 sum
-// is exact, and the only roundings are the fp64 additions of the levels (and of K chunks when
-// K * pairs would overflow int32): for every output,
+// The slices are chosen per operand from the inputs themselves: an analysis pass finds, per row,
+// the highest set bit of every element, then how many slices each element needs to be exact.
+// The plan takes the slice counts with the least estimated time; the elements beyond them (few:
+// those far below their row's largest) are carried as exact residuals and added per output
+// (emulated_residuals.cuh). Every int32 sum is exact; the only roundings are the fp64 additions
+// of the levels (and of K chunks when K * pairs would overflow int32), alpha's product, and
+// three per operand with residuals: for every output,
 //
-//     |emulated - exact| <= (F + 1) * 2^-53 * sum_k |a_ik b_kj|,  F = the number of fp64 folds
+//     |emulated - exact| <= F * 2^-53 * sum_k |a_ik b_kj|,  F = the `roundings` it reports
 //
 // (docs/tolerances.md). An all-ones or small-integer operand is one slice: its reference is one
-// int8 GEMM. bf16 inputs take 2 slices when a row's values span less than 2^6, fp8 e4m3 one
-// when they span 2^3. Where the inputs need more than kMaxEmulationSlices per operand (values
-// spread over more than 2^48 in a row), or hold Inf or NaN, the reference is the fp64 tensor
-// cores' instead, and the run says why.
+// int8 GEMM. Where an operand holds Inf or NaN, or would need more than kMaxResiduals residual
+// elements, the reference is the fp64 tensor cores' instead, and the run says why.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
