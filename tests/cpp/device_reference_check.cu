@@ -260,11 +260,7 @@ int run_op_cases() {
 
 int main(int argc, char** argv) {
   set_command_line(argc, argv);
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::printf("no CUDA device\n");
-    return kExitNoDevice;
-  }
+  if (no_cuda_device()) return kExitNoDevice;
   if (argc == 2 && std::string(argv[1]) == "corrupt") return corrupt_one_output();
   if (argc == 2 && std::string(argv[1]) == "ops") return run_op_cases();
   if (argc != 1) {

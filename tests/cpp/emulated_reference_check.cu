@@ -246,7 +246,7 @@ double preparation_ms(const GemmProblem& p) {
   REPRO_CUDA_CHECK(cudaEventRecord(start));
   const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, ScaleOperand());
   const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, ScaleOperand());
-  const EmulationPlan plan = plan_emulation(p, a_rows, b_rows);
+  const EmulationPlan plan = plan_emulation(p, a_rows, b_rows, emulation_pair_rate());
   const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, ScaleOperand(), a_rows, plan.a_slices, kWgmmaTileM);
   const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, ScaleOperand(), b_rows, plan.b_slices, kWgmmaTileN);
   REPRO_CUDA_CHECK(cudaEventRecord(stop));
@@ -292,11 +292,7 @@ int run_speed(int64_t only_size) {
 
 int main(int argc, char** argv) {
   set_command_line(argc, argv);
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::printf("no CUDA device\n");
-    return kExitNoDevice;
-  }
+  if (no_cuda_device()) return kExitNoDevice;
   const std::string mode = argc > 1 ? argv[1] : "";
   if (!mode.empty() && mode != "speed") {
     std::fprintf(stderr, "usage: %s [speed [N]]\n", argv[0]);

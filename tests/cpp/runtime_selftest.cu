@@ -1523,6 +1523,64 @@ int fatal_mode(int argc, char** argv) {
   fatal(kExitHang, "hang", "hang: kernel selftest did not finish within 0.5 s (grid (1,1,1) block (32,1,1))");
 }
 
+// ------------------------------------------------------------------ the emulated reference's plan
+
+// The host side of reference.provider: emulated (emulated_*.cuh): the digits and truncation of
+// an element, the step table's order and folds, and the slice counts the planner picks.
+void test_emulation_plan() {
+  // Digits of 7 bits below the row's top reconstruct the element; fewer truncate it, and the
+  // residual is what they dropped.
+  const double x = -0x1.f3p-3;  // 8 significant bits, top = -3
+  signed char digits[kMaxEmulationSlices];
+  slice_digits(x, -3, 2, digits);
+  CHECK(digits[0] == -int(std::floor(std::fabs(x) * 4 * 128)) && digits[0] < 0);
+  CHECK(std::ldexp(double(digits[0]) * 128 + digits[1], -3 + 1 - 14) == x);
+  CHECK(truncated_to_slices(x, -3, 2) == x);
+  const double tiny = 0x1.ffp-20;  // 9 bits down to 2^-28: with top -3, 4 slices hold it, 2 do not
+  CHECK(truncated_to_slices(tiny, -3, 2) == 0.0);
+  CHECK(truncated_to_slices(tiny, -3, 4) == tiny);
+  // 3 slices keep down to 2^-23: 511 * 2^-28 keeps 15 * 2^-23 and leaves 31 * 2^-28.
+  CHECK(truncated_to_slices(tiny, -3, 3) == std::ldexp(15.0, -23));
+  CHECK(tiny - truncated_to_slices(tiny, -3, 3) == std::ldexp(31.0, -28));
+
+  // Steps: levels finest first, each level's pairs per K tile, a fold closing each level, the
+  // last one negated; K chunks fold within a level once 2^17 terms are in an int32 sum.
+  EmulationPlan plan;
+  plan.a_slices = 2, plan.b_slices = 3;
+  SlicedOperand a, b;
+  a.Kp = b.Kp = 3 * kEmulatedTileK, a.Ip = 128, b.Ip = 256;
+  int folds = 0;
+  std::vector<EmulationStep> steps = emulation_steps(plan, a, b, &folds);
+  CHECK(steps.size() == size_t(3 * 6));
+  CHECK(folds == 4);
+  CHECK(steps.front().fold == 0 && steps[2].fold == 1 + 3);  // level 3 = (1, 2): one pair a tile
+  CHECK(steps.back().fold == -1);                            // level 0 ends it, negated
+  CHECK(steps[0].a_offset == 1 * a.slice_stride() && steps[0].b_offset == 2 * b.slice_stride());
+  a.Kp = b.Kp = 2000 * kEmulatedTileK;
+  steps = emulation_steps(plan, a, b, &folds);
+  // Levels of 1, 2, 2, 1 pairs: 1024 or 512 tile-pairs per fold over 2000 K tiles.
+  CHECK(folds == 2 + 4 + 4 + 2);
+
+  // The planner: the slices with the least estimated time, the rest as residuals.
+  Tensor ta = make_tensor("A", DType::bf16, {8192, 8192}), tb = make_tensor("B", DType::bf16, {8192, 8192});
+  Tensor tout = make_tensor("D", DType::f32, {8192, 8192});
+  const GemmProblem p{&ta, &tb, nullptr, nullptr, &tout, 1.0, 0.0, 1, 8192, 8192, 8192, false};
+  OperandAnalysis wide, narrow;
+  wide.need_counts.assign(kNeedBins, 0), narrow.need_counts.assign(kNeedBins, 0);
+  wide.need_counts[2] = 60000000, wide.need_counts[3] = 7000000, wide.need_counts[6] = 5000;
+  narrow.need_counts[2] = 67000000;
+  const EmulationPlan chosen = plan_emulation(p, wide, narrow, kWgmmaMacsPerSecondPerPair);
+  CHECK(chosen.refusal.empty() && chosen.a_slices == 3 && chosen.b_slices == 2);
+  CHECK(chosen.a_residuals == 5000 && chosen.b_residuals == 0);
+  OperandAnalysis ill = wide;
+  ill.need_counts[kNeedBins - 1] = kMaxResiduals + 1, ill.widest_bits = 145;
+  const EmulationPlan refused = plan_emulation(p, ill, narrow, kWgmmaMacsPerSecondPerPair);
+  CHECK(refused.refusal.find("4194305 elements of A need more than 8 int8 slices") != std::string::npos);
+  OperandAnalysis infinite = narrow;
+  infinite.nonfinite = true;
+  CHECK(plan_emulation(p, narrow, infinite, kWgmmaMacsPerSecondPerPair).refusal == "B holds Inf or NaN, which int8 slices cannot carry");
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ scaled and grouped GEMMs
@@ -1809,6 +1867,7 @@ int main(int argc, char** argv) {
   test_heatmap();
   test_trace_verdicts();
   test_bench_summary();
+  test_emulation_plan();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -29,3 +29,12 @@ inline void upload(repro::Tensor& t) {
   REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
   REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
 }
+
+// The GPU checks' first step: without a device they say so and exit 7 (kExitNoDevice), as
+// tests/suite/runtime.rs expects.
+inline bool no_cuda_device() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) return false;
+  std::printf("no CUDA device\n");
+  return true;
+}

@@ -321,14 +321,11 @@ fn runtime_selftest_passes_and_matches_the_rust_mirror() {
     assert_fatal_reports(&selftest);
 }
 
-/// The GPU check of the device reference (run by `scripts/gpu-check.sh reference`) compiles,
-/// warnings as errors, for the three inner loops of its kernel: sm_90a (one m16n8k4 DMMA),
-/// and with `REPRO_TEST_ALL=1` (CI) also sm_80 (two m8n8k4 DMMAs) and sm_75 (fp64 FMAs); without
-/// a GPU it says so and exits 7.
-#[test]
-fn device_reference_check_compiles_for_every_kernel_path() {
+/// Compiles one of the GPU check programs of tests/cpp, warnings as errors, for sm_90a and, with
+/// `REPRO_TEST_ALL=1` (CI), also sm_80 and sm_75; without a GPU it must say so and exit 7.
+fn gpu_check_program_compiles(name: &str) {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let exe = dir.path().join("device_reference_check");
+    let exe = dir.path().join(name);
     let mut flags = vec!["-O2", "-gencode=arch=compute_90a,code=sm_90a"];
     if crate::common::test_all() {
         flags.extend([
@@ -336,45 +333,33 @@ fn device_reference_check_compiles_for_every_kernel_path() {
             "-gencode=arch=compute_75,code=sm_75",
         ]);
     }
-    compile("tests/cpp/device_reference_check.cu", &exe, &flags);
+    compile(&format!("tests/cpp/{name}.cu"), &exe, &flags);
     let has_gpu = Command::new("nvidia-smi")
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_gpu {
         let run = Command::new(&exe)
             .output()
-            .expect("run device_reference_check");
+            .unwrap_or_else(|e| panic!("run {name}: {e}"));
         assert_eq!(run.status.code(), Some(7), "{run:?}");
         assert_eq!(String::from_utf8_lossy(&run.stdout), "no CUDA device\n");
     }
 }
 
-/// The GPU check of the emulated reference (`scripts/gpu-check.sh emulated`) compiles, warnings
-/// as errors: sm_90a, and with `REPRO_TEST_ALL=1` (CI) also sm_80 (the int8 kernel's oldest
-/// target) and sm_75 (no int8 kernel: the runtime falls back to the fp64 one); without a GPU it
-/// says so and exits 7.
+/// The GPU check of the device reference (run by `scripts/gpu-check.sh reference`) compiles
+/// for the three inner loops of its kernel: sm_90a (one m16n8k4 DMMA), sm_80 (two m8n8k4 DMMAs)
+/// and sm_75 (fp64 FMAs), the last two with `REPRO_TEST_ALL=1`.
+#[test]
+fn device_reference_check_compiles_for_every_kernel_path() {
+    gpu_check_program_compiles("device_reference_check");
+}
+
+/// The GPU check of the emulated reference (`scripts/gpu-check.sh emulated`) compiles: sm_90a
+/// (the wgmma kernel), sm_80 (mma.sync, its oldest target) and sm_75 (no int8 kernel: the
+/// runtime falls back to the fp64 one), the last two with `REPRO_TEST_ALL=1`.
 #[test]
 fn emulated_reference_check_compiles() {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let exe = dir.path().join("emulated_reference_check");
-    let mut flags = vec!["-O2", "-gencode=arch=compute_90a,code=sm_90a"];
-    if crate::common::test_all() {
-        flags.extend([
-            "-gencode=arch=compute_80,code=sm_80",
-            "-gencode=arch=compute_75,code=sm_75",
-        ]);
-    }
-    compile("tests/cpp/emulated_reference_check.cu", &exe, &flags);
-    let has_gpu = Command::new("nvidia-smi")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_gpu {
-        let run = Command::new(&exe)
-            .output()
-            .expect("run emulated_reference_check");
-        assert_eq!(run.status.code(), Some(7), "{run:?}");
-        assert_eq!(String::from_utf8_lossy(&run.stdout), "no CUDA device\n");
-    }
+    gpu_check_program_compiles("emulated_reference_check");
 }
 
 /// The runtime compiles, warnings as errors, for the hosts the users have besides x86-64: an

@@ -52,19 +52,23 @@ constexpr int64_t kMaxResiduals = int64_t(1) << 22;
 
 inline double dmma_seconds(const GemmProblem& p) { return double(p.L) * p.M * p.N * p.K / kDmmaMacsPerSecond; }
 
-inline double emulation_seconds(const GemmProblem& p, int pairs, double residual_seconds = 0) {
+// `pair_rate`: multiply-adds a second of one slice pair's int8 GEMM (emulation_pair_rate()).
+inline double emulation_seconds(const GemmProblem& p, int pairs, double pair_rate, double residual_seconds = 0) {
   const double elements = double(p.L) * double(p.M + p.N) * double(p.K);
   return kEmulationFixedSeconds + elements * kEmulationSecondsPerElement +
-         pairs * double(p.L) * p.M * p.N * p.K /
-             (use_wgmma() ? kWgmmaMacsPerSecondPerPair : kMmaSyncMacsPerSecondPerPair) +
-         residual_seconds;
+         pairs * double(p.L) * p.M * p.N * p.K / pair_rate + residual_seconds;
 }
 
-inline bool emulation_pays(const GemmProblem& p, int pairs) { return emulation_seconds(p, pairs) < 0.8 * dmma_seconds(p); }
+inline double emulation_pair_rate() { return use_wgmma() ? kWgmmaMacsPerSecondPerPair : kMmaSyncMacsPerSecondPerPair; }
+
+inline bool emulation_pays(const GemmProblem& p, int pairs) {
+  return emulation_seconds(p, pairs, emulation_pair_rate()) < 0.8 * dmma_seconds(p);
+}
 
 // The slice counts with the least estimated time: each operand from 1 to kMaxEmulationSlices,
 // the elements beyond them carried as residuals (at most kMaxResiduals each).
-inline EmulationPlan plan_emulation(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b) {
+inline EmulationPlan plan_emulation(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b,
+                                    double pair_rate) {
   EmulationPlan plan;
   if (a.nonfinite || b.nonfinite) {
     plan.refusal = strprintf("%s holds Inf or NaN, which int8 slices cannot carry", a.nonfinite ? "A" : "B");
@@ -79,7 +83,7 @@ inline EmulationPlan plan_emulation(const GemmProblem& p, const OperandAnalysis&
       const int64_t ra = a.beyond(sa), rb = b.beyond(sb);
       if (ra > kMaxResiduals || rb > kMaxResiduals) continue;
       const double residual_seconds = double(ra) * double(p.N) * a_term + double(rb) * double(p.M) * b_term;
-      const double seconds = emulation_seconds(p, sa * sb, residual_seconds);
+      const double seconds = emulation_seconds(p, sa * sb, pair_rate, residual_seconds);
       if (plan.a_slices == 0 || seconds < plan.seconds)
         plan.a_slices = sa, plan.b_slices = sb, plan.a_residuals = ra, plan.b_residuals = rb, plan.seconds = seconds;
     }
@@ -139,7 +143,7 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p, Reference
       const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, scale_a);
       const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, scale_b);
       launch.scratch = {a_rows.extent.top, b_rows.extent.top};  // each the start of its analysis buffer
-      const EmulationPlan plan = plan_emulation(p, a_rows, b_rows);
+      const EmulationPlan plan = plan_emulation(p, a_rows, b_rows, emulation_pair_rate());
       if (!plan.refusal.empty()) {
         not_emulated = plan.refusal;
       } else if (method == ReferenceMethod::automatic && !(plan.seconds < 0.8 * dmma_seconds(p))) {

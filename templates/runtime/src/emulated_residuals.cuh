@@ -23,7 +23,7 @@
 namespace repro {
 
 // x as its `slices` digits hold it: x with the bits below 2^(top + 1 - 7 slices) cleared.
-__device__ inline double truncated_to_slices(double x, int top, int slices) {
+REPRO_HD inline double truncated_to_slices(double x, int top, int slices) {
   if (x == 0 || top == kNoTop) return 0.0;
   const double unit = ldexp(1.0, top + 1 - kEmulationSliceBits * slices);
   return copysign(floor(fabs(x) / unit) * unit, x);  // exact: dividing by a power of two

@@ -142,7 +142,7 @@ struct SlicedOperand {
 
 // The digits of |x| * 2^-(top + 1) in [0, 1): 7 bits each, most significant first; exact
 // (scaling by a power of two and taking off integer parts lose nothing).
-__device__ inline void slice_digits(double x, int top, int slices, signed char* digits) {
+REPRO_HD inline void slice_digits(double x, int top, int slices, signed char* digits) {
   double y = top == kNoTop ? 0.0 : ldexp(fabs(x), -(top + 1));
   const bool negative = x < 0;
   for (int t = 0; t < slices; ++t) {
