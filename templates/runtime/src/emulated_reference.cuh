@@ -34,17 +34,18 @@ namespace repro {
 
 // -------------------------------------------------------------------------- planning
 //
-// What auto weighs, measured on the H200 (docs/performance.md, `erc speed`): the fp64 tensor
-// cores do 1.9e13 multiply-adds a second; the int8 kernels 2.9e14 per slice pair (wgmma) or
-// 1.9e14 (mma.sync); the analysis and slicing take ~0.5 ms plus ~22 ps per operand element.
+// What auto weighs, measured on the H200 (docs/performance.md, `erc speed`, run 68): the fp64
+// tensor cores do 1.9e13 multiply-adds a second; the int8 kernels 2.6e14 per slice pair (wgmma)
+// or 1.9e14 (mma.sync); the analysis, slicing and residual passes take ~1 ms plus ~30 ps per
+// operand element.
 // auto emulates when that estimate is under 0.8 of the fp64 one (a margin for the noise of
 // shared machines), and skips the analysis where even one slice pair would not be. A residual
 // element costs its correction ~9 ps per output it reaches where the other operand is read
 // along its contiguous axis (run 68: 698 K residuals of A at 8192^3 took ~49 ms), more where
 // not (a memory sector per term: 5x assumed).
 constexpr double kDmmaMacsPerSecond = 1.9e13;
-constexpr double kWgmmaMacsPerSecondPerPair = 2.9e14, kMmaSyncMacsPerSecondPerPair = 1.9e14;
-constexpr double kEmulationFixedSeconds = 0.5e-3, kEmulationSecondsPerElement = 22e-12;
+constexpr double kWgmmaMacsPerSecondPerPair = 2.6e14, kMmaSyncMacsPerSecondPerPair = 1.9e14;
+constexpr double kEmulationFixedSeconds = 1.0e-3, kEmulationSecondsPerElement = 30e-12;
 
 constexpr double kResidualSecondsPerTerm = 1e-11, kStridedResidualSecondsPerTerm = 5e-11;
 // At most this many residual elements per operand (16 bytes each, twice for the sort).
