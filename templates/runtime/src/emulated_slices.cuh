@@ -12,8 +12,8 @@
 
 namespace repro {
 
-// Beyond 8 slices per operand (56 bits: every fp64-exact product of f32 inputs up to a 2^32
-// spread in a row), the 64+ int8 GEMMs cost more than the fp64 tensor cores' one.
+// At most 8 slices per operand (56 bits): 64 int8 GEMMs already cost more than the fp64 tensor
+// cores' one; elements that would need more go as residuals (emulated_residuals.cuh).
 constexpr int kMaxEmulationSlices = 8;
 constexpr int kEmulationSliceBits = 7;
 // K of the slices is padded to whole K tiles of the GEMM kernels: 128 bytes, one swizzled row.
