@@ -1579,6 +1579,13 @@ void test_emulation_plan() {
   OperandAnalysis infinite = narrow;
   infinite.nonfinite = true;
   CHECK(plan_emulation(p, narrow, infinite, kWgmmaMacsPerSecondPerPair).refusal == "B holds Inf or NaN, which int8 slices cannot carry");
+
+  // Where the grids cannot reach, or nothing is to be computed, it says so (and the fp64 engine runs).
+  CHECK(emulation_extent_limit(p).empty());
+  GemmProblem empty = p, tall = p;
+  empty.K = 0, tall.M = 5000000;
+  CHECK(emulation_extent_limit(empty) == "the GEMM is empty (M, N or K is 0)");
+  CHECK(emulation_extent_limit(tall) == "M and N stop at 4194240 for its slicing kernels");
 }
 
 }  // namespace

@@ -99,6 +99,19 @@ inline EmulationPlan plan_emulation(const GemmProblem& p, const OperandAnalysis&
   return plan;
 }
 
+// Where the emulation's grids cannot reach (a grid's y and z dimensions stop at 65535 blocks)
+// or there is nothing to compute, why; empty where it can run.
+inline std::string emulation_extent_limit(const GemmProblem& p) {
+  if (p.M == 0 || p.N == 0 || p.K == 0) return "the GEMM is empty (M, N or K is 0)";
+  constexpr int64_t kGridLimit = 65535;
+  if (ceil_div(std::max(p.M, p.N), kSliceTile) > kGridLimit)
+    return strprintf("M and N stop at %lld for its slicing kernels", (long long)(kGridLimit * kSliceTile));
+  if (p.L > kGridLimit || ceil_div(p.K, kExtentChunk) > kGridLimit)
+    return strprintf("the batch count stops at %lld and K at %lld for its analysis", (long long)kGridLimit,
+                     (long long)(kGridLimit * kExtentChunk));
+  return "";
+}
+
 // -------------------------------------------------------------------------- which reference
 //
 // reference.provider device: the fp64 tensor cores; emulated: int8 slices unless the inputs
@@ -138,6 +151,8 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p, Reference
   } else if (method != ReferenceMethod::dmma) {
     if (!emulation_supported()) {
       not_emulated = "the int8 mma.sync it needs runs on sm_80 and later";
+    } else if (const std::string why = emulation_extent_limit(p); !why.empty()) {
+      not_emulated = why;
     } else {
       const DeviceMatrix a = device_matrix(*p.a), b = device_matrix(*p.b);
       const ScaleOperand scale_a = problem_scales(p, true, true), scale_b = problem_scales(p, false, true);
