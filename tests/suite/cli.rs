@@ -256,6 +256,25 @@ fn build_is_cached_by_content_and_run_reports_no_device() {
         .code(7)
         .stdout(predicate::str::contains("no usable CUDA device"));
     assert_eq!(common::calls(&log), 2, "run reuses the cached build");
+    // The reference's provider is read when the harness runs: `provider: emulated` needs no
+    // rebuild, and the harness accepts it (it gets as far as asking for a device).
+    std::fs::write(
+        &spec,
+        text.replace("tile: [16, 16] }", "tile: [16, 16], provider: emulated }"),
+    )
+    .unwrap();
+    repro()
+        .arg("run")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--nvcc")
+        .arg(&nvcc)
+        .assert()
+        .code(7)
+        .stdout(predicate::str::contains("no usable CUDA device"));
+    assert_eq!(common::calls(&log), 2, "a provider needs no rebuild");
+    std::fs::write(&spec, &text).unwrap();
     // The probe suite runs in the same harness: same build, same answer without a GPU.
     repro()
         .arg("probe")
@@ -300,6 +319,13 @@ fn harness_rejects_bad_options_with_exit_2() {
         .assert()
         .code(2);
     Command::new(&harness).arg("--bogus").assert().code(2);
+    Command::new(&harness)
+        .args(["--reference", "gpu"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--reference takes host, device, emulated or auto, not `gpu`",
+        ));
     Command::new(&harness)
         .args(["--probe", "--ones"])
         .assert()

@@ -50,7 +50,8 @@ __device__ inline double device_element(const DeviceMatrix& m, int64_t l, int64_
 // MMAs only, with no bounds checks and no per-element decoding.
 constexpr int kRefTileM = 128, kRefTileN = 128, kRefTileK = 16;
 
-__global__ void fill_doubles_kernel(double* out, int64_t count, double value) {
+template <typename T>
+__global__ void fill_kernel(T* out, int64_t count, T value) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
     out[i] = value;
 }
@@ -282,16 +283,22 @@ __global__ void reference_epilogue_kernel(DeviceGemmArgs p, int64_t L) {
   }
 }
 
+// The architecture whose code path of `kernel` runs on this GPU: the binary's, or for a PTX build
+// JIT-compiled from an older virtual arch, that arch (its #if branches are the ones compiled).
+inline int kernel_code_path(const void* kernel, cudaFuncAttributes* attributes) {
+  REPRO_CUDA_CHECK(cudaFuncGetAttributes(attributes, kernel));
+  const bool jit = attributes->ptxVersion > 0 && attributes->ptxVersion != attributes->binaryVersion;
+  return jit ? attributes->ptxVersion : attributes->binaryVersion;
+}
+
 // What computes the reference on this GPU: the architecture the driver picked the kernel's
 // code for decides between the two inner loops of reference_gemm_kernel.
 inline std::string reference_engine() {
   cudaFuncAttributes attributes;
-  REPRO_CUDA_CHECK(cudaFuncGetAttributes(&attributes, reference_gemm_kernel<1>));
-  // A PTX build is JIT-compiled for this GPU from an older virtual arch, whose inner loop it keeps.
-  const std::string jit = attributes.ptxVersion > 0 && attributes.ptxVersion != attributes.binaryVersion
+  const int path = kernel_code_path(reinterpret_cast<const void*>(reference_gemm_kernel<1>), &attributes);
+  const std::string jit = path != attributes.binaryVersion
                               ? strprintf(", JIT-compiled from compute_%d PTX", attributes.ptxVersion)
                               : "";
-  const int path = jit.empty() ? attributes.binaryVersion : attributes.ptxVersion;
   return path >= 80 ? strprintf("fp64 tensor cores, sm_%d code%s", attributes.binaryVersion, jit.c_str())
                     : strprintf("fp64 FMA on CUDA cores, sm_%d code%s", attributes.binaryVersion, jit.c_str());
 }

@@ -319,8 +319,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(E
   }
 }
 
-// The slice counts of A and B (0 for an all-zero operand: one slice of zeros keeps the code
-// one path) and, where emulation cannot be exact, why not.
+// The slice counts of A and B (at least 1: an all-zero operand is one slice of zeros), the
+// elements beyond them, and, where the operands cannot be emulated, why not.
 struct EmulationPlan {
   int a_slices = 0, b_slices = 0;
   int64_t a_residuals = 0, b_residuals = 0;  // elements beyond the slices (emulated_residuals.cuh)
@@ -352,11 +352,7 @@ inline bool use_wgmma() { return wgmma_available() && std::getenv("REPRO_EMULATE
 // Whether this build of the runtime runs the int8 kernel on this GPU (sm_80 and later code).
 inline bool emulation_supported() {
   cudaFuncAttributes attributes;
-  REPRO_CUDA_CHECK(cudaFuncGetAttributes(&attributes, emulated_gemm_kernel));
-  const int path = attributes.ptxVersion > 0 && attributes.ptxVersion != attributes.binaryVersion
-                       ? attributes.ptxVersion
-                       : attributes.binaryVersion;
-  return path >= 80;
+  return kernel_code_path(reinterpret_cast<const void*>(emulated_gemm_kernel), &attributes) >= 80;
 }
 
 // The step table: levels finest first, then K tiles, then the level's pairs; a fold after a
@@ -401,7 +397,7 @@ inline EmulationStep* launch_emulated_gemm(const GemmProblem& p, const Emulation
       cudaMemcpy(device_steps, steps.data(), steps.size() * sizeof(EmulationStep), cudaMemcpyHostToDevice));
   args.steps = device_steps;
   if (steps.empty()) {  // K = 0: the product is 0
-    fill_doubles_kernel<<<pipeline_blocks(p.L * p.M * p.N), kPipelineThreads>>>(out, p.L * p.M * p.N, 0.0);
+    fill_kernel<double><<<pipeline_blocks(p.L * p.M * p.N), kPipelineThreads>>>(out, p.L * p.M * p.N, 0.0);
     REPRO_CUDA_CHECK(cudaGetLastError());
     return device_steps;
   }

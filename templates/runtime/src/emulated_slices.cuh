@@ -76,11 +76,6 @@ __global__ void operand_extent_kernel(DeviceMatrix source, int64_t i_stride, int
   }
 }
 
-__global__ void fill_ints_kernel(int* out, int64_t count, int value) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = value;
-}
-
 // How many slices element x needs to be exact in its row (top: the row's highest bit); 0 for a
 // zero. Counted per operand (kNeedBins bins, the last for all beyond) so that the plan can take
 // fewer slices than the widest row needs and carry the few elements beyond as residuals.
@@ -185,12 +180,12 @@ __global__ void slice_operand_kernel(DeviceMatrix source, int64_t i_stride, int6
 
 // -------------------------------------------------------------------------- reading an operand
 //
-// What the analysis found for one operand: the slices its rows need, and the buffers.
+// What the analysis found for one operand: its rows' extents (the buffers), how many elements
+// need how many slices, and the widest row (for the message when it cannot be emulated).
 struct OperandAnalysis {
   OperandExtent extent;
   int64_t batches = 1;
-  int slices = 0;       // the most any row needs (0: all zeros)
-  int widest_bits = 0;  // that row's top - bottom + 1
+  int widest_bits = 0;  // the most any row spans: top - bottom + 1
   bool nonfinite = false;
   std::vector<int64_t> need_counts;  // [kNeedBins]: how many elements need that many slices
 
@@ -213,9 +208,9 @@ inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_str
   int* buffer = nullptr;
   REPRO_CUDA_CHECK(cudaMalloc(&buffer, size_t(2 * rows + 1) * sizeof(int)));
   analysis.extent = OperandExtent{buffer, buffer + rows, buffer + 2 * rows};
-  fill_ints_kernel<<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.top, rows, kNoTop);
-  fill_ints_kernel<<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.bottom, rows, kNoBottom);
-  fill_ints_kernel<<<1, 1>>>(analysis.extent.nonfinite, 1, 0);
+  fill_kernel<int><<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.top, rows, kNoTop);
+  fill_kernel<int><<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.bottom, rows, kNoBottom);
+  fill_kernel<int><<<1, 1>>>(analysis.extent.nonfinite, 1, 0);
   REPRO_CUDA_CHECK(cudaGetLastError());
   const dim3 grid(unsigned(ceil_div(I, kExtentRows)), unsigned(std::max<int64_t>(1, ceil_div(K, kExtentChunk))),
                   unsigned(analysis.batches));
@@ -240,7 +235,6 @@ inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_str
     if (top == kNoTop) continue;
     analysis.widest_bits = std::max(analysis.widest_bits, top - bottom + 1);
   }
-  analysis.slices = (analysis.widest_bits + kEmulationSliceBits - 1) / kEmulationSliceBits;
   return analysis;
 }
 

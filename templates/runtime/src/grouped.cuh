@@ -209,7 +209,7 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p,
   const int64_t count = p.output_count();
   total.values = allocate_reference_doubles(count, "its output");
   if (count > 0) {
-    fill_doubles_kernel<<<pipeline_blocks(count), kPipelineThreads>>>(total.values, count, not_compared_value());
+    fill_kernel<double><<<pipeline_blocks(count), kPipelineThreads>>>(total.values, count, not_compared_value());
     REPRO_CUDA_CHECK(cudaGetLastError());
   }
   const std::vector<GroupGemm> gemms = group_gemms(p);
@@ -220,7 +220,7 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p,
   for (const GroupGemm& gg : gemms) {
     double* place = total.values + output_offset(p, gg);
     if (gg.k == 0) {  // an empty K range: zeros, no GEMM
-      fill_doubles_kernel<<<pipeline_blocks(gg.rows * p.N), kPipelineThreads>>>(place, gg.rows * p.N, 0.0);
+      fill_kernel<double><<<pipeline_blocks(gg.rows * p.N), kPipelineThreads>>>(place, gg.rows * p.N, 0.0);
       REPRO_CUDA_CHECK(cudaGetLastError());
       continue;
     }
