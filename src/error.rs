@@ -174,6 +174,9 @@ pub enum Error {
     #[error(transparent)]
     Bisect(#[from] crate::bisect::BisectError),
 
+    #[error(transparent)]
+    Campaign(#[from] crate::campaign::CampaignError),
+
     #[error("cannot run {}", path.display())]
     Launch {
         path: PathBuf,
@@ -212,6 +215,7 @@ impl Error {
             Error::Toolchain(_) | Error::Build { .. } | Error::ReferenceBuild { .. } => exit::BUILD,
             Error::Launch { .. } => exit::CUDA_ERROR,
             Error::Bisect(e) => e.exit_code(),
+            Error::Campaign(e) => e.exit_code(),
         }
     }
 

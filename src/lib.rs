@@ -12,6 +12,7 @@ pub mod async_race;
 pub mod bisect;
 pub mod build;
 pub mod bundle;
+pub mod campaign;
 pub mod capture;
 pub mod commands;
 pub mod doctor;

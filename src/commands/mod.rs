@@ -6,6 +6,7 @@ pub mod bench;
 pub mod bisect;
 pub mod build;
 pub mod bundle;
+pub mod campaign;
 pub mod capture;
 pub mod diff;
 pub mod doctor;
@@ -51,6 +52,8 @@ pub enum Command {
     Probe(probe::ProbeArgs),
     /// Run the harness over sizes (one build) and tabulate what --ones and random inputs show.
     Sweep(sweep::SweepArgs),
+    /// Check specs over many shapes, modes and build variants, on every GPU here or on Slurm.
+    Campaign(campaign::CampaignArgs),
     /// From a failing spec, find smaller sizes that fail the same way; writes <spec>.shrunk.yaml.
     Shrink(shrink::ShrinkArgs),
     /// Time the kernel with device events (warm-up, median, spread); variants and sizes side by side.
@@ -80,6 +83,7 @@ impl Command {
             Command::Run(args) => args.exec(),
             Command::Probe(args) => args.exec(),
             Command::Sweep(args) => args.exec(),
+            Command::Campaign(args) => args.exec(),
             Command::Shrink(args) => args.exec(),
             Command::Bisect(args) => args.exec(),
             Command::Bench(args) => args.exec(),

@@ -221,20 +221,43 @@ pub(crate) fn evidence_line(report: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Runs the harness without relaying its report (sweep and shrink run it many times and print
-/// a table instead). Exit 7 (no device) comes back as class `no_device`, for the caller to stop
-/// on; a usage error (the harness refused its options) is an error.
-pub(crate) fn run_quiet(
-    binary: &std::path::Path,
-    args: &[String],
+/// The class a harness report's last `Disposition:` line names; without one (the process died
+/// before it), `ok` for exit 0 and `fault` otherwise.
+pub(crate) fn class_of(code: u8, report: &str) -> String {
+    report
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("Disposition: "))
+        .and_then(disposition_class)
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            if code == 0 {
+                "ok".into()
+            } else {
+                "fault".into()
+            }
+        })
+}
+
+/// A process that ended by itself: its status and what it printed.
+pub(crate) struct Finished {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `command` with its output captured, killing it past `limit` (then None). `program` is
+/// what an error to start it names.
+pub(crate) fn run_captured(
+    mut command: Command,
     limit: Duration,
-) -> Result<RunOutcome, Error> {
+    program: &std::path::Path,
+) -> Result<Option<Finished>, Error> {
     let launch_error = |source| Error::Launch {
-        path: binary.to_path_buf(),
+        path: program.to_path_buf(),
         source,
     };
-    let mut child = Command::new(binary)
-        .args(args)
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -246,6 +269,26 @@ pub(crate) fn run_quiet(
     let Some(status) = child.wait_timeout(limit).map_err(launch_error)? else {
         let _ = child.kill();
         let _ = child.wait();
+        return Ok(None);
+    };
+    Ok(Some(Finished {
+        status,
+        stdout: reader.join().unwrap_or_default(),
+        stderr: errors.join().unwrap_or_default(),
+    }))
+}
+
+/// Runs the harness without relaying its report (sweep and shrink run it many times and print
+/// a table instead). Exit 7 (no device) comes back as class `no_device`, for the caller to stop
+/// on; a usage error (the harness refused its options) is an error.
+pub(crate) fn run_quiet(
+    binary: &std::path::Path,
+    args: &[String],
+    limit: Duration,
+) -> Result<RunOutcome, Error> {
+    let mut command = Command::new(binary);
+    command.args(args);
+    let Some(finished) = run_captured(command, limit, binary)? else {
         return Ok(RunOutcome {
             code: exit::HANG,
             class: "hang".into(),
@@ -255,8 +298,7 @@ pub(crate) fn run_quiet(
             ),
         });
     };
-    let text = reader.join().unwrap_or_default();
-    let error_text = errors.join().unwrap_or_default();
+    let (status, text, error_text) = (finished.status, finished.stdout, finished.stderr);
     let code = status
         .code()
         .and_then(|c| u8::try_from(c).ok())
@@ -274,19 +316,7 @@ pub(crate) fn run_quiet(
             message: error_text.trim().to_string(),
         });
     }
-    let class = text
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("Disposition: "))
-        .and_then(disposition_class)
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            if code == 0 {
-                "ok".into()
-            } else {
-                "fault".into()
-            }
-        });
+    let class = class_of(code, &text);
     let evidence = evidence_line(&text);
     Ok(RunOutcome {
         code,
@@ -298,7 +328,7 @@ pub(crate) fn run_quiet(
 /// Seconds the whole harness process may take: every launch's watchdog limit, plus time for the
 /// host reference (at a pessimistic 0.2 GFLOP/s of fp64 on one core), plus a minute of slack
 /// for context creation and transfers.
-fn process_limit(spec: &ResolvedSpec, timeout: f64, repeat: u32) -> Duration {
+pub(crate) fn process_limit(spec: &ResolvedSpec, timeout: f64, repeat: u32) -> Duration {
     let (reference_seconds, _) = reference_work(spec);
     Duration::from_secs_f64(60.0 + timeout * f64::from(repeat) * 2.0 + reference_seconds)
 }

@@ -28,6 +28,15 @@ pub struct ProbeOptions {
 /// each, and the random probe three times.
 const LAUNCHES: f64 = 2.0 * (1.0 + 16.0 + 4.0 + 1.0) + 3.0;
 
+/// Seconds a probe process may take: every launch's watchdog, the host references, and the
+/// host side of ~25 exact comparisons.
+pub(crate) fn process_limit(spec: &crate::spec::ResolvedSpec, timeout: f64) -> Duration {
+    let (reference_seconds, outputs) = super::reference_work(spec);
+    Duration::from_secs_f64(
+        60.0 + timeout * LAUNCHES + reference_seconds * 8.0 + outputs as f64 * 25.0 / 5e7,
+    )
+}
+
 /// Runs the probe suite on a planned artifact and relays its verdict; returns the exit code.
 pub fn probe(plan: &Plan, options: &ProbeOptions) -> Result<u8, Error> {
     let binary = super::build_harness(plan, options.nvcc.as_deref(), Variant::Production, "")?;
@@ -42,11 +51,7 @@ pub fn probe(plan: &Plan, options: &ProbeOptions) -> Result<u8, Error> {
     let report = super::report_path(options.json.as_deref(), &plan.dir)?;
     args.extend(opt::JSON.with(report.display()));
     let timeout = options.checks.timeout.unwrap_or(spec.check.timeout);
-    let (reference_seconds, outputs) = super::reference_work(spec);
-    // Every launch's watchdog, the host references, and the host side of ~25 exact comparisons.
-    let limit = Duration::from_secs_f64(
-        60.0 + timeout * LAUNCHES + reference_seconds * 8.0 + outputs as f64 * 25.0 / 5e7,
-    );
+    let limit = process_limit(spec, timeout);
     let Some((code, disposition)) = relay(Command::new(&binary), &args, limit, &binary)? else {
         return Ok(exit::HANG);
     };

@@ -331,10 +331,18 @@ fn too_deep(at: Location) -> Diagnostic {
 }
 
 /// Parses spec text: the typed spec and where each of its values was written.
+pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Vec<Diagnostic>> {
+    parse_document(text)
+}
+
+/// Parses a YAML document of repro's (a spec, a campaign file) into `T`, with where each of its
+/// values was written; the same bounds, duplicate-key refusal and error help for every file.
 ///
 /// A value still reading `TODO...` is an error of its own, reported before anything else: it is
 /// what `repro import` could not know, and no default may stand in for it.
-pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Vec<Diagnostic>> {
+pub fn parse_document<T: serde::de::DeserializeOwned>(
+    text: &str,
+) -> Result<(T, SpanMap), Vec<Diagnostic>> {
     let mut collector = SpanCollector::default();
     let scanned = collect(text, &mut collector);
     if let Some(limit) = collector.limit {
@@ -372,8 +380,8 @@ pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Vec<Diagnostic>> {
     if scanned.is_ok() && !collector.duplicates.is_empty() {
         return Err(collector.duplicates);
     }
-    let spec: Spec = serde_yaml::from_str(text).map_err(|e| vec![serde_diagnostic(&e)])?;
-    Ok((spec, collector.spans))
+    let document: T = serde_yaml::from_str(text).map_err(|e| vec![serde_diagnostic(&e)])?;
+    Ok((document, collector.spans))
 }
 
 /// Turns a serde_yaml error into a diagnostic with a location and, for a misspelt field or

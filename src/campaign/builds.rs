@@ -1,0 +1,92 @@
+//! A campaign's builds: one artifact per distinct instantiation under the results' `builds/`,
+//! compiled once for every run that needs it, several at a time on the host's cores. A build
+//! that fails is that build's runs' result (`build_failed`, nvcc's first error as evidence), and
+//! never stops the other builds.
+
+use std::path::{Path, PathBuf};
+
+use super::file::{Campaign, Mode};
+use crate::build::{self, Variant};
+use crate::error::Error;
+use crate::generate::artifact;
+use crate::plan::Plan;
+
+/// A build that succeeded.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub binary: PathBuf,
+    /// The artifact folder.
+    pub dir: PathBuf,
+    /// Seconds nvcc took (0 when the cache answered).
+    pub seconds: f64,
+}
+
+/// One build to make: an instance, as the production or the `-lineinfo` variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildTask {
+    pub instance: usize,
+    pub variant: Variant,
+}
+
+/// The build a run needs.
+pub fn task_of(campaign: &Campaign, run: usize) -> BuildTask {
+    let run = &campaign.runs[run];
+    BuildTask {
+        instance: run.instance,
+        variant: if run.key.mode == Mode::Sanitize {
+            Variant::Lineinfo
+        } else {
+            Variant::Production
+        },
+    }
+}
+
+/// The builds `runs` need, each once, in the order of the first run that needs it (so the first
+/// runs can start while later builds compile).
+pub fn tasks(campaign: &Campaign, runs: &[usize]) -> Vec<BuildTask> {
+    let mut tasks = Vec::new();
+    for &r in runs {
+        let task = task_of(campaign, r);
+        if !tasks.contains(&task) {
+            tasks.push(task);
+        }
+    }
+    tasks
+}
+
+/// Writes the instance's artifact under `results_dir/builds/` (where stale) and builds it.
+/// Err is the evidence of a failed build (nvcc's first error line), with the seconds it took.
+pub fn build(
+    campaign: &Campaign,
+    task: BuildTask,
+    results_dir: &Path,
+    nvcc: Option<&Path>,
+) -> Result<Built, (String, f64)> {
+    let instance = &campaign.instances[task.instance];
+    let dir = results_dir.join("builds").join(&instance.id);
+    let started = std::time::Instant::now();
+    let outcome = (|| -> Result<build::Built, Error> {
+        let plan = Plan::for_spec(instance.spec.clone(), dir.clone())?;
+        if let Some(files) = &plan.artifact {
+            if !artifact::is_current(files) {
+                artifact::write(files, &instance.spec.path, false)?;
+            }
+        }
+        build::build_variant(&plan, nvcc, task.variant)
+    })();
+    match outcome {
+        Ok(built) => Ok(Built {
+            binary: built.binary.canonicalize().unwrap_or(built.binary),
+            dir,
+            seconds: if built.compiled { built.seconds } else { 0.0 },
+        }),
+        Err(Error::Build { first_error, .. }) => Err((
+            first_error.unwrap_or_else(|| "nvcc failed (its output is above)".into()),
+            started.elapsed().as_secs_f64(),
+        )),
+        Err(e) => Err((
+            e.to_string().lines().next().unwrap_or("").to_string(),
+            started.elapsed().as_secs_f64(),
+        )),
+    }
+}

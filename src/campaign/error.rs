@@ -1,0 +1,49 @@
+//! What can stop `repro campaign` as a whole, each with the fix (docs/campaign.md). What goes
+//! wrong in one run or one build does not stop a campaign: it is recorded as that run's result.
+
+use std::path::PathBuf;
+
+use crate::error::exit;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CampaignError {
+    #[error("{}: {why}\nhelp: {help}", path.display())]
+    ShapesFile {
+        path: PathBuf,
+        why: String,
+        help: String,
+    },
+
+    #[error("{}: another repro campaign (pid {holder}) is writing results here\nhelp: wait for it to end, or give this one another --output folder", dir.display())]
+    ResultsBusy { dir: PathBuf, holder: String },
+
+    #[error("GPU {device} is held by another repro campaign ({holder})\nhelp: give this campaign other GPUs with --devices, wait for that one, or pass --share-devices when sharing is meant (its timings then mean less)")]
+    DeviceBusy { device: String, holder: String },
+
+    #[error("--devices {given}: {why}\nhelp: `all`, or GPU indices as nvidia-smi numbers them (0,1,...), or UUIDs (GPU-...)")]
+    Devices { given: String, why: String },
+
+    #[error("{}: not a campaign results folder ({why})\nhelp: point --collect at the --output folder of a `repro campaign --slurm` (it holds campaign.json)", dir.display())]
+    NotResults { dir: PathBuf, why: String },
+
+    #[error("{}: {why}\nhelp: the shard plan is written by `repro campaign --slurm`; submit again from the campaign file", path.display())]
+    ShardPlan { path: PathBuf, why: String },
+
+    #[error("sbatch could not submit the job array: {why}\nhelp: {help}")]
+    Submit { why: String, help: String },
+
+    #[error("the campaign has {runs} runs, more than the {limit} one campaign may hold\nhelp: split it into several campaign files, or list the shapes that matter instead of every combination")]
+    TooManyRuns { runs: u128, limit: usize },
+
+    #[error("no usable CUDA device: the builds are done; run the same command on a machine with a GPU (the results recorded so far are kept, and the campaign resumes there)")]
+    NoDevice,
+}
+
+impl CampaignError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CampaignError::NoDevice => exit::NO_DEVICE,
+            _ => exit::USAGE,
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! What a campaign found, from its records: a table grouped by verdict (failures first, the
+//! most frequent first), then every failing run with its evidence and the per-tile heatmap of
+//! its report, then what is not run yet. Written to the terminal and to `summary.txt`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::results::Record;
+use crate::error::exit;
+
+/// The summary text and the exit code it means: 1 when a kernel failed, else 3 when a build
+/// failed, else 7 when runs are left that found no GPU or never ran, else 0.
+pub fn summarize(
+    name: &str,
+    keys: &[String],
+    latest: &HashMap<String, Record>,
+    results_dir: &Path,
+) -> (String, u8) {
+    let mut out = String::new();
+    let mut by_verdict: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    let mut not_run = 0usize;
+    for key in keys {
+        match latest.get(key) {
+            Some(r) => by_verdict.entry(r.verdict.as_str()).or_default().push(r),
+            None => not_run += 1,
+        }
+    }
+    let count = |pred: &dyn Fn(&Record) -> bool| -> usize {
+        by_verdict.values().flatten().filter(|r| pred(r)).count()
+    };
+    let failing = count(&|r| r.is_failure());
+    let passed = count(&|r| r.verdict == "ok");
+    let no_device = count(&|r| r.verdict == "no_device");
+    let _ = writeln!(
+        out,
+        "campaign {name}: {} runs: {passed} pass, {failing} fail, {} not run yet",
+        keys.len(),
+        not_run + no_device
+    );
+    // Failures first, the most frequent first; then passes; then runs that found no GPU.
+    let mut groups: Vec<(&str, &Vec<&Record>)> =
+        by_verdict.iter().map(|(v, rs)| (*v, rs)).collect();
+    let rank = |v: &str| match v {
+        "ok" => 1,
+        "no_device" => 2,
+        _ => 0,
+    };
+    groups.sort_by_key(|(v, rs)| (rank(v), std::cmp::Reverse(rs.len())));
+    let _ = writeln!(out, "  {:<20} {:>6}  where", "verdict", "runs");
+    for (verdict, records) in &groups {
+        let mut specs: BTreeMap<String, usize> = BTreeMap::new();
+        for r in records.iter() {
+            *specs
+                .entry(format!("{} {} {}", r.spec, r.variant, r.mode.name()))
+                .or_default() += 1;
+        }
+        let mut where_text: Vec<String> = specs.iter().map(|(s, n)| format!("{s} ({n})")).collect();
+        if where_text.len() > 4 {
+            let more = where_text.len() - 4;
+            where_text.truncate(4);
+            where_text.push(format!("and {more} more"));
+        }
+        let label = match *verdict {
+            "ok" => "pass".to_string(),
+            "no_device" => "not run (no GPU)".to_string(),
+            v => format!("FAIL {v}"),
+        };
+        let _ = writeln!(
+            out,
+            "  {label:<20} {:>6}  {}",
+            records.len(),
+            where_text.join(", ")
+        );
+    }
+    if not_run > 0 {
+        let _ = writeln!(out, "  {:<20} {not_run:>6}", "not run yet");
+    }
+    if failing > 0 {
+        let _ = writeln!(out, "failing runs ({failing}):");
+        for (verdict, records) in groups.iter().filter(|(v, _)| rank(v) == 0) {
+            for r in records.iter() {
+                let _ = writeln!(out, "  {verdict:<14} {}", r.key);
+                if !r.evidence.is_empty() {
+                    let _ = writeln!(out, "  {:<14}   {}", "", r.evidence);
+                }
+                if let Some(report) = &r.report {
+                    let json = results_dir.join(report);
+                    let heatmap = crate::analyze::heatmap::write_for_report(&json)
+                        .ok()
+                        .flatten();
+                    let _ = match heatmap {
+                        Some(png) => writeln!(out, "  {:<14}   heatmap {}", "", png.display()),
+                        None => writeln!(out, "  {:<14}   report {}", "", json.display()),
+                    };
+                }
+            }
+        }
+    }
+    let code = if failing > 0 {
+        let kernel_failed = groups
+            .iter()
+            .any(|(v, _)| rank(v) == 0 && *v != "build_failed");
+        if kernel_failed {
+            exit::MISMATCH
+        } else {
+            exit::BUILD
+        }
+    } else if not_run + no_device > 0 {
+        exit::NO_DEVICE
+    } else {
+        exit::PASSED
+    };
+    (out, code)
+}
