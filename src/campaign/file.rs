@@ -438,8 +438,13 @@ impl Reader<'_> {
                         "list one or more",
                     );
                 }
+                if !declared.contains(&name.as_str()) {
+                    self.check_size(&place, name, 1, &declared);
+                }
                 for (j, value) in values.iter().enumerate() {
-                    self.check_size(&format!("{place}[{j}]"), name, *value, &declared);
+                    if declared.contains(&name.as_str()) {
+                        self.check_size(&format!("{place}[{j}]"), name, *value, &declared);
+                    }
                 }
                 combinations = combinations.saturating_mul(values.len().max(1) as u128);
             }
@@ -491,7 +496,14 @@ impl Reader<'_> {
                 Some(best) => format!("did you mean `{best}`?"),
                 None => format!("the spec's sizes are {}", declared.join(", ")),
             };
-            self.error(place, format!("`{name}` is not a size of the spec"), help);
+            // At the name, not its value: the name is what is wrong.
+            self.diagnostics.push(
+                Diagnostic::new(
+                    self.spans.key(place),
+                    format!("`{name}` is not a size of the spec"),
+                )
+                .with_help(help),
+            );
         } else if value < 1 {
             self.error(
                 place,

@@ -154,12 +154,27 @@ impl ResultsDir {
     }
 }
 
+/// Opens a JSON-lines file for appending. A file a kill left ending mid-line gets its line ended
+/// first, so that the next record starts a line of its own instead of joining the broken one.
 pub fn append_file(path: &Path) -> Result<File, Error> {
-    std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .read(true)
         .open(path)
-        .map_err(Error::io("open", path))
+        .map_err(Error::io("open", path))?;
+    let length = file.metadata().map_err(Error::io("read", path))?.len();
+    if length > 0 {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut last = [0u8; 1];
+        file.seek(SeekFrom::Start(length - 1))
+            .and_then(|_| file.read_exact(&mut last))
+            .map_err(Error::io("read", path))?;
+        if last[0] != b'\n' {
+            writeln!(file).map_err(Error::io("write", path))?;
+        }
+    }
+    Ok(file)
 }
 
 /// The records of a JSON-lines file, in order. A line that does not read (the end of a line cut

@@ -74,6 +74,7 @@ help_snapshots! {
     help_import_capture: ["import", "capture"];
     help_capture: ["capture"];
     help_bisect: ["bisect"];
+    help_campaign: ["campaign"];
     help_bundle: ["bundle"];
     help_doctor: ["doctor"];
 }

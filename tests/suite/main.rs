@@ -11,6 +11,7 @@ mod async_race;
 mod attention_spec;
 mod bisect;
 mod bundle;
+mod campaign;
 mod cli;
 mod cli_help;
 mod compiled_sizes;
