@@ -21,7 +21,7 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache flags arches build examples
-# large checks sanitize custom races hopper probe sizes trace cutlass files reference emulated ops-bench bench capture attention;
+# large checks sanitize custom races hopper probe sizes trace cutlass files reference emulated ops-bench bench capture attention campaign;
 # `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
@@ -450,6 +450,12 @@ fi
 if wanted attention; then
 section "attention: scripts/gpu-attention.sh"
 scripts/gpu-attention.sh "$repro" "$logs/attention"
+fi
+if wanted campaign; then
+section "campaigns (issue 37): scripts/gpu-campaign.sh"
+code=0
+scripts/gpu-campaign.sh "$repro" "$logs/campaign" || code=$?
+rows+=("$(printf '| %-32s | %4s | %4s | %-3s | %-28s | %s |' "campaign checks" 0 "$code" "$([[ $code == 0 ]] && echo yes || echo NO)" "-" "-")")
 fi
 
 section "summary"

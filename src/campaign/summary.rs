@@ -9,6 +9,10 @@ use std::path::Path;
 use super::results::Record;
 use crate::error::exit;
 
+/// Failing runs listed per verdict; the rest are in results.jsonl (a campaign over thousands of
+/// shapes that all fail one way needs a few examples, not thousands of lines).
+const LISTED: usize = 20;
+
 /// The summary text and the exit code it means: 1 when a kernel failed, else 3 when a build
 /// failed, else 7 when runs are left that found no GPU or never ran, else 0.
 pub fn summarize(
@@ -79,7 +83,14 @@ pub fn summarize(
     if failing > 0 {
         let _ = writeln!(out, "failing runs ({failing}):");
         for (verdict, records) in groups.iter().filter(|(v, _)| rank(v) == 0) {
-            for r in records.iter() {
+            if records.len() > LISTED {
+                let _ = writeln!(
+                    out,
+                    "  {verdict:<14} {} runs; the first {LISTED} (all in results.jsonl):",
+                    records.len()
+                );
+            }
+            for r in records.iter().take(LISTED) {
                 let _ = writeln!(out, "  {verdict:<14} {}", r.key);
                 if !r.evidence.is_empty() {
                     let _ = writeln!(out, "  {:<14}   {}", "", r.evidence);
