@@ -15,6 +15,7 @@ repro=${REPRO:-$PWD/target/release/repro}
 campaign=${1:-examples/campaigns/llama3_8b.yaml}
 workers=${WORKERS:-1 2}
 dir=${BENCH_DIR:-$(mktemp -d)}
+mkdir -p "$dir"
 # The runtime library is built once for every configuration (its cache is shared); the harness
 # build is each configuration's own (a fresh results folder), as in a first campaign.
 "$repro" build examples/tiled_gemm_bf16.yaml >/dev/null
