@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 37's measurement on a GPU machine: one campaign (default the Llama-3-8B example: 176
+# Issue 37's measurement on a GPU machine: one campaign (default the Llama-3.2-1B example: 176
 # shapes x ones/random/probe = 528 runs of the tiled bf16 GEMM, one build) run to the end with
 # 1, then 2 workers on one GPU (WORKERS="1 2"), each in a fresh results folder. While it runs,
 # nvidia-smi samples the GPU's utilization every 100 ms: the busy share is the mean of those
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repro=${REPRO:-$PWD/target/release/repro}
-campaign=${1:-examples/campaigns/llama3_8b.yaml}
+campaign=${1:-examples/campaigns/llama3_2_1b.yaml}
 workers=${WORKERS:-1 2}
 dir=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$dir"

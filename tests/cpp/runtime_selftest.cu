@@ -1836,6 +1836,24 @@ void test_custom_classify() {
 #include "attention_checks.h"
 #include "verdict_checks.h"
 
+// The probe's fills run on several threads where every element has storage of its own, and
+// write what one thread would; aliased storage (stride 0, overlapping dimensions) is told apart.
+void test_probe_fills() {
+  CHECK(elements_distinct(make_tensor("A", DType::bf16, {3, 4})));
+  CHECK(elements_distinct(make_tensor("A", DType::bf16, {3, 4}, {1, 3})));
+  CHECK(elements_distinct(make_tensor("A", DType::bf16, {3, 4}, {6, 1})));
+  CHECK(elements_distinct(make_tensor("A", DType::bf16, {1, 4}, {0, 1})));  // stride 0, extent 1
+  CHECK(!elements_distinct(make_tensor("A", DType::bf16, {3, 4}, {0, 1})));  // rows broadcast
+  CHECK(!elements_distinct(make_tensor("A", DType::bf16, {3, 4}, {2, 1})));  // rows overlap
+  Tensor big = make_tensor("B", DType::f32, {700, 300}, {1, 700});  // column-major, 4 chunks or more
+  big.host.assign(big.storage_bytes(), 0);
+  fill_matrix(big, [](int64_t, int64_t k, int64_t n) { return double(k * 1000 + n); });
+  bool same = true;
+  for (int64_t i = 0; i < big.numel(); ++i)
+    same = same && decode(big.dtype, big.host.data(), big.logical_offset(i)) == double(i / 300 * 1000 + i % 300);
+  CHECK(same);
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "values") return values_mode(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "encode") return encode_mode(argc, argv);
@@ -1875,6 +1893,7 @@ int main(int argc, char** argv) {
   test_trace_verdicts();
   test_bench_summary();
   test_emulation_plan();
+  test_probe_fills();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }
