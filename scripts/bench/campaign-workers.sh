@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 37's measurement on a GPU machine: one campaign (default the Llama-3.2-1B example: 176
-# shapes x ones/random/probe = 528 runs of the tiled bf16 GEMM, one build) run to the end with
+# Issue 37's measurement on a GPU machine: one campaign (default the Llama-3.2-1B example: 169
+# shapes x ones/random/probe = 507 runs of the tiled bf16 GEMM, one build) run to the end with
 # 1, then 2 workers on one GPU (WORKERS="1 2"), each in a fresh results folder. While it runs,
 # nvidia-smi samples the GPU's utilization every 100 ms: the busy share is the mean of those
 # samples (the fraction of time a kernel was executing). The table gives, per configuration:
