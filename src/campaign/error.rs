@@ -23,6 +23,13 @@ pub enum CampaignError {
     #[error("--devices {given}: {why}\nhelp: `all`, or GPU indices as nvidia-smi numbers them (0,1,...), or UUIDs (GPU-...)")]
     Devices { given: String, why: String },
 
+    #[error("{}: holds the results of campaign `{other}`, not of `{name}`\nhelp: give this campaign its own folder with --output (a folder holds one campaign's runs)", dir.display())]
+    OtherCampaign {
+        dir: PathBuf,
+        other: String,
+        name: String,
+    },
+
     #[error("{}: not a campaign results folder ({why})\nhelp: point --collect at the --output folder of a `repro campaign --slurm` (it holds campaign.json)", dir.display())]
     NotResults { dir: PathBuf, why: String },
 

@@ -247,3 +247,70 @@ fn judge_sanitizer(record: &mut Record, sanitizer: &Sanitizer) {
         let _ = std::fs::remove_file(&sanitizer.log);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use indexmap::IndexMap;
+
+    /// A job whose "harness" is the shell script `body`.
+    fn job_of(dir: &Path, body: &str, limit_s: f64) -> Job {
+        use std::os::unix::fs::PermissionsExt;
+        let binary = dir.join("harness");
+        std::fs::write(&binary, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Job {
+            key: RunKey {
+                spec: "s".into(),
+                variant: "default".into(),
+                sizes: IndexMap::from([("M".to_string(), 1)]),
+                mode: Mode::Ones,
+            },
+            campaign: "c".into(),
+            binary,
+            args: Vec::new(),
+            sanitizer: None,
+            limit_s,
+            build_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_process_past_its_limit_is_killed_and_recorded_as_a_hang() {
+        let tmp = tempfile::tempdir().unwrap();
+        let job = job_of(tmp.path(), "exec sleep 30", 0.3);
+        let started = Instant::now();
+        let record = execute(&job, tmp.path(), None, "GPU 0");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!((record.code, record.verdict.as_str()), (exit::HANG, "hang"));
+        assert!(record.evidence.contains("killed"), "{}", record.evidence);
+    }
+
+    #[test]
+    fn the_disposition_names_the_verdict_and_refusals_say_why() {
+        let tmp = tempfile::tempdir().unwrap();
+        let failing = job_of(
+            tmp.path(),
+            "echo 'pattern row_mapping: rows swapped'; echo 'Disposition: Failed (row_mapping)'; exit 1",
+            10.0,
+        );
+        let record = execute(&failing, tmp.path(), None, "GPU 0");
+        assert_eq!((record.code, record.verdict.as_str()), (1, "row_mapping"));
+        assert_eq!(record.disposition, "Failed (row_mapping)");
+        assert_eq!(record.evidence, "pattern row_mapping: rows swapped");
+        let refused = job_of(
+            tmp.path(),
+            "echo 'error: --size Q=1: no size Q' >&2; exit 2",
+            10.0,
+        );
+        let record = execute(&refused, tmp.path(), None, "GPU 0");
+        assert_eq!((record.code, record.verdict.as_str()), (2, "refused"));
+        assert_eq!(record.evidence, "error: --size Q=1: no size Q");
+        let killed = job_of(tmp.path(), "kill -SEGV $$", 10.0);
+        let record = execute(&killed, tmp.path(), None, "GPU 0");
+        assert_eq!(
+            (record.code, record.verdict.as_str()),
+            (exit::CUDA_ERROR, "fault")
+        );
+    }
+}

@@ -61,6 +61,16 @@ pub fn campaign(options: &CampaignOptions) -> Result<u8, Error> {
         .clone()
         .unwrap_or_else(|| local::default_dir(&campaign.name));
     let results = ResultsDir::open(&dir)?;
+    if let Ok(info) = results::read_info(&results.dir) {
+        if info.name != campaign.name {
+            return Err(CampaignError::OtherCampaign {
+                dir: results.dir.clone(),
+                other: info.name,
+                name: campaign.name,
+            }
+            .into());
+        }
+    }
     let keys: Vec<String> = campaign.runs.iter().map(|r| r.key.text()).collect();
     results.write_info(&CampaignInfo {
         name: campaign.name.clone(),

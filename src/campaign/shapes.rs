@@ -158,17 +158,26 @@ fn csv_rows(text: &str) -> Result<Rows, RowError> {
             "the first row names the sizes: M,N,K",
         ));
     }
+    // Lines from byte offsets: the reader's own count skips comment lines, and a record's
+    // position is where the reader started it, before the blank lines it skipped.
+    let line_at = |byte: u64| {
+        let mut at = (byte as usize).min(text.len());
+        at += text[at..].len() - text[at..].trim_start_matches(['\n', '\r']).len();
+        text[..at].matches('\n').count() + 1
+    };
     let mut rows = Vec::new();
     for record in reader.records() {
         let record = record.map_err(|e| {
-            let line = e.position().map(|p| p.line() as usize);
-            (
-                line,
-                format!("{e}"),
-                "every row has one value per header column",
-            )
+            let line = e.position().map(|p| line_at(p.byte()));
+            let why = match e.kind() {
+                csv::ErrorKind::UnequalLengths {
+                    expected_len, len, ..
+                } => format!("{len} values in a row of a {expected_len}-column file"),
+                _ => e.to_string(),
+            };
+            (line, why, "every row has one value per header column")
         })?;
-        let line = record.position().map_or(0, |p| p.line() as usize);
+        let line = record.position().map_or(0, |p| line_at(p.byte()));
         let mut row = Vec::new();
         for (name, field) in header.iter().zip(record.iter()) {
             let value: i64 = field.parse().map_err(|_| {
