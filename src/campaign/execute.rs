@@ -164,6 +164,7 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
     if let Some(d) = device {
         command.env("CUDA_VISIBLE_DEVICES", &d.visible_as);
     }
+    end_with_parent(&mut command);
     let started = Instant::now();
     let limit = Duration::from_secs_f64(job.limit_s);
     let finished = crate::run::run_captured(command, limit, &job.binary);
@@ -224,6 +225,27 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
         }
     }
     record
+}
+
+/// The run's process is killed when the campaign's process dies (`kill`, a Slurm cancellation):
+/// an orphaned harness would hold its GPU, unseen, while the next campaign takes it. Ctrl-C
+/// reaches the harness anyway (the terminal signals the whole process group).
+fn end_with_parent(command: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl is async-signal-safe, as a pre_exec hook must be; it touches no memory.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = command;
 }
 
 /// Sanitize mode: findings in the log make the run a `sanitizer` failure, whatever the

@@ -250,6 +250,8 @@ impl Reader<'_> {
         };
         let mut instance_ids: HashMap<String, usize> = HashMap::new();
         let mut spec_files: HashMap<String, PathBuf> = HashMap::new();
+        // Each (spec, variant) name's definition: runs are keyed and built by these names.
+        let mut variant_definitions: HashMap<(String, String), VariantEntry> = HashMap::new();
         let mut seen_keys: HashSet<String> = HashSet::new();
         for (index, entry) in file.specs.iter().enumerate() {
             let at = format!("specs[{index}]");
@@ -286,6 +288,26 @@ impl Reader<'_> {
                     limit: MAX_RUNS,
                 }
                 .into());
+            }
+            let mut redefined = false;
+            for (i, v) in entry.variants.iter().enumerate() {
+                let known = variant_definitions
+                    .entry((name.clone(), v.name.clone()))
+                    .or_insert_with(|| v.clone());
+                if known != v {
+                    self.error(
+                        &format!("{at}.variants[{i}]"),
+                        format!(
+                            "variant `{}` of spec `{name}` is defined differently in an earlier entry",
+                            v.name
+                        ),
+                        "results and builds are keyed by the variant's name: give this one another name",
+                    );
+                    redefined = true;
+                }
+            }
+            if redefined {
+                continue;
             }
             for (variant, resolved) in expanded.variants {
                 let fixed = sizes_fixed_reason(&resolved).is_some();

@@ -22,6 +22,7 @@ echo "$*" >> 'LOG'
 case " $* " in
   *" M=129 "*) echo 'D       relL2 4.1e-01  bad 33/561'; echo 'pattern unwritten: rows 128..128 never written'; echo 'Disposition: Failed (unwritten)'; exit 1;;
   *" M=7 "*) echo 'hang: the kernel did not finish within 10 s'; echo 'Disposition: Failed (hang)'; exit 5;;
+  *" M=3 "*) echo $$ > "$STANDIN_PID_FILE"; exec sleep 60;;
 esac
 echo 'D       relL2 0.000e+00  bad 0/561'
 echo 'Disposition: Passed'
@@ -283,6 +284,26 @@ fn campaign_file_errors_point_at_the_line() {
         String::from_utf8_lossy(&out.stderr).replace(&s.root.display().to_string(), "[TMP]")
     );
 
+    let twice = format!(
+        "{CAMPAIGN}  - spec: small_gemm.yaml\n    variants:\n      - name: broken\n        add_flags: [-O1]\n"
+    );
+    std::fs::write(s.root.join("twice.yaml"), twice).unwrap();
+    let out = Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(&s.root)
+        .args(["campaign", "twice.yaml"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "variant `broken` of spec `small_gemm` is defined differently in an earlier entry"
+        ) && stderr.contains("twice.yaml:12:"),
+        "{stderr}"
+    );
+
     std::fs::write(s.root.join("shapes.csv"), "M,N\n1,17\n2,x\n").unwrap();
     let with_file = CAMPAIGN.replace(
         "sizes: { M: [1, 129, 7], N: [17] }",
@@ -349,4 +370,61 @@ fn real_builds_one_per_instantiation() {
     )
     .unwrap();
     assert!(spec.contains("M: 64") && spec.contains("K: 128"), "{spec}");
+}
+
+#[test]
+fn a_killed_campaign_takes_its_running_harness_with_it() {
+    let s = setup();
+    std::fs::write(
+        s.root.join("slow.yaml"),
+        "version: 1\nname: slow\nspecs:\n  - spec: small_gemm.yaml\n    sizes: { M: [3] }\n    modes: [ones]\n",
+    )
+    .unwrap();
+    let pid_file = s.root.join("harness.pid");
+    let mut campaign = std::process::Command::new(assert_cmd::cargo::cargo_bin("repro"))
+        .current_dir(&s.root)
+        .env("REPRO_CACHE_DIR", s.root.join("cache"))
+        .env("REPRO_GPU_LOCK_DIR", s.root.join("locks"))
+        .env("STANDIN_PID_FILE", &pid_file)
+        .args([
+            "campaign",
+            "slow.yaml",
+            "-o",
+            "results",
+            "--devices",
+            "0",
+            "--nvcc",
+        ])
+        .arg(&s.nvcc)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let waited = std::time::Instant::now();
+    let harness: i32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(waited.elapsed().as_secs() < 60, "the harness never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    campaign.kill().unwrap();
+    campaign.wait().unwrap();
+    let gone = std::time::Instant::now();
+    // SAFETY: kill with signal 0 only asks whether the process exists.
+    while unsafe { libc::kill(harness, 0) } == 0 {
+        // A zombie of a reaped-late parent counts as gone.
+        let state = std::fs::read_to_string(format!("/proc/{harness}/stat")).unwrap_or_default();
+        if state.split_whitespace().nth(2) == Some("Z") {
+            break;
+        }
+        assert!(
+            gone.elapsed().as_secs() < 10,
+            "harness {harness} outlived its campaign"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
