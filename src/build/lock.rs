@@ -36,3 +36,30 @@ impl FileLock {
         Ok(FileLock { _file: file })
     }
 }
+
+/// A lock taken without waiting, its file holding a note on who holds it.
+pub struct NotedLock {
+    _file: File,
+}
+
+/// Takes the lock on `path` (created if missing) at once and writes `note` into its file (who
+/// holds it, for the message of whoever finds it taken); `Ok(Err(note))` with the holder's note
+/// when another process holds it. A campaign's GPUs and results folder are held this way.
+pub fn try_hold(path: &Path, note: &str) -> Result<Result<NotedLock, String>, Error> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(Error::io("open", path))?;
+    // SAFETY: flock on a descriptor this function owns; no memory is involved.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let holder = std::fs::read_to_string(path).unwrap_or_default();
+        return Ok(Err(holder.trim().to_string()));
+    }
+    let _ = file.set_len(0);
+    let _ = write!(file, "{note}");
+    Ok(Ok(NotedLock { _file: file }))
+}

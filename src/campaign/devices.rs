@@ -7,9 +7,6 @@
 //! set keeps to those GPUs. The locks are `flock`s on files named by the GPU's UUID in a folder
 //! every user can write: the kernel drops them when a campaign dies, however it dies.
 
-use std::fs::File;
-use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -138,9 +135,7 @@ pub fn select(given: &str, visible: &[Device]) -> Result<Vec<Option<Device>>, Er
 }
 
 /// A GPU held by this campaign until dropped.
-pub struct DeviceLock {
-    _file: File,
-}
+pub type DeviceLock = crate::build::lock::NotedLock;
 
 /// Where the GPU locks live: one folder for every user of the machine.
 fn lock_dir() -> PathBuf {
@@ -170,25 +165,13 @@ pub fn lock(device: &Device, whoami: &str) -> Result<DeviceLock, Error> {
         })
         .collect();
     let path = dir.join(format!("{name}.lock"));
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(Error::io("open", &path))?;
-    // SAFETY: flock on a descriptor this function owns; no memory is involved.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let holder = std::fs::read_to_string(&path).unwrap_or_default();
-        return Err(CampaignError::DeviceBusy {
+    crate::build::lock::try_hold(&path, whoami)?.map_err(|holder| {
+        CampaignError::DeviceBusy {
             device: device.label(),
-            holder: holder.trim().to_string(),
+            holder,
         }
-        .into());
-    }
-    let _ = file.set_len(0);
-    let _ = write!(file, "{whoami}");
-    Ok(DeviceLock { _file: file })
+        .into()
+    })
 }
 
 #[cfg(test)]

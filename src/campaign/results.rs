@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -98,7 +97,7 @@ pub const INFO_FILE: &str = "campaign.json";
 pub struct ResultsDir {
     pub dir: PathBuf,
     results: Mutex<File>,
-    _lock: File,
+    _lock: crate::build::lock::NotedLock,
 }
 
 impl ResultsDir {
@@ -108,24 +107,11 @@ impl ResultsDir {
         std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
         let dir = dir.canonicalize().map_err(Error::io("open", dir))?;
         let lock_path = dir.join(".lock");
-        let mut lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lock_path)
-            .map_err(Error::io("open", &lock_path))?;
-        // SAFETY: flock on a descriptor this function owns; no memory is involved.
-        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
-            return Err(CampaignError::ResultsBusy {
+        let lock = crate::build::lock::try_hold(&lock_path, &std::process::id().to_string())?
+            .map_err(|holder| CampaignError::ResultsBusy {
                 dir: dir.clone(),
-                holder: holder.trim().to_string(),
-            }
-            .into());
-        }
-        let _ = lock.set_len(0);
-        let _ = write!(lock, "{}", std::process::id());
+                holder,
+            })?;
         let path = dir.join(RESULTS_FILE);
         let results = append_file(&path)?;
         Ok(ResultsDir {

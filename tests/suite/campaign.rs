@@ -246,6 +246,19 @@ fn a_gpu_another_campaign_holds_is_refused_and_no_gpu_records_nothing() {
     assert_eq!(records(&s).len(), 12);
 }
 
+/// What `repro campaign FILE` says on stderr when it refuses FILE (exit 2).
+fn refused(s: &Setup, file: &str) -> String {
+    let out = Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(&s.root)
+        .args(["campaign", file])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn campaign_file_errors_point_at_the_line() {
     let s = setup();
@@ -256,47 +269,23 @@ fn campaign_file_errors_point_at_the_line() {
         )
         .replace("modes: [ones, random]", "modes: [ones, randon]");
     std::fs::write(s.root.join("typo.yaml"), bad).unwrap();
-    let out = Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(&s.root)
-        .args(["campaign", "typo.yaml"])
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(&s, "typo.yaml");
     assert!(stderr.contains("typo.yaml:6:"), "{stderr}");
     assert!(stderr.contains("unknown variant `randon`"), "{stderr}");
     assert!(stderr.contains("did you mean `random`?"), "{stderr}");
 
     let fixed = CAMPAIGN.replace("N: [17] }", "Q: [17] }");
     std::fs::write(s.root.join("size.yaml"), fixed).unwrap();
-    let out = Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(&s.root)
-        .args(["campaign", "size.yaml"])
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
     insta::assert_snapshot!(
         "campaign_unknown_size",
-        String::from_utf8_lossy(&out.stderr).replace(&s.root.display().to_string(), "[TMP]")
+        refused(&s, "size.yaml").replace(&s.root.display().to_string(), "[TMP]")
     );
 
     let twice = format!(
         "{CAMPAIGN}  - spec: small_gemm.yaml\n    variants:\n      - name: broken\n        add_flags: [-O1]\n"
     );
     std::fs::write(s.root.join("twice.yaml"), twice).unwrap();
-    let out = Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(&s.root)
-        .args(["campaign", "twice.yaml"])
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(&s, "twice.yaml");
     assert!(
         stderr.contains(
             "variant `broken` of spec `small_gemm` is defined differently in an earlier entry"
@@ -310,15 +299,7 @@ fn campaign_file_errors_point_at_the_line() {
         "shapes_file: shapes.csv",
     );
     std::fs::write(s.root.join("file.yaml"), with_file).unwrap();
-    let out = Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(&s.root)
-        .args(["campaign", "file.yaml"])
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = refused(&s, "file.yaml");
     assert!(
         stderr.contains("shapes.csv:3: `N` is `x`, not an integer"),
         "{stderr}"
