@@ -14,7 +14,8 @@ use crate::error::exit;
 const LISTED: usize = 20;
 
 /// The summary text and the exit code it means: 1 when a kernel failed, else 3 when a build
-/// failed, else 7 when runs are left that found no GPU or never ran, else 0.
+/// failed, else 2 when the harness refused a run's options, else 7 when runs are left that
+/// found no GPU or never ran, else 0.
 pub fn summarize(
     name: &str,
     keys: &[String],
@@ -108,15 +109,18 @@ pub fn summarize(
             }
         }
     }
-    let code = if failing > 0 {
-        let kernel_failed = groups
-            .iter()
-            .any(|(v, _)| rank(v) == 0 && *v != "build_failed");
-        if kernel_failed {
-            exit::MISMATCH
-        } else {
-            exit::BUILD
-        }
+    // A kernel's failure says most; a build that failed, then options the harness refused (a
+    // shape its inputs cannot take), say something about the campaign instead.
+    let failed = |verdict: &str| groups.iter().any(|(v, _)| *v == verdict);
+    let code = if groups
+        .iter()
+        .any(|(v, _)| rank(v) == 0 && !matches!(*v, "build_failed" | "refused"))
+    {
+        exit::MISMATCH
+    } else if failed("build_failed") {
+        exit::BUILD
+    } else if failed("refused") {
+        exit::USAGE
     } else if not_run + no_device > 0 {
         exit::NO_DEVICE
     } else {
