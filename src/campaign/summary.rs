@@ -128,3 +128,77 @@ pub fn summarize(
     };
     (out, code)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::file::Mode;
+    use crate::campaign::results::Times;
+
+    fn record(key: &str, verdict: &str) -> Record {
+        Record {
+            key: key.into(),
+            campaign: "c".into(),
+            spec: "s".into(),
+            variant: "default".into(),
+            sizes: Default::default(),
+            mode: Mode::Ones,
+            code: 0,
+            verdict: verdict.into(),
+            disposition: String::new(),
+            evidence: String::new(),
+            times: Times::default(),
+            gpu: None,
+            worker: "GPU 0".into(),
+            host: "h".into(),
+            slurm: None,
+            started: String::new(),
+            report: None,
+        }
+    }
+
+    fn code_of(verdicts: &[&str], keys: usize) -> u8 {
+        let latest: HashMap<String, Record> = verdicts
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i.to_string(), record(&i.to_string(), v)))
+            .collect();
+        let keys: Vec<String> = (0..keys).map(|i| i.to_string()).collect();
+        summarize("c", &keys, &latest, Path::new(".")).1
+    }
+
+    #[test]
+    fn the_exit_code_says_the_worst_that_happened() {
+        assert_eq!(code_of(&["ok", "ok"], 2), exit::PASSED);
+        assert_eq!(code_of(&["ok", "no_device"], 2), exit::NO_DEVICE);
+        assert_eq!(code_of(&["ok"], 2), exit::NO_DEVICE, "a run never recorded");
+        assert_eq!(code_of(&["ok", "refused", "no_device"], 3), exit::USAGE);
+        assert_eq!(code_of(&["refused", "build_failed"], 2), exit::BUILD);
+        assert_eq!(code_of(&["build_failed", "row_mapping"], 2), exit::MISMATCH);
+        assert_eq!(code_of(&["hang"], 1), exit::MISMATCH);
+    }
+
+    #[test]
+    fn failures_come_first_and_are_listed_with_their_evidence() {
+        let mut latest = HashMap::new();
+        for (key, verdict) in [
+            ("a", "ok"),
+            ("b", "unwritten"),
+            ("c", "unwritten"),
+            ("d", "hang"),
+        ] {
+            let mut r = record(key, verdict);
+            r.evidence = format!("evidence of {key}");
+            latest.insert(key.to_string(), r);
+        }
+        let keys: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        let (text, _) = summarize("c", &keys, &latest, Path::new("."));
+        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} not in\n{text}"));
+        assert!(
+            at("FAIL unwritten") < at("FAIL hang") && at("FAIL hang") < at("\n  pass "),
+            "{text}"
+        );
+        assert!(at("failing runs (3):") < at("evidence of b"), "{text}");
+        assert!(!text.contains("evidence of a"), "{text}");
+    }
+}
