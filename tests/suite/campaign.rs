@@ -17,7 +17,8 @@ use crate::common;
 fn stand_in_nvcc(dir: &Path, log: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let harness = r#"#!/bin/sh
-echo "$*" >> 'LOG'
+echo "$* CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES" >> 'LOG'
+[ -n "$STANDIN_RUN_SECONDS" ] && sleep "$STANDIN_RUN_SECONDS"
 [ -n "$STANDIN_NO_GPU" ] && { echo 'no CUDA device available: no device is visible'; echo 'Disposition: Not run (no_device)'; exit 7; }
 case " $* " in
   *" M=129 "*) echo 'D       relL2 4.1e-01  bad 33/561'; echo 'pattern unwritten: rows 128..128 never written'; echo 'Disposition: Failed (unwritten)'; exit 1;;
@@ -408,4 +409,71 @@ fn a_killed_campaign_takes_its_running_harness_with_it() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// An nvidia-smi stand-in listing two GPUs, on a PATH of its own before the real one.
+fn two_gpus(s: &Setup) -> std::ffi::OsString {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = s.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let smi = bin.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        "#!/bin/sh\necho '0, GPU-aaaa-0000, Stand-in GPU'\necho '1, GPU-bbbb-1111, Stand-in GPU'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut path = std::ffi::OsString::from(bin);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    path
+}
+
+#[test]
+fn all_gpus_get_a_worker_each_and_a_held_one_is_left_out() {
+    let s = setup();
+    let path = two_gpus(&s);
+    let run = |results: &str| {
+        let mut cmd = Command::cargo_bin("repro").unwrap();
+        cmd.current_dir(&s.root)
+            .env("PATH", &path)
+            .env("REPRO_CACHE_DIR", s.root.join("cache"))
+            .env("REPRO_GPU_LOCK_DIR", s.root.join("locks"))
+            .env("STANDIN_RUN_SECONDS", "0.3")
+            .env_remove("CUDA_VISIBLE_DEVICES")
+            .args(["campaign", "campaign.yaml", "-o", results, "--nvcc"])
+            .arg(&s.nvcc);
+        cmd.assert().code(1).get_output().clone()
+    };
+    let out = run("both");
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("2 workers on GPU 0 (Stand-in GPU), GPU 1 (Stand-in GPU)"));
+    let log = std::fs::read_to_string(&s.log).unwrap();
+    // Each run's harness was given its worker's GPU, by UUID, and both GPUs got runs.
+    assert!(log.contains("CUDA_VISIBLE_DEVICES=GPU-aaaa-0000"), "{log}");
+    assert!(log.contains("CUDA_VISIBLE_DEVICES=GPU-bbbb-1111"), "{log}");
+
+    // GPU 0 held by another campaign: `all` runs on GPU 1 alone and says why.
+    let locks = s.root.join("locks");
+    let held = std::fs::File::create(locks.join("GPU-aaaa-0000.lock")).unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) },
+        0
+    );
+    std::fs::write(&s.log, "").unwrap();
+    let out = run("one");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("campaign skips GPU 0 (Stand-in GPU) is held by another repro campaign"),
+        "{stderr}"
+    );
+    let log = std::fs::read_to_string(&s.log).unwrap();
+    assert_eq!(log.lines().count(), 6);
+    assert!(
+        log.lines()
+            .all(|l| l.ends_with("CUDA_VISIBLE_DEVICES=GPU-bbbb-1111")),
+        "{log}"
+    );
+    drop(held);
 }
