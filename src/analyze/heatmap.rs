@@ -62,8 +62,12 @@ impl TileShares {
     }
 }
 
-/// Light grey for 0; from pale yellow to dark red as the share goes to 1.
+/// Light grey for 0; from pale yellow to dark red as the share goes to 1; white for NaN (a cell
+/// with nothing in it: a campaign's shape map marks shapes not run so).
 pub fn color(share: f64) -> [u8; 3] {
+    if share.is_nan() {
+        return [255, 255, 255];
+    }
     if share <= 0.0 {
         return [235, 235, 235];
     }

@@ -6,7 +6,8 @@
 //! - [`execute`]: one run as a harness process, turned into a record.
 //! - [`local`]: builds ahead of runs, and a worker per GPU (`devices` chooses and locks them).
 //! - [`slurm`]: the same runs as a job array, and the collection of its records.
-//! - [`results`]: the results folder and its JSON-lines records; [`summary`]: what they add up to.
+//! - [`results`]: the results folder and its JSON-lines records; [`summary`]: what they add up
+//!   to; [`shape_map`]: where in the shape space the failures are.
 
 pub mod builds;
 pub mod devices;
@@ -15,6 +16,7 @@ pub mod execute;
 pub mod file;
 pub mod local;
 pub mod results;
+pub mod shape_map;
 pub mod shapes;
 pub mod slurm;
 pub mod summary;

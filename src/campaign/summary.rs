@@ -109,6 +109,12 @@ pub fn summarize(
             }
         }
     }
+    for map in super::shape_map::maps(keys, latest) {
+        out.push_str(&map.text());
+        if let Some(png) = map.write_png(&results_dir.join("maps")) {
+            let _ = writeln!(out, "  picture {}", png.display());
+        }
+    }
     // A kernel's failure says most; a build that failed, then options the harness refused (a
     // shape its inputs cannot take), say something about the campaign instead.
     let failed = |verdict: &str| groups.iter().any(|(v, _)| *v == verdict);

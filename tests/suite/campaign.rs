@@ -171,6 +171,15 @@ fn every_run_is_recorded_once_and_a_killed_campaign_resumes() {
         "{stdout}"
     );
     assert!(s.root.join("results/summary.txt").is_file());
+    // Where the failures sit among the shapes: M = 129 fails, M = 7 hangs, M = 1 passes.
+    assert!(
+        stdout.contains("shape map small_gemm default ones: M down\n  M=1    .\n  M=7    a\n  M=129  b\n  a hang (1), b unwritten (1), . pass\n"),
+        "{stdout}"
+    );
+    assert!(s
+        .root
+        .join("results/maps/small_gemm__default__ones.png")
+        .is_file());
 
     // Everything recorded: nothing runs again.
     let out = campaign(&s, &[]).assert().code(1).get_output().clone();
