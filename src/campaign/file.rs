@@ -107,8 +107,6 @@ pub struct Instance {
     /// Its folder name under the results' `builds/`: spec, variant and compiled-in sizes.
     pub id: String,
     pub spec: ResolvedSpec,
-    /// Whether any run needs the `-lineinfo` build (sanitize mode).
-    pub needs_lineinfo: bool,
 }
 
 /// One run of the campaign: a build, the sizes given to it with `--size`, a mode.
@@ -340,7 +338,6 @@ impl Reader<'_> {
                             campaign.instances.push(Instance {
                                 id: id.clone(),
                                 spec,
-                                needs_lineinfo: false,
                             });
                             instance_ids.insert(id, campaign.instances.len() - 1);
                             campaign.instances.len() - 1
@@ -355,9 +352,6 @@ impl Reader<'_> {
                         };
                         if !seen_keys.insert(key.text()) {
                             continue;
-                        }
-                        if mode == Mode::Sanitize {
-                            campaign.instances[instance].needs_lineinfo = true;
                         }
                         campaign.runs.push(Run {
                             key,
