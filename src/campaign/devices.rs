@@ -134,6 +134,47 @@ pub fn select(given: &str, visible: &[Device]) -> Result<Vec<Option<Device>>, Er
     Ok(chosen)
 }
 
+/// The GPUs `--devices` asks for, each locked for this campaign (`whoami` says who holds them)
+/// unless `share`. A GPU named and held by another campaign is an error; `all` leaves the held
+/// ones out, saying so, and is an error only when none is free.
+pub fn take(
+    given: &str,
+    share: bool,
+    whoami: &str,
+) -> Result<(Vec<Option<Device>>, Vec<DeviceLock>), Error> {
+    let chosen = select(given, &visible())?;
+    if share {
+        return Ok((chosen, Vec::new()));
+    }
+    let (mut free, mut locks) = (Vec::new(), Vec::new());
+    for device in chosen {
+        let Some(d) = &device else {
+            free.push(device);
+            continue;
+        };
+        match lock(d, whoami) {
+            Ok(held) => {
+                locks.push(held);
+                free.push(device);
+            }
+            // `all` means the GPUs free for it; a GPU named is one wanted.
+            Err(e) if given == "all" => eprintln!(
+                "campaign skips {}",
+                e.to_string().lines().next().unwrap_or_default()
+            ),
+            Err(e) => return Err(e),
+        }
+    }
+    if free.is_empty() {
+        return Err(CampaignError::Devices {
+            given: given.to_string(),
+            why: "every visible GPU is held by another repro campaign".into(),
+        }
+        .into());
+    }
+    Ok((free, locks))
+}
+
 /// A GPU held by this campaign until dropped.
 pub type DeviceLock = crate::build::lock::NotedLock;
 

@@ -105,43 +105,13 @@ pub fn campaign(options: &CampaignOptions) -> Result<u8, Error> {
                 per_device,
                 share_devices,
             } => {
-                let mut chosen = devices::select(devices, &devices::visible())?;
                 let whoami = format!(
                     "campaign {} (pid {}, results {})",
                     campaign.name,
                     std::process::id(),
                     results.dir.display()
                 );
-                let mut locks = Vec::new();
-                if !share_devices {
-                    let mut free = Vec::new();
-                    for device in chosen {
-                        let Some(d) = &device else {
-                            free.push(device);
-                            continue;
-                        };
-                        match devices::lock(d, &whoami) {
-                            Ok(lock) => {
-                                locks.push(lock);
-                                free.push(device);
-                            }
-                            // `all` means the GPUs free for it; a GPU named is one wanted.
-                            Err(e) if devices == "all" => eprintln!(
-                                "campaign skips {}",
-                                e.to_string().lines().next().unwrap_or_default()
-                            ),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    if free.is_empty() {
-                        return Err(CampaignError::Devices {
-                            given: devices.clone(),
-                            why: "every visible GPU is held by another repro campaign".into(),
-                        }
-                        .into());
-                    }
-                    chosen = free;
-                }
+                let (chosen, locks) = devices::take(devices, *share_devices, &whoami)?;
                 let names: Vec<String> = chosen
                     .iter()
                     .map(|d| {
