@@ -44,6 +44,22 @@ struct Queue {
     stopped: bool,
 }
 
+/// One build's end: counted down, and the workers woken, when dropped.
+struct BuildDone<'a> {
+    queue: &'a Mutex<Queue>,
+    wake: &'a Condvar,
+}
+
+impl Drop for BuildDone<'_> {
+    fn drop(&mut self) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .builds_left -= 1;
+        self.wake.notify_all();
+    }
+}
+
 /// Counts for the progress lines.
 struct Progress {
     total: usize,
@@ -130,6 +146,12 @@ pub fn run(
         .flat_map(|d| (0..workers.per_device.max(1)).map(move |i| (d.as_ref(), i)))
         .collect();
     let build_one = |task: BuildTask| {
+        // Counted done however the build ends, a panic included: the workers wait for the
+        // count to reach zero before they stop.
+        let _done = BuildDone {
+            queue: &queue,
+            wake: &wake,
+        };
         let outcome = builds::build(campaign, task, &results.dir, workers.nvcc.as_deref());
         let runs = pending
             .iter()
@@ -148,9 +170,11 @@ pub fn run(
                         )
                     })
                     .collect();
-                let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
-                q.ready.extend(jobs);
-                q.builds_left -= 1;
+                queue
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .ready
+                    .extend(jobs);
             }
             Err((evidence, seconds)) => {
                 for r in runs {
@@ -162,10 +186,8 @@ pub fn run(
                         seconds,
                     ));
                 }
-                queue.lock().unwrap_or_else(|p| p.into_inner()).builds_left -= 1;
             }
         }
-        wake.notify_all();
     };
     let work = |device: Option<&Device>, slot: usize| loop {
         let job = {
