@@ -5,7 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::execute::{self, Job};
 use super::file::{Campaign, Mode};
+use super::results::Record;
 use crate::build::{self, Variant};
 use crate::error::Error;
 use crate::generate::artifact;
@@ -29,8 +31,7 @@ pub struct BuildTask {
 }
 
 /// The build a run needs.
-pub fn task_of(campaign: &Campaign, run: usize) -> BuildTask {
-    let run = &campaign.runs[run];
+fn task_of(run: &super::file::Run) -> BuildTask {
     BuildTask {
         instance: run.instance,
         variant: if run.key.mode == Mode::Sanitize {
@@ -46,7 +47,7 @@ pub fn task_of(campaign: &Campaign, run: usize) -> BuildTask {
 pub fn tasks(campaign: &Campaign, runs: &[usize]) -> Vec<BuildTask> {
     let mut tasks = Vec::new();
     for &r in runs {
-        let task = task_of(campaign, r);
+        let task = task_of(&campaign.runs[r]);
         if !tasks.contains(&task) {
             tasks.push(task);
         }
@@ -88,5 +89,55 @@ pub fn build(
             e.to_string().lines().next().unwrap_or("").to_string(),
             started.elapsed().as_secs_f64(),
         )),
+    }
+}
+
+/// A build's outcome: what it made, or the evidence of its failure with the seconds it took.
+pub type Outcome = Result<Built, (String, f64)>;
+
+/// Makes `tasks` on `jobs` threads, first task first, handing each outcome to `done` (on the
+/// thread that built it) the moment it is known: a local campaign starts that build's runs at
+/// once, a Slurm submission gathers them.
+pub fn build_all(
+    campaign: &Campaign,
+    tasks: &[BuildTask],
+    results_dir: &Path,
+    nvcc: Option<&Path>,
+    jobs: usize,
+    done: impl Fn(BuildTask, Outcome) + Sync,
+) {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.clamp(1, tasks.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(&task) = tasks.get(i) else { break };
+                done(task, build(campaign, task, results_dir, nvcc));
+            });
+        }
+    });
+}
+
+/// What a finished build means for the runs of `pending` that need it: their jobs, or, when
+/// it failed, their records.
+pub fn runs_of(
+    campaign: &Campaign,
+    pending: &[usize],
+    task: BuildTask,
+    outcome: &Outcome,
+    results_dir: &Path,
+    sanitizer: Option<&(PathBuf, String)>,
+) -> Result<Vec<Job>, Vec<Record>> {
+    let runs = pending
+        .iter()
+        .map(|&r| &campaign.runs[r])
+        .filter(|run| task_of(run) == task);
+    match outcome {
+        Ok(built) => Ok(runs
+            .map(|run| execute::job(campaign, run, built, results_dir, sanitizer))
+            .collect()),
+        Err((evidence, seconds)) => Err(runs
+            .map(|run| execute::build_failed(&run.key, &campaign.name, evidence, *seconds))
+            .collect()),
     }
 }

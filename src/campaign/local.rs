@@ -44,18 +44,19 @@ struct Queue {
     stopped: bool,
 }
 
-/// One build's end: counted down, and the workers woken, when dropped.
-struct BuildDone<'a> {
+/// The builds' end, however they end (a panic included): the workers wait for no more builds
+/// once it is dropped.
+struct BuildsOver<'a> {
     queue: &'a Mutex<Queue>,
     wake: &'a Condvar,
 }
 
-impl Drop for BuildDone<'_> {
+impl Drop for BuildsOver<'_> {
     fn drop(&mut self) {
         self.queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .builds_left -= 1;
+            .builds_left = 0;
         self.wake.notify_all();
     }
 }
@@ -71,10 +72,11 @@ struct Progress {
 impl Progress {
     fn line(&self, record: &Record) {
         let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
-        let failing = self.failing.load(Ordering::SeqCst) + usize::from(record.is_failure());
-        if record.is_failure() {
-            self.failing.fetch_add(1, Ordering::SeqCst);
-        }
+        let failing = if record.is_failure() {
+            self.failing.fetch_add(1, Ordering::SeqCst) + 1
+        } else {
+            self.failing.load(Ordering::SeqCst)
+        };
         let elapsed = self.started.elapsed().as_secs_f64();
         let eta = elapsed / done as f64 * (self.total - done.min(self.total)) as f64;
         let outcome = if record.verdict == "ok" {
@@ -121,7 +123,6 @@ pub fn run(
         stopped: false,
     });
     let wake = Condvar::new();
-    let next_build = AtomicUsize::new(0);
     let progress = Progress {
         total: pending.len(),
         done: AtomicUsize::new(0),
@@ -139,55 +140,35 @@ pub fn run(
             Err(e) => errors.lock().unwrap_or_else(|p| p.into_inner()).push(e),
         }
     };
-    let builders = workers.build_jobs.clamp(1, tasks.len().max(1));
     let slots: Vec<(Option<&Device>, usize)> = workers
         .devices
         .iter()
         .flat_map(|d| (0..workers.per_device.max(1)).map(move |i| (d.as_ref(), i)))
         .collect();
-    let build_one = |task: BuildTask| {
-        // Counted done however the build ends, a panic included: the workers wait for the
-        // count to reach zero before they stop.
-        let _done = BuildDone {
-            queue: &queue,
-            wake: &wake,
-        };
-        let outcome = builds::build(campaign, task, &results.dir, workers.nvcc.as_deref());
-        let runs = pending
-            .iter()
-            .copied()
-            .filter(|&r| builds::task_of(campaign, r) == task);
-        match outcome {
-            Ok(built) => {
-                let jobs: Vec<Job> = runs
-                    .map(|r| {
-                        execute::job(
-                            campaign,
-                            &campaign.runs[r],
-                            &built,
-                            &results.dir,
-                            workers.sanitizer.as_ref(),
-                        )
-                    })
-                    .collect();
+    // A build's runs are queued (or, the build failed, recorded) the moment it ends.
+    let built = |task: BuildTask, outcome: builds::Outcome| {
+        let runs = builds::runs_of(
+            campaign,
+            pending,
+            task,
+            &outcome,
+            &results.dir,
+            workers.sanitizer.as_ref(),
+        );
+        let failed = match runs {
+            Ok(jobs) => {
                 queue
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .ready
                     .extend(jobs);
+                Vec::new()
             }
-            Err((evidence, seconds)) => {
-                for r in runs {
-                    let key = &campaign.runs[r].key;
-                    record(&execute::build_failed(
-                        key,
-                        &campaign.name,
-                        &evidence,
-                        seconds,
-                    ));
-                }
-            }
-        }
+            Err(records) => records,
+        };
+        failed.iter().for_each(record);
+        queue.lock().unwrap_or_else(|p| p.into_inner()).builds_left -= 1;
+        wake.notify_all();
     };
     let work = |device: Option<&Device>, slot: usize| loop {
         let job = {
@@ -217,13 +198,21 @@ pub fn run(
         record(&outcome);
     };
     std::thread::scope(|scope| {
-        for _ in 0..builders {
-            scope.spawn(|| loop {
-                let i = next_build.fetch_add(1, Ordering::SeqCst);
-                let Some(&task) = tasks.get(i) else { break };
-                build_one(task);
-            });
-        }
+        scope.spawn(|| {
+            let _over = BuildsOver {
+                queue: &queue,
+                wake: &wake,
+            };
+            let nvcc = workers.nvcc.as_deref();
+            builds::build_all(
+                campaign,
+                &tasks,
+                &results.dir,
+                nvcc,
+                workers.build_jobs,
+                built,
+            );
+        });
         for &(device, slot) in &slots {
             let work = &work;
             scope.spawn(move || work(device, slot));

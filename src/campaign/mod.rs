@@ -203,41 +203,31 @@ fn build_for_slurm(
     sanitizer: Option<(PathBuf, String)>,
 ) -> Result<Vec<execute::Job>, Error> {
     let tasks = builds::tasks(campaign, pending);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let outcomes = std::sync::Mutex::new(vec![None; tasks.len()]);
-    std::thread::scope(|scope| {
-        for _ in 0..build_jobs.clamp(1, tasks.len().max(1)) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some(&task) = tasks.get(i) else { break };
-                let built = builds::build(campaign, task, &results.dir, options.nvcc.as_deref());
-                outcomes.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(built);
-            });
-        }
-    });
-    let outcomes = outcomes.into_inner().unwrap_or_else(|p| p.into_inner());
+    let outcomes = std::sync::Mutex::new(Vec::new());
+    let nvcc = options.nvcc.as_deref();
+    builds::build_all(
+        campaign,
+        &tasks,
+        &results.dir,
+        nvcc,
+        build_jobs,
+        |task, outcome| {
+            outcomes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((task, outcome))
+        },
+    );
     let mut jobs = Vec::new();
-    for &r in pending {
-        let task = builds::task_of(campaign, r);
-        let i = tasks
-            .iter()
-            .position(|t| *t == task)
-            .expect("every run's build is a task");
-        let run = &campaign.runs[r];
-        match outcomes[i].as_ref().expect("every task ran") {
-            Ok(built) => jobs.push(execute::job(
-                campaign,
-                run,
-                built,
-                &results.dir,
-                sanitizer.as_ref(),
-            )),
-            Err((evidence, seconds)) => results.append(&execute::build_failed(
-                &run.key,
-                &campaign.name,
-                evidence,
-                *seconds,
-            ))?,
+    for (task, outcome) in outcomes.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        let dir = &results.dir;
+        match builds::runs_of(campaign, pending, task, &outcome, dir, sanitizer.as_ref()) {
+            Ok(built) => jobs.extend(built),
+            Err(failed) => {
+                for record in &failed {
+                    results.append(record)?;
+                }
+            }
         }
     }
     Ok(jobs)
