@@ -192,11 +192,7 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
                 .and_then(|c| u8::try_from(c).ok())
                 .unwrap_or(exit::CUDA_ERROR);
             record.code = code;
-            record.disposition = f
-                .stdout
-                .lines()
-                .rev()
-                .find_map(|l| l.strip_prefix("Disposition: "))
+            record.disposition = crate::run::disposition_of(&f.stdout)
                 .unwrap_or("")
                 .to_string();
             record.evidence = crate::run::evidence_line(&f.stdout);

@@ -64,6 +64,32 @@ impl Record {
     }
 }
 
+#[cfg(test)]
+impl Record {
+    /// A record of spec `s`, ones mode, with only its key and verdict said: for tests.
+    pub fn example(key: &str, verdict: &str) -> Record {
+        Record {
+            key: key.into(),
+            campaign: "c".into(),
+            spec: "s".into(),
+            variant: "default".into(),
+            sizes: IndexMap::new(),
+            mode: Mode::Ones,
+            code: 0,
+            verdict: verdict.into(),
+            disposition: String::new(),
+            evidence: String::new(),
+            times: Times::default(),
+            gpu: None,
+            worker: "GPU 0".into(),
+            host: "h".into(),
+            slurm: None,
+            started: String::new(),
+            report: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Times {
     /// Seconds the run's build took, shared by every run of that build (0 when cached).

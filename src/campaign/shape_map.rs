@@ -228,34 +228,14 @@ impl ShapeMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::campaign::file::Mode;
-    use crate::campaign::results::Times;
 
     fn record(m: i64, n: i64, verdict: &str) -> Record {
         Record {
-            key: format!("s/default/M={m},N={n},K=8/ones"),
-            campaign: "c".into(),
-            spec: "s".into(),
-            variant: "default".into(),
-            sizes: [
-                ("M".to_string(), m),
-                ("N".to_string(), n),
-                ("K".to_string(), 8),
-            ]
-            .into_iter()
-            .collect(),
-            mode: Mode::Ones,
-            code: 0,
-            verdict: verdict.into(),
-            disposition: String::new(),
-            evidence: String::new(),
-            times: Times::default(),
-            gpu: None,
-            worker: String::new(),
-            host: String::new(),
-            slurm: None,
-            started: String::new(),
-            report: None,
+            sizes: [("M", m), ("N", n), ("K", 8)]
+                .map(|(name, v)| (name.to_string(), v))
+                .into_iter()
+                .collect(),
+            ..Record::example(&format!("s/default/M={m},N={n},K=8/ones"), verdict)
         }
     }
 

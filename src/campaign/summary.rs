@@ -138,36 +138,12 @@ pub fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::campaign::file::Mode;
-    use crate::campaign::results::Times;
-
-    fn record(key: &str, verdict: &str) -> Record {
-        Record {
-            key: key.into(),
-            campaign: "c".into(),
-            spec: "s".into(),
-            variant: "default".into(),
-            sizes: Default::default(),
-            mode: Mode::Ones,
-            code: 0,
-            verdict: verdict.into(),
-            disposition: String::new(),
-            evidence: String::new(),
-            times: Times::default(),
-            gpu: None,
-            worker: "GPU 0".into(),
-            host: "h".into(),
-            slurm: None,
-            started: String::new(),
-            report: None,
-        }
-    }
 
     fn code_of(verdicts: &[&str], keys: usize) -> u8 {
         let latest: HashMap<String, Record> = verdicts
             .iter()
             .enumerate()
-            .map(|(i, v)| (i.to_string(), record(&i.to_string(), v)))
+            .map(|(i, v)| (i.to_string(), Record::example(&i.to_string(), v)))
             .collect();
         let keys: Vec<String> = (0..keys).map(|i| i.to_string()).collect();
         summarize("c", &keys, &latest, Path::new(".")).1
@@ -193,7 +169,7 @@ mod tests {
             ("c", "unwritten"),
             ("d", "hang"),
         ] {
-            let mut r = record(key, verdict);
+            let mut r = Record::example(key, verdict);
             r.evidence = format!("evidence of {key}");
             latest.insert(key.to_string(), r);
         }

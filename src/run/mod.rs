@@ -221,13 +221,18 @@ pub(crate) fn evidence_line(report: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The class a harness report's last `Disposition:` line names; without one (the process died
-/// before it), `ok` for exit 0 and `fault` otherwise.
-pub(crate) fn class_of(code: u8, report: &str) -> String {
+/// What a harness report's last `Disposition:` line says (`Passed`, `Failed (row_mapping)`).
+pub(crate) fn disposition_of(report: &str) -> Option<&str> {
     report
         .lines()
         .rev()
         .find_map(|l| l.strip_prefix("Disposition: "))
+}
+
+/// The class a harness report's last `Disposition:` line names; without one (the process died
+/// before it), `ok` for exit 0 and `fault` otherwise.
+pub(crate) fn class_of(code: u8, report: &str) -> String {
+    disposition_of(report)
         .and_then(disposition_class)
         .map(str::to_string)
         .unwrap_or_else(|| {
