@@ -149,9 +149,8 @@ impl ResultsDir {
 
     /// Appends one record as one line, flushed at once (a killed campaign keeps every whole line).
     pub fn append(&self, record: &Record) -> Result<(), Error> {
-        let line = serde_json::to_string(record).expect("a record always serializes");
         let mut file = self.results.lock().unwrap_or_else(|e| e.into_inner());
-        writeln!(file, "{line}").map_err(Error::io("write", self.dir.join(RESULTS_FILE)))
+        write_record(&mut file, &self.dir.join(RESULTS_FILE), record)
     }
 
     /// Writes `campaign.json` (a new file each time: it describes the campaign file as it is now).
@@ -164,6 +163,12 @@ impl ResultsDir {
     pub fn path(&self, relative: &str) -> PathBuf {
         self.dir.join(relative)
     }
+}
+
+/// Writes `record` as one line of the JSON-lines file `file` (at `path`, for an error).
+pub fn write_record(file: &mut File, path: &Path, record: &Record) -> Result<(), Error> {
+    let line = serde_json::to_string(record).expect("a record always serializes");
+    writeln!(file, "{line}").map_err(Error::io("write", path))
 }
 
 /// Opens a JSON-lines file for appending. A file a kill left ending mid-line gets its line ended

@@ -174,9 +174,7 @@ pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, Error> {
     for job in jobs.iter().filter(|j| !done.contains(&j.key.text())) {
         let mut record: Record = execute::execute(job, &plan.results_dir, None, "slurm");
         record.slurm = Some(task.clone());
-        use std::io::Write;
-        let line = serde_json::to_string(&record).expect("serializes");
-        writeln!(file, "{line}").map_err(Error::io("write", &out))?;
+        results::write_record(&mut file, &out, &record)?;
         println!(
             "{} -> {} ({:.2} s)",
             record.key, record.verdict, record.times.run_s
