@@ -256,8 +256,8 @@ impl Reader<'_> {
             let Some(expanded) = self.entry(&at, entry)? else {
                 continue;
             };
-            let name = expanded.base.name().to_string();
-            let spec_file = expanded.base.path.clone();
+            let base = &expanded.variants[0].1;
+            let (name, spec_file) = (base.name().to_string(), base.path.clone());
             match spec_files.get(&name) {
                 Some(other) if same_file(other, &spec_file) => {}
                 Some(other) => {
@@ -416,11 +416,7 @@ impl Reader<'_> {
                 None => return Ok(None),
             }
         }
-        Ok(Some(Expanded {
-            base: variants[0].1.clone(),
-            variants,
-            shapes,
-        }))
+        Ok(Some(Expanded { variants, shapes }))
     }
 
     /// The shapes of an entry, in order, each once: `shapes_file` rows, then `shapes`, then every
@@ -455,10 +451,10 @@ impl Reader<'_> {
                     );
                 }
                 if !declared.contains(&name.as_str()) {
+                    // Said once, at the name, rather than once per value.
                     self.check_size(&place, name, 1, &declared);
-                }
-                for (j, value) in values.iter().enumerate() {
-                    if declared.contains(&name.as_str()) {
+                } else {
+                    for (j, value) in values.iter().enumerate() {
                         self.check_size(&format!("{place}[{j}]"), name, *value, &declared);
                     }
                 }
@@ -609,7 +605,6 @@ impl Reader<'_> {
 
 /// An entry's specs (the default first) and shapes.
 struct Expanded {
-    base: ResolvedSpec,
     variants: Vec<(String, ResolvedSpec)>,
     shapes: Vec<IndexMap<String, i64>>,
 }
