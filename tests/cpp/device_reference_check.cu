@@ -8,6 +8,7 @@
 //   ./drc                               # one line per case, then "N passed, M failed"
 //   ./drc corrupt                       # damages one sampled output: the cross-check must exit 4
 //   ./drc ops                           # scaled and grouped GEMMs (docs/spec.md, `reference`), bit for bit
+//   ./drc compare                       # the device comparison against the host's, and its time
 //
 // Integer-valued cases must agree bit for bit (their sums are exact in any order); the others
 // within 1e-13 of the magnitude of their terms (fp64 sums in two orders).
@@ -152,8 +153,9 @@ int corrupt_one_output() {
                   false, false, 1.0, 0.0};
   Problem p;
   build(k, &p);
-  CrossCheckSample sample = fetch_cross_check_sample(p.gemm);
+  const cudaEvent_t inputs_ready = mark_default_stream();
   ReferenceGemmLaunch launch = launch_reference_gemm(p.gemm, ReferenceMethod::dmma);
+  CrossCheckSample sample = fetch_cross_check_sample(p.gemm, inputs_ready);
   double* values = launch.out;
   compute_cross_check_sample(p.gemm, &sample);
   finish_reference_gemm(&launch);
@@ -256,6 +258,76 @@ int run_op_cases() {
   return failed == 0 ? 0 : 1;
 }
 
+// ------------------------------------------------------------------ the comparison on the device
+//
+// device_comparison (device_compare.cuh) against the host's compare_output on the same bf16
+// output and fp64 reference, with bad, NaN, Inf, unwritten and not-judged outputs among them:
+// every count equal, the norms within 1e-12 (their sums run in another order). Then the device
+// passes' time (median of 5; the reference's rms, the comparison, and the bitwise comparison of
+// two runs), the numbers docs/performance.md quotes.
+int run_compare_cases() {
+  int passed = 0, failed = 0;
+  for (const int64_t n : {int64_t(2048), int64_t(8192), int64_t(16384)}) {
+    TestRng rng{0x5EEDull + uint64_t(n)};
+    Tensor out = make_tensor("D", Operand{DType::bf16, {n, n}, {}}, true);
+    std::vector<double> want(size_t(n * n));
+    for (int64_t i = 0; i < n * n; ++i) {
+      want[size_t(i)] = (rng.uniform() * 2 - 1) * 64.0;
+      double got = want[size_t(i)];
+      if (i % 1009 == 0) got *= 1.25;                         // bad
+      encode(out.dtype, out.host.data(), i, got);
+      if (i % 100003 == 1) store_bits(out.dtype, out.host.data(), i, 0xFFFF);  // unwritten (poison)
+      if (i % 100003 == 2) encode(out.dtype, out.host.data(), i, std::nan(""));
+      if (i % 100003 == 3) encode(out.dtype, out.host.data(), i, HUGE_VAL);
+      if (i % 100003 == 4) want[size_t(i)] = not_compared_value();
+    }
+    upload(out);
+    double* want_device = nullptr;
+    REPRO_CUDA_CHECK(cudaMalloc(&want_device, want.size() * sizeof(double)));
+    REPRO_CUDA_CHECK(cudaMemcpy(want_device, want.data(), want.size() * sizeof(double), cudaMemcpyHostToDevice));
+    const Tolerance tol{2e-2, 2e-2, 1e-3, false};
+    Comparison device;
+    std::vector<double> pass_ms;
+    for (int round = 0; round < 5; ++round) {
+      REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+      const auto start = std::chrono::steady_clock::now();
+      const double ref_rms = device_reference_rms(out, want_device, n * n);
+      device = device_comparison(out, want_device, 1, n, n, tol, 128, 128, ref_rms);
+      pass_ms.push_back(seconds_since(start) * 1e3);
+    }
+    std::vector<double> differences_ms;
+    int64_t differences = 0;
+    for (int round = 0; round < 5; ++round) {
+      const auto start = std::chrono::steady_clock::now();
+      differences = device_differences(out, out.device);
+      differences_ms.push_back(seconds_since(start) * 1e3);
+    }
+    std::sort(pass_ms.begin(), pass_ms.end());
+    std::sort(differences_ms.begin(), differences_ms.end());
+    const Comparison host = compare_output(out, want, 1, n, n, tol, 128, 128);
+    const auto close = [](double a, double b) { return a == b || std::fabs(a - b) <= 1e-12 * std::fabs(b); };
+    const bool ok = device.bad == host.bad && device.nan == host.nan && device.inf == host.inf &&
+                    device.unwritten == host.unwritten && device.not_compared == host.not_compared &&
+                    device.count == host.count && close(device.rel_l2, host.rel_l2) &&
+                    close(device.ratio, host.ratio) && close(device.residual, host.residual) &&
+                    device.max_abs == host.max_abs && device.max_rel == host.max_rel && differences == 0 &&
+                    device.bad > 0 && device.unwritten > 0 && device.nan > 0 && device.inf > 0;
+    (ok ? passed : failed) += 1;
+    std::printf("%-4s compare %lld^2 bf16: bad %lld/%lld, nan %lld/%lld, inf %lld/%lld, unwritten %lld/%lld, "
+                "not judged %lld/%lld, relL2 %.6e/%.6e, residual %.3e/%.3e (device/host); device passes %.2f ms "
+                "(rms + comparison), bitwise %.2f ms\n",
+                ok ? "ok" : "FAIL", (long long)n, (long long)device.bad, (long long)host.bad,
+                (long long)device.nan, (long long)host.nan, (long long)device.inf, (long long)host.inf,
+                (long long)device.unwritten, (long long)host.unwritten, (long long)device.not_compared,
+                (long long)host.not_compared, device.rel_l2, host.rel_l2, device.residual, host.residual,
+                pass_ms[2], differences_ms[2]);
+    cudaFree(want_device);
+    cudaFree(out.device);
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -263,8 +335,9 @@ int main(int argc, char** argv) {
   if (no_cuda_device()) return kExitNoDevice;
   if (argc == 2 && std::string(argv[1]) == "corrupt") return corrupt_one_output();
   if (argc == 2 && std::string(argv[1]) == "ops") return run_op_cases();
+  if (argc == 2 && std::string(argv[1]) == "compare") return run_compare_cases();
   if (argc != 1) {
-    std::fprintf(stderr, "usage: %s [corrupt | ops]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [corrupt | ops | compare]\n", argv[0]);
     return kExitUsage;
   }
   return run_cases();

@@ -5,7 +5,8 @@
 //   nvcc -std=c++17 -O2 -Itemplates/runtime/include -gencode=arch=compute_90a,code=sm_90a -o erc
 //        tests/cpp/emulated_reference_check.cu
 //   ./erc            # the accuracy battery: one line per input class, then "N passed, M failed"
-//   ./erc speed [N]  # reference kernels, fp64 tensor cores vs int8 emulation, 2048^3 to 16384^3 (or N^3)
+//   ./erc speed [N]  # reference kernels, fp64 tensor cores vs int8 emulation, 2048^3 to 16384^3 (or N^3),
+//                    # then what a residual element costs at 8192^3 (or N^3)
 //
 // Accuracy: each output is checked against a sum that is exact to ~2^-100 of its terms (Dot2:
 // error-free products and sums, Ogita, Rump and Oishi 2005), as |value - exact| / sum_k |a b|
@@ -258,6 +259,49 @@ double preparation_ms(const GemmProblem& p) {
   return ms;
 }
 
+// What a residual element costs (the planner's kResidualSecondsPerTerm): uniform [-1, 1] bf16
+// operands cut into `slices` slices each, so that the elements below 2^(-7 slices + 1) of their
+// row's largest are residuals; their corrections alone, by events, per term (one output a
+// residual reaches). The median of 3.
+void residual_cost_line(const GemmProblem& p, int slices) {
+  const DeviceMatrix a = device_matrix(*p.a), b = device_matrix(*p.b);
+  const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, ScaleOperand());
+  const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, ScaleOperand());
+  const int64_t a_count = a_rows.beyond(slices), b_count = b_rows.beyond(slices);
+  std::vector<void*> scratch = {a_rows.extent.top, b_rows.extent.top};
+  const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, ScaleOperand(), a_rows, slices, kWgmmaTileM);
+  const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, ScaleOperand(), b_rows, slices, kWgmmaTileN);
+  scratch.push_back(a_slices.data), scratch.push_back(b_slices.data);
+  const Residuals a_residuals = collect_residuals(a, a.row_stride, a.col_stride, a_slices.batches, p.M, p.K,
+                                                  ScaleOperand(), a_slices.top, slices, a_count, &scratch);
+  const Residuals b_residuals = collect_residuals(b, b.col_stride, b.row_stride, b_slices.batches, p.N, p.K,
+                                                  ScaleOperand(), b_slices.top, slices, b_count, &scratch);
+  double* out = allocate_reference_doubles(p.L * p.M * p.N, "the output");
+  const CorrectionArgs args{a, b, ScaleOperand(), ScaleOperand(), a_slices.top, slices, a_slices.batches,
+                            b_slices.batches, out, 1.0, p.L, p.M, p.N, p.K};
+  cudaEvent_t start, stop;
+  REPRO_CUDA_CHECK(cudaEventCreate(&start));
+  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> times;
+  for (int round = 0; round < 3; ++round) {
+    REPRO_CUDA_CHECK(cudaEventRecord(start));
+    launch_residual_corrections(args, a_residuals, b_residuals);
+    REPRO_CUDA_CHECK(cudaEventRecord(stop));
+    REPRO_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  const double terms = double(a_count) * double(p.N) + double(b_count) * double(p.M);
+  std::printf("residuals of %s %lld^3 at %d x %d slices: %lld + %lld elements, %.3e terms, corrections %.2f ms, "
+              "%.2f ps a term\n",
+              dtype_name(p.a->dtype), (long long)p.M, slices, slices, (long long)a_count, (long long)b_count, terms,
+              times[1], terms > 0 ? times[1] * 1e9 / terms : 0.0);
+  cudaFree(out);
+  for (void* buffer : scratch) cudaFree(buffer);
+}
+
 int run_speed(int64_t only_size) {
   std::printf("| M = N = K | inputs | fp64 tensor cores (ms) | emulated (ms) | of which analysis and slicing (ms) | emulated / fp64 | emulation |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
@@ -285,6 +329,21 @@ int run_speed(int64_t only_size) {
       cudaFree(b.device);
     }
   }
+  // The residuals' cost, at 2 and 3 slices (~64 and ~0.5 residual elements a row).
+  const int64_t size = only_size != 0 ? only_size : 8192;
+  Tensor a = make_tensor("A", Operand{DType::bf16, {size, size}, {}});
+  Tensor b = make_tensor("B", Operand{DType::bf16, {size, size}, {}});
+  Tensor out = make_tensor("D", Operand{DType::f32, {size, size}, {}}, true);
+  a.host.clear(), b.host.clear();
+  REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
+  REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
+  fill_uniform_kernel<<<4096, 256>>>(DType::bf16, static_cast<unsigned char*>(a.device), a.numel(), 1);
+  fill_uniform_kernel<<<4096, 256>>>(DType::bf16, static_cast<unsigned char*>(b.device), b.numel(), 2);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  const GemmProblem p{&a, &b, nullptr, nullptr, &out, 1.0, 0.0, 1, size, size, size, false};
+  for (int slices : {2, 3}) residual_cost_line(p, slices);
+  cudaFree(a.device);
+  cudaFree(b.device);
   return 0;
 }
 

@@ -35,6 +35,18 @@ REPRO_HD inline void add_sums(DeviceSums& into, const DeviceSums& x) {
   into.finite_ref += x.finite_ref, into.differences += x.differences, into.not_compared += x.not_compared;
 }
 
+// Lane i's sums from lane i + offset of the same warp.
+__device__ inline DeviceSums shuffle_down(const DeviceSums& x, int offset) {
+  DeviceSums y;
+  const auto down = [offset](auto value) { return __shfl_down_sync(0xFFFFFFFFu, value, offset); };
+  y.diff2 = down(x.diff2), y.ref2 = down(x.ref2), y.cross = down(x.cross), y.got2 = down(x.got2);
+  y.max_abs = down(x.max_abs), y.max_rel = down(x.max_rel), y.residual2 = down(x.residual2);
+  y.finite_ref2 = down(x.finite_ref2);
+  y.bad = down(x.bad), y.nan = down(x.nan), y.inf = down(x.inf), y.unwritten = down(x.unwritten);
+  y.finite_ref = down(x.finite_ref), y.differences = down(x.differences), y.not_compared = down(x.not_compared);
+  return y;
+}
+
 enum class DevicePass : int {
   reference_rms,  // the reference's finite values: sum of squares and count
   compare,        // the element test and the norms
@@ -42,74 +54,106 @@ enum class DevicePass : int {
   differences,    // outputs that differ bit for bit from another run's
 };
 
-// Each block reduces its threads' sums in shared memory and writes one DeviceSums.
-__global__ void device_compare_kernel(DevicePass pass, DeviceLayout out, const unsigned char* storage,
+// One element's share of a pass: `w` the reference, `bits` the output's storage bits, `other`
+// another run's (DevicePass::differences).
+template <DevicePass pass>
+__device__ inline void add_element(DType dtype, double w, uint64_t bits, uint64_t other,
+                                   const Tolerance& tol, double ratio, DeviceSums& s) {
+  if constexpr (pass == DevicePass::reference_rms) {
+    if (std::isfinite(w)) s.finite_ref2 += w * w, ++s.finite_ref;
+    return;
+  }
+  if constexpr (pass == DevicePass::differences) {
+    if (bits != other) ++s.differences;
+    return;
+  }
+  if (is_not_compared(w)) {
+    if (pass == DevicePass::compare) ++s.not_compared;
+    return;
+  }
+  const double got = decode_bits(dtype, bits);
+  const bool unwritten = is_poison_bits(dtype, bits) && !(got == round_to(dtype, w));
+  const bool measurable = std::isfinite(got) && std::isfinite(w) && !unwritten;
+  if constexpr (pass == DevicePass::residual) {
+    if (measurable) {
+      const double r = got - ratio * w;
+      s.residual2 += r * r;
+    }
+    return;
+  }
+  bool ok;
+  if (unwritten) {
+    ++s.unwritten;
+    ok = false;
+  } else if (!std::isfinite(w)) {
+    ok = std::isnan(w) ? std::isnan(got) : got == w;
+  } else if (std::isnan(got)) {
+    ++s.nan;
+    ok = false;
+  } else if (std::isinf(got)) {
+    ++s.inf;
+    ok = false;
+  } else {
+    ok = element_matches(dtype, got, w, tol);
+  }
+  if (!ok) ++s.bad;
+  if (measurable) {
+    const double diff = got - w;
+    s.diff2 += diff * diff;
+    s.ref2 += w * w;
+    s.cross += got * w;
+    s.got2 += got * got;
+    const double abs_diff = std::fabs(diff);
+    s.max_abs = s.max_abs > abs_diff ? s.max_abs : abs_diff;
+    if (w != 0.0) {
+      const double rel = abs_diff / std::fabs(w);
+      s.max_rel = s.max_rel > rel ? s.max_rel : rel;
+    }
+  }
+}
+
+// Each block reduces its threads' sums and writes one DeviceSums. A thread loads kElementsInFlight
+// elements (a grid stride apart) before it adds any: one load at a time per thread left the
+// memory system mostly idle, and the passes ran at a tenth of the bandwidth.
+// One kernel per pass: the compare pass's element test alone holds more registers than the
+// others need, and sharing one body limited them all to its occupancy.
+constexpr int kElementsInFlight = 4;
+template <DevicePass pass>
+__global__ void __launch_bounds__(kPipelineThreads, 3) device_compare_kernel(DeviceLayout out, const unsigned char* storage,
                                       const unsigned char* other_run, const double* want, int64_t count,
                                       Tolerance tol, double ratio, DeviceSums* partials) {
-  __shared__ DeviceSums shared[kPipelineThreads];
+  __shared__ DeviceSums shared[kPipelineThreads / 32];
   DeviceSums s = {};
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    const double w = want != nullptr ? want[i] : 0.0;
-    if (pass == DevicePass::reference_rms) {
-      if (std::isfinite(w)) s.finite_ref2 += w * w, ++s.finite_ref;
-      continue;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  constexpr bool reads_output = pass != DevicePass::reference_rms;
+  for (int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; first < count;
+       first += kElementsInFlight * stride) {
+    double w[kElementsInFlight];
+    uint64_t bits[kElementsInFlight], other[kElementsInFlight];
+#pragma unroll
+    for (int u = 0; u < kElementsInFlight; ++u) {
+      const int64_t i = first + u * stride;
+      w[u] = 0.0, bits[u] = 0, other[u] = 0;
+      if (i >= count) continue;
+      if (want != nullptr) w[u] = want[i];
+      const int64_t offset = reads_output ? out.logical_offset(i) : 0;
+      if (reads_output) bits[u] = load_bits(out.dtype, storage, offset);
+      if (other_run != nullptr) other[u] = load_bits(out.dtype, other_run, offset);
     }
-    if (is_not_compared(w) && pass != DevicePass::differences) {
-      if (pass == DevicePass::compare) ++s.not_compared;
-      continue;
-    }
-    const int64_t offset = out.logical_offset(i);
-    if (pass == DevicePass::differences) {
-      if (load_bits(out.dtype, storage, offset) != load_bits(out.dtype, other_run, offset)) ++s.differences;
-      continue;
-    }
-    const double got = decode(out.dtype, storage, offset);
-    const bool unwritten = is_poison(out.dtype, storage, offset) && !(got == round_to(out.dtype, w));
-    const bool measurable = std::isfinite(got) && std::isfinite(w) && !unwritten;
-    if (pass == DevicePass::residual) {
-      if (measurable) {
-        const double r = got - ratio * w;
-        s.residual2 += r * r;
-      }
-      continue;
-    }
-    bool ok;
-    if (unwritten) {
-      ++s.unwritten;
-      ok = false;
-    } else if (!std::isfinite(w)) {
-      ok = std::isnan(w) ? std::isnan(got) : got == w;
-    } else if (std::isnan(got)) {
-      ++s.nan;
-      ok = false;
-    } else if (std::isinf(got)) {
-      ++s.inf;
-      ok = false;
-    } else {
-      ok = element_matches(out.dtype, got, w, tol);
-    }
-    if (!ok) ++s.bad;
-    if (measurable) {
-      const double diff = got - w;
-      s.diff2 += diff * diff;
-      s.ref2 += w * w;
-      s.cross += got * w;
-      s.got2 += got * got;
-      const double abs_diff = std::fabs(diff);
-      s.max_abs = s.max_abs > abs_diff ? s.max_abs : abs_diff;
-      if (w != 0.0) {
-        const double rel = abs_diff / std::fabs(w);
-        s.max_rel = s.max_rel > rel ? s.max_rel : rel;
-      }
-    }
+#pragma unroll
+    for (int u = 0; u < kElementsInFlight; ++u)
+      if (first + u * stride < count) add_element<pass>(out.dtype, w[u], bits[u], other[u], tol, ratio, s);
   }
-  shared[threadIdx.x] = s;
+  // A fixed tree: within each warp by shuffles, then the warps' sums in order. (A shared array
+  // of every thread's sums, 30 KiB a block, let two blocks at most share an SM.)
+  for (int lane_offset = 16; lane_offset > 0; lane_offset /= 2) add_sums(s, shuffle_down(s, lane_offset));
+  const int warp = int(threadIdx.x) / 32;
+  if (threadIdx.x % 32 == 0) shared[warp] = s;
   __syncthreads();
-  for (int half = kPipelineThreads / 2; half > 0; half /= 2) {
-    if (int(threadIdx.x) < half) add_sums(shared[threadIdx.x], shared[threadIdx.x + half]);
-    __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kPipelineThreads / 32; ++w) add_sums(shared[0], shared[w]);
+    partials[blockIdx.x] = shared[0];
   }
-  if (threadIdx.x == 0) partials[blockIdx.x] = shared[0];
 }
 
 // One pass over the output (or the reference) on the device; the block results added in order.
@@ -118,10 +162,17 @@ inline DeviceSums device_pass(DevicePass pass, const Tensor& out, const void* ot
   const unsigned blocks = pipeline_blocks(count);
   DeviceSums* partials = nullptr;
   REPRO_CUDA_CHECK(cudaMalloc(&partials, blocks * sizeof(DeviceSums)));
-  device_compare_kernel<<<blocks, kPipelineThreads>>>(pass, device_layout(out),
-                                                      static_cast<const unsigned char*>(out.device),
-                                                      static_cast<const unsigned char*>(other_run), want, count, tol,
-                                                      ratio, partials);
+  const auto launch = [&](auto kernel) {
+    kernel<<<blocks, kPipelineThreads>>>(device_layout(out), static_cast<const unsigned char*>(out.device),
+                                         static_cast<const unsigned char*>(other_run), want, count, tol, ratio,
+                                         partials);
+  };
+  switch (pass) {
+    case DevicePass::reference_rms: launch(device_compare_kernel<DevicePass::reference_rms>); break;
+    case DevicePass::compare: launch(device_compare_kernel<DevicePass::compare>); break;
+    case DevicePass::residual: launch(device_compare_kernel<DevicePass::residual>); break;
+    case DevicePass::differences: launch(device_compare_kernel<DevicePass::differences>); break;
+  }
   REPRO_CUDA_CHECK(cudaGetLastError());
   std::vector<DeviceSums> host(blocks);
   REPRO_CUDA_CHECK(cudaMemcpy(host.data(), partials, blocks * sizeof(DeviceSums), cudaMemcpyDeviceToHost));

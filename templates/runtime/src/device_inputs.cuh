@@ -23,15 +23,24 @@ struct DeviceLayout {
   int rank;
   int64_t shape[4];
   int64_t strides[4];
+  // Row-major without gaps: an element's offset is its logical index. Most outputs are; the
+  // divisions of the general case cost more than the rest of a comparison pass.
+  bool dense;
 
   REPRO_HD int64_t logical_offset(int64_t logical_index) const {
-    return repro::logical_offset(rank, shape, strides, logical_index);
+    return dense ? logical_index : repro::logical_offset(rank, shape, strides, logical_index);
   }
 };
 
 inline DeviceLayout device_layout(const Tensor& t) {
-  DeviceLayout layout{t.dtype, t.rank, {0, 0, 0, 0}, {0, 0, 0, 0}};
+  DeviceLayout layout{t.dtype, t.rank, {0, 0, 0, 0}, {0, 0, 0, 0}, true};
   for (int d = 0; d < 4; ++d) layout.shape[d] = t.shape[d], layout.strides[d] = t.strides[d];
+  // A dimension of extent 1 never moves the offset, whatever its stride.
+  int64_t expected = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expected) layout.dense = false;
+    expected *= t.shape[d];
+  }
   return layout;
 }
 
