@@ -329,6 +329,39 @@ void test_poison() {
   CHECK(!is_poison(DType::f32, partly.data(), 0));
 }
 
+// The device passes' layout (device_inputs.cuh): its shortcut for row-major tensors without
+// gaps must give every element the offset the general rule gives, and must not be taken for
+// any other layout.
+void test_device_layout() {
+  struct Case {
+    std::vector<int64_t> shape, strides;
+    bool dense;
+  };
+  const std::vector<Case> cases = {
+      {{7}, {1}, true},
+      {{7}, {2}, false},
+      {{3, 5}, {5, 1}, true},
+      {{3, 5}, {1, 3}, false},           // column-major
+      {{3, 5}, {8, 1}, false},           // padded rows
+      {{1, 5}, {99, 1}, true},           // an extent-1 dimension's stride never counts
+      {{4, 1, 6}, {6, 1234, 1}, true},
+      {{2, 3, 4}, {12, 1, 3}, false},    // batched column-major
+      {{2, 2, 3, 4}, {24, 12, 4, 1}, true},
+      {{2, 2, 3, 4}, {48, 12, 4, 1}, false},  // a gap between batches
+  };
+  for (const Case& c : cases) {
+    Tensor t;
+    t.dtype = DType::f32;
+    t.rank = int(c.shape.size());
+    for (int d = 0; d < t.rank; ++d) t.shape[d] = c.shape[size_t(d)], t.strides[d] = c.strides[size_t(d)];
+    const DeviceLayout layout = device_layout(t);
+    CHECK_EQ(layout.dense, c.dense);
+    bool same = true;
+    for (int64_t i = 0; i < t.numel(); ++i) same = same && layout.logical_offset(i) == t.logical_offset(i);
+    CHECK(same);
+  }
+}
+
 // ------------------------------------------------------------------ generators
 
 void test_hash_and_log() {
@@ -1868,6 +1901,7 @@ int main(int argc, char** argv) {
   test_conversion_edge_cases();
   test_round_to_and_ulp();
   test_poison();
+  test_device_layout();
   test_hash_and_log();
   test_generators();
   test_parse_init();

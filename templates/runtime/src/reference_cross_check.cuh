@@ -31,6 +31,31 @@ inline cudaStream_t cross_check_stream() {
   return stream;
 }
 
+// Allocations on the cross-check stream: stream-ordered where the device has memory pools (a
+// plain cudaFree would wait for the whole device, the reference GEMM included); elsewhere plain
+// ones, which are correct but end the overlap.
+inline bool cross_check_pools() {
+  static const bool pools = [] {
+    int device = 0, supported = 0;
+    REPRO_CUDA_CHECK(cudaGetDevice(&device));
+    return cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess && supported;
+  }();
+  return pools;
+}
+
+template <typename T>
+inline T* cross_check_alloc(size_t bytes) {
+  void* buffer = nullptr;
+  if (cross_check_pools()) REPRO_CUDA_CHECK(cudaMallocAsync(&buffer, std::max<size_t>(bytes, 1), cross_check_stream()));
+  else REPRO_CUDA_CHECK(cudaMalloc(&buffer, std::max<size_t>(bytes, 1)));
+  return static_cast<T*>(buffer);
+}
+
+inline void cross_check_free(void* buffer) {
+  if (cross_check_pools()) REPRO_CUDA_CHECK(cudaFreeAsync(buffer, cross_check_stream()));
+  else cudaFree(buffer);
+}
+
 // An event marking what the default stream has queued so far (the inputs' generation and
 // uploads), for the cross-check stream to wait on.
 inline cudaEvent_t mark_default_stream() {
@@ -61,10 +86,8 @@ inline std::vector<double> gather_vectors(DType dtype, const void* device, const
   const cudaEvent_t ready = after != nullptr ? after : mark_default_stream();
   REPRO_CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
   const size_t bytes = values.size() * dtype_bytes(dtype);
-  int64_t* device_bases = nullptr;
-  unsigned char* device_elements = nullptr;
-  REPRO_CUDA_CHECK(cudaMallocAsync(&device_bases, bases.size() * sizeof(int64_t), stream));
-  REPRO_CUDA_CHECK(cudaMallocAsync(&device_elements, bytes, stream));
+  int64_t* device_bases = cross_check_alloc<int64_t>(bases.size() * sizeof(int64_t));
+  unsigned char* device_elements = cross_check_alloc<unsigned char>(bytes);
   REPRO_CUDA_CHECK(
       cudaMemcpyAsync(device_bases, bases.data(), bases.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
   gather_vectors_kernel<<<pipeline_blocks(int64_t(values.size())), kPipelineThreads, 0, stream>>>(
@@ -73,9 +96,9 @@ inline std::vector<double> gather_vectors(DType dtype, const void* device, const
   REPRO_CUDA_CHECK(cudaGetLastError());
   std::vector<unsigned char> elements(bytes);
   REPRO_CUDA_CHECK(cudaMemcpyAsync(elements.data(), device_elements, bytes, cudaMemcpyDeviceToHost, stream));
-  REPRO_CUDA_CHECK(cudaFreeAsync(device_bases, stream));
-  REPRO_CUDA_CHECK(cudaFreeAsync(device_elements, stream));
   REPRO_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cross_check_free(device_bases);
+  cross_check_free(device_elements);
   if (after == nullptr) cudaEventDestroy(ready);
   for (size_t i = 0; i < values.size(); ++i) values[i] = decode(dtype, elements.data(), int64_t(i));
   return values;
