@@ -1018,6 +1018,32 @@ void test_compare() {
   c = compare_output(output_with(DType::i8, {1, 2}, {-1.0}, {1}), std::vector<double>{-1.0, 3.0}, 1, 1, 2,
                      default_tolerance(DType::i8, DType::i8, DType::i8, 1.0), 1, 2);
   CHECK(c.unwritten == 1 && !c.passed);
+  // The residual visits every output, the last ones too, when some earlier ones are not compared:
+  // 256 x 1024 outputs (4 chunks), 100 not compared near the start, the last 50 wrong by 2x.
+  // (The residual's pass once split the outputs by the count left after the not-compared ones
+  // and so skipped the last 100, the wrong ones among them: 0.000188 where this is 0.0137. The
+  // device's comparison disagreed with it in device_reference_check's `compare` mode.)
+  {
+    const int64_t rows = 256, cols = 1024, count = rows * cols;
+    std::vector<double> want_many(static_cast<size_t>(count)), got_many(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) want_many[size_t(i)] = got_many[size_t(i)] = double(i % 13 + 1);
+    for (int64_t i = count - 50; i < count; ++i) got_many[size_t(i)] *= 2.0;
+    for (int64_t i = 10; i < 110; ++i) want_many[size_t(i)] = not_compared_value();
+    const auto compared = [](int64_t i) { return i < 10 || i >= 110; };
+    double cross = 0.0, ref2 = 0.0, got2 = 0.0;
+    for (int64_t i = 0; i < count; ++i)
+      if (compared(i))
+        cross += got_many[size_t(i)] * want_many[size_t(i)], ref2 += want_many[size_t(i)] * want_many[size_t(i)],
+            got2 += got_many[size_t(i)] * got_many[size_t(i)];
+    double residual2 = 0.0;
+    for (int64_t i = 0; i < count; ++i) {
+      const double r = got_many[size_t(i)] - cross / ref2 * want_many[size_t(i)];
+      if (compared(i)) residual2 += r * r;
+    }
+    c = compare_output(output_with(DType::f32, {rows, cols}, got_many), want_many, 1, rows, cols, f32_tol, 16, 16);
+    CHECK(c.not_compared == 100 && c.count == count - 100 && c.bad == 50);
+    CHECK(std::fabs(c.residual - std::sqrt(residual2 / got2)) <= 1e-12 * std::sqrt(residual2 / got2));
+  }
   // Layout and batches: a col_major output and a rank-3 output are compared logically.
   std::vector<double> batched(2 * 3 * 5);
   for (size_t i = 0; i < batched.size(); ++i) batched[i] = double(i);

@@ -134,6 +134,23 @@ REPRO_HD inline bool element_matches(DType dtype, double got, double want, const
   return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
 }
 
+// What an element that fails is, besides out of tolerance: each is counted apart, on the host
+// and on the device alike.
+enum class ElementFault { none, unwritten, nan, inf };
+
+// The test for one compared element (its reference is not the not-compared marker): `unwritten`
+// says the output still holds the poison pattern the reference does not explain.
+REPRO_HD inline bool judge_element(DType dtype, double got, double want, bool unwritten, const Tolerance& tol,
+                                   ElementFault& fault) {
+  fault = ElementFault::none;
+  if (unwritten) fault = ElementFault::unwritten;
+  else if (!std::isfinite(want)) return std::isnan(want) ? std::isnan(got) : got == want;  // to be matched
+  else if (std::isnan(got)) fault = ElementFault::nan;
+  else if (std::isinf(got)) fault = ElementFault::inf;
+  else return element_matches(dtype, got, want, tol);
+  return false;
+}
+
 // ------------------------------------------------------------------ line mappings
 //
 // "Row m holds the reference's row f(m)": an epilogue that stores rows in the wrong place, a
@@ -267,9 +284,12 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
     int64_t bad_by_residue[Comparison::kPeriod * Comparison::kPeriod] = {};
     int64_t count_by_residue[Comparison::kPeriod * Comparison::kPeriod] = {};
   };
-  const int64_t chunk_count = std::max<int64_t>(1, std::min<int64_t>(64, c.count / 65536));
+  // The chunks split every output; c.count itself drops the not-compared ones at the merge, and
+  // the residual's pass after it must still visit all (it once missed the last ones).
+  const int64_t outputs = c.count;
+  const int64_t chunk_count = std::max<int64_t>(1, std::min<int64_t>(64, outputs / 65536));
   std::vector<Part> parts(static_cast<size_t>(chunk_count));
-  const auto chunk_begin = [&](int64_t chunk) { return c.count * chunk / chunk_count; };
+  const auto chunk_begin = [&](int64_t chunk) { return outputs * chunk / chunk_count; };
   parallel_for(chunk_count, 1, [&](int64_t chunk_first, int64_t chunk_last) {
     for (int64_t chunk = chunk_first; chunk < chunk_last; ++chunk) {
       Part& part = parts[size_t(chunk)];
@@ -282,8 +302,9 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
           ++part.not_compared;
           continue;
         }
-        bool ok;
+        ElementFault fault;
         const bool unwritten = unwritten_at(offset, got, w);
+        const bool ok = judge_element(dtype, got, w, unwritten, tol, fault);
         if (unwritten) {
           if (part.unwritten == 0) {
             part.unwritten_row_min = part.unwritten_row_max = m;
@@ -294,18 +315,9 @@ inline Comparison compare_output(const Tensor& out, const std::vector<double>& w
           part.unwritten_row_max = std::max(part.unwritten_row_max, m);
           part.unwritten_col_min = std::min(part.unwritten_col_min, n);
           part.unwritten_col_max = std::max(part.unwritten_col_max, n);
-          ok = false;
-        } else if (!std::isfinite(w)) {
-          ok = std::isnan(w) ? std::isnan(got) : got == w;  // a non-finite reference must be matched
-        } else if (std::isnan(got)) {
-          ++part.nan;
-          ok = false;
-        } else if (std::isinf(got)) {
-          ++part.inf;
-          ok = false;
-        } else {
-          ok = element_matches(dtype, got, w, tol);
         }
+        part.nan += fault == ElementFault::nan;
+        part.inf += fault == ElementFault::inf;
 
         if (measurable(offset, got, w)) {
           const double diff = got - w;

@@ -81,22 +81,11 @@ __device__ inline void add_element(DType dtype, double w, uint64_t bits, uint64_
     }
     return;
   }
-  bool ok;
-  if (unwritten) {
-    ++s.unwritten;
-    ok = false;
-  } else if (!std::isfinite(w)) {
-    ok = std::isnan(w) ? std::isnan(got) : got == w;
-  } else if (std::isnan(got)) {
-    ++s.nan;
-    ok = false;
-  } else if (std::isinf(got)) {
-    ++s.inf;
-    ok = false;
-  } else {
-    ok = element_matches(dtype, got, w, tol);
-  }
-  if (!ok) ++s.bad;
+  ElementFault fault;
+  s.bad += !judge_element(dtype, got, w, unwritten, tol, fault);
+  s.unwritten += fault == ElementFault::unwritten;
+  s.nan += fault == ElementFault::nan;
+  s.inf += fault == ElementFault::inf;
   if (measurable) {
     const double diff = got - w;
     s.diff2 += diff * diff;
@@ -118,8 +107,16 @@ __device__ inline void add_element(DType dtype, double w, uint64_t bits, uint64_
 // One kernel per pass: the compare pass's element test alone holds more registers than the
 // others need, and sharing one body limited them all to its occupancy.
 constexpr int kElementsInFlight = 4;
+// Blocks an SM must hold, and so the register cap: 3 gives the compare pass 80 registers (854
+// bytes spilled), 2 gives it 128 (252 spilled), 1 leaves it uncapped. Timed on the H200 by
+// tests/cpp/device_reference_check.cu's `compare` mode: rms + comparison of 8192^2
+// bf16 outputs 2.68 / 3.03 / 3.55 ms, of 16384^2 7.24 / 8.35 / 10.96 ms. Settable at build time
+// only so that the check can time the choices.
+#ifndef REPRO_COMPARE_MIN_BLOCKS
+#define REPRO_COMPARE_MIN_BLOCKS 3
+#endif
 template <DevicePass pass>
-__global__ void __launch_bounds__(kPipelineThreads, 3) device_compare_kernel(DeviceLayout out, const unsigned char* storage,
+__global__ void __launch_bounds__(kPipelineThreads, REPRO_COMPARE_MIN_BLOCKS) device_compare_kernel(DeviceLayout out, const unsigned char* storage,
                                       const unsigned char* other_run, const double* want, int64_t count,
                                       Tolerance tol, double ratio, DeviceSums* partials) {
   __shared__ DeviceSums shared[kPipelineThreads / 32];
