@@ -243,18 +243,16 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p,
     for (double doubles = packed_doubles(problems[first]);
          end < problems.size() && doubles + packed_doubles(problems[end]) <= kRoundDoubles; ++end)
       doubles += packed_doubles(problems[end]);
-    const cudaEvent_t inputs_ready = mark_default_stream();
+    auto phase_start = std::chrono::steady_clock::now();
+    std::vector<CrossCheckSample> samples;
+    for (size_t i = first; i < end; ++i) samples.push_back(fetch_cross_check_sample(problems[i], share));
+    total.fetch_seconds += seconds_since(phase_start);
     std::vector<ReferenceGemmLaunch> launches;
     for (size_t i = first; i < end; ++i) {
       launches.push_back(launch_reference_gemm(problems[i], method, places[i]));
       total.describe(launches.back());
     }
-    // The samples' rows and columns come while the round's GEMMs run (reference_cross_check.cuh).
-    auto phase_start = std::chrono::steady_clock::now();
-    std::vector<CrossCheckSample> samples;
-    for (size_t i = first; i < end; ++i) samples.push_back(fetch_cross_check_sample(problems[i], inputs_ready, share));
-    cudaEventDestroy(inputs_ready);
-    total.fetch_seconds += seconds_since(phase_start);
+    phase_start = std::chrono::steady_clock::now();
     for (size_t i = first; i < end; ++i) compute_cross_check_sample(problems[i], &samples[i - first]);
     host_seconds += seconds_since(phase_start);
     for (ReferenceGemmLaunch& launch : launches) total.kernel_ms += finish_reference_gemm(&launch);

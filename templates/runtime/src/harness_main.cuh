@@ -429,8 +429,8 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
       where = strprintf("copied back in %.2f s", seconds_since(copy_start));
     }
     reference_line = strprintf(
-        "fp64 device GEMM (%s), %.1f ms, %s; host cross-check of %lld outputs: their rows and columns fetched "
-        "(%.3f s) and recomputed while the GEMM ran (%.3f s more), max difference %.1e of the terms' magnitude",
+        "fp64 device GEMM (%s), %.1f ms, %s; host cross-check of %lld outputs: their rows and columns fetched in "
+        "%.3f s, recomputed while the GEMM ran (%.3f s more), max difference %.1e of the terms' magnitude",
         reference.engine.c_str(), reference.kernel_ms, where.c_str(), (long long)reference.check.samples,
         reference.fetch_seconds, reference.check_seconds, reference.check.max_relative);
     // An emulated reference that was asked for and not used is said first, with the reason.

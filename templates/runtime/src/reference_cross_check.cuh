@@ -16,98 +16,36 @@ namespace repro {
 // How many outputs the host recomputes to vouch for a device reference.
 constexpr int64_t kCrossCheckSamples = 4096;
 
-// The stream the cross-check's gathers and copies run on: beside the reference GEMM, not queued
-// behind it on the default stream (a non-blocking stream does not wait for the default one; its
-// work is ordered after the inputs by an event instead). Highest priority: its few blocks start
-// as soon as any of the GEMM's finish.
-inline cudaStream_t cross_check_stream() {
-  static const cudaStream_t stream = [] {
-    int lowest = 0, highest = 0;
-    REPRO_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
-    cudaStream_t created = nullptr;
-    REPRO_CUDA_CHECK(cudaStreamCreateWithPriority(&created, cudaStreamNonBlocking, highest));
-    return created;
-  }();
-  return stream;
-}
-
-// Allocations on the cross-check stream: stream-ordered where the device has memory pools (a
-// plain cudaFree would wait for the whole device, the reference GEMM included); elsewhere plain
-// ones, which are correct but end the overlap.
-inline bool cross_check_pools() {
-  static const bool pools = [] {
-    int device = 0, supported = 0;
-    REPRO_CUDA_CHECK(cudaGetDevice(&device));
-    return cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess && supported;
-  }();
-  return pools;
-}
-
-template <typename T>
-inline T* cross_check_alloc(size_t bytes) {
-  void* buffer = nullptr;
-  if (cross_check_pools()) REPRO_CUDA_CHECK(cudaMallocAsync(&buffer, std::max<size_t>(bytes, 1), cross_check_stream()));
-  else REPRO_CUDA_CHECK(cudaMalloc(&buffer, std::max<size_t>(bytes, 1)));
-  return static_cast<T*>(buffer);
-}
-
-inline void cross_check_free(void* buffer) {
-  if (cross_check_pools()) REPRO_CUDA_CHECK(cudaFreeAsync(buffer, cross_check_stream()));
-  else cudaFree(buffer);
-}
-
-// An event marking what the default stream has queued so far (the inputs' generation and
-// uploads), for the cross-check stream to wait on.
-inline cudaEvent_t mark_default_stream() {
-  cudaEvent_t event = nullptr;
-  REPRO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  REPRO_CUDA_CHECK(cudaEventRecord(event, 0));
-  return event;
-}
-
-// Vector v of `count` elements starting at element bases[v] and `step` elements apart, copied
-// into out[v * count ...] in their own dtype (a fraction of the bytes of doubles): the sampled
-// rows of A (step: A's K stride) or columns of B; with count 1, single elements (gather_values).
+// Vector v of `count` elements starting at element bases[v] and `step` elements apart, decoded
+// into out[v * count ...]: the sampled rows of A (step: A's K stride) or columns of B; with
+// count 1, single elements (gather_values).
 __global__ void gather_vectors_kernel(DType dtype, const unsigned char* storage, const int64_t* bases,
-                                      int64_t vectors, int64_t step, int64_t count, unsigned char* out) {
+                                      int64_t vectors, int64_t step, int64_t count, double* out) {
   const int64_t total = vectors * count;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-    store_bits(dtype, out, i, load_bits(dtype, storage, bases[i / count] + (i % count) * step));
+    out[i] = decode(dtype, storage, bases[i / count] + (i % count) * step);
 }
 
-// The gathered vectors, decoded on the host. Everything runs on the cross-check stream, after
-// `after` (an event of the default stream; none: what the default stream has queued now), so
-// it neither waits for nor delays a reference GEMM launched in between.
 inline std::vector<double> gather_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases,
-                                          int64_t step, int64_t count, cudaEvent_t after = nullptr) {
+                                          int64_t step, int64_t count) {
   std::vector<double> values(bases.size() * size_t(count));
   if (values.empty()) return values;
-  const cudaStream_t stream = cross_check_stream();
-  const cudaEvent_t ready = after != nullptr ? after : mark_default_stream();
-  REPRO_CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
-  const size_t bytes = values.size() * dtype_bytes(dtype);
-  int64_t* device_bases = cross_check_alloc<int64_t>(bases.size() * sizeof(int64_t));
-  unsigned char* device_elements = cross_check_alloc<unsigned char>(bytes);
-  REPRO_CUDA_CHECK(
-      cudaMemcpyAsync(device_bases, bases.data(), bases.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
-  gather_vectors_kernel<<<pipeline_blocks(int64_t(values.size())), kPipelineThreads, 0, stream>>>(
+  int64_t* device_bases = upload_int64(bases);
+  double* device_values = nullptr;
+  REPRO_CUDA_CHECK(cudaMalloc(&device_values, values.size() * sizeof(double)));
+  gather_vectors_kernel<<<pipeline_blocks(int64_t(values.size())), kPipelineThreads>>>(
       dtype, static_cast<const unsigned char*>(device), device_bases, int64_t(bases.size()), step, count,
-      device_elements);
+      device_values);
   REPRO_CUDA_CHECK(cudaGetLastError());
-  std::vector<unsigned char> elements(bytes);
-  REPRO_CUDA_CHECK(cudaMemcpyAsync(elements.data(), device_elements, bytes, cudaMemcpyDeviceToHost, stream));
-  REPRO_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cross_check_free(device_bases);
-  cross_check_free(device_elements);
-  if (after == nullptr) cudaEventDestroy(ready);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = decode(dtype, elements.data(), int64_t(i));
+  REPRO_CUDA_CHECK(cudaMemcpy(values.data(), device_values, values.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  cudaFree(device_bases);
+  cudaFree(device_values);
   return values;
 }
 
 // The decoded values of the elements at `offsets` of a device buffer.
-inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets,
-                                         cudaEvent_t after = nullptr) {
-  return gather_vectors(dtype, device, offsets, 0, 1, after);
+inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
+  return gather_vectors(dtype, device, offsets, 0, 1);
 }
 
 // A grid of outputs (up to 64 rows x 64 columns, over up to 4 batches) and what the host makes
@@ -129,11 +67,10 @@ struct CrossCheckSample {
   }
 };
 
-// Chooses the sample and fetches its operands, on the cross-check stream after `inputs_ready`
-// (marked before the reference GEMM was launched: the fetch runs while the GEMM does).
+// Chooses the sample and fetches its operands (before the reference GEMM starts: the fetch
+// would otherwise wait for it on the default stream).
 // `samples`: how many outputs at most (a grouped GEMM shares kCrossCheckSamples among its groups).
-inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, cudaEvent_t inputs_ready,
-                                                 int64_t samples = kCrossCheckSamples) {
+inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t samples = kCrossCheckSamples) {
   CrossCheckSample s;
   s.batches = std::min<int64_t>(p.L, 4);
   s.cols = std::min<int64_t>(p.N, std::max<int64_t>(8, std::min<int64_t>(64, samples / 64)));
@@ -156,8 +93,8 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, cudaEvent
     if (p.bias != nullptr) bias_offsets.push_back(s.col(sample) * p.bias->strides[0]);
   }
   // A row of A steps along K by A's column stride; a column of B by B's row stride.
-  s.a = gather_vectors(p.a->dtype, p.a->device, a_bases, matrix_offset(*p.a, 0, 0, 1), p.K, inputs_ready);
-  s.b = gather_vectors(p.b->dtype, p.b->device, b_bases, matrix_offset(*p.b, 0, 1, 0), p.K, inputs_ready);
+  s.a = gather_vectors(p.a->dtype, p.a->device, a_bases, matrix_offset(*p.a, 0, 0, 1), p.K);
+  s.b = gather_vectors(p.b->dtype, p.b->device, b_bases, matrix_offset(*p.b, 0, 1, 0), p.K);
   // A scaled GEMM: the host scales the fetched rows and columns itself, from its own copies of
   // the scales (they are made on the host).
   // One scale per K block, decoded once: a million scale_at calls would take as long as the
@@ -172,8 +109,8 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, cudaEvent
   };
   scale_vectors(problem_scales(p, true, false), s.row_of, s.a);
   scale_vectors(problem_scales(p, false, false), s.col_of, s.b);
-  if (reads_c(p)) s.c_values = gather_values(p.c->dtype, p.c->device, c_offsets, inputs_ready);
-  if (p.bias != nullptr) s.bias_values = gather_values(p.bias->dtype, p.bias->device, bias_offsets, inputs_ready);
+  if (reads_c(p)) s.c_values = gather_values(p.c->dtype, p.c->device, c_offsets);
+  if (p.bias != nullptr) s.bias_values = gather_values(p.bias->dtype, p.bias->device, bias_offsets);
   return s;
 }
 
@@ -251,18 +188,17 @@ struct DeviceReference {
   }
 };
 
-// The reference on the device, cross-checked on the host: start the GEMM, fetch the sample and
-// compute it on the host meanwhile, then judge the GEMM's values at the sample.
+// The reference on the device, cross-checked on the host: fetch the sample, start the GEMM,
+// compute the sample on the host meanwhile, then judge the GEMM's values at the sample.
 inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceMethod method) {
   DeviceReference reference;
-  const cudaEvent_t inputs_ready = mark_default_stream();
+  auto phase_start = std::chrono::steady_clock::now();
+  CrossCheckSample sample = fetch_cross_check_sample(p);
+  reference.fetch_seconds = seconds_since(phase_start);
   ReferenceGemmLaunch launch = launch_reference_gemm(p, method);
   reference.describe(launch);
   reference.values = launch.out;
-  auto phase_start = std::chrono::steady_clock::now();
-  CrossCheckSample sample = fetch_cross_check_sample(p, inputs_ready);
-  cudaEventDestroy(inputs_ready);
-  reference.fetch_seconds = seconds_since(phase_start);
+  phase_start = std::chrono::steady_clock::now();
   compute_cross_check_sample(p, &sample);
   const double host_seconds = seconds_since(phase_start);
   reference.kernel_ms = finish_reference_gemm(&launch);
