@@ -7,7 +7,8 @@
 #   - fp8 e4m3 with ue8m0 block scales at 8192^3 (examples/fp8_scaled_gemm_ue8m0 through --size).
 # Each case runs ROUNDS times (default 3), the two providers interleaved; the table gives the
 # median of each phase from the harness's own report (`timings`: reference, compare;
-# `reference_kernel_ms`) and the engine the `ref` line names.
+# `reference_kernel_ms`, `reference_fetch_ms`, `reference_check_ms`) and the engine the `ref`
+# line names.
 #
 #   REPRO=target/release/repro scripts/bench/emulated-reference.sh
 set -euo pipefail
@@ -40,16 +41,18 @@ grep -h '^ref ' "$dir"/*.1.log
 python3 - "$dir" "$rounds" "${cases[@]}" <<'PY'
 import json, statistics, sys
 folder, rounds, cases = sys.argv[1], int(sys.argv[2]), [c.split()[0] for c in sys.argv[3:]]
-print("| case | provider | reference (ms) | of which device kernels (ms) | comparison (ms) | reference + comparison (ms) | engine |")
-print("|---|---|---|---|---|---|---|")
+print("| case | provider | reference (ms) | of which device kernels (ms) | cross-check's fetch (ms) | its recomputation beyond the GEMM (ms) | comparison (ms) | reference + comparison (ms) | engine |")
+print("|---|---|---|---|---|---|---|---|---|")
 for label in cases:
     for provider in ("device", "emulated"):
         runs = [json.load(open(f"{folder}/{label}.{provider}.{r}.json")) for r in range(1, rounds + 1)]
         ref = statistics.median(r["timings"]["reference"] for r in runs) * 1e3
         cmp_ = statistics.median(r["timings"]["compare"] for r in runs) * 1e3
         kernel = statistics.median(r.get("reference_kernel_ms", float("nan")) for r in runs)
+        fetch = statistics.median(r.get("reference_fetch_ms", float("nan")) for r in runs)
+        check = statistics.median(r.get("reference_check_ms", float("nan")) for r in runs)
         engine = runs[0].get("reference_engine", "?")
-        print(f"| {label} | {provider} | {ref:.1f} | {kernel:.1f} | {cmp_:.1f} | {ref + cmp_:.1f} | {engine} |")
+        print(f"| {label} | {provider} | {ref:.1f} | {kernel:.1f} | {fetch:.1f} | {check:.1f} | {cmp_:.1f} | {ref + cmp_:.1f} | {engine} |")
 PY
 echo
 echo "torch.matmul in float64 + a comparison, the same sizes (scripts/bench/torch_reference_peer.py):"

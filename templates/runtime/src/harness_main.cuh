@@ -439,6 +439,10 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
       report_set("reference_fallback", json_string(reference.fallback));
     }
     report_set("reference_kernel_ms", JsonWriter().value(reference.kernel_ms).str());
+    // The cross-check's own costs, apart from the GEMM: benchmarks attribute the reference's
+    // phase with them (scripts/bench/emulated-reference.sh).
+    report_set("reference_fetch_ms", JsonWriter().value(reference.fetch_seconds * 1e3).str());
+    report_set("reference_check_ms", JsonWriter().value(reference.check_seconds * 1e3).str());
     report_set("reference_engine", json_string(reference.engine));
     report_set("reference_provider", json_string(reference.emulated ? "emulated" : "device"));
   } else {
