@@ -107,16 +107,13 @@ __device__ inline void add_element(DType dtype, double w, uint64_t bits, uint64_
 // One kernel per pass: the compare pass's element test alone holds more registers than the
 // others need, and sharing one body limited them all to its occupancy.
 constexpr int kElementsInFlight = 4;
-// Blocks an SM must hold, and so the register cap: 3 gives the compare pass 80 registers (854
-// bytes spilled), 2 gives it 128 (252 spilled), 1 leaves it uncapped. Timed on the H200 by
-// tests/cpp/device_reference_check.cu's `compare` mode: rms + comparison of 8192^2
-// bf16 outputs 2.68 / 3.03 / 3.55 ms, of 16384^2 7.24 / 8.35 / 10.96 ms. Settable at build time
-// only so that the check can time the choices.
-#ifndef REPRO_COMPARE_MIN_BLOCKS
-#define REPRO_COMPARE_MIN_BLOCKS 3
-#endif
+// Blocks an SM must hold, and so the register cap: 3 gives the compare pass 80 registers (852
+// bytes spilled), 2 gives it 128 (252 spilled), 1 leaves it uncapped. Timed with each on the
+// H200 (run 74, tests/cpp/device_reference_check.cu's `compare` mode): rms + comparison of
+// 8192^2 bf16 outputs 2.68 / 3.03 / 3.55 ms, of 16384^2 7.24 / 8.35 / 10.96 ms.
+constexpr int kCompareBlocksPerSm = 3;
 template <DevicePass pass>
-__global__ void __launch_bounds__(kPipelineThreads, REPRO_COMPARE_MIN_BLOCKS) device_compare_kernel(DeviceLayout out, const unsigned char* storage,
+__global__ void __launch_bounds__(kPipelineThreads, kCompareBlocksPerSm) device_compare_kernel(DeviceLayout out, const unsigned char* storage,
                                       const unsigned char* other_run, const double* want, int64_t count,
                                       Tolerance tol, double ratio, DeviceSums* partials) {
   __shared__ DeviceSums shared[kPipelineThreads / 32];
