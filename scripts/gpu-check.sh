@@ -369,6 +369,13 @@ if [[ -z "$erc" ]]; then
     -o "$erc" tests/cpp/emulated_reference_check.cu
 fi
 harness_case "emulated reference: accuracy battery" 0 '16 passed, 0 failed' "$erc"
+# The int8 kernels run the same steps and folds: the same bits on awkward shapes, then each one's
+# time. A deadlock in a pipeline of barriers would hang: bounded.
+harness_case "emulated int8 kernels: same bits" 0 'every kernel gives the same bits' timeout -s KILL 300 "$erc" kernels
+for kernel in tma tma_multicast; do
+  harness_case "emulated reference, $kernel: battery" 0 '16 passed, 0 failed' \
+    env REPRO_EMULATED_KERNEL=$kernel timeout -s KILL 300 "$erc"
+done
 harness_case "emulated reference: kernel speed" 0 '| 16384 | f32 |' "$erc" speed
 # Every GEMM example (op gemm, grouped_gemm) with random inputs and the emulated reference: the
 # verdict its spec expects, with the engine the ref line names.

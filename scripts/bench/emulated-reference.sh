@@ -5,16 +5,20 @@
 #   - bf16 (tests/gpu/bench_tiled_bf16_8192 at 2048^3 to 16384^3 through --size);
 #   - f32 at 8192^3 (tests/gpu/bench_tiled_f32_8192);
 #   - fp8 e4m3 with ue8m0 block scales at 8192^3 (examples/fp8_scaled_gemm_ue8m0 through --size).
-# Each case runs ROUNDS times (default 3), the two providers interleaved; the table gives the
+# Each case runs ROUNDS times (default 3), the providers interleaved; the table gives the
 # median of each phase from the harness's own report (`timings`: reference, compare;
 # `reference_kernel_ms`, `reference_fetch_ms`, `reference_check_ms`) and the engine the `ref`
-# line names.
+# line names. The emulation runs once per int8 kernel in KERNELS (REPRO_EMULATED_KERNEL; default
+# "wgmma tma tma_multicast": the cp.async kernel and the two fed by TMA).
 #
 #   REPRO=target/release/repro scripts/bench/emulated-reference.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repro=${REPRO:-$PWD/target/release/repro}
 rounds=${ROUNDS:-3}
+read -r -a kernels <<<"${KERNELS:-wgmma tma tma_multicast}"
+providers=(device)
+for kernel in "${kernels[@]}"; do providers+=("emulated_$kernel"); done
 dir=$(mktemp -d)
 cases=()
 for size in 2048 4096 8192 16384; do cases+=("bf16_$size tests/gpu/bench_tiled_bf16_8192.yaml $size"); done
@@ -26,11 +30,13 @@ done
 for round in $(seq 1 "$rounds"); do
   for entry in "${cases[@]}"; do
     read -r label spec size <<<"$entry"
-    for provider in device emulated; do
+    for provider in "${providers[@]}"; do
       code=0
       # The harness itself: `--size` is its option (repro run keeps the spec's sizes).
-      "generated/$(basename "$spec" .yaml)/harness" --size M="$size" --size N="$size" --size K="$size" --repeat 1 \
-        --reference "$provider" --json "$dir/$label.$provider.$round.json" >"$dir/$label.$provider.$round.log" 2>&1 ||
+      kernel_env=()
+      [[ "$provider" == emulated_* ]] && kernel_env=("REPRO_EMULATED_KERNEL=${provider#emulated_}")
+      env "${kernel_env[@]}" "generated/$(basename "$spec" .yaml)/harness" --size M="$size" --size N="$size" --size K="$size" --repeat 1 \
+        --reference "${provider%%_*}" --json "$dir/$label.$provider.$round.json" >"$dir/$label.$provider.$round.log" 2>&1 ||
         code=$?
       # Exit 0 or 1 both carry timings; anything else is a failure of the benchmark itself.
       if [[ $code -gt 1 ]]; then cat "$dir/$label.$provider.$round.log"; exit "$code"; fi
@@ -38,13 +44,14 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 grep -h '^ref ' "$dir"/*.1.log
-python3 - "$dir" "$rounds" "${cases[@]}" <<'PY'
+python3 - "$dir" "$rounds" "${providers[*]}" "${cases[@]}" <<'PY'
 import json, statistics, sys
-folder, rounds, cases = sys.argv[1], int(sys.argv[2]), [c.split()[0] for c in sys.argv[3:]]
+folder, rounds, providers = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+cases = [c.split()[0] for c in sys.argv[4:]]
 print("| case | provider | reference (ms) | of which device kernels (ms) | cross-check's fetch (ms) | its recomputation beyond the GEMM (ms) | comparison (ms) | reference + comparison (ms) | engine |")
 print("|---|---|---|---|---|---|---|---|---|")
 for label in cases:
-    for provider in ("device", "emulated"):
+    for provider in providers:
         runs = [json.load(open(f"{folder}/{label}.{provider}.{r}.json")) for r in range(1, rounds + 1)]
         ref = statistics.median(r["timings"]["reference"] for r in runs) * 1e3
         cmp_ = statistics.median(r["timings"]["compare"] for r in runs) * 1e3

@@ -37,6 +37,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/device.cuh"),
     ),
     (
+        "runtime/src/driver.cuh",
+        include_str!("../../templates/runtime/src/driver.cuh"),
+    ),
+    (
         "runtime/src/device_compare.cuh",
         include_str!("../../templates/runtime/src/device_compare.cuh"),
     ),
@@ -55,6 +59,14 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
     (
         "runtime/src/emulated_gemm.cuh",
         include_str!("../../templates/runtime/src/emulated_gemm.cuh"),
+    ),
+    (
+        "runtime/src/emulated_gemm_tma.cuh",
+        include_str!("../../templates/runtime/src/emulated_gemm_tma.cuh"),
+    ),
+    (
+        "runtime/src/emulated_gemm_launch.cuh",
+        include_str!("../../templates/runtime/src/emulated_gemm_launch.cuh"),
     ),
     (
         "runtime/src/emulated_residuals.cuh",

@@ -7,6 +7,8 @@
 //   ./erc            # the accuracy battery: one line per input class, then "N passed, M failed"
 //   ./erc speed [N]  # reference kernels, fp64 tensor cores vs int8 emulation, 2048^3 to 16384^3 (or N^3),
 //                    # then what a residual element costs at 8192^3 (or N^3)
+//   ./erc kernels [N] # every int8 GEMM kernel on the same slices: the same bits on awkward shapes, then
+//                    # each one's time at N^3 (default 8192) for 2 x 2 and 3 x 3 slices
 //
 // Accuracy: each output is checked against a sum that is exact to ~2^-100 of its terms (Dot2:
 // error-free products and sums, Ogita, Rump and Oishi 2005), as |value - exact| / sum_k |a b|
@@ -347,16 +349,129 @@ int run_speed(int64_t only_size) {
   return 0;
 }
 
+
+// ------------------------------------------------------------------------ the int8 kernels
+
+// Outputs of `a` and `b` (count doubles each, on the device) that differ in any bit.
+__global__ void count_differences_kernel(const double* a, const double* b, int64_t count, unsigned long long* differ) {
+  unsigned long long local = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    local += __double_as_longlong(a[i]) != __double_as_longlong(b[i]);
+  if (local != 0) atomicAdd(differ, local);
+}
+
+unsigned long long count_differences(const double* a, const double* b, int64_t count) {
+  unsigned long long* differ = nullptr;
+  REPRO_CUDA_CHECK(cudaMalloc(&differ, sizeof(unsigned long long)));
+  REPRO_CUDA_CHECK(cudaMemset(differ, 0, sizeof(unsigned long long)));
+  count_differences_kernel<<<1024, 256>>>(a, b, count, differ);
+  unsigned long long host = 0;
+  REPRO_CUDA_CHECK(cudaMemcpy(&host, differ, sizeof(host), cudaMemcpyDeviceToHost));
+  cudaFree(differ);
+  return host;
+}
+
+// Uniform [-1, 1] operands of `dtype` cut into `slices` slices each (the elements beyond them
+// left out: the kernels are compared, not the reference), and every available kernel run on
+// them: each one's output against mma.sync's, bit for bit, and with `time`, each one's median of
+// 3 runs after a warm-up. Returns the number of kernels whose output differs.
+int compare_kernels(const char* name, DType dtype, int64_t L, int64_t M, int64_t N, int64_t K, int slices, bool time) {
+  const bool batched = L > 1;
+  const auto shape = [&](int64_t rows, int64_t cols) {
+    return batched ? std::vector<int64_t>{L, rows, cols} : std::vector<int64_t>{rows, cols};
+  };
+  Tensor a = make_tensor("A", Operand{dtype, shape(M, K), {}});
+  Tensor b = make_tensor("B", Operand{dtype, shape(K, N), {}});
+  Tensor out = make_tensor("D", Operand{DType::f32, shape(M, N), {}}, true);
+  a.host.clear(), b.host.clear();
+  REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
+  REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
+  fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(a.device), a.numel(), 3);
+  fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(b.device), b.numel(), 4);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  const GemmProblem p{&a, &b, nullptr, nullptr, &out, 1.0, 0.0, L, M, N, K, batched};
+  const DeviceMatrix am = device_matrix(a), bm = device_matrix(b);
+  const OperandAnalysis a_rows = analyze_operand(am, am.row_stride, am.col_stride, L, M, K, ScaleOperand());
+  const OperandAnalysis b_rows = analyze_operand(bm, bm.col_stride, bm.row_stride, L, N, K, ScaleOperand());
+  EmulationPlan plan;
+  plan.a_slices = plan.b_slices = slices;
+  const SlicedOperand a_slices = slice_operand(am, am.row_stride, am.col_stride, M, K, ScaleOperand(), a_rows, slices, kWgmmaTileM);
+  const SlicedOperand b_slices = slice_operand(bm, bm.col_stride, bm.row_stride, N, K, ScaleOperand(), b_rows, slices, kWgmmaTileN);
+  const int64_t count = L * M * N;
+  double* expected = allocate_reference_doubles(count, "mma.sync's output");
+  double* actual = allocate_reference_doubles(count, "the output");
+  int roundings = 0, differing = 0;
+  cudaFree(launch_emulated_gemm(p, plan, a_slices, b_slices, expected, &roundings, EmulatedKernel::mma_sync));
+  REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+  std::string times;
+  for (int k = 0; k < kEmulatedKernels; ++k) {
+    const EmulatedKernel kernel = EmulatedKernel(k);
+    if (!emulated_kernel_available(kernel)) continue;
+    REPRO_CUDA_CHECK(cudaMemset(actual, 0xFF, size_t(count) * sizeof(double)));  // NaNs: a missed output shows
+    cudaFree(launch_emulated_gemm(p, plan, a_slices, b_slices, actual, &roundings, kernel));
+    REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    const unsigned long long differ = count_differences(expected, actual, count);
+    differing += differ != 0;
+    std::string cell = differ == 0 ? "same bits" : strprintf("**%llu outputs differ**", differ);
+    if (time) {
+      std::vector<double> ms;
+      for (int round = 0; round < 4; ++round) {
+        cudaEvent_t start, stop;
+        REPRO_CUDA_CHECK(cudaEventCreate(&start));
+        REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+        REPRO_CUDA_CHECK(cudaEventRecord(start));
+        EmulationStep* steps = launch_emulated_gemm(p, plan, a_slices, b_slices, actual, &roundings, kernel);
+        REPRO_CUDA_CHECK(cudaEventRecord(stop));
+        REPRO_CUDA_CHECK(cudaEventSynchronize(stop));
+        float elapsed = 0;
+        REPRO_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+        if (round > 0) ms.push_back(elapsed);  // the first warms up
+        cudaFree(steps);
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+      }
+      std::sort(ms.begin(), ms.end());
+      // int8 operations a second (2 per multiply-add), over every slice pair.
+      const double tops = 2.0 * double(count) * double(K) * slices * slices / (ms[1] * 1e-3) / 1e12;
+      cell += strprintf(", %.2f ms, %.0f int8 TOPS", ms[1], tops);
+    }
+    times += strprintf(" %s: %s |", emulated_kernel_title(kernel), cell.c_str());
+  }
+  std::printf("| %s | %d x %d |%s\n", name, slices, slices, times.c_str());
+  std::fflush(stdout);
+  for (void* buffer : {(void*)a_rows.extent.top, (void*)b_rows.extent.top, (void*)a_slices.data, (void*)b_slices.data,
+                       (void*)expected, (void*)actual, a.device, b.device})
+    cudaFree(buffer);
+  return differing;
+}
+
+int run_kernels(int64_t size) {
+  const DType bf16 = DType::bf16;
+  std::printf("| case | slices | each kernel against mma.sync |\n|---|---|---|\n");
+  int differing = 0;
+  // Ragged edges in M, N and K; batches; an odd number of 128-row tiles (a cluster of two
+  // rounds the grid up); K long enough that a level folds in several chunks.
+  differing += compare_kernels("ragged 200 x 136 x 1000", bf16, 1, 200, 136, 1000, 3, false);
+  differing += compare_kernels("batched 3, 384 x 512 x 4096 (3 tiles of M)", bf16, 3, 384, 512, 4096, 2, false);
+  differing += compare_kernels("K = 2^18, 64 x 300: folds within a level", bf16, 1, 64, 300, 262144, 3, false);
+  differing += compare_kernels("one slice, 1000 x 1000 x 777", DType::i8, 1, 1000, 1000, 777, 1, false);
+  differing += compare_kernels(strprintf("%lld^3", (long long)size).c_str(), bf16, 1, size, size, size, 2, true);
+  differing += compare_kernels(strprintf("%lld^3", (long long)size).c_str(), bf16, 1, size, size, size, 3, true);
+  std::printf("%s\n", differing == 0 ? "every kernel gives the same bits" : "FAILED: kernels differ");
+  return differing == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   set_command_line(argc, argv);
   if (no_cuda_device()) return kExitNoDevice;
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (!mode.empty() && mode != "speed") {
-    std::fprintf(stderr, "usage: %s [speed [N]]\n", argv[0]);
+  if (!mode.empty() && mode != "speed" && mode != "kernels") {
+    std::fprintf(stderr, "usage: %s [speed [N] | kernels [N]]\n", argv[0]);
     return kExitUsage;
   }
   if (mode == "speed") return run_speed(argc > 2 ? std::atoll(argv[2]) : 0);
+  if (mode == "kernels") return run_kernels(argc > 2 ? std::atoll(argv[2]) : 8192);
   return run_accuracy();
 }

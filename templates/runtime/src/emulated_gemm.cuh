@@ -242,6 +242,35 @@ __global__ void wgmma_available_kernel(int* out) {
 #endif
 }
 
+// Folds a warpgroup's m64n256 int32 sums (wgmma's layout: accumulator 4j + e of a thread is row
+// 16 warp + g (+ 8 for e >= 2) and column 8j + 2q + e % 2, g = lane / 4, q = lane % 4) into the
+// fp64 output: times the level's weight 2^-7(level + 2) (exact, and the int32 converts exactly),
+// added to what earlier folds left there; the last fold (negative) also scales by
+// alpha * 2^(E_i + F_j + 2). `warp_m`: the first output row of this warp's 16.
+__device__ __forceinline__ void fold_wgmma_accumulators(const EmulatedGemmArgs& p, const int (&acc)[128], int64_t l,
+                                               int64_t warp_m, int64_t n0, int lane, int fold, bool first_fold) {
+  const bool last = fold < 0;
+  const double weight = ldexp(1.0, -kEmulationSliceBits * (abs(fold) - 1 + 2));
+  const int* a_top = p.a.top + (p.a.batches == 1 ? 0 : l) * p.M;
+  const int* b_top = p.b.top + (p.b.batches == 1 ? 0 : l) * p.N;
+  const int g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int j = 0; j < 32; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t m = warp_m + g + 8 * (e / 2), n = n0 + 8 * j + 2 * q + e % 2;
+      if (m < p.M && n < p.N) {
+        double* out = p.out + (l * p.M + m) * p.N + n;
+        double value = (first_fold ? 0.0 : *out) + double(acc[4 * j + e]) * weight;
+        if (last) {
+          const int ea = a_top[m], eb = b_top[n];
+          value = ea == kNoTop || eb == kNoTop ? 0.0 : p.alpha * ldexp(value, ea + eb + 2);
+        }
+        *out = value;
+      }
+    }
+}
+
 __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(EmulatedGemmArgs p) {
   extern __shared__ __align__(128) signed char wgmma_shared[];
   // wgmma's 128-byte swizzle repeats every 1024 bytes: the stages start on such a boundary.
@@ -272,7 +301,6 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(E
   int acc[128];
   int accumulate = 0;  // 0: the next MMA starts the sums afresh (after a fold)
   bool first_fold = true;
-  const int g = lane / 4, q = lane % 4;
   for (int64_t s = 0; s < p.step_count; ++s) {
     copy_wait<kWgmmaPrefetch - 1>();
     fence_proxy_async();
@@ -294,126 +322,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(E
     wgmma_wait<0>();
     const int fold = p.steps[s].fold;
     if (fold == 0) continue;
-    const bool last = fold < 0;
-    const double weight = ldexp(1.0, -kEmulationSliceBits * (abs(fold) - 1 + 2));
-    const int* a_top = p.a.top + (p.a.batches == 1 ? 0 : l) * p.M;
-    const int* b_top = p.b.top + (p.b.batches == 1 ? 0 : l) * p.N;
-    // Accumulator 4j + e of a thread: row 16 warp + g (+ 8 for e >= 2), column 8j + 2q + e % 2.
-#pragma unroll
-    for (int j = 0; j < 32; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t m = m0 + warpgroup * 64 + 16 * warp + g + 8 * (e / 2), n = n0 + 8 * j + 2 * q + e % 2;
-        if (m < p.M && n < p.N) {
-          double* out = p.out + (l * p.M + m) * p.N + n;
-          double value = (first_fold ? 0.0 : *out) + double(acc[4 * j + e]) * weight;
-          if (last) {
-            const int ea = a_top[m], eb = b_top[n];
-            value = ea == kNoTop || eb == kNoTop ? 0.0 : p.alpha * ldexp(value, ea + eb + 2);
-          }
-          *out = value;
-        }
-      }
+    fold_wgmma_accumulators(p, acc, l, m0 + warpgroup * 64 + 16 * warp, n0, lane, fold, first_fold);
     accumulate = 0;
     first_fold = false;
   }
-}
-
-// The slice counts of A and B (at least 1: an all-zero operand is one slice of zeros), the
-// elements beyond them, and, where the operands cannot be emulated, why not.
-struct EmulationPlan {
-  int a_slices = 0, b_slices = 0;
-  int64_t a_residuals = 0, b_residuals = 0;  // elements beyond the slices (emulated_residuals.cuh)
-  double seconds = 0;                         // the estimate it was chosen by
-  std::string refusal;  // empty: emulate
-  int pairs() const { return a_slices * b_slices; }
-  int levels() const { return a_slices + b_slices - 1; }
-};
-
-// Whether this build of the runtime has the wgmma kernel for this GPU (sm_90a code), asked once.
-inline bool wgmma_available() {
-  static const bool available = [] {
-    int* flag = nullptr;
-    int host = 0;
-    REPRO_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
-    wgmma_available_kernel<<<1, 1>>>(flag);
-    REPRO_CUDA_CHECK(cudaGetLastError());
-    REPRO_CUDA_CHECK(cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost));
-    cudaFree(flag);
-    return host == 1;
-  }();
-  return available;
-}
-
-// The wgmma kernel where there is one; REPRO_EMULATED_MMA_SYNC=1 takes the mma.sync one instead
-// (scripts/bench/emulated-reference.sh times both).
-inline bool use_wgmma() { return wgmma_available() && std::getenv("REPRO_EMULATED_MMA_SYNC") == nullptr; }
-
-// Whether this build of the runtime runs the int8 kernel on this GPU (sm_80 and later code).
-inline bool emulation_supported() {
-  cudaFuncAttributes attributes;
-  return kernel_code_path(reinterpret_cast<const void*>(emulated_gemm_kernel), &attributes) >= 80;
-}
-
-// The step table: levels finest first, then K tiles, then the level's pairs; a fold after a
-// level's last step and within a level every kTilePairsPerFold tile-pairs. `folds` counts them.
-inline std::vector<EmulationStep> emulation_steps(const EmulationPlan& plan, const SlicedOperand& a,
-                                                  const SlicedOperand& b, int* folds) {
-  std::vector<EmulationStep> steps;
-  const int64_t k_tiles = a.Kp / kEmulatedTileK;
-  *folds = 0;
-  for (int level = plan.levels() - 1; level >= 0; --level) {
-    const int first_t = std::max(0, level - (plan.b_slices - 1)), last_t = std::min(plan.a_slices - 1, level);
-    const int64_t tiles_per_fold = std::max(1, kTilePairsPerFold / (last_t - first_t + 1));
-    for (int64_t k_tile = 0; k_tile < k_tiles; ++k_tile)
-      for (int t = first_t; t <= last_t; ++t) {
-        EmulationStep step{t * a.slice_stride() + k_tile * kEmulatedTileK,
-                           (level - t) * b.slice_stride() + k_tile * kEmulatedTileK, 0};
-        if (t == last_t && (k_tile == k_tiles - 1 || (k_tile + 1) % tiles_per_fold == 0)) {
-          step.fold = 1 + level;
-          ++*folds;
-        }
-        steps.push_back(step);
-      }
-  }
-  if (!steps.empty()) steps.back().fold = -steps.back().fold;
-  return steps;
-}
-
-// Starts the emulated GEMM from the sliced operands; returns the step table's device copy (the
-// launch frees it with the other scratch buffers) and sets `roundings` (the bound's factor: one
-// per fold, one for alpha).
-inline EmulationStep* launch_emulated_gemm(const GemmProblem& p, const EmulationPlan& plan, const SlicedOperand& a,
-                                           const SlicedOperand& b, double* out, int* roundings) {
-  int folds = 0;
-  const std::vector<EmulationStep> steps = emulation_steps(plan, a, b, &folds);
-  *roundings = folds + 1;
-  EmulatedGemmArgs args;
-  args.a = a, args.b = b, args.out = out, args.alpha = p.alpha;
-  args.M = p.M, args.N = p.N, args.step_count = int64_t(steps.size());
-  EmulationStep* device_steps = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&device_steps, std::max<size_t>(1, steps.size()) * sizeof(EmulationStep)));
-  REPRO_CUDA_CHECK(
-      cudaMemcpy(device_steps, steps.data(), steps.size() * sizeof(EmulationStep), cudaMemcpyHostToDevice));
-  args.steps = device_steps;
-  if (steps.empty()) {  // K = 0: the product is 0
-    fill_kernel<double><<<pipeline_blocks(p.L * p.M * p.N), kPipelineThreads>>>(out, p.L * p.M * p.N, 0.0);
-    REPRO_CUDA_CHECK(cudaGetLastError());
-    return device_steps;
-  }
-  if (use_wgmma()) {
-    const dim3 grid(unsigned(b.Ip / kWgmmaTileN), unsigned(a.Ip / kWgmmaTileM), unsigned(p.L));
-    REPRO_CUDA_CHECK(cudaFuncSetAttribute(emulated_gemm_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(kWgmmaSharedBytes)));
-    emulated_gemm_wgmma_kernel<<<grid, kWgmmaThreads, kWgmmaSharedBytes>>>(args);
-  } else {
-    const dim3 grid(unsigned(b.Ip / kEmulatedTile), unsigned(a.Ip / kEmulatedTile), unsigned(p.L));
-    REPRO_CUDA_CHECK(cudaFuncSetAttribute(emulated_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(kEmulatedSharedBytes)));
-    emulated_gemm_kernel<<<grid, kEmulatedThreads, kEmulatedSharedBytes>>>(args);
-  }
-  REPRO_CUDA_CHECK(cudaGetLastError());
-  return device_steps;
 }
 
 }  // namespace repro

@@ -62,7 +62,10 @@ inline double emulation_seconds(const GemmProblem& p, int pairs, double pair_rat
          pairs * double(p.L) * p.M * p.N * p.K / pair_rate + residual_seconds;
 }
 
-inline double emulation_pair_rate() { return use_wgmma() ? kWgmmaMacsPerSecondPerPair : kMmaSyncMacsPerSecondPerPair; }
+// The TMA kernels are planned at the cp.async wgmma kernel's rate until measured.
+inline double emulation_pair_rate() {
+  return emulated_kernel() == EmulatedKernel::mma_sync ? kMmaSyncMacsPerSecondPerPair : kWgmmaMacsPerSecondPerPair;
+}
 
 inline bool emulation_pays(const GemmProblem& p, int pairs) {
   return emulation_seconds(p, pairs, emulation_pair_rate()) < 0.8 * dmma_seconds(p);
@@ -134,7 +137,7 @@ inline std::string emulation_engine(const EmulationPlan& plan, int roundings) {
           : strprintf(" + %lld and %lld residual elements", (long long)plan.a_residuals, (long long)plan.b_residuals);
   return strprintf("int8 tensor cores (%s), exact slices: A %d x B %d = %d int8 GEMM%s%s, error <= %d * 2^-53 of sum "
                    "|a b|",
-                   use_wgmma() ? "wgmma" : "mma.sync", plan.a_slices, plan.b_slices, plan.pairs(),
+                   emulated_kernel_title(emulated_kernel()), plan.a_slices, plan.b_slices, plan.pairs(),
                    plan.pairs() == 1 ? "" : "s", residuals.c_str(), roundings);
 }
 

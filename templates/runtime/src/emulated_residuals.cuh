@@ -18,7 +18,7 @@
 
 #include <cub/cub.cuh>
 
-#include "emulated_gemm.cuh"
+#include "emulated_gemm_launch.cuh"
 
 namespace repro {
 
