@@ -40,21 +40,28 @@ struct Residuals {
   int* run_offsets = nullptr;  // [runs]
 };
 
-__global__ void collect_residuals_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t batches,
-                                         int64_t I, int64_t K, ScaleOperand scale, const int* tops, int slices,
+// Every element of the operand that its slices do not hold exactly, at `counter`'s next place:
+// read like the analysis (emulated_slices.cuh: for_row_elements), the residuals being few.
+template <typename Word>
+__global__ void collect_residuals_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
+                                         ScaleOperand scale, bool k_contiguous, const int* tops, int slices,
                                          unsigned long long* counter, int64_t capacity, int64_t* keys,
                                          double* values) {
-  const int64_t total = batches * I * K;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t k = e % K, i = e / K % I, l = e / (I * K);
-    const double x =
-        decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) * scale_at(scale, i, k);
+  const RowWalk walk = row_walk(k_contiguous);
+  const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.x) * kExtentRows, k0 = int64_t(blockIdx.y) * kExtentChunk;
+  const int64_t k1 = min(K, k0 + kExtentChunk);
+  for (int r = walk.first_row; r < kExtentRows; r += walk.row_step) {
+    const int64_t i = i0 + r;
+    if (i >= I) break;
     const int top = tops[l * I + i];
-    if (slices_needed(x, top) <= slices) continue;
-    const unsigned long long at = atomicAdd(counter, 1ull);
-    if (int64_t(at) >= capacity) continue;  // not reached: the count is the analysis's
-    keys[at] = (l * I + i) * K + k;
-    values[at] = x - truncated_to_slices(x, top, slices);
+    for_row_elements<Word>(source, l * source.batch_stride + i * i_stride, k_stride, i, k0 + walk.k_offset, k1,
+                           walk.k_step, scale, [&](int64_t k, double x) {
+                             if (slices_needed(x, top) <= slices) return;
+                             const unsigned long long at = atomicAdd(counter, 1ull);
+                             if (int64_t(at) >= capacity) return;  // not reached: the count is the analysis's
+                             keys[at] = (l * I + i) * K + k;
+                             values[at] = x - truncated_to_slices(x, top, slices);
+                           });
   }
 }
 
@@ -87,8 +94,11 @@ inline Residuals collect_residuals(const DeviceMatrix& source, int64_t i_stride,
   double* values = allocate_residual_buffer<double>(scratch, expected);
   unsigned long long* counter = allocate_residual_buffer<unsigned long long>(scratch, 1);
   REPRO_CUDA_CHECK(cudaMemset(counter, 0, sizeof(unsigned long long)));
-  collect_residuals_kernel<<<pipeline_blocks(batches * I * K), kPipelineThreads>>>(
-      source, i_stride, k_stride, batches, I, K, scale, tops, slices, counter, expected, keys, values);
+  with_element_word(source.dtype, [&](auto word) {
+    collect_residuals_kernel<decltype(word)><<<row_pass_grid(batches, I, K), 256>>>(
+        source, i_stride, k_stride, I, K, scale, k_is_contiguous(i_stride, k_stride), tops, slices, counter, expected,
+        keys, values);
+  });
   REPRO_CUDA_CHECK(cudaGetLastError());
   r.count = expected;
   r.keys = allocate_residual_buffer<int64_t>(scratch, expected);

@@ -19,16 +19,77 @@ constexpr int kEmulationSliceBits = 7;
 // K of the slices is padded to whole K tiles of the GEMM kernels: 128 bytes, one swizzled row.
 constexpr int kEmulatedTileK = 128;
 
+// -------------------------------------------------------------------------- reading an operand
+//
+// Every pass reads the operand row by row (A's rows m, B's columns n, each along K), in the
+// direction its memory is contiguous: a warp walks K along a row when K is the contiguous axis,
+// else 32 rows side by side with the warps along K. A block takes kExtentRows rows and a chunk
+// of kExtentChunk K. Each thread issues kRowLoads loads, at the element's width, before it
+// decodes any: with one load in flight at a time (a decode of a run-time width between loads),
+// the passes read at ~30 ps an element (run 68), a few percent of the memory's bandwidth.
+constexpr int kExtentRows = 32;
+constexpr int64_t kExtentChunk = 1024;  // K elements per block
+constexpr int kRowLoads = 8;
+constexpr int kNoTop = -100000, kNoBottom = 100000;
+
+// Which of a block's rows a thread reads (r = first_row, first_row + row_step, ...) and which K
+// of each (the chunk's start + k_offset, then every k_step).
+struct RowWalk {
+  int first_row, row_step, k_offset, k_step;
+};
+
+__device__ inline RowWalk row_walk(bool k_contiguous) {
+  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), warps = int(blockDim.x / 32);
+  return k_contiguous ? RowWalk{warp, warps, lane, 32} : RowWalk{lane, 32, warp, warps};
+}
+
+// Calls element(k, x) for x = the scaled value of element k of row i (whose element 0 is at
+// `row_base`), for k = k_first, k_first + step, ... below k_end: kRowLoads loads at a time.
+// Word: the unsigned type of the element's width (with_element_word).
+template <typename Word, typename Element>
+__device__ __forceinline__ void for_row_elements(const DeviceMatrix& source, int64_t row_base, int64_t k_stride,
+                                                 int64_t i, int64_t k_first, int64_t k_end, int step,
+                                                 const ScaleOperand& scale, Element element) {
+  for (int64_t k_run = k_first; k_run < k_end; k_run += int64_t(step) * kRowLoads) {
+    uint64_t bits[kRowLoads];
+#pragma unroll
+    for (int j = 0; j < kRowLoads; ++j) {
+      const int64_t k = k_run + int64_t(j) * step;
+      bits[j] = k < k_end ? load_word<Word>(source.data, row_base + k * k_stride) : 0;
+    }
+#pragma unroll
+    for (int j = 0; j < kRowLoads; ++j) {
+      const int64_t k = k_run + int64_t(j) * step;
+      if (k < k_end) element(k, decode_bits(source.dtype, bits[j]) * scale_at(scale, i, k));
+    }
+  }
+}
+
+// Runs launch(Word()) with the unsigned integer type of `dtype`'s width: the passes are compiled
+// once per width, so that their loads are plain loads of it.
+template <typename Launch>
+inline void with_element_word(DType dtype, Launch&& launch) {
+  switch (dtype_bytes(dtype)) {
+    case 1: launch(uint8_t()); break;
+    case 2: launch(uint16_t()); break;
+    case 4: launch(uint32_t()); break;
+    default: launch(uint64_t()); break;
+  }
+}
+
+// The grid of a pass over an operand of `batches` x I rows of K.
+inline dim3 row_pass_grid(int64_t batches, int64_t I, int64_t K) {
+  return dim3(unsigned(ceil_div(I, kExtentRows)), unsigned(std::max<int64_t>(1, ceil_div(K, kExtentChunk))),
+              unsigned(batches));
+}
+
+// K is the contiguous axis when stepping along it moves less than stepping along the rows.
+inline bool k_is_contiguous(int64_t i_stride, int64_t k_stride) { return std::llabs(k_stride) <= std::llabs(i_stride); }
+
 // -------------------------------------------------------------------------- the analysis pass
 //
 // Per row i of the operand (A: m, B: n) and batch: the exponent of the highest set bit of any
 // element (`top`) and of the lowest (`bottom`), as integers: x = m * 2^q with an integer m.
-// Elements are read in the direction their memory is contiguous in: a warp walks K along a row
-// when K is the contiguous axis, else 32 rows side by side.
-constexpr int kExtentRows = 32;
-constexpr int64_t kExtentChunk = 4096;  // K elements per block
-constexpr int kNoTop = -100000, kNoBottom = 100000;
-
 struct OperandExtent {
   int* top = nullptr;     // [batches][I]: highest set bit, kNoTop for a row of zeros
   int* bottom = nullptr;  // [batches][I]: lowest set bit, kNoBottom for a row of zeros
@@ -45,25 +106,25 @@ __device__ inline void set_bit_range(double x, int* top, int* bottom) {
   *bottom = min(*bottom, q + __ffsll(static_cast<long long>(mantissa)) - 1);
 }
 
+template <typename Word>
 __global__ void operand_extent_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
                                       ScaleOperand scale, bool k_contiguous, OperandExtent extent) {
   __shared__ int rows_top[kExtentRows], rows_bottom[kExtentRows];
   if (threadIdx.x < kExtentRows) rows_top[threadIdx.x] = kNoTop, rows_bottom[threadIdx.x] = kNoBottom;
   __syncthreads();
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const RowWalk walk = row_walk(k_contiguous);
   const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.x) * kExtentRows, k0 = int64_t(blockIdx.y) * kExtentChunk;
   const int64_t k1 = min(K, k0 + kExtentChunk);
   bool nonfinite = false;
-  for (int r = k_contiguous ? warp : lane; r < kExtentRows; r += k_contiguous ? warps : 32) {
+  for (int r = walk.first_row; r < kExtentRows; r += walk.row_step) {
     const int64_t i = i0 + r;
     if (i >= I) break;
     int top = kNoTop, bottom = kNoBottom;
-    for (int64_t k = k0 + (k_contiguous ? lane : warp); k < k1; k += k_contiguous ? 32 : warps) {
-      const double x =
-          decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) * scale_at(scale, i, k);
-      if (!isfinite(x)) nonfinite = true;
-      else if (x != 0) set_bit_range(x, &top, &bottom);
-    }
+    for_row_elements<Word>(source, l * source.batch_stride + i * i_stride, k_stride, i, k0 + walk.k_offset, k1,
+                           walk.k_step, scale, [&](int64_t, double x) {
+                             if (!isfinite(x)) nonfinite = true;
+                             else if (x != 0) set_bit_range(x, &top, &bottom);
+                           });
     atomicMax(&rows_top[r], top);
     atomicMin(&rows_bottom[r], bottom);
   }
@@ -88,29 +149,29 @@ __device__ inline int slices_needed(double x, int top) {
   return min(kNeedBins - 1, (top - lowest + 1 + kEmulationSliceBits - 1) / kEmulationSliceBits);
 }
 
+template <typename Word>
 __global__ void slice_need_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
                                   ScaleOperand scale, bool k_contiguous, const int* tops,
                                   unsigned long long* counts) {
   __shared__ unsigned long long block_counts[kNeedBins];
   if (threadIdx.x < kNeedBins) block_counts[threadIdx.x] = 0;
   __syncthreads();
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const RowWalk walk = row_walk(k_contiguous);
   const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.x) * kExtentRows, k0 = int64_t(blockIdx.y) * kExtentChunk;
   const int64_t k1 = min(K, k0 + kExtentChunk);
   // Counted in registers first: nearly every element falls in one or two bins, and an atomic
   // per element on those two shared words cost more than the rest of the pass (run 68).
   unsigned thread_counts[kNeedBins] = {};
-  for (int r = k_contiguous ? warp : lane; r < kExtentRows; r += k_contiguous ? warps : 32) {
+  for (int r = walk.first_row; r < kExtentRows; r += walk.row_step) {
     const int64_t i = i0 + r;
     if (i >= I) break;
     const int top = tops[l * I + i];
-    for (int64_t k = k0 + (k_contiguous ? lane : warp); k < k1; k += k_contiguous ? 32 : warps) {
-      const double x =
-          decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) * scale_at(scale, i, k);
-      const int need = isfinite(x) ? slices_needed(x, top) : 0;
+    for_row_elements<Word>(source, l * source.batch_stride + i * i_stride, k_stride, i, k0 + walk.k_offset, k1,
+                           walk.k_step, scale, [&](int64_t, double x) {
+                             const int need = isfinite(x) ? slices_needed(x, top) : 0;
 #pragma unroll
-      for (int bin = 1; bin < kNeedBins; ++bin) thread_counts[bin] += need == bin;
-    }
+                             for (int bin = 1; bin < kNeedBins; ++bin) thread_counts[bin] += need == bin;
+                           });
   }
 #pragma unroll
   for (int bin = 1; bin < kNeedBins; ++bin)
@@ -148,21 +209,36 @@ REPRO_HD inline void slice_digits(double x, int top, int slices, signed char* di
   }
 }
 
-__global__ void slice_operand_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
-                                     ScaleOperand scale, bool k_contiguous, SlicedOperand out) {
+constexpr int kSliceThreads = 256, kSliceLoads = kSliceTile * kSliceTile / kSliceThreads;
+
+template <typename Word>
+__global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatrix source, int64_t i_stride,
+                                                                      int64_t k_stride, int64_t I, int64_t K,
+                                                                      ScaleOperand scale, bool k_contiguous,
+                                                                      SlicedOperand out) {
   __shared__ double tile[kSliceTile][kSliceTile + 1];
   const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.y) * kSliceTile, k0 = int64_t(blockIdx.x) * kSliceTile;
-  for (int e = threadIdx.x; e < kSliceTile * kSliceTile; e += blockDim.x) {
-    const int fast = e % kSliceTile, slow = e / kSliceTile;
-    const int r = k_contiguous ? slow : fast, c = k_contiguous ? fast : slow;
-    const int64_t i = i0 + r, k = k0 + c;
-    tile[r][c] = i < I && k < K ? decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) *
-                                      scale_at(scale, i, k)
-                                : 0.0;
+  // Element e of the tile: consecutive threads on consecutive elements of the contiguous axis;
+  // every load issued before any is decoded (for_row_elements says why).
+  const auto at = [&](int j, int* r, int* c) {
+    const int e = int(threadIdx.x) + j * kSliceThreads, fast = e % kSliceTile, slow = e / kSliceTile;
+    *r = k_contiguous ? slow : fast, *c = k_contiguous ? fast : slow;
+    return i0 + *r < I && k0 + *c < K;
+  };
+  uint64_t bits[kSliceLoads];
+#pragma unroll
+  for (int j = 0; j < kSliceLoads; ++j) {
+    int r, c;
+    bits[j] = at(j, &r, &c) ? load_word<Word>(source.data, l * source.batch_stride + (i0 + r) * i_stride + (k0 + c) * k_stride) : 0;
+  }
+#pragma unroll
+  for (int j = 0; j < kSliceLoads; ++j) {
+    int r, c;
+    tile[r][c] = at(j, &r, &c) ? decode_bits(source.dtype, bits[j]) * scale_at(scale, i0 + r, k0 + c) : 0.0;
   }
   __syncthreads();
   signed char* base = out.data + l * out.batch_stride();
-  for (int e = threadIdx.x; e < kSliceTile * (kSliceTile / 4); e += blockDim.x) {
+  for (int e = threadIdx.x; e < kSliceTile * (kSliceTile / 4); e += kSliceThreads) {
     const int r = e / (kSliceTile / 4), c = e % (kSliceTile / 4) * 4;
     const int64_t i = i0 + r;
     const int top = i < I ? out.top[l * I + i] : kNoTop;
@@ -212,17 +288,19 @@ inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_str
   fill_kernel<int><<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.bottom, rows, kNoBottom);
   fill_kernel<int><<<1, 1>>>(analysis.extent.nonfinite, 1, 0);
   REPRO_CUDA_CHECK(cudaGetLastError());
-  const dim3 grid(unsigned(ceil_div(I, kExtentRows)), unsigned(std::max<int64_t>(1, ceil_div(K, kExtentChunk))),
-                  unsigned(analysis.batches));
-  // K is the contiguous axis when stepping along it moves less than stepping along the rows.
-  const bool k_contiguous = std::llabs(k_stride) <= std::llabs(i_stride);
-  operand_extent_kernel<<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent);
-  REPRO_CUDA_CHECK(cudaGetLastError());
+  const dim3 grid = row_pass_grid(analysis.batches, I, K);
+  const bool k_contiguous = k_is_contiguous(i_stride, k_stride);
   unsigned long long* counts = nullptr;
   REPRO_CUDA_CHECK(cudaMalloc(&counts, kNeedBins * sizeof(unsigned long long)));
   REPRO_CUDA_CHECK(cudaMemset(counts, 0, kNeedBins * sizeof(unsigned long long)));
-  slice_need_kernel<<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent.top, counts);
-  REPRO_CUDA_CHECK(cudaGetLastError());
+  with_element_word(source.dtype, [&](auto word) {
+    using Word = decltype(word);
+    operand_extent_kernel<Word><<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent);
+    REPRO_CUDA_CHECK(cudaGetLastError());
+    slice_need_kernel<Word><<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent.top,
+                                           counts);
+    REPRO_CUDA_CHECK(cudaGetLastError());
+  });
   std::vector<unsigned long long> host_counts(kNeedBins);
   REPRO_CUDA_CHECK(cudaMemcpy(host_counts.data(), counts, kNeedBins * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
   cudaFree(counts);
@@ -257,9 +335,11 @@ inline SlicedOperand slice_operand(const DeviceMatrix& source, int64_t i_stride,
                     double(bytes) / (1 << 30)));
   }
   REPRO_CUDA_CHECK(cudaMemset(out.data, 0, bytes));  // the padding
-  const bool k_contiguous = std::llabs(k_stride) <= std::llabs(i_stride);
   const dim3 grid(unsigned(ceil_div(K, kSliceTile)), unsigned(ceil_div(I, kSliceTile)), unsigned(out.batches));
-  slice_operand_kernel<<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, out);
+  with_element_word(source.dtype, [&](auto word) {
+    slice_operand_kernel<decltype(word)>
+        <<<grid, kSliceThreads>>>(source, i_stride, k_stride, I, K, scale, k_is_contiguous(i_stride, k_stride), out);
+  });
   REPRO_CUDA_CHECK(cudaGetLastError());
   return out;
 }

@@ -16,36 +16,69 @@ namespace repro {
 // How many outputs the host recomputes to vouch for a device reference.
 constexpr int64_t kCrossCheckSamples = 4096;
 
-// Vector v of `count` elements starting at element bases[v] and `step` elements apart, decoded
-// into out[v * count ...]: the sampled rows of A (step: A's K stride) or columns of B; with
-// count 1, single elements (gather_values).
-__global__ void gather_vectors_kernel(DType dtype, const unsigned char* storage, const int64_t* bases,
-                                      int64_t vectors, int64_t step, int64_t count, double* out) {
+// Host memory that its owner fills before reading: not zeroed at allocation, so that its pages
+// are first touched by the threads that fill it. (A zeroed vector of the sampled rows, 4 MiB at
+// K = 8192, costs its one thread a page fault every 4 KiB before any data arrives; the fetch
+// took ~0.8 ms a MiB of doubles in run 68.)
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  template <typename U, typename... Args>
+  void construct(U* place, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(place)) U;
+    else ::new (static_cast<void*>(place)) U(std::forward<Args>(args)...);
+  }
+};
+using HostValues = std::vector<double, UninitializedAllocator<double>>;
+
+// Vector v of `count` elements starting at element bases[v] and `step` elements apart, as
+// stored, into out[v * count ...]: the sampled rows of A (step: A's K stride) or columns of B;
+// with count 1, single elements (gather_values).
+template <typename Word>
+__global__ void gather_vectors_kernel(const Word* storage, const int64_t* bases, int64_t vectors, int64_t step,
+                                      int64_t count, Word* out) {
   const int64_t total = vectors * count;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = decode(dtype, storage, bases[i / count] + (i % count) * step);
+    out[i] = storage[bases[i / count] + (i % count) * step];
 }
 
-inline std::vector<double> gather_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases,
-                                          int64_t step, int64_t count) {
-  std::vector<double> values(bases.size() * size_t(count));
-  if (values.empty()) return values;
+// The vectors' values: gathered on the device at the element's width (a quarter of the bytes of
+// doubles for bf16), copied, and decoded on every host core.
+inline HostValues gather_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases, int64_t step,
+                                 int64_t count) {
+  const int64_t total = int64_t(bases.size()) * count;
+  HostValues values(static_cast<size_t>(total));
+  if (total == 0) return values;
+  const size_t width = dtype_bytes(dtype);
   int64_t* device_bases = upload_int64(bases);
-  double* device_values = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&device_values, values.size() * sizeof(double)));
-  gather_vectors_kernel<<<pipeline_blocks(int64_t(values.size())), kPipelineThreads>>>(
-      dtype, static_cast<const unsigned char*>(device), device_bases, int64_t(bases.size()), step, count,
-      device_values);
+  void* gathered = nullptr;
+  REPRO_CUDA_CHECK(cudaMalloc(&gathered, size_t(total) * width));
+  with_element_word(dtype, [&](auto word) {
+    using Word = decltype(word);
+    gather_vectors_kernel<Word><<<pipeline_blocks(total), kPipelineThreads>>>(
+        static_cast<const Word*>(device), device_bases, int64_t(bases.size()), step, count, static_cast<Word*>(gathered));
+  });
   REPRO_CUDA_CHECK(cudaGetLastError());
-  REPRO_CUDA_CHECK(cudaMemcpy(values.data(), device_values, values.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  std::vector<unsigned char, UninitializedAllocator<unsigned char>> stored(size_t(total) * width);
+  REPRO_CUDA_CHECK(cudaMemcpy(stored.data(), gathered, stored.size(), cudaMemcpyDeviceToHost));
   cudaFree(device_bases);
-  cudaFree(device_values);
+  cudaFree(gathered);
+  parallel_for(total, 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) values[size_t(i)] = decode(dtype, stored.data(), i);
+  });
   return values;
 }
 
 // The decoded values of the elements at `offsets` of a device buffer.
 inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
-  return gather_vectors(dtype, device, offsets, 0, 1);
+  const HostValues values = gather_vectors(dtype, device, offsets, 0, 1);
+  return std::vector<double>(values.begin(), values.end());
 }
 
 // A grid of outputs (up to 64 rows x 64 columns, over up to 4 batches) and what the host makes
@@ -54,7 +87,7 @@ inline std::vector<double> gather_values(DType dtype, const void* device, const 
 struct CrossCheckSample {
   int64_t batches = 0, rows = 0, cols = 0;
   std::vector<int64_t> batch_of, row_of, col_of;  // the sampled batches, rows and columns
-  std::vector<double> a, b;                       // [batch][row][K], [batch][column][K]
+  HostValues a, b;                                // [batch][row][K], [batch][column][K]
   std::vector<double> c_values, bias_values;      // per sample; empty when the GEMM has none
   std::vector<double> host_values, magnitudes;    // per sample: the host's value, sum_k |a b|
 
@@ -99,7 +132,7 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t s
   // the scales (they are made on the host).
   // One scale per K block, decoded once: a million scale_at calls would take as long as the
   // whole fetch.
-  const auto scale_vectors = [&](const ScaleOperand& scale, const std::vector<int64_t>& lines, std::vector<double>& v) {
+  const auto scale_vectors = [&](const ScaleOperand& scale, const std::vector<int64_t>& lines, HostValues& v) {
     if (scale.data == nullptr) return;
     for (size_t line = 0; line < lines.size(); ++line)
       for (int64_t k0 = 0; k0 < p.K; k0 += scale.block_k) {
