@@ -376,6 +376,11 @@ for kernel in tma tma_multicast; do
   harness_case "emulated reference, $kernel: battery" 0 '16 passed, 0 failed' \
     env REPRO_EMULATED_KERNEL=$kernel timeout -s KILL 300 "$erc"
 done
+# The residues (emulated_moduli.cuh) wherever they fit, and wherever they cost less.
+for scheme in moduli auto; do
+  harness_case "emulated reference, $scheme: battery" 0 '16 passed, 0 failed' \
+    env REPRO_EMULATED_SCHEME=$scheme timeout -s KILL 300 "$erc"
+done
 harness_case "emulated reference: kernel speed" 0 '| 16384 | f32 |' "$erc" speed
 # Every GEMM example (op gemm, grouped_gemm) with random inputs and the emulated reference: the
 # verdict its spec expects, with the engine the ref line names.

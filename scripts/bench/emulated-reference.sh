@@ -9,7 +9,8 @@
 # median of each phase from the harness's own report (`timings`: reference, compare;
 # `reference_kernel_ms`, `reference_fetch_ms`, `reference_check_ms`) and the engine the `ref`
 # line names. The emulation runs once per int8 kernel in KERNELS (REPRO_EMULATED_KERNEL; default
-# "wgmma tma tma_multicast": the cp.async kernel and the two fed by TMA).
+# "wgmma tma tma_multicast": the cp.async kernel and the two fed by TMA) and scheme in SCHEMES
+# (REPRO_EMULATED_SCHEME; default "slices auto": slices alone, and slices or residues by estimate).
 #
 #   REPRO=target/release/repro scripts/bench/emulated-reference.sh
 set -euo pipefail
@@ -17,8 +18,11 @@ cd "$(dirname "$0")/../.."
 repro=${REPRO:-$PWD/target/release/repro}
 rounds=${ROUNDS:-3}
 read -r -a kernels <<<"${KERNELS:-wgmma tma tma_multicast}"
+read -r -a schemes <<<"${SCHEMES:-slices auto}"
 providers=(device)
-for kernel in "${kernels[@]}"; do providers+=("emulated_$kernel"); done
+for kernel in "${kernels[@]}"; do
+  for scheme in "${schemes[@]}"; do providers+=("emulated:$kernel:$scheme"); done
+done
 dir=$(mktemp -d)
 cases=()
 for size in 2048 4096 8192 16384; do cases+=("bf16_$size tests/gpu/bench_tiled_bf16_8192.yaml $size"); done
@@ -33,11 +37,14 @@ for round in $(seq 1 "$rounds"); do
     for provider in "${providers[@]}"; do
       code=0
       # The harness itself: `--size` is its option (repro run keeps the spec's sizes).
-      kernel_env=()
-      [[ "$provider" == emulated_* ]] && kernel_env=("REPRO_EMULATED_KERNEL=${provider#emulated_}")
-      env "${kernel_env[@]}" "generated/$(basename "$spec" .yaml)/harness" --size M="$size" --size N="$size" --size K="$size" --repeat 1 \
-        --reference "${provider%%_*}" --json "$dir/$label.$provider.$round.json" >"$dir/$label.$provider.$round.log" 2>&1 ||
-        code=$?
+      emulation_env=()
+      if [[ "$provider" == emulated:* ]]; then
+        IFS=: read -r _ kernel scheme <<<"$provider"
+        emulation_env=("REPRO_EMULATED_KERNEL=$kernel" "REPRO_EMULATED_SCHEME=$scheme")
+      fi
+      env "${emulation_env[@]}" "generated/$(basename "$spec" .yaml)/harness" --size M="$size" --size N="$size" \
+        --size K="$size" --repeat 1 --reference "${provider%%:*}" --json "$dir/$label.$provider.$round.json" \
+        >"$dir/$label.$provider.$round.log" 2>&1 || code=$?
       # Exit 0 or 1 both carry timings; anything else is a failure of the benchmark itself.
       if [[ $code -gt 1 ]]; then cat "$dir/$label.$provider.$round.log"; exit "$code"; fi
     done

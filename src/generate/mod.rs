@@ -53,6 +53,14 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/device_reference.cuh"),
     ),
     (
+        "runtime/src/emulated_analysis.cuh",
+        include_str!("../../templates/runtime/src/emulated_analysis.cuh"),
+    ),
+    (
+        "runtime/src/emulated_moduli.cuh",
+        include_str!("../../templates/runtime/src/emulated_moduli.cuh"),
+    ),
+    (
         "runtime/src/emulated_slices.cuh",
         include_str!("../../templates/runtime/src/emulated_slices.cuh"),
     ),

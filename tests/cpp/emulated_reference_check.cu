@@ -250,8 +250,10 @@ double preparation_ms(const GemmProblem& p) {
   const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, ScaleOperand());
   const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, ScaleOperand());
   const EmulationPlan plan = plan_emulation(p, a_rows, b_rows, emulation_pair_rate());
-  const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, ScaleOperand(), a_rows, plan.a_slices, kWgmmaTileM);
-  const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, ScaleOperand(), b_rows, plan.b_slices, kWgmmaTileN);
+  const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, ScaleOperand(), a_rows,
+                                               plan.a_slices, kWgmmaTileM, plan.moduli() ? plan.a_bits : 0);
+  const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, ScaleOperand(), b_rows,
+                                               plan.b_slices, kWgmmaTileN, plan.moduli() ? plan.b_bits : 0);
   REPRO_CUDA_CHECK(cudaEventRecord(stop));
   REPRO_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
@@ -275,11 +277,11 @@ void residual_cost_line(const GemmProblem& p, int slices) {
   const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, ScaleOperand(), b_rows, slices, kWgmmaTileN);
   scratch.push_back(a_slices.data), scratch.push_back(b_slices.data);
   const Residuals a_residuals = collect_residuals(a, a.row_stride, a.col_stride, a_slices.batches, p.M, p.K,
-                                                  ScaleOperand(), a_slices.top, slices, a_count, &scratch);
+                                                  ScaleOperand(), a_slices.top, a_slices.bits, a_count, &scratch);
   const Residuals b_residuals = collect_residuals(b, b.col_stride, b.row_stride, b_slices.batches, p.N, p.K,
-                                                  ScaleOperand(), b_slices.top, slices, b_count, &scratch);
+                                                  ScaleOperand(), b_slices.top, b_slices.bits, b_count, &scratch);
   double* out = allocate_reference_doubles(p.L * p.M * p.N, "the output");
-  const CorrectionArgs args{a, b, ScaleOperand(), ScaleOperand(), a_slices.top, slices, a_slices.batches,
+  const CorrectionArgs args{a, b, ScaleOperand(), ScaleOperand(), a_slices.top, a_slices.bits, a_slices.batches,
                             b_slices.batches, out, 1.0, p.L, p.M, p.N, p.K};
   cudaEvent_t start, stop;
   REPRO_CUDA_CHECK(cudaEventCreate(&start));
@@ -371,11 +373,13 @@ unsigned long long count_differences(const double* a, const double* b, int64_t c
   return host;
 }
 
-// Uniform [-1, 1] operands of `dtype` cut into `slices` slices each (the elements beyond them
+// Uniform [-1, 1] operands of `dtype` cut into `slices` slices each, or with `moduli_bits`,
+// into residues of integers of that width modulo `slices` moduli (the elements beyond either
 // left out: the kernels are compared, not the reference), and every available kernel run on
 // them: each one's output against mma.sync's, bit for bit, and with `time`, each one's median of
 // 3 runs after a warm-up. Returns the number of kernels whose output differs.
-int compare_kernels(const char* name, DType dtype, int64_t L, int64_t M, int64_t N, int64_t K, int slices, bool time) {
+int compare_kernels(const char* name, DType dtype, int64_t L, int64_t M, int64_t N, int64_t K, int slices, bool time,
+                    int moduli_bits = 0) {
   const bool batched = L > 1;
   const auto shape = [&](int64_t rows, int64_t cols) {
     return batched ? std::vector<int64_t>{L, rows, cols} : std::vector<int64_t>{rows, cols};
@@ -395,20 +399,25 @@ int compare_kernels(const char* name, DType dtype, int64_t L, int64_t M, int64_t
   const OperandAnalysis b_rows = analyze_operand(bm, bm.col_stride, bm.row_stride, L, N, K, ScaleOperand());
   EmulationPlan plan;
   plan.a_slices = plan.b_slices = slices;
-  const SlicedOperand a_slices = slice_operand(am, am.row_stride, am.col_stride, M, K, ScaleOperand(), a_rows, slices, kWgmmaTileM);
-  const SlicedOperand b_slices = slice_operand(bm, bm.col_stride, bm.row_stride, N, K, ScaleOperand(), b_rows, slices, kWgmmaTileN);
+  plan.scheme = moduli_bits > 0 ? EmulationScheme::moduli : EmulationScheme::slices;
+  plan.a_bits = plan.b_bits = moduli_bits > 0 ? moduli_bits : kEmulationSliceBits * slices;
+  const SlicedOperand a_slices =
+      slice_operand(am, am.row_stride, am.col_stride, M, K, ScaleOperand(), a_rows, slices, kWgmmaTileM, moduli_bits);
+  const SlicedOperand b_slices =
+      slice_operand(bm, bm.col_stride, bm.row_stride, N, K, ScaleOperand(), b_rows, slices, kWgmmaTileN, moduli_bits);
+  std::vector<void*> scratch;
   const int64_t count = L * M * N;
   double* expected = allocate_reference_doubles(count, "mma.sync's output");
   double* actual = allocate_reference_doubles(count, "the output");
   int roundings = 0, differing = 0;
-  cudaFree(launch_emulated_gemm(p, plan, a_slices, b_slices, expected, &roundings, EmulatedKernel::mma_sync));
+  launch_emulated_gemm(p, plan, a_slices, b_slices, expected, &roundings, &scratch, EmulatedKernel::mma_sync);
   REPRO_CUDA_CHECK(cudaDeviceSynchronize());
   std::string times;
   for (int k = 0; k < kEmulatedKernels; ++k) {
     const EmulatedKernel kernel = EmulatedKernel(k);
     if (!emulated_kernel_available(kernel)) continue;
     REPRO_CUDA_CHECK(cudaMemset(actual, 0xFF, size_t(count) * sizeof(double)));  // NaNs: a missed output shows
-    cudaFree(launch_emulated_gemm(p, plan, a_slices, b_slices, actual, &roundings, kernel));
+    launch_emulated_gemm(p, plan, a_slices, b_slices, actual, &roundings, &scratch, kernel);
     REPRO_CUDA_CHECK(cudaDeviceSynchronize());
     const unsigned long long differ = count_differences(expected, actual, count);
     differing += differ != 0;
@@ -420,28 +429,30 @@ int compare_kernels(const char* name, DType dtype, int64_t L, int64_t M, int64_t
         REPRO_CUDA_CHECK(cudaEventCreate(&start));
         REPRO_CUDA_CHECK(cudaEventCreate(&stop));
         REPRO_CUDA_CHECK(cudaEventRecord(start));
-        EmulationStep* steps = launch_emulated_gemm(p, plan, a_slices, b_slices, actual, &roundings, kernel);
+        std::vector<void*> buffers;
+        launch_emulated_gemm(p, plan, a_slices, b_slices, actual, &roundings, &buffers, kernel);
         REPRO_CUDA_CHECK(cudaEventRecord(stop));
         REPRO_CUDA_CHECK(cudaEventSynchronize(stop));
         float elapsed = 0;
         REPRO_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
         if (round > 0) ms.push_back(elapsed);  // the first warms up
-        cudaFree(steps);
+        for (void* buffer : buffers) cudaFree(buffer);
         cudaEventDestroy(start);
         cudaEventDestroy(stop);
       }
       std::sort(ms.begin(), ms.end());
-      // int8 operations a second (2 per multiply-add), over every slice pair.
-      const double tops = 2.0 * double(count) * double(K) * slices * slices / (ms[1] * 1e-3) / 1e12;
+      // int8 operations a second (2 per multiply-add), over every int8 GEMM.
+      const double tops = 2.0 * double(count) * double(K) * plan.pairs() / (ms[1] * 1e-3) / 1e12;
       cell += strprintf(", %.2f ms, %.0f int8 TOPS", ms[1], tops);
     }
     times += strprintf(" %s: %s |", emulated_kernel_title(kernel), cell.c_str());
   }
-  std::printf("| %s | %d x %d |%s\n", name, slices, slices, times.c_str());
+  std::printf("| %s | %s |%s\n", name, describe_planes(plan).c_str(), times.c_str());
   std::fflush(stdout);
   for (void* buffer : {(void*)a_rows.extent.top, (void*)b_rows.extent.top, (void*)a_slices.data, (void*)b_slices.data,
                        (void*)expected, (void*)actual, a.device, b.device})
     cudaFree(buffer);
+  for (void* buffer : scratch) cudaFree(buffer);
   return differing;
 }
 
@@ -455,8 +466,11 @@ int run_kernels(int64_t size) {
   differing += compare_kernels("batched 3, 384 x 512 x 4096 (3 tiles of M)", bf16, 3, 384, 512, 4096, 2, false);
   differing += compare_kernels("K = 2^18, 64 x 300: folds within a level", bf16, 1, 64, 300, 262144, 3, false);
   differing += compare_kernels("one slice, 1000 x 1000 x 777", DType::i8, 1, 1000, 1000, 777, 1, false);
+  differing += compare_kernels("moduli, batched 3, 200 x 136 x 1000", DType::f32, 3, 200, 136, 1000, 8, false, 24);
+  differing += compare_kernels("moduli, K = 2^18, 64 x 300", DType::f32, 1, 64, 300, 262144, 11, false, 32);
   differing += compare_kernels(strprintf("%lld^3", (long long)size).c_str(), bf16, 1, size, size, size, 2, true);
   differing += compare_kernels(strprintf("%lld^3", (long long)size).c_str(), bf16, 1, size, size, size, 3, true);
+  differing += compare_kernels(strprintf("%lld^3", (long long)size).c_str(), DType::f32, 1, size, size, size, 11, true, 36);
   std::printf("%s\n", differing == 0 ? "every kernel gives the same bits" : "FAILED: kernels differ");
   return differing == 0 ? 0 : 1;
 }

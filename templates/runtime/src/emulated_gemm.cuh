@@ -34,11 +34,13 @@ constexpr size_t kEmulatedSharedBytes = size_t(kEmulatedStages) * 2 * kEmulatedT
 // times pairs go into one accumulation.
 constexpr int kTilePairsPerFold = (1 << 17) / kEmulatedTileK;
 
-// One step: the byte offsets of its A and B tiles from the batch's first slice, and the fold
-// that follows it: 0 none, else 1 + the level (its weight 2^-7(level + 2)), negated for the last.
+// One step: the byte offsets of its A and B tiles from the batch's first plane, and the fold
+// that follows it: 0 none, else 1 + the level (slices: its weight 2^-7(level + 2)) or 1 + the
+// modulus (moduli), negated for the last; `fresh` where the fold starts its sum (the first fold
+// of slices, the first of each modulus) rather than adding to an earlier one.
 struct EmulationStep {
   int64_t a_offset, b_offset;
-  int fold;
+  int fold, fresh;
 };
 
 struct EmulatedGemmArgs {
@@ -46,8 +48,9 @@ struct EmulatedGemmArgs {
   const EmulationStep* steps;  // device copy of the table
   int64_t step_count;
   double* out;  // [L][M][N]
+  unsigned char* residues;  // moduli: [moduli][L][M][N], residues in [0, m); slices: null
   double alpha;
-  int64_t M, N;
+  int64_t M, N, outputs;  // outputs: L M N
 };
 
 __device__ inline unsigned shared_address(const void* pointer) {
@@ -95,6 +98,28 @@ __device__ inline void mma_s8_16x8x32(int (&d)[4], const unsigned (&a)[4], unsig
 #endif
 }
 
+// The fold of one output's int32 sum (output (l, m, n); none outside the GEMM). Slices: the sum
+// times the level's weight 2^-7(level + 2) (exact, and the int32 converts exactly), added to
+// what earlier folds left in the output; the last fold (negative) also scales by
+// alpha * 2^(E_i + F_j + 2). Moduli: the sum modulo the step's modulus into its residue plane
+// (emulated_moduli.cuh turns the planes into outputs).
+__device__ __forceinline__ void fold_output(const EmulatedGemmArgs& p, int sum, int64_t l, int64_t m, int64_t n,
+                                            int fold, bool fresh) {
+  if (m >= p.M || n >= p.N) return;
+  const int64_t at = (l * p.M + m) * p.N + n;
+  if (p.residues != nullptr) {
+    unsigned char* residue = p.residues + (abs(fold) - 1) * p.outputs + at;
+    *residue = fold_residue(sum, abs(fold) - 1, fresh, fresh ? 0 : *residue);
+    return;
+  }
+  double value = (fresh ? 0.0 : p.out[at]) + double(sum) * ldexp(1.0, -kEmulationSliceBits * (abs(fold) - 1 + 2));
+  if (fold < 0) {
+    const int ea = p.a.top[(p.a.batches == 1 ? 0 : l) * p.M + m], eb = p.b.top[(p.b.batches == 1 ? 0 : l) * p.N + n];
+    value = ea == kNoTop || eb == kNoTop ? 0.0 : p.alpha * ldexp(value, ea + eb + 2);
+  }
+  p.out[at] = value;
+}
+
 __global__ void __launch_bounds__(kEmulatedThreads, 2) emulated_gemm_kernel(EmulatedGemmArgs p) {
   extern __shared__ __align__(128) signed char emulated_stages[];  // [stage][a, b][128 rows][128 bytes]
   const int thread = threadIdx.x, lane = thread % 32, warp = thread / 32;
@@ -118,7 +143,6 @@ __global__ void __launch_bounds__(kEmulatedThreads, 2) emulated_gemm_kernel(Emul
   const int b_row = lane % 8 + 8 * (lane / 16), b_chunk = (lane / 8) % 2;
   const int g = lane / 4, t = lane % 4;
   int acc[4][4][4] = {};  // the exact int32 sums since the last fold
-  bool first_fold = true;
   for (int64_t s = 0; s < p.step_count; ++s) {
     copy_wait<kEmulatedStages - 2>();
     __syncthreads();
@@ -142,32 +166,18 @@ __global__ void __launch_bounds__(kEmulatedThreads, 2) emulated_gemm_kernel(Emul
 #pragma unroll
         for (int j = 0; j < 4; ++j) mma_s8_16x8x32(acc[i][j], a[i], b[j][0], b[j][1]);
     }
-    const int fold = p.steps[s].fold;
-    if (fold == 0) continue;
-    const bool last = fold < 0;
-    // 2^-7(level + 2): exact, and the int32 converts exactly.
-    const double weight = ldexp(1.0, -kEmulationSliceBits * (abs(fold) - 1 + 2));
-    const int* a_top = p.a.top + (p.a.batches == 1 ? 0 : l) * p.M;
-    const int* b_top = p.b.top + (p.b.batches == 1 ? 0 : l) * p.N;
+    const EmulationStep& step = p.steps[s];
+    if (step.fold == 0) continue;
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int64_t m = m0 + warp_m + 16 * i + g + 8 * (e / 2), n = n0 + warp_n + 8 * j + 2 * t + e % 2;
-          if (m < p.M && n < p.N) {
-            double* out = p.out + (l * p.M + m) * p.N + n;
-            double value = (first_fold ? 0.0 : *out) + double(acc[i][j][e]) * weight;
-            if (last) {
-              const int ea = a_top[m], eb = b_top[n];
-              value = ea == kNoTop || eb == kNoTop ? 0.0 : p.alpha * ldexp(value, ea + eb + 2);
-            }
-            *out = value;
-          }
+          fold_output(p, acc[i][j][e], l, m0 + warp_m + 16 * i + g + 8 * (e / 2), n0 + warp_n + 8 * j + 2 * t + e % 2,
+                      step.fold, step.fresh != 0);
           acc[i][j][e] = 0;
         }
-    first_fold = false;
   }
 }
 
@@ -242,33 +252,18 @@ __global__ void wgmma_available_kernel(int* out) {
 #endif
 }
 
-// Folds a warpgroup's m64n256 int32 sums (wgmma's layout: accumulator 4j + e of a thread is row
-// 16 warp + g (+ 8 for e >= 2) and column 8j + 2q + e % 2, g = lane / 4, q = lane % 4) into the
-// fp64 output: times the level's weight 2^-7(level + 2) (exact, and the int32 converts exactly),
-// added to what earlier folds left there; the last fold (negative) also scales by
-// alpha * 2^(E_i + F_j + 2). `warp_m`: the first output row of this warp's 16.
+// Folds a warpgroup's m64n256 int32 sums (fold_output); wgmma's layout: accumulator 4j + e of
+// a thread is row 16 warp + g (+ 8 for e >= 2) and column 8j + 2q + e % 2, g = lane / 4,
+// q = lane % 4. `warp_m`: the first output row of this warp's 16.
 __device__ __forceinline__ void fold_wgmma_accumulators(const EmulatedGemmArgs& p, const int (&acc)[128], int64_t l,
-                                               int64_t warp_m, int64_t n0, int lane, int fold, bool first_fold) {
-  const bool last = fold < 0;
-  const double weight = ldexp(1.0, -kEmulationSliceBits * (abs(fold) - 1 + 2));
-  const int* a_top = p.a.top + (p.a.batches == 1 ? 0 : l) * p.M;
-  const int* b_top = p.b.top + (p.b.batches == 1 ? 0 : l) * p.N;
+                                                        int64_t warp_m, int64_t n0, int lane, const EmulationStep& step) {
   const int g = lane / 4, q = lane % 4;
 #pragma unroll
   for (int j = 0; j < 32; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t m = warp_m + g + 8 * (e / 2), n = n0 + 8 * j + 2 * q + e % 2;
-      if (m < p.M && n < p.N) {
-        double* out = p.out + (l * p.M + m) * p.N + n;
-        double value = (first_fold ? 0.0 : *out) + double(acc[4 * j + e]) * weight;
-        if (last) {
-          const int ea = a_top[m], eb = b_top[n];
-          value = ea == kNoTop || eb == kNoTop ? 0.0 : p.alpha * ldexp(value, ea + eb + 2);
-        }
-        *out = value;
-      }
-    }
+    for (int e = 0; e < 4; ++e)
+      fold_output(p, acc[4 * j + e], l, warp_m + g + 8 * (e / 2), n0 + 8 * j + 2 * q + e % 2, step.fold,
+                  step.fresh != 0);
 }
 
 __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(EmulatedGemmArgs p) {
@@ -300,7 +295,6 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(E
   }
   int acc[128];
   int accumulate = 0;  // 0: the next MMA starts the sums afresh (after a fold)
-  bool first_fold = true;
   for (int64_t s = 0; s < p.step_count; ++s) {
     copy_wait<kWgmmaPrefetch - 1>();
     fence_proxy_async();
@@ -320,11 +314,10 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(E
     // ptxas then waits anyway before the accumulators are reused) frees its stage at once.
     wgmma_commit();
     wgmma_wait<0>();
-    const int fold = p.steps[s].fold;
-    if (fold == 0) continue;
-    fold_wgmma_accumulators(p, acc, l, m0 + warpgroup * 64 + 16 * warp, n0, lane, fold, first_fold);
+    const EmulationStep& step = p.steps[s];
+    if (step.fold == 0) continue;
+    fold_wgmma_accumulators(p, acc, l, m0 + warpgroup * 64 + 16 * warp, n0, lane, step);
     accumulate = 0;
-    first_fold = false;
   }
 }
 

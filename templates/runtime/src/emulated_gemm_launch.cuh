@@ -13,15 +13,23 @@
 
 namespace repro {
 
-// The slice counts of A and B (at least 1: an all-zero operand is one slice of zeros), the
-// elements beyond them, and, where the operands cannot be emulated, why not.
+// How the operands become int8 planes: 7-bit slices (emulated_slices.cuh) or residues of
+// integers modulo small moduli (emulated_moduli.cuh).
+enum class EmulationScheme { slices, moduli };
+
+// The planes of A and B (at least 1: an all-zero operand is one slice of zeros), the widths they
+// hold exactly, the elements beyond them, and, where the operands cannot be emulated, why not.
 struct EmulationPlan {
-  int a_slices = 0, b_slices = 0;
-  int64_t a_residuals = 0, b_residuals = 0;  // elements beyond the slices (emulated_residuals.cuh)
+  EmulationScheme scheme = EmulationScheme::slices;
+  int a_slices = 0, b_slices = 0;  // planes: slices of each operand, or (moduli) the moduli, both
+  int a_bits = 0, b_bits = 0;      // what the planes hold: 7 bits a slice, or the moduli's integer widths
+  int64_t a_residuals = 0, b_residuals = 0;  // elements beyond them (emulated_residuals.cuh)
   double seconds = 0;                         // the estimate it was chosen by
   std::string refusal;  // empty: emulate
-  int pairs() const { return a_slices * b_slices; }
-  int levels() const { return a_slices + b_slices - 1; }
+  bool moduli() const { return scheme == EmulationScheme::moduli; }
+  // The int8 GEMMs: a pair of slices each, or one per modulus.
+  int pairs() const { return moduli() ? a_slices : a_slices * b_slices; }
+  int levels() const { return a_slices + b_slices - 1; }  // slices: the powers of two the pairs fall on
 };
 
 // Whether this build of the runtime has the wgmma kernel for this GPU (sm_90a code), asked once.
@@ -89,53 +97,87 @@ inline bool emulation_supported() {
   return kernel_code_path(reinterpret_cast<const void*>(emulated_gemm_kernel), &attributes) >= 80;
 }
 
-// The step table: levels finest first, then K tiles, then the level's pairs; a fold after a
-// level's last step and within a level every kTilePairsPerFold tile-pairs. `folds` counts them.
+// The step table. Slices: levels finest first, then K tiles, then the level's pairs; a fold
+// after a level's last step and within a level every kTilePairsPerFold tile-pairs. Moduli: per
+// modulus its K tiles, a fold after the last and every kTilePairsPerFold. `folds` counts them.
 inline std::vector<EmulationStep> emulation_steps(const EmulationPlan& plan, const SlicedOperand& a,
                                                   const SlicedOperand& b, int* folds) {
   std::vector<EmulationStep> steps;
   const int64_t k_tiles = a.Kp / kEmulatedTileK;
   *folds = 0;
-  for (int level = plan.levels() - 1; level >= 0; --level) {
-    const int first_t = std::max(0, level - (plan.b_slices - 1)), last_t = std::min(plan.a_slices - 1, level);
-    const int64_t tiles_per_fold = std::max(1, kTilePairsPerFold / (last_t - first_t + 1));
-    for (int64_t k_tile = 0; k_tile < k_tiles; ++k_tile)
-      for (int t = first_t; t <= last_t; ++t) {
-        EmulationStep step{t * a.slice_stride() + k_tile * kEmulatedTileK,
-                           (level - t) * b.slice_stride() + k_tile * kEmulatedTileK, 0};
-        if (t == last_t && (k_tile == k_tiles - 1 || (k_tile + 1) % tiles_per_fold == 0)) {
-          step.fold = 1 + level;
+  if (plan.moduli()) {
+    for (int n = 0; n < plan.pairs(); ++n)
+      for (int64_t k_tile = 0; k_tile < k_tiles; ++k_tile) {
+        EmulationStep step{n * a.slice_stride() + k_tile * kEmulatedTileK, n * b.slice_stride() + k_tile * kEmulatedTileK,
+                           0, 0};
+        if (k_tile == k_tiles - 1 || (k_tile + 1) % kTilePairsPerFold == 0) {
+          step.fold = 1 + n;
+          step.fresh = k_tile < kTilePairsPerFold;  // the modulus's first fold
           ++*folds;
         }
         steps.push_back(step);
       }
+  } else {
+    for (int level = plan.levels() - 1; level >= 0; --level) {
+      const int first_t = std::max(0, level - (plan.b_slices - 1)), last_t = std::min(plan.a_slices - 1, level);
+      const int64_t tiles_per_fold = std::max(1, kTilePairsPerFold / (last_t - first_t + 1));
+      for (int64_t k_tile = 0; k_tile < k_tiles; ++k_tile)
+        for (int t = first_t; t <= last_t; ++t) {
+          EmulationStep step{t * a.slice_stride() + k_tile * kEmulatedTileK,
+                             (level - t) * b.slice_stride() + k_tile * kEmulatedTileK, 0, 0};
+          if (t == last_t && (k_tile == k_tiles - 1 || (k_tile + 1) % tiles_per_fold == 0)) {
+            step.fold = 1 + level;
+            step.fresh = *folds == 0;  // every later fold adds to the output
+            ++*folds;
+          }
+          steps.push_back(step);
+        }
+    }
   }
   if (!steps.empty()) steps.back().fold = -steps.back().fold;
   return steps;
 }
 
-// Starts the emulated GEMM from the sliced operands with `kernel`; returns the step table's
-// device copy (the launch frees it with the other scratch buffers) and sets `roundings` (the
-// bound's factor: one per fold, one for alpha).
-inline EmulationStep* launch_emulated_gemm(const GemmProblem& p, const EmulationPlan& plan, const SlicedOperand& a,
-                                           const SlicedOperand& b, double* out, int* roundings,
-                                           EmulatedKernel kernel = emulated_kernel()) {
+// A device buffer of the emulated GEMM that goes into `scratch` (freed with the launch's
+// other scratch buffers), or exit 4 with the way out.
+inline void* allocate_emulation_buffer(size_t bytes, const char* what, std::vector<void*>* scratch) {
+  void* data = nullptr;
+  if (cudaMalloc(&data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+    cudaGetLastError();
+    fatal(kExitCudaError, "fault",
+          strprintf("the emulated reference needs %.2f GiB of device memory for %s: rerun with --reference device",
+                    double(bytes) / (1 << 30), what));
+  }
+  scratch->push_back(data);
+  return data;
+}
+
+// Starts the emulated GEMM from the operands' planes with `kernel`, its buffers (the step
+// table's device copy, the moduli's residue planes) into `scratch`, and sets `roundings` (the
+// bound's factor). Slices: one rounding per fold, one for alpha. Moduli: the exact integer
+// product rounded once, then alpha's product.
+inline void launch_emulated_gemm(const GemmProblem& p, const EmulationPlan& plan, const SlicedOperand& a,
+                                 const SlicedOperand& b, double* out, int* roundings, std::vector<void*>* scratch,
+                                 EmulatedKernel kernel = emulated_kernel()) {
   int folds = 0;
   const std::vector<EmulationStep> steps = emulation_steps(plan, a, b, &folds);
-  *roundings = folds + 1;
+  *roundings = plan.moduli() ? 2 : folds + 1;
   EmulatedGemmArgs args;
-  args.a = a, args.b = b, args.out = out, args.alpha = p.alpha;
-  args.M = p.M, args.N = p.N, args.step_count = int64_t(steps.size());
-  EmulationStep* device_steps = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&device_steps, std::max<size_t>(1, steps.size()) * sizeof(EmulationStep)));
+  args.a = a, args.b = b, args.out = out, args.alpha = p.alpha, args.residues = nullptr;
+  args.M = p.M, args.N = p.N, args.outputs = p.L * p.M * p.N, args.step_count = int64_t(steps.size());
+  EmulationStep* device_steps = static_cast<EmulationStep*>(
+      allocate_emulation_buffer(std::max<size_t>(1, steps.size()) * sizeof(EmulationStep), "its step table", scratch));
   REPRO_CUDA_CHECK(
       cudaMemcpy(device_steps, steps.data(), steps.size() * sizeof(EmulationStep), cudaMemcpyHostToDevice));
   args.steps = device_steps;
   if (steps.empty()) {  // K = 0: the product is 0
     fill_kernel<double><<<pipeline_blocks(p.L * p.M * p.N), kPipelineThreads>>>(out, p.L * p.M * p.N, 0.0);
     REPRO_CUDA_CHECK(cudaGetLastError());
-    return device_steps;
+    return;
   }
+  if (plan.moduli())
+    args.residues = static_cast<unsigned char*>(
+        allocate_emulation_buffer(size_t(plan.pairs()) * size_t(args.outputs), "the residues of its outputs", scratch));
   switch (kernel) {
     case EmulatedKernel::mma_sync: {
       const dim3 grid(unsigned(b.Ip / kEmulatedTile), unsigned(a.Ip / kEmulatedTile), unsigned(p.L));
@@ -155,7 +197,16 @@ inline EmulationStep* launch_emulated_gemm(const GemmProblem& p, const Emulation
     case EmulatedKernel::tma_multicast: launch_tma_emulated_gemm<2>(args, p.L); break;
   }
   REPRO_CUDA_CHECK(cudaGetLastError());
-  return device_steps;
+  if (plan.moduli()) {
+    ReconstructionArgs reconstruction;
+    reconstruction.residues = args.residues, reconstruction.a_top = a.top, reconstruction.b_top = b.top;
+    reconstruction.a_batches = a.batches, reconstruction.b_batches = b.batches;
+    reconstruction.a_bits = a.bits, reconstruction.b_bits = b.bits, reconstruction.alpha = p.alpha;
+    reconstruction.out = out, reconstruction.L = p.L, reconstruction.M = p.M, reconstruction.N = p.N;
+    reconstruction.inverses = moduli_inverses(plan.pairs());
+    moduli_reconstruct_kernel<<<pipeline_blocks(args.outputs), kPipelineThreads>>>(reconstruction);
+    REPRO_CUDA_CHECK(cudaGetLastError());
+  }
 }
 
 }  // namespace repro

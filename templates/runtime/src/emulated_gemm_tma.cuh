@@ -246,7 +246,6 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     };
     int acc[128];
     int accumulate = 0;  // 0: the next MMA starts the sums afresh (after a fold)
-    bool first_fold = true;
     int64_t unreleased = -1;  // the step whose MMAs may still be in flight, its stage not yet handed back
     for (int64_t s = 0; s < p.step_count; ++s) {
       const int stage = int(s % kTmaStages);
@@ -260,8 +259,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
         accumulate = 1;
       }
       wgmma_commit();
-      const int fold = p.steps[s].fold;
-      if (fold == 0) {
+      const EmulationStep& step = p.steps[s];
+      if (step.fold == 0) {
         // The previous step's MMAs are done (this one's may run on): its stage goes back.
         wgmma_wait<1>();
         if (unreleased >= 0) release(int(unreleased % kTmaStages));
@@ -273,9 +272,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
       if (unreleased >= 0) release(int(unreleased % kTmaStages));
       release(stage);
       unreleased = -1;
-      fold_wgmma_accumulators(p, acc, l, m0 + consumer * 64 + 16 * warp, n0, lane, fold, first_fold);
+      fold_wgmma_accumulators(p, acc, l, m0 + consumer * 64 + 16 * warp, n0, lane, step);
       accumulate = 0;
-      first_fold = false;
     }
     // The last step folds, so no MMA is in flight here; but ptxas cannot know that, and without
     // this wait it injects one of its own inside the loop (C7517).

@@ -71,28 +71,91 @@ inline bool emulation_pays(const GemmProblem& p, int pairs) {
   return emulation_seconds(p, pairs, emulation_pair_rate()) < 0.8 * dmma_seconds(p);
 }
 
-// The slice counts with the least estimated time: each operand from 1 to kMaxEmulationSlices,
-// the elements beyond them carried as residuals (at most kMaxResiduals each).
-inline EmulationPlan plan_emulation(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b,
-                                    double pair_rate) {
-  EmulationPlan plan;
-  if (a.nonfinite || b.nonfinite) {
-    plan.refusal = strprintf("%s holds Inf or NaN, which int8 slices cannot carry", a.nonfinite ? "A" : "B");
-    return plan;
-  }
-  // Correction A reads B along N, correction B reads A along M.
+// The moduli's reconstruction, per output: its residues read, Garner's digits and a 128-bit
+// product (an estimate, not yet measured: ~0.5 ms at 8192^2).
+constexpr double kReconstructionSecondsPerOutput = 8e-12;
+
+// Which schemes the plan weighs: REPRO_EMULATED_SCHEME=slices, moduli or auto (both, the one
+// with the lower estimate). Slices unless set: the moduli are not yet measured on a GPU.
+enum class SchemeChoice { slices, moduli, automatic };
+
+inline SchemeChoice emulation_scheme_choice() {
+  static const SchemeChoice choice = [] {
+    const char* name = std::getenv("REPRO_EMULATED_SCHEME");
+    if (name == nullptr || *name == '\0' || std::strcmp(name, "slices") == 0) return SchemeChoice::slices;
+    if (std::strcmp(name, "moduli") == 0) return SchemeChoice::moduli;
+    if (std::strcmp(name, "auto") == 0) return SchemeChoice::automatic;
+    usage_error(strprintf(
+        "REPRO_EMULATED_SCHEME=%s is not a scheme of the emulated reference: use slices, moduli or auto, or unset it",
+        name));
+  }();
+  return choice;
+}
+
+// What the residual elements of a plan cost (their corrections): a term per output each reaches.
+// Correction A reads B along N, correction B reads A along M.
+inline double residual_seconds(const GemmProblem& p, int64_t a_residuals, int64_t b_residuals) {
   const DeviceMatrix a_matrix = device_matrix(*p.a), b_matrix = device_matrix(*p.b);
   const double a_term = std::llabs(b_matrix.col_stride) == 1 ? kResidualSecondsPerTerm : kStridedResidualSecondsPerTerm;
   const double b_term = std::llabs(a_matrix.row_stride) == 1 ? kResidualSecondsPerTerm : kStridedResidualSecondsPerTerm;
+  return double(a_residuals) * double(p.N) * a_term + double(b_residuals) * double(p.M) * b_term;
+}
+
+// The slice counts with the least estimated time: each operand from 1 to kMaxEmulationSlices,
+// the elements beyond them carried as residuals (at most kMaxResiduals each). No slices when
+// every count leaves more residuals than that.
+inline EmulationPlan plan_slices(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b,
+                                 double pair_rate) {
+  EmulationPlan plan;
   for (int sa = 1; sa <= kMaxEmulationSlices; ++sa)
     for (int sb = 1; sb <= kMaxEmulationSlices; ++sb) {
       const int64_t ra = a.beyond(sa), rb = b.beyond(sb);
       if (ra > kMaxResiduals || rb > kMaxResiduals) continue;
-      const double residual_seconds = double(ra) * double(p.N) * a_term + double(rb) * double(p.M) * b_term;
-      const double seconds = emulation_seconds(p, sa * sb, pair_rate, residual_seconds);
+      const double seconds = emulation_seconds(p, sa * sb, pair_rate, residual_seconds(p, ra, rb));
       if (plan.a_slices == 0 || seconds < plan.seconds)
         plan.a_slices = sa, plan.b_slices = sb, plan.a_residuals = ra, plan.b_residuals = rb, plan.seconds = seconds;
     }
+  plan.a_bits = kEmulationSliceBits * plan.a_slices, plan.b_bits = kEmulationSliceBits * plan.b_slices;
+  return plan;
+}
+
+// The integer widths with the least estimated time for the moduli (emulated_moduli.cuh): each
+// operand from 4 to kMaxModuliWidth bits, by 4, and as many moduli as they need; none when no
+// widths fit kMaxModuli moduli and kMaxResiduals residuals.
+inline EmulationPlan plan_moduli(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b,
+                                 double pair_rate) {
+  EmulationPlan plan;
+  plan.scheme = EmulationScheme::moduli;
+  for (int wa = kModuliWidthStep; wa <= kMaxModuliWidth; wa += kModuliWidthStep)
+    for (int wb = kModuliWidthStep; wb <= kMaxModuliWidth; wb += kModuliWidthStep) {
+      const int64_t ra = a.beyond_bits(wa), rb = b.beyond_bits(wb);
+      const int moduli = moduli_needed(wa, wb, p.K);
+      if (ra > kMaxResiduals || rb > kMaxResiduals || moduli == 0) continue;
+      const double seconds = emulation_seconds(p, moduli, pair_rate, residual_seconds(p, ra, rb)) +
+                             double(p.L) * double(p.M) * double(p.N) * kReconstructionSecondsPerOutput;
+      if (plan.a_slices == 0 || seconds < plan.seconds)
+        plan.a_slices = plan.b_slices = moduli, plan.a_bits = wa, plan.b_bits = wb, plan.a_residuals = ra,
+        plan.b_residuals = rb, plan.seconds = seconds;
+    }
+  return plan;
+}
+
+// The plan with the least estimated time among the schemes `choice` allows (the moduli, where
+// they alone are asked for and none fit, give way to slices), or why the operands cannot be
+// emulated.
+inline EmulationPlan plan_emulation(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b,
+                                    double pair_rate, SchemeChoice choice = emulation_scheme_choice()) {
+  if (a.nonfinite || b.nonfinite) {
+    EmulationPlan plan;
+    plan.refusal = strprintf("%s holds Inf or NaN, which int8 slices cannot carry", a.nonfinite ? "A" : "B");
+    return plan;
+  }
+  EmulationPlan plan = plan_slices(p, a, b, pair_rate);
+  if (choice != SchemeChoice::slices) {
+    const EmulationPlan moduli = plan_moduli(p, a, b, pair_rate);
+    if (moduli.a_slices > 0 && (choice == SchemeChoice::moduli || plan.a_slices == 0 || moduli.seconds < plan.seconds))
+      plan = moduli;
+  }
   if (plan.a_slices == 0) {
     const bool a_wide = a.beyond(kMaxEmulationSlices) > kMaxResiduals;
     plan.refusal = strprintf(
@@ -102,6 +165,13 @@ inline EmulationPlan plan_emulation(const GemmProblem& p, const OperandAnalysis&
         kEmulationSliceBits, (a_wide ? a : b).widest_bits, (long long)kMaxResiduals);
   }
   return plan;
+}
+
+// The plan's planes, as the `ref` line names them.
+inline std::string describe_planes(const EmulationPlan& plan) {
+  if (plan.moduli())
+    return strprintf("exact residues: A %d bits x B %d bits modulo %d moduli", plan.a_bits, plan.b_bits, plan.pairs());
+  return strprintf("exact slices: A %d x B %d", plan.a_slices, plan.b_slices);
 }
 
 // Where the emulation's grids cannot reach (a grid's y and z dimensions stop at 65535 blocks)
@@ -135,9 +205,8 @@ inline std::string emulation_engine(const EmulationPlan& plan, int roundings) {
       plan.a_residuals + plan.b_residuals == 0
           ? ""
           : strprintf(" + %lld and %lld residual elements", (long long)plan.a_residuals, (long long)plan.b_residuals);
-  return strprintf("int8 tensor cores (%s), exact slices: A %d x B %d = %d int8 GEMM%s%s, error <= %d * 2^-53 of sum "
-                   "|a b|",
-                   emulated_kernel_title(emulated_kernel()), plan.a_slices, plan.b_slices, plan.pairs(),
+  return strprintf("int8 tensor cores (%s), %s = %d int8 GEMM%s%s, error <= %d * 2^-53 of sum |a b|",
+                   emulated_kernel_title(emulated_kernel()), describe_planes(plan).c_str(), plan.pairs(),
                    plan.pairs() == 1 ? "" : "s", residuals.c_str(), roundings);
 }
 
@@ -168,26 +237,29 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p, Reference
       if (!plan.refusal.empty()) {
         not_emulated = plan.refusal;
       } else if (method == ReferenceMethod::automatic && !(plan.seconds < 0.8 * dmma_seconds(p))) {
-        not_emulated = strprintf("auto: not emulated, A needs %d and B %d int8 slices (%d GEMMs: ~%.1f ms against "
-                                 "~%.1f ms in fp64)",
-                                 plan.a_slices, plan.b_slices, plan.pairs(), 1e3 * plan.seconds, 1e3 * dmma_seconds(p));
+        not_emulated = strprintf("auto: not emulated, %s (%d GEMMs: ~%.1f ms against ~%.1f ms in fp64)",
+                                 describe_planes(plan).c_str(), plan.pairs(), 1e3 * plan.seconds,
+                                 1e3 * dmma_seconds(p));
       } else {
-        const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, scale_a, a_rows, plan.a_slices, kWgmmaTileM);
-        const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, scale_b, b_rows, plan.b_slices, kWgmmaTileN);
+        const int a_moduli_bits = plan.moduli() ? plan.a_bits : 0, b_moduli_bits = plan.moduli() ? plan.b_bits : 0;
+        const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, scale_a, a_rows,
+                                                     plan.a_slices, kWgmmaTileM, a_moduli_bits);
+        const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, scale_b, b_rows,
+                                                     plan.b_slices, kWgmmaTileN, b_moduli_bits);
         launch.scratch.push_back(a_slices.data);
         launch.scratch.push_back(b_slices.data);
         const Residuals a_residuals =
             collect_residuals(a, a.row_stride, a.col_stride, a_slices.batches, p.M, p.K, scale_a, a_slices.top,
-                              plan.a_slices, plan.a_residuals, &launch.scratch);
+                              plan.a_bits, plan.a_residuals, &launch.scratch);
         const Residuals b_residuals =
             collect_residuals(b, b.col_stride, b.row_stride, b_slices.batches, p.N, p.K, scale_b, b_slices.top,
-                              plan.b_slices, plan.b_residuals, &launch.scratch);
+                              plan.b_bits, plan.b_residuals, &launch.scratch);
         launch.out = into != nullptr ? into : allocate_reference_doubles(p.L * p.M * p.N, "its output");
         if (p.L * p.M * p.N > 0) {
-          launch.scratch.push_back(launch_emulated_gemm(p, plan, a_slices, b_slices, launch.out, &launch.roundings));
-          const CorrectionArgs corrections{a,       b,       scale_a,        scale_b,          a_slices.top,
-                                           plan.a_slices, a_slices.batches, b_slices.batches, launch.out,
-                                           p.alpha, p.L,     p.M,            p.N,              p.K};
+          launch_emulated_gemm(p, plan, a_slices, b_slices, launch.out, &launch.roundings, &launch.scratch);
+          const CorrectionArgs corrections{a,           b,           scale_a,          scale_b,          a_slices.top,
+                                           plan.a_bits, a_slices.batches, b_slices.batches, launch.out,
+                                           p.alpha,     p.L,         p.M,              p.N,              p.K};
           launch_residual_corrections(corrections, a_residuals, b_residuals);
           // Each correction: its Dot2 sum, alpha's product, the addition to the output.
           launch.roundings += 3 * ((a_residuals.count > 0) + (b_residuals.count > 0));

@@ -3,8 +3,9 @@
 //
 // Exact slices follow an operand's widest row: one element 2^-20 below its row's largest makes
 // that row need 4 slices of bf16, and then every row takes 4. The plan (emulated_reference.cuh)
-// may take fewer slices than that; each element they cannot hold exactly leaves a residual
-// r = x - (its slices), itself exact in fp64. With A = Â + R_A and B = B̂ + R_B,
+// may take fewer bits than that (slices of 7 bits, or the integers of the moduli); each element
+// they cannot hold exactly leaves a residual r = x - (what they hold), itself exact in fp64.
+// With A = Â + R_A and B = B̂ + R_B,
 //
 //     A B = Â B̂ (the int8 GEMMs) + R_A B + Â R_B,
 //
@@ -22,10 +23,11 @@
 
 namespace repro {
 
-// x as its `slices` digits hold it: x with the bits below 2^(top + 1 - 7 slices) cleared.
-REPRO_HD inline double truncated_to_slices(double x, int top, int slices) {
+// x as `bits` bits below its row's top hold it: x with the bits below 2^(top + 1 - bits) cleared
+// (7 bits a slice).
+REPRO_HD inline double truncated_to_bits(double x, int top, int bits) {
   if (x == 0 || top == kNoTop) return 0.0;
-  const double unit = ldexp(1.0, top + 1 - kEmulationSliceBits * slices);
+  const double unit = ldexp(1.0, top + 1 - bits);
   return copysign(floor(fabs(x) / unit) * unit, x);  // exact: dividing by a power of two
 }
 
@@ -40,11 +42,11 @@ struct Residuals {
   int* run_offsets = nullptr;  // [runs]
 };
 
-// Every element of the operand that its slices do not hold exactly, at `counter`'s next place:
+// Every element of the operand that its `bits` do not hold exactly, at `counter`'s next place:
 // read like the analysis (emulated_slices.cuh: for_row_elements), the residuals being few.
 template <typename Word>
 __global__ void collect_residuals_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
-                                         ScaleOperand scale, bool k_contiguous, const int* tops, int slices,
+                                         ScaleOperand scale, bool k_contiguous, const int* tops, int bits,
                                          unsigned long long* counter, int64_t capacity, int64_t* keys,
                                          double* values) {
   const RowWalk walk = row_walk(k_contiguous);
@@ -56,11 +58,11 @@ __global__ void collect_residuals_kernel(DeviceMatrix source, int64_t i_stride, 
     const int top = tops[l * I + i];
     for_row_elements<Word>(source, l * source.batch_stride + i * i_stride, k_stride, i, k0 + walk.k_offset, k1,
                            walk.k_step, scale, [&](int64_t k, double x) {
-                             if (slices_needed(x, top) <= slices) return;
+                             if (width_needed(x, top) <= bits) return;
                              const unsigned long long at = atomicAdd(counter, 1ull);
                              if (int64_t(at) >= capacity) return;  // not reached: the count is the analysis's
                              keys[at] = (l * I + i) * K + k;
-                             values[at] = x - truncated_to_slices(x, top, slices);
+                             values[at] = x - truncated_to_bits(x, top, bits);
                            });
   }
 }
@@ -83,10 +85,10 @@ T* allocate_residual_buffer(std::vector<void*>* scratch, int64_t count) {
   return static_cast<T*>(data);
 }
 
-// The residuals of an operand at `slices` slices: `expected` of them (the analysis's count),
+// The residuals of an operand at `bits` bits: `expected` of them (the analysis's count),
 // collected, sorted and cut into runs of one row each.
 inline Residuals collect_residuals(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t batches,
-                                   int64_t I, int64_t K, const ScaleOperand& scale, const int* tops, int slices,
+                                   int64_t I, int64_t K, const ScaleOperand& scale, const int* tops, int bits,
                                    int64_t expected, std::vector<void*>* scratch) {
   Residuals r;
   if (expected == 0) return r;
@@ -96,7 +98,7 @@ inline Residuals collect_residuals(const DeviceMatrix& source, int64_t i_stride,
   REPRO_CUDA_CHECK(cudaMemset(counter, 0, sizeof(unsigned long long)));
   with_element_word(source.dtype, [&](auto word) {
     collect_residuals_kernel<decltype(word)><<<row_pass_grid(batches, I, K), 256>>>(
-        source, i_stride, k_stride, I, K, scale, k_is_contiguous(i_stride, k_stride), tops, slices, counter, expected,
+        source, i_stride, k_stride, I, K, scale, k_is_contiguous(i_stride, k_stride), tops, bits, counter, expected,
         keys, values);
   });
   REPRO_CUDA_CHECK(cudaGetLastError());
@@ -138,7 +140,7 @@ struct CorrectionArgs {
   DeviceMatrix a, b;
   ScaleOperand scale_a, scale_b;
   const int* a_tops;  // [A's batches][M]
-  int a_slices;
+  int a_bits;  // what A's planes hold exactly (7 bits a slice)
   int64_t a_batches, b_batches;  // 1: shared by every batch of the output
   double* out;
   double alpha;
@@ -166,7 +168,7 @@ __global__ void correct_a_residuals_kernel(CorrectionArgs p, Residuals r) {
 }
 
 // out[l][m][j] += alpha * sum over column j's residuals r_k of â[l][m][k] * r_k, where â is A
-// as its slices hold it: a block per (residual column of B, 256 rows), per output batch when B
+// as its planes hold it: a block per (residual column of B, 256 rows), per output batch when B
 // is shared.
 __global__ void correct_b_residuals_kernel(CorrectionArgs p, Residuals r) {
   const int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -181,7 +183,7 @@ __global__ void correct_b_residuals_kernel(CorrectionArgs p, Residuals r) {
     const int64_t k = r.keys[e] % p.K;
     const double a = decode(p.a.dtype, p.a.data, la * p.a.batch_stride + m * p.a.row_stride + k * p.a.col_stride) *
                      scale_at(p.scale_a, m, k);
-    dot2_add(truncated_to_slices(a, top, p.a_slices), r.values[e], &s, &c);
+    dot2_add(truncated_to_bits(a, top, p.a_bits), r.values[e], &s, &c);
   }
   p.out[(l * p.M + m) * p.N + j] += p.alpha * (s + c);
   }

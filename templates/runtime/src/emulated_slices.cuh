@@ -1,196 +1,31 @@
 // ---------------------------------------------------------------------------------------------
-// repro harness runtime: an operand as exact int8 slices (reference.provider: emulated)
+// repro harness runtime: an operand as int8 planes (reference.provider: emulated)
 //
-// The first half of the emulated reference (emulated_reference.cuh says what it is and what it
-// guarantees): per row of an operand, the exponents of its highest and lowest set bits (the
-// analysis), then every element cut into 7-bit digits of its row's power of two (the slicing),
-// stored K-contiguous for the int8 GEMM kernels (emulated_gemm.cuh).
+// After the analysis (emulated_analysis.cuh) and the plan: every element of the operand cut into
+// 7-bit digits of its row's power of two (slices), or made an integer of the row and reduced
+// modulo each modulus (emulated_moduli.cuh), stored K-contiguous for the int8 GEMM kernels
+// (emulated_gemm.cuh).
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "device_reference.cuh"
+#include "emulated_moduli.cuh"
 
 namespace repro {
 
-// At most 8 slices per operand (56 bits): 64 int8 GEMMs already cost more than the fp64 tensor
-// cores' one; elements that would need more go as residuals (emulated_residuals.cuh).
-constexpr int kMaxEmulationSlices = 8;
-constexpr int kEmulationSliceBits = 7;
-// K of the slices is padded to whole K tiles of the GEMM kernels: 128 bytes, one swizzled row.
-constexpr int kEmulatedTileK = 128;
-
-// -------------------------------------------------------------------------- reading an operand
-//
-// Every pass reads the operand row by row (A's rows m, B's columns n, each along K), in the
-// direction its memory is contiguous: a warp walks K along a row when K is the contiguous axis,
-// else 32 rows side by side with the warps along K. A block takes kExtentRows rows and a chunk
-// of kExtentChunk K. Each thread issues kRowLoads loads, at the element's width, before it
-// decodes any: with one load in flight at a time (a decode of a run-time width between loads),
-// the passes read at ~30 ps an element (run 68), a few percent of the memory's bandwidth.
-constexpr int kExtentRows = 32;
-constexpr int64_t kExtentChunk = 1024;  // K elements per block
-constexpr int kRowLoads = 8;
-constexpr int kNoTop = -100000, kNoBottom = 100000;
-
-// Which of a block's rows a thread reads (r = first_row, first_row + row_step, ...) and which K
-// of each (the chunk's start + k_offset, then every k_step).
-struct RowWalk {
-  int first_row, row_step, k_offset, k_step;
-};
-
-__device__ inline RowWalk row_walk(bool k_contiguous) {
-  const int lane = int(threadIdx.x % 32), warp = int(threadIdx.x / 32), warps = int(blockDim.x / 32);
-  return k_contiguous ? RowWalk{warp, warps, lane, 32} : RowWalk{lane, 32, warp, warps};
-}
-
-// Calls element(k, x) for x = the scaled value of element k of row i (whose element 0 is at
-// `row_base`), for k = k_first, k_first + step, ... below k_end: kRowLoads loads at a time.
-// Word: the unsigned type of the element's width (with_element_word).
-template <typename Word, typename Element>
-__device__ __forceinline__ void for_row_elements(const DeviceMatrix& source, int64_t row_base, int64_t k_stride,
-                                                 int64_t i, int64_t k_first, int64_t k_end, int step,
-                                                 const ScaleOperand& scale, Element element) {
-  for (int64_t k_run = k_first; k_run < k_end; k_run += int64_t(step) * kRowLoads) {
-    uint64_t bits[kRowLoads];
-#pragma unroll
-    for (int j = 0; j < kRowLoads; ++j) {
-      const int64_t k = k_run + int64_t(j) * step;
-      bits[j] = k < k_end ? load_word<Word>(source.data, row_base + k * k_stride) : 0;
-    }
-#pragma unroll
-    for (int j = 0; j < kRowLoads; ++j) {
-      const int64_t k = k_run + int64_t(j) * step;
-      if (k < k_end) element(k, decode_bits(source.dtype, bits[j]) * scale_at(scale, i, k));
-    }
-  }
-}
-
-// Runs launch(Word()) with the unsigned integer type of `dtype`'s width: the passes are compiled
-// once per width, so that their loads are plain loads of it.
-template <typename Launch>
-inline void with_element_word(DType dtype, Launch&& launch) {
-  switch (dtype_bytes(dtype)) {
-    case 1: launch(uint8_t()); break;
-    case 2: launch(uint16_t()); break;
-    case 4: launch(uint32_t()); break;
-    default: launch(uint64_t()); break;
-  }
-}
-
-// The grid of a pass over an operand of `batches` x I rows of K.
-inline dim3 row_pass_grid(int64_t batches, int64_t I, int64_t K) {
-  return dim3(unsigned(ceil_div(I, kExtentRows)), unsigned(std::max<int64_t>(1, ceil_div(K, kExtentChunk))),
-              unsigned(batches));
-}
-
-// K is the contiguous axis when stepping along it moves less than stepping along the rows.
-inline bool k_is_contiguous(int64_t i_stride, int64_t k_stride) { return std::llabs(k_stride) <= std::llabs(i_stride); }
-
-// -------------------------------------------------------------------------- the analysis pass
-//
-// Per row i of the operand (A: m, B: n) and batch: the exponent of the highest set bit of any
-// element (`top`) and of the lowest (`bottom`), as integers: x = m * 2^q with an integer m.
-struct OperandExtent {
-  int* top = nullptr;     // [batches][I]: highest set bit, kNoTop for a row of zeros
-  int* bottom = nullptr;  // [batches][I]: lowest set bit, kNoBottom for a row of zeros
-  int* nonfinite = nullptr;
-};
-
-__device__ inline void set_bit_range(double x, int* top, int* bottom) {
-  const unsigned long long bits = static_cast<unsigned long long>(__double_as_longlong(x));
-  const int biased = int((bits >> 52) & 0x7FF);
-  unsigned long long mantissa = bits & ((1ull << 52) - 1);
-  int q = -1074;
-  if (biased != 0) mantissa |= 1ull << 52, q = biased - 1075;
-  *top = max(*top, q + 63 - __clzll(static_cast<long long>(mantissa)));
-  *bottom = min(*bottom, q + __ffsll(static_cast<long long>(mantissa)) - 1);
-}
-
-template <typename Word>
-__global__ void operand_extent_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
-                                      ScaleOperand scale, bool k_contiguous, OperandExtent extent) {
-  __shared__ int rows_top[kExtentRows], rows_bottom[kExtentRows];
-  if (threadIdx.x < kExtentRows) rows_top[threadIdx.x] = kNoTop, rows_bottom[threadIdx.x] = kNoBottom;
-  __syncthreads();
-  const RowWalk walk = row_walk(k_contiguous);
-  const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.x) * kExtentRows, k0 = int64_t(blockIdx.y) * kExtentChunk;
-  const int64_t k1 = min(K, k0 + kExtentChunk);
-  bool nonfinite = false;
-  for (int r = walk.first_row; r < kExtentRows; r += walk.row_step) {
-    const int64_t i = i0 + r;
-    if (i >= I) break;
-    int top = kNoTop, bottom = kNoBottom;
-    for_row_elements<Word>(source, l * source.batch_stride + i * i_stride, k_stride, i, k0 + walk.k_offset, k1,
-                           walk.k_step, scale, [&](int64_t, double x) {
-                             if (!isfinite(x)) nonfinite = true;
-                             else if (x != 0) set_bit_range(x, &top, &bottom);
-                           });
-    atomicMax(&rows_top[r], top);
-    atomicMin(&rows_bottom[r], bottom);
-  }
-  if (nonfinite) atomicExch(extent.nonfinite, 1);
-  __syncthreads();
-  const int64_t i = i0 + threadIdx.x;
-  if (threadIdx.x < kExtentRows && i < I) {
-    atomicMax(&extent.top[l * I + i], rows_top[threadIdx.x]);
-    atomicMin(&extent.bottom[l * I + i], rows_bottom[threadIdx.x]);
-  }
-}
-
-// How many slices element x needs to be exact in its row (top: the row's highest bit); 0 for a
-// zero. Counted per operand (kNeedBins bins, the last for all beyond) so that the plan can take
-// fewer slices than the widest row needs and carry the few elements beyond as residuals.
-constexpr int kNeedBins = 24;
-
-__device__ inline int slices_needed(double x, int top) {
-  if (x == 0 || top == kNoTop) return 0;
-  int highest = kNoTop, lowest = kNoBottom;
-  set_bit_range(x, &highest, &lowest);
-  return min(kNeedBins - 1, (top - lowest + 1 + kEmulationSliceBits - 1) / kEmulationSliceBits);
-}
-
-template <typename Word>
-__global__ void slice_need_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
-                                  ScaleOperand scale, bool k_contiguous, const int* tops,
-                                  unsigned long long* counts) {
-  __shared__ unsigned long long block_counts[kNeedBins];
-  if (threadIdx.x < kNeedBins) block_counts[threadIdx.x] = 0;
-  __syncthreads();
-  const RowWalk walk = row_walk(k_contiguous);
-  const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.x) * kExtentRows, k0 = int64_t(blockIdx.y) * kExtentChunk;
-  const int64_t k1 = min(K, k0 + kExtentChunk);
-  // Counted in registers first: nearly every element falls in one or two bins, and an atomic
-  // per element on those two shared words cost more than the rest of the pass (run 68).
-  unsigned thread_counts[kNeedBins] = {};
-  for (int r = walk.first_row; r < kExtentRows; r += walk.row_step) {
-    const int64_t i = i0 + r;
-    if (i >= I) break;
-    const int top = tops[l * I + i];
-    for_row_elements<Word>(source, l * source.batch_stride + i * i_stride, k_stride, i, k0 + walk.k_offset, k1,
-                           walk.k_step, scale, [&](int64_t, double x) {
-                             const int need = isfinite(x) ? slices_needed(x, top) : 0;
-#pragma unroll
-                             for (int bin = 1; bin < kNeedBins; ++bin) thread_counts[bin] += need == bin;
-                           });
-  }
-#pragma unroll
-  for (int bin = 1; bin < kNeedBins; ++bin)
-    if (thread_counts[bin] != 0) atomicAdd(&block_counts[bin], (unsigned long long)thread_counts[bin]);
-  __syncthreads();
-  if (threadIdx.x < kNeedBins && block_counts[threadIdx.x] != 0) atomicAdd(&counts[threadIdx.x], block_counts[threadIdx.x]);
-}
-
 // -------------------------------------------------------------------------- the slicing pass
 //
-// slices[l][t][i][k] (int8, K contiguous, zero-padded to whole tiles): digit t of element (i, k),
-// with the element's sign. A block turns a 64 x 64 tile: read in the source's contiguous
-// direction into shared memory, written 4 bytes of K at a time.
+// planes[l][t][i][k] (int8, K contiguous, zero-padded to whole tiles): digit t of element (i, k)
+// with the element's sign, or its residue modulo modulus t. A block turns a 64 x 64 tile: read
+// in the source's contiguous direction into shared memory, written 4 bytes of K at a time.
 constexpr int kSliceTile = 64;
+constexpr int kMaxPlanes = kMaxModuli > kMaxEmulationSlices ? kMaxModuli : kMaxEmulationSlices;
 
 struct SlicedOperand {
   signed char* data = nullptr;  // [batches][slices][Ip][Kp]
   int* top = nullptr;           // [batches][I]: the row's exponent E_i = top
-  int slices = 0;
+  int slices = 0;               // planes: slices, or moduli
+  int bits = 0;                 // what the planes hold exactly: 7 bits a slice, or the moduli's integer width
+  bool residues = false;        // the planes are residues (emulated_moduli.cuh)
   int64_t batches = 1, Ip = 0, Kp = 0;
   REPRO_HD int64_t slice_stride() const { return Ip * Kp; }
   REPRO_HD int64_t batch_stride() const { return int64_t(slices) * Ip * Kp; }
@@ -242,8 +77,11 @@ __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatr
     const int r = e / (kSliceTile / 4), c = e % (kSliceTile / 4) * 4;
     const int64_t i = i0 + r;
     const int top = i < I ? out.top[l * I + i] : kNoTop;
-    signed char digits[4][kMaxEmulationSlices];
-    for (int j = 0; j < 4; ++j) slice_digits(tile[r][c + j], top, out.slices, digits[j]);
+    signed char digits[4][kMaxPlanes];
+    for (int j = 0; j < 4; ++j) {
+      if (out.residues) residue_digits(tile[r][c + j], top, out.bits, out.slices, digits[j]);
+      else slice_digits(tile[r][c + j], top, out.slices, digits[j]);
+    }
     for (int t = 0; t < out.slices; ++t) {
       const unsigned word = unsigned(static_cast<unsigned char>(digits[0][t])) |
                             unsigned(static_cast<unsigned char>(digits[1][t])) << 8 |
@@ -254,74 +92,16 @@ __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatr
   }
 }
 
-// -------------------------------------------------------------------------- reading an operand
-//
-// What the analysis found for one operand: its rows' extents (the buffers), how many elements
-// need how many slices, and the widest row (for the message when it cannot be emulated).
-struct OperandAnalysis {
-  OperandExtent extent;
-  int64_t batches = 1;
-  int widest_bits = 0;  // the most any row spans: top - bottom + 1
-  bool nonfinite = false;
-  std::vector<int64_t> need_counts;  // [kNeedBins]: how many elements need that many slices
-
-  // The elements that `slices` slices leave inexact: the residuals (emulated_residuals.cuh).
-  int64_t beyond(int slices_taken) const {
-    int64_t count = 0;
-    for (int s = slices_taken + 1; s < kNeedBins; ++s) count += need_counts[size_t(s)];
-    return count;
-  }
-};
-
-// Runs the analysis of one operand on the device and reads back the rows' extents (a few KiB)
-// and the count of elements per number of slices they need: the one point where the emulated
-// reference waits for the GPU before its GEMM.
-inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t L,
-                                       int64_t I, int64_t K, const ScaleOperand& scale) {
-  OperandAnalysis analysis;
-  analysis.batches = source.batch_stride == 0 ? 1 : L;
-  const int64_t rows = analysis.batches * I;
-  int* buffer = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&buffer, size_t(2 * rows + 1) * sizeof(int)));
-  analysis.extent = OperandExtent{buffer, buffer + rows, buffer + 2 * rows};
-  fill_kernel<int><<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.top, rows, kNoTop);
-  fill_kernel<int><<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.bottom, rows, kNoBottom);
-  fill_kernel<int><<<1, 1>>>(analysis.extent.nonfinite, 1, 0);
-  REPRO_CUDA_CHECK(cudaGetLastError());
-  const dim3 grid = row_pass_grid(analysis.batches, I, K);
-  const bool k_contiguous = k_is_contiguous(i_stride, k_stride);
-  unsigned long long* counts = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&counts, kNeedBins * sizeof(unsigned long long)));
-  REPRO_CUDA_CHECK(cudaMemset(counts, 0, kNeedBins * sizeof(unsigned long long)));
-  with_element_word(source.dtype, [&](auto word) {
-    using Word = decltype(word);
-    operand_extent_kernel<Word><<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent);
-    REPRO_CUDA_CHECK(cudaGetLastError());
-    slice_need_kernel<Word><<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent.top,
-                                           counts);
-    REPRO_CUDA_CHECK(cudaGetLastError());
-  });
-  std::vector<unsigned long long> host_counts(kNeedBins);
-  REPRO_CUDA_CHECK(cudaMemcpy(host_counts.data(), counts, kNeedBins * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-  cudaFree(counts);
-  analysis.need_counts.assign(host_counts.begin(), host_counts.end());
-  std::vector<int> host(size_t(2 * rows + 1));
-  REPRO_CUDA_CHECK(cudaMemcpy(host.data(), buffer, host.size() * sizeof(int), cudaMemcpyDeviceToHost));
-  analysis.nonfinite = host.back() != 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int top = host[size_t(r)], bottom = host[size_t(rows + r)];
-    if (top == kNoTop) continue;
-    analysis.widest_bits = std::max(analysis.widest_bits, top - bottom + 1);
-  }
-  return analysis;
-}
-
-// `tile`: the rows are padded to whole tiles of the GEMM kernels (A: 128, B: 256).
+// `tile`: the rows are padded to whole tiles of the GEMM kernels (A: 128, B: 256). `slices`
+// planes of 7-bit digits, or with `moduli_bits` > 0, of residues of integers of that width
+// modulo the first `slices` moduli.
 inline SlicedOperand slice_operand(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t I,
                                    int64_t K, const ScaleOperand& scale, const OperandAnalysis& analysis, int slices,
-                                   int64_t tile) {
+                                   int64_t tile, int moduli_bits = 0) {
   SlicedOperand out;
   out.slices = slices;
+  out.residues = moduli_bits > 0;
+  out.bits = out.residues ? moduli_bits : kEmulationSliceBits * slices;
   out.batches = analysis.batches;
   out.top = analysis.extent.top;
   out.Ip = ceil_div(I, tile) * tile;
@@ -330,7 +110,7 @@ inline SlicedOperand slice_operand(const DeviceMatrix& source, int64_t i_stride,
   if (cudaMalloc(&out.data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
     cudaGetLastError();
     fatal(kExitCudaError, "fault",
-          strprintf("the emulated reference needs %.2f GiB of device memory for the int8 slices of an operand: rerun "
+          strprintf("the emulated reference needs %.2f GiB of device memory for the int8 planes of an operand: rerun "
                     "with --reference device (the fp64 tensor cores need no slices)",
                     double(bytes) / (1 << 30)));
   }

@@ -1,0 +1,201 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: the emulated reference by residues (reference.provider: emulated)
+//
+// The second way the emulated reference gets fp64 accuracy from int8 GEMMs (the Ozaki scheme in
+// its Chinese-remainder form; the first, slices, is in emulated_slices.cuh). Each row of A (and
+// each column of B) becomes an integer of W bits by its row's power of two:
+//
+//     a'_ik = a_ik * 2^(W_a - 1 - E_i),   |a'_ik| < 2^W_a,   exact for elements of width <= W_a
+//
+// and the exact integer product C' = A' B' is found from its residues modulo N small coprime
+// moduli m_n (odd, at most 255, so that a residue in [-127, 127] is an int8): one int8 GEMM per
+// modulus, exact in int32, reduced modulo m_n, then C' from its N residues (Garner's algorithm,
+// in 128-bit integers), which is exact when m_1 ... m_N > 2 K 2^(W_a + W_b). The output is C'
+// times 2^(E_i + F_j + 2 - W_a - W_b), rounded once to fp64, then times alpha.
+//
+// Why a second scheme: slices cost S_a x S_b GEMMs for widths of 7 S bits, residues about
+// (W_a + W_b + log2 K + 1) / 7.9 GEMMs: f32 rows of ~35 bits take 25 slice pairs or 11 moduli;
+// bf16 rows of ~21 bits 9 slice pairs or 8 moduli. Narrow inputs (fp8, all-ones) take fewer
+// GEMMs as slices. The plan (emulated_reference.cuh) weighs both.
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "emulated_analysis.cuh"
+
+namespace repro {
+
+using Uint128 = unsigned __int128;
+
+// At most this many moduli: their product is ~2^125, and C' fits 128 bits.
+constexpr int kMaxModuli = 16;
+// The integer widths a moduli plan can take: every 4 bits (kWidthThresholds has them), at most
+// 52 so that a' is exact in a double and its residues come from double arithmetic.
+constexpr int kMaxModuliWidth = 52, kModuliWidthStep = 4;
+
+// Modulus n: odd, at most 255, pairwise coprime (255 = 3 5 17, 253 = 11 23, 247 = 13 19,
+// 217 = 7 31, the others prime), largest first.
+// (A switch, not a table: a table indexed at run time lives in a kernel's local memory.)
+REPRO_HD inline int emulation_modulus(int n) {
+  switch (n) {
+    case 0: return 255;
+    case 1: return 253;
+    case 2: return 251;
+    case 3: return 247;
+    case 4: return 241;
+    case 5: return 239;
+    case 6: return 233;
+    case 7: return 229;
+    case 8: return 227;
+    case 9: return 223;
+    case 10: return 217;
+    case 11: return 211;
+    case 12: return 199;
+    case 13: return 197;
+    case 14: return 193;
+    default: return 191;
+  }
+}
+
+// m_1 ... m_count.
+REPRO_HD inline Uint128 moduli_product(int count) {
+  Uint128 product = 1;
+  for (int n = 0; n < count; ++n) product *= Uint128(emulation_modulus(n));
+  return product;
+}
+
+// The fewest moduli whose product exceeds 2 K 2^(a_bits + b_bits), the most |C'| can be (times
+// two: C' is recovered in (-M/2, M/2)); 0 when more than kMaxModuli would be needed.
+inline int moduli_needed(int a_bits, int b_bits, int64_t K) {
+  int log_k = 0;
+  while ((int64_t(1) << log_k) < K) ++log_k;
+  const int bits = a_bits + b_bits + log_k + 1;  // 2 K 2^(a_bits + b_bits) <= 2^bits
+  if (bits >= 127) return 0;
+  const Uint128 bound = Uint128(1) << bits;
+  for (int count = 1; count <= kMaxModuli; ++count)
+    if (moduli_product(count) >= bound) return count;
+  return 0;
+}
+
+// -------------------------------------------------------------------------- the residues
+//
+// x as the integer a' of `bits` bits below its row's top (truncated toward zero: exact unless x
+// is a residual), and a' modulo the first `count` moduli, each in [-(m - 1) / 2, (m - 1) / 2].
+// a' < 2^52, so a' / m is found within one of the truth in fp64 and corrected once; a' - q m is
+// exact (an fma of integers below 2^53).
+REPRO_HD inline void residue_digits(double x, int top, int bits, int count, signed char* digits) {
+  const double a = top == kNoTop ? 0.0 : floor(ldexp(fabs(x), bits - 1 - top));
+  for (int n = 0; n < count; ++n) {
+    const double m = double(emulation_modulus(n));
+    const double q = floor(a * (1.0 / m));
+    double r = fma(-q, m, a);
+    if (r < 0) r += m;
+    else if (r >= m) r -= m;
+    int residue = int(r);
+    if (residue > (int(m) - 1) / 2) residue -= int(m);
+    digits[n] = static_cast<signed char>(x < 0 ? -residue : residue);
+  }
+}
+
+// -------------------------------------------------------------------------- reconstruction
+
+// m_j^-1 modulo m_k for j < k: Garner's constants, computed once on the host.
+struct ModuliInverses {
+  int count = 0;
+  unsigned char inverse[kMaxModuli][kMaxModuli] = {};
+};
+
+inline int inverse_modulo(int a, int m) {
+  int t = 0, next_t = 1, r = m, next_r = a % m;
+  while (next_r != 0) {
+    const int q = r / next_r;
+    const int t2 = t - q * next_t, r2 = r - q * next_r;
+    t = next_t, next_t = t2, r = next_r, next_r = r2;
+  }
+  return t < 0 ? t + m : t;
+}
+
+inline ModuliInverses moduli_inverses(int count) {
+  ModuliInverses inverses;
+  inverses.count = count;
+  for (int k = 0; k < count; ++k)
+    for (int j = 0; j < k; ++j)
+      inverses.inverse[j][k] = static_cast<unsigned char>(inverse_modulo(emulation_modulus(j), emulation_modulus(k)));
+  return inverses;
+}
+
+// The unsigned 128-bit integer x rounded once to the nearest double (ties to even): its top 64
+// bits with a sticky bit for the rest convert with the one rounding.
+REPRO_HD inline double uint128_to_double(Uint128 x) {
+  const uint64_t high = uint64_t(x >> 64), low = uint64_t(x);
+  if (high == 0) return double(low);
+#ifdef __CUDA_ARCH__
+  const int shift = 64 - __clzll(static_cast<long long>(high));  // the bits of `high`, 1 to 64
+#else
+  const int shift = 64 - __builtin_clzll(high);
+#endif
+  const uint64_t top = shift == 64 ? high | uint64_t(low != 0)
+                                   : (high << (64 - shift)) | (low >> shift) | uint64_t((low << (64 - shift)) != 0);
+  return ldexp(double(top), shift);
+}
+
+// The integer with residues r_n (each in [0, m_n)) modulo the first `count` moduli, in
+// (-M/2, M/2], rounded once to a double: Garner's mixed-radix digits v_n, then
+// v_0 + m_0 (v_1 + m_1 (v_2 + ...)) in 128 bits.
+REPRO_HD inline double reconstruct_from_residues(const int* residues, const ModuliInverses& inverses) {
+  int digits[kMaxModuli];
+  for (int k = 0; k < inverses.count; ++k) {
+    const int m = emulation_modulus(k);
+    int t = residues[k];
+    for (int j = 0; j < k; ++j) {
+      int d = (t - digits[j]) % m;
+      if (d < 0) d += m;
+      t = d * int(inverses.inverse[j][k]) % m;
+    }
+    digits[k] = t;
+  }
+  Uint128 x = 0;
+  for (int k = inverses.count - 1; k >= 0; --k) x = x * Uint128(emulation_modulus(k)) + Uint128(digits[k]);
+  const Uint128 product = moduli_product(inverses.count);
+  return x > product / 2 ? -uint128_to_double(product - x) : uint128_to_double(x);
+}
+
+// A residue of the GEMM, its int32 sum `sum` modulo modulus n, added to what an earlier K chunk
+// left (`fresh`: none), as stored in a residue plane: in [0, m_n).
+REPRO_HD inline unsigned char fold_residue(int sum, int n, bool fresh, unsigned char earlier) {
+  const int m = emulation_modulus(n);
+  int r = sum % m;
+  if (r < 0) r += m;
+  if (!fresh) r = (r + int(earlier)) % m;
+  return static_cast<unsigned char>(r);
+}
+
+// The outputs from the GEMMs' residue planes ([count][L][M][N]): each C' rounded once, times
+// 2^(E_i + F_j + 2 - W_a - W_b) (exact), times alpha. A row or column of zeros gives 0.
+struct ReconstructionArgs {
+  const unsigned char* residues;
+  const int *a_top, *b_top;      // [A's batches][M], [B's batches][N]
+  int64_t a_batches, b_batches;  // 1: shared by every batch of the output
+  int a_bits, b_bits;
+  double alpha;
+  double* out;
+  int64_t L, M, N;
+  ModuliInverses inverses;
+};
+
+__global__ void moduli_reconstruct_kernel(ReconstructionArgs p) {
+  const int64_t outputs = p.L * p.M * p.N;
+  for (int64_t at = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; at < outputs; at += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = at % p.N, m = at / p.N % p.M, l = at / (p.M * p.N);
+    const int ea = p.a_top[(p.a_batches == 1 ? 0 : l) * p.M + m], eb = p.b_top[(p.b_batches == 1 ? 0 : l) * p.N + n];
+    if (ea == kNoTop || eb == kNoTop) {
+      p.out[at] = 0.0;
+      continue;
+    }
+    int residues[kMaxModuli];
+    for (int k = 0; k < p.inverses.count; ++k) residues[k] = p.residues[k * outputs + at];
+    const double value = reconstruct_from_residues(residues, p.inverses);
+    p.out[at] = p.alpha * ldexp(value, ea + eb + 2 - p.a_bits - p.b_bits);
+  }
+}
+
+}  // namespace repro
