@@ -25,6 +25,10 @@
 // (docs/tolerances.md). An all-ones or small-integer operand is one slice: its reference is one
 // int8 GEMM. Where an operand holds Inf or NaN, or would need more than kMaxResiduals residual
 // elements, the reference is the fp64 tensor cores' instead, and the run says why.
+//
+// The second scheme, residues (emulated_moduli.cuh), reaches the same exactness with one int8
+// GEMM per modulus instead of one per slice pair: fewer GEMMs for wide rows (f32), more for
+// narrow ones (fp8). The plan weighs the schemes REPRO_EMULATED_SCHEME allows.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
