@@ -1619,6 +1619,8 @@ void test_emulation_plan() {
   CHECK(steps.front().fold == 0 && steps[2].fold == 1 + 3);  // level 3 = (1, 2): one pair a tile
   CHECK(steps.back().fold == -1);                            // level 0 ends it, negated
   CHECK(steps[0].a_offset == 1 * a.slice_stride() && steps[0].b_offset == 2 * b.slice_stride());
+  CHECK(steps[0].a_plane == 1 && steps[0].b_plane == 2 && steps[0].k_tile == 0 && steps[1].k_tile == 1 && steps[5].k_tile == 1);
+  CHECK(steps[0].fresh == 0 && steps[2].fresh == 1 && steps[8].fold == 1 + 2 && steps[8].fresh == 0);  // the first fold alone starts afresh
   a.Kp = b.Kp = 2000 * kEmulatedTileK;
   steps = emulation_steps(plan, a, b, &folds);
   // Levels of 1, 2, 2, 1 pairs: 1024 or 512 tile-pairs per fold over 2000 K tiles.
@@ -1754,6 +1756,7 @@ void test_moduli() {
   CHECK(steps.size() == size_t(3 * 2000) && folds == 3 * 2);
   CHECK(steps[1023].fold == 1 && steps[1023].fresh == 1 && steps[1999].fold == 1 && steps[1999].fresh == 0);
   CHECK(steps[2000].a_offset == sa.slice_stride() && steps[2000].b_offset == sb.slice_stride());
+  CHECK(steps[2000].a_plane == 1 && steps[2000].b_plane == 1 && steps[2000].k_tile == 0 && steps[2001].k_tile == 1);
   CHECK(steps.back().fold == -3);
 
   // The plan: f32-like rows of ~36 bits take 11 moduli where slices would take 6 x 6.

@@ -21,10 +21,21 @@
 
 namespace repro {
 
-struct DeviceSums {
+// A pass's numbers: a thread's with 32-bit counts (a thread sees at most a grid stride's share
+// of the elements, and every register counts in the compare pass: it held 80 and spilled), a
+// block's and the total with 64-bit ones.
+template <typename Count>
+struct PassSums {
   double diff2, ref2, cross, got2, max_abs, max_rel, residual2, finite_ref2;
-  long long bad, nan, inf, unwritten, finite_ref, differences, not_compared;
+  Count bad, nan, inf, unwritten, finite_ref, differences, not_compared;
 };
+using ThreadSums = PassSums<int>;
+using DeviceSums = PassSums<long long>;
+
+inline __device__ DeviceSums widen(const ThreadSums& x) {
+  return DeviceSums{x.diff2, x.ref2, x.cross, x.got2, x.max_abs, x.max_rel, x.residual2, x.finite_ref2,
+                    x.bad,   x.nan,  x.inf,   x.unwritten, x.finite_ref, x.differences, x.not_compared};
+}
 
 REPRO_HD inline void add_sums(DeviceSums& into, const DeviceSums& x) {
   into.diff2 += x.diff2, into.ref2 += x.ref2, into.cross += x.cross, into.got2 += x.got2;
@@ -58,7 +69,7 @@ enum class DevicePass : int {
 // another run's (DevicePass::differences).
 template <DevicePass pass>
 __device__ inline void add_element(DType dtype, double w, uint64_t bits, uint64_t other,
-                                   const Tolerance& tol, double ratio, DeviceSums& s) {
+                                   const Tolerance& tol, double ratio, ThreadSums& s) {
   if constexpr (pass == DevicePass::reference_rms) {
     if (std::isfinite(w)) s.finite_ref2 += w * w, ++s.finite_ref;
     return;
@@ -110,14 +121,24 @@ constexpr int kElementsInFlight = 4;
 // Blocks an SM must hold, and so the register cap: 3 gives the compare pass 80 registers (852
 // bytes spilled), 2 gives it 128 (252 spilled), 1 leaves it uncapped. Timed with each on the
 // H200 (run 74, tests/cpp/device_reference_check.cu's `compare` mode): rms + comparison of
-// 8192^2 bf16 outputs 2.68 / 3.03 / 3.55 ms, of 16384^2 7.24 / 8.35 / 10.96 ms.
+// 8192^2 bf16 outputs 2.68 / 3.03 / 3.55 ms, of 16384^2 7.24 / 8.35 / 10.96 ms. (Those were the
+// run-time dtype's kernel; with the dtype fixed, f32, bf16, f16 and f64 outputs take 64
+// registers and spill nothing: not yet timed.)
 constexpr int kCompareBlocksPerSm = 3;
-template <DevicePass pass>
+// kDense: the output is row-major without gaps (DeviceLayout::dense), its offsets the logical
+// indices; the general case keeps the layout's shape and strides in local memory. kDtype: the
+// output's dtype fixed at compile time, for the common ones (one decode path: the compare pass
+// fits 64 registers, where the run-time switch over every dtype held 80 and spilled ~700
+// bytes), or kAnyDtype, the output's own at run time.
+constexpr int kAnyDtype = -1;
+
+template <DevicePass pass, bool kDense, int kDtype>
 __global__ void __launch_bounds__(kPipelineThreads, kCompareBlocksPerSm) device_compare_kernel(DeviceLayout out, const unsigned char* storage,
                                       const unsigned char* other_run, const double* want, int64_t count,
                                       Tolerance tol, double ratio, DeviceSums* partials) {
   __shared__ DeviceSums shared[kPipelineThreads / 32];
-  DeviceSums s = {};
+  const DType dtype = kDtype == kAnyDtype ? out.dtype : DType(kDtype);
+  ThreadSums t = {};
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   constexpr bool reads_output = pass != DevicePass::reference_rms;
   for (int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; first < count;
@@ -130,14 +151,15 @@ __global__ void __launch_bounds__(kPipelineThreads, kCompareBlocksPerSm) device_
       w[u] = 0.0, bits[u] = 0, other[u] = 0;
       if (i >= count) continue;
       if (want != nullptr) w[u] = want[i];
-      const int64_t offset = reads_output ? out.logical_offset(i) : 0;
-      if (reads_output) bits[u] = load_bits(out.dtype, storage, offset);
-      if (other_run != nullptr) other[u] = load_bits(out.dtype, other_run, offset);
+      const int64_t offset = !reads_output ? 0 : kDense ? i : out.logical_offset(i);
+      if (reads_output) bits[u] = load_bits(dtype, storage, offset);
+      if (other_run != nullptr) other[u] = load_bits(dtype, other_run, offset);
     }
 #pragma unroll
     for (int u = 0; u < kElementsInFlight; ++u)
-      if (first + u * stride < count) add_element<pass>(out.dtype, w[u], bits[u], other[u], tol, ratio, s);
+      if (first + u * stride < count) add_element<pass>(dtype, w[u], bits[u], other[u], tol, ratio, t);
   }
+  DeviceSums s = widen(t);
   // A fixed tree: within each warp by shuffles, then the warps' sums in order. (A shared array
   // of every thread's sums, 30 KiB a block, let two blocks at most share an SM.)
   for (int lane_offset = 16; lane_offset > 0; lane_offset /= 2) add_sums(s, shuffle_down(s, lane_offset));
@@ -150,22 +172,44 @@ __global__ void __launch_bounds__(kPipelineThreads, kCompareBlocksPerSm) device_
   }
 }
 
+// The kernel of `pass` for this output: dense or not, and for the passes that decode the output
+// (compare, residual), its dtype fixed where it is a common one.
+template <DevicePass pass, typename Launch>
+inline void launch_device_pass(const DeviceLayout& layout, Launch&& launch) {
+  if constexpr (pass == DevicePass::reference_rms) {
+    launch(device_compare_kernel<pass, true, kAnyDtype>);  // reads the reference alone
+  } else {
+    if (!layout.dense) return launch(device_compare_kernel<pass, false, kAnyDtype>);
+    if constexpr (pass == DevicePass::compare || pass == DevicePass::residual) {
+      switch (layout.dtype) {
+        case DType::f32: return launch(device_compare_kernel<pass, true, int(DType::f32)>);
+        case DType::bf16: return launch(device_compare_kernel<pass, true, int(DType::bf16)>);
+        case DType::f16: return launch(device_compare_kernel<pass, true, int(DType::f16)>);
+        case DType::f64: return launch(device_compare_kernel<pass, true, int(DType::f64)>);
+        default: break;
+      }
+    }
+    launch(device_compare_kernel<pass, true, kAnyDtype>);
+  }
+}
+
 // One pass over the output (or the reference) on the device; the block results added in order.
 inline DeviceSums device_pass(DevicePass pass, const Tensor& out, const void* other_run, const double* want,
                               int64_t count, const Tolerance& tol, double ratio) {
   const unsigned blocks = pipeline_blocks(count);
   DeviceSums* partials = nullptr;
   REPRO_CUDA_CHECK(cudaMalloc(&partials, blocks * sizeof(DeviceSums)));
+  const DeviceLayout layout = device_layout(out);
   const auto launch = [&](auto kernel) {
-    kernel<<<blocks, kPipelineThreads>>>(device_layout(out), static_cast<const unsigned char*>(out.device),
+    kernel<<<blocks, kPipelineThreads>>>(layout, static_cast<const unsigned char*>(out.device),
                                          static_cast<const unsigned char*>(other_run), want, count, tol, ratio,
                                          partials);
   };
   switch (pass) {
-    case DevicePass::reference_rms: launch(device_compare_kernel<DevicePass::reference_rms>); break;
-    case DevicePass::compare: launch(device_compare_kernel<DevicePass::compare>); break;
-    case DevicePass::residual: launch(device_compare_kernel<DevicePass::residual>); break;
-    case DevicePass::differences: launch(device_compare_kernel<DevicePass::differences>); break;
+    case DevicePass::reference_rms: launch_device_pass<DevicePass::reference_rms>(layout, launch); break;
+    case DevicePass::compare: launch_device_pass<DevicePass::compare>(layout, launch); break;
+    case DevicePass::residual: launch_device_pass<DevicePass::residual>(layout, launch); break;
+    case DevicePass::differences: launch_device_pass<DevicePass::differences>(layout, launch); break;
   }
   REPRO_CUDA_CHECK(cudaGetLastError());
   std::vector<DeviceSums> host(blocks);

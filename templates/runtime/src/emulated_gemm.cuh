@@ -34,12 +34,19 @@ constexpr size_t kEmulatedSharedBytes = size_t(kEmulatedStages) * 2 * kEmulatedT
 // times pairs go into one accumulation.
 constexpr int kTilePairsPerFold = (1 << 17) / kEmulatedTileK;
 
-// One step: the byte offsets of its A and B tiles from the batch's first plane, and the fold
-// that follows it: 0 none, else 1 + the level (slices: its weight 2^-7(level + 2)) or 1 + the
-// modulus (moduli), negated for the last; `fresh` where the fold starts its sum (the first fold
-// of slices, the first of each modulus) rather than adding to an earlier one.
+// int32 sums of at most 2^17 products of int8 planes in [-127, 127] (slices' digits, moduli's
+// residues) stay exact: kTilePairsPerFold is what every fold plan relies on.
+static_assert(int64_t(kTilePairsPerFold) * kEmulatedTileK * 127 * 127 < (int64_t(1) << 31),
+              "an int32 sum of a fold's products could overflow");
+
+// One step: the byte offsets of its A and B tiles from the batch's first plane (and, for the
+// TMA kernels, the planes and the K tile as a tensor map's coordinates), and the fold that
+// follows it: 0 none, else 1 + the level (slices: its weight 2^-7(level + 2)) or 1 + the modulus
+// (moduli), negated for the last; `fresh` where the fold starts its sum (the first fold of
+// slices, the first of each modulus) rather than adding to an earlier one.
 struct EmulationStep {
   int64_t a_offset, b_offset;
+  int a_plane, b_plane, k_tile;
   int fold, fresh;
 };
 
@@ -166,8 +173,9 @@ __global__ void __launch_bounds__(kEmulatedThreads, 2) emulated_gemm_kernel(Emul
 #pragma unroll
         for (int j = 0; j < 4; ++j) mma_s8_16x8x32(acc[i][j], a[i], b[j][0], b[j][1]);
     }
-    const EmulationStep& step = p.steps[s];
-    if (step.fold == 0) continue;
+    const int fold = p.steps[s].fold;
+    if (fold == 0) continue;
+    const bool fresh = p.steps[s].fresh != 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -175,7 +183,7 @@ __global__ void __launch_bounds__(kEmulatedThreads, 2) emulated_gemm_kernel(Emul
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           fold_output(p, acc[i][j][e], l, m0 + warp_m + 16 * i + g + 8 * (e / 2), n0 + warp_n + 8 * j + 2 * t + e % 2,
-                      step.fold, step.fresh != 0);
+                      fold, fresh);
           acc[i][j][e] = 0;
         }
   }
@@ -256,14 +264,13 @@ __global__ void wgmma_available_kernel(int* out) {
 // a thread is row 16 warp + g (+ 8 for e >= 2) and column 8j + 2q + e % 2, g = lane / 4,
 // q = lane % 4. `warp_m`: the first output row of this warp's 16.
 __device__ __forceinline__ void fold_wgmma_accumulators(const EmulatedGemmArgs& p, const int (&acc)[128], int64_t l,
-                                                        int64_t warp_m, int64_t n0, int lane, const EmulationStep& step) {
+                                                        int64_t warp_m, int64_t n0, int lane, int fold, bool fresh) {
   const int g = lane / 4, q = lane % 4;
 #pragma unroll
   for (int j = 0; j < 32; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      fold_output(p, acc[4 * j + e], l, warp_m + g + 8 * (e / 2), n0 + 8 * j + 2 * q + e % 2, step.fold,
-                  step.fresh != 0);
+      fold_output(p, acc[4 * j + e], l, warp_m + g + 8 * (e / 2), n0 + 8 * j + 2 * q + e % 2, fold, fresh);
 }
 
 __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(EmulatedGemmArgs p) {
@@ -314,9 +321,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(E
     // ptxas then waits anyway before the accumulators are reused) frees its stage at once.
     wgmma_commit();
     wgmma_wait<0>();
-    const EmulationStep& step = p.steps[s];
-    if (step.fold == 0) continue;
-    fold_wgmma_accumulators(p, acc, l, m0 + warpgroup * 64 + 16 * warp, n0, lane, step);
+    const int fold = p.steps[s].fold;
+    if (fold == 0) continue;
+    fold_wgmma_accumulators(p, acc, l, m0 + warpgroup * 64 + 16 * warp, n0, lane, fold, p.steps[s].fresh != 0);
     accumulate = 0;
   }
 }

@@ -108,8 +108,13 @@ inline std::vector<EmulationStep> emulation_steps(const EmulationPlan& plan, con
   if (plan.moduli()) {
     for (int n = 0; n < plan.pairs(); ++n)
       for (int64_t k_tile = 0; k_tile < k_tiles; ++k_tile) {
-        EmulationStep step{n * a.slice_stride() + k_tile * kEmulatedTileK, n * b.slice_stride() + k_tile * kEmulatedTileK,
-                           0, 0};
+        EmulationStep step{n * a.slice_stride() + k_tile * kEmulatedTileK,
+                           n * b.slice_stride() + k_tile * kEmulatedTileK,
+                           n,
+                           n,
+                           int(k_tile),
+                           0,
+                           0};
         if (k_tile == k_tiles - 1 || (k_tile + 1) % kTilePairsPerFold == 0) {
           step.fold = 1 + n;
           step.fresh = k_tile < kTilePairsPerFold;  // the modulus's first fold
@@ -124,7 +129,12 @@ inline std::vector<EmulationStep> emulation_steps(const EmulationPlan& plan, con
       for (int64_t k_tile = 0; k_tile < k_tiles; ++k_tile)
         for (int t = first_t; t <= last_t; ++t) {
           EmulationStep step{t * a.slice_stride() + k_tile * kEmulatedTileK,
-                             (level - t) * b.slice_stride() + k_tile * kEmulatedTileK, 0, 0};
+                             (level - t) * b.slice_stride() + k_tile * kEmulatedTileK,
+                             t,
+                             level - t,
+                             int(k_tile),
+                             0,
+                             0};
           if (t == last_t && (k_tile == k_tiles - 1 || (k_tile + 1) % tiles_per_fold == 0)) {
             step.fold = 1 + level;
             step.fresh = *folds == 0;  // every later fold adds to the output

@@ -218,17 +218,16 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
         const int stage = int(s % kTmaStages);
         if (s >= kTmaStages) mbarrier_wait(&empty[stage], unsigned((s / kTmaStages - 1) & 1));
         const EmulationStep step = p.steps[s];
-        const int64_t t = step.a_offset / p.a.slice_stride(), u = step.b_offset / p.b.slice_stride();
-        const int k = int(step.a_offset - t * p.a.slice_stride());
+        const int k = step.k_tile * kEmulatedTileK;
         signed char* a_tile = stages + stage * kWgmmaStageBytes;
         signed char* b_tile = a_tile + kWgmmaTileM * kEmulatedTileK;
         mbarrier_arrive_expecting(&full[stage], unsigned(kWgmmaStageBytes));
-        tma_load(a_tile, &a_map, &full[stage], k, int(m0), a_first + int(t));
+        tma_load(a_tile, &a_map, &full[stage], k, int(m0), a_first + step.a_plane);
         if (kClusterM == 1)
-          tma_load(b_tile, &b_map, &full[stage], k, int(n0), b_first + int(u));
+          tma_load(b_tile, &b_map, &full[stage], k, int(n0), b_first + step.b_plane);
         else
           tma_load_multicast(b_tile + rank * kBRows * kEmulatedTileK, &b_map, &full[stage],
-                             uint16_t((1u << kClusterM) - 1), k, int(n0 + rank * kBRows), b_first + int(u));
+                             uint16_t((1u << kClusterM) - 1), k, int(n0 + rank * kBRows), b_first + step.b_plane);
       }
     }
   } else {
@@ -259,8 +258,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
         accumulate = 1;
       }
       wgmma_commit();
-      const EmulationStep& step = p.steps[s];
-      if (step.fold == 0) {
+      const int fold = p.steps[s].fold;
+      if (fold == 0) {
         // The previous step's MMAs are done (this one's may run on): its stage goes back.
         wgmma_wait<1>();
         if (unreleased >= 0) release(int(unreleased % kTmaStages));
@@ -272,15 +271,19 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
       if (unreleased >= 0) release(int(unreleased % kTmaStages));
       release(stage);
       unreleased = -1;
-      fold_wgmma_accumulators(p, acc, l, m0 + consumer * 64 + 16 * warp, n0, lane, step);
+      fold_wgmma_accumulators(p, acc, l, m0 + consumer * 64 + 16 * warp, n0, lane, fold, p.steps[s].fresh != 0);
       accumulate = 0;
     }
     // The last step folds, so no MMA is in flight here; but ptxas cannot know that, and without
     // this wait it injects one of its own inside the loop (C7517).
     wgmma_wait<0>();
   }
-  // No block leaves while another of its cluster may still arrive on its barriers.
-  if (kClusterM > 1) cluster_sync();
+  // No block leaves while another of its cluster may still arrive on its barriers. (The producer
+  // warp's lanes come here apart, and barrier.cluster's .aligned form wants the warp together.)
+  if (kClusterM > 1) {
+    __syncwarp();
+    cluster_sync();
+  }
 #else
   (void)a_map, (void)b_map, (void)p;
 #endif
