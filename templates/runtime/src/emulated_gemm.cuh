@@ -109,12 +109,14 @@ __device__ inline void mma_s8_16x8x32(int (&d)[4], const unsigned (&a)[4], unsig
 // times the level's weight 2^-7(level + 2) (exact, and the int32 converts exactly), added to
 // what earlier folds left in the output; the last fold (negative) also scales by
 // alpha * 2^(E_i + F_j + 2). Moduli: the sum modulo the step's modulus into its residue plane
-// (emulated_moduli.cuh turns the planes into outputs).
+// (emulated_moduli.cuh turns the planes into outputs). kResidues: p.residues is set (moduli); a
+// template argument so that a fold's unrolled loop holds one scheme's code, not both.
+template <bool kResidues>
 __device__ __forceinline__ void fold_output(const EmulatedGemmArgs& p, int sum, int64_t l, int64_t m, int64_t n,
                                             int fold, bool fresh) {
   if (m >= p.M || n >= p.N) return;
   const int64_t at = (l * p.M + m) * p.N + n;
-  if (p.residues != nullptr) {
+  if constexpr (kResidues) {
     unsigned char* residue = p.residues + (abs(fold) - 1) * p.outputs + at;
     *residue = fold_residue(sum, abs(fold) - 1, fresh, fresh ? 0 : *residue);
     return;
@@ -176,14 +178,16 @@ __global__ void __launch_bounds__(kEmulatedThreads, 2) emulated_gemm_kernel(Emul
     const int fold = p.steps[s].fold;
     if (fold == 0) continue;
     const bool fresh = p.steps[s].fresh != 0;
+    // (One loop with the scheme chosen per output: two unrolled loops spilled more here.)
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          fold_output(p, acc[i][j][e], l, m0 + warp_m + 16 * i + g + 8 * (e / 2), n0 + warp_n + 8 * j + 2 * t + e % 2,
-                      fold, fresh);
+          const int64_t m = m0 + warp_m + 16 * i + g + 8 * (e / 2), n = n0 + warp_n + 8 * j + 2 * t + e % 2;
+          if (p.residues != nullptr) fold_output<true>(p, acc[i][j][e], l, m, n, fold, fresh);
+          else fold_output<false>(p, acc[i][j][e], l, m, n, fold, fresh);
           acc[i][j][e] = 0;
         }
   }
@@ -251,6 +255,20 @@ __device__ inline void wgmma_s8_64x256x32(int (&d)[128], uint64_t a_descriptor, 
 #endif
 }
 
+// One 128-deep K step of a warpgroup's 64 x 256 sums: four wgmma from a stage (the warpgroup's
+// 64 rows of A at `a_tile`, B's 256 at `b_tile`), committed as one group. `accumulate` 0 starts
+// the sums afresh (after a fold); it is 1 after.
+__device__ __forceinline__ void wgmma_k_step(int (&acc)[128], const signed char* a_tile, const signed char* b_tile,
+                                             int& accumulate) {
+  wgmma_fence();
+#pragma unroll
+  for (int k32 = 0; k32 < kEmulatedTileK / 32; ++k32) {
+    wgmma_s8_64x256x32(acc, wgmma_descriptor(a_tile + 32 * k32), wgmma_descriptor(b_tile + 32 * k32), accumulate);
+    accumulate = 1;
+  }
+  wgmma_commit();
+}
+
 // Whether this build has the wgmma kernel's body (sm_90a code).
 __global__ void wgmma_available_kernel(int* out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -266,11 +284,16 @@ __global__ void wgmma_available_kernel(int* out) {
 __device__ __forceinline__ void fold_wgmma_accumulators(const EmulatedGemmArgs& p, const int (&acc)[128], int64_t l,
                                                         int64_t warp_m, int64_t n0, int lane, int fold, bool fresh) {
   const int g = lane / 4, q = lane % 4;
+  const auto fold_all = [&](auto residues) {
 #pragma unroll
-  for (int j = 0; j < 32; ++j)
+    for (int j = 0; j < 32; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      fold_output(p, acc[4 * j + e], l, warp_m + g + 8 * (e / 2), n0 + 8 * j + 2 * q + e % 2, fold, fresh);
+      for (int e = 0; e < 4; ++e)
+        fold_output<decltype(residues)::value>(p, acc[4 * j + e], l, warp_m + g + 8 * (e / 2),
+                                               n0 + 8 * j + 2 * q + e % 2, fold, fresh);
+  };
+  if (p.residues != nullptr) fold_all(std::true_type());
+  else fold_all(std::false_type());
 }
 
 __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(EmulatedGemmArgs p) {
@@ -311,15 +334,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) emulated_gemm_wgmma_kernel(E
     const signed char* stage = stages + (s % kWgmmaStages) * kWgmmaStageBytes;
     const signed char* a_tile = stage + warpgroup * 64 * kEmulatedTileK;
     const signed char* b_tile = stage + kWgmmaTileM * kEmulatedTileK;
-    wgmma_fence();
-#pragma unroll
-    for (int k32 = 0; k32 < kEmulatedTileK / 32; ++k32) {
-      wgmma_s8_64x256x32(acc, wgmma_descriptor(a_tile + 32 * k32), wgmma_descriptor(b_tile + 32 * k32), accumulate);
-      accumulate = 1;
-    }
+    wgmma_k_step(acc, a_tile, b_tile, accumulate);
     // Waiting for this step's MMAs here (rather than a step later, which measured no faster:
     // ptxas then waits anyway before the accumulators are reused) frees its stage at once.
-    wgmma_commit();
     wgmma_wait<0>();
     const int fold = p.steps[s].fold;
     if (fold == 0) continue;

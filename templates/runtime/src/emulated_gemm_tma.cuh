@@ -251,13 +251,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
       mbarrier_wait(&full[stage], unsigned((s / kTmaStages) & 1));
       const signed char* a_tile = stages + stage * kWgmmaStageBytes + consumer * 64 * kEmulatedTileK;
       const signed char* b_tile = stages + stage * kWgmmaStageBytes + kWgmmaTileM * kEmulatedTileK;
-      wgmma_fence();
-#pragma unroll
-      for (int k32 = 0; k32 < kEmulatedTileK / 32; ++k32) {
-        wgmma_s8_64x256x32(acc, wgmma_descriptor(a_tile + 32 * k32), wgmma_descriptor(b_tile + 32 * k32), accumulate);
-        accumulate = 1;
-      }
-      wgmma_commit();
+      wgmma_k_step(acc, a_tile, b_tile, accumulate);
       const int fold = p.steps[s].fold;
       if (fold == 0) {
         // The previous step's MMAs are done (this one's may run on): its stage goes back.
