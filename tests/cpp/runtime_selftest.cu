@@ -1704,7 +1704,7 @@ void test_moduli() {
   // same integer as truncated_to_bits keeps.
   signed char digits[kMaxModuli];
   const double y = -0x1.234567p-3;  // top -3: 25 bits
-  residue_digits(y, -3, 32, kMaxModuli, digits);
+  residue_digits(y, -3, 32, moduli_table(kMaxModuli), digits);
   const __int128 integer = -(__int128)std::ldexp(std::fabs(truncated_to_bits(y, -3, 32)), 32 - 1 + 3);
   for (int n = 0; n < kMaxModuli; ++n) {
     const int m = emulation_modulus(n);
@@ -1733,11 +1733,11 @@ void test_moduli() {
           int sum = 0;
           for (int k = chunk; k < std::min(K, chunk + 128); ++k) {
             signed char da[kMaxModuli], db[kMaxModuli];
-            residue_digits(a[size_t(m) * K + k], 19, 40, count, da);
-            residue_digits(b[size_t(k) * N + n], 32, 40, count, db);
+            residue_digits(a[size_t(m) * K + k], 19, 40, moduli_table(count), da);
+            residue_digits(b[size_t(k) * N + n], 32, 40, moduli_table(count), db);
             sum += int(da[t]) * int(db[t]);
           }
-          folded = fold_residue(sum, t, chunk == 0, folded);
+          folded = fold_residue(sum, emulation_modulus(t), chunk == 0, folded);
         }
         residues[t] = folded;
       }

@@ -105,24 +105,41 @@ __device__ inline void mma_s8_16x8x32(int (&d)[4], const unsigned (&a)[4], unsig
 #endif
 }
 
+// A step's fold, worked out once for all of a thread's outputs (each fold unrolls over them).
+struct Fold {
+  bool fresh, last;
+  double weight;         // slices: the level's 2^-7(level + 2)
+  int modulus;           // moduli: the step's modulus
+  unsigned char* plane;  // moduli: its residue plane
+};
+
+__device__ inline Fold fold_of(const EmulatedGemmArgs& p, int fold, bool fresh) {
+  const int index = abs(fold) - 1;  // the level, or the modulus
+  Fold f;
+  f.fresh = fresh, f.last = fold < 0;
+  f.weight = ldexp(1.0, -kEmulationSliceBits * (index + 2));
+  f.modulus = p.residues != nullptr ? emulation_modulus(index) : 1;
+  f.plane = p.residues != nullptr ? p.residues + index * p.outputs : nullptr;
+  return f;
+}
+
 // The fold of one output's int32 sum (output (l, m, n); none outside the GEMM). Slices: the sum
-// times the level's weight 2^-7(level + 2) (exact, and the int32 converts exactly), added to
-// what earlier folds left in the output; the last fold (negative) also scales by
-// alpha * 2^(E_i + F_j + 2). Moduli: the sum modulo the step's modulus into its residue plane
-// (emulated_moduli.cuh turns the planes into outputs). kResidues: p.residues is set (moduli); a
-// template argument so that a fold's unrolled loop holds one scheme's code, not both.
+// times the level's weight (exact, and the int32 converts exactly), added to what earlier folds
+// left in the output; the last fold also scales by alpha * 2^(E_i + F_j + 2). Moduli: the sum
+// modulo the step's modulus into its residue plane (emulated_moduli.cuh turns the planes into
+// outputs). kResidues: p.residues is set (moduli); a template argument so that a fold's
+// unrolled loop holds one scheme's code, not both.
 template <bool kResidues>
-__device__ __forceinline__ void fold_output(const EmulatedGemmArgs& p, int sum, int64_t l, int64_t m, int64_t n,
-                                            int fold, bool fresh) {
+__device__ __forceinline__ void fold_output(const EmulatedGemmArgs& p, const Fold& f, int sum, int64_t l, int64_t m,
+                                            int64_t n) {
   if (m >= p.M || n >= p.N) return;
   const int64_t at = (l * p.M + m) * p.N + n;
   if constexpr (kResidues) {
-    unsigned char* residue = p.residues + (abs(fold) - 1) * p.outputs + at;
-    *residue = fold_residue(sum, abs(fold) - 1, fresh, fresh ? 0 : *residue);
+    f.plane[at] = fold_residue(sum, f.modulus, f.fresh, f.fresh ? 0 : f.plane[at]);
     return;
   }
-  double value = (fresh ? 0.0 : p.out[at]) + double(sum) * ldexp(1.0, -kEmulationSliceBits * (abs(fold) - 1 + 2));
-  if (fold < 0) {
+  double value = (f.fresh ? 0.0 : p.out[at]) + double(sum) * f.weight;
+  if (f.last) {
     const int ea = p.a.top[(p.a.batches == 1 ? 0 : l) * p.M + m], eb = p.b.top[(p.b.batches == 1 ? 0 : l) * p.N + n];
     value = ea == kNoTop || eb == kNoTop ? 0.0 : p.alpha * ldexp(value, ea + eb + 2);
   }
@@ -177,7 +194,7 @@ __global__ void __launch_bounds__(kEmulatedThreads, 2) emulated_gemm_kernel(Emul
     }
     const int fold = p.steps[s].fold;
     if (fold == 0) continue;
-    const bool fresh = p.steps[s].fresh != 0;
+    const Fold f = fold_of(p, fold, p.steps[s].fresh != 0);
     // (One loop with the scheme chosen per output: two unrolled loops spilled more here.)
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -186,8 +203,8 @@ __global__ void __launch_bounds__(kEmulatedThreads, 2) emulated_gemm_kernel(Emul
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int64_t m = m0 + warp_m + 16 * i + g + 8 * (e / 2), n = n0 + warp_n + 8 * j + 2 * t + e % 2;
-          if (p.residues != nullptr) fold_output<true>(p, acc[i][j][e], l, m, n, fold, fresh);
-          else fold_output<false>(p, acc[i][j][e], l, m, n, fold, fresh);
+          if (p.residues != nullptr) fold_output<true>(p, f, acc[i][j][e], l, m, n);
+          else fold_output<false>(p, f, acc[i][j][e], l, m, n);
           acc[i][j][e] = 0;
         }
   }
@@ -284,13 +301,14 @@ __global__ void wgmma_available_kernel(int* out) {
 __device__ __forceinline__ void fold_wgmma_accumulators(const EmulatedGemmArgs& p, const int (&acc)[128], int64_t l,
                                                         int64_t warp_m, int64_t n0, int lane, int fold, bool fresh) {
   const int g = lane / 4, q = lane % 4;
+  const Fold f = fold_of(p, fold, fresh);
   const auto fold_all = [&](auto residues) {
 #pragma unroll
     for (int j = 0; j < 32; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        fold_output<decltype(residues)::value>(p, acc[4 * j + e], l, warp_m + g + 8 * (e / 2),
-                                               n0 + 8 * j + 2 * q + e % 2, fold, fresh);
+        fold_output<decltype(residues)::value>(p, f, acc[4 * j + e], l, warp_m + g + 8 * (e / 2),
+                                               n0 + 8 * j + 2 * q + e % 2);
   };
   if (p.residues != nullptr) fold_all(std::true_type());
   else fold_all(std::false_type());

@@ -77,16 +77,32 @@ inline int moduli_needed(int a_bits, int b_bits, int64_t K) {
 }
 
 // -------------------------------------------------------------------------- the residues
-//
+
+// The first `count` moduli and their reciprocals (rounded), worked out once for many elements
+// (a slicing block keeps them in shared memory: an fp64 division per element and modulus would
+// cost more than the rest of the pass).
+struct ModuliTable {
+  int count;
+  double modulus[kMaxModuli], reciprocal[kMaxModuli];
+};
+
+REPRO_HD inline ModuliTable moduli_table(int count) {
+  ModuliTable table;
+  table.count = count;
+  for (int n = 0; n < count; ++n)
+    table.modulus[n] = double(emulation_modulus(n)), table.reciprocal[n] = 1.0 / table.modulus[n];
+  return table;
+}
+
 // x as the integer a' of `bits` bits below its row's top (truncated toward zero: exact unless x
-// is a residual), and a' modulo the first `count` moduli, each in [-(m - 1) / 2, (m - 1) / 2].
+// is a residual), and a' modulo each modulus of `table`, each in [-(m - 1) / 2, (m - 1) / 2].
 // a' < 2^52, so a' / m is found within one of the truth in fp64 and corrected once; a' - q m is
 // exact (an fma of integers below 2^53).
-REPRO_HD inline void residue_digits(double x, int top, int bits, int count, signed char* digits) {
+REPRO_HD inline void residue_digits(double x, int top, int bits, const ModuliTable& table, signed char* digits) {
   const double a = top == kNoTop ? 0.0 : floor(ldexp(fabs(x), bits - 1 - top));
-  for (int n = 0; n < count; ++n) {
-    const double m = double(emulation_modulus(n));
-    const double q = floor(a * (1.0 / m));
+  for (int n = 0; n < table.count; ++n) {
+    const double m = table.modulus[n];
+    const double q = floor(a * table.reciprocal[n]);
     double r = fma(-q, m, a);
     if (r < 0) r += m;
     else if (r >= m) r -= m;
@@ -159,14 +175,13 @@ REPRO_HD inline double reconstruct_from_residues(const int* residues, const Modu
   return x > product / 2 ? -uint128_to_double(product - x) : uint128_to_double(x);
 }
 
-// A residue of the GEMM, its int32 sum `sum` modulo modulus n, added to what an earlier K chunk
-// left (`fresh`: none), as stored in a residue plane: in [0, m_n).
-REPRO_HD inline unsigned char fold_residue(int sum, int n, bool fresh, unsigned char earlier) {
-  const int m = emulation_modulus(n);
+// A residue of the GEMM, its int32 sum `sum` modulo m, added to what an earlier K chunk left
+// (`fresh`: none), as stored in a residue plane: in [0, m).
+REPRO_HD inline unsigned char fold_residue(int sum, int m, bool fresh, unsigned char earlier) {
   int r = sum % m;
   if (r < 0) r += m;
-  if (!fresh) r = (r + int(earlier)) % m;
-  return static_cast<unsigned char>(r);
+  if (!fresh) r += int(earlier);
+  return static_cast<unsigned char>(r >= m ? r - m : r);
 }
 
 // The outputs from the GEMMs' residue planes ([count][L][M][N]): each C' rounded once, times

@@ -52,6 +52,12 @@ __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatr
                                                                       ScaleOperand scale, bool k_contiguous,
                                                                       SlicedOperand out) {
   __shared__ double tile[kSliceTile][kSliceTile + 1];
+  __shared__ ModuliTable moduli;  // the residues' moduli, for out.residues
+  if (out.residues && int(threadIdx.x) < out.slices) {
+    const int n = int(threadIdx.x);
+    moduli.modulus[n] = double(emulation_modulus(n)), moduli.reciprocal[n] = 1.0 / moduli.modulus[n];
+    if (n == 0) moduli.count = out.slices;
+  }
   const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.y) * kSliceTile, k0 = int64_t(blockIdx.x) * kSliceTile;
   // Element e of the tile: consecutive threads on consecutive elements of the contiguous axis;
   // every load issued before any is decoded (for_row_elements says why).
@@ -79,7 +85,7 @@ __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatr
     const int top = i < I ? out.top[l * I + i] : kNoTop;
     signed char digits[4][kMaxPlanes];
     for (int j = 0; j < 4; ++j) {
-      if (out.residues) residue_digits(tile[r][c + j], top, out.bits, out.slices, digits[j]);
+      if (out.residues) residue_digits(tile[r][c + j], top, out.bits, moduli, digits[j]);
       else slice_digits(tile[r][c + j], top, out.slices, digits[j]);
     }
     for (int t = 0; t < out.slices; ++t) {
