@@ -1,9 +1,11 @@
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: the int8 GEMM kernels of the emulated reference
 //
-// Sums of products of slices (emulated_slices.cuh), level by level, folded into the fp64 output:
-// on sm_90a with wgmma, elsewhere from sm_80 with mma.sync. emulated_reference.cuh plans the
-// slices and says what the result guarantees.
+// Sums of products of int8 planes (emulated_slices.cuh), step by step, folded into the fp64
+// output level by level (slices) or into residue planes modulus by modulus (moduli,
+// emulated_moduli.cuh): on sm_90a with wgmma (fed by cp.async here, by TMA in
+// emulated_gemm_tma.cuh), elsewhere from sm_80 with mma.sync. emulated_reference.cuh plans the
+// planes and says what the result guarantees; emulated_gemm_launch.cuh picks the kernel.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
