@@ -1,9 +1,10 @@
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: which int8 GEMM kernel runs the emulated reference, and its launch
 //
-// The plan (how many slices each operand takes, emulated_reference.cuh decides), the step table
-// every kernel follows (levels finest first, K tiles, pairs; where the int32 sums fold into the
-// fp64 output), and the choice among the kernels of emulated_gemm.cuh and emulated_gemm_tma.cuh.
+// The plan (the scheme and how many planes each operand takes; emulated_reference.cuh decides),
+// the step table every kernel follows (which planes and K tile each step multiplies, where the
+// int32 sums fold), and the choice among the kernels of emulated_gemm.cuh and
+// emulated_gemm_tma.cuh.
 // Every kernel runs the same steps and folds, so every kernel gives the same bits
 // (`tests/cpp/emulated_reference_check.cu kernels` checks that, and times them side by side).
 // ---------------------------------------------------------------------------------------------

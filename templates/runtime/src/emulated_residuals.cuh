@@ -75,14 +75,8 @@ __global__ void residual_rows_kernel(const int64_t* keys, int64_t count, int64_t
 // A device buffer that goes into `scratch` (the launch frees it when the reference is done).
 template <typename T>
 T* allocate_residual_buffer(std::vector<void*>* scratch, int64_t count) {
-  void* data = nullptr;
-  if (cudaMalloc(&data, size_t(std::max<int64_t>(count, 1)) * sizeof(T)) != cudaSuccess) {
-    cudaGetLastError();
-    fatal(kExitCudaError, "fault",
-          "the emulated reference ran out of device memory for its residuals: rerun with --reference device");
-  }
-  scratch->push_back(data);
-  return static_cast<T*>(data);
+  return static_cast<T*>(
+      allocate_emulation_buffer(size_t(std::max<int64_t>(count, 1)) * sizeof(T), "its residuals", scratch));
 }
 
 // The residuals of an operand at `bits` bits: `expected` of them (the analysis's count),
