@@ -13,6 +13,7 @@
 # (REPRO_EMULATED_SCHEME; default "slices auto": slices alone, and slices or residues by estimate).
 #
 #   REPRO=target/release/repro scripts/bench/emulated-reference.sh
+#   CASES='bf16_8192 f32_*' ROUNDS=2 scripts/bench/emulated-reference.sh   # some cases only
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repro=${REPRO:-$PWD/target/release/repro}
@@ -28,6 +29,16 @@ cases=()
 for size in 2048 4096 8192 16384; do cases+=("bf16_$size tests/gpu/bench_tiled_bf16_8192.yaml $size"); done
 cases+=("f32_8192 tests/gpu/bench_tiled_f32_8192.yaml 8192")
 cases+=("e4m3_ue8m0_8192 examples/fp8_scaled_gemm_ue8m0.yaml 8192")
+# CASES: space-separated globs over the labels above (default: all).
+read -r -a case_globs <<<"${CASES:-*}"
+chosen=()
+for entry in "${cases[@]}"; do
+  for glob in "${case_globs[@]}"; do
+    # shellcheck disable=SC2053
+    if [[ "${entry%% *}" == $glob ]]; then chosen+=("$entry"); break; fi
+  done
+done
+cases=("${chosen[@]}")
 for spec in tests/gpu/bench_tiled_bf16_8192.yaml tests/gpu/bench_tiled_f32_8192.yaml examples/fp8_scaled_gemm_ue8m0.yaml; do
   "$repro" build "$spec" >/dev/null
 done
@@ -70,4 +81,4 @@ for label in cases:
 PY
 echo
 echo "torch.matmul in float64 + a comparison, the same sizes (scripts/bench/torch_reference_peer.py):"
-python3 scripts/bench/torch_reference_peer.py
+python3 scripts/bench/torch_reference_peer.py "$(printf '%s\n' "${cases[@]}" | awk '{print $3}' | sort -nu | paste -sd,)"
