@@ -18,6 +18,8 @@ mod compiled_sizes;
 mod custom_ops;
 mod examples;
 mod flags;
+mod flags_limits;
+mod flags_spellings;
 mod hostile_build;
 mod import_capture;
 mod import_cuda;
