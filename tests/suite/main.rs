@@ -25,6 +25,7 @@ mod import_capture;
 mod import_cuda;
 mod import_cuda_forms;
 mod import_rust;
+mod import_rust_rules;
 mod runtime;
 mod runtime_library;
 mod spec_errors;
