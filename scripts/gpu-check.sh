@@ -21,7 +21,8 @@ rows=()
 section() { printf '\n==== %s\n' "$*"; }
 
 # Which parts to run: all by default, or those named on the command line (cache flags arches build examples
-# large checks sanitize custom races hopper probe sizes trace cutlass files reference emulated ops-bench bench capture attention campaign;
+# large checks sanitize custom races hopper probe sizes trace cutlass files reference emulated emulated-examples ops-bench bench
+# capture attention campaign;
 # `examples` skips the 2^31-element
 # index_overflow examples unless `large` is named too), so a validation can be split over several device calls.
 parts=("$@")
@@ -372,16 +373,23 @@ harness_case "emulated reference: accuracy battery" 0 '16 passed, 0 failed' "$er
 # The int8 kernels run the same steps and folds: the same bits on awkward shapes, then each one's
 # time. A deadlock in a pipeline of barriers would hang: bounded.
 harness_case "emulated int8 kernels: same bits" 0 'every kernel gives the same bits' timeout -s KILL 300 "$erc" kernels
-for kernel in tma tma_multicast; do
+for kernel in wgmma tma_multicast; do  # tma: the default, above
   harness_case "emulated reference, $kernel: battery" 0 '16 passed, 0 failed' \
     env REPRO_EMULATED_KERNEL=$kernel timeout -s KILL 300 "$erc"
 done
-# The residues (emulated_moduli.cuh) wherever they fit, and wherever they cost less.
-for scheme in moduli auto; do
+# Each scheme alone (auto, the default, weighs both): slices, and the residues
+# (emulated_moduli.cuh) wherever they fit.
+for scheme in slices moduli; do
   harness_case "emulated reference, $scheme: battery" 0 '16 passed, 0 failed' \
     env REPRO_EMULATED_SCHEME=$scheme timeout -s KILL 300 "$erc"
 done
 harness_case "emulated reference: kernel speed" 0 '| 16384 | f32 |' "$erc" speed
+fi
+
+# The examples with the emulated reference, also on their own (`emulated-examples`), so that a
+# validation can run them in a device call of their own.
+if wanted emulated || wanted emulated-examples; then
+section "the emulated reference: every GEMM example's verdict with it"
 # Every GEMM example (op gemm, grouped_gemm) with random inputs and the emulated reference: the
 # verdict its spec expects, with the engine the ref line names.
 for spec in examples/*.yaml; do

@@ -249,7 +249,7 @@ double preparation_ms(const GemmProblem& p) {
   REPRO_CUDA_CHECK(cudaEventRecord(start));
   const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, ScaleOperand());
   const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, ScaleOperand());
-  const EmulationPlan plan = plan_emulation(p, a_rows, b_rows, emulation_pair_rate());
+  const EmulationPlan plan = plan_emulation(p, a_rows, b_rows, emulation_rates());
   const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, ScaleOperand(), a_rows,
                                                plan.a_slices, kWgmmaTileM, plan.moduli() ? plan.a_bits : 0);
   const SlicedOperand b_slices = slice_operand(b, b.col_stride, b.row_stride, p.N, p.K, ScaleOperand(), b_rows,

@@ -58,16 +58,16 @@ void test_emulation_plan() {
   wide.need_counts[size_t(width_bin(42))] = 5000;
   narrow.need_counts[size_t(width_bin(14))] = 67000000;
   CHECK(wide.beyond(3) == 5000 && wide.beyond_bits(20) == 7005000 && wide.beyond(6) == 0);
-  const EmulationPlan chosen = plan_emulation(p, wide, narrow, kWgmmaMacsPerSecondPerPair, SchemeChoice::slices);
+  const EmulationPlan chosen = plan_emulation(p, wide, narrow, kTmaRates, SchemeChoice::slices);
   CHECK(chosen.refusal.empty() && chosen.a_slices == 3 && chosen.b_slices == 2);
   CHECK(chosen.a_residuals == 5000 && chosen.b_residuals == 0);
   OperandAnalysis ill = wide;
   ill.need_counts[kNeedBins - 1] = kMaxResiduals + 1, ill.widest_bits = 145;
-  const EmulationPlan refused = plan_emulation(p, ill, narrow, kWgmmaMacsPerSecondPerPair, SchemeChoice::automatic);
+  const EmulationPlan refused = plan_emulation(p, ill, narrow, kTmaRates, SchemeChoice::automatic);
   CHECK(refused.refusal.find("4194305 elements of A need more than 8 int8 slices") != std::string::npos);
   OperandAnalysis infinite = narrow;
   infinite.nonfinite = true;
-  CHECK(plan_emulation(p, narrow, infinite, kWgmmaMacsPerSecondPerPair, SchemeChoice::slices).refusal ==
+  CHECK(plan_emulation(p, narrow, infinite, kTmaRates, SchemeChoice::slices).refusal ==
         "B holds Inf or NaN, which int8 slices cannot carry");
 
   // Where the grids cannot reach, or nothing is to be computed, it says so (and the fp64 engine runs).
@@ -187,9 +187,9 @@ void test_moduli() {
   OperandAnalysis f32_rows;
   f32_rows.need_counts.assign(kNeedBins, 0);
   f32_rows.need_counts[size_t(width_bin(36))] = 67000000;
-  const EmulationPlan moduli = plan_emulation(p, f32_rows, f32_rows, kWgmmaMacsPerSecondPerPair, SchemeChoice::automatic);
+  const EmulationPlan moduli = plan_emulation(p, f32_rows, f32_rows, kTmaRates, SchemeChoice::automatic);
   CHECK(moduli.moduli() && moduli.pairs() == 11 && moduli.a_bits == 36 && moduli.b_bits == 36);
   CHECK(describe_planes(moduli) == "exact residues: A 36 bits x B 36 bits modulo 11 moduli");
-  const EmulationPlan slices = plan_emulation(p, f32_rows, f32_rows, kWgmmaMacsPerSecondPerPair, SchemeChoice::slices);
+  const EmulationPlan slices = plan_emulation(p, f32_rows, f32_rows, kTmaRates, SchemeChoice::slices);
   CHECK(!slices.moduli() && slices.pairs() == 36 && slices.a_bits == 42);
 }

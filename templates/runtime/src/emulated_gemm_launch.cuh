@@ -72,12 +72,12 @@ inline bool emulated_kernel_available(EmulatedKernel kernel) {
 }
 
 // The kernel the emulated reference runs: the one REPRO_EMULATED_KERNEL names (the benchmarks
-// time each), else wgmma where this build has it. The TMA kernels are not the default until
-// they are measured faster on a GPU (docs/performance.md).
+// time each), else wgmma fed by TMA where this build has it (run 76: 1.4x the cp.async kernel's
+// rate, 1.5x the multicast one's; docs/performance.md), else mma.sync.
 inline EmulatedKernel emulated_kernel() {
   static const EmulatedKernel chosen = [] {
     const char* name = std::getenv("REPRO_EMULATED_KERNEL");
-    if (name == nullptr || *name == '\0') return wgmma_available() ? EmulatedKernel::wgmma : EmulatedKernel::mma_sync;
+    if (name == nullptr || *name == '\0') return wgmma_available() ? EmulatedKernel::tma : EmulatedKernel::mma_sync;
     for (int k = 0; k < kEmulatedKernels; ++k) {
       if (std::strcmp(name, kEmulatedKernelNames[k]) != 0) continue;
       if (!emulated_kernel_available(EmulatedKernel(k)))

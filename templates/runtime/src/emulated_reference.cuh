@@ -38,10 +38,10 @@ namespace repro {
 
 // -------------------------------------------------------------------------- planning
 //
-// What auto weighs, measured on the H200 (docs/performance.md, `erc speed`, run 68): the fp64
-// tensor cores do 1.9e13 multiply-adds a second; the int8 kernels 2.6e14 per slice pair (wgmma)
-// or 1.9e14 (mma.sync); the analysis, slicing and residual passes take ~1 ms plus ~30 ps per
-// operand element.
+// What auto weighs, measured (docs/performance.md): the fp64 tensor cores do 1.9e13 multiply-adds
+// a second (H200, run 68; H100, run 76); each int8 kernel's rate per GEMM, for slices and for
+// residues (a modular fold costs more), is `erc kernels` at 8192^3 on the H100 (run 76); the
+// analysis, slicing and residual passes take ~1 ms plus ~30 ps per operand element.
 // auto emulates when that estimate is under 0.8 of the fp64 one (a margin for the noise of
 // shared machines), and skips the analysis where even one slice pair would not be. A residual
 // element costs its correction ~9 ps per output it reaches where the other operand is read
@@ -50,45 +50,64 @@ namespace repro {
 // where they were: analysis and slicing 4.98 ms at 8192^3 bf16 (this model: 5.0), and 698 K
 // residuals in each operand, both corrections, 12.2 ps a term on average.
 constexpr double kDmmaMacsPerSecond = 1.9e13;
-constexpr double kWgmmaMacsPerSecondPerPair = 2.6e14, kMmaSyncMacsPerSecondPerPair = 1.9e14;
 constexpr double kEmulationFixedSeconds = 1.0e-3, kEmulationSecondsPerElement = 30e-12;
 
-constexpr double kResidualSecondsPerTerm = 1e-11, kStridedResidualSecondsPerTerm = 5e-11;
+// Multiply-adds a second of one int8 GEMM: a slice pair's, and a modulus's.
+struct EmulationRates {
+  double slice_pair, modulus;
+};
+// Run 76 (H100, 8192^3): mma.sync 347-369 int8 TOPS on slices, 293 on 11 moduli; wgmma fed by
+// cp.async 481-508 and 397; by TMA 693-704 and 551; by TMA multicast 474-486 and 378.
+constexpr EmulationRates kMmaSyncRates{1.8e14, 1.45e14}, kWgmmaRates{2.5e14, 2.0e14}, kTmaRates{3.5e14, 2.75e14},
+    kTmaMulticastRates{2.4e14, 1.9e14};
+
+// A correction costs ~15 ps a term where the other operand is read along its contiguous axis,
+// more where not (a memory sector per term: 5x assumed), and ~2 ms however few its elements (run
+// 76, `erc speed`: 1.1e10 terms in 171.6 ms; 9.0e7 terms in 3.2 ms).
+constexpr double kResidualSecondsPerTerm = 1.5e-11, kStridedResidualSecondsPerTerm = 7.5e-11;
+constexpr double kResidualFixedSeconds = 2e-3;
 // At most this many residual elements per operand (16 bytes each, twice for the sort).
 constexpr int64_t kMaxResiduals = int64_t(1) << 22;
 
 inline double dmma_seconds(const GemmProblem& p) { return double(p.L) * p.M * p.N * p.K / kDmmaMacsPerSecond; }
 
-// `pair_rate`: multiply-adds a second of one slice pair's int8 GEMM (emulation_pair_rate()).
-inline double emulation_seconds(const GemmProblem& p, int pairs, double pair_rate, double residual_seconds = 0) {
+// `gemm_rate`: multiply-adds a second of one of its int8 GEMMs (EmulationRates).
+inline double emulation_seconds(const GemmProblem& p, int gemms, double gemm_rate, double residual_seconds = 0) {
   const double elements = double(p.L) * double(p.M + p.N) * double(p.K);
   return kEmulationFixedSeconds + elements * kEmulationSecondsPerElement +
-         pairs * double(p.L) * p.M * p.N * p.K / pair_rate + residual_seconds;
+         gemms * double(p.L) * p.M * p.N * p.K / gemm_rate + residual_seconds;
 }
 
-// The TMA kernels are planned at the cp.async wgmma kernel's rate until measured.
-inline double emulation_pair_rate() {
-  return emulated_kernel() == EmulatedKernel::mma_sync ? kMmaSyncMacsPerSecondPerPair : kWgmmaMacsPerSecondPerPair;
+// The rates of the kernel the emulation runs (emulated_kernel()).
+inline EmulationRates emulation_rates() {
+  switch (emulated_kernel()) {
+    case EmulatedKernel::mma_sync: return kMmaSyncRates;
+    case EmulatedKernel::wgmma: return kWgmmaRates;
+    case EmulatedKernel::tma: return kTmaRates;
+    case EmulatedKernel::tma_multicast: return kTmaMulticastRates;
+  }
+  return kWgmmaRates;
 }
 
 inline bool emulation_pays(const GemmProblem& p, int pairs) {
-  return emulation_seconds(p, pairs, emulation_pair_rate()) < 0.8 * dmma_seconds(p);
+  return emulation_seconds(p, pairs, emulation_rates().slice_pair) < 0.8 * dmma_seconds(p);
 }
 
-// The moduli's reconstruction, per output: its residues read, Garner's digits and a 128-bit
-// product (an estimate, not yet measured: ~0.5 ms at 8192^2).
-constexpr double kReconstructionSecondsPerOutput = 8e-12;
+// The moduli's reconstruction, per output and modulus: its residues read, Garner's digits and a
+// 128-bit product (run 76, the reference's kernel time less its GEMMs and analysis: ~3 ms at
+// 8192^2 for 6 and 8 moduli, ~4 ms for 12).
+constexpr double kReconstructionSecondsPerResidue = 6e-12;
 
 // Which schemes the plan weighs: REPRO_EMULATED_SCHEME=slices, moduli or auto (both, the one
-// with the lower estimate). Slices unless set: the moduli are not yet measured on a GPU.
+// with the lower estimate; the default).
 enum class SchemeChoice { slices, moduli, automatic };
 
 inline SchemeChoice emulation_scheme_choice() {
   static const SchemeChoice choice = [] {
     const char* name = std::getenv("REPRO_EMULATED_SCHEME");
-    if (name == nullptr || *name == '\0' || std::strcmp(name, "slices") == 0) return SchemeChoice::slices;
+    if (name == nullptr || *name == '\0' || std::strcmp(name, "auto") == 0) return SchemeChoice::automatic;
+    if (std::strcmp(name, "slices") == 0) return SchemeChoice::slices;
     if (std::strcmp(name, "moduli") == 0) return SchemeChoice::moduli;
-    if (std::strcmp(name, "auto") == 0) return SchemeChoice::automatic;
     usage_error(strprintf(
         "REPRO_EMULATED_SCHEME=%s is not a scheme of the emulated reference: use slices, moduli or auto, or unset it",
         name));
@@ -102,20 +121,21 @@ inline double residual_seconds(const GemmProblem& p, int64_t a_residuals, int64_
   const DeviceMatrix a_matrix = device_matrix(*p.a), b_matrix = device_matrix(*p.b);
   const double a_term = std::llabs(b_matrix.col_stride) == 1 ? kResidualSecondsPerTerm : kStridedResidualSecondsPerTerm;
   const double b_term = std::llabs(a_matrix.row_stride) == 1 ? kResidualSecondsPerTerm : kStridedResidualSecondsPerTerm;
-  return double(a_residuals) * double(p.N) * a_term + double(b_residuals) * double(p.M) * b_term;
+  if (a_residuals + b_residuals == 0) return 0;
+  return kResidualFixedSeconds + double(a_residuals) * double(p.N) * a_term + double(b_residuals) * double(p.M) * b_term;
 }
 
 // The slice counts with the least estimated time: each operand from 1 to kMaxEmulationSlices,
 // the elements beyond them carried as residuals (at most kMaxResiduals each). No slices when
 // every count leaves more residuals than that.
 inline EmulationPlan plan_slices(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b,
-                                 double pair_rate) {
+                                 EmulationRates rates) {
   EmulationPlan plan;
   for (int sa = 1; sa <= kMaxEmulationSlices; ++sa)
     for (int sb = 1; sb <= kMaxEmulationSlices; ++sb) {
       const int64_t ra = a.beyond(sa), rb = b.beyond(sb);
       if (ra > kMaxResiduals || rb > kMaxResiduals) continue;
-      const double seconds = emulation_seconds(p, sa * sb, pair_rate, residual_seconds(p, ra, rb));
+      const double seconds = emulation_seconds(p, sa * sb, rates.slice_pair, residual_seconds(p, ra, rb));
       if (plan.a_slices == 0 || seconds < plan.seconds)
         plan.a_slices = sa, plan.b_slices = sb, plan.a_residuals = ra, plan.b_residuals = rb, plan.seconds = seconds;
     }
@@ -127,7 +147,7 @@ inline EmulationPlan plan_slices(const GemmProblem& p, const OperandAnalysis& a,
 // operand from 4 to kMaxModuliWidth bits, by 4, and as many moduli as they need; none when no
 // widths fit kMaxModuli moduli and kMaxResiduals residuals.
 inline EmulationPlan plan_moduli(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b,
-                                 double pair_rate) {
+                                 EmulationRates rates) {
   EmulationPlan plan;
   plan.scheme = EmulationScheme::moduli;
   for (int wa = kModuliWidthStep; wa <= kMaxModuliWidth; wa += kModuliWidthStep)
@@ -135,8 +155,8 @@ inline EmulationPlan plan_moduli(const GemmProblem& p, const OperandAnalysis& a,
       const int64_t ra = a.beyond_bits(wa), rb = b.beyond_bits(wb);
       const int moduli = moduli_needed(wa, wb, p.K);
       if (ra > kMaxResiduals || rb > kMaxResiduals || moduli == 0) continue;
-      const double seconds = emulation_seconds(p, moduli, pair_rate, residual_seconds(p, ra, rb)) +
-                             double(p.L) * double(p.M) * double(p.N) * kReconstructionSecondsPerOutput;
+      const double seconds = emulation_seconds(p, moduli, rates.modulus, residual_seconds(p, ra, rb)) +
+                             double(p.L) * double(p.M) * double(p.N) * moduli * kReconstructionSecondsPerResidue;
       if (plan.a_slices == 0 || seconds < plan.seconds)
         plan.a_slices = plan.b_slices = moduli, plan.a_bits = wa, plan.b_bits = wb, plan.a_residuals = ra,
         plan.b_residuals = rb, plan.seconds = seconds;
@@ -148,15 +168,15 @@ inline EmulationPlan plan_moduli(const GemmProblem& p, const OperandAnalysis& a,
 // they alone are asked for and none fit, give way to slices), or why the operands cannot be
 // emulated.
 inline EmulationPlan plan_emulation(const GemmProblem& p, const OperandAnalysis& a, const OperandAnalysis& b,
-                                    double pair_rate, SchemeChoice choice = emulation_scheme_choice()) {
+                                    EmulationRates rates, SchemeChoice choice = emulation_scheme_choice()) {
   if (a.nonfinite || b.nonfinite) {
     EmulationPlan plan;
     plan.refusal = strprintf("%s holds Inf or NaN, which int8 slices cannot carry", a.nonfinite ? "A" : "B");
     return plan;
   }
-  EmulationPlan plan = plan_slices(p, a, b, pair_rate);
+  EmulationPlan plan = plan_slices(p, a, b, rates);
   if (choice != SchemeChoice::slices) {
-    const EmulationPlan moduli = plan_moduli(p, a, b, pair_rate);
+    const EmulationPlan moduli = plan_moduli(p, a, b, rates);
     if (moduli.a_slices > 0 && (choice == SchemeChoice::moduli || plan.a_slices == 0 || moduli.seconds < plan.seconds))
       plan = moduli;
   }
@@ -237,7 +257,7 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p, Reference
       const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, scale_a);
       const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, scale_b);
       launch.scratch = {a_rows.extent.top, b_rows.extent.top};  // each the start of its analysis buffer
-      const EmulationPlan plan = plan_emulation(p, a_rows, b_rows, emulation_pair_rate());
+      const EmulationPlan plan = plan_emulation(p, a_rows, b_rows, emulation_rates());
       if (!plan.refusal.empty()) {
         not_emulated = plan.refusal;
       } else if (method == ReferenceMethod::automatic && !(plan.seconds < 0.8 * dmma_seconds(p))) {
