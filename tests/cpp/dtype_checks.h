@@ -30,6 +30,21 @@ uint64_t cuda_oracle(DType dtype, double v) {
   }
 }
 
+double cuda_decode_oracle(DType dtype, uint64_t bits) {
+  switch (dtype) {
+    case DType::f16: return __half2float(__half(__half_raw{uint16_t(bits)}));
+    case DType::bf16: {
+      __nv_bfloat16_raw raw;
+      raw.x = uint16_t(bits);
+      return __bfloat162float(__nv_bfloat16(raw));
+    }
+    case DType::e4m3:
+    case DType::e5m2:
+      return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(bits), dtype == DType::e4m3 ? __NV_E4M3 : __NV_E5M2)));
+    default: return 0;
+  }
+}
+
 // Doubles that stress rounding in `dtype`: every representable value, the midpoints between
 // neighbours (ties), points a hair off the midpoints (one double ulp, and 2^-40 relative: bits
 // a 32-bit shortcut would drop), and random doubles across and beyond the format's range.
@@ -74,6 +89,19 @@ void test_conversions_match_cuda() {
     }
     record(mismatches == 0, __FILE__, __LINE__,
            std::string("encode(") + dtype_name(dtype) + ") matches CUDA's host conversion: " +
+               std::to_string(mismatches) + " mismatches");
+  }
+  // Every bit pattern of each narrow format decodes to what CUDA's host conversion makes of it
+  // (NaN to a NaN).
+  for (DType dtype : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
+    int mismatches = 0;
+    for (uint64_t bits = 0; bits < (uint64_t(1) << (8 * dtype_bytes(dtype))); ++bits) {
+      const double ours = decode_bits(dtype, bits), theirs = cuda_decode_oracle(dtype, bits);
+      if (!same_bits(ours, theirs) && !(std::isnan(ours) && std::isnan(theirs)) && ++mismatches <= 5)
+        std::printf("  %s 0x%llx: ours %.17g, CUDA %.17g\n", dtype_name(dtype), (unsigned long long)bits, ours, theirs);
+    }
+    record(mismatches == 0, __FILE__, __LINE__,
+           std::string("decode(") + dtype_name(dtype) + ") matches CUDA's host conversion on every bit pattern: " +
                std::to_string(mismatches) + " mismatches");
   }
   // tf32 has f16's 10 fraction bits with f32's exponent range: in f16's normal range the two

@@ -148,6 +148,11 @@ REPRO_HD inline double narrow_float_value(const FloatFormat& format, uint64_t bi
   const uint64_t exponent_field = (bits >> p) & max_exponent_field;
   const uint64_t fraction = bits & ((uint64_t(1) << p) - 1);
   const uint64_t all_fraction = (uint64_t(1) << p) - 1;
+  // A normal value is a normal double: its fields moved, no arithmetic. (std::ldexp is a library
+  // call on the host: the cross-check's decode of 2^20 sampled elements took 3 ms with it.)
+  if (exponent_field != 0 && exponent_field != max_exponent_field)
+    return double_from_bits((uint64_t(negative) << 63) | ((exponent_field - format.bias + 1023) << 52) |
+                            (fraction << (52 - p)));
   if (exponent_field == max_exponent_field && (format.has_infinity || fraction == all_fraction)) {
     if (format.has_infinity && fraction == 0) return negative ? -HUGE_VAL : HUGE_VAL;
     return double_from_bits(0x7FF8000000000000ull);

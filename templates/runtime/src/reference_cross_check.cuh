@@ -48,14 +48,23 @@ __global__ void gather_vectors_kernel(const Word* storage, const int64_t* bases,
     out[i] = storage[bases[i / count] + (i % count) * step];
 }
 
-// The vectors' values: gathered on the device at the element's width (a quarter of the bytes of
-// doubles for bf16), copied, and decoded on every host core.
-inline HostValues gather_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases, int64_t step,
-                                 int64_t count) {
+// Elements as stored (each dtype_bytes(dtype) wide), copied from the device, not yet decoded.
+struct StoredValues {
+  DType dtype = DType::f64;
+  std::vector<unsigned char, UninitializedAllocator<unsigned char>> bytes;
+  int64_t count() const { return int64_t(bytes.size() / dtype_bytes(dtype)); }
+};
+
+// The vectors' elements as stored: gathered on the device at the element's width (a quarter of
+// the bytes of doubles for bf16) and copied.
+inline StoredValues gather_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases, int64_t step,
+                                   int64_t count) {
   const int64_t total = int64_t(bases.size()) * count;
-  HostValues values(static_cast<size_t>(total));
-  if (total == 0) return values;
   const size_t width = dtype_bytes(dtype);
+  StoredValues stored;
+  stored.dtype = dtype;
+  stored.bytes.resize(size_t(total) * width);
+  if (total == 0) return stored;
   int64_t* device_bases = upload_int64(bases);
   void* gathered = nullptr;
   REPRO_CUDA_CHECK(cudaMalloc(&gathered, size_t(total) * width));
@@ -65,19 +74,24 @@ inline HostValues gather_vectors(DType dtype, const void* device, const std::vec
         static_cast<const Word*>(device), device_bases, int64_t(bases.size()), step, count, static_cast<Word*>(gathered));
   });
   REPRO_CUDA_CHECK(cudaGetLastError());
-  std::vector<unsigned char, UninitializedAllocator<unsigned char>> stored(size_t(total) * width);
-  REPRO_CUDA_CHECK(cudaMemcpy(stored.data(), gathered, stored.size(), cudaMemcpyDeviceToHost));
+  REPRO_CUDA_CHECK(cudaMemcpy(stored.bytes.data(), gathered, stored.bytes.size(), cudaMemcpyDeviceToHost));
   cudaFree(device_bases);
   cudaFree(gathered);
-  parallel_for(total, 1 << 16, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) values[size_t(i)] = decode(dtype, stored.data(), i);
+  return stored;
+}
+
+// Their values, decoded on every host core.
+inline HostValues decode_stored(const StoredValues& stored) {
+  HostValues values(static_cast<size_t>(stored.count()));
+  parallel_for(stored.count(), 1 << 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) values[size_t(i)] = decode(stored.dtype, stored.bytes.data(), i);
   });
   return values;
 }
 
 // The decoded values of the elements at `offsets` of a device buffer.
 inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
-  const HostValues values = gather_vectors(dtype, device, offsets, 0, 1);
+  const HostValues values = decode_stored(gather_vectors(dtype, device, offsets, 0, 1));
   return std::vector<double>(values.begin(), values.end());
 }
 
@@ -87,7 +101,8 @@ inline std::vector<double> gather_values(DType dtype, const void* device, const 
 struct CrossCheckSample {
   int64_t batches = 0, rows = 0, cols = 0;
   std::vector<int64_t> batch_of, row_of, col_of;  // the sampled batches, rows and columns
-  HostValues a, b;                                // [batch][row][K], [batch][column][K]
+  StoredValues stored_a, stored_b;                // as fetched: [batch][row][K], [batch][column][K]
+  HostValues a, b;                                // their values (scaled), once decoded
   std::vector<double> c_values, bias_values;      // per sample; empty when the GEMM has none
   std::vector<double> host_values, magnitudes;    // per sample: the host's value, sum_k |a b|
 
@@ -101,7 +116,10 @@ struct CrossCheckSample {
 };
 
 // Chooses the sample and fetches its operands (before the reference GEMM starts: the fetch
-// would otherwise wait for it on the default stream).
+// would otherwise wait for it on the default stream). Only the copies: decoding them, on the
+// host, waits until the GEMM runs (decode_cross_check_sample). Decoded here, 2^20 sampled
+// elements took 3 ms of a fetch of 6 (run 77: the first touch of 8 MiB of doubles, and a
+// decode then 8 ns an element).
 // `samples`: how many outputs at most (a grouped GEMM shares kCrossCheckSamples among its groups).
 inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t samples = kCrossCheckSamples) {
   CrossCheckSample s;
@@ -126,8 +144,17 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t s
     if (p.bias != nullptr) bias_offsets.push_back(s.col(sample) * p.bias->strides[0]);
   }
   // A row of A steps along K by A's column stride; a column of B by B's row stride.
-  s.a = gather_vectors(p.a->dtype, p.a->device, a_bases, matrix_offset(*p.a, 0, 0, 1), p.K);
-  s.b = gather_vectors(p.b->dtype, p.b->device, b_bases, matrix_offset(*p.b, 0, 1, 0), p.K);
+  s.stored_a = gather_vectors(p.a->dtype, p.a->device, a_bases, matrix_offset(*p.a, 0, 0, 1), p.K);
+  s.stored_b = gather_vectors(p.b->dtype, p.b->device, b_bases, matrix_offset(*p.b, 0, 1, 0), p.K);
+  if (reads_c(p)) s.c_values = gather_values(p.c->dtype, p.c->device, c_offsets);
+  if (p.bias != nullptr) s.bias_values = gather_values(p.bias->dtype, p.bias->device, bias_offsets);
+  return s;
+}
+
+// The sampled rows and columns decoded and, for a scaled GEMM, scaled.
+inline void decode_cross_check_sample(const GemmProblem& p, CrossCheckSample* s) {
+  s->a = decode_stored(s->stored_a);
+  s->b = decode_stored(s->stored_b);
   // A scaled GEMM: the host scales the fetched rows and columns itself, from its own copies of
   // the scales (they are made on the host).
   // One scale per K block, decoded once: a million scale_at calls would take as long as the
@@ -140,15 +167,14 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t s
         for (int64_t k = k0; k < std::min(p.K, k0 + scale.block_k); ++k) v[line * size_t(p.K) + size_t(k)] *= factor;
       }
   };
-  scale_vectors(problem_scales(p, true, false), s.row_of, s.a);
-  scale_vectors(problem_scales(p, false, false), s.col_of, s.b);
-  if (reads_c(p)) s.c_values = gather_values(p.c->dtype, p.c->device, c_offsets);
-  if (p.bias != nullptr) s.bias_values = gather_values(p.bias->dtype, p.bias->device, bias_offsets);
-  return s;
+  scale_vectors(problem_scales(p, true, false), s->row_of, s->a);
+  scale_vectors(problem_scales(p, false, false), s->col_of, s->b);
 }
 
-// The host's value of every sampled output, on every core (K multiply-adds each).
+// The host's value of every sampled output, on every core (K multiply-adds each), its rows and
+// columns decoded first.
 inline void compute_cross_check_sample(const GemmProblem& p, CrossCheckSample* s) {
+  decode_cross_check_sample(p, s);
   s->host_values.assign(size_t(s->count()), 0.0);
   s->magnitudes.assign(size_t(s->count()), 0.0);
   parallel_for(s->count(), 64, [&](int64_t begin, int64_t end) {
