@@ -213,9 +213,9 @@ inline std::string emulation_extent_limit(const GemmProblem& p) {
 
 // -------------------------------------------------------------------------- which reference
 //
-// reference.provider device: the fp64 tensor cores; emulated: int8 slices unless the inputs
-// need too many (then the fp64 tensor cores, and the run says why); auto: int8 slices where
-// they cost less than the fp64 GEMM.
+// reference.provider device: the fp64 tensor cores; emulated: the int8 tensor cores (slices or
+// residues) unless the inputs need too many (then the fp64 tensor cores, and the run says why);
+// auto: the int8 tensor cores where they cost less than the fp64 GEMM.
 enum class ReferenceMethod { dmma, emulated, automatic };
 
 inline ReferenceMethod reference_method(const std::string& provider) {
