@@ -44,11 +44,9 @@ namespace repro {
 // analysis, slicing and residual passes take ~1 ms plus ~30 ps per operand element.
 // auto emulates when that estimate is under 0.8 of the fp64 one (a margin for the noise of
 // shared machines), and skips the analysis where even one slice pair would not be. A residual
-// element costs its correction ~9 ps per output it reaches where the other operand is read
-// along its contiguous axis (run 68: 698 K residuals of A at 8192^3 took ~49 ms), more where
-// not (a memory sector per term: 5x assumed). Run 74 (element loads at their width) left both
-// where they were: analysis and slicing 4.98 ms at 8192^3 bf16 (this model: 5.0), and 698 K
-// residuals in each operand, both corrections, 12.2 ps a term on average.
+// element costs its correction a term per output it reaches (kResidualSecondsPerTerm below;
+// runs 68 and 74 on the H200 measured 9 and 12.2 ps a term). Analysis and slicing: 4.98 ms at
+// 8192^3 bf16 in run 74 (this model: 5.0), 5.3-5.4 ms in runs 76-77.
 constexpr double kDmmaMacsPerSecond = 1.9e13;
 constexpr double kEmulationFixedSeconds = 1.0e-3, kEmulationSecondsPerElement = 30e-12;
 
