@@ -419,6 +419,30 @@ void test_reference() {
   CHECK(expected.size() == size_t(3 * M * N) && expected.front() == 106.0 && expected.back() == 106.0);
 }
 
+// ------------------------------------------------------------------ the cross-check's host side
+
+// What the cross-check fetched is decoded on every core, behind the reference GEMM
+// (reference_cross_check.cuh): the same values as one decode per element, across the threads'
+// chunk boundaries, for a narrow and a wide dtype.
+void test_cross_check_decode() {
+  for (DType dtype : {DType::bf16, DType::e4m3, DType::f32}) {
+    StoredValues stored;
+    stored.dtype = dtype;
+    const int64_t count = 3 * 65536 + 17;
+    stored.bytes.resize(size_t(count) * dtype_bytes(dtype));
+    TestRng rng{0x5EED ^ uint64_t(dtype)};
+    for (int64_t i = 0; i < count; ++i) store_bits(dtype, stored.bytes.data(), i, rng.next());
+    const HostValues values = decode_stored(stored);
+    int64_t differing = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const double want = decode(dtype, stored.bytes.data(), i), got = values[size_t(i)];
+      differing += !(same_bits(got, want) || (std::isnan(got) && std::isnan(want)));
+    }
+    CHECK_EQ(stored.count(), count);
+    CHECK_EQ(differing, int64_t(0));
+  }
+}
+
 // ------------------------------------------------------------------ the reference cache
 
 void test_reference_cache(ScratchDir& scratch) {
@@ -802,6 +826,7 @@ int main(int argc, char** argv) {
   test_npy(dir);
   test_tensors(dir);
   test_reference_cache(dir);
+  test_cross_check_decode();
   test_reference();
   test_scales();
   test_grouped();
