@@ -149,16 +149,10 @@ inline std::vector<EmulationStep> emulation_steps(const EmulationPlan& plan, con
   return steps;
 }
 
-// A device buffer of the emulated GEMM that goes into `scratch` (freed with the launch's
-// other scratch buffers), or exit 4 with the way out.
+// A device buffer of the emulated GEMM (allocate_emulation_bytes) that goes into `scratch`,
+// freed with the launch's other scratch buffers.
 inline void* allocate_emulation_buffer(size_t bytes, const char* what, std::vector<void*>* scratch) {
-  void* data = nullptr;
-  if (cudaMalloc(&data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
-    cudaGetLastError();
-    fatal(kExitCudaError, "fault",
-          strprintf("the emulated reference needs %.2f GiB of device memory for %s: rerun with --reference device",
-                    double(bytes) / (1 << 30), what));
-  }
+  void* data = allocate_emulation_bytes(bytes, what);
   scratch->push_back(data);
   return data;
 }

@@ -98,6 +98,19 @@ __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatr
   }
 }
 
+// Device memory of the emulated reference (the planes, the step table, residues, residuals), or
+// exit 4 with the way out: running out is the user's to solve, not a CUDA error to decode.
+inline void* allocate_emulation_bytes(size_t bytes, const char* what) {
+  void* data = nullptr;
+  if (cudaMalloc(&data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+    cudaGetLastError();  // clear it: the run ends here with its own message
+    fatal(kExitCudaError, "fault",
+          strprintf("the emulated reference needs %.2f GiB of device memory for %s: rerun with --reference device",
+                    double(bytes) / (1 << 30), what));
+  }
+  return data;
+}
+
 // `tile`: the rows are padded to whole tiles of the GEMM kernels (A: 128, B: 256). `slices`
 // planes of 7-bit digits, or with `moduli_bits` > 0, of residues of integers of that width
 // modulo the first `slices` moduli.
@@ -113,13 +126,7 @@ inline SlicedOperand slice_operand(const DeviceMatrix& source, int64_t i_stride,
   out.Ip = ceil_div(I, tile) * tile;
   out.Kp = ceil_div(K, kEmulatedTileK) * kEmulatedTileK;
   const size_t bytes = size_t(out.batches * out.batch_stride());
-  if (cudaMalloc(&out.data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
-    cudaGetLastError();
-    fatal(kExitCudaError, "fault",
-          strprintf("the emulated reference needs %.2f GiB of device memory for the int8 planes of an operand: rerun "
-                    "with --reference device (the fp64 tensor cores need no slices)",
-                    double(bytes) / (1 << 30)));
-  }
+  out.data = static_cast<signed char*>(allocate_emulation_bytes(bytes, "the int8 planes of an operand"));
   REPRO_CUDA_CHECK(cudaMemset(out.data, 0, bytes));  // the padding
   const dim3 grid(unsigned(ceil_div(K, kSliceTile)), unsigned(ceil_div(I, kSliceTile)), unsigned(out.batches));
   with_element_word(source.dtype, [&](auto word) {
