@@ -7,6 +7,7 @@
 //   ./erc            # the accuracy battery: one line per input class, then "N passed, M failed"
 //   ./erc speed [N]  # reference kernels, fp64 tensor cores vs int8 emulation, 2048^3 to 16384^3 (or N^3),
 //                    # then what a residual element costs at 8192^3 (or N^3)
+//   ./erc stages [N] # one emulated reference at N^3 (default 8192) step by step, each step's host time
 //   ./erc kernels [N] # every int8 GEMM kernel on the same slices: the same bits on awkward shapes, then
 //                    # each one's time at N^3 (default 8192) for 2 x 2 and 3 x 3 slices
 //
@@ -352,6 +353,79 @@ int run_speed(int64_t only_size) {
 }
 
 
+// One emulated reference step by step, each timed on the host with the device drained after it
+// (so a step's time holds its allocations, copies and waits as well as its kernels): where the
+// time outside the int8 GEMMs goes. Under ncu the same run gives each kernel's own time.
+int run_stages(int64_t size) {
+  std::printf("| inputs | plan | analysis A | analysis B | plan | slicing A | slicing B | residuals | output | GEMMs | corrections | frees | total (ms) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (DType dtype : {DType::bf16, DType::f16, DType::e4m3, DType::f32}) {
+    Tensor a = make_tensor("A", Operand{dtype, {size, size}, {}});
+    Tensor b = make_tensor("B", Operand{dtype, {size, size}, {}});
+    Tensor out = make_tensor("D", Operand{DType::f32, {size, size}, {}}, true);
+    a.host.clear(), b.host.clear();
+    REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
+    REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
+    fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(a.device), a.numel(), 1);
+    fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(b.device), b.numel(), 2);
+    REPRO_CUDA_CHECK(cudaGetLastError());
+    const GemmProblem p{&a, &b, nullptr, nullptr, &out, 1.0, 0.0, 1, size, size, size, false};
+    for (int round = 0; round < 2; ++round) {  // the first warms up
+      REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<double> ms;
+      auto last = std::chrono::steady_clock::now();
+      const auto step = [&] {
+        REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+        const auto now = std::chrono::steady_clock::now();
+        ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+        last = now;
+      };
+      const DeviceMatrix da = device_matrix(a), db = device_matrix(b);
+      const OperandAnalysis a_rows = analyze_operand(da, da.row_stride, da.col_stride, p.L, p.M, p.K, ScaleOperand());
+      step();
+      const OperandAnalysis b_rows = analyze_operand(db, db.col_stride, db.row_stride, p.L, p.N, p.K, ScaleOperand());
+      step();
+      const EmulationPlan plan = plan_emulation(p, a_rows, b_rows, emulation_rates());
+      step();
+      const SlicedOperand a_slices = slice_operand(da, da.row_stride, da.col_stride, p.M, p.K, ScaleOperand(), a_rows,
+                                                   plan.a_slices, kWgmmaTileM, plan.moduli() ? plan.a_bits : 0);
+      step();
+      const SlicedOperand b_slices = slice_operand(db, db.col_stride, db.row_stride, p.N, p.K, ScaleOperand(), b_rows,
+                                                   plan.b_slices, kWgmmaTileN, plan.moduli() ? plan.b_bits : 0);
+      step();
+      std::vector<void*> scratch;
+      const Residuals a_residuals = collect_residuals(da, da.row_stride, da.col_stride, a_slices.batches, p.M, p.K,
+                                                      ScaleOperand(), a_slices.top, plan.a_bits, plan.a_residuals, &scratch);
+      const Residuals b_residuals = collect_residuals(db, db.col_stride, db.row_stride, b_slices.batches, p.N, p.K,
+                                                      ScaleOperand(), b_slices.top, plan.b_bits, plan.b_residuals, &scratch);
+      step();
+      double* result = allocate_reference_doubles(p.L * p.M * p.N, "its output");
+      step();
+      int roundings = 0;
+      launch_emulated_gemm(p, plan, a_slices, b_slices, result, &roundings, &scratch);
+      step();
+      const CorrectionArgs corrections{da, db, ScaleOperand(), ScaleOperand(), a_slices.top, plan.a_bits,
+                                       a_slices.batches, b_slices.batches, result, p.alpha, p.L, p.M, p.N, p.K};
+      launch_residual_corrections(corrections, a_residuals, b_residuals);
+      step();
+      for (void* buffer : scratch) cudaFree(buffer);
+      for (void* buffer : {(void*)a_rows.extent.top, (void*)b_rows.extent.top, (void*)a_slices.data,
+                           (void*)b_slices.data, (void*)result})
+        cudaFree(buffer);
+      step();
+      if (round == 0) continue;
+      double total = 0;
+      std::string row = strprintf("| %s | %s |", dtype_name(dtype), describe_planes(plan).c_str());
+      for (double t : ms) row += strprintf(" %.2f |", t), total += t;
+      std::printf("%s %.2f |\n", row.c_str(), total);
+      std::fflush(stdout);
+    }
+    cudaFree(a.device);
+    cudaFree(b.device);
+  }
+  return 0;
+}
+
 // ------------------------------------------------------------------------ the int8 kernels
 
 // Outputs of `a` and `b` (count doubles each, on the device) that differ in any bit.
@@ -481,11 +555,12 @@ int main(int argc, char** argv) {
   set_command_line(argc, argv);
   if (no_cuda_device()) return kExitNoDevice;
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (!mode.empty() && mode != "speed" && mode != "kernels") {
-    std::fprintf(stderr, "usage: %s [speed [N] | kernels [N]]\n", argv[0]);
+  if (!mode.empty() && mode != "speed" && mode != "kernels" && mode != "stages") {
+    std::fprintf(stderr, "usage: %s [speed [N] | kernels [N] | stages [N]]\n", argv[0]);
     return kExitUsage;
   }
   if (mode == "speed") return run_speed(argc > 2 ? std::atoll(argv[2]) : 0);
   if (mode == "kernels") return run_kernels(argc > 2 ? std::atoll(argv[2]) : 8192);
+  if (mode == "stages") return run_stages(argc > 2 ? std::atoll(argv[2]) : 8192);
   return run_accuracy();
 }
