@@ -20,6 +20,20 @@ constexpr int kEmulationSliceBits = 7;
 // K of the slices is padded to whole K tiles of the GEMM kernels: 128 bytes, one swizzled row.
 constexpr int kEmulatedTileK = 128;
 
+// Device memory of the emulated reference (the analysis, the planes, the step table, residues,
+// residuals), or exit 4 with the way out: running out is the user's to solve, not a CUDA error
+// to decode.
+inline void* allocate_emulation_bytes(size_t bytes, const char* what) {
+  void* data = nullptr;
+  if (cudaMalloc(&data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+    cudaGetLastError();  // clear it: the run ends here with its own message
+    fatal(kExitCudaError, "fault",
+          strprintf("the emulated reference needs %.2f GiB of device memory for %s: rerun with --reference device",
+                    double(bytes) / (1 << 30), what));
+  }
+  return data;
+}
+
 // -------------------------------------------------------------------------- reading an operand
 //
 // Every pass reads the operand row by row (A's rows m, B's columns n, each along K), in the
@@ -243,18 +257,21 @@ inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_str
   OperandAnalysis analysis;
   analysis.batches = source.batch_stride == 0 ? 1 : L;
   const int64_t rows = analysis.batches * I;
-  int* buffer = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&buffer, size_t(2 * rows + 1) * sizeof(int)));
-  analysis.extent = OperandExtent{buffer, buffer + rows, buffer + 2 * rows};
+  // One buffer, read back in one copy: the rows' tops, their bottoms, the non-finite flag, then
+  // (8-byte aligned) the counts per width bin. Its start is the rows' tops (the launch frees it).
+  const size_t extent_bytes = size_t(2 * rows + 1) * sizeof(int);
+  const size_t counts_offset = (extent_bytes + 7) / 8 * 8;
+  const size_t bytes = counts_offset + kNeedBins * sizeof(unsigned long long);
+  unsigned char* buffer = static_cast<unsigned char*>(allocate_emulation_bytes(bytes, "the analysis of an operand"));
+  int* extent = reinterpret_cast<int*>(buffer);
+  unsigned long long* counts = reinterpret_cast<unsigned long long*>(buffer + counts_offset);
+  analysis.extent = OperandExtent{extent, extent + rows, extent + 2 * rows};
   fill_kernel<int><<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.top, rows, kNoTop);
   fill_kernel<int><<<pipeline_blocks(rows), kPipelineThreads>>>(analysis.extent.bottom, rows, kNoBottom);
-  fill_kernel<int><<<1, 1>>>(analysis.extent.nonfinite, 1, 0);
+  REPRO_CUDA_CHECK(cudaMemset(buffer + size_t(2 * rows) * sizeof(int), 0, bytes - size_t(2 * rows) * sizeof(int)));
   REPRO_CUDA_CHECK(cudaGetLastError());
   const dim3 grid = row_pass_grid(analysis.batches, I, K);
   const bool k_contiguous = k_is_contiguous(i_stride, k_stride);
-  unsigned long long* counts = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&counts, kNeedBins * sizeof(unsigned long long)));
-  REPRO_CUDA_CHECK(cudaMemset(counts, 0, kNeedBins * sizeof(unsigned long long)));
   with_element_word(source.dtype, [&](auto word) {
     using Word = decltype(word);
     operand_extent_kernel<Word><<<grid, 256>>>(source, i_stride, k_stride, I, K, scale, k_contiguous, analysis.extent);
@@ -263,15 +280,16 @@ inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_str
                                            counts);
     REPRO_CUDA_CHECK(cudaGetLastError());
   });
+  std::vector<unsigned char> host(bytes);
+  REPRO_CUDA_CHECK(cudaMemcpy(host.data(), buffer, bytes, cudaMemcpyDeviceToHost));
+  std::vector<int> extents(size_t(2 * rows + 1));
+  std::memcpy(extents.data(), host.data(), extent_bytes);
   std::vector<unsigned long long> host_counts(kNeedBins);
-  REPRO_CUDA_CHECK(cudaMemcpy(host_counts.data(), counts, kNeedBins * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-  cudaFree(counts);
+  std::memcpy(host_counts.data(), host.data() + counts_offset, kNeedBins * sizeof(unsigned long long));
   analysis.need_counts.assign(host_counts.begin(), host_counts.end());
-  std::vector<int> host(size_t(2 * rows + 1));
-  REPRO_CUDA_CHECK(cudaMemcpy(host.data(), buffer, host.size() * sizeof(int), cudaMemcpyDeviceToHost));
-  analysis.nonfinite = host.back() != 0;
+  analysis.nonfinite = extents.back() != 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const int top = host[size_t(r)], bottom = host[size_t(rows + r)];
+    const int top = extents[size_t(r)], bottom = extents[size_t(rows + r)];
     if (top == kNoTop) continue;
     analysis.widest_bits = std::max(analysis.widest_bits, top - bottom + 1);
   }

@@ -72,12 +72,31 @@ __global__ void residual_rows_kernel(const int64_t* keys, int64_t count, int64_t
     rows[e] = keys[e] / K;
 }
 
-// A device buffer that goes into `scratch` (the launch frees it when the reference is done).
-template <typename T>
-T* allocate_residual_buffer(std::vector<void*>* scratch, int64_t count) {
-  return static_cast<T*>(
-      allocate_emulation_buffer(size_t(std::max<int64_t>(count, 1)) * sizeof(T), "its residuals", scratch));
-}
+// The parts of one device buffer, each aligned for any element type: the residuals' nine
+// buffers and the sort's temporary storage come from one allocation (emulated_slices.cuh:
+// allocate_emulation_bytes), which goes into the launch's scratch list.
+class DeviceParts {
+ public:
+  // Reserves `count` elements of T (at least one); the pointer is set by allocate().
+  template <typename T>
+  void add(T** part, int64_t count) {
+    places_.push_back({reinterpret_cast<void**>(part), bytes_});
+    bytes_ += (size_t(std::max<int64_t>(count, 1)) * sizeof(T) + kAlign - 1) / kAlign * kAlign;
+  }
+  void allocate(const char* what, std::vector<void*>* scratch) {
+    unsigned char* base = static_cast<unsigned char*>(allocate_emulation_buffer(bytes_, what, scratch));
+    for (const Place& place : places_) *place.part = base + place.offset;
+  }
+
+ private:
+  static constexpr size_t kAlign = 256;  // cudaMalloc's own alignment
+  struct Place {
+    void** part;
+    size_t offset;
+  };
+  std::vector<Place> places_;
+  size_t bytes_ = 0;
+};
 
 // The residuals of an operand at `bits` bits: `expected` of them (the analysis's count),
 // collected, sorted and cut into runs of one row each.
@@ -86,24 +105,10 @@ inline Residuals collect_residuals(const DeviceMatrix& source, int64_t i_stride,
                                    int64_t expected, std::vector<void*>* scratch) {
   Residuals r;
   if (expected == 0) return r;
-  int64_t* keys = allocate_residual_buffer<int64_t>(scratch, expected);
-  double* values = allocate_residual_buffer<double>(scratch, expected);
-  unsigned long long* counter = allocate_residual_buffer<unsigned long long>(scratch, 1);
-  REPRO_CUDA_CHECK(cudaMemset(counter, 0, sizeof(unsigned long long)));
-  with_element_word(source.dtype, [&](auto word) {
-    collect_residuals_kernel<decltype(word)><<<row_pass_grid(batches, I, K), 256>>>(
-        source, i_stride, k_stride, I, K, scale, k_is_contiguous(i_stride, k_stride), tops, bits, counter, expected,
-        keys, values);
-  });
-  REPRO_CUDA_CHECK(cudaGetLastError());
   r.count = expected;
-  r.keys = allocate_residual_buffer<int64_t>(scratch, expected);
-  r.values = allocate_residual_buffer<double>(scratch, expected);
-  int64_t* rows = allocate_residual_buffer<int64_t>(scratch, expected);
-  r.run_rows = allocate_residual_buffer<int64_t>(scratch, expected);
-  r.run_counts = allocate_residual_buffer<int>(scratch, expected);
-  r.run_offsets = allocate_residual_buffer<int>(scratch, expected);
-  int64_t* runs = allocate_residual_buffer<int64_t>(scratch, 1);
+  int64_t *keys = nullptr, *rows = nullptr, *runs = nullptr;
+  double* values = nullptr;
+  unsigned long long* counter = nullptr;
   // The key's bits: enough for batches * I * K, so the sort makes no more passes than needed.
   int end_bit = 1;
   while (end_bit < 63 && (int64_t(1) << end_bit) < batches * I * K) ++end_bit;
@@ -112,7 +117,20 @@ inline Residuals collect_residuals(const DeviceMatrix& source, int64_t i_stride,
   cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, r.keys, values, r.values, n, 0, end_bit);
   cub::DeviceRunLengthEncode::Encode(nullptr, encode_bytes, rows, r.run_rows, r.run_counts, runs, n);
   cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, r.run_counts, r.run_offsets, n);
-  void* temporary = allocate_residual_buffer<unsigned char>(scratch, int64_t(std::max({sort_bytes, encode_bytes, scan_bytes})));
+  unsigned char* temporary = nullptr;
+  DeviceParts parts;
+  parts.add(&keys, expected), parts.add(&values, expected), parts.add(&counter, 1);
+  parts.add(&r.keys, expected), parts.add(&r.values, expected), parts.add(&rows, expected);
+  parts.add(&r.run_rows, expected), parts.add(&r.run_counts, expected), parts.add(&r.run_offsets, expected);
+  parts.add(&runs, 1), parts.add(&temporary, int64_t(std::max({sort_bytes, encode_bytes, scan_bytes})));
+  parts.allocate("its residuals", scratch);
+  REPRO_CUDA_CHECK(cudaMemset(counter, 0, sizeof(unsigned long long)));
+  with_element_word(source.dtype, [&](auto word) {
+    collect_residuals_kernel<decltype(word)><<<row_pass_grid(batches, I, K), 256>>>(
+        source, i_stride, k_stride, I, K, scale, k_is_contiguous(i_stride, k_stride), tops, bits, counter, expected,
+        keys, values);
+  });
+  REPRO_CUDA_CHECK(cudaGetLastError());
   REPRO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temporary, sort_bytes, keys, r.keys, values, r.values, n, 0, end_bit));
   residual_rows_kernel<<<pipeline_blocks(expected), kPipelineThreads>>>(r.keys, expected, K, rows);
   REPRO_CUDA_CHECK(cudaGetLastError());

@@ -98,19 +98,6 @@ __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatr
   }
 }
 
-// Device memory of the emulated reference (the planes, the step table, residues, residuals), or
-// exit 4 with the way out: running out is the user's to solve, not a CUDA error to decode.
-inline void* allocate_emulation_bytes(size_t bytes, const char* what) {
-  void* data = nullptr;
-  if (cudaMalloc(&data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
-    cudaGetLastError();  // clear it: the run ends here with its own message
-    fatal(kExitCudaError, "fault",
-          strprintf("the emulated reference needs %.2f GiB of device memory for %s: rerun with --reference device",
-                    double(bytes) / (1 << 30), what));
-  }
-  return data;
-}
-
 // `tile`: the rows are padded to whole tiles of the GEMM kernels (A: 128, B: 256). `slices`
 // planes of 7-bit digits, or with `moduli_bits` > 0, of residues of integers of that width
 // modulo the first `slices` moduli.
