@@ -24,6 +24,11 @@ void test_emulation_plan() {
   // 3 slices keep down to 2^-23: 511 * 2^-28 keeps 15 * 2^-23 and leaves 31 * 2^-28.
   CHECK(truncated_to_bits(tiny, -3, 21) == std::ldexp(15.0, -23));
   CHECK(tiny - truncated_to_bits(tiny, -3, 21) == std::ldexp(31.0, -28));
+  // At the ends of the exponent range: the largest double and a subnormal, kept or dropped whole.
+  const double largest = std::ldexp(0x1.fffffffffffffp0, 1023), smallest = std::ldexp(3.0, -1074);
+  CHECK(truncated_to_bits(-largest, 1023, 53) == -largest && truncated_to_bits(largest, 1023, 52) == largest - std::ldexp(1.0, 971));
+  CHECK(truncated_to_bits(smallest, 1023, 53) == 0.0 && truncated_to_bits(smallest, -1073, 2) == smallest);
+  CHECK(truncated_to_bits(-smallest, -1073, 1) == -std::ldexp(1.0, -1073));
   // The widths' bins: at most 4 bits (and zeros) in bin 0, then one bin between thresholds.
   CHECK(width_bin(0) == 0 && width_bin(4) == 0 && width_bin(5) == 1 && width_bin(14) == 4 && width_bin(57) == kNeedBins - 1);
 

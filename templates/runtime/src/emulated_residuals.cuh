@@ -24,11 +24,12 @@
 namespace repro {
 
 // x as `bits` bits below its row's top hold it: x with the bits below 2^(top + 1 - bits) cleared
-// (7 bits a slice).
+// (7 bits a slice). Exact: scaling by powers of two, and an integer part (a scaled value small
+// enough to lose bits is below 1, and its integer part is 0 either way). Scaled, not divided by
+// the unit: an fp64 division is a long sequence on the GPU, and this runs once per residual term.
 REPRO_HD inline double truncated_to_bits(double x, int top, int bits) {
   if (x == 0 || top == kNoTop) return 0.0;
-  const double unit = ldexp(1.0, top + 1 - bits);
-  return copysign(floor(fabs(x) / unit) * unit, x);  // exact: dividing by a power of two
+  return copysign(ldexp(floor(ldexp(fabs(x), bits - 1 - top)), top + 1 - bits), x);
 }
 
 // One operand's residuals: sorted keys (batch * I + row) * K + k, their values, and the runs of
@@ -180,24 +181,34 @@ __global__ void correct_a_residuals_kernel(CorrectionArgs p, Residuals r) {
 }
 
 // out[l][m][j] += alpha * sum over column j's residuals r_k of â[l][m][k] * r_k, where â is A
-// as its planes hold it: a block per (residual column of B, 256 rows), per output batch when B
-// is shared.
+// as its planes hold it. A thread per (residual column of B, output row m), the threads of a
+// warp on consecutive columns of one row: their stores fall in a few sectors of one output row
+// and their loads in one row of A, which the blocks beside them (the same rows, other columns)
+// read again from cache. (A thread per row of one column wrote a column of the output, one
+// sector per output, and read a column of A.) Each output's sum runs in the residuals' order,
+// so the result does not depend on the grid.
+constexpr int kCorrectionRowsPerBlock = 8;
+
 __global__ void correct_b_residuals_kernel(CorrectionArgs p, Residuals r) {
-  const int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (m >= p.M) return;
-  for (int64_t run = blockIdx.y; run < r.runs; run += gridDim.y) {
+  const int64_t run = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (run >= r.runs) return;
   const int64_t row = r.run_rows[run], j = row % p.N;
   const int64_t l = p.b_batches == 1 ? blockIdx.z : row / p.N;
   const int64_t la = p.a_batches == 1 ? 0 : l;
-  const int top = p.a_tops[la * p.M + m];
-  double s = 0, c = 0;
-  for (int e = r.run_offsets[run], end = e + r.run_counts[run]; e < end; ++e) {
-    const int64_t k = r.keys[e] % p.K;
-    const double a = decode(p.a.dtype, p.a.data, la * p.a.batch_stride + m * p.a.row_stride + k * p.a.col_stride) *
-                     scale_at(p.scale_a, m, k);
-    dot2_add(truncated_to_bits(a, top, p.a_bits), r.values[e], &s, &c);
-  }
-  p.out[(l * p.M + m) * p.N + j] += p.alpha * (s + c);
+  const int first = r.run_offsets[run], end = first + r.run_counts[run];
+  for (int64_t m0 = int64_t(blockIdx.y) * kCorrectionRowsPerBlock; m0 < p.M;
+       m0 += int64_t(gridDim.y) * kCorrectionRowsPerBlock) {
+    for (int64_t m = m0; m < min(p.M, m0 + kCorrectionRowsPerBlock); ++m) {
+      const int top = p.a_tops[la * p.M + m];
+      double s = 0, c = 0;
+      for (int e = first; e < end; ++e) {
+        const int64_t k = r.keys[e] % p.K;
+        const double a = decode(p.a.dtype, p.a.data, la * p.a.batch_stride + m * p.a.row_stride + k * p.a.col_stride) *
+                         scale_at(p.scale_a, m, k);
+        dot2_add(truncated_to_bits(a, top, p.a_bits), r.values[e], &s, &c);
+      }
+      p.out[(l * p.M + m) * p.N + j] += p.alpha * (s + c);
+    }
   }
 }
 
@@ -210,7 +221,7 @@ inline void launch_residual_corrections(const CorrectionArgs& args, const Residu
     REPRO_CUDA_CHECK(cudaGetLastError());
   }
   if (b.runs > 0) {
-    const dim3 grid(unsigned(ceil_div(args.M, 256)), unsigned(std::min<int64_t>(b.runs, 65535)),
+    const dim3 grid(unsigned(ceil_div(b.runs, 256)), unsigned(std::min<int64_t>(ceil_div(args.M, kCorrectionRowsPerBlock), 65535)),
                     unsigned(args.b_batches == 1 ? args.L : 1));
     correct_b_residuals_kernel<<<grid, 256>>>(args, b);
     REPRO_CUDA_CHECK(cudaGetLastError());
