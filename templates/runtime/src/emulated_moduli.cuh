@@ -94,22 +94,30 @@ REPRO_HD inline ModuliTable moduli_table(int count) {
   return table;
 }
 
-// x as the integer a' of `bits` bits below its row's top (truncated toward zero: exact unless x
-// is a residual), and a' modulo each modulus of `table`, each in [-(m - 1) / 2, (m - 1) / 2].
-// a' < 2^52, so a' / m is found within one of the truth in fp64 and corrected once; a' - q m is
-// exact (an fma of integers below 2^53).
+// |x| as the integer a' of `bits` bits below its row's top (truncated toward zero: exact unless
+// x is a residual).
+REPRO_HD inline double residue_integer(double x, int top, int bits) {
+  return top == kNoTop ? 0.0 : floor(ldexp(fabs(x), bits - 1 - top));
+}
+
+// a' modulo modulus n of `table`, in [-(m - 1) / 2, (m - 1) / 2], with x's sign. a' < 2^52, so
+// a' / m is found within one of the truth in fp64 and corrected once; a' - q m is exact (an fma
+// of integers below 2^53).
+REPRO_HD inline signed char residue_digit(double a, bool negative, const ModuliTable& table, int n) {
+  const double m = table.modulus[n];
+  const double q = floor(a * table.reciprocal[n]);
+  double r = fma(-q, m, a);
+  if (r < 0) r += m;
+  else if (r >= m) r -= m;
+  int residue = int(r);
+  if (residue > (int(m) - 1) / 2) residue -= int(m);
+  return static_cast<signed char>(negative ? -residue : residue);
+}
+
+// x's residues modulo each modulus of `table` (the slicing pass takes them one modulus at a time).
 REPRO_HD inline void residue_digits(double x, int top, int bits, const ModuliTable& table, signed char* digits) {
-  const double a = top == kNoTop ? 0.0 : floor(ldexp(fabs(x), bits - 1 - top));
-  for (int n = 0; n < table.count; ++n) {
-    const double m = table.modulus[n];
-    const double q = floor(a * table.reciprocal[n]);
-    double r = fma(-q, m, a);
-    if (r < 0) r += m;
-    else if (r >= m) r -= m;
-    int residue = int(r);
-    if (residue > (int(m) - 1) / 2) residue -= int(m);
-    digits[n] = static_cast<signed char>(x < 0 ? -residue : residue);
-  }
+  const double a = residue_integer(x, top, bits);
+  for (int n = 0; n < table.count; ++n) digits[n] = residue_digit(a, x < 0, table, n);
 }
 
 // -------------------------------------------------------------------------- reconstruction

@@ -32,16 +32,20 @@ struct SlicedOperand {
 };
 
 // The digits of |x| * 2^-(top + 1) in [0, 1): 7 bits each, most significant first; exact
-// (scaling by a power of two and taking off integer parts lose nothing).
+// (scaling by a power of two and taking off integer parts lose nothing). slice_fraction gives
+// the fraction, and each next_slice_digit takes the next digit off it.
+REPRO_HD inline double slice_fraction(double x, int top) { return top == kNoTop ? 0.0 : ldexp(fabs(x), -(top + 1)); }
+
+REPRO_HD inline signed char next_slice_digit(double* fraction, bool negative) {
+  *fraction *= 128.0;
+  const double d = floor(*fraction);
+  *fraction -= d;
+  return static_cast<signed char>(negative ? -int(d) : int(d));
+}
+
 REPRO_HD inline void slice_digits(double x, int top, int slices, signed char* digits) {
-  double y = top == kNoTop ? 0.0 : ldexp(fabs(x), -(top + 1));
-  const bool negative = x < 0;
-  for (int t = 0; t < slices; ++t) {
-    y *= 128.0;
-    const double d = floor(y);
-    y -= d;
-    digits[t] = static_cast<signed char>(negative ? -int(d) : int(d));
-  }
+  double fraction = slice_fraction(x, top);
+  for (int t = 0; t < slices; ++t) digits[t] = next_slice_digit(&fraction, x < 0);
 }
 
 constexpr int kSliceThreads = 256, kSliceLoads = kSliceTile * kSliceTile / kSliceThreads;
@@ -78,22 +82,33 @@ __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatr
     tile[r][c] = at(j, &r, &c) ? decode_bits(source.dtype, bits[j]) * scale_at(scale, i0 + r, k0 + c) : 0.0;
   }
   __syncthreads();
+  // Four elements of a row at a time, one plane after another: each plane's four digits are
+  // made in registers and stored as one word (an array of every plane's digits per element
+  // lived in local memory).
   signed char* base = out.data + l * out.batch_stride();
   for (int e = threadIdx.x; e < kSliceTile * (kSliceTile / 4); e += kSliceThreads) {
     const int r = e / (kSliceTile / 4), c = e % (kSliceTile / 4) * 4;
     const int64_t i = i0 + r;
     const int top = i < I ? out.top[l * I + i] : kNoTop;
-    signed char digits[4][kMaxPlanes];
+    double value[4];  // the fraction (slices) or the integer a' (residues) of each element
+    bool negative[4];
+#pragma unroll
     for (int j = 0; j < 4; ++j) {
-      if (out.residues) residue_digits(tile[r][c + j], top, out.bits, moduli, digits[j]);
-      else slice_digits(tile[r][c + j], top, out.slices, digits[j]);
+      const double x = tile[r][c + j];
+      negative[j] = x < 0;
+      value[j] = out.residues ? residue_integer(x, top, out.bits) : slice_fraction(x, top);
     }
+    unsigned* word_at = reinterpret_cast<unsigned*>(base + i * out.Kp + k0 + c);
     for (int t = 0; t < out.slices; ++t) {
-      const unsigned word = unsigned(static_cast<unsigned char>(digits[0][t])) |
-                            unsigned(static_cast<unsigned char>(digits[1][t])) << 8 |
-                            unsigned(static_cast<unsigned char>(digits[2][t])) << 16 |
-                            unsigned(static_cast<unsigned char>(digits[3][t])) << 24;
-      *reinterpret_cast<unsigned*>(base + t * out.slice_stride() + i * out.Kp + k0 + c) = word;
+      unsigned word = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const signed char digit =
+            out.residues ? residue_digit(value[j], negative[j], moduli, t) : next_slice_digit(&value[j], negative[j]);
+        word |= unsigned(static_cast<unsigned char>(digit)) << (8 * j);
+      }
+      *word_at = word;
+      word_at += out.slice_stride() / 4;
     }
   }
 }
