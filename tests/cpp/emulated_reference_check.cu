@@ -353,12 +353,32 @@ int run_speed(int64_t only_size) {
 }
 
 
+// The sum of an output's bit patterns modulo 2^64 (order-free): two builds of the emulation
+// print the same for the same bits.
+__global__ void bits_sum_kernel(const double* values, int64_t count, unsigned long long* sum) {
+  unsigned long long local = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    local += static_cast<unsigned long long>(__double_as_longlong(values[i]));
+  atomicAdd(sum, local);
+}
+
+unsigned long long bits_sum(const double* values, int64_t count) {
+  unsigned long long* sum = nullptr;
+  unsigned long long host = 0;
+  REPRO_CUDA_CHECK(cudaMalloc(&sum, sizeof host));
+  REPRO_CUDA_CHECK(cudaMemset(sum, 0, sizeof host));
+  bits_sum_kernel<<<1024, 256>>>(values, count, sum);
+  REPRO_CUDA_CHECK(cudaMemcpy(&host, sum, sizeof host, cudaMemcpyDeviceToHost));
+  cudaFree(sum);
+  return host;
+}
+
 // One emulated reference step by step, each timed on the host with the device drained after it
 // (so a step's time holds its allocations, copies and waits as well as its kernels): where the
 // time outside the int8 GEMMs goes. Under ncu the same run gives each kernel's own time.
 int run_stages(int64_t size) {
-  std::printf("| inputs | plan | analysis A | analysis B | plan | slicing A | slicing B | residuals | output | GEMMs | corrections | frees | total (ms) |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| inputs | plan | analysis A | analysis B | plan | slicing A | slicing B | residuals | output | GEMMs | corrections | frees | total (ms) | the output's bits, summed |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (DType dtype : {DType::bf16, DType::f16, DType::e4m3, DType::f32}) {
     Tensor a = make_tensor("A", Operand{dtype, {size, size}, {}});
     Tensor b = make_tensor("B", Operand{dtype, {size, size}, {}});
@@ -408,6 +428,8 @@ int run_stages(int64_t size) {
                                        a_slices.batches, b_slices.batches, result, p.alpha, p.L, p.M, p.N, p.K};
       launch_residual_corrections(corrections, a_residuals, b_residuals);
       step();
+      const unsigned long long checksum = bits_sum(result, p.L * p.M * p.N);
+      last = std::chrono::steady_clock::now();  // the checksum is not a step
       for (void* buffer : scratch) cudaFree(buffer);
       for (void* buffer : {(void*)a_rows.extent.top, (void*)b_rows.extent.top, (void*)a_slices.data,
                            (void*)b_slices.data, (void*)result})
@@ -417,7 +439,7 @@ int run_stages(int64_t size) {
       double total = 0;
       std::string row = strprintf("| %s | %s |", dtype_name(dtype), describe_planes(plan).c_str());
       for (double t : ms) row += strprintf(" %.2f |", t), total += t;
-      std::printf("%s %.2f |\n", row.c_str(), total);
+      std::printf("%s %.2f | %016llx |\n", row.c_str(), total, checksum);
       std::fflush(stdout);
     }
     cudaFree(a.device);
