@@ -95,6 +95,42 @@ int residue_of(__int128 x, int m) {
   return r < 0 ? r + m : r;
 }
 
+// The analysis reads f32 and narrower floats as bits (element_bit_range): the same highest and
+// lowest set bits as the value, and Inf/NaN refused, for every bit pattern of the narrow floats
+// and for f32 patterns of every exponent field (random fractions, subnormals, the ends).
+void test_element_bit_range() {
+  const auto agrees = [](DType dtype, uint64_t bits) {
+    const BitsFormat format = analysis_format(dtype, ScaleOperand());
+    const double x = decode_bits(dtype, bits);
+    int top = 0, lowest = 0;
+    const bool finite = element_bit_range(format, bits, &top, &lowest);
+    if (!std::isfinite(x)) return !finite;
+    if (x == 0) return finite && top == kNoTop && lowest == kNoBottom;
+    return finite && top == std::ilogb(x) && lowest == top + 1 - width_needed(x, top);
+  };
+  for (DType dtype : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
+    int mismatches = 0;
+    for (uint64_t bits = 0; bits < (uint64_t(1) << (8 * dtype_bytes(dtype))); ++bits) mismatches += !agrees(dtype, bits);
+    CHECK(mismatches == 0);
+  }
+  TestRng rng{7};
+  int mismatches = 0;
+  for (uint64_t exponent = 0; exponent < 256; ++exponent)
+    for (uint64_t fraction : {uint64_t(0), uint64_t(1), uint64_t(0x7FFFFF), uint64_t(0x400000), rng.next() & 0x7FFFFF,
+                              rng.next() & 0x7FFFFF, rng.next() & 0x7FF000})
+      for (uint64_t sign : {uint64_t(0), uint64_t(1) << 31}) {
+        mismatches += !agrees(DType::f32, sign | exponent << 23 | fraction);
+        mismatches += !agrees(DType::tf32, sign | exponent << 23 | fraction);
+      }
+  CHECK(mismatches == 0);
+  // Read as values: scaled operands, integers, f64.
+  ScaleOperand scaled;
+  const unsigned char scale_byte = 127;
+  scaled.data = &scale_byte;
+  CHECK(analysis_format(DType::bf16, scaled).exponent_max == 0 && analysis_format(DType::i8, ScaleOperand()).exponent_max == 0);
+  CHECK(analysis_format(DType::f64, ScaleOperand()).exponent_max == 0);
+}
+
 void test_moduli() {
   // Pairwise coprime, so the product of the first N is their least common multiple.
   for (int j = 0; j < kMaxModuli; ++j)

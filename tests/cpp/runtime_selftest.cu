@@ -846,6 +846,7 @@ int main(int argc, char** argv) {
   test_trace_verdicts();
   test_bench_summary();
   test_emulation_plan();
+  test_element_bit_range();
   test_moduli();
   test_probe_fills();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);

@@ -61,7 +61,7 @@ __global__ void collect_residuals_kernel(DeviceMatrix source, int64_t i_stride, 
                            walk.k_step, scale, [&](int64_t k, double x) {
                              if (width_needed(x, top) <= bits) return;
                              const unsigned long long at = atomicAdd(counter, 1ull);
-                             if (int64_t(at) >= capacity) return;  // not reached: the count is the analysis's
+                             if (int64_t(at) >= capacity) return;  // counted: collect_residuals stops the run
                              keys[at] = (l * I + i) * K + k;
                              values[at] = x - truncated_to_bits(x, top, bits);
                            });
@@ -127,11 +127,21 @@ inline Residuals collect_residuals(const DeviceMatrix& source, int64_t i_stride,
   parts.allocate("its residuals", scratch);
   REPRO_CUDA_CHECK(cudaMemset(counter, 0, sizeof(unsigned long long)));
   with_element_word(source.dtype, [&](auto word) {
-    collect_residuals_kernel<decltype(word)><<<row_pass_grid(batches, I, K), 256>>>(
+    collect_residuals_kernel<decltype(word)><<<row_pass_grid(batches, I, K), kAnalysisThreads>>>(
         source, i_stride, k_stride, I, K, scale, k_is_contiguous(i_stride, k_stride), tops, bits, counter, expected,
         keys, values);
   });
   REPRO_CUDA_CHECK(cudaGetLastError());
+  // The analysis counted the residuals and the plan weighed them: a collection that finds any
+  // other number would carry some elements inexactly, or none at all. That is a fault of the
+  // emulation, never a reference to judge by.
+  unsigned long long found = 0;
+  REPRO_CUDA_CHECK(cudaMemcpy(&found, counter, sizeof found, cudaMemcpyDeviceToHost));
+  if (int64_t(found) != expected)
+    fatal(kExitCudaError, "fault",
+          strprintf("the emulated reference found %llu residual elements where its analysis counted %lld: rerun "
+                    "with --reference device, and report this",
+                    found, (long long)expected));
   REPRO_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temporary, sort_bytes, keys, r.keys, values, r.values, n, 0, end_bit));
   residual_rows_kernel<<<pipeline_blocks(expected), kPipelineThreads>>>(r.keys, expected, K, rows);
   REPRO_CUDA_CHECK(cudaGetLastError());
