@@ -228,6 +228,32 @@ __global__ void fill_uniform_kernel(DType dtype, unsigned char* data, int64_t co
   }
 }
 
+// Square operands of `dtype`, uniform in [-1, 1] and made on the device, and an f32 output
+// (host side only), for the timing modes.
+struct UniformOperands {
+  Tensor a, b, out;
+  int64_t size;
+  UniformOperands(DType dtype, int64_t size_)
+      : a(make_tensor("A", Operand{dtype, {size_, size_}, {}})),
+        b(make_tensor("B", Operand{dtype, {size_, size_}, {}})),
+        out(make_tensor("D", Operand{DType::f32, {size_, size_}, {}}, true)),
+        size(size_) {
+    a.host.clear(), b.host.clear();
+    REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
+    REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
+    fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(a.device), a.numel(), 1);
+    fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(b.device), b.numel(), 2);
+    REPRO_CUDA_CHECK(cudaGetLastError());
+  }
+  UniformOperands(const UniformOperands&) = delete;
+  UniformOperands& operator=(const UniformOperands&) = delete;
+  ~UniformOperands() {
+    cudaFree(a.device);
+    cudaFree(b.device);
+  }
+  GemmProblem problem() { return GemmProblem{&a, &b, nullptr, nullptr, &out, 1.0, 0.0, 1, size, size, size, false}; }
+};
+
 double median_ms(const GemmProblem& p, ReferenceMethod method, std::string* engine) {
   std::vector<double> times;
   for (int round = 0; round < 4; ++round) {
@@ -313,16 +339,8 @@ int run_speed(int64_t only_size) {
   for (int64_t size : {2048, 4096, 8192, 16384}) {
     if (only_size != 0 && size != only_size) continue;
     for (DType dtype : {DType::bf16, DType::f16, DType::e4m3, DType::f32}) {
-      Tensor a = make_tensor("A", Operand{dtype, {size, size}, {}});
-      Tensor b = make_tensor("B", Operand{dtype, {size, size}, {}});
-      Tensor out = make_tensor("D", Operand{DType::f32, {size, size}, {}}, true);
-      a.host.clear(), b.host.clear();
-      REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
-      REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
-      fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(a.device), a.numel(), 1);
-      fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(b.device), b.numel(), 2);
-      REPRO_CUDA_CHECK(cudaGetLastError());
-      GemmProblem p{&a, &b, nullptr, nullptr, &out, 1.0, 0.0, 1, size, size, size, false};
+      UniformOperands operands(dtype, size);
+      const GemmProblem p = operands.problem();
       std::string dmma_engine, emulated_engine;
       const double dmma = median_ms(p, ReferenceMethod::dmma, &dmma_engine);
       const double emulated = median_ms(p, ReferenceMethod::emulated, &emulated_engine);
@@ -330,25 +348,12 @@ int run_speed(int64_t only_size) {
       std::printf("| %lld | %s | %.2f | %.2f | %.2f | %.2fx | %s |\n", (long long)size, dtype_name(dtype), dmma,
                   emulated, preparation, emulated / dmma, emulated_engine.c_str());
       std::fflush(stdout);
-      cudaFree(a.device);
-      cudaFree(b.device);
     }
   }
   // The residuals' cost, at 2 and 3 slices (~64 and ~0.5 residual elements a row).
   const int64_t size = only_size != 0 ? only_size : 8192;
-  Tensor a = make_tensor("A", Operand{DType::bf16, {size, size}, {}});
-  Tensor b = make_tensor("B", Operand{DType::bf16, {size, size}, {}});
-  Tensor out = make_tensor("D", Operand{DType::f32, {size, size}, {}}, true);
-  a.host.clear(), b.host.clear();
-  REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
-  REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
-  fill_uniform_kernel<<<4096, 256>>>(DType::bf16, static_cast<unsigned char*>(a.device), a.numel(), 1);
-  fill_uniform_kernel<<<4096, 256>>>(DType::bf16, static_cast<unsigned char*>(b.device), b.numel(), 2);
-  REPRO_CUDA_CHECK(cudaGetLastError());
-  const GemmProblem p{&a, &b, nullptr, nullptr, &out, 1.0, 0.0, 1, size, size, size, false};
-  for (int slices : {2, 3}) residual_cost_line(p, slices);
-  cudaFree(a.device);
-  cudaFree(b.device);
+  UniformOperands operands(DType::bf16, size);
+  for (int slices : {2, 3}) residual_cost_line(operands.problem(), slices);
   return 0;
 }
 
@@ -380,16 +385,8 @@ int run_stages(int64_t size) {
   std::printf("| inputs | plan | analysis A | analysis B | plan | slicing A | slicing B | residuals | output | GEMMs | corrections | frees | total (ms) | the output's bits, summed |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (DType dtype : {DType::bf16, DType::f16, DType::e4m3, DType::f32}) {
-    Tensor a = make_tensor("A", Operand{dtype, {size, size}, {}});
-    Tensor b = make_tensor("B", Operand{dtype, {size, size}, {}});
-    Tensor out = make_tensor("D", Operand{DType::f32, {size, size}, {}}, true);
-    a.host.clear(), b.host.clear();
-    REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
-    REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
-    fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(a.device), a.numel(), 1);
-    fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(b.device), b.numel(), 2);
-    REPRO_CUDA_CHECK(cudaGetLastError());
-    const GemmProblem p{&a, &b, nullptr, nullptr, &out, 1.0, 0.0, 1, size, size, size, false};
+    UniformOperands operands(dtype, size);
+    const GemmProblem p = operands.problem();
     for (int round = 0; round < 2; ++round) {  // the first warms up
       REPRO_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<double> ms;
@@ -400,7 +397,7 @@ int run_stages(int64_t size) {
         ms.push_back(std::chrono::duration<double, std::milli>(now - last).count());
         last = now;
       };
-      const DeviceMatrix da = device_matrix(a), db = device_matrix(b);
+      const DeviceMatrix da = device_matrix(operands.a), db = device_matrix(operands.b);
       const OperandAnalysis a_rows = analyze_operand(da, da.row_stride, da.col_stride, p.L, p.M, p.K, ScaleOperand());
       step();
       const OperandAnalysis b_rows = analyze_operand(db, db.col_stride, db.row_stride, p.L, p.N, p.K, ScaleOperand());
@@ -442,8 +439,6 @@ int run_stages(int64_t size) {
       std::printf("%s %.2f | %016llx |\n", row.c_str(), total, checksum);
       std::fflush(stdout);
     }
-    cudaFree(a.device);
-    cudaFree(b.device);
   }
   return 0;
 }
