@@ -101,7 +101,7 @@ __device__ __forceinline__ void for_row_elements(const DeviceMatrix& source, int
 // decode, a pass over 8192^2 bf16 elements took 0.55 ms, 15 times what reading them costs: run
 // 78, ncu). Scaled operands, integers and f64 take the decode.
 
-// The fields of a float format of at most 32 bits, for element_bit_range: zero `mantissa_mask`
+// The fields of a float format of at most 32 bits, for element_bit_range: zero `exponent_max`
 // when the operand is read as values (analysis_format).
 struct BitsFormat {
   uint32_t exponent_max = 0, mantissa_mask = 0;  // the exponent field's all-ones, the fraction's mask

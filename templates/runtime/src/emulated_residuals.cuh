@@ -74,7 +74,7 @@ __global__ void residual_rows_kernel(const int64_t* keys, int64_t count, int64_t
 }
 
 // The parts of one device buffer, each aligned for any element type: the residuals' nine
-// buffers and the sort's temporary storage come from one allocation (emulated_slices.cuh:
+// buffers and the sort's temporary storage come from one allocation (emulated_analysis.cuh:
 // allocate_emulation_bytes), which goes into the launch's scratch list.
 class DeviceParts {
  public:
