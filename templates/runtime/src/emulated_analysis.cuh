@@ -111,12 +111,9 @@ struct BitsFormat {
 
 inline BitsFormat analysis_format(DType dtype, const ScaleOperand& scale) {
   BitsFormat format;
-  if (scale.data != nullptr) return format;
+  if (scale.data != nullptr || !dtype_is_float(dtype) || dtype_bytes(dtype) > 4) return format;
   // tf32 operands are stored as full f32 (the kernel rounds them itself): read as f32.
-  const DType as = dtype == DType::tf32 ? DType::f32 : dtype;
-  if (!(as == DType::f32 || as == DType::f16 || as == DType::bf16 || as == DType::e4m3 || as == DType::e5m2))
-    return format;
-  const FloatFormat f = float_format(as);
+  const FloatFormat f = float_format(dtype == DType::tf32 ? DType::f32 : dtype);
   format.exponent_max = (1u << f.exponent_bits) - 1, format.mantissa_mask = (1u << f.mantissa_bits) - 1;
   format.mantissa_bits = f.mantissa_bits, format.bias = f.bias, format.has_infinity = f.has_infinity;
   return format;

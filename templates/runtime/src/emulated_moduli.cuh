@@ -190,14 +190,12 @@ REPRO_HD inline double reconstruct_from_residues(const int* residues, const Modu
     }
     digits[k] = t;
   }
-  Uint128 x = 0, product = 1;
+  Uint128 x = 0;
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-  for (int k = kCount - 1; k >= 0; --k) {
-    x = x * Uint128(emulation_modulus(k)) + Uint128(digits[k]);
-    product *= Uint128(emulation_modulus(k));
-  }
+  for (int k = kCount - 1; k >= 0; --k) x = x * Uint128(emulation_modulus(k)) + Uint128(digits[k]);
+  const Uint128 product = moduli_product(kCount);
   return x > product / 2 ? -uint128_to_double(product - x) : uint128_to_double(x);
 }
 
