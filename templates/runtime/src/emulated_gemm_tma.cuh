@@ -83,6 +83,9 @@ __device__ inline void mbarrier_arrive(uint64_t* barrier, bool arrive) {
 }
 
 // An arrival on the barrier at the same place in block `rank` of the cluster, where `arrive`.
+// The default .release.cta semantics, not .release.cluster: what the arrival hands back is a
+// stage whose reads (by wgmma, waited for) are done, and nothing this thread wrote needs to be
+// seen by the other block; a cluster-scope release is a fence on every warp's issue path.
 __device__ inline void mbarrier_arrive_in_block(uint64_t* barrier, unsigned rank, bool arrive) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -91,7 +94,7 @@ __device__ inline void mbarrier_arrive_in_block(uint64_t* barrier, unsigned rank
       ".reg .pred p;\n"
       "setp.ne.b32 p, %2, 0;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "@p mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
       "}\n" ::"r"(shared_address(barrier)),
       "r"(rank), "r"(int(arrive))
       : "memory");
@@ -234,14 +237,13 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     registers_claim<kConsumerRegisters>();
     const int consumer = warpgroup - 1, lane = thread % 32, warp = (thread % 128) / 32;
     // Hands stage `stage` back to the producers of every block in the cluster, once this warp's
-    // MMAs that read it are done: lane 0 arrives for the warp. A predicate rather than a branch,
-    // because ptxas serializes every wgmma of a kernel with a divergent path among them.
+    // MMAs that read it are done: lane r arrives for the warp at block r, all in one instruction.
+    // A predicate rather than a branch, because ptxas serializes every wgmma of a kernel with a
+    // divergent path among them.
     const auto release = [&](int stage) {
       __syncwarp();
       if (kClusterM == 1) mbarrier_arrive(&empty[stage], lane == 0);
-      else
-        for (unsigned block = 0; block < unsigned(kClusterM); ++block)
-          mbarrier_arrive_in_block(&empty[stage], block, lane == 0);
+      else mbarrier_arrive_in_block(&empty[stage], unsigned(lane % kClusterM), lane < kClusterM);
     };
     int acc[128];
     int accumulate = 0;  // 0: the next MMA starts the sums afresh (after a fold)
