@@ -373,7 +373,7 @@ harness_case "emulated reference: accuracy battery" 0 '16 passed, 0 failed' "$er
 # The int8 kernels run the same steps and folds: the same bits on awkward shapes, then each one's
 # time. A deadlock in a pipeline of barriers would hang: bounded.
 harness_case "emulated int8 kernels: same bits" 0 'every kernel gives the same bits' timeout -s KILL 300 "$erc" kernels
-for kernel in wgmma tma_multicast; do  # tma: the default, above
+for kernel in wgmma tma; do  # tma_multicast: the default, above
   harness_case "emulated reference, $kernel: battery" 0 '16 passed, 0 failed' \
     env REPRO_EMULATED_KERNEL=$kernel timeout -s KILL 300 "$erc"
 done

@@ -11,6 +11,8 @@
 # line names. The emulation runs once per int8 kernel in KERNELS (REPRO_EMULATED_KERNEL; default
 # "wgmma tma tma_multicast": the cp.async kernel and the two fed by TMA) and scheme in SCHEMES
 # (REPRO_EMULATED_SCHEME; default "slices auto": slices alone, and slices or residues by estimate).
+# With AUTO=1, also `--reference auto` (what a spec gets by default: the emulation where its
+# estimate is under 0.8 of the fp64 one, else the fp64 tensor cores).
 #
 #   REPRO=target/release/repro scripts/bench/emulated-reference.sh
 #   CASES='bf16_8192 f32_*' ROUNDS=2 scripts/bench/emulated-reference.sh   # some cases only
@@ -21,6 +23,7 @@ rounds=${ROUNDS:-3}
 read -r -a kernels <<<"${KERNELS:-wgmma tma tma_multicast}"
 read -r -a schemes <<<"${SCHEMES:-slices auto}"
 providers=(device)
+[[ "${AUTO:-0}" == 1 ]] && providers+=(auto)
 for kernel in "${kernels[@]}"; do
   for scheme in "${schemes[@]}"; do providers+=("emulated:$kernel:$scheme"); done
 done

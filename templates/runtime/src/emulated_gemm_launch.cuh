@@ -72,12 +72,14 @@ inline bool emulated_kernel_available(EmulatedKernel kernel) {
 }
 
 // The kernel the emulated reference runs: the one REPRO_EMULATED_KERNEL names (the benchmarks
-// time each), else wgmma fed by TMA where this build has it (run 76: 1.4x the cp.async kernel's
-// rate, 1.5x the multicast one's; docs/performance.md), else mma.sync.
+// time each), else wgmma fed by TMA multicast where this build has it (run 79: 1.3-1.4x the
+// rate of TMA alone, whose blocks each stream 48 KiB a step from L2 where these stream 32;
+// docs/performance.md), else mma.sync.
 inline EmulatedKernel emulated_kernel() {
   static const EmulatedKernel chosen = [] {
     const char* name = std::getenv("REPRO_EMULATED_KERNEL");
-    if (name == nullptr || *name == '\0') return wgmma_available() ? EmulatedKernel::tma : EmulatedKernel::mma_sync;
+    if (name == nullptr || *name == '\0')
+      return wgmma_available() ? EmulatedKernel::tma_multicast : EmulatedKernel::mma_sync;
     for (int k = 0; k < kEmulatedKernels; ++k) {
       if (std::strcmp(name, kEmulatedKernelNames[k]) != 0) continue;
       if (!emulated_kernel_available(EmulatedKernel(k)))

@@ -54,16 +54,18 @@ constexpr double kEmulationFixedSeconds = 1.0e-3, kEmulationSecondsPerElement = 
 struct EmulationRates {
   double slice_pair, modulus;
 };
-// Run 76 (H100, 8192^3): mma.sync 347-369 int8 TOPS on slices, 293 on 11 moduli; wgmma fed by
-// cp.async 481-508 and 397; by TMA 693-704 and 551; by TMA multicast 474-486 and 378.
+// Runs 76 and 79 (H100, 8192^3): mma.sync 345-371 int8 TOPS on slices, 293-332 on 11 moduli;
+// wgmma fed by cp.async 478-513 and 397-476; by TMA 693-731 and 551-738; by TMA multicast
+// (run 79, its stage handed back with one .release.cta arrival a warp) 901-1025 and 823.
 constexpr EmulationRates kMmaSyncRates{1.8e14, 1.45e14}, kWgmmaRates{2.5e14, 2.0e14}, kTmaRates{3.5e14, 2.75e14},
-    kTmaMulticastRates{2.4e14, 1.9e14};
+    kTmaMulticastRates{4.5e14, 4.1e14};
 
 // A correction costs ~15 ps a term where the other operand is read along its contiguous axis,
-// more where not (a memory sector per term: 5x assumed), and ~2 ms however few its elements (run
-// 76, `erc speed`: 1.1e10 terms in 171.6 ms; 9.0e7 terms in 3.2 ms).
+// more where not (a memory sector per term: 5x assumed), and ~0.2 ms however few its elements
+// (run 76, `erc speed`: 1.1e10 terms in 171.6 ms; run 79, ncu: 9.0e7 terms in 0.57 + 1.01 ms,
+// where B's corrections along output rows took 3.2 ms before run 78).
 constexpr double kResidualSecondsPerTerm = 1.5e-11, kStridedResidualSecondsPerTerm = 7.5e-11;
-constexpr double kResidualFixedSeconds = 2e-3;
+constexpr double kResidualFixedSeconds = 2e-4;
 // At most this many residual elements per operand (16 bytes each, twice for the sort).
 constexpr int64_t kMaxResiduals = int64_t(1) << 22;
 
@@ -92,9 +94,8 @@ inline bool emulation_pays(const GemmProblem& p, int pairs) {
 }
 
 // The moduli's reconstruction, per output and modulus: its residues read, Garner's digits and a
-// 128-bit product (run 76, the reference's kernel time less its GEMMs and analysis: ~3 ms at
-// 8192^2 for 6 and 8 moduli, ~4 ms for 12).
-constexpr double kReconstructionSecondsPerResidue = 6e-12;
+// 128-bit product (run 79, ncu at 8192^2: 2.31 ms for 9 moduli, 4.21 for 12; 3.8-5.2 ps).
+constexpr double kReconstructionSecondsPerResidue = 5e-12;
 
 // Which schemes the plan weighs: REPRO_EMULATED_SCHEME=slices, moduli or auto (both, the one
 // with the lower estimate; the default).
