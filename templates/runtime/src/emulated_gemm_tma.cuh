@@ -12,7 +12,11 @@
 // copies and multiplies, and every step waits for its MMAs and for a block-wide barrier. And a
 // block streams 48 KiB a 128-deep step from L2, which at the int8 peak would be ~11 TB/s: with
 // kClusterM = 2, two blocks on the same B tile (a cluster along M) each load half of it and
-// multicast it to both, so each block fetches 32 KiB a step.
+// multicast it to both, so each block fetches 32 KiB a step. Measured at 8192^3 on an H100
+// (run 79): TMA alone 702-731 int8 TOPS, clusters of two 901-1025 (the default), clusters of
+// four (16 KiB of B a block) 827-921. Before run 79 each consumer warp handed a stage back
+// with a cluster-scope release, one block after the other, and clusters of two ran at 0.7x
+// TMA alone.
 //
 // Synchronization, per stage s of kTmaStages:
 //   full[s]   1 arrival (the producer's, with the stage's byte count) + the TMA's bytes: the

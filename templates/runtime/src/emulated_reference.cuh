@@ -61,11 +61,13 @@ constexpr EmulationRates kMmaSyncRates{1.8e14, 1.45e14}, kWgmmaRates{2.5e14, 2.0
     kTmaMulticastRates{4.5e14, 4.1e14};
 
 // A correction costs ~15 ps a term where the other operand is read along its contiguous axis,
-// more where not (a memory sector per term: 5x assumed), and ~0.2 ms however few its elements
-// (run 76, `erc speed`: 1.1e10 terms in 171.6 ms; run 79, ncu: 9.0e7 terms in 0.57 + 1.01 ms,
-// where B's corrections along output rows took 3.2 ms before run 78).
+// more where not (a memory sector per term: 5x assumed) (run 76, `erc speed`: 1.1e10 terms in
+// 171.6 ms; run 79, ncu: 9.0e7 terms in 0.57 + 1.01 ms). However few the elements, their
+// collection, sort and corrections take ~0.5 ms (run 80, `erc stages 2048`: 0.48 ms for 3 x 3
+// slices + ~350 elements an operand, which saved 0.33 ms of GEMMs against 5 x 5 slices; with
+// 0.2 ms counted here the plan took them and the reference got slower).
 constexpr double kResidualSecondsPerTerm = 1.5e-11, kStridedResidualSecondsPerTerm = 7.5e-11;
-constexpr double kResidualFixedSeconds = 2e-4;
+constexpr double kResidualFixedSeconds = 5e-4;
 // At most this many residual elements per operand (16 bytes each, twice for the sort).
 constexpr int64_t kMaxResiduals = int64_t(1) << 22;
 
