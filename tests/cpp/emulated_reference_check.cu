@@ -532,9 +532,11 @@ int compare_kernels(const char* name, DType dtype, int64_t L, int64_t M, int64_t
         cudaEventDestroy(stop);
       }
       std::sort(ms.begin(), ms.end());
-      // int8 operations a second (2 per multiply-add), over every int8 GEMM.
+      // int8 operations a second (2 per multiply-add), over every int8 GEMM. The time is the
+      // whole launch_emulated_gemm: for moduli also the residue planes' allocation and the
+      // reconstruction, which the planner counts apart.
       const double tops = 2.0 * double(count) * double(K) * plan.pairs() / (ms[1] * 1e-3) / 1e12;
-      cell += strprintf(", %.2f ms, %.0f int8 TOPS", ms[1], tops);
+      cell += strprintf(", %.2f ms, %.0f int8 TOPS%s", ms[1], tops, moduli_bits > 0 ? " with the reconstruction" : "");
     }
     times += strprintf(" %s: %s |", emulated_kernel_title(kernel), cell.c_str());
   }

@@ -54,11 +54,16 @@ constexpr double kEmulationFixedSeconds = 1.0e-3, kEmulationSecondsPerElement = 
 struct EmulationRates {
   double slice_pair, modulus;
 };
-// Runs 76 and 79 (H100, 8192^3): mma.sync 345-371 int8 TOPS on slices, 293-332 on 11 moduli;
-// wgmma fed by cp.async 478-513 and 397-476; by TMA 693-731 and 551-738; by TMA multicast
-// (run 79, its stage handed back with one .release.cta arrival a warp) 901-1025 and 823.
-constexpr EmulationRates kMmaSyncRates{1.8e14, 1.45e14}, kWgmmaRates{2.5e14, 2.0e14}, kTmaRates{3.5e14, 2.75e14},
-    kTmaMulticastRates{4.5e14, 4.1e14};
+// Runs 76 and 79 (H100, 8192^3, `erc kernels`): mma.sync 345-371 int8 TOPS on slices; wgmma
+// fed by cp.async 478-513; by TMA 693-731; by TMA multicast (run 79, its stage handed back with
+// one .release.cta arrival a warp) 901-1025. A modulus's rate is the GEMM kernel's alone: erc
+// kernels' moduli rows also hold the reconstruction and the residue planes' allocation, which
+// the plan counts apart (kReconstructionSecondsPerResidue). ncu (run 79, TMA): 9 moduli in
+// 10.4-11.2 ms, 12 in 15.3-16.4, 4.1-4.8e14 multiply-adds a second; multicast 1.1-1.3x that.
+// mma.sync and cp.async: their moduli rows less ~4 ms of reconstruction run at their slice
+// pairs' rate (a modulus's fold writes a byte where a level's reads and writes a double).
+constexpr EmulationRates kMmaSyncRates{1.8e14, 1.8e14}, kWgmmaRates{2.5e14, 2.5e14}, kTmaRates{3.5e14, 4.2e14},
+    kTmaMulticastRates{4.5e14, 5.0e14};
 
 // A correction costs ~15 ps a term where the other operand is read along its contiguous axis,
 // more where not (a memory sector per term: 5x assumed) (run 76, `erc speed`: 1.1e10 terms in
