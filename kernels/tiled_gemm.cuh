@@ -2,8 +2,8 @@
 // Shared-memory tiled GEMM with 2-D register blocking:
 //   D[M, N] = alpha * (A[M, K] @ B[K, N]) + bias[N],  fp32 accumulation.
 // A and D are row-major; B is row-major or column-major (LayoutB). T is
-// __nv_bfloat16 (bf16 in and out) or float (f32 in and out); bias is fp32 and
-// optional (nullptr for none).
+// __nv_bfloat16 (bf16 in and out), __half (f16) or float (f32 in and out); bias
+// is fp32 and optional (nullptr for none).
 //
 // Each block computes one BM x BN tile of D. K is walked in BK-wide tiles: the
 // block stages the A tile (BM x BK) and the B tile (BK x BN) in dynamic shared

@@ -3,7 +3,7 @@
 # fp64 tensor cores (--reference device) and with the int8 emulation (--reference emulated), and
 # a user's alternative, torch.matmul in float64 plus a comparison (torch_reference_peer.py).
 #   - bf16 (tests/gpu/bench_tiled_bf16_8192 at 2048^3 to 16384^3 through --size);
-#   - f32 at 8192^3 (tests/gpu/bench_tiled_f32_8192);
+#   - f16 and f32 at 8192^3 (tests/gpu/bench_tiled_f16_8192, tests/gpu/bench_tiled_f32_8192);
 #   - fp8 e4m3 with ue8m0 block scales at 8192^3 (examples/fp8_scaled_gemm_ue8m0 through --size).
 # Each case runs ROUNDS times (default 3), the providers interleaved; the table gives the
 # median of each phase from the harness's own report (`timings`: reference, compare;
@@ -30,6 +30,7 @@ done
 dir=$(mktemp -d)
 cases=()
 for size in 2048 4096 8192 16384; do cases+=("bf16_$size tests/gpu/bench_tiled_bf16_8192.yaml $size"); done
+cases+=("f16_8192 tests/gpu/bench_tiled_f16_8192.yaml 8192")
 cases+=("f32_8192 tests/gpu/bench_tiled_f32_8192.yaml 8192")
 cases+=("e4m3_ue8m0_8192 examples/fp8_scaled_gemm_ue8m0.yaml 8192")
 # CASES: space-separated globs over the labels above (default: all).
@@ -42,7 +43,8 @@ for entry in "${cases[@]}"; do
   done
 done
 cases=("${chosen[@]}")
-for spec in tests/gpu/bench_tiled_bf16_8192.yaml tests/gpu/bench_tiled_f32_8192.yaml examples/fp8_scaled_gemm_ue8m0.yaml; do
+for spec in tests/gpu/bench_tiled_bf16_8192.yaml tests/gpu/bench_tiled_f16_8192.yaml tests/gpu/bench_tiled_f32_8192.yaml \
+  examples/fp8_scaled_gemm_ue8m0.yaml; do
   "$repro" build "$spec" >/dev/null
 done
 for round in $(seq 1 "$rounds"); do
