@@ -149,6 +149,18 @@ inline void with_element_word(DType dtype, Launch&& launch) {
   }
 }
 
+// Runs launch(Word(), kBits) for a pass that reads an operand: kBits (std::true_type) where
+// `format` reads it as bits (analysis_format: floats of at most 32 bits, unscaled), else
+// std::false_type and the values.
+template <typename Launch>
+inline void with_operand_reading(DType dtype, const BitsFormat& format, Launch&& launch) {
+  with_element_word(dtype, [&](auto word) {
+    if constexpr (sizeof(word) <= 4)
+      if (format.exponent_max != 0) return launch(word, std::true_type());
+    launch(word, std::false_type());
+  });
+}
+
 // The grid of a pass over an operand of `batches` x I rows of K.
 inline dim3 row_pass_grid(int64_t batches, int64_t I, int64_t K) {
   return dim3(unsigned(ceil_div(I, kExtentRows)), unsigned(std::max<int64_t>(1, ceil_div(K, kExtentChunk))),
@@ -243,6 +255,14 @@ REPRO_HD inline int width_needed(double x, int top) {
   const int lowest = q + __builtin_ctzll(mantissa);
 #endif
   return top - lowest + 1;
+}
+
+// Whether the element of storage bits `storage`, read as bits (analysis_format), needs more than
+// `width` bits in its row (top: the row's highest bit): width_needed(x, top) > width of its value.
+REPRO_HD inline bool element_needs_more_than(const BitsFormat& f, uint64_t storage, int top, int width) {
+  int element_top = kNoTop, lowest = kNoBottom;
+  return element_bit_range(f, storage, &element_top, &lowest) && element_top != kNoTop && top != kNoTop &&
+         top - lowest + 1 > width;
 }
 
 // The widths the plans choose between: whole slices (7 bits each, emulated_reference.cuh) and
@@ -368,12 +388,7 @@ inline OperandAnalysis analyze_operand(const DeviceMatrix& source, int64_t i_str
                                                                k_contiguous, analysis.extent.top, counts);
     REPRO_CUDA_CHECK(cudaGetLastError());
   };
-  with_element_word(source.dtype, [&](auto word) {
-    // Bits are read for formats of at most 32 bits (analysis_format).
-    if constexpr (sizeof(word) <= 4)
-      if (format.exponent_max != 0) return launch(word, std::true_type());
-    launch(word, std::false_type());
-  });
+  with_operand_reading(source.dtype, format, launch);
   std::vector<unsigned char> host(bytes);
   REPRO_CUDA_CHECK(cudaMemcpy(host.data(), buffer, bytes, cudaMemcpyDeviceToHost));
   std::vector<int> extents(size_t(2 * rows + 1));

@@ -44,11 +44,12 @@ struct Residuals {
 };
 
 // Every element of the operand that its `bits` do not hold exactly, at `counter`'s next place:
-// read like the analysis (emulated_slices.cuh: for_row_elements), the residuals being few.
-template <typename Word>
+// read like the analysis (emulated_analysis.cuh), as bits where it reads them (kBits: only a
+// residual is decoded, the residuals being few), else as values.
+template <typename Word, bool kBits>
 __global__ void collect_residuals_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
-                                         ScaleOperand scale, bool k_contiguous, const int* tops, int bits,
-                                         unsigned long long* counter, int64_t capacity, int64_t* keys,
+                                         ScaleOperand scale, BitsFormat format, bool k_contiguous, const int* tops,
+                                         int bits, unsigned long long* counter, int64_t capacity, int64_t* keys,
                                          double* values) {
   const RowWalk walk = row_walk(k_contiguous);
   const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.x) * kExtentRows, k0 = int64_t(blockIdx.y) * kExtentChunk;
@@ -57,14 +58,23 @@ __global__ void collect_residuals_kernel(DeviceMatrix source, int64_t i_stride, 
     const int64_t i = i0 + r;
     if (i >= I) break;
     const int top = tops[l * I + i];
-    for_row_elements<Word>(source, l * source.batch_stride + i * i_stride, k_stride, i, k0 + walk.k_offset, k1,
-                           walk.k_step, scale, [&](int64_t k, double x) {
-                             if (width_needed(x, top) <= bits) return;
-                             const unsigned long long at = atomicAdd(counter, 1ull);
-                             if (int64_t(at) >= capacity) return;  // counted: collect_residuals stops the run
-                             keys[at] = (l * I + i) * K + k;
-                             values[at] = x - truncated_to_bits(x, top, bits);
-                           });
+    const auto collect = [&](int64_t k, double x) {
+      const unsigned long long at = atomicAdd(counter, 1ull);
+      if (int64_t(at) >= capacity) return;  // counted: collect_residuals stops the run
+      keys[at] = (l * I + i) * K + k;
+      values[at] = x - truncated_to_bits(x, top, bits);
+    };
+    const int64_t row_base = l * source.batch_stride + i * i_stride;
+    if constexpr (kBits) {
+      for_row_words<Word>(source, row_base, k_stride, k0 + walk.k_offset, k1, walk.k_step, [&](int64_t k, uint64_t word) {
+        if (element_needs_more_than(format, word, top, bits)) collect(k, decode_bits(source.dtype, word));
+      });
+    } else {
+      for_row_elements<Word>(source, row_base, k_stride, i, k0 + walk.k_offset, k1, walk.k_step, scale,
+                             [&](int64_t k, double x) {
+                               if (width_needed(x, top) > bits) collect(k, x);
+                             });
+    }
   }
 }
 
@@ -126,10 +136,12 @@ inline Residuals collect_residuals(const DeviceMatrix& source, int64_t i_stride,
   parts.add(&runs, 1), parts.add(&temporary, int64_t(std::max({sort_bytes, encode_bytes, scan_bytes})));
   parts.allocate("its residuals", scratch);
   REPRO_CUDA_CHECK(cudaMemset(counter, 0, sizeof(unsigned long long)));
-  with_element_word(source.dtype, [&](auto word) {
-    collect_residuals_kernel<decltype(word)><<<row_pass_grid(batches, I, K), kAnalysisThreads>>>(
-        source, i_stride, k_stride, I, K, scale, k_is_contiguous(i_stride, k_stride), tops, bits, counter, expected,
-        keys, values);
+  const BitsFormat format = analysis_format(source.dtype, scale);
+  with_operand_reading(source.dtype, format, [&](auto word, auto read_bits) {
+    collect_residuals_kernel<decltype(word), decltype(read_bits)::value>
+        <<<row_pass_grid(batches, I, K), kAnalysisThreads>>>(source, i_stride, k_stride, I, K, scale, format,
+                                                             k_is_contiguous(i_stride, k_stride), tops, bits,
+                                                             counter, expected, keys, values);
   });
   REPRO_CUDA_CHECK(cudaGetLastError());
   // The analysis counted the residuals and the plan weighed them: a collection that finds any
