@@ -70,6 +70,13 @@ void test_emulation_plan() {
   ill.need_counts[kNeedBins - 1] = kMaxResiduals + 1, ill.widest_bits = 145;
   const EmulationPlan refused = plan_emulation(p, ill, narrow, kTmaRates, SchemeChoice::automatic);
   CHECK(refused.refusal.find("4194305 elements of A need more than 8 int8 slices") != std::string::npos);
+  // auto's first look: a sample's counts scaled to the whole operand, each rounded up.
+  OperandAnalysis sample;
+  sample.need_counts = {0, 5, 3};
+  scale_need_counts(&sample, 16.0);
+  CHECK(sample.need_counts == std::vector<int64_t>({0, 80, 48}));
+  scale_need_counts(&sample, 1.01);
+  CHECK(sample.need_counts == std::vector<int64_t>({0, 81, 49}));
   OperandAnalysis infinite = narrow;
   infinite.nonfinite = true;
   CHECK(plan_emulation(p, narrow, infinite, kTmaRates, SchemeChoice::slices).refusal ==

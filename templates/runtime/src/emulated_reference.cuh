@@ -40,15 +40,17 @@ namespace repro {
 //
 // What auto weighs, measured (docs/performance.md): the fp64 tensor cores do 1.9e13 multiply-adds
 // a second (H200, run 68; H100, run 76); each int8 kernel's rate per GEMM, for slices and for
-// residues (a modular fold costs more), is `erc kernels` at 8192^3 on the H100 (run 76); the
-// analysis, slicing and residual passes take ~1 ms plus ~30 ps per operand element.
-// auto emulates when that estimate is under 0.8 of the fp64 one (a margin for the noise of
-// shared machines), and skips the analysis where even one slice pair would not be. A residual
+// residues, measured on the H100 (runs 76-79: see EmulationRates); the analysis, slicing and
+// residual passes take ~1 ms plus ~30 ps per operand element.
+// auto emulates when that estimate is under kAutoShare of the fp64 one (a margin for the noise
+// of shared machines), skips the analysis where even one slice pair would not be, and skips it
+// where a sample of the rows says the plan would not be (sampled_plan_loses). A residual
 // element costs its correction a term per output it reaches (kResidualSecondsPerTerm below;
 // runs 68 and 74 on the H200 measured 9 and 12.2 ps a term). Analysis and slicing: 4.98 ms at
 // 8192^3 bf16 in run 74 (this model: 5.0), 5.3-5.4 ms in runs 76-77.
 constexpr double kDmmaMacsPerSecond = 1.9e13;
 constexpr double kEmulationFixedSeconds = 1.0e-3, kEmulationSecondsPerElement = 30e-12;
+constexpr double kAutoShare = 0.8;
 
 // Multiply-adds a second of one int8 GEMM: a slice pair's, and a modulus's.
 struct EmulationRates {
@@ -97,7 +99,7 @@ inline EmulationRates emulation_rates() {
 }
 
 inline bool emulation_pays(const GemmProblem& p, int pairs) {
-  return emulation_seconds(p, pairs, emulation_rates().slice_pair) < 0.8 * dmma_seconds(p);
+  return emulation_seconds(p, pairs, emulation_rates().slice_pair) < kAutoShare * dmma_seconds(p);
 }
 
 // The moduli's reconstruction, per output and modulus: its residues read, Garner's digits and a
@@ -240,6 +242,50 @@ inline std::string emulation_engine(const EmulationPlan& plan, int roundings) {
                    plan.pairs() == 1 ? "" : "s", residuals.c_str(), roundings);
 }
 
+// -------------------------------------------------------------------------- auto's first look
+//
+// The analysis of every element, which the plan needs, costs its time even where the plan then
+// loses to fp64 (bf16 at 4096^3: 1.2-1.6 ms more than fp64 alone, runs 80-82). auto first
+// analyzes kSampleRows rows of each operand, evenly spaced in its first batch, with the counts
+// scaled to the whole operand, and skips the whole analysis where the sample's plan is over
+// kAutoShare of fp64's estimate by kSampleMargin (the sample may hold more or fewer wide elements
+// than the whole). Where the sample's plan wins or is refused, the whole analysis decides.
+// Operands with block scales (their scales are indexed by row) and operands of fewer than
+// kSampleMinimumRows rows (whose whole analysis is short) are analyzed whole at once.
+constexpr int64_t kSampleRows = 256, kSampleMinimumRows = 4 * kSampleRows;
+constexpr double kSampleMargin = 1.25;
+
+// The counts of a sample's analysis scaled to the whole operand (by `factor`: its rows over the
+// sample's), each rounded up.
+inline void scale_need_counts(OperandAnalysis* sample, double factor) {
+  for (int64_t& count : sample->need_counts) count = int64_t(std::ceil(double(count) * factor));
+}
+
+// The analysis of kSampleRows of the operand's I rows (the first batch), scaled to all of them;
+// its buffer goes into `scratch`.
+inline OperandAnalysis analyze_sample(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t L,
+                                      int64_t I, int64_t K, std::vector<void*>* scratch) {
+  OperandAnalysis sample =
+      analyze_operand(source, i_stride * (I / kSampleRows), k_stride, 1, kSampleRows, K, ScaleOperand());
+  scratch->push_back(sample.extent.top);
+  scale_need_counts(&sample, double(source.batch_stride == 0 ? 1 : L) * double(I) / double(kSampleRows));
+  return sample;
+}
+
+// Why auto keeps fp64 without the whole analysis, or "" where the whole analysis is to decide.
+inline std::string sampled_plan_loses(const GemmProblem& p, std::vector<void*>* scratch) {
+  if (p.scale_a != nullptr || p.scale_b != nullptr || p.M < kSampleMinimumRows || p.N < kSampleMinimumRows) return "";
+  const DeviceMatrix a = device_matrix(*p.a), b = device_matrix(*p.b);
+  const OperandAnalysis a_sample = analyze_sample(a, a.row_stride, a.col_stride, p.L, p.M, p.K, scratch);
+  const OperandAnalysis b_sample = analyze_sample(b, b.col_stride, b.row_stride, p.L, p.N, p.K, scratch);
+  const EmulationPlan plan = plan_emulation(p, a_sample, b_sample, emulation_rates());
+  if (!plan.refusal.empty() || plan.seconds < kSampleMargin * kAutoShare * dmma_seconds(p)) return "";
+  return strprintf("auto: not emulated, a sample of %lld rows of each operand estimates %s (%d GEMMs: ~%.1f ms "
+                   "against ~%.1f ms in fp64)",
+                   (long long)kSampleRows, describe_planes(plan).c_str(), plan.pairs(), 1e3 * plan.seconds,
+                   1e3 * dmma_seconds(p));
+}
+
 // Starts the reference GEMM (alpha A B + beta C + bias) from the operands' device copies, on the
 // default stream; see launch_dmma_reference_gemm for `into`. The emulation's analysis waits for
 // the GPU once (a few KiB of row extents); the GEMMs run while the caller goes on.
@@ -257,16 +303,21 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p, Reference
       not_emulated = "the int8 mma.sync it needs runs on sm_80 and later";
     } else if (const std::string why = emulation_extent_limit(p); !why.empty()) {
       not_emulated = why;
+    } else if (const std::string loses =
+                   method == ReferenceMethod::automatic ? sampled_plan_loses(p, &launch.scratch) : "";
+               !loses.empty()) {
+      not_emulated = loses;
     } else {
       const DeviceMatrix a = device_matrix(*p.a), b = device_matrix(*p.b);
       const ScaleOperand scale_a = problem_scales(p, true, true), scale_b = problem_scales(p, false, true);
       const OperandAnalysis a_rows = analyze_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, scale_a);
       const OperandAnalysis b_rows = analyze_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, scale_b);
-      launch.scratch = {a_rows.extent.top, b_rows.extent.top};  // each the start of its analysis buffer
+      // Each the start of its analysis buffer.
+      launch.scratch.insert(launch.scratch.end(), {a_rows.extent.top, b_rows.extent.top});
       const EmulationPlan plan = plan_emulation(p, a_rows, b_rows, emulation_rates());
       if (!plan.refusal.empty()) {
         not_emulated = plan.refusal;
-      } else if (method == ReferenceMethod::automatic && !(plan.seconds < 0.8 * dmma_seconds(p))) {
+      } else if (method == ReferenceMethod::automatic && !(plan.seconds < kAutoShare * dmma_seconds(p))) {
         not_emulated = strprintf("auto: not emulated, %s (%d GEMMs: ~%.1f ms against ~%.1f ms in fp64)",
                                  describe_planes(plan).c_str(), plan.pairs(), 1e3 * plan.seconds,
                                  1e3 * dmma_seconds(p));
