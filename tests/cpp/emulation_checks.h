@@ -87,7 +87,11 @@ void test_emulation_plan() {
   GemmProblem empty = p, tall = p;
   empty.K = 0, tall.M = 5000000;
   CHECK(emulation_extent_limit(empty) == "the GEMM is empty (M, N or K is 0)");
-  CHECK(emulation_extent_limit(tall) == "M and N stop at 4194240 for its slicing kernels");
+  CHECK(emulation_extent_limit(tall) == "M and N stop at 4194048 for its slicing kernels");
+  tall.M = 4194048;
+  CHECK(emulation_extent_limit(tall).empty());
+  tall.N = 4194049;
+  CHECK(emulation_extent_limit(tall) == "M and N stop at 4194048 for its slicing kernels");
 }
 
 // The moduli (emulated_moduli.cuh) on the host: residues of integers and back, the exact product

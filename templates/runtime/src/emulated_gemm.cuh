@@ -223,6 +223,8 @@ __global__ void __launch_bounds__(kEmulatedThreads, 2) emulated_gemm_kernel(Emul
 // stage to the MMAs.
 constexpr int kWgmmaTileM = 128, kWgmmaTileN = 256, kWgmmaStages = 4, kWgmmaPrefetch = kWgmmaStages - 1, kWgmmaThreads = 256;
 constexpr size_t kWgmmaStageBytes = size_t(kWgmmaTileM + kWgmmaTileN) * kEmulatedTileK;
+static_assert(kWgmmaTileM % kSliceTile == 0 && kWgmmaTileN % kSliceTile == 0,
+              "the slicing grid covers the padded rows (slice_operand) in whole tiles");
 constexpr size_t kWgmmaSharedBytes = size_t(kWgmmaStages) * kWgmmaStageBytes + 1024;  // + alignment
 
 // A K-major operand in shared memory, 128-byte rows swizzled in 8-row (1024-byte) groups.

@@ -211,8 +211,10 @@ inline std::string describe_planes(const EmulationPlan& plan) {
 inline std::string emulation_extent_limit(const GemmProblem& p) {
   if (p.M == 0 || p.N == 0 || p.K == 0) return "the GEMM is empty (M, N or K is 0)";
   constexpr int64_t kGridLimit = 65535;
-  if (ceil_div(std::max(p.M, p.N), kSliceTile) > kGridLimit)
-    return strprintf("M and N stop at %lld for its slicing kernels", (long long)(kGridLimit * kSliceTile));
+  // The slicing grid covers the rows padded to whole GEMM tiles (B: 256): 4194048.
+  constexpr int64_t kSlicedRowsLimit = kGridLimit * kSliceTile / kWgmmaTileN * kWgmmaTileN;
+  if (std::max(p.M, p.N) > kSlicedRowsLimit)
+    return strprintf("M and N stop at %lld for its slicing kernels", (long long)kSlicedRowsLimit);
   if (p.L > kGridLimit || ceil_div(p.K, kExtentChunk) > kGridLimit)
     return strprintf("the batch count stops at %lld and K at %lld for its analysis", (long long)kGridLimit,
                      (long long)(kGridLimit * kExtentChunk));
