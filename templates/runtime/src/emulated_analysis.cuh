@@ -257,12 +257,12 @@ REPRO_HD inline int width_needed(double x, int top) {
   return top - lowest + 1;
 }
 
-// Whether the element of storage bits `storage`, read as bits (analysis_format), needs more than
-// `width` bits in its row (top: the row's highest bit): width_needed(x, top) > width of its value.
-REPRO_HD inline bool element_needs_more_than(const BitsFormat& f, uint64_t storage, int top, int width) {
+// width_needed of the element of storage bits `storage`, read as bits (analysis_format); 0 for
+// a zero, an Inf or a NaN (the plan refuses operands that hold the latter).
+REPRO_HD inline int element_width(const BitsFormat& f, uint64_t storage, int top) {
   int element_top = kNoTop, lowest = kNoBottom;
-  return element_bit_range(f, storage, &element_top, &lowest) && element_top != kNoTop && top != kNoTop &&
-         top - lowest + 1 > width;
+  if (!element_bit_range(f, storage, &element_top, &lowest) || element_top == kNoTop || top == kNoTop) return 0;
+  return top - lowest + 1;
 }
 
 // The widths the plans choose between: whole slices (7 bits each, emulated_reference.cuh) and
@@ -311,18 +311,13 @@ __global__ void slice_need_kernel(DeviceMatrix source, int64_t i_stride, int64_t
     };
     const int64_t row_base = l * source.batch_stride + i * i_stride;
     if constexpr (kBits) {
-      for_row_words<Word>(source, row_base, k_stride, k0 + walk.k_offset, k1, walk.k_step, [&](int64_t, uint64_t bits) {
-        int element_top, element_bottom;
-        const bool counted = element_bit_range(format, bits, &element_top, &element_bottom) &&
-                             element_top != kNoTop && top != kNoTop;
-        count(counted ? width_bin(top - element_bottom + 1) : 0);
-      });
+      for_row_words<Word>(source, row_base, k_stride, k0 + walk.k_offset, k1, walk.k_step,
+                          [&](int64_t, uint64_t bits) { count(width_bin(element_width(format, bits, top))); });
     } else {
       for_row_elements<Word>(source, row_base, k_stride, i, k0 + walk.k_offset, k1, walk.k_step, scale,
                              [&](int64_t, double x) { count(isfinite(x) ? width_bin(width_needed(x, top)) : 0); });
     }
   }
-#pragma unroll
 #pragma unroll
   for (int bin = 1; bin < kNeedBins; ++bin) {
     const unsigned long long n = (packed[bin >> 3] >> (8 * (bin & 7))) & 0xFF;

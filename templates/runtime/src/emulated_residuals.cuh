@@ -67,7 +67,7 @@ __global__ void collect_residuals_kernel(DeviceMatrix source, int64_t i_stride, 
     const int64_t row_base = l * source.batch_stride + i * i_stride;
     if constexpr (kBits) {
       for_row_words<Word>(source, row_base, k_stride, k0 + walk.k_offset, k1, walk.k_step, [&](int64_t k, uint64_t word) {
-        if (element_needs_more_than(format, word, top, bits)) collect(k, decode_bits(source.dtype, word));
+        if (element_width(format, word, top) > bits) collect(k, decode_bits(source.dtype, word));
       });
     } else {
       for_row_elements<Word>(source, row_base, k_stride, i, k0 + walk.k_offset, k1, walk.k_step, scale,
