@@ -228,6 +228,17 @@ __global__ void fill_uniform_kernel(DType dtype, unsigned char* data, int64_t co
   }
 }
 
+// Device copies of `a` and `b` (no host copies), uniform in [-1, 1], with seeds `seed` and
+// `seed + 1`.
+void make_uniform_on_device(Tensor& a, Tensor& b, uint64_t seed) {
+  a.host.clear(), b.host.clear();
+  REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
+  REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
+  fill_uniform_kernel<<<4096, 256>>>(a.dtype, static_cast<unsigned char*>(a.device), a.numel(), seed);
+  fill_uniform_kernel<<<4096, 256>>>(b.dtype, static_cast<unsigned char*>(b.device), b.numel(), seed + 1);
+  REPRO_CUDA_CHECK(cudaGetLastError());
+}
+
 // Square operands of `dtype`, uniform in [-1, 1] and made on the device, and an f32 output
 // (host side only), for the timing modes.
 struct UniformOperands {
@@ -238,12 +249,7 @@ struct UniformOperands {
         b(make_tensor("B", Operand{dtype, {size_, size_}, {}})),
         out(make_tensor("D", Operand{DType::f32, {size_, size_}, {}}, true)),
         size(size_) {
-    a.host.clear(), b.host.clear();
-    REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
-    REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
-    fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(a.device), a.numel(), 1);
-    fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(b.device), b.numel(), 2);
-    REPRO_CUDA_CHECK(cudaGetLastError());
+    make_uniform_on_device(a, b, 1);
   }
   UniformOperands(const UniformOperands&) = delete;
   UniformOperands& operator=(const UniformOperands&) = delete;
@@ -478,12 +484,7 @@ int compare_kernels(const char* name, DType dtype, int64_t L, int64_t M, int64_t
   Tensor a = make_tensor("A", Operand{dtype, shape(M, K), {}});
   Tensor b = make_tensor("B", Operand{dtype, shape(K, N), {}});
   Tensor out = make_tensor("D", Operand{DType::f32, shape(M, N), {}}, true);
-  a.host.clear(), b.host.clear();
-  REPRO_CUDA_CHECK(cudaMalloc(&a.device, a.storage_bytes()));
-  REPRO_CUDA_CHECK(cudaMalloc(&b.device, b.storage_bytes()));
-  fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(a.device), a.numel(), 3);
-  fill_uniform_kernel<<<4096, 256>>>(dtype, static_cast<unsigned char*>(b.device), b.numel(), 4);
-  REPRO_CUDA_CHECK(cudaGetLastError());
+  make_uniform_on_device(a, b, 3);
   const GemmProblem p{&a, &b, nullptr, nullptr, &out, 1.0, 0.0, L, M, N, K, batched};
   const DeviceMatrix am = device_matrix(a), bm = device_matrix(b);
   const OperandAnalysis a_rows = analyze_operand(am, am.row_stride, am.col_stride, L, M, K, ScaleOperand());

@@ -244,6 +244,12 @@ inline std::string emulation_engine(const EmulationPlan& plan, int roundings) {
                    plan.pairs() == 1 ? "" : "s", residuals.c_str(), roundings);
 }
 
+// Why auto keeps fp64: the plan `estimated` (the whole analysis's, or a sample's) against fp64.
+inline std::string auto_keeps_fp64(const GemmProblem& p, const EmulationPlan& plan, const std::string& estimated) {
+  return strprintf("auto: not emulated, %s%s (%d GEMMs: ~%.1f ms against ~%.1f ms in fp64)", estimated.c_str(),
+                   describe_planes(plan).c_str(), plan.pairs(), 1e3 * plan.seconds, 1e3 * dmma_seconds(p));
+}
+
 // -------------------------------------------------------------------------- auto's first look
 //
 // The analysis of every element, which the plan needs, costs its time even where the plan then
@@ -282,10 +288,7 @@ inline std::string sampled_plan_loses(const GemmProblem& p, std::vector<void*>* 
   const OperandAnalysis b_sample = analyze_sample(b, b.col_stride, b.row_stride, p.L, p.N, p.K, scratch);
   const EmulationPlan plan = plan_emulation(p, a_sample, b_sample, emulation_rates());
   if (!plan.refusal.empty() || plan.seconds < kSampleMargin * kAutoShare * dmma_seconds(p)) return "";
-  return strprintf("auto: not emulated, a sample of %lld rows of each operand estimates %s (%d GEMMs: ~%.1f ms "
-                   "against ~%.1f ms in fp64)",
-                   (long long)kSampleRows, describe_planes(plan).c_str(), plan.pairs(), 1e3 * plan.seconds,
-                   1e3 * dmma_seconds(p));
+  return auto_keeps_fp64(p, plan, strprintf("a sample of %lld rows of each operand estimates ", (long long)kSampleRows));
 }
 
 // Starts the reference GEMM (alpha A B + beta C + bias) from the operands' device copies, on the
@@ -320,9 +323,7 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p, Reference
       if (!plan.refusal.empty()) {
         not_emulated = plan.refusal;
       } else if (method == ReferenceMethod::automatic && !(plan.seconds < kAutoShare * dmma_seconds(p))) {
-        not_emulated = strprintf("auto: not emulated, %s (%d GEMMs: ~%.1f ms against ~%.1f ms in fp64)",
-                                 describe_planes(plan).c_str(), plan.pairs(), 1e3 * plan.seconds,
-                                 1e3 * dmma_seconds(p));
+        not_emulated = auto_keeps_fp64(p, plan, "");
       } else {
         const int a_moduli_bits = plan.moduli() ? plan.a_bits : 0, b_moduli_bits = plan.moduli() ? plan.b_bits : 0;
         const SlicedOperand a_slices = slice_operand(a, a.row_stride, a.col_stride, p.M, p.K, scale_a, a_rows,
