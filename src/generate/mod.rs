@@ -45,6 +45,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/device_compare.cuh"),
     ),
     (
+        "runtime/src/device_memory.cuh",
+        include_str!("../../templates/runtime/src/device_memory.cuh"),
+    ),
+    (
         "runtime/src/device_inputs.cuh",
         include_str!("../../templates/runtime/src/device_inputs.cuh"),
     ),

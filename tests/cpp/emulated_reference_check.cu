@@ -168,8 +168,8 @@ int run_accuracy() {
     finish_reference_gemm(&dmma);
     const int64_t count = c.L * c.M * c.N;
     const std::vector<double> emulated = device_values(r.launch.out, count), fp64 = device_values(dmma.out, count);
-    cudaFree(r.launch.out);
-    cudaFree(dmma.out);
+    release_device(r.launch.out);
+    release_device(dmma.out);
     std::vector<double> host;
     reference_gemm(p, &host);
     // Every output: its error against the exact sum, relative to what bounds it.
@@ -199,8 +199,10 @@ int run_accuracy() {
     std::string slices = "-", verdict;
     bool ok;
     if (r.launch.emulated) {
-      const size_t at = r.launch.engine.find("A "), end = r.launch.engine.find(", error");
-      slices = r.launch.engine.substr(at, end - at);
+      // The plan ("exact slices: A 2 x B 2 = 4 int8 GEMMs"), after the kernel's name, whose own
+      // "TMA multicast" once passed for the plan's "A ".
+      const size_t found = r.launch.engine.find("exact "), at = found == std::string::npos ? 0 : found;
+      slices = r.launch.engine.substr(at, r.launch.engine.find(", error", at) - at);
       ok = c.expect_emulated && r.emulated <= bound;
       verdict = ok ? "ok" : (c.expect_emulated ? "FAILED: over the bound" : "FAILED: emulated, should have refused");
     } else {
@@ -265,7 +267,7 @@ double median_ms(const GemmProblem& p, ReferenceMethod method, std::string* engi
   for (int round = 0; round < 4; ++round) {
     ReferenceGemmLaunch launch = launch_reference_gemm(p, method);
     const double ms = finish_reference_gemm(&launch);
-    cudaFree(launch.out);
+    release_device(launch.out);
     if (round > 0) times.push_back(ms);  // the first warms up
     *engine = launch.engine;
   }
@@ -292,7 +294,7 @@ double preparation_ms(const GemmProblem& p) {
   float ms = 0;
   REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   for (void* buffer : {(void*)a_rows.extent.top, (void*)b_rows.extent.top, (void*)a_slices.data, (void*)b_slices.data})
-    cudaFree(buffer);
+    release_device(buffer);
   return ms;
 }
 
@@ -335,8 +337,8 @@ void residual_cost_line(const GemmProblem& p, int slices) {
               "%.2f ps a term\n",
               dtype_name(p.a->dtype), (long long)p.M, slices, slices, (long long)a_count, (long long)b_count, terms,
               times[1], terms > 0 ? times[1] * 1e9 / terms : 0.0);
-  cudaFree(out);
-  for (void* buffer : scratch) cudaFree(buffer);
+  release_device(out);
+  for (void* buffer : scratch) release_device(buffer);
 }
 
 int run_speed(int64_t only_size) {
@@ -394,6 +396,9 @@ int run_stages(int64_t size) {
     UniformOperands operands(dtype, size);
     const GemmProblem p = operands.problem();
     for (int round = 0; round < 2; ++round) {  // the first warms up
+      // The pool's memory back to the device: each round allocates as a harness's one reference
+      // does, from a pool that holds nothing yet.
+      trim_device_pool_now();
       REPRO_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<double> ms;
       auto last = std::chrono::steady_clock::now();
@@ -433,10 +438,10 @@ int run_stages(int64_t size) {
       step();
       const unsigned long long checksum = bits_sum(result, p.L * p.M * p.N);
       last = std::chrono::steady_clock::now();  // the checksum is not a step
-      for (void* buffer : scratch) cudaFree(buffer);
+      for (void* buffer : scratch) release_device(buffer);
       for (void* buffer : {(void*)a_rows.extent.top, (void*)b_rows.extent.top, (void*)a_slices.data,
                            (void*)b_slices.data, (void*)result})
-        cudaFree(buffer);
+        release_device(buffer);
       step();
       if (round == 0) continue;
       double total = 0;

@@ -13,7 +13,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "device.cuh"
+#include "device_memory.cuh"
 
 namespace repro {
 
