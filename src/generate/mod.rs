@@ -45,10 +45,6 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/device_compare.cuh"),
     ),
     (
-        "runtime/src/device_memory.cuh",
-        include_str!("../../templates/runtime/src/device_memory.cuh"),
-    ),
-    (
         "runtime/src/device_inputs.cuh",
         include_str!("../../templates/runtime/src/device_inputs.cuh"),
     ),

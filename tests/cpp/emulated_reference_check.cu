@@ -168,8 +168,8 @@ int run_accuracy() {
     finish_reference_gemm(&dmma);
     const int64_t count = c.L * c.M * c.N;
     const std::vector<double> emulated = device_values(r.launch.out, count), fp64 = device_values(dmma.out, count);
-    release_device(r.launch.out);
-    release_device(dmma.out);
+    cudaFree(r.launch.out);
+    cudaFree(dmma.out);
     std::vector<double> host;
     reference_gemm(p, &host);
     // Every output: its error against the exact sum, relative to what bounds it.
@@ -267,7 +267,7 @@ double median_ms(const GemmProblem& p, ReferenceMethod method, std::string* engi
   for (int round = 0; round < 4; ++round) {
     ReferenceGemmLaunch launch = launch_reference_gemm(p, method);
     const double ms = finish_reference_gemm(&launch);
-    release_device(launch.out);
+    cudaFree(launch.out);
     if (round > 0) times.push_back(ms);  // the first warms up
     *engine = launch.engine;
   }
@@ -294,7 +294,7 @@ double preparation_ms(const GemmProblem& p) {
   float ms = 0;
   REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   for (void* buffer : {(void*)a_rows.extent.top, (void*)b_rows.extent.top, (void*)a_slices.data, (void*)b_slices.data})
-    release_device(buffer);
+    cudaFree(buffer);
   return ms;
 }
 
@@ -337,8 +337,8 @@ void residual_cost_line(const GemmProblem& p, int slices) {
               "%.2f ps a term\n",
               dtype_name(p.a->dtype), (long long)p.M, slices, slices, (long long)a_count, (long long)b_count, terms,
               times[1], terms > 0 ? times[1] * 1e9 / terms : 0.0);
-  release_device(out);
-  for (void* buffer : scratch) release_device(buffer);
+  cudaFree(out);
+  for (void* buffer : scratch) cudaFree(buffer);
 }
 
 int run_speed(int64_t only_size) {
@@ -396,9 +396,6 @@ int run_stages(int64_t size) {
     UniformOperands operands(dtype, size);
     const GemmProblem p = operands.problem();
     for (int round = 0; round < 2; ++round) {  // the first warms up
-      // The pool's memory back to the device: each round allocates as a harness's one reference
-      // does, from a pool that holds nothing yet.
-      trim_device_pool_now();
       REPRO_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<double> ms;
       auto last = std::chrono::steady_clock::now();
@@ -438,10 +435,10 @@ int run_stages(int64_t size) {
       step();
       const unsigned long long checksum = bits_sum(result, p.L * p.M * p.N);
       last = std::chrono::steady_clock::now();  // the checksum is not a step
-      for (void* buffer : scratch) release_device(buffer);
+      for (void* buffer : scratch) cudaFree(buffer);
       for (void* buffer : {(void*)a_rows.extent.top, (void*)b_rows.extent.top, (void*)a_slices.data,
                            (void*)b_slices.data, (void*)result})
-        release_device(buffer);
+        cudaFree(buffer);
       step();
       if (round == 0) continue;
       double total = 0;

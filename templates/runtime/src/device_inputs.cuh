@@ -13,7 +13,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "device_memory.cuh"
+#include "device.cuh"
 
 namespace repro {
 

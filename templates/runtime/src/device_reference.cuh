@@ -56,13 +56,13 @@ __global__ void fill_kernel(T* out, int64_t count, T value) {
     out[i] = value;
 }
 
-// `count` doubles of device memory for the reference: packed operands and the output, in stream
-// order (device_memory.cuh: release_device gives them back). Running out is the user's problem
-// to solve, not a CUDA error to decode, so it says what to do.
+// `count` doubles of device memory for the reference: packed operands and the output. Running
+// out is the user's problem to solve, not a CUDA error to decode, so it says what to do.
 inline double* allocate_reference_doubles(int64_t count, const char* what) {
+  double* data = nullptr;
   const size_t bytes = size_t(std::max<int64_t>(count, 1)) * sizeof(double);
-  double* data = static_cast<double*>(try_allocate_device(bytes));
-  if (data == nullptr) {
+  if (cudaMalloc(&data, bytes) != cudaSuccess) {
+    cudaGetLastError();  // clear it: the run ends here with its own message
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     fatal(kExitCudaError, "fault",
@@ -371,7 +371,7 @@ inline double finish_reference_gemm(ReferenceGemmLaunch* launch) {
   REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, launch->start, launch->stop));
   cudaEventDestroy(launch->start);
   cudaEventDestroy(launch->stop);
-  for (void* buffer : launch->scratch) release_device(buffer);
+  for (void* buffer : launch->scratch) cudaFree(buffer);
   launch->scratch.clear();
   return ms;
 }

@@ -21,11 +21,12 @@ constexpr int kEmulationSliceBits = 7;
 constexpr int kEmulatedTileK = 128;
 
 // Device memory of the emulated reference (the analysis, the planes, the step table, residues,
-// residuals), in stream order (device_memory.cuh), or exit 4 with the way out: running out is
-// the user's to solve, not a CUDA error to decode.
+// residuals), or exit 4 with the way out: running out is the user's to solve, not a CUDA error
+// to decode.
 inline void* allocate_emulation_bytes(size_t bytes, const char* what) {
-  void* data = try_allocate_device(bytes);
-  if (data == nullptr) {
+  void* data = nullptr;
+  if (cudaMalloc(&data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+    cudaGetLastError();  // clear it: the run ends here with its own message
     fatal(kExitCudaError, "fault",
           strprintf("the emulated reference needs %.2f GiB of device memory for %s: rerun with --reference device",
                     double(bytes) / (1 << 30), what));

@@ -9,6 +9,8 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
+#include <sys/mman.h>
+
 #include "emulated_reference.cuh"
 
 namespace repro {
@@ -16,12 +18,14 @@ namespace repro {
 // How many outputs the host recomputes to vouch for a device reference.
 constexpr int64_t kCrossCheckSamples = 4096;
 
-// Host memory that its owner fills before reading: not zeroed at allocation, so that its pages
-// are first touched by the threads that fill it. (A zeroed vector of the sampled rows, 4 MiB at
-// K = 8192, costs its one thread a page fault every 4 KiB before any data arrives; the fetch
-// took ~0.8 ms a MiB of doubles in run 68.)
+// Host memory that its owner fills before reading: not zeroed at allocation, and from 64 KiB on
+// mapped whole when it is allocated (mmap's MAP_POPULATE: one call), where the copy or the
+// decode that fills it would take a page fault every 4 KiB. Faults are what the host's side of
+// the cross-check cost: ~0.8 ms a MiB of doubles in run 68, and 0.8-5 ms of every device
+// reference in run 83 (a fetch of 1-4 MiB, then 2-8 MiB of decoded doubles).
 template <typename T>
 struct UninitializedAllocator : std::allocator<T> {
+  static constexpr size_t kPopulatedBytes = size_t(64) << 10;
   template <typename U>
   struct rebind {
     using other = UninitializedAllocator<U>;
@@ -29,6 +33,17 @@ struct UninitializedAllocator : std::allocator<T> {
   UninitializedAllocator() = default;
   template <typename U>
   UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes < kPopulatedBytes) return std::allocator<T>::allocate(n);
+    void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (data == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<T*>(data);
+  }
+  void deallocate(T* data, size_t n) {
+    if (n * sizeof(T) < kPopulatedBytes) return std::allocator<T>::deallocate(data, n);
+    munmap(data, n * sizeof(T));
+  }
   template <typename U, typename... Args>
   void construct(U* place, Args&&... args) {
     if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(place)) U;
@@ -56,31 +71,27 @@ struct StoredValues {
 };
 
 // The vectors' elements as stored: gathered on the device at the element's width (a quarter of
-// the bytes of doubles for bf16) and copied, in `stream`'s order (the caller's thread waits).
+// the bytes of doubles for bf16) and copied.
 inline StoredValues gather_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases, int64_t step,
-                                   int64_t count, cudaStream_t stream = cudaStreamLegacy) {
+                                   int64_t count) {
   const int64_t total = int64_t(bases.size()) * count;
   const size_t width = dtype_bytes(dtype);
   StoredValues stored;
   stored.dtype = dtype;
   stored.bytes.resize(size_t(total) * width);
   if (total == 0) return stored;
-  // Stream-ordered buffers: a cudaFree here would wait for every kernel on the device, the
-  // reference GEMM among them.
-  int64_t* device_bases = static_cast<int64_t*>(allocate_device(bases.size() * sizeof(int64_t), stream));
-  void* gathered = allocate_device(size_t(total) * width, stream);
-  REPRO_CUDA_CHECK(
-      cudaMemcpyAsync(device_bases, bases.data(), bases.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
+  int64_t* device_bases = upload_int64(bases);
+  void* gathered = nullptr;
+  REPRO_CUDA_CHECK(cudaMalloc(&gathered, size_t(total) * width));
   with_element_word(dtype, [&](auto word) {
     using Word = decltype(word);
-    gather_vectors_kernel<Word><<<pipeline_blocks(total), kPipelineThreads, 0, stream>>>(
+    gather_vectors_kernel<Word><<<pipeline_blocks(total), kPipelineThreads>>>(
         static_cast<const Word*>(device), device_bases, int64_t(bases.size()), step, count, static_cast<Word*>(gathered));
   });
   REPRO_CUDA_CHECK(cudaGetLastError());
-  REPRO_CUDA_CHECK(cudaMemcpyAsync(stored.bytes.data(), gathered, stored.bytes.size(), cudaMemcpyDeviceToHost, stream));
-  REPRO_CUDA_CHECK(cudaStreamSynchronize(stream));
-  release_device(device_bases, stream);
-  release_device(gathered, stream);
+  REPRO_CUDA_CHECK(cudaMemcpy(stored.bytes.data(), gathered, stored.bytes.size(), cudaMemcpyDeviceToHost));
+  cudaFree(device_bases);
+  cudaFree(gathered);
   return stored;
 }
 
@@ -94,9 +105,8 @@ inline HostValues decode_stored(const StoredValues& stored) {
 }
 
 // The decoded values of the elements at `offsets` of a device buffer.
-inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets,
-                                         cudaStream_t stream = cudaStreamLegacy) {
-  const HostValues values = decode_stored(gather_vectors(dtype, device, offsets, 0, 1, stream));
+inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
+  const HostValues values = decode_stored(gather_vectors(dtype, device, offsets, 0, 1));
   return std::vector<double>(values.begin(), values.end());
 }
 
@@ -120,10 +130,13 @@ struct CrossCheckSample {
   }
 };
 
-// Chooses the sample and fetches its operands on `stream` (CrossCheckWorker's own: the fetch
-// runs beside the reference GEMM, on the default stream, and never waits for it).
+// Chooses the sample and fetches its operands (before the reference GEMM starts: the fetch
+// would otherwise wait for it on the default stream). Only the copies: decoding them, on the
+// host, waits until the GEMM runs (decode_cross_check_sample). Decoded here, 2^20 sampled
+// elements took 3 ms of a fetch of 6 (run 77: the first touch of 8 MiB of doubles, and a
+// decode then 8 ns an element).
 // `samples`: how many outputs at most (a grouped GEMM shares kCrossCheckSamples among its groups).
-inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t samples, cudaStream_t stream) {
+inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t samples = kCrossCheckSamples) {
   CrossCheckSample s;
   s.batches = std::min<int64_t>(p.L, 4);
   s.cols = std::min<int64_t>(p.N, std::max<int64_t>(8, std::min<int64_t>(64, samples / 64)));
@@ -146,10 +159,10 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t s
     if (p.bias != nullptr) bias_offsets.push_back(s.col(sample) * p.bias->strides[0]);
   }
   // A row of A steps along K by A's column stride; a column of B by B's row stride.
-  s.stored_a = gather_vectors(p.a->dtype, p.a->device, a_bases, matrix_offset(*p.a, 0, 0, 1), p.K, stream);
-  s.stored_b = gather_vectors(p.b->dtype, p.b->device, b_bases, matrix_offset(*p.b, 0, 1, 0), p.K, stream);
-  if (reads_c(p)) s.c_values = gather_values(p.c->dtype, p.c->device, c_offsets, stream);
-  if (p.bias != nullptr) s.bias_values = gather_values(p.bias->dtype, p.bias->device, bias_offsets, stream);
+  s.stored_a = gather_vectors(p.a->dtype, p.a->device, a_bases, matrix_offset(*p.a, 0, 0, 1), p.K);
+  s.stored_b = gather_vectors(p.b->dtype, p.b->device, b_bases, matrix_offset(*p.b, 0, 1, 0), p.K);
+  if (reads_c(p)) s.c_values = gather_values(p.c->dtype, p.c->device, c_offsets);
+  if (p.bias != nullptr) s.bias_values = gather_values(p.bias->dtype, p.bias->device, bias_offsets);
   return s;
 }
 
@@ -174,8 +187,8 @@ inline void decode_cross_check_sample(const GemmProblem& p, CrossCheckSample* s)
 }
 
 // The host's value of every sampled output, on every core (K multiply-adds each), its rows and
-// columns decoded first. Four partial sums a sample: one sum's chain of dependent adds made
-// each sample K add latencies long (4 cycles each), the whole of what 2048^3 waited for.
+// columns decoded first. Four partial sums a sample: with one, each sample is a chain of K
+// dependent adds, K add latencies long.
 constexpr int kSampleSums = 4;
 inline void compute_cross_check_sample(const GemmProblem& p, CrossCheckSample* s) {
   decode_cross_check_sample(p, s);
@@ -240,62 +253,12 @@ inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossChec
   return check;
 }
 
-// The host's side of the cross-check on a thread of its own, beside the reference GEMM: it
-// fetches the samples' rows and columns on a stream of its own (a non-blocking one: the default
-// stream's GEMM neither waits for it nor makes it wait), decodes them and computes the samples.
-// Fetched before the GEMM on the default stream, as it was, the fetch cost 0.8-4.2 ms of every
-// reference (run 83: 2048^3 to 8192^3, bf16 to f32), the GPU idle meanwhile.
-class CrossCheckWorker {
- public:
-  // Starts on the samples of `problems` (`share` outputs at most each), once the work already
-  // queued on the default stream (the inputs) is done.
-  CrossCheckWorker(std::vector<const GemmProblem*> problems, int64_t share) : problems_(std::move(problems)) {
-    REPRO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    REPRO_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
-    REPRO_CUDA_CHECK(cudaEventRecord(inputs_ready_, cudaStreamLegacy));
-    samples_.resize(problems_.size());
-    worker_ = std::thread([this, share] {
-      const auto start = std::chrono::steady_clock::now();
-      REPRO_CUDA_CHECK(cudaStreamWaitEvent(stream_, inputs_ready_, 0));
-      for (size_t i = 0; i < problems_.size(); ++i) samples_[i] = fetch_cross_check_sample(*problems_[i], share, stream_);
-      fetch_seconds_ = seconds_since(start);
-      for (size_t i = 0; i < problems_.size(); ++i) compute_cross_check_sample(*problems_[i], &samples_[i]);
-      busy_seconds_ = seconds_since(start);
-    });
-  }
-  CrossCheckWorker(const CrossCheckWorker&) = delete;
-  CrossCheckWorker& operator=(const CrossCheckWorker&) = delete;
-  ~CrossCheckWorker() {
-    if (worker_.joinable()) worker_.join();
-    cudaEventDestroy(inputs_ready_);
-    cudaStreamDestroy(stream_);
-  }
-
-  // Waits for the samples; returns the seconds this call waited (what the GEMM did not hide).
-  double wait() {
-    const auto start = std::chrono::steady_clock::now();
-    if (worker_.joinable()) worker_.join();
-    return seconds_since(start);
-  }
-  const CrossCheckSample& sample(size_t i) const { return samples_[i]; }
-  double fetch_seconds() const { return fetch_seconds_; }  // the fetch, on the worker's thread
-  double busy_seconds() const { return busy_seconds_; }    // the fetch and the samples' sums
-
- private:
-  std::vector<const GemmProblem*> problems_;
-  std::vector<CrossCheckSample> samples_;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t inputs_ready_ = nullptr;
-  double fetch_seconds_ = 0, busy_seconds_ = 0;
-  std::thread worker_;
-};
-
 // A device reference and how it was made.
 struct DeviceReference {
-  double* values = nullptr;  // [L][M][N] doubles on the device; the caller frees it (release_device)
+  double* values = nullptr;  // [L][M][N] doubles on the device; the caller frees it
   double kernel_ms = 0;      // analysis, packing or slicing, and GEMM kernels, device events
-  double fetch_seconds = 0;  // fetching the sample's rows and columns, beside the GEMM
-  double check_seconds = 0;  // the host's sample beyond the reference's own time, and judging it
+  double fetch_seconds = 0;  // fetching the sample's rows and columns
+  double check_seconds = 0;  // the host's sample and judging it, beyond the kernel's time
   std::string engine;        // what computed it (ReferenceGemmLaunch::engine)
   bool emulated = false;     // int8 tensor cores
   std::string fallback;      // why an emulated reference that was asked for is the fp64 one
@@ -310,21 +273,25 @@ struct DeviceReference {
   }
 };
 
-// The reference on the device, cross-checked on the host: the sample fetched and computed on
-// the worker's thread while this one starts the GEMM and waits for it; then the GEMM's values
-// judged at the sample.
+// The reference on the device, cross-checked on the host: fetch the sample, start the GEMM,
+// compute the sample on the host meanwhile, then judge the GEMM's values at the sample.
 inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceMethod method) {
   DeviceReference reference;
-  CrossCheckWorker worker({&p}, kCrossCheckSamples);
+  auto phase_start = std::chrono::steady_clock::now();
+  CrossCheckSample sample = fetch_cross_check_sample(p);
+  reference.fetch_seconds = seconds_since(phase_start);
   ReferenceGemmLaunch launch = launch_reference_gemm(p, method);
   reference.describe(launch);
   reference.values = launch.out;
+  phase_start = std::chrono::steady_clock::now();
+  compute_cross_check_sample(p, &sample);
+  const double host_seconds = seconds_since(phase_start);
   reference.kernel_ms = finish_reference_gemm(&launch);
-  const double waited = worker.wait();
-  reference.fetch_seconds = worker.fetch_seconds();
-  const auto judge_start = std::chrono::steady_clock::now();
-  reference.check = judge_cross_check_sample(p, worker.sample(0), reference.values);
-  reference.check_seconds = waited + seconds_since(judge_start);
+  // The host's share that the kernels did not hide, then the judging.
+  const double not_hidden = std::max(0.0, host_seconds - reference.kernel_ms / 1e3);
+  phase_start = std::chrono::steady_clock::now();
+  reference.check = judge_cross_check_sample(p, sample, reference.values);
+  reference.check_seconds = not_hidden + seconds_since(phase_start);
   return reference;
 }
 
