@@ -18,30 +18,33 @@ namespace repro {
 // How many outputs the host recomputes to vouch for a device reference.
 constexpr int64_t kCrossCheckSamples = 4096;
 
-// Host memory that its owner fills before reading: not zeroed at allocation, and from 64 KiB on
-// mapped whole when it is allocated (mmap's MAP_POPULATE: one call), where the copy or the
-// decode that fills it would take a page fault every 4 KiB. Faults are what the host's side of
-// the cross-check cost: ~0.8 ms a MiB of doubles in run 68, and 0.8-5 ms of every device
-// reference in run 83 (a fetch of 1-4 MiB, then 2-8 MiB of decoded doubles).
-template <typename T>
+// Host memory that its owner fills before reading: not zeroed at allocation, so that its pages
+// are first touched by the threads that fill it. (A zeroed vector of the sampled rows, 4 MiB at
+// K = 8192, costs its one thread a page fault every 4 KiB before any data arrives; the fetch
+// took ~0.8 ms a MiB of doubles in run 68.) With kPopulated, from 64 KiB on it is mapped whole
+// at allocation (mmap's MAP_POPULATE, one call): for what cudaMemcpy fills, on one thread that
+// would take every fault in turn (the fetch of 8192^3's sample, 2 MiB: 2.1 -> 1.4 ms, run 85);
+// not for what several threads fill at once, where the faults go in parallel (with the decoded
+// doubles populated too, 2048^3 and 4096^3 waited 0.4-1.4 ms longer for the host, run 85).
+template <typename T, bool kPopulated = false>
 struct UninitializedAllocator : std::allocator<T> {
   static constexpr size_t kPopulatedBytes = size_t(64) << 10;
   template <typename U>
   struct rebind {
-    using other = UninitializedAllocator<U>;
+    using other = UninitializedAllocator<U, kPopulated>;
   };
   UninitializedAllocator() = default;
   template <typename U>
-  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+  UninitializedAllocator(const UninitializedAllocator<U, kPopulated>&) noexcept {}
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (bytes < kPopulatedBytes) return std::allocator<T>::allocate(n);
+    if (!kPopulated || bytes < kPopulatedBytes) return std::allocator<T>::allocate(n);
     void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (data == MAP_FAILED) throw std::bad_alloc();
     return static_cast<T*>(data);
   }
   void deallocate(T* data, size_t n) {
-    if (n * sizeof(T) < kPopulatedBytes) return std::allocator<T>::deallocate(data, n);
+    if (!kPopulated || n * sizeof(T) < kPopulatedBytes) return std::allocator<T>::deallocate(data, n);
     munmap(data, n * sizeof(T));
   }
   template <typename U, typename... Args>
@@ -66,7 +69,7 @@ __global__ void gather_vectors_kernel(const Word* storage, const int64_t* bases,
 // Elements as stored (each dtype_bytes(dtype) wide), copied from the device, not yet decoded.
 struct StoredValues {
   DType dtype = DType::f64;
-  std::vector<unsigned char, UninitializedAllocator<unsigned char>> bytes;
+  std::vector<unsigned char, UninitializedAllocator<unsigned char, true>> bytes;
   int64_t count() const { return int64_t(bytes.size() / dtype_bytes(dtype)); }
 };
 
