@@ -148,6 +148,18 @@ void test_element_bit_range() {
   CHECK(analysis_format(DType::f64, ScaleOperand()).exponent_max == 0);
 }
 
+// width_bin's arithmetic against the thresholds it stands for, for every width an element can
+// have (f64: up to 2^1024 over 2^-1074) and the zeros' 0.
+void test_width_bin() {
+  int mismatches = 0;
+  for (int width = -1; width <= 2200; ++width) {
+    int bin = 0;
+    for (int t = 0; t < kWidthThresholdCount; ++t) bin += width > width_threshold(t);
+    mismatches += width_bin(width) != bin;
+  }
+  CHECK(mismatches == 0);
+}
+
 void test_moduli() {
   // Pairwise coprime, so the product of the first N is their least common multiple.
   for (int j = 0; j < kMaxModuli; ++j)
