@@ -335,8 +335,9 @@ int run_compare_cases() {
     std::printf("%-4s compare %lld^2 bf16%s: bad %lld/%lld, nan %lld/%lld, inf %lld/%lld, unwritten %lld/%lld, "
                 "not judged %lld/%lld, relL2 %.6e/%.6e, residual %.3e/%.3e (device/host); device passes %.2f ms "
                 "(rms + comparison), bitwise %.2f ms\n",
-                ok ? "ok" : "FAIL", (long long)n, scale != 1.0 ? " (1.5x the reference)" : "", (long long)device.bad, (long long)host.bad,
-                (long long)device.nan, (long long)host.nan, (long long)device.inf, (long long)host.inf,
+                ok ? "ok" : "FAIL", (long long)n,
+                scale != 1.0 ? strprintf(" (%gx the reference)", scale).c_str() : "", (long long)device.bad,
+                (long long)host.bad, (long long)device.nan, (long long)host.nan, (long long)device.inf, (long long)host.inf,
                 (long long)device.unwritten, (long long)host.unwritten, (long long)device.not_compared,
                 (long long)host.not_compared, device.rel_l2, host.rel_l2, device.residual, host.residual,
                 pass_ms[2], differences_ms[2]);

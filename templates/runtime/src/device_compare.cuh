@@ -33,9 +33,9 @@ using ThreadSums = PassSums<int>;
 using DeviceSums = PassSums<long long>;
 
 inline __device__ DeviceSums widen(const ThreadSums& x) {
-  return DeviceSums{x.diff2,   x.ref2,    x.cross,     x.got2,       x.diff_cross, x.max_abs,      x.max_rel,
-                    x.residual2, x.finite_ref2,
-                    x.bad,   x.nan,  x.inf,   x.unwritten, x.finite_ref, x.differences, x.not_compared};
+  return DeviceSums{x.diff2, x.ref2, x.cross, x.got2, x.diff_cross, x.max_abs, x.max_rel, x.residual2,
+                    x.finite_ref2, x.bad, x.nan, x.inf, x.unwritten, x.finite_ref, x.differences,
+                    x.not_compared};
 }
 
 REPRO_HD inline void add_sums(DeviceSums& into, const DeviceSums& x) {
