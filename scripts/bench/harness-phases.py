@@ -1,6 +1,7 @@
 """Two or more builds of one harness, side by side on one GPU: each run's phases (the harness's
-own `timings` of the reference, the launches and the comparison) and the reference's parts (its kernels, the cross-check's fetch and what the GEMM did not hide of it),
-medians over interleaved rounds. For a runtime change that should cut what surrounds the
+own `timings` of the reference, the launches and the comparison) and the reference's parts
+(its kernels, the cross-check's fetch and what the GEMM did not hide of it), medians over
+interleaved rounds. For a runtime change that should cut what surrounds the
 kernels: the same spec, the same sizes, only the build differs.
 
     python3 scripts/bench/harness-phases.py [--rounds N] [--sizes 2048,8192] \\

@@ -268,7 +268,7 @@ REPRO_HD inline int element_width(const BitsFormat& f, uint64_t storage, int top
 // The widths the plans choose between: whole slices (7 bits each, emulated_reference.cuh) and
 // every 4 bits (the integers of the moduli, emulated_moduli.cuh), up to 56.
 constexpr int kWidthThresholdCount = 20;
-REPRO_HD constexpr int width_threshold(int t) {
+REPRO_HD inline int width_threshold(int t) {
   constexpr int kThresholds[kWidthThresholdCount] = {4, 7, 8, 12, 14, 16, 20, 21, 24, 28,
                                                      32, 35, 36, 40, 42, 44, 48, 49, 52, 56};
   return kThresholds[t];
@@ -280,20 +280,9 @@ constexpr int kNeedBins = kWidthThresholdCount + 1;
 // is (w-1)/4 + (w-1)/7 - (w-1)/28 (the multiples of 28 counted once): a few multiplies, where
 // a comparison with each of the 20 took most of the width pass's instructions per element.
 // The self-test compares it with the thresholds, width by width (test_width_bin).
-constexpr bool thresholds_are_multiples_of_4_and_7() {
-  int t = 0;
-  for (int w = 1; w <= 56; ++w)
-    if (w % 4 == 0 || w % 7 == 0) {
-      if (t >= kWidthThresholdCount || width_threshold(t) != w) return false;
-      ++t;
-    }
-  return t == kWidthThresholdCount;
-}
-static_assert(thresholds_are_multiples_of_4_and_7(), "width_bin's arithmetic counts multiples of 4 and 7");
-
 REPRO_HD inline int width_bin(int width) {
   if (width <= 0) return 0;
-  if (width > 56) return kWidthThresholdCount;
+  if (width > width_threshold(kWidthThresholdCount - 1)) return kWidthThresholdCount;
   const int below = width - 1;
   return below / 4 + below / 7 - below / 28;
 }
