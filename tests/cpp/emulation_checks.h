@@ -181,15 +181,34 @@ void test_moduli() {
   bool all_exact = true;
   for (int count : {1, 5, 11, 16})
     for (int trial = 0; trial < 2000; ++trial) {
-      const ModuliInverses inverses = moduli_inverses(count);
+      const ModuliConstants constants = moduli_constants(count);
       int bits = 1;
       while (bits < 127 && (Uint128(1) << bits) < moduli_product(count) / 2) ++bits;
       const __int128 x = random_int128(rng, std::max(1, bits - 1 - trial % 8));
       int residues[kMaxModuli];
       for (int n = 0; n < count; ++n) residues[n] = residue_of(x, emulation_modulus(n));
-      all_exact = all_exact && reconstruct_from_residues(residues, inverses) == double(x);
+      all_exact = all_exact && reconstruct_from_residues(residues, constants) == double(x);
     }
   CHECK(all_exact);
+
+  // Every count: the sum's limbs hold it exactly below four limbs, and the integers at the edges
+  // of (-M/2, M/2) (where S / M is nearest a half and the fp64 estimate of q can be one off),
+  // zero and one come back.
+  bool limbs_hold = true, edges_exact = true;
+  for (int count = 1; count <= kMaxModuli; ++count) {
+    const ModuliConstants constants = moduli_constants(count);
+    const int limbs = with_moduli_count(count, [](auto n) { return moduli_limbs<decltype(n)::value>(); });
+    const Uint128 product = moduli_product(count);
+    if (limbs < kModuliLimbs) limbs_hold = limbs_hold && Uint128(count) * 255 * product < (Uint128(1) << (32 * limbs));
+    const __int128 half = static_cast<__int128>(product / 2);
+    for (const __int128 x : {half, half - 1, -half, 1 - half, __int128(0), __int128(1), __int128(-1), half / 2}) {
+      int residues[kMaxModuli];
+      for (int n = 0; n < count; ++n) residues[n] = residue_of(x, emulation_modulus(n));
+      edges_exact = edges_exact && reconstruct_from_residues(residues, constants) == double(x);
+    }
+  }
+  CHECK(limbs_hold);
+  CHECK(edges_exact);
 
   // An element as an integer of `bits` below its row's top, and its residues: balanced, and the
   // same integer as truncated_to_bits keeps.
@@ -210,7 +229,7 @@ void test_moduli() {
   for (double& v : a) v = std::ldexp(double(random_int128(rng, 40)), -20);
   for (double& v : b) v = std::ldexp(double(random_int128(rng, 40)), -7);
   bool products_exact = true;
-  const ModuliInverses inverses = moduli_inverses(count);
+  const ModuliConstants constants = moduli_constants(count);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
       int residues[kMaxModuli];
@@ -232,7 +251,7 @@ void test_moduli() {
         }
         residues[t] = folded;
       }
-      products_exact = products_exact && reconstruct_from_residues(residues, inverses) == double(exact);
+      products_exact = products_exact && reconstruct_from_residues(residues, constants) == double(exact);
     }
   CHECK(products_exact);
 

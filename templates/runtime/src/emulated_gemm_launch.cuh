@@ -210,7 +210,7 @@ inline void launch_emulated_gemm(const GemmProblem& p, const EmulationPlan& plan
     reconstruction.a_batches = a.batches, reconstruction.b_batches = b.batches;
     reconstruction.a_bits = a.bits, reconstruction.b_bits = b.bits, reconstruction.alpha = p.alpha;
     reconstruction.out = out, reconstruction.L = p.L, reconstruction.M = p.M, reconstruction.N = p.N;
-    reconstruction.inverses = moduli_inverses(plan.pairs());
+    reconstruction.moduli = moduli_constants(plan.pairs());
     launch_moduli_reconstruction(reconstruction);
     REPRO_CUDA_CHECK(cudaGetLastError());
   }

@@ -9,9 +9,9 @@
 //
 // and the exact integer product C' = A' B' is found from its residues modulo N small coprime
 // moduli m_n (odd, at most 255, so that a residue in [-127, 127] is an int8): one int8 GEMM per
-// modulus, exact in int32, reduced modulo m_n, then C' from its N residues (Garner's algorithm,
-// in 128-bit integers), which is exact when m_1 ... m_N > 2 K 2^(W_a + W_b). The output is C'
-// times 2^(E_i + F_j + 2 - W_a - W_b), rounded once to fp64, then times alpha.
+// modulus, exact in int32, reduced modulo m_n, then C' from its N residues (the Chinese
+// remainder sum, in 32-bit limbs), which is exact when m_1 ... m_N > 2 K 2^(W_a + W_b). The
+// output is C' times 2^(E_i + F_j + 2 - W_a - W_b), rounded once to fp64, then times alpha.
 //
 // Why a second scheme: slices cost S_a x S_b GEMMs for widths of 7 S bits, residues about
 // (W_a + W_b + log2 K + 1) / 7.9 GEMMs: f32 rows of ~35 bits take 25 slice pairs or 11 moduli;
@@ -124,10 +124,24 @@ REPRO_HD inline void residue_digits(double x, int top, int bits, const ModuliTab
 
 // -------------------------------------------------------------------------- reconstruction
 
-// m_j^-1 modulo m_k for j < k: Garner's constants, computed once on the host.
-struct ModuliInverses {
+// What the reconstruction needs of the first `count` moduli, worked out once on the host. With
+// M = m_1 ... m_N and P_n = M / m_n, the integer X with residues r_n is
+//
+//     X = sum_n r_n c_n  (mod M),   c_n = P_n (P_n^-1 mod m_n)  (so c_n < M, and c_n / M = w_n,
+//                                                                 w_n = (P_n^-1 mod m_n) / m_n)
+//
+// and X in [-(M - 1) / 2, (M - 1) / 2] is S - q M with S the sum and q the integer nearest S / M
+// = sum_n r_n w_n, which fp64 finds within 2^-36 (at most 16 terms below 2^12): off by one only
+// where S / M is within that of a half, and one correction by M mends it.
+// c_n and M as 32-bit limbs, least significant first: S is summed limb by limb in 64-bit
+// registers (one multiply-add a limb and modulus: r_n c_nl < 2^40, 16 of them < 2^44) and the
+// carries go up once at the end.
+constexpr int kModuliLimbs = 4;
+struct ModuliConstants {
   int count = 0;
-  unsigned char inverse[kMaxModuli][kMaxModuli] = {};
+  uint32_t weight_limbs[kMaxModuli][kModuliLimbs] = {};  // c_n
+  double weight[kMaxModuli] = {};                        // c_n / M, rounded
+  uint32_t product_limbs[kModuliLimbs] = {};             // M
 };
 
 inline int inverse_modulo(int a, int m) {
@@ -140,13 +154,31 @@ inline int inverse_modulo(int a, int m) {
   return t < 0 ? t + m : t;
 }
 
-inline ModuliInverses moduli_inverses(int count) {
-  ModuliInverses inverses;
-  inverses.count = count;
-  for (int k = 0; k < count; ++k)
-    for (int j = 0; j < k; ++j)
-      inverses.inverse[j][k] = static_cast<unsigned char>(inverse_modulo(emulation_modulus(j), emulation_modulus(k)));
-  return inverses;
+inline ModuliConstants moduli_constants(int count) {
+  ModuliConstants constants;
+  constants.count = count;
+  const Uint128 product = moduli_product(count);
+  const auto limbs = [](Uint128 x, uint32_t* out) {
+    for (int l = 0; l < kModuliLimbs; ++l) out[l] = uint32_t(x >> (32 * l));
+  };
+  limbs(product, constants.product_limbs);
+  for (int n = 0; n < count; ++n) {
+    const int m = emulation_modulus(n);
+    const Uint128 others = product / Uint128(m);
+    const int inverse = inverse_modulo(int(others % Uint128(m)), m);
+    limbs(others * Uint128(inverse), constants.weight_limbs[n]);
+    constants.weight[n] = double(inverse) / double(m);
+  }
+  return constants;
+}
+
+// The limbs the sum needs for kCount moduli: below four, S < kCount 2^8 M fits them, and S is
+// exact (the self-test checks each count); with four, S is kept modulo 2^128 (16 moduli: M ~
+// 2^125.9, S up to ~2^138), which loses nothing: X = S - q M lies in (-2^127, 2^127) before its
+// correction (1.5 M < 2^127).
+template <int kCount>
+REPRO_HD constexpr int moduli_limbs() {
+  return kCount <= 2 ? 1 : kCount <= 6 ? 2 : kCount <= 10 ? 3 : kModuliLimbs;
 }
 
 // The unsigned 128-bit integer x rounded once to the nearest double (ties to even): its top 64
@@ -165,38 +197,46 @@ REPRO_HD inline double uint128_to_double(Uint128 x) {
 }
 
 // The integer with residues r_n (each in [0, m_n)) modulo the first kCount moduli, in
-// (-M/2, M/2], rounded once to a double: Garner's mixed-radix digits v_n, then
-// v_0 + m_0 (v_1 + m_1 (v_2 + ...)) in 128 bits. The count is a constant, so that the loops
-// unroll: every modulus is then a constant (each `% m` a multiply and shifts, not an integer
-// division) and the digits stay in registers. With the count read at run time, the divisions
-// and a stack array made the reconstruction 6.2 ms for 9 moduli and 9.8 for 12 at 8192^2
-// outputs (run 78, ncu), more than half of the GEMMs' time.
+// [-(M - 1) / 2, (M - 1) / 2], rounded once to a double (ModuliConstants says how). The count is
+// a constant, so that the loops unroll and the sums stay in registers. Garner's mixed-radix
+// digits, which this replaced, took ~700 instructions an output for 8 moduli (a modular
+// multiply for each pair of moduli; 1.93 ms for 8192^2 outputs, run 86, ncu); this takes one
+// multiply-add per limb and modulus and an fp64 one per modulus.
 template <int kCount>
-REPRO_HD inline double reconstruct_from_residues(const int* residues, const ModuliInverses& inverses) {
-  int digits[kCount];
+REPRO_HD inline double reconstruct_from_residues(const int* residues, const ModuliConstants& constants) {
+  constexpr int kLimbs = moduli_limbs<kCount>();
+  uint64_t sum[kLimbs] = {};
+  double nearest = 0.5;  // q = floor(S / M + 1/2)
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-  for (int k = 0; k < kCount; ++k) {
-    const int m = emulation_modulus(k);
-    int t = residues[k];
+  for (int n = 0; n < kCount; ++n) {
+    const uint64_t r = uint64_t(residues[n]);
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-    for (int j = 0; j < k; ++j) {
-      int d = (t - digits[j]) % m;
-      if (d < 0) d += m;
-      t = d * int(inverses.inverse[j][k]) % m;
-    }
-    digits[k] = t;
+    for (int l = 0; l < kLimbs; ++l) sum[l] += r * constants.weight_limbs[n][l];
+    nearest = fma(double(residues[n]), constants.weight[n], nearest);
   }
-  Uint128 x = 0;
+  Uint128 s = 0, product = 0;
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-  for (int k = kCount - 1; k >= 0; --k) x = x * Uint128(emulation_modulus(k)) + Uint128(digits[k]);
-  const Uint128 product = moduli_product(kCount);
-  return x > product / 2 ? -uint128_to_double(product - x) : uint128_to_double(x);
+  for (int l = 0; l < kLimbs; ++l) {
+    if (l + 1 < kLimbs) sum[l + 1] += sum[l] >> 32;
+    s |= Uint128(uint32_t(sum[l])) << (32 * l);
+    product |= Uint128(constants.product_limbs[l]) << (32 * l);
+  }
+  const uint64_t q = uint64_t(floor(nearest));
+  __int128 x = static_cast<__int128>(s - Uint128(q) * product);  // wraps modulo 2^128: exact
+  const __int128 half = static_cast<__int128>(product / 2), modulus = static_cast<__int128>(product);
+  if (x > half) x -= modulus;
+  else if (x < -half) x += modulus;
+  if constexpr (kCount <= 8) {
+    return double(static_cast<int64_t>(x));  // |x| < M / 2 < 2^63: one rounding
+  } else {
+    return x < 0 ? -uint128_to_double(Uint128(-x)) : uint128_to_double(Uint128(x));
+  }
 }
 
 // Calls f(std::integral_constant<int, count>()) for a count of moduli from 1 to kMaxModuli.
@@ -210,10 +250,10 @@ inline auto with_moduli_count(int count, F&& f) {
   }
 }
 
-// The same for the count `inverses` holds (the host's checks).
-inline double reconstruct_from_residues(const int* residues, const ModuliInverses& inverses) {
-  return with_moduli_count(inverses.count, [&](auto count) {
-    return reconstruct_from_residues<decltype(count)::value>(residues, inverses);
+// The same for the count `constants` holds (the host's checks).
+inline double reconstruct_from_residues(const int* residues, const ModuliConstants& constants) {
+  return with_moduli_count(constants.count, [&](auto count) {
+    return reconstruct_from_residues<decltype(count)::value>(residues, constants);
   });
 }
 
@@ -236,7 +276,7 @@ struct ReconstructionArgs {
   double alpha;
   double* out;
   int64_t L, M, N;
-  ModuliInverses inverses;
+  ModuliConstants moduli;
 };
 
 // A block's threads along one output row (no division per output to find its row), kCount
@@ -258,7 +298,7 @@ __global__ void moduli_reconstruct_kernel(ReconstructionArgs p) {
       int residues[kCount];
 #pragma unroll
       for (int k = 0; k < kCount; ++k) residues[k] = p.residues[k * outputs + at];
-      const double value = reconstruct_from_residues<kCount>(residues, p.inverses);
+      const double value = reconstruct_from_residues<kCount>(residues, p.moduli);
       p.out[at] = p.alpha * ldexp(value, ea + eb + 2 - p.a_bits - p.b_bits);
     }
   }
@@ -268,7 +308,7 @@ __global__ void moduli_reconstruct_kernel(ReconstructionArgs p) {
 inline void launch_moduli_reconstruction(const ReconstructionArgs& p) {
   const dim3 grid(unsigned(std::min<int64_t>(ceil_div(p.N, kPipelineThreads), 1024)),
                   unsigned(std::min<int64_t>(p.L * p.M, 65535)));
-  with_moduli_count(p.inverses.count, [&](auto count) {
+  with_moduli_count(p.moduli.count, [&](auto count) {
     moduli_reconstruct_kernel<decltype(count)::value><<<grid, kPipelineThreads>>>(p);
   });
 }
