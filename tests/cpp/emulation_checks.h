@@ -148,6 +148,55 @@ void test_element_bit_range() {
   CHECK(analysis_format(DType::f64, ScaleOperand()).exponent_max == 0);
 }
 
+// The slicing pass reads f32 and narrower floats as bits too (element_integer): the same
+// integer a', the same residue digits for every modulus and the same slice digits as the fp64
+// path (residue_integer, residue_digit, slice_digits), for every bit pattern of the narrow floats
+// and f32 patterns of every exponent field, in rows whose top is the element's or above it (so
+// that some elements are residuals, wider than the plan's bits).
+void test_element_integer() {
+  const ModuliTable table = moduli_table(kMaxModuli);
+  ResidueModulus moduli[kMaxModuli];
+  for (int n = 0; n < kMaxModuli; ++n) moduli[n] = residue_modulus(n);
+  const auto agrees = [&](DType dtype, uint64_t bits) {
+    const BitsFormat format = analysis_format(dtype, ScaleOperand());
+    const double x = decode_bits(dtype, bits);
+    if (!std::isfinite(x)) return true;  // the plan refuses them
+    for (int above : {0, 3, 20, 40}) {
+      const int top = x == 0 ? above : std::ilogb(x) + above;
+      for (int width : {7, 14, 24, 28, 36, 52}) {  // residues
+        const ElementInteger e = element_integer(format, bits, top, width);
+        if (double(element_integer_value(e)) != residue_integer(x, top, width)) return false;
+        for (int n = 0; n < kMaxModuli; ++n)
+          if (element_residue_digit(e, moduli[n]) != residue_digit(residue_integer(x, top, width), x < 0, table, n))
+            return false;
+      }
+      for (int slices = 1; slices <= kMaxEmulationSlices; ++slices) {
+        const int width = kEmulationSliceBits * slices;
+        const ElementInteger e = element_integer(format, bits, top, width);
+        signed char digits[kMaxEmulationSlices];
+        slice_digits(x, top, slices, digits);
+        for (int t = 0; t < slices; ++t) {
+          const int digit = int(element_integer_value(e) >> (width - kEmulationSliceBits * (t + 1))) & 127;
+          if ((e.negative ? -digit : digit) != digits[t]) return false;
+        }
+      }
+    }
+    return element_integer_value(element_integer(format, bits, kNoTop, 24)) == 0;  // a row of zeros
+  };
+  for (DType dtype : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
+    int mismatches = 0;
+    for (uint64_t bits = 0; bits < (uint64_t(1) << (8 * dtype_bytes(dtype))); ++bits) mismatches += !agrees(dtype, bits);
+    CHECK(mismatches == 0);
+  }
+  TestRng rng{11};
+  int mismatches = 0;
+  for (uint64_t exponent = 0; exponent < 255; ++exponent)
+    for (uint64_t fraction : {uint64_t(0), uint64_t(1), uint64_t(0x7FFFFF), uint64_t(0x400000), rng.next() & 0x7FFFFF,
+                              rng.next() & 0x7FFFFF})
+      for (uint64_t sign : {uint64_t(0), uint64_t(1) << 31}) mismatches += !agrees(DType::f32, sign | exponent << 23 | fraction);
+  CHECK(mismatches == 0);
+}
+
 // width_bin's arithmetic against the thresholds it stands for, for every width an element can
 // have (f64: up to 2^1024 over 2^-1074) and the zeros' 0.
 void test_width_bin() {

@@ -848,6 +848,7 @@ int main(int argc, char** argv) {
   test_emulation_plan();
   test_element_bit_range();
   test_width_bin();
+  test_element_integer();
   test_moduli();
   test_probe_fills();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);

@@ -106,6 +106,7 @@ __device__ __forceinline__ void for_row_elements(const DeviceMatrix& source, int
 struct BitsFormat {
   uint32_t exponent_max = 0, mantissa_mask = 0;  // the exponent field's all-ones, the fraction's mask
   int mantissa_bits = 0, bias = 0;
+  int sign_bit = 0;  // the sign's position: above the exponent field
   bool has_infinity = true;
 };
 
@@ -116,6 +117,7 @@ inline BitsFormat analysis_format(DType dtype, const ScaleOperand& scale) {
   const FloatFormat f = float_format(dtype == DType::tf32 ? DType::f32 : dtype);
   format.exponent_max = (1u << f.exponent_bits) - 1, format.mantissa_mask = (1u << f.mantissa_bits) - 1;
   format.mantissa_bits = f.mantissa_bits, format.bias = f.bias, format.has_infinity = f.has_infinity;
+  format.sign_bit = f.mantissa_bits + f.exponent_bits;
   return format;
 }
 

@@ -51,17 +51,27 @@ REPRO_HD inline void slice_digits(double x, int top, int slices, signed char* di
 constexpr int kSliceThreads = 256, kSliceLoads = kSliceTile * kSliceTile / kSliceThreads;
 static_assert(kEmulatedTileK % kSliceTile == 0, "the slicing grid covers Kp in whole tiles");
 
-template <typename Word>
+// kBits: the operand is read as bits (analysis_format), each element made its integer in 32-bit
+// integer arithmetic (element_integer); else decoded, scaled and cut in fp64 (slice_fraction,
+// residue_integer). A kernel each, as the analysis's passes.
+template <typename Word, bool kBits>
 __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatrix source, int64_t i_stride,
                                                                       int64_t k_stride, int64_t I, int64_t K,
-                                                                      ScaleOperand scale, bool k_contiguous,
-                                                                      SlicedOperand out) {
-  __shared__ double tile[kSliceTile][kSliceTile + 1];
-  __shared__ ModuliTable moduli;  // the residues' moduli, for out.residues
+                                                                      ScaleOperand scale, BitsFormat format,
+                                                                      bool k_contiguous, SlicedOperand out) {
+  // The tile holds the elements' bits (half the shared memory of doubles) or their values.
+  using Cell = std::conditional_t<kBits, uint32_t, double>;
+  __shared__ Cell tile[kSliceTile][kSliceTile + 1];
+  __shared__ ModuliTable moduli;              // the value path's moduli, for out.residues
+  __shared__ ResidueModulus bits_moduli[kMaxModuli];  // the bits path's
   if (out.residues && int(threadIdx.x) < out.slices) {
     const int n = int(threadIdx.x);
-    moduli.modulus[n] = double(emulation_modulus(n)), moduli.reciprocal[n] = 1.0 / moduli.modulus[n];
-    if (n == 0) moduli.count = out.slices;
+    if constexpr (kBits) {
+      bits_moduli[n] = residue_modulus(n);
+    } else {
+      moduli.modulus[n] = double(emulation_modulus(n)), moduli.reciprocal[n] = 1.0 / moduli.modulus[n];
+      if (n == 0) moduli.count = out.slices;
+    }
   }
   const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.y) * kSliceTile, k0 = int64_t(blockIdx.x) * kSliceTile;
   // Element e of the tile: consecutive threads on consecutive elements of the contiguous axis;
@@ -80,7 +90,9 @@ __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatr
 #pragma unroll
   for (int j = 0; j < kSliceLoads; ++j) {
     int r, c;
-    tile[r][c] = at(j, &r, &c) ? decode_bits(source.dtype, bits[j]) * scale_at(scale, i0 + r, k0 + c) : 0.0;
+    const bool inside = at(j, &r, &c);
+    if constexpr (kBits) tile[r][c] = uint32_t(bits[j]);  // outside: 0, a zero of every format
+    else tile[r][c] = inside ? decode_bits(source.dtype, bits[j]) * scale_at(scale, i0 + r, k0 + c) : 0.0;
   }
   __syncthreads();
   // Four elements of a row at a time, one plane after another: each plane's four digits are
@@ -91,25 +103,42 @@ __global__ void __launch_bounds__(kSliceThreads) slice_operand_kernel(DeviceMatr
     const int r = e / (kSliceTile / 4), c = e % (kSliceTile / 4) * 4;
     const int64_t i = i0 + r;
     const int top = i < I ? out.top[l * I + i] : kNoTop;
-    double value[4];  // the fraction (slices) or the integer a' (residues) of each element
-    bool negative[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const double x = tile[r][c + j];
-      negative[j] = x < 0;
-      value[j] = out.residues ? residue_integer(x, top, out.bits) : slice_fraction(x, top);
-    }
     unsigned* word_at = reinterpret_cast<unsigned*>(base + i * out.Kp + k0 + c);
-    for (int t = 0; t < out.slices; ++t) {
-      unsigned word = 0;
+    const auto store = [&](auto digit_of) {  // digit_of(t, j): plane t's digit of element j
+      for (int t = 0; t < out.slices; ++t) {
+        unsigned word = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) word |= unsigned(static_cast<unsigned char>(digit_of(t, j))) << (8 * j);
+        *word_at = word;
+        word_at += out.slice_stride() / 4;
+      }
+    };
+    if constexpr (kBits) {
+      ElementInteger element[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) element[j] = element_integer(format, tile[r][c + j], top, out.bits);
+      if (out.residues) {
+        store([&](int t, int j) { return element_residue_digit(element[j], bits_moduli[t]); });
+      } else {
+        // Digit t: bits [bits - 7 (t + 1), bits - 7 t) of a' (below 2^56), with the sign.
+        store([&](int t, int j) {
+          const int digit = int(element_integer_value(element[j]) >> (out.bits - kEmulationSliceBits * (t + 1))) & 127;
+          return static_cast<signed char>(element[j].negative ? -digit : digit);
+        });
+      }
+    } else {
+      double value[4];  // the fraction (slices) or the integer a' (residues) of each element
+      bool negative[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const signed char digit =
-            out.residues ? residue_digit(value[j], negative[j], moduli, t) : next_slice_digit(&value[j], negative[j]);
-        word |= unsigned(static_cast<unsigned char>(digit)) << (8 * j);
+        const double x = tile[r][c + j];
+        negative[j] = x < 0;
+        value[j] = out.residues ? residue_integer(x, top, out.bits) : slice_fraction(x, top);
       }
-      *word_at = word;
-      word_at += out.slice_stride() / 4;
+      // The slices' digits come off the fraction in order (next_slice_digit), plane by plane.
+      store([&](int t, int j) {
+        return out.residues ? residue_digit(value[j], negative[j], moduli, t) : next_slice_digit(&value[j], negative[j]);
+      });
     }
   }
 }
@@ -135,9 +164,10 @@ inline SlicedOperand slice_operand(const DeviceMatrix& source, int64_t i_stride,
   const size_t bytes = size_t(out.batches * out.batch_stride());
   out.data = static_cast<signed char*>(allocate_emulation_bytes(bytes, "the int8 planes of an operand"));
   const dim3 grid(unsigned(out.Kp / kSliceTile), unsigned(out.Ip / kSliceTile), unsigned(out.batches));
-  with_element_word(source.dtype, [&](auto word) {
-    slice_operand_kernel<decltype(word)>
-        <<<grid, kSliceThreads>>>(source, i_stride, k_stride, I, K, scale, k_is_contiguous(i_stride, k_stride), out);
+  const BitsFormat format = analysis_format(source.dtype, scale);
+  with_operand_reading(source.dtype, format, [&](auto word, auto read_bits) {
+    slice_operand_kernel<decltype(word), decltype(read_bits)::value><<<grid, kSliceThreads>>>(
+        source, i_stride, k_stride, I, K, scale, format, k_is_contiguous(i_stride, k_stride), out);
   });
   REPRO_CUDA_CHECK(cudaGetLastError());
   return out;
