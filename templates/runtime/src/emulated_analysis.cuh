@@ -69,11 +69,11 @@ template <typename Word, typename Element>
 __device__ __forceinline__ void for_row_words(const DeviceMatrix& source, int64_t row_base, int64_t k_stride,
                                               int64_t k_first, int64_t k_end, int step, Element element) {
   for (int64_t k_run = k_first; k_run < k_end; k_run += int64_t(step) * kRowLoads) {
-    uint64_t bits[kRowLoads];
+    Word bits[kRowLoads];  // at the element's width: a register each, where uint64_t took two
 #pragma unroll
     for (int j = 0; j < kRowLoads; ++j) {
       const int64_t k = k_run + int64_t(j) * step;
-      bits[j] = k < k_end ? load_word<Word>(source.data, row_base + k * k_stride) : 0;
+      bits[j] = k < k_end ? Word(load_word<Word>(source.data, row_base + k * k_stride)) : Word(0);
     }
 #pragma unroll
     for (int j = 0; j < kRowLoads; ++j) {
@@ -262,15 +262,25 @@ REPRO_HD inline int width_needed(double x, int top) {
 // width_needed of the element of storage bits `storage`, read as bits (analysis_format); 0 for
 // a zero, an Inf or a NaN (the plan refuses operands that hold the latter).
 REPRO_HD inline int element_width(const BitsFormat& f, uint64_t storage, int top) {
-  int element_top = kNoTop, lowest = kNoBottom;
-  if (!element_bit_range(f, storage, &element_top, &lowest) || element_top == kNoTop || top == kNoTop) return 0;
-  return top - lowest + 1;
+  // element_bit_range's fields and lowest bit, without its highest (the width pass runs this
+  // for every element).
+  const uint32_t bits = uint32_t(storage);
+  const uint32_t exponent = (bits >> f.mantissa_bits) & f.exponent_max, fraction = bits & f.mantissa_mask;
+  if ((exponent == 0 && fraction == 0) || top == kNoTop) return 0;
+  if (exponent == f.exponent_max && (f.has_infinity || fraction == f.mantissa_mask)) return 0;
+  const uint32_t integer = exponent == 0 ? fraction : fraction | (f.mantissa_mask + 1);
+#ifdef __CUDA_ARCH__
+  const int trailing = __ffs(int(integer)) - 1;
+#else
+  const int trailing = __builtin_ctz(integer);
+#endif
+  return top - ((exponent == 0 ? 1 : int(exponent)) - f.bias - f.mantissa_bits + trailing) + 1;
 }
 
 // The widths the plans choose between: whole slices (7 bits each, emulated_reference.cuh) and
 // every 4 bits (the integers of the moduli, emulated_moduli.cuh), up to 56.
 constexpr int kWidthThresholdCount = 20;
-REPRO_HD inline int width_threshold(int t) {
+REPRO_HD constexpr int width_threshold(int t) {
   constexpr int kThresholds[kWidthThresholdCount] = {4, 7, 8, 12, 14, 16, 20, 21, 24, 28,
                                                      32, 35, 36, 40, 42, 44, 48, 49, 52, 56};
   return kThresholds[t];
@@ -289,13 +299,22 @@ REPRO_HD inline int width_bin(int width) {
   return below / 4 + below / 7 - below / 28;
 }
 
+// Four blocks an SM (64 registers a thread): with two (its registers uncapped) the pass kept 16
+// warps an SM and issued 1.9 instructions a cycle (run 86, ncu).
 template <typename Word, bool kBits>
-__global__ void slice_need_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
+__global__ void __launch_bounds__(kAnalysisThreads, 4) slice_need_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
                                   ScaleOperand scale, BitsFormat format, bool k_contiguous, const int* tops,
                                   unsigned long long* counts) {
   __shared__ unsigned long long block_counts[kNeedBins];
+  // width_bin of widths 0-56 from a table (a load, where its divisions took ~10 instructions).
+  constexpr int kLastWidth = width_threshold(kWidthThresholdCount - 1);
+  __shared__ unsigned char bin_of_width[kLastWidth + 1];
   if (threadIdx.x < kNeedBins) block_counts[threadIdx.x] = 0;
+  if (threadIdx.x <= kLastWidth) bin_of_width[threadIdx.x] = static_cast<unsigned char>(width_bin(int(threadIdx.x)));
   __syncthreads();
+  const auto bin_of = [&](int width) {
+    return width > kLastWidth ? kWidthThresholdCount : int(bin_of_width[width > 0 ? width : 0]);
+  };
   const RowWalk walk = row_walk(k_contiguous);
   const int64_t l = blockIdx.z, i0 = int64_t(blockIdx.x) * kExtentRows, k0 = int64_t(blockIdx.y) * kExtentChunk;
   const int64_t k1 = min(K, k0 + kExtentChunk);
@@ -316,7 +335,7 @@ __global__ void slice_need_kernel(DeviceMatrix source, int64_t i_stride, int64_t
     const int64_t row_base = l * source.batch_stride + i * i_stride;
     if constexpr (kBits) {
       for_row_words<Word>(source, row_base, k_stride, k0 + walk.k_offset, k1, walk.k_step,
-                          [&](int64_t, uint64_t bits) { count(width_bin(element_width(format, bits, top))); });
+                          [&](int64_t, uint64_t bits) { count(bin_of(element_width(format, bits, top))); });
     } else {
       for_row_elements<Word>(source, row_base, k_stride, i, k0 + walk.k_offset, k1, walk.k_step, scale,
                              [&](int64_t, double x) { count(isfinite(x) ? width_bin(width_needed(x, top)) : 0); });

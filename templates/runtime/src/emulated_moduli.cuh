@@ -195,8 +195,10 @@ REPRO_HD inline void residue_digits(double x, int top, int bits, const ModuliTab
 //                                                                 w_n = (P_n^-1 mod m_n) / m_n)
 //
 // and X in [-(M - 1) / 2, (M - 1) / 2] is S - q M with S the sum and q the integer nearest S / M
-// = sum_n r_n w_n, which fp64 finds within 2^-36 (at most 16 terms below 2^12): off by one only
-// where S / M is within that of a half, and one correction by M mends it.
+// = sum_n r_n w_n. That sum is taken in fixed point, w_n rounded to 32 fraction bits (an integer
+// multiply-add per modulus, where an fp64 one also took a conversion of r_n): within 16 x 2^8 x
+// 2^-33 = 2^-21 of S / M, so q is off by one only where S / M is within that of a half, and one
+// correction by M mends it.
 // c_n and M as 32-bit limbs, least significant first: S is summed limb by limb in 64-bit
 // registers (one multiply-add a limb and modulus: r_n c_nl < 2^40, 16 of them < 2^44) and the
 // carries go up once at the end.
@@ -204,7 +206,7 @@ constexpr int kModuliLimbs = 4;
 struct ModuliConstants {
   int count = 0;
   uint32_t weight_limbs[kMaxModuli][kModuliLimbs] = {};  // c_n
-  double weight[kMaxModuli] = {};                        // c_n / M, rounded
+  uint32_t weight_fraction[kMaxModuli] = {};            // c_n / M in [0, 1), times 2^32, rounded
   uint32_t product_limbs[kModuliLimbs] = {};             // M
 };
 
@@ -231,7 +233,7 @@ inline ModuliConstants moduli_constants(int count) {
     const Uint128 others = product / Uint128(m);
     const int inverse = inverse_modulo(int(others % Uint128(m)), m);
     limbs(others * Uint128(inverse), constants.weight_limbs[n]);
-    constants.weight[n] = double(inverse) / double(m);
+    constants.weight_fraction[n] = uint32_t(((uint64_t(inverse) << 32) + uint64_t(m) / 2) / uint64_t(m));
   }
   return constants;
 }
@@ -270,7 +272,7 @@ template <int kCount>
 REPRO_HD inline double reconstruct_from_residues(const int* residues, const ModuliConstants& constants) {
   constexpr int kLimbs = moduli_limbs<kCount>();
   uint64_t sum[kLimbs] = {};
-  double nearest = 0.5;  // q = floor(S / M + 1/2)
+  uint64_t nearest = uint64_t(1) << 31;  // (S / M + 1/2) 2^32: below 2^45
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
@@ -280,7 +282,7 @@ REPRO_HD inline double reconstruct_from_residues(const int* residues, const Modu
 #pragma unroll
 #endif
     for (int l = 0; l < kLimbs; ++l) sum[l] += r * constants.weight_limbs[n][l];
-    nearest = fma(double(residues[n]), constants.weight[n], nearest);
+    nearest += r * constants.weight_fraction[n];
   }
   Uint128 s = 0, product = 0;
 #ifdef __CUDA_ARCH__
@@ -291,7 +293,7 @@ REPRO_HD inline double reconstruct_from_residues(const int* residues, const Modu
     s |= Uint128(uint32_t(sum[l])) << (32 * l);
     product |= Uint128(constants.product_limbs[l]) << (32 * l);
   }
-  const uint64_t q = uint64_t(floor(nearest));
+  const uint64_t q = nearest >> 32;
   __int128 x = static_cast<__int128>(s - Uint128(q) * product);  // wraps modulo 2^128: exact
   const __int128 half = static_cast<__int128>(product / 2), modulus = static_cast<__int128>(product);
   if (x > half) x -= modulus;
@@ -343,6 +345,13 @@ struct ReconstructionArgs {
   ModuliConstants moduli;
 };
 
+// x 2^e, rounded once (as ldexp): a multiply by 2^e where 2^e is a normal double (exact, or one
+// rounding into the subnormals), ldexp beyond (its general path cost ~20 instructions an output).
+__device__ inline double scale_by_power_of_two(double x, int e) {
+  if (e >= -1022 && e <= 1023) return x * __hiloint2double((e + 1023) << 20, 0);
+  return ldexp(x, e);
+}
+
 // A block's threads along one output row (no division per output to find its row), kCount
 // moduli.
 template <int kCount>
@@ -363,7 +372,7 @@ __global__ void moduli_reconstruct_kernel(ReconstructionArgs p) {
 #pragma unroll
       for (int k = 0; k < kCount; ++k) residues[k] = p.residues[k * outputs + at];
       const double value = reconstruct_from_residues<kCount>(residues, p.moduli);
-      p.out[at] = p.alpha * ldexp(value, ea + eb + 2 - p.a_bits - p.b_bits);
+      p.out[at] = p.alpha * scale_by_power_of_two(value, ea + eb + 2 - p.a_bits - p.b_bits);
     }
   }
 }

@@ -102,9 +102,10 @@ inline bool emulation_pays(const GemmProblem& p, int pairs) {
   return emulation_seconds(p, pairs, emulation_rates().slice_pair) < kAutoShare * dmma_seconds(p);
 }
 
-// The moduli's reconstruction, per output and modulus: its residues read, Garner's digits and a
-// 128-bit product (run 79, ncu at 8192^2: 2.31 ms for 9 moduli, 4.21 for 12; 3.8-5.2 ps).
-constexpr double kReconstructionSecondsPerResidue = 5e-12;
+// The moduli's reconstruction, per output and modulus: its residues read and the Chinese
+// remainder sum (run 87, ncu at 8192^2 on the H200: 0.89 ms for 8 moduli, 1.52 for 12; 1.6-1.9
+// ps. Garner's digits before took 3.8-5.2 ps, runs 79 and 86).
+constexpr double kReconstructionSecondsPerResidue = 2e-12;
 
 // Which schemes the plan weighs: REPRO_EMULATED_SCHEME=slices, moduli or auto (both, the one
 // with the lower estimate; the default).
