@@ -302,9 +302,9 @@ REPRO_HD inline int width_bin(int width) {
 // Four blocks an SM (64 registers a thread): with two (its registers uncapped) the pass kept 16
 // warps an SM and issued 1.9 instructions a cycle (run 86, ncu).
 template <typename Word, bool kBits>
-__global__ void __launch_bounds__(kAnalysisThreads, 4) slice_need_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K,
-                                  ScaleOperand scale, BitsFormat format, bool k_contiguous, const int* tops,
-                                  unsigned long long* counts) {
+__global__ void __launch_bounds__(kAnalysisThreads, 4)
+    slice_need_kernel(DeviceMatrix source, int64_t i_stride, int64_t k_stride, int64_t I, int64_t K, ScaleOperand scale,
+                      BitsFormat format, bool k_contiguous, const int* tops, unsigned long long* counts) {
   __shared__ unsigned long long block_counts[kNeedBins];
   // width_bin of widths 0-56 from a table (a load, where its divisions took ~10 instructions).
   constexpr int kLastWidth = width_threshold(kWidthThresholdCount - 1);
