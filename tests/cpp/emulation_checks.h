@@ -106,6 +106,26 @@ int residue_of(__int128 x, int m) {
   return r < 0 ? r + m : r;
 }
 
+// agrees(dtype, bits) for every bit pattern of the narrow floats (f16, bf16, e4m3, e5m2) and, for
+// each of `wide` (f32 or tf32), patterns of every exponent field: random fractions, subnormals,
+// the ends, both signs.
+template <typename Agrees>
+void check_every_float_pattern(Agrees agrees, uint64_t seed, std::initializer_list<DType> wide) {
+  for (DType dtype : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
+    int mismatches = 0;
+    for (uint64_t bits = 0; bits < (uint64_t(1) << (8 * dtype_bytes(dtype))); ++bits) mismatches += !agrees(dtype, bits);
+    CHECK(mismatches == 0);
+  }
+  TestRng rng{seed};
+  int mismatches = 0;
+  for (uint64_t exponent = 0; exponent < 256; ++exponent)
+    for (uint64_t fraction : {uint64_t(0), uint64_t(1), uint64_t(0x7FFFFF), uint64_t(0x400000), rng.next() & 0x7FFFFF,
+                              rng.next() & 0x7FFFFF, rng.next() & 0x7FF000})
+      for (uint64_t sign : {uint64_t(0), uint64_t(1) << 31})
+        for (DType dtype : wide) mismatches += !agrees(dtype, sign | exponent << 23 | fraction);
+  CHECK(mismatches == 0);
+}
+
 // The analysis reads f32 and narrower floats as bits (element_bit_range): the same highest and
 // lowest set bits as the value, and Inf/NaN refused, for every bit pattern of the narrow floats
 // and for f32 patterns of every exponent field (random fractions, subnormals, the ends); and the
@@ -125,21 +145,7 @@ void test_element_bit_range() {
     if (x == 0) return finite && top == kNoTop && lowest == kNoBottom;
     return finite && top == std::ilogb(x) && lowest == top + 1 - width_needed(x, top);
   };
-  for (DType dtype : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
-    int mismatches = 0;
-    for (uint64_t bits = 0; bits < (uint64_t(1) << (8 * dtype_bytes(dtype))); ++bits) mismatches += !agrees(dtype, bits);
-    CHECK(mismatches == 0);
-  }
-  TestRng rng{7};
-  int mismatches = 0;
-  for (uint64_t exponent = 0; exponent < 256; ++exponent)
-    for (uint64_t fraction : {uint64_t(0), uint64_t(1), uint64_t(0x7FFFFF), uint64_t(0x400000), rng.next() & 0x7FFFFF,
-                              rng.next() & 0x7FFFFF, rng.next() & 0x7FF000})
-      for (uint64_t sign : {uint64_t(0), uint64_t(1) << 31}) {
-        mismatches += !agrees(DType::f32, sign | exponent << 23 | fraction);
-        mismatches += !agrees(DType::tf32, sign | exponent << 23 | fraction);
-      }
-  CHECK(mismatches == 0);
+  check_every_float_pattern(agrees, 7, {DType::f32, DType::tf32});
   // Read as values: scaled operands, integers, f64.
   ScaleOperand scaled;
   const unsigned char scale_byte = 127;
@@ -183,18 +189,7 @@ void test_element_integer() {
     }
     return element_integer_value(element_integer(format, bits, kNoTop, 24)) == 0;  // a row of zeros
   };
-  for (DType dtype : {DType::f16, DType::bf16, DType::e4m3, DType::e5m2}) {
-    int mismatches = 0;
-    for (uint64_t bits = 0; bits < (uint64_t(1) << (8 * dtype_bytes(dtype))); ++bits) mismatches += !agrees(dtype, bits);
-    CHECK(mismatches == 0);
-  }
-  TestRng rng{11};
-  int mismatches = 0;
-  for (uint64_t exponent = 0; exponent < 255; ++exponent)
-    for (uint64_t fraction : {uint64_t(0), uint64_t(1), uint64_t(0x7FFFFF), uint64_t(0x400000), rng.next() & 0x7FFFFF,
-                              rng.next() & 0x7FFFFF})
-      for (uint64_t sign : {uint64_t(0), uint64_t(1) << 31}) mismatches += !agrees(DType::f32, sign | exponent << 23 | fraction);
-  CHECK(mismatches == 0);
+  check_every_float_pattern(agrees, 11, {DType::f32});
 }
 
 // width_bin's arithmetic against the thresholds it stands for, for every width an element can
