@@ -121,21 +121,49 @@ inline BitsFormat analysis_format(DType dtype, const ScaleOperand& scale) {
   return format;
 }
 
+// An element read as bits (analysis_format), its fields decoded in integer arithmetic: finite or
+// not, and its magnitude as integer * 2^q (integer 0 for a zero). What the analysis's passes
+// (element_bit_range, element_width) and the slicing's (element_integer) all start from.
+struct ElementFields {
+  bool finite = false, negative = false;
+  uint32_t integer = 0;  // the significand with its implicit bit: below 2^24
+  int q = 0;
+};
+
+REPRO_HD inline ElementFields element_fields(const BitsFormat& f, uint64_t storage) {
+  const uint32_t bits = uint32_t(storage);
+  const uint32_t exponent = (bits >> f.mantissa_bits) & f.exponent_max, fraction = bits & f.mantissa_mask;
+  ElementFields e;
+  e.finite = !(exponent == f.exponent_max && (f.has_infinity || fraction == f.mantissa_mask));
+  e.negative = ((bits >> f.sign_bit) & 1) != 0;
+  e.integer = exponent == 0 ? fraction : fraction | (f.mantissa_mask + 1);
+  e.q = (exponent == 0 ? 1 : int(exponent)) - f.bias - f.mantissa_bits;
+  return e;
+}
+
+// The exponents of a nonzero integer's highest and lowest set bits.
+REPRO_HD inline int highest_bit(uint32_t x) {
+#ifdef __CUDA_ARCH__
+  return 31 - __clz(int(x));
+#else
+  return 31 - __builtin_clz(x);
+#endif
+}
+REPRO_HD inline int lowest_bit(uint32_t x) {
+#ifdef __CUDA_ARCH__
+  return __ffs(int(x)) - 1;
+#else
+  return __builtin_ctz(x);
+#endif
+}
+
 // For a finite element: true, and its highest and lowest set bits' exponents (kNoTop and
 // kNoBottom for a zero); false for an Inf or NaN. The same as set_bit_range of its value.
 REPRO_HD inline bool element_bit_range(const BitsFormat& f, uint64_t storage, int* top, int* lowest) {
-  const uint32_t bits = uint32_t(storage);
-  const uint32_t exponent = (bits >> f.mantissa_bits) & f.exponent_max, fraction = bits & f.mantissa_mask;
-  if (exponent == f.exponent_max && (f.has_infinity || fraction == f.mantissa_mask)) return false;
+  const ElementFields e = element_fields(f, storage);
+  if (!e.finite) return false;
   *top = kNoTop, *lowest = kNoBottom;
-  if (exponent == 0 && fraction == 0) return true;
-  const uint32_t integer = exponent == 0 ? fraction : fraction | (f.mantissa_mask + 1);
-  const int q = (exponent == 0 ? 1 : int(exponent)) - f.bias - f.mantissa_bits;  // the value is integer * 2^q
-#ifdef __CUDA_ARCH__
-  *top = q + 31 - __clz(int(integer)), *lowest = q + __ffs(int(integer)) - 1;
-#else
-  *top = q + 31 - __builtin_clz(integer), *lowest = q + __builtin_ctz(integer);
-#endif
+  if (e.integer != 0) *top = e.q + highest_bit(e.integer), *lowest = e.q + lowest_bit(e.integer);
   return true;
 }
 
@@ -262,19 +290,10 @@ REPRO_HD inline int width_needed(double x, int top) {
 // width_needed of the element of storage bits `storage`, read as bits (analysis_format); 0 for
 // a zero, an Inf or a NaN (the plan refuses operands that hold the latter).
 REPRO_HD inline int element_width(const BitsFormat& f, uint64_t storage, int top) {
-  // element_bit_range's fields and lowest bit, without its highest (the width pass runs this
-  // for every element).
-  const uint32_t bits = uint32_t(storage);
-  const uint32_t exponent = (bits >> f.mantissa_bits) & f.exponent_max, fraction = bits & f.mantissa_mask;
-  if ((exponent == 0 && fraction == 0) || top == kNoTop) return 0;
-  if (exponent == f.exponent_max && (f.has_infinity || fraction == f.mantissa_mask)) return 0;
-  const uint32_t integer = exponent == 0 ? fraction : fraction | (f.mantissa_mask + 1);
-#ifdef __CUDA_ARCH__
-  const int trailing = __ffs(int(integer)) - 1;
-#else
-  const int trailing = __builtin_ctz(integer);
-#endif
-  return top - ((exponent == 0 ? 1 : int(exponent)) - f.bias - f.mantissa_bits + trailing) + 1;
+  // The lowest bit alone (the width pass runs this for every element).
+  const ElementFields e = element_fields(f, storage);
+  if (!e.finite || e.integer == 0 || top == kNoTop) return 0;
+  return top - (e.q + lowest_bit(e.integer)) + 1;
 }
 
 // The widths the plans choose between: whole slices (7 bits each, emulated_reference.cuh) and

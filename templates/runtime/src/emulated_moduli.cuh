@@ -132,16 +132,14 @@ struct ElementInteger {
 };
 
 REPRO_HD inline ElementInteger element_integer(const BitsFormat& f, uint64_t storage, int top, int bits) {
-  const uint32_t word = uint32_t(storage);
-  const uint32_t exponent = (word >> f.mantissa_bits) & f.exponent_max, fraction = word & f.mantissa_mask;
+  const ElementFields fields = element_fields(f, storage);
   ElementInteger e;
-  e.negative = ((word >> f.sign_bit) & 1) != 0;
+  e.negative = fields.negative;
   // A zero row, or an Inf or NaN (the plan refuses operands that hold one): zero.
-  if (top == kNoTop || (exponent == f.exponent_max && (f.has_infinity || fraction == f.mantissa_mask))) return e;
-  const uint32_t integer = exponent == 0 ? fraction : fraction | (f.mantissa_mask + 1);
-  const int shift = (exponent == 0 ? 1 : int(exponent)) - f.bias - f.mantissa_bits + bits - 1 - top;
-  if (shift >= 0) e.integer = integer, e.shift = shift;
-  else e.integer = shift <= -32 ? 0u : integer >> -shift;
+  if (top == kNoTop || !fields.finite) return e;
+  const int shift = fields.q + bits - 1 - top;
+  if (shift >= 0) e.integer = fields.integer, e.shift = shift;
+  else e.integer = shift <= -32 ? 0u : fields.integer >> -shift;
   return e;
 }
 
