@@ -1,0 +1,50 @@
+//! `check:` as written: tolerances, repeats, the watchdog's timeout, and the stressor run beside
+//! the kernel (`StressMode`, also `--stress`).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel_l2: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtol: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atol: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<f64>,
+    /// Every second launch beside a stressor kernel, so that races with a short window show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stress: Option<StressMode>,
+    /// With `stress`: the stressor's SMs (default: those the kernel's grid leaves free).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stress_sms: Option<u32>,
+}
+
+/// `check.stress` and `--stress` (docs/spec.md, `check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum StressMode {
+    /// No stressor.
+    None,
+    /// Copies streamed through a buffer four times the L2 on a second stream: DRAM congestion.
+    Bandwidth,
+    /// The L2 overwritten before the launch and thrashed by random lines during it.
+    L2,
+    /// Random sleeps at the kernel's repro::delay points (repro_trace.cuh): no stressor kernel.
+    Jitter,
+}
+
+impl StressMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            StressMode::None => "none",
+            StressMode::Bandwidth => "bandwidth",
+            StressMode::L2 => "l2",
+            StressMode::Jitter => "jitter",
+        }
+    }
+}
