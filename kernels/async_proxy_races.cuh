@@ -73,10 +73,10 @@
 //   no_proxy_fence             step (3) without fence.proxy.async.shared::cta: the staging writes
 //       reach the barrier and the TMA store with nothing ordering the generic proxy's writes before
 //       the async proxy's reads (a read-after-write race across proxies). Everything else as in
-//       `none`, the wait and the named barrier of (1)-(2) included. Hidden: the writes are done
-//       by the time every warp is past bar.sync and thread 0 has issued the store; the hazard is a
-//       store in flight in the SM that the TMA unit's reads could pass, which no run of ours has
-//       shown (a prediction: nothing here has run on a GPU).
+//       `none`, the wait and the named barrier of (1)-(2) included. Predicted hidden (the writes
+//       done by the time every warp is past bar.sync and thread 0 has issued the store), it is
+//       not: on the H200 random inputs failed in every invocation, in every --stress mode
+//       (docs/gpu-validation.md, run 56): the TMA unit read stale strip contents.
 //
 // Launch: block (288, 1, 1); grid (CTAS, 1, 1) for any CTAS >= 1 (CTAs past the last tile do
 // nothing); dynamic shared memory sizeof(async_race_kernels::AsyncRaceShared<128, 128, 64, 4>) +

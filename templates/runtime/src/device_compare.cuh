@@ -127,7 +127,8 @@ constexpr int kElementsInFlight = 4;
 // H200 (run 74, tests/cpp/device_reference_check.cu's `compare` mode): rms + comparison of
 // 8192^2 bf16 outputs 2.68 / 3.03 / 3.55 ms, of 16384^2 7.24 / 8.35 / 10.96 ms. (Those were the
 // run-time dtype's kernel; with the dtype fixed, f32, bf16, f16 and f64 outputs take 64
-// registers and spill nothing: not yet timed.)
+// registers and spill nothing: ncu on the H200, run 87, rms 0.16 + comparison 0.47 ms at 8192^2
+// bf16.)
 constexpr int kCompareBlocksPerSm = 3;
 // kDense: the output is row-major without gaps (DeviceLayout::dense), its offsets the logical
 // indices; the general case keeps the layout's shape and strides in local memory. kDtype: the
