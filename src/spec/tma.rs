@@ -211,6 +211,24 @@ impl Validator<'_> {
         // Rules on the inner box, the swizzle and the interleave.
         let inner_box_bytes = box_dims[inner] * element_bytes;
         let box_inner_path = format!("{path}.box[{inner}]");
+        // The driver ignores the innermost dimension's element stride unless the layout is
+        // interleaved (cuTensorMapEncodeTiled's documentation): the box would hold every element
+        // of the row, not every s-th, and a kernel written for the strided box would read the
+        // wrong ones with nothing to say why.
+        if entry.interleave == TmaInterleave::None && element_strides[inner] != 1 {
+            self.error(
+                &format!("{path}.element_strides[{inner}]"),
+                format!(
+                    "element stride {} on dimension {inner} ({}) of `{}`, the contiguous one, is ignored by TMA without interleave: every element along it would be loaded",
+                    element_strides[inner], tensor.shape_text[inner], tensor.name
+                ),
+            )
+            .help = Some(format!(
+                "use 1 there (a stride applies to the other dimensions), or load the whole row and keep one element in {} in the kernel",
+                element_strides[inner]
+            ));
+            ok = false;
+        }
         if entry.interleave == TmaInterleave::None && inner_box_bytes % 16 != 0 {
             self.error(
                 &box_inner_path,

@@ -408,6 +408,16 @@ fn tma_unknown_tensor_unaligned_stride_and_interleave_rank() {
 }
 
 #[test]
+fn tma_innermost_element_stride_is_ignored_without_interleave() {
+    // A [M, K] row-major: K is innermost, so the stride 2 on dimension 1 would do nothing; the
+    // stride 2 on dimension 0 (rows) is what the driver applies.
+    let text = with_tma(
+        "  map_a: { tensor: A, box: [8, 16], element_strides: [2, 1] }\n  map_b: { tensor: A, box: [8, 16], element_strides: [1, 2] }\n",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
 fn tma_unknown_swizzle() {
     insta::assert_snapshot!(error_for(&with_tma(
         "  map_a: { tensor: A, box: [8, 8], swizzle: 256B }\n"
