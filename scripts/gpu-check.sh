@@ -254,6 +254,11 @@ SAYS='cluster (16,1,1)' run_case "naive_cluster16 (non-portable)" 0 run tests/gp
 # An output written only by TMA stores: the kernel gets map_d, never D's pointer (issue 24 item 1).
 SAYS='tma     map_d = D' run_case "tma_store_only --ones" 0 run tests/gpu/tma_store_only.yaml --ones
 run_case "tma_store_only (random)" 0 run tests/gpu/tma_store_only.yaml
+# Every descriptor option no example sets (swizzle 32B/64B, L2 promotion, an element stride, a NaN
+# fill, an interleave): box sums through each against the driver's rules; probe too (iota, codes).
+SAYS='tma     map_interleaved = Y' run_case "tma_options --ones" 0 run tests/gpu/tma_options.yaml --ones
+run_case "tma_options (random)" 0 run tests/gpu/tma_options.yaml
+run_case "probe tma_options" 0 probe tests/gpu/tma_options.yaml
 
 fi
 

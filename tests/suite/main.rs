@@ -31,3 +31,4 @@ mod runtime_library;
 mod spec_errors;
 mod spec_errors_ops;
 mod spec_fuzz;
+mod tma_options;

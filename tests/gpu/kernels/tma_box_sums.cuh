@@ -1,0 +1,113 @@
+#pragma once
+// TMA loads with every descriptor option a spec can set (tests/gpu/tma_options.yaml): swizzle 32B
+// and 64B, L2 promotion 64B and 128B, an element stride, a NaN out-of-bounds fill and an
+// interleaved rank-3 tensor, which no example uses. Block (b, k) loads box b of descriptor k with
+// one cp.async.bulk.tensor and writes the sum of its elements to S[k][b] and the count of NaN
+// elements (the fill past the tensor's edge) to NANS[k][b]. A sum does not depend on where in
+// shared memory the swizzle or the interleave put each element, so the host reference needs only
+// which elements a box holds (tma_box_geometry.h): a wrong option reaching the driver, or a
+// descriptor encoded from other dimensions or strides, changes the sums.
+//
+// Launch: grid (kMaxBoxes, kMaps, 1), block (128, 1, 1), no dynamic shared memory.
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "tma_box_geometry.h"
+
+namespace tma_box_sums {
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Box b of descriptor g, as coordinates innermost first; false past the last box.
+__device__ __forceinline__ bool box_origin(const BoxGeometry& g, int b, int R, int C, int H, int W, int (&c)[3]) {
+  const int64_t extents[3] = {g.tensor == 0 ? C : 4, g.tensor == 0 ? R : W, H};
+  int64_t rest = b;
+  for (int d = 0; d < g.rank; ++d) {
+    const int64_t boxes = boxes_along(g, d, extents[d]);
+    c[d] = int(rest % boxes) * g.box[d];
+    rest /= boxes;
+  }
+  return rest == 0;
+}
+
+// Thread 0 loads the box into `data` and waits for it; the other threads wait with it.
+__device__ __forceinline__ void load_box(const CUtensorMap* map, const BoxGeometry& g, const int (&c)[3], float* data,
+                                         uint64_t* full) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(full)) : "memory");
+    // The barrier's initialization made visible to the async proxy that completes it.
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;" ::: "memory");
+    const uint32_t bytes = uint32_t(loaded_elements(g)) * sizeof(float);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(full)), "r"(bytes)
+                 : "memory");
+    if (g.rank == 2)
+      asm volatile(
+          "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::
+              "r"(shared_address(data)),
+          "l"(reinterpret_cast<uint64_t>(map)), "r"(shared_address(full)), "r"(c[0]), "r"(c[1])
+          : "memory");
+    else
+      asm volatile(
+          "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+          "[%2];" ::"r"(shared_address(data)),
+          "l"(reinterpret_cast<uint64_t>(map)), "r"(shared_address(full)), "r"(c[0]), "r"(c[1]), "r"(c[2])
+          : "memory");
+  }
+  __syncthreads();  // the barrier is initialized before anyone waits on it
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_address(full))
+        : "memory");
+#endif
+}
+
+}  // namespace tma_box_sums
+
+__global__ void tma_box_sums_kernel(const __grid_constant__ CUtensorMap map_swizzle32,
+                                    const __grid_constant__ CUtensorMap map_row_stride,
+                                    const __grid_constant__ CUtensorMap map_nan_fill,
+                                    const __grid_constant__ CUtensorMap map_interleaved, float* S, float* NANS, int R,
+                                    int C, int H, int W) {
+  using namespace tma_box_sums;
+  // The largest box is 32 x 32 f32 (4 KiB); 1 KiB more to start it on a 1024-byte boundary, where
+  // the 128-byte swizzle's pattern begins.
+  __shared__ alignas(128) unsigned char raw[4096 + 1024];
+  __shared__ alignas(8) uint64_t full;
+  __shared__ float warp_sums[4], warp_nans[4];
+  const int k = blockIdx.y, b = blockIdx.x;
+  const BoxGeometry g = geometry(k);
+  const CUtensorMap* maps[kMaps] = {&map_swizzle32, &map_row_stride, &map_nan_fill, &map_interleaved};
+  float* data = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+
+  int c[3] = {0, 0, 0};
+  if (!box_origin(g, b, R, C, H, W, c)) {  // past this descriptor's last box: zeros, as the reference
+    if (threadIdx.x == 0) S[k * kMaxBoxes + b] = 0.f, NANS[k * kMaxBoxes + b] = 0.f;
+    return;
+  }
+  load_box(maps[k], g, c, data, &full);
+
+  // Integers in, integer sums out: exact in f32 in any order while below 2^24.
+  float sum = 0.f, nans = 0.f;
+  for (int i = threadIdx.x; i < loaded_elements(g); i += blockDim.x) {
+    const float v = data[i];
+    if (isnan(v)) nans += 1.f;
+    else sum += v;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    nans += __shfl_down_sync(0xffffffffu, nans, offset);
+  }
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum, warp_nans[threadIdx.x / 32] = nans;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    S[k * kMaxBoxes + b] = warp_sums[0] + warp_sums[1] + warp_sums[2] + warp_sums[3];
+    NANS[k * kMaxBoxes + b] = warp_nans[0] + warp_nans[1] + warp_nans[2] + warp_nans[3];
+  }
+}
