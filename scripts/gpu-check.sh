@@ -174,6 +174,12 @@ run_case "batched_gemm --ones" 0 run tests/gpu/batched_gemm.yaml --ones
 run_case "batched_gemm (random)" 0 run tests/gpu/batched_gemm.yaml
 run_case "naive_cluster (cluster 2x1x1)" 0 run tests/gpu/naive_cluster.yaml
 SAYS='asks for 240000 B of dynamic shared memory' run_case "too_much_smem (240000 B)" 4 run tests/gpu/too_much_smem.yaml --ones
+# The spec's own check settings, which no example sets: an element tolerance far below bf16's
+# rounding fails a correct kernel's random inputs (--ones stays exact), and a stressor asked for in
+# the spec runs on the SMs it names.
+run_case "check_tolerance_override --ones" 0 run tests/gpu/check_tolerance_override.yaml --ones
+run_case "check_tolerance_override (random: fails)" 1 run tests/gpu/check_tolerance_override.yaml
+SAYS='stress  bandwidth on 16 of the' run_case "check_stress_from_spec" 0 run tests/gpu/check_stress_from_spec.yaml
 
 fi
 

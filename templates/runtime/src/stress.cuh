@@ -198,7 +198,7 @@ inline void stress_setup(StressState& s) {
 inline int stress_sms(const StressState& s, std::string* where) {
   if (s.requested_sms > 0) {
     const int sms = std::min(s.requested_sms, s.sm_count - 1);
-    *where = strprintf("on %d of the %d SMs (--stress-sms)", sms, s.sm_count);
+    *where = strprintf("on %d of the %d SMs (--stress-sms or check.stress_sms)", sms, s.sm_count);
     return std::max(sms, 1);
   }
   const int free_sms = s.sm_count - int(std::min<unsigned>(s.last_grid_blocks, unsigned(s.sm_count)));
