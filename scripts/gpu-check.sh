@@ -217,11 +217,13 @@ for case in column_sum:X:0:0 column_sum_missed_tail:X:0:1 rank_norm:X:0:0 rank_n
     run_case "$name ($pattern)" "$([[ $pattern == iota ]] && echo "$iota_exit" || echo "$int_exit")" run "examples/$name.yaml" "${inits[@]}"
   done
 done
-for spec in tests/gpu/two_outputs.yaml tests/gpu/two_outputs_tail.yaml; do
+# every_dtype: a tensor of each dtype copied to an output of its own (the only spec with tf32,
+# e5m2, i8, u8, u32, i64 or bool outputs), with the suite's probes too.
+for spec in tests/gpu/two_outputs.yaml tests/gpu/two_outputs_tail.yaml tests/gpu/every_dtype.yaml; do
   name=$(basename "$spec" .yaml)
   run_case "$name --ones" "$(expected_exit "$spec" ones)" run "$spec" --ones
   run_case "$name (random)" "$(expected_exit "$spec" random)" run "$spec"
-  run_case "probe $name" "$([[ $name == two_outputs ]] && echo 0 || echo 1)" probe "$spec"
+  run_case "probe $name" "$([[ $name == two_outputs_tail ]] && echo 1 || echo 0)" probe "$spec"
 done
 SAYS='the reference is NaN at z[17] where the kernel wrote' run_case "nan_reference (a broken reference)" 2 run tests/gpu/nan_reference.yaml
 SAYS='Disposition: Passed' run_case "column_sum_file (op: file, NumPy)" 0 run tests/gpu/column_sum_file.yaml
