@@ -179,8 +179,8 @@ fn bring(dir: &Path, folder: &str, path: &mut PathBuf) -> Result<(), Error> {
 }
 
 /// The reference's own files into the bundle, the spec pointed at the copies: `op: custom`'s
-/// header into `reference/` with the headers beside it that its compile read (nvcc's
-/// dependency list of reference.cu), `op: file`'s expected outputs into `expected/`.
+/// header into `reference/` with the headers its compile read (nvcc's dependency list of
+/// reference.cu), `op: file`'s expected outputs into `expected/`.
 fn copy_reference(
     plan: &Plan,
     bundled: &mut ResolvedSpec,
@@ -201,15 +201,32 @@ fn copy_reference(
             let target = dir.join("reference");
             let depfile = plan.dir.join(".repro/build/reference.d");
             let deps = std::fs::read_to_string(&depfile).map_err(Error::io("read", &depfile))?;
-            for dep in build::parse_depfile(&deps).into_iter().skip(1) {
-                let path = generate::paths::absolute(&plan.dir.join(&dep));
-                let ours = toolchain.iter().any(|root| path.starts_with(root))
-                    || path.starts_with(runtime);
-                if let (false, Ok(rel)) = (ours, path.strip_prefix(&folder)) {
-                    copy(&path, &target.join(rel))?;
+            let headers: Vec<PathBuf> = build::parse_depfile(&deps)
+                .into_iter()
+                .skip(1)
+                .map(|dep| generate::paths::absolute(&plan.dir.join(&dep)))
+                .filter(|path| {
+                    !toolchain.iter().any(|root| path.starts_with(root))
+                        && !path.starts_with(runtime)
+                })
+                .collect();
+            // The header may reach others by relative includes out of its folder
+            // (`../kernels/geometry.h`, shared with the kernel): the copies keep their places
+            // below the deepest folder that holds them all, so that each include still resolves.
+            let root = headers
+                .iter()
+                .filter_map(|path| path.parent())
+                .fold(folder, |root, parent| common_folder(&root, parent));
+            for path in &headers {
+                if let Ok(rel) = path.strip_prefix(&root) {
+                    copy(path, &target.join(rel))?;
                 }
             }
-            let header = target.join(c.source.file_name().unwrap_or_default());
+            let header = target.join(
+                c.source
+                    .strip_prefix(&root)
+                    .unwrap_or_else(|_| Path::new(c.source.file_name().unwrap_or_default())),
+            );
             copy(&c.source, &header)?;
             c.source = header;
         }
@@ -221,6 +238,15 @@ fn copy_reference(
         Reference::Gemm(_) | Reference::Attention(_) => {}
     }
     Ok(())
+}
+
+/// The deepest folder holding both `a` and `b` (absolute paths).
+fn common_folder(a: &Path, b: &Path) -> PathBuf {
+    a.components()
+        .zip(b.components())
+        .take_while(|(x, y)| x == y)
+        .map(|(x, _)| x)
+        .collect()
 }
 
 /// A captured launch's files into the bundle, the spec pointed at the copies: `kind: replay`'s

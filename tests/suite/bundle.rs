@@ -241,3 +241,45 @@ capture:
         "no folder of this machine:\n{bundled}"
     );
 }
+
+/// A custom reference whose header includes one from a folder beside its own (a helper the kernel
+/// shares): the bundle keeps both where the include finds them, and the bundled spec builds.
+#[test]
+fn a_custom_reference_keeps_the_headers_it_includes_from_beside_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = crate::custom_ops::write_op(dir.path(), "y(i) = kTwice * x(i); z(i) = x(i) + 1;");
+    std::fs::create_dir_all(dir.path().join("shared")).unwrap();
+    std::fs::write(
+        dir.path().join("shared/factor.h"),
+        "#pragma once\nconstexpr double kTwice = 2.0;\n",
+    )
+    .unwrap();
+    let header = dir.path().join("refs/twice.h");
+    let text = std::fs::read_to_string(&header).unwrap().replace(
+        "#include <repro/reference.h>\n",
+        "#include <repro/reference.h>\n#include \"../shared/factor.h\"\n",
+    );
+    std::fs::write(&header, text).unwrap();
+    let out = dir.path().join("bundle");
+    Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(dir.path())
+        .arg("bundle")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--no-run")
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success();
+    for file in ["reference/refs/twice.h", "reference/shared/factor.h"] {
+        assert!(out.join(file).is_file(), "{file} is in the bundle");
+    }
+    let bundled = std::fs::read_to_string(out.join("spec.yaml")).unwrap();
+    assert!(
+        bundled.contains("source: reference/refs/twice.h"),
+        "{bundled}"
+    );
+    common::build_with_nvcc(&out.join("spec.yaml"), &dir.path().join("built"));
+}

@@ -129,7 +129,7 @@ fn a_file_reference_must_name_every_output_and_only_outputs() {
 }
 
 /// A small self-contained op: y = 2x and z = x + 1 over N elements, its reference in refs/.
-fn write_op(dir: &Path, reference_body: &str) -> std::path::PathBuf {
+pub(crate) fn write_op(dir: &Path, reference_body: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(dir.join("k")).unwrap();
     std::fs::create_dir_all(dir.join("refs")).unwrap();
     std::fs::write(
