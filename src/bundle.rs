@@ -62,6 +62,13 @@ pub fn bundle(
         });
     }
     let bundle = make_bundle(&plan, &out, &toolchain_roots(&plan.spec, &nvcc.path))?;
+    if !bundle.missing.is_empty() {
+        // The README says so too, but the sender is the one who can still add them.
+        eprintln!(
+            "warning: the kernel's build read headers outside the spec's include dirs, which the bundle cannot carry: {}; the receiver must provide them (or add their folders to source.include_dirs)",
+            bundle.missing.join(", ")
+        );
+    }
     let code = if no_run {
         None
     } else {
@@ -135,11 +142,22 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
                 }
                 std::fs::copy(&path, &to).map_err(Error::io("copy", &path))?;
             }
-            None => missing.push(
-                path.file_name()
-                    .map(|f| f.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            ),
+            // A header beside an include dir (`../common/util.cuh` from one of its headers) goes
+            // beside that dir's copy, where the same relative include finds it.
+            None => match beside_an_include_dir(&path, &spec.include_dirs) {
+                Some(rel) if !takes_a_copys_name(&rel, spec.include_dirs.len()) => {
+                    let to = dir.join("include").join(rel);
+                    if let Some(parent) = to.parent() {
+                        std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
+                    }
+                    std::fs::copy(&path, &to).map_err(Error::io("copy", &path))?;
+                }
+                _ => missing.push(
+                    path.file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                ),
+            },
         }
     }
     bundled.include_dirs = include_dirs;
@@ -165,6 +183,29 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
         missing,
         cutlass,
     })
+}
+
+/// Where a header outside every include dir goes below the bundle's `include/`, if it lies in the
+/// folder that holds an include dir (in a sibling of it, or beside it): its path from that folder.
+/// Include dir n is copied as `include/<n>/`, so `include/<n>/../` is `include/` and a relative
+/// include out of the include dir reaches the copy. The shortest such path wins; a name that an
+/// include dir's copy already takes (`0/`, `1/`...) is refused by the caller.
+fn beside_an_include_dir(header: &Path, include_dirs: &[PathBuf]) -> Option<PathBuf> {
+    include_dirs
+        .iter()
+        .filter_map(|inc| header.strip_prefix(inc.parent()?).ok())
+        .filter(|rel| rel.components().count() > 0)
+        .min_by_key(|rel| rel.components().count())
+        .map(Path::to_path_buf)
+}
+
+/// Whether `rel` (below the bundle's `include/`) would land in an include dir's copy,
+/// `include/<n>/`, which holds that dir's headers only.
+fn takes_a_copys_name(rel: &Path, include_dirs: usize) -> bool {
+    rel.components()
+        .next()
+        .and_then(|first| first.as_os_str().to_str()?.parse::<usize>().ok())
+        .is_some_and(|n| n < include_dirs)
 }
 
 /// A file the spec names, copied into `dir/folder/` under its own name, and `path` pointed at

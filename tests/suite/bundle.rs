@@ -283,3 +283,85 @@ fn a_custom_reference_keeps_the_headers_it_includes_from_beside_its_folder() {
     );
     common::build_with_nvcc(&out.join("spec.yaml"), &dir.path().join("built"));
 }
+
+/// A kernel header that includes one from a folder beside its include dir (`../shared/...`): the
+/// bundle puts it beside the include dir's copy, where the same include finds it, and builds.
+#[test]
+fn a_kernel_header_beside_the_include_dir_comes_with_the_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = crate::custom_ops::write_op(dir.path(), "y(i) = 2 * x(i); z(i) = x(i) + 1;");
+    std::fs::create_dir_all(dir.path().join("shared")).unwrap();
+    std::fs::write(
+        dir.path().join("shared/index.cuh"),
+        "#pragma once\n__device__ inline int global_index() { return blockIdx.x * blockDim.x + threadIdx.x; }\n",
+    )
+    .unwrap();
+    let kernel = dir.path().join("k/twice.cuh");
+    let text = std::fs::read_to_string(&kernel)
+        .unwrap()
+        .replace(
+            "#pragma once\n",
+            "#pragma once\n#include \"../shared/index.cuh\"\n",
+        )
+        .replace("blockIdx.x * blockDim.x + threadIdx.x", "global_index()");
+    std::fs::write(&kernel, text).unwrap();
+    let out = dir.path().join("bundle");
+    Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(dir.path())
+        .arg("bundle")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--no-run")
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("warning").not());
+    for file in ["include/0/twice.cuh", "include/shared/index.cuh"] {
+        assert!(out.join(file).is_file(), "{file} is in the bundle");
+    }
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(!readme.contains("Not included"), "{readme}");
+    common::build_with_nvcc(&out.join("spec.yaml"), &dir.path().join("built"));
+}
+
+/// A header further away than beside the include dir: the bundle cannot place it where the
+/// kernel's include finds it, and says so to the sender, not only in the README.
+#[test]
+fn a_header_the_bundle_cannot_carry_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    let spec = crate::custom_ops::write_op(&project, "y(i) = 2 * x(i); z(i) = x(i) + 1;");
+    std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+    std::fs::write(
+        dir.path().join("elsewhere/far.cuh"),
+        "#pragma once\nconstexpr float kFar = 2.0f;\n",
+    )
+    .unwrap();
+    let kernel = project.join("k/twice.cuh");
+    let text = std::fs::read_to_string(&kernel).unwrap().replace(
+        "#pragma once\n",
+        "#pragma once\n#include \"../../elsewhere/far.cuh\"\n",
+    );
+    std::fs::write(&kernel, text).unwrap();
+    let out = dir.path().join("bundle");
+    Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(&project)
+        .arg("bundle")
+        .arg(&spec)
+        .arg("-o")
+        .arg(&out)
+        .arg("--no-run")
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "warning: the kernel's build read headers outside the spec's include dirs, which the bundle cannot carry: far.cuh",
+        ));
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(readme.contains("Not included"), "{readme}");
+}
