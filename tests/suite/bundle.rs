@@ -6,6 +6,25 @@ use crate::common;
 use assert_cmd::Command;
 use predicates::prelude::*;
 
+/// `repro bundle SPEC -o OUT --no-run` with the real nvcc, run from `cwd`.
+fn bundle_without_a_run(
+    cwd: &std::path::Path,
+    spec: &std::path::Path,
+    out: &std::path::Path,
+) -> assert_cmd::assert::Assert {
+    Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(cwd)
+        .arg("bundle")
+        .arg(spec)
+        .arg("-o")
+        .arg(out)
+        .arg("--no-run")
+        .arg("--nvcc")
+        .arg(common::nvcc())
+        .assert()
+}
+
 #[test]
 fn a_bundle_unpacks_and_builds_on_another_path() {
     let sender = tempfile::tempdir().unwrap();
@@ -108,17 +127,7 @@ fn an_existing_bundle_is_never_overwritten() {
     let out = tmp.path().join("taken");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("mine.txt"), "keep").unwrap();
-    Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(tmp.path())
-        .arg("bundle")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--no-run")
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
+    bundle_without_a_run(tmp.path(), &spec, &out)
         .code(2)
         .stderr(predicate::str::contains("never overwrites"));
     assert_eq!(
@@ -197,18 +206,7 @@ capture:
     )
     .unwrap();
     let out = dir.join("bundle");
-    Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(dir)
-        .arg("bundle")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--no-run")
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
-        .success();
+    bundle_without_a_run(dir, &spec, &out).success();
     for file in [
         "replay/module.cubin",
         "replay/params.bin",
@@ -261,18 +259,7 @@ fn a_custom_reference_keeps_the_headers_it_includes_from_beside_its_folder() {
     );
     std::fs::write(&header, text).unwrap();
     let out = dir.path().join("bundle");
-    Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(dir.path())
-        .arg("bundle")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--no-run")
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
-        .success();
+    bundle_without_a_run(dir.path(), &spec, &out).success();
     for file in ["reference/refs/twice.h", "reference/shared/factor.h"] {
         assert!(out.join(file).is_file(), "{file} is in the bundle");
     }
@@ -306,17 +293,7 @@ fn a_kernel_header_beside_the_include_dir_comes_with_the_bundle() {
         .replace("blockIdx.x * blockDim.x + threadIdx.x", "global_index()");
     std::fs::write(&kernel, text).unwrap();
     let out = dir.path().join("bundle");
-    Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(dir.path())
-        .arg("bundle")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--no-run")
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
+    bundle_without_a_run(dir.path(), &spec, &out)
         .success()
         .stderr(predicate::str::contains("warning").not());
     for file in ["include/0/twice.cuh", "include/shared/index.cuh"] {
@@ -347,17 +324,7 @@ fn a_header_the_bundle_cannot_carry_is_a_warning() {
     );
     std::fs::write(&kernel, text).unwrap();
     let out = dir.path().join("bundle");
-    Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(&project)
-        .arg("bundle")
-        .arg(&spec)
-        .arg("-o")
-        .arg(&out)
-        .arg("--no-run")
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
+    bundle_without_a_run(&project, &spec, &out)
         .success()
         .stderr(predicate::str::contains(
             "warning: the kernel's build read headers outside the spec's include dirs, which the bundle cannot carry: far.cuh",
