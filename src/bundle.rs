@@ -65,7 +65,7 @@ pub fn bundle(
     if !bundle.missing.is_empty() {
         // The README says so too, but the sender is the one who can still add them.
         eprintln!(
-            "warning: the kernel's build read headers outside the spec's include dirs, which the bundle cannot carry: {}; the receiver must provide them (or add their folders to source.include_dirs)",
+            "warning: the build read headers the bundle cannot carry (outside the spec's include dirs, or the reference's project folder): {}; the receiver must provide them (or add their folders to source.include_dirs)",
             bundle.missing.join(", ")
         );
     }
@@ -166,7 +166,13 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
             bring(&dir, "inputs", path)?;
         }
     }
-    copy_reference(plan, &mut bundled, &dir, toolchain, &runtime)?;
+    missing.extend(copy_reference(
+        plan,
+        &mut bundled,
+        &dir,
+        toolchain,
+        &runtime,
+    )?);
     copy_capture(&mut bundled, &dir)?;
     // CUTLASS is the receiver's: build.sh reads $CUTLASS_DIR, or a cutlass/ folder in the bundle.
     let cutlass = bundled.cutlass.is_some();
@@ -221,14 +227,16 @@ fn bring(dir: &Path, folder: &str, path: &mut PathBuf) -> Result<(), Error> {
 
 /// The reference's own files into the bundle, the spec pointed at the copies: `op: custom`'s
 /// header into `reference/` with the headers its compile read (nvcc's dependency list of
-/// reference.cu), `op: file`'s expected outputs into `expected/`.
+/// reference.cu), `op: file`'s expected outputs into `expected/`. Returns the names of the
+/// headers it could not carry.
 fn copy_reference(
     plan: &Plan,
     bundled: &mut ResolvedSpec,
     dir: &Path,
     toolchain: &[PathBuf],
     runtime: &Path,
-) -> Result<(), Error> {
+) -> Result<Vec<String>, Error> {
+    let mut missing = Vec::new();
     let copy = |from: &Path, to: &Path| -> Result<(), Error> {
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
@@ -254,13 +262,22 @@ fn copy_reference(
             // The header may reach others by relative includes out of its folder
             // (`../kernels/geometry.h`, shared with the kernel): the copies keep their places
             // below the deepest folder that holds them all, so that each include still resolves.
+            // Only within the folder that holds the spec and the header: a root above it would
+            // put this machine's folder names into the bundle's paths.
+            let project = common_folder(&plan.spec.dir, &folder);
             let root = headers
                 .iter()
+                .filter(|path| path.starts_with(&project))
                 .filter_map(|path| path.parent())
                 .fold(folder, |root, parent| common_folder(&root, parent));
             for path in &headers {
-                if let Ok(rel) = path.strip_prefix(&root) {
-                    copy(path, &target.join(rel))?;
+                match path.strip_prefix(&root) {
+                    Ok(rel) => copy(path, &target.join(rel))?,
+                    Err(_) => missing.push(
+                        path.file_name()
+                            .map(|f| f.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                    ),
                 }
             }
             let header = target.join(
@@ -278,7 +295,7 @@ fn copy_reference(
         }
         Reference::Gemm(_) | Reference::Attention(_) => {}
     }
-    Ok(())
+    Ok(missing)
 }
 
 /// The deepest folder holding both `a` and `b` (absolute paths).
@@ -529,7 +546,7 @@ fn write_readme(
     }
     if !bundle.missing.is_empty() {
         text.push_str(&format!(
-            "\nNot included (outside the spec's include dirs; the receiver must provide): {}\n",
+            "\nNot included (outside the spec's include dirs or the reference's project folder; the receiver must provide): {}\n",
             bundle.missing.join(", ")
         ));
     }

@@ -327,7 +327,7 @@ fn a_header_the_bundle_cannot_carry_is_a_warning() {
     bundle_without_a_run(&project, &spec, &out)
         .success()
         .stderr(predicate::str::contains(
-            "warning: the kernel's build read headers outside the spec's include dirs, which the bundle cannot carry: far.cuh",
+            "warning: the build read headers the bundle cannot carry (outside the spec's include dirs, or the reference's project folder): far.cuh",
         ));
     let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(readme.contains("Not included"), "{readme}");
