@@ -14,12 +14,9 @@
 #include <cstdint>
 
 #include "tma_box_geometry.h"
+#include "tma_gemm.cuh"
 
 namespace tma_box_sums {
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // Box b of descriptor g, as coordinates innermost first; false past the last box.
 __device__ __forceinline__ bool box_origin(const BoxGeometry& g, int b, int R, int C, int H, int W, int (&c)[3]) {
@@ -33,39 +30,20 @@ __device__ __forceinline__ bool box_origin(const BoxGeometry& g, int b, int R, i
   return rest == 0;
 }
 
-// Thread 0 loads the box into `data` and waits for it; the other threads wait with it.
+// Thread 0 loads the box into `data` and waits for it; the other threads wait with it
+// (kernels/tma_gemm.cuh's mbarrier and TMA helpers).
 __device__ __forceinline__ void load_box(const CUtensorMap* map, const BoxGeometry& g, const int (&c)[3], float* data,
                                          uint64_t* full) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using namespace tma_kernels;
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(full)) : "memory");
-    // The barrier's initialization made visible to the async proxy that completes it.
-    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;" ::: "memory");
-    const uint32_t bytes = uint32_t(loaded_elements(g)) * sizeof(float);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(full)), "r"(bytes)
-                 : "memory");
-    if (g.rank == 2)
-      asm volatile(
-          "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::
-              "r"(shared_address(data)),
-          "l"(reinterpret_cast<uint64_t>(map)), "r"(shared_address(full)), "r"(c[0]), "r"(c[1])
-          : "memory");
-    else
-      asm volatile(
-          "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
-          "[%2];" ::"r"(shared_address(data)),
-          "l"(reinterpret_cast<uint64_t>(map)), "r"(shared_address(full)), "r"(c[0]), "r"(c[1]), "r"(c[2])
-          : "memory");
+    mbarrier_init(full, 1);
+    fence_barrier_init();
+    mbarrier_arrive_expect_tx(full, uint32_t(loaded_elements(g)) * sizeof(float));
+    if (g.rank == 2) tma_load_2d(data, map, full, c[0], c[1]);
+    else tma_load_3d(data, map, full, c[0], c[1], c[2]);
   }
   __syncthreads();  // the barrier is initialized before anyone waits on it
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(shared_address(full))
-        : "memory");
-#endif
+  mbarrier_wait(full, 0);
 }
 
 }  // namespace tma_box_sums
