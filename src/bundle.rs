@@ -136,27 +136,15 @@ fn make_bundle(plan: &Plan, out: &Path, toolchain: &[PathBuf]) -> Result<Bundle,
         {
             Some(n) => {
                 let rel = path.strip_prefix(&spec.include_dirs[n]).expect("checked");
-                let to = include_dirs[n].join(rel);
-                if let Some(parent) = to.parent() {
-                    std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
-                }
-                std::fs::copy(&path, &to).map_err(Error::io("copy", &path))?;
+                copy_into(&path, &include_dirs[n].join(rel))?;
             }
             // A header beside an include dir (`../common/util.cuh` from one of its headers) goes
             // beside that dir's copy, where the same relative include finds it.
             None => match beside_an_include_dir(&path, &spec.include_dirs) {
                 Some(rel) if !takes_a_copys_name(&rel, spec.include_dirs.len()) => {
-                    let to = dir.join("include").join(rel);
-                    if let Some(parent) = to.parent() {
-                        std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
-                    }
-                    std::fs::copy(&path, &to).map_err(Error::io("copy", &path))?;
+                    copy_into(&path, &dir.join("include").join(rel))?;
                 }
-                _ => missing.push(
-                    path.file_name()
-                        .map(|f| f.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                ),
+                _ => missing.push(file_name(&path)),
             },
         }
     }
@@ -214,6 +202,22 @@ fn takes_a_copys_name(rel: &Path, include_dirs: usize) -> bool {
         .is_some_and(|n| n < include_dirs)
 }
 
+/// `from` copied to `to`, its folders made first.
+fn copy_into(from: &Path, to: &Path) -> Result<(), Error> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
+    }
+    std::fs::copy(from, to).map_err(Error::io("copy", from))?;
+    Ok(())
+}
+
+/// A header's name, as the warning and the README list what a bundle could not carry.
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// A file the spec names, copied into `dir/folder/` under its own name, and `path` pointed at
 /// the copy.
 fn bring(dir: &Path, folder: &str, path: &mut PathBuf) -> Result<(), Error> {
@@ -237,13 +241,6 @@ fn copy_reference(
     runtime: &Path,
 ) -> Result<Vec<String>, Error> {
     let mut missing = Vec::new();
-    let copy = |from: &Path, to: &Path| -> Result<(), Error> {
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
-        }
-        std::fs::copy(from, to).map_err(Error::io("copy", from))?;
-        Ok(())
-    };
     match &mut bundled.reference {
         Reference::Custom(c) => {
             let folder = c.source.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -272,12 +269,8 @@ fn copy_reference(
                 .fold(folder, |root, parent| common_folder(&root, parent));
             for path in &headers {
                 match path.strip_prefix(&root) {
-                    Ok(rel) => copy(path, &target.join(rel))?,
-                    Err(_) => missing.push(
-                        path.file_name()
-                            .map(|f| f.to_string_lossy().into_owned())
-                            .unwrap_or_default(),
-                    ),
+                    Ok(rel) => copy_into(path, &target.join(rel))?,
+                    Err(_) => missing.push(file_name(path)),
                 }
             }
             let header = target.join(
@@ -285,7 +278,7 @@ fn copy_reference(
                     .strip_prefix(&root)
                     .unwrap_or_else(|_| Path::new(c.source.file_name().unwrap_or_default())),
             );
-            copy(&c.source, &header)?;
+            copy_into(&c.source, &header)?;
             c.source = header;
         }
         Reference::File(f) => {
