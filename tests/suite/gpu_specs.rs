@@ -6,7 +6,6 @@ use crate::common;
 /// tests/gpu/tma_options.yaml: every TMA descriptor option no example sets (swizzle 32B or 64B,
 /// L2 promotion 64B or 128B, an element stride, a NaN out-of-bounds fill, an interleave) reaches
 /// harness.cu as the driver's constant (on a GPU: part `hopper`, box sums by the driver's rules).
-
 #[test]
 fn every_tma_option_builds_with_nvcc_and_reaches_the_encode_call() {
     let tmp = tempfile::tempdir().unwrap();
