@@ -20,6 +20,7 @@ struct BoxGeometry {
   int box[3];         // elements traversed along each dimension, innermost first
   int stride[3];      // element strides, innermost first (the innermost is 1 unless interleaved)
   bool nan_fill;      // oob_fill: nan (else zeros)
+  bool loaded;        // false: encoded only, its boxes 0 (below)
 };
 
 constexpr int kMaps = 4;
@@ -29,13 +30,17 @@ constexpr int kMaxBoxes = 72;
 // map_swizzle32: X, box [16, 8], swizzle 32B, l2 64B.
 // map_row_stride: X, box [8, 16], element_strides [2, 1] (every other row), swizzle 64B, l2 128B.
 // map_nan_fill: X, box [32, 32], swizzle 128B, l2 256B, oob_fill nan (the edge boxes hold NaN).
-// map_interleaved: Y, box [2, 16, 4], interleave 16B (4 f32 channels: one 16-byte chunk).
+// map_interleaved: Y, box [2, 16, 4], interleave 16B (4 f32 channels: one 16-byte chunk): encoded
+//   (the driver accepts it), but not loaded. On an H100 (run 89) no load through an interleaved
+//   descriptor completed: f32 with 16B, bf16 [.., 8] with 16B, f32 [.., 8] with 32B and swizzle
+//   32B, each with the transaction count as counted, halved, doubled and quadrupled; the same box
+//   without interleave loads right. Why is not known.
 TMA_BOX_HOST_DEVICE constexpr BoxGeometry geometry(int k) {
   switch (k) {
-    case 0: return {0, 2, {8, 16, 1}, {1, 1, 1}, false};
-    case 1: return {0, 2, {16, 8, 1}, {1, 2, 1}, false};
-    case 2: return {0, 2, {32, 32, 1}, {1, 1, 1}, true};
-    default: return {1, 3, {4, 16, 2}, {1, 1, 1}, false};
+    case 0: return {0, 2, {8, 16, 1}, {1, 1, 1}, false, true};
+    case 1: return {0, 2, {16, 8, 1}, {1, 2, 1}, false, true};
+    case 2: return {0, 2, {32, 32, 1}, {1, 1, 1}, true, true};
+    default: return {1, 3, {4, 16, 2}, {1, 1, 1}, false, false};
   }
 }
 

@@ -1,7 +1,7 @@
 #pragma once
-// TMA loads with every descriptor option a spec can set (tests/gpu/tma_options.yaml): swizzle 32B
-// and 64B, L2 promotion 64B and 128B, an element stride, a NaN out-of-bounds fill and an
-// interleaved rank-3 tensor, which no example uses. Block (b, k) loads box b of descriptor k with
+// TMA loads with the descriptor options no example uses (tests/gpu/tma_options.yaml): swizzle 32B
+// and 64B, L2 promotion 64B and 128B, an element stride and a NaN out-of-bounds fill; an
+// interleaved rank-3 descriptor is passed but not loaded (tma_box_geometry.h says why). Block (b, k) loads box b of descriptor k with
 // one cp.async.bulk.tensor and writes the sum of its elements to S[k][b] and the count of NaN
 // elements (the fill past the tensor's edge) to NANS[k][b]. A sum does not depend on where in
 // shared memory the swizzle or the interleave put each element, so the host reference needs only
@@ -65,7 +65,7 @@ __global__ void tma_box_sums_kernel(const __grid_constant__ CUtensorMap map_swiz
   float* data = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
 
   int c[3] = {0, 0, 0};
-  if (!box_origin(g, b, R, C, H, W, c)) {  // past this descriptor's last box: zeros, as the reference
+  if (!g.loaded || !box_origin(g, b, R, C, H, W, c)) {  // not loaded, or past its last box: zeros
     if (threadIdx.x == 0) S[k * kMaxBoxes + b] = 0.f, NANS[k * kMaxBoxes + b] = 0.f;
     return;
   }
