@@ -153,8 +153,13 @@ pub(super) fn at_least_one_timed_launch(text: &str) -> Result<u32, String> {
 
 fn positive_seconds(text: &str) -> Result<f64, String> {
     let seconds: f64 = text.parse().map_err(|e| format!("{e}"))?;
-    if crate::spec::validate::is_positive(seconds) {
+    if crate::spec::validate::is_timeout(seconds) {
         Ok(seconds)
+    } else if crate::spec::validate::is_positive(seconds) {
+        Err(format!(
+            "above the longest watchdog limit, {} seconds (a day)",
+            crate::spec::validate::MAX_TIMEOUT_SECONDS
+        ))
     } else {
         Err("not a positive number of seconds".into())
     }

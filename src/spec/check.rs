@@ -4,7 +4,7 @@
 
 use super::model::StressMode;
 use super::resolved::CheckSettings;
-use super::validate::{is_positive, Validator};
+use super::validate::{is_positive, is_timeout, Validator, MAX_TIMEOUT_SECONDS};
 
 impl Validator<'_> {
     pub(super) fn check(&mut self) -> CheckSettings {
@@ -27,6 +27,14 @@ impl Validator<'_> {
             self.error(
                 "check.timeout",
                 format!("timeout = {t}; it is in seconds and must be positive"),
+            );
+        } else if let Some(t) = c.timeout.filter(|t| !is_timeout(*t)) {
+            self.error(
+                "check.timeout",
+                format!(
+                    "timeout = {t} seconds is above the longest watchdog limit, \
+                     {MAX_TIMEOUT_SECONDS} (a day); a launch that runs longer is hung"
+                ),
             );
         }
         if c.stress_sms == Some(0) {

@@ -148,3 +148,14 @@ impl<'a> Validator<'a> {
 pub fn is_positive(x: f64) -> bool {
     x.partial_cmp(&0.0) == Some(Ordering::Greater)
 }
+
+/// The longest watchdog limit repro takes for one launch, in seconds: a day. A launch that runs
+/// longer is hung for anything a reproducer is for, and the bound keeps every wall-clock budget
+/// derived from it (a multiple of it, per repeat and per probe launch) a finite `Duration`:
+/// `1e308` or `inf` would overflow one and panic.
+pub const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
+
+/// True for a watchdog limit repro takes: positive and at most [`MAX_TIMEOUT_SECONDS`].
+pub fn is_timeout(seconds: f64) -> bool {
+    is_positive(seconds) && seconds <= MAX_TIMEOUT_SECONDS
+}

@@ -22,6 +22,7 @@ mod flags_limits;
 mod flags_spellings;
 mod gpu_specs;
 mod hostile_build;
+mod hostile_timeouts;
 mod import_capture;
 mod import_cuda;
 mod import_cuda_forms;
