@@ -38,6 +38,11 @@ pub enum Error {
     #[error("{} is larger than {limit_mib} MiB; a spec is a short YAML file (is this the right path?)", path.display())]
     SpecTooLarge { path: PathBuf, limit_mib: u64 },
 
+    /// A spec path that names a fifo, a device or a folder: refused before reading, since a fifo
+    /// with no writer would block the read forever and a device never ends.
+    #[error("{} is {kind}, not a spec file; give the path of a YAML file", path.display())]
+    SpecNotAFile { path: PathBuf, kind: &'static str },
+
     /// An artifact folder whose runtime/ is missing or unreadable.
     #[error("{}: {why}; regenerate the artifact with `repro scaffold`", dir.display())]
     RuntimeSources { dir: PathBuf, why: String },
@@ -191,6 +196,7 @@ impl Error {
             Error::Spec(_)
             | Error::ReadSpec { .. }
             | Error::SpecTooLarge { .. }
+            | Error::SpecNotAFile { .. }
             | Error::RuntimeSources { .. }
             | Error::OutputBlocked { .. }
             | Error::UserEdited { .. }

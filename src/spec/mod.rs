@@ -24,7 +24,6 @@ mod trace;
 pub mod validate;
 pub mod yaml;
 
-use std::io::Read;
 use std::path::Path;
 
 pub use diagnostic::{Diagnostic, Location, SpecErrors};
@@ -68,18 +67,18 @@ fn read_spec_text(path: &Path) -> Result<String, Error> {
         path: path.to_path_buf(),
         source,
     };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(read_error)?
-        .take(MAX_SPEC_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() as u64 > MAX_SPEC_BYTES {
-        return Err(Error::SpecTooLarge {
+    use crate::file_kind::{read_regular, ReadError};
+    let bytes = read_regular(path, MAX_SPEC_BYTES).map_err(|e| match e {
+        ReadError::Io(source) => read_error(source),
+        ReadError::NotAFile(kind) => Error::SpecNotAFile {
+            path: path.to_path_buf(),
+            kind,
+        },
+        ReadError::TooLarge { .. } => Error::SpecTooLarge {
             path: path.to_path_buf(),
             limit_mib: MAX_SPEC_BYTES >> 20,
-        });
-    }
+        },
+    })?;
     String::from_utf8(bytes).map_err(|e| {
         let bytes = e.as_bytes();
         let valid = e.utf8_error().valid_up_to();

@@ -21,6 +21,7 @@ mod flags;
 mod flags_limits;
 mod flags_spellings;
 mod gpu_specs;
+mod hostile_battery;
 mod hostile_build;
 mod hostile_timeouts;
 mod import_capture;
