@@ -72,7 +72,7 @@ impl fmt::Display for SpecErrors {
                 writeln!(f)?;
             }
             let Location { line, column } = d.location;
-            writeln!(f, "error: {}", d.message)?;
+            writeln!(f, "error: {}", shown_message(&d.message))?;
             let gutter = line.to_string().len();
             writeln!(
                 f,
@@ -93,15 +93,16 @@ impl fmt::Display for SpecErrors {
             if let Some((what, at)) = &d.also {
                 writeln!(
                     f,
-                    "{:gutter$} = note: {what} at {}:{}:{}",
+                    "{:gutter$} = note: {} at {}:{}:{}",
                     "",
+                    shown_message(what),
                     self.file.display(),
                     at.line,
                     at.column
                 )?;
             }
             if let Some(help) = &d.help {
-                writeln!(f, "{:gutter$} = help: {help}", "")?;
+                writeln!(f, "{:gutter$} = help: {}", "", shown_message(help))?;
             }
         }
         let n = self.diagnostics.len();
@@ -121,22 +122,67 @@ impl fmt::Display for SpecErrors {
 const EXCERPT_CHARS: usize = 120;
 
 /// The part of `text` to show and the caret's offset in it, for a 1-based `column` counted in
-/// characters (as both YAML parsers count).
+/// characters (as both YAML parsers count). Control characters are shown escaped
+/// ([`shown_char`]), the caret moved past their escapes.
 fn excerpt(text: &str, column: usize) -> (String, usize) {
     let chars: Vec<char> = text.chars().collect();
     let at = column.saturating_sub(1).min(chars.len());
-    if chars.len() <= EXCERPT_CHARS {
-        return (text.to_string(), at);
-    }
-    let start = at.saturating_sub(EXCERPT_CHARS / 3);
-    let end = (start + EXCERPT_CHARS).min(chars.len());
-    let start = end.saturating_sub(EXCERPT_CHARS);
+    let (start, end) = if chars.len() <= EXCERPT_CHARS {
+        (0, chars.len())
+    } else {
+        let start = at.saturating_sub(EXCERPT_CHARS / 3);
+        let end = (start + EXCERPT_CHARS).min(chars.len());
+        (end.saturating_sub(EXCERPT_CHARS), end)
+    };
     let (before, after) = (
         if start > 0 { "..." } else { "" },
         if end < chars.len() { "..." } else { "" },
     );
-    let shown: String = chars[start..end].iter().collect();
-    (format!("{before}{shown}{after}"), at - start + before.len())
+    let pieces: Vec<String> = chars[start..end].iter().map(|&c| shown_char(c)).collect();
+    let caret = pieces[..at - start]
+        .iter()
+        .map(|p| p.chars().count())
+        .sum::<usize>();
+    (
+        format!("{before}{}{after}", pieces.concat()),
+        caret + before.len(),
+    )
+}
+
+/// Longest message, help or note shown whole. A message quotes what the spec wrote (an unknown
+/// field's name, a value of the wrong type), and a hostile spec can make that a whole file: a
+/// campaign that names /etc/passwd as its spec once printed all of it in "invalid type: string".
+const MESSAGE_CHARS: usize = 400;
+
+/// `message` as a terminal may show it: control characters escaped (a spec's escape sequence
+/// would retitle, recolour or clear the reader's terminal), and cut in the middle past
+/// [`MESSAGE_CHARS`], saying how much was left out.
+pub fn shown_message(message: &str) -> String {
+    let chars: Vec<char> = message.chars().collect();
+    let piece = |range: &[char]| range.iter().map(|&c| shown_char(c)).collect::<String>();
+    if chars.len() <= MESSAGE_CHARS {
+        return piece(&chars);
+    }
+    let keep = MESSAGE_CHARS / 2;
+    format!(
+        "{} ... ({} characters left out) ... {}",
+        piece(&chars[..keep]),
+        chars.len() - 2 * keep,
+        piece(&chars[chars.len() - keep..])
+    )
+}
+
+/// One character as a terminal may show it: a control character (but a tab) as `\n`, `\e`,
+/// `\u{..}`; anything else as it is.
+fn shown_char(c: char) -> String {
+    match c {
+        '\t' => "\t".into(),
+        '\n' => "\\n".into(),
+        '\r' => "\\r".into(),
+        '\u{1b}' => "\\e".into(),
+        c if c.is_control() => format!("\\u{{{:x}}}", u32::from(c)),
+        c => c.to_string(),
+    }
 }
 
 /// The closest candidate to `word`, if one is close enough to be a plausible typo.
