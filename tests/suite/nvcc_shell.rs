@@ -14,17 +14,21 @@
 //!
 //! | option (every spelling)                         | how nvcc writes the value      | `$(…)` `$X` | `` ` `` | `; \| & < >` | `' " \ # * ? [ ~ { ( space` |
 //! |-------------------------------------------------|--------------------------------|-------------|---------|--------------|------------------------------|
-//! | -D, -U, --define-macro, --undefine-macro        | inside `"…"`, `"` escaped      | RUN / live  | RUN     | inert        | inert (`\` eaten by nvcc)    |
+//! | -D, -U, --define-macro, --undefine-macro        | inside `"…"`, `"` escaped      | RUN / live  | RUN     | inert        | inert (nvcc eats `\`, splits at `,`) |
 //! | -I, -isystem, -include, -L, --pre-include       | inside `"…"`, `$` escaped      | inert       | RUN     | inert        | `'` becomes `\'`, else inert |
 //! | -Xcompiler, --compiler-options, forwarded opts  | bare                           | RUN / live  | RUN     | RUN          | live (words, quotes, globs)  |
 //! | -Xlinker, -Xptxas, -Xcudafe, -Xfatbin, -Xnvlink, -l | bare, `$` escaped          | inert       | RUN     | RUN          | live                         |
 //! | --keep-dir                                      | inside `"…"`                   | RUN         | RUN     | inert        | inert                        |
 //! | --run-args (with --run)                         | bare                           | RUN         | RUN     | RUN          | live                         |
 //!
+//! With `-odir`, `-MF`, `-MT`, `-ldir` and `--dependency-drive-prefix` no payload ran (nvcc uses
+//! these values itself); `-ccbin` runs the program it names. nvcc decodes no
+//! escapes in a value (`\044` stays four characters).
+//!
 //! A value can also be the list entry after its option (`[-Xcompiler, VALUE]`), so the loader
 //! refuses `$`, the backtick, `;`, `|`, `&`, `<` and `>` in every flag. Without them the command
 //! is one simple command whose program nvcc chose: the other characters can change its arguments
-//! (or make it a syntax error) but run nothing, which `allowed_shell_characters_run_nothing`
+//! (or make it a syntax error) but run nothing, which `allowed_flags_reach_nvcc_and_run_nothing`
 //! checks. Options that run or read what they name are refused whole: `--options-file` (flags
 //! from a file nothing checks), `--run`/`--run-args`, `-ccbin` with a relative path (a program
 //! the spec's folder brings), the `--forward-unknown-to-host-*` options, the output-folder
