@@ -3,7 +3,10 @@
 //! spec or read off a compile line (`flags_from`) with the include directories that line adds.
 //! Flags the harness build sets itself (target, standard, output) are refused here, where the
 //! spec names them, rather than left to conflict in nvcc; so are flags holding a control
-//! character, which no nvcc argument needs and which the generated build files would carry raw.
+//! character, which no nvcc argument needs and which the generated build files would carry raw,
+//! and flags that would make the build run something besides the compiler: nvcc hands its
+//! commands to `sh`, and some options run, read or write what they name (docs/spec.md, "What a
+//! flag may hold").
 
 use std::path::PathBuf;
 
@@ -18,7 +21,7 @@ impl<'a> Validator<'a> {
         for (i, d) in self.spec.source.include_dirs.iter().enumerate() {
             match self.environment.include_dirs.get(i).cloned().flatten() {
                 Some(p) => {
-                    if let Some((at, c)) = refused_character(&p.to_string_lossy()) {
+                    if let Some((at, c)) = refused_in_path(&p.to_string_lossy()) {
                         self.error(
                             &format!("source.include_dirs[{i}]"),
                             format!(
@@ -29,7 +32,7 @@ impl<'a> Validator<'a> {
                         )
                         .help = Some(format!(
                             "rename the folder or link it under another name: {}",
-                            why_refused(c)
+                            why_refused_in_path(c)
                         ));
                     }
                     dirs.push(p)
@@ -68,7 +71,7 @@ impl<'a> Validator<'a> {
                     // and whose path differs from machine to machine (Environment::gather picks
                     // them). Missing ones are warned about by the extraction.
                     for dir in &line.include_dirs {
-                        if let Some((at, c)) = refused_character(&dir.to_string_lossy()) {
+                        if let Some((at, c)) = refused_in_path(&dir.to_string_lossy()) {
                             self.error(
                                 "build.flags_from",
                                 format!(
@@ -80,7 +83,7 @@ impl<'a> Validator<'a> {
                             )
                             .help = Some(format!(
                                 "rename the folder or link it under another name: {}",
-                                why_refused(c)
+                                why_refused_in_path(c)
                             ));
                         }
                     }
@@ -92,8 +95,25 @@ impl<'a> Validator<'a> {
                             .map(|w| format!("{}: {w}", from.file)),
                     );
                     let kept = extraction.kept_flags();
-                    for flag in &kept {
-                        if let Some((at, c)) = refused_character(flag) {
+                    for (j, flag) in kept.iter().enumerate() {
+                        let previous = j.checked_sub(1).map(|p| kept[p].as_str());
+                        if let Some(refused) = refused_option(flag, previous) {
+                            self.error(
+                                "build.flags_from",
+                                format!(
+                                    "the flag `{}` read from {} {}",
+                                    shown(flag),
+                                    from.file,
+                                    refused.why
+                                ),
+                            )
+                            .help = Some(format!(
+                                "{}; mend the compile line in {}, or give the flags in \
+                                 `build.flags`",
+                                refused.instead, from.file
+                            ));
+                        }
+                        if let Some((at, c)) = refused_in_flag(flag) {
                             self.error(
                                 "build.flags_from",
                                 format!(
@@ -104,9 +124,14 @@ impl<'a> Validator<'a> {
                                 ),
                             )
                             .help = Some(format!(
-                                "a flag is one nvcc argument: {}; mend the compile line in {}, \
-                                 or give the flags in `build.flags`, one flag per list entry",
-                                why_refused(c),
+                                "{}{}; mend the compile line in {}, or give the flags in \
+                                 `build.flags`, one flag per list entry",
+                                if c.is_control() {
+                                    "a flag is one nvcc argument: "
+                                } else {
+                                    ""
+                                },
+                                why_refused_in_flag(c),
                                 from.file
                             ));
                         }
@@ -150,7 +175,7 @@ impl<'a> Validator<'a> {
             let path = format!("build.flags[{i}]");
             // A newline in a flag was once written raw into the Makefile CMake generated, where
             // the text after it ran as a command of its own.
-            if let Some((at, c)) = refused_character(flag) {
+            if let Some((at, c)) = refused_in_flag(flag) {
                 self.error(
                     &path,
                     format!(
@@ -159,11 +184,20 @@ impl<'a> Validator<'a> {
                         describe(c)
                     ),
                 )
-                .help = Some(format!(
-                    "give one flag per list entry (`flags: [-O3, -DNDEBUG]`), each one nvcc \
-                     argument: {}",
-                    why_refused(c)
-                ));
+                .help = Some(match c.is_control() {
+                    true => format!(
+                        "give one flag per list entry (`flags: [-O3, -DNDEBUG]`), each one nvcc \
+                         argument: {}",
+                        why_refused_in_flag(c)
+                    ),
+                    false => why_refused_in_flag(c).to_string(),
+                });
+                continue;
+            }
+            let previous = i.checked_sub(1).map(|p| b.flags[p].as_str());
+            if let Some(refused) = refused_option(flag, previous) {
+                self.error(&path, format!("build.flags[{i}] `{flag}` {}", refused.why))
+                    .help = Some(refused.instead.to_string());
                 continue;
             }
             let conflicts: &[(&str, &str)] = &[
@@ -218,28 +252,198 @@ impl<'a> Validator<'a> {
     }
 }
 
-/// The first character of `flag` that no nvcc argument may hold: a control character (newline,
-/// carriage return, tab, NUL, the rest of U+0000-U+001F, DEL, the C1 controls), or a backtick.
-/// Its position, counted in characters from 1, and the character. Flags are written into
-/// build.sh and CMake's files, where a newline ends the line it is written on; and nvcc itself
-/// hands `-D` values and include folders to `sh` inside double quotes, escaping `$` but not a
-/// backtick, so `-DX=`cmd`` runs cmd on whoever builds the artifact (measured with nvcc 13.0).
-fn refused_character(flag: &str) -> Option<(usize, char)> {
-    flag.chars()
+/// The first character of an include folder's path that nvcc cannot take: a control character
+/// (newline, carriage return, tab, NUL, the rest of U+0000-U+001F, DEL, the C1 controls), which
+/// the generated build files would carry raw, or a backtick: nvcc 13.0 writes `-I` folders into
+/// the command it hands to `sh` inside double quotes, escaping `$` but not a backtick. Its
+/// position, counted in characters from 1, and the character.
+fn refused_in_path(path: &str) -> Option<(usize, char)> {
+    path.chars()
         .enumerate()
         .find(|(_, c)| c.is_control() || *c == '`')
         .map(|(i, c)| (i + 1, c))
 }
 
-/// Why the character `refused_character` found is refused, for the error's help.
-fn why_refused(c: char) -> &'static str {
+/// Why the character `refused_in_path` found is refused, for the error's help.
+fn why_refused_in_path(c: char) -> &'static str {
     if c == '`' {
-        "nvcc hands -D values and include folders to a shell inside double quotes, where a \
-         backtick runs the command it encloses on whoever builds the artifact (a bundle is built \
-         by someone else)"
+        "nvcc hands include folders to a shell inside double quotes, where a backtick runs the \
+         command it encloses on whoever builds the artifact (a bundle is built by someone else)"
     } else {
         "a control character would reach the generated build files raw"
     }
+}
+
+/// The characters no flag may hold besides control characters, because nvcc itself hands flags
+/// to `sh` (docs/spec.md, "What a flag may hold"; measured with nvcc 13.0.88 in
+/// tests/suite/nvcc_shell.rs). nvcc quotes some options' values and not others, and a flag's
+/// option may be the list entry before it (`[-Xcompiler, VALUE]`), so a character that is live
+/// in any option's value is refused in every flag:
+/// - `$` and the backtick: nvcc writes -D, -U and --define-macro values inside double quotes
+///   and -Xcompiler / --compiler-options values bare, escaping neither, so `$(...)` and
+///   `` `...` `` run a command and `$NAME` reads the builder's environment;
+/// - `;`, `|`, `&`, `<`, `>`: nvcc writes -Xcompiler, -Xlinker, -Xptxas, -Xcudafe, -Xfatbin,
+///   -Xnvlink and -l values bare, where these end the command (the rest runs as one of its own)
+///   or redirect it.
+///
+/// With these gone the command nvcc hands to `sh` is one simple command whose program nvcc
+/// chose: quotes, backslashes, spaces, globs, `#`, `~`, braces and parentheses can at most change
+/// the arguments (or make the line a syntax error), and they stay allowed (`-DNAME="text"`).
+const SHELL_LIVE: &[char] = &['$', '`', ';', '|', '&', '<', '>'];
+
+/// The first character of `flag` that no flag may hold: a control character (newline, carriage
+/// return, tab, NUL, the rest of U+0000-U+001F, DEL, the C1 controls), which the generated build
+/// files would carry raw, or one of `SHELL_LIVE`. Its position, counted in characters from 1,
+/// and the character.
+fn refused_in_flag(flag: &str) -> Option<(usize, char)> {
+    flag.chars()
+        .enumerate()
+        .find(|(_, c)| c.is_control() || SHELL_LIVE.contains(c))
+        .map(|(i, c)| (i + 1, c))
+}
+
+/// Why the character `refused_in_flag` found is refused, and what to write instead, for the
+/// error's help.
+fn why_refused_in_flag(c: char) -> &'static str {
+    match c {
+        '$' | '`' => {
+            "nvcc hands flags to `sh` and leaves `$` and backticks live in -D/-U values and \
+             -Xcompiler options, where `$(...)` and backticks run a command on whoever builds \
+             the artifact and `$NAME` takes the builder's environment; write the value itself \
+             (a macro that needs the character can be defined in a header the kernel includes)"
+        }
+        ';' | '|' | '&' | '<' | '>' => {
+            "nvcc hands -Xcompiler, -Xlinker, -Xptxas, -Xcudafe, -Xfatbin, -Xnvlink and -l \
+             values to `sh` unquoted, where this character ends the command or redirects it and \
+             the rest runs on whoever builds the artifact; it is refused in every flag (an \
+             option's value can be the next list entry): drop it, or define a macro that needs \
+             it in a header the kernel includes"
+        }
+        _ => "a control character would reach the generated build files raw",
+    }
+}
+
+/// An nvcc option a flag may not be, because it runs, reads or writes something the spec names
+/// besides the compile: what it does (completing "build.flags[i] `FLAG` ...") and what to write
+/// instead.
+struct RefusedOption {
+    why: &'static str,
+    instead: &'static str,
+}
+
+/// Host-compiler and linker options that run a program or load code the value names (gcc's
+/// `-wrapper`, specs files, plugins, response files, `--ld-path`; ld's plugins), refused among
+/// the items of an -Xcompiler / -Xlinker value; and gcc's `-B` (where to find cc1plus, as, ld)
+/// among -Xcompiler's, where ld's `-Bstatic` and `-Bsymbolic` are not meant.
+const HOST_RUNNERS: &[&str] = &[
+    "-wrapper",
+    "-specs",
+    "--specs",
+    "-fplugin",
+    "@",
+    "--ld-path",
+    "-plugin",
+    "--plugin",
+];
+
+/// Whether `flag` (with the list entry before it, whose value it may be) is an nvcc option that
+/// runs, reads or writes something the spec names besides the compile.
+fn refused_option(flag: &str, previous: Option<&str>) -> Option<RefusedOption> {
+    let stem = flag.split(['=', ' ']).next().unwrap_or(flag);
+    let inline_value = flag
+        .get(stem.len() + 1..)
+        .filter(|_| stem.len() < flag.len());
+    let is = |names: &[&str], s: &str| names.contains(&s);
+    const CCBIN: &[&str] = &["-ccbin", "--compiler-bindir"];
+    const FORWARDS: &[&str] = &[
+        "-Xcompiler",
+        "--compiler-options",
+        "-Xlinker",
+        "--linker-options",
+    ];
+    if is(
+        &["--options-file", "-options-file", "-optf", "--optf"],
+        stem,
+    ) || flag.starts_with('@')
+    {
+        return Some(RefusedOption {
+            why: "reads more flags from a file that repro does not check",
+            instead: "write those flags into `build.flags`, one per list entry",
+        });
+    }
+    if is(&["--run", "-run", "--run-args", "-run-args"], stem) {
+        return Some(RefusedOption {
+            why: "makes nvcc run the program it built",
+            instead: "drop it: `repro run` runs the harness",
+        });
+    }
+    if is(
+        &[
+            "--forward-unknown-to-host-compiler",
+            "-forward-unknown-to-host-compiler",
+            "--forward-unknown-to-host-linker",
+            "-forward-unknown-to-host-linker",
+            "--forward-unknown-opts",
+            "-forward-unknown-opts",
+        ],
+        stem,
+    ) {
+        return Some(RefusedOption {
+            why: "hands every option nvcc does not know to the host compiler or linker unchecked",
+            instead: "pass host-compiler options with -Xcompiler and linker options with -Xlinker",
+        });
+    }
+    if is(
+        &[
+            "--keep-dir",
+            "-keep-dir",
+            "-odir",
+            "--output-directory",
+            "-MF",
+            "--dependency-output",
+            "--time",
+            "-time",
+        ],
+        stem,
+    ) {
+        return Some(RefusedOption {
+            why: "makes nvcc write files where the flag says, outside the artifact",
+            instead: "drop it: the harness build decides where its files go",
+        });
+    }
+    // `-ccbin g++-12` and `-ccbin /opt/gcc/bin/g++` name a compiler installed on the machine
+    // that builds; `-ccbin ./tools/cc` names a program the spec's own tree (a bundle) could
+    // carry, which nvcc would run.
+    let ccbin = match previous {
+        Some(p) if is(CCBIN, p) => Some(flag),
+        _ if is(CCBIN, stem) => inline_value,
+        _ => None,
+    };
+    if ccbin.is_some_and(|v| v.contains('/') && !v.starts_with('/')) {
+        return Some(RefusedOption {
+            why: "names a host compiler by a relative path: nvcc would run a program the spec's \
+                  folder (or a bundle) brings along",
+            instead: "name an installed compiler (`-ccbin g++-12`) or give its absolute path",
+        });
+    }
+    let (forwarded, to_compiler) = match previous {
+        Some(p) if is(FORWARDS, p) => (Some(flag), is(&FORWARDS[..2], p)),
+        _ if is(FORWARDS, stem) => (inline_value, is(&FORWARDS[..2], stem)),
+        _ => (None, false),
+    };
+    let runs = |item: &str| {
+        let item = item.trim_matches(['\'', '"']);
+        HOST_RUNNERS.iter().any(|r| item.starts_with(r)) || (to_compiler && item.starts_with("-B"))
+    };
+    if forwarded.is_some_and(|v| v.split([',', ' ']).any(runs)) {
+        return Some(RefusedOption {
+            why: "hands the host compiler or linker an option that runs or loads a program the \
+                  flag names (-wrapper, -B, -specs, -fplugin, a @response file, --ld-path, a \
+                  linker plugin)",
+            instead: "drop it: building the harness runs the compiler and nothing else",
+        });
+    }
+    None
 }
 
 /// A control character named for a message.
@@ -250,6 +454,12 @@ fn describe(c: char) -> String {
         '\t' => "a tab (\\t)".into(),
         '\0' => "a NUL (\\0)".into(),
         '`' => "a backtick (`)".into(),
+        '$' => "a dollar sign ($)".into(),
+        ';' => "a semicolon (;)".into(),
+        '|' => "a pipe (|)".into(),
+        '&' => "an ampersand (&)".into(),
+        '<' => "a less-than sign (<)".into(),
+        '>' => "a greater-than sign (>)".into(),
         c => format!("the control character U+{:04X}", u32::from(c)),
     }
 }
@@ -267,4 +477,57 @@ fn shown(flag: &str) -> String {
             c => c.to_string(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{refused_in_flag, refused_option};
+
+    #[test]
+    fn usual_flags_pass() {
+        let usual: &[(&str, Option<&str>)] = &[
+            ("-O3", None),
+            ("-DFOO=\"bar\"", None),
+            ("-DNAME=value", None),
+            ("-Xptxas=-v", None),
+            ("-Xcompiler=-fno-strict-aliasing,-Wall", None),
+            ("--use_fast_math", None),
+            ("-maxrregcount=128", None),
+            ("--keep", None),
+            ("-ccbin=g++-12", None),
+            ("-ccbin=/opt/rh/gcc-toolset-13/root/usr/bin/g++", None),
+            ("g++-12", Some("-ccbin")),
+            // ld's -B options, not gcc's program prefix.
+            ("-Xlinker=-Bstatic", None),
+            ("-Bsymbolic", Some("-Xlinker")),
+            ("-Xcompiler=-Wl,-rpath,/opt/lib", None),
+        ];
+        for (flag, previous) in usual {
+            assert!(refused_in_flag(flag).is_none(), "{flag}");
+            assert!(refused_option(flag, *previous).is_none(), "{flag}");
+        }
+    }
+
+    #[test]
+    fn options_that_run_what_they_name_are_refused_in_every_spelling() {
+        let refused: &[(&str, Option<&str>)] = &[
+            ("-ccbin=tools/cc", None),
+            ("--compiler-bindir ./cc", None),
+            ("./cc", Some("-ccbin")),
+            ("-optf=more.flags", None),
+            ("@more.flags", None),
+            ("-Xcompiler=-B/x/", None),
+            ("-B./x", Some("--compiler-options")),
+            ("-Xcompiler=-O2,-wrapper,sh", None),
+            ("-Xcompiler=\"-specs=x.specs\"", None),
+            ("--linker-options=-plugin,x.so", None),
+            ("-Xlinker=@args", None),
+            ("-run-args=x", None),
+            ("-odir", None),
+            ("-forward-unknown-opts", None),
+        ];
+        for (flag, previous) in refused {
+            assert!(refused_option(flag, *previous).is_some(), "{flag}");
+        }
+    }
 }

@@ -7,6 +7,11 @@
 //! builds its objects with make and with ninja (PyPI's `ninja` wheel), through a compiler
 //! launcher that records nvcc's arguments: the production flags must be exactly build.sh's, and
 //! again no marker may appear.
+//!
+//! The spec loader refuses most of these flags (`$`, `;`, `<`, `>`: nvcc itself would hand them
+//! to `sh`; nvcc_shell.rs), so the artifact here is generated from a resolved spec whose flags
+//! are set directly: the generated build files' quoting stays tested on every byte, a defence
+//! that holds even for a flag the loader would let through.
 
 use crate::common;
 
@@ -18,9 +23,8 @@ use std::process::Command;
 
 /// Flags that would run a command if they were ever expanded by the shell, make or CMake, or
 /// that CMake would change if it took them for a list, a variable reference or a generator
-/// expression. No control character and no backtick: the spec loader refuses those (nvcc itself
-/// runs a backtick in a -D value through sh; spec_errors tests the refusal), and generation
-/// refuses a control character too (tested below).
+/// expression. No control character and no backtick: generation refuses a control character
+/// (tested below), and a backtick is no different from `$(` for the build files.
 fn hostile_flags(markers: &Path) -> Vec<String> {
     let m = |name: &str| markers.join(name).display().to_string();
     vec![
@@ -62,32 +66,19 @@ fn hostile_flags(markers: &Path) -> Vec<String> {
     ]
 }
 
-/// The small spec with the hostile flags, in `dir`.
-fn write_hostile_spec(dir: &Path, markers: &Path) -> PathBuf {
-    let spec = common::write_small_spec(dir);
-    let flags: Vec<String> = hostile_flags(markers)
-        .iter()
-        .map(|f| serde_json::to_string(f).unwrap())
-        .collect();
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        "build: { arch: sm_90a, flags: [-O2] }",
-        &format!("build: {{ arch: sm_90a, flags: [{}] }}", flags.join(", ")),
-    );
-    std::fs::write(&spec, text).unwrap();
-    spec
-}
-
-/// `repro scaffold SPEC -o DIR`; returns DIR.
-fn scaffold(spec: &Path, dir: &Path) -> PathBuf {
-    assert_cmd::Command::cargo_bin("repro")
-        .unwrap()
-        .arg("scaffold")
-        .arg(spec)
-        .arg("-o")
-        .arg(dir)
-        .assert()
-        .success();
-    dir.to_path_buf()
+/// The small spec in `dir`, resolved, with the hostile flags put in its build settings past the
+/// loader (which refuses most of them), and its artifact written into `dir/artifact` as
+/// `repro scaffold` writes it. Returns the resolved spec and the artifact folder.
+fn hostile_artifact(dir: &Path, markers: &Path) -> (repro::spec::ResolvedSpec, PathBuf) {
+    let spec_path = common::write_small_spec(dir);
+    let mut spec = repro::spec::load(&spec_path).unwrap();
+    let flags = hostile_flags(markers);
+    spec.build.flags = flags.clone();
+    let group = spec.build.flag_groups.last_mut().unwrap();
+    group.flags = flags;
+    let plan = repro::plan::Plan::for_spec(spec, dir.join("artifact")).unwrap();
+    repro::generate::artifact::write(plan.artifact.as_ref().unwrap(), &spec_path, false).unwrap();
+    (plan.spec, plan.dir)
 }
 
 fn assert_no_markers(markers: &Path) {
@@ -103,8 +94,7 @@ fn build_sh_passes_hostile_flags_as_inert_words() {
     let work = tempfile::tempdir().unwrap();
     let markers = work.path().join("markers");
     std::fs::create_dir_all(&markers).unwrap();
-    let spec_path = write_hostile_spec(work.path(), &markers);
-    let dir = scaffold(&spec_path, &work.path().join("artifact"));
+    let (spec, dir) = hostile_artifact(work.path(), &markers);
 
     // An nvcc that records each call's arguments (each NUL-terminated, the call ended by an
     // END argument: a flag may hold a newline) and makes the -o file.
@@ -137,7 +127,6 @@ fn build_sh_passes_hostile_flags_as_inert_words() {
         .map(|call| call.split_terminator('\0').collect())
         .collect();
     assert_eq!(calls.len(), 2, "{calls:?}");
-    let spec = repro::spec::load(&spec_path).unwrap();
     let command = repro::plan::command::BuildCommand::new(&spec, &dir);
     let harness = command.arguments("LIBRARY");
     assert_eq!(
@@ -263,9 +252,7 @@ fn cmake_passes_hostile_flags_exactly_as_build_sh() {
     let work = tempfile::tempdir().unwrap();
     let markers = work.path().join("markers");
     std::fs::create_dir_all(&markers).unwrap();
-    let spec_path = write_hostile_spec(work.path(), &markers);
-    let dir = scaffold(&spec_path, &work.path().join("artifact"));
-    let spec = repro::spec::load(&spec_path).unwrap();
+    let (spec, dir) = hostile_artifact(work.path(), &markers);
     // What build.sh passes (build_sh_passes_hostile_flags_as_inert_words shows it passes these).
     let production: Vec<String> = repro::plan::command::BuildCommand::new(&spec, &dir)
         .groups()

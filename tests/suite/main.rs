@@ -29,6 +29,7 @@ mod import_cuda;
 mod import_cuda_forms;
 mod import_rust;
 mod import_rust_rules;
+mod nvcc_shell;
 mod runtime;
 mod runtime_library;
 mod spec_errors;
