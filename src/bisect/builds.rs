@@ -65,7 +65,9 @@ impl Source {
             compiled: false,
         };
         let trees = self.work.join("trees").join(key);
-        let complete = trees.join(".repro-complete");
+        // Beside the tree, not in it: the tree is the commit's files (a root include directory's
+        // may hold any name).
+        let complete = self.work.join("trees").join(format!("{key}.complete"));
         if !complete.is_file() {
             let _ = std::fs::remove_dir_all(&trees);
             self.repo

@@ -1,7 +1,8 @@
 //! `repro bisect SPEC --repo DIR --good REV --bad REV` (docs/cli.md): the first commit of a
 //! kernel library at which the spec fails the way it fails at `--bad`. The spec, its inputs,
 //! reference and flags stay fixed; the include directories that lie inside the repository are
-//! read from each tested commit (git.rs: exported, never checked out); each tree is built once
+//! read from each tested commit (export.rs: written from git's objects byte for byte, never
+//! checked out, the repository's own commands never run: git.rs); each tree is built once
 //! (builds.rs) and judged by one harness run: the `--bad` class is bad, a pass is good, anything
 //! else (a build break, another class, a hang when `--bad` does not hang) is skipped, as
 //! `git bisect skip` would (search.rs). The answer (report.rs) goes to the report, `--json`
@@ -9,6 +10,7 @@
 
 pub mod builds;
 pub mod error;
+pub mod export;
 pub mod git;
 pub mod report;
 pub mod search;
@@ -111,7 +113,7 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
         spec,
     };
     let include_paths = source.paths();
-    let dirty = repo.uncommitted(&include_paths);
+    let dirty = repo.uncommitted(&include_paths)?;
     if !dirty.is_empty() {
         return Err(BisectError::Uncommitted {
             repo: repo.root.clone(),
