@@ -27,7 +27,9 @@ const MAX_LINK: u64 = 4096;
 /// What a tree entry is, by its git mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    File { executable: bool },
+    File {
+        executable: bool,
+    },
     Link,
     /// A submodule's commit (gitlink): an empty folder, as `git archive` writes it.
     Submodule,
@@ -283,7 +285,9 @@ fn read_blobs<'e>(
                 let copied = std::io::copy(&mut content, &mut file)
                     .map_err(|e| format!("cannot write {}: {e}", at.display()))?;
                 if copied != size {
-                    return Err(format!("{shown}: git cat-file stopped after {copied} bytes"));
+                    return Err(format!(
+                        "{shown}: git cat-file stopped after {copied} bytes"
+                    ));
                 }
             }
             Kind::Link if size <= MAX_LINK => {

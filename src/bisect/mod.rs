@@ -153,9 +153,10 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
         for _ in 0..options.jobs.max(1) {
             scope.spawn(|| pool.work());
         }
-        let answer = search(&judge, &commits, &good, &bad, options);
-        pool.close();
-        answer
+        // However the search ends (a panic too), the workers stop once their builds are done:
+        // the scope waits for them.
+        let _closing = pool.closing();
+        search(&judge, &commits, &good, &bad, options)
     })?;
     let answer = Answer {
         builds: pool.built(),
@@ -396,6 +397,14 @@ fn check_class(class: &str) -> Result<(), BisectError> {
     })
 }
 
+/// The longest a harness run may take before it is killed: any number of seconds (a huge or
+/// infinite `--timeout` or `check.timeout`, a NaN) saturates at a week.
+const MAX_RUN: Duration = Duration::from_secs(7 * 24 * 3600);
+
+fn run_limit(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds).map_or(MAX_RUN, |limit| limit.min(MAX_RUN))
+}
+
 /// Judges commits: a build from the pool (the build cache answers for a known tree), then a run
 /// or the recorded result of the same harness and spec.
 struct Judge<'a> {
@@ -530,8 +539,20 @@ impl Judge<'_> {
         } else {
             f64::from(spec.check.repeat.max(1))
         };
-        let limit =
-            Duration::from_secs_f64(60.0 + timeout * launches * 2.0 + reference_seconds * 8.0);
-        run_quiet(binary, &args, limit)
+        let seconds = 60.0 + timeout * launches * 2.0 + reference_seconds * 8.0;
+        run_quiet(binary, &args, run_limit(seconds))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_limit_from_any_number_of_seconds_is_a_duration_of_at_most_a_week() {
+        assert_eq!(run_limit(90.0), Duration::from_secs(90));
+        for seconds in [1e308, f64::INFINITY, f64::MAX, f64::NAN, -1.0, 1e9] {
+            assert_eq!(run_limit(seconds), MAX_RUN, "{seconds}");
+        }
     }
 }
