@@ -360,7 +360,7 @@ mod tests {
                 }
                 pool.request("c0ffee", "tree-a", true);
                 pool.request("c0ffee", "tree-b", false);
-                pool.wait("tree-b");
+                let _ = pool.wait("tree-b");
             });
         });
         assert_eq!(outcome, Some(true));
