@@ -3,8 +3,9 @@
 //! check, pager, hooks) never run, each tested tree holds the commit's bytes (no `export-subst`,
 //! `ident`, filter or replace ref rewrites them) and no link out of it; a `git status` that fails
 //! is exit 2, not "nothing changed"; a huge `check.timeout` neither panics nor hangs; the
-//! repository's root as the include directory is the whole tree. The histories are written by
-//! the tests and judged by bisect.rs's stand-in nvcc.
+//! repository's root as the include directory is the whole tree; a filter no `-c` can turn off is
+//! refused before it runs. The histories are written by the tests and judged by bisect.rs's
+//! stand-in nvcc.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -290,6 +291,37 @@ fn the_repository_s_root_as_the_include_directory_is_the_whole_tree() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("uncommitted changes") && stderr.contains("scratch.txt"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_filter_whose_commands_cannot_be_turned_off_is_refused_before_any_runs() {
+    let history = history();
+    let repo = &history.repo;
+    // `-c filter.a=b.clean=` would split at the first `=`: no override can reach this driver.
+    commit(
+        repo,
+        "include/.gitattributes",
+        "* filter=a=b\n",
+        "a filter with = in its name",
+    );
+    let log = history.root.join("ran.log");
+    let clean = command_script(&history.root, &log, "clean");
+    git(
+        repo,
+        &["config", "filter.a=b.clean", clean.to_str().unwrap()],
+    );
+    git(repo, &["config", "filter.a=b.required", "true"]);
+    // Stat-dirty: status must look at the file's content, through the clean filter.
+    let header = repo.join("include/small_gemm.cuh");
+    std::fs::write(&header, std::fs::read(&header).unwrap()).unwrap();
+    let nvcc = judging_nvcc(&history.root, &history.root.join("builds.log"));
+    let (code, stdout, stderr) = run_bisect(&history, &nvcc, history.hash("add"));
+    assert_eq!(std::fs::read_to_string(&log).unwrap_or_default(), "");
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("a filter named `a=b`, whose commands cannot be turned off"),
         "{stderr}"
     );
 }
