@@ -12,10 +12,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use super::error::BisectError;
-use super::git::{first_line, run_bounded, short, stderr_reader, Repository};
+use super::git::{run_bounded, run_with, short, Feed, Repository};
 
 /// The most entries (files, links) one export writes.
 const MAX_ENTRIES: usize = 1_000_000;
@@ -117,7 +116,7 @@ impl Repository {
         let mut command = self.git();
         command.args(["ls-tree", "-r", "-z", "--full-tree", commit, "--"]);
         command.args(paths.iter().map(|p| if p.is_empty() { "." } else { p }));
-        let listing = run_bounded(command)?;
+        let listing = run_bounded(command, self.limit)?;
         let mut entries = Vec::new();
         for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
             if entries.len() == MAX_ENTRIES {
@@ -139,43 +138,20 @@ impl Repository {
             .iter()
             .filter(|e| e.kind != Kind::Submodule)
             .collect();
-        let mut child = self
-            .git()
-            .args(["cat-file", "--batch", "--buffer"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run git: {e}"))?;
-        let errors = stderr_reader(&mut child);
-        let mut stdin = child.stdin.take().expect("piped");
-        let mut reader = BufReader::new(child.stdout.take().expect("piped"));
-        let read = std::thread::scope(|scope| {
-            let oids: Vec<&str> = blobs.iter().map(|e| e.oid.as_str()).collect();
-            // A git that stops reading (it failed, or was killed below) ends the writer with a
-            // broken pipe.
-            scope.spawn(move || {
-                for oid in oids {
-                    if writeln!(stdin, "{oid}").is_err() {
-                        return;
-                    }
+        let mut command = self.git();
+        command.args(["cat-file", "--batch", "--buffer"]);
+        let oids: Vec<&str> = blobs.iter().map(|e| e.oid.as_str()).collect();
+        let feed: Feed = Box::new(move |mut stdin| {
+            for oid in oids {
+                // A git that stopped reading (it failed, or was stopped) ends this.
+                if writeln!(stdin, "{oid}").is_err() {
+                    return;
                 }
-            });
-            let read = read_blobs(&mut reader, &blobs, dest);
-            if read.is_err() {
-                let _ = child.kill();
             }
-            read
         });
-        drop(reader);
-        let status = child.wait().map_err(|e| format!("git cat-file: {e}"))?;
-        let errors = errors.join().unwrap_or_default();
-        match read {
-            Ok(links) if status.success() => Ok(links),
-            Ok(_) => Err(first_line(&errors)),
-            Err(why) if status.success() || errors.is_empty() => Err(why),
-            Err(why) => Err(format!("{why} ({})", first_line(&errors))),
-        }
+        run_with(command, self.limit, Some(feed), |stdout| {
+            read_blobs(&mut BufReader::new(stdout), &blobs, dest)
+        })
     }
 }
 

@@ -18,7 +18,10 @@ use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use wait_timeout::ChildExt;
 
 use super::error::BisectError;
 
@@ -67,6 +70,9 @@ const REMOVED_ENVIRONMENT: &[&str] = &[
 
 /// The most a call's output may hold (a listing of every commit or file of a huge history fits).
 const OUTPUT_LIMIT: u64 = 256 << 20;
+/// The longest one call may take (a listing of a huge history, the blobs of a large tree take
+/// seconds).
+const CALL_LIMIT: Duration = Duration::from_secs(600);
 
 /// A repository the user named with `--repo`.
 #[derive(Debug, Clone)]
@@ -75,6 +81,8 @@ pub struct Repository {
     pub root: PathBuf,
     /// `-c` overrides beyond NO_REPOSITORY_COMMANDS: every configured filter's commands emptied.
     filters_off: Vec<OsString>,
+    /// The longest one git call may take.
+    pub(super) limit: Duration,
 }
 
 /// One commit, as the answer shows it.
@@ -90,6 +98,10 @@ pub struct CommitInfo {
 impl Repository {
     /// The repository holding `dir`: an error naming `dir` when it is not one (or git is missing).
     pub fn open(dir: &Path) -> Result<Repository, BisectError> {
+        Repository::open_with_limit(dir, CALL_LIMIT)
+    }
+
+    fn open_with_limit(dir: &Path, limit: Duration) -> Result<Repository, BisectError> {
         let not_a_repo = |why: String| BisectError::NotARepository {
             dir: dir.to_path_buf(),
             why,
@@ -99,12 +111,13 @@ impl Repository {
         }
         let mut command = git_in(dir, &[]);
         command.args(["rev-parse", "--show-toplevel"]);
-        let root = run_bounded(command).map_err(not_a_repo)?;
+        let root = run_bounded(command, limit).map_err(not_a_repo)?;
         let root = PathBuf::from(String::from_utf8_lossy(&root).trim());
         let root = root.canonicalize().unwrap_or(root);
         let mut repository = Repository {
             root,
             filters_off: Vec::new(),
+            limit,
         };
         repository.filters_off = repository.filter_overrides()?;
         Ok(repository)
@@ -175,7 +188,7 @@ impl Repository {
     fn read_bytes(&self, args: &[&str]) -> Result<Vec<u8>, String> {
         let mut command = self.git();
         command.args(args);
-        run_bounded(command)
+        run_bounded(command, self.limit)
     }
 
     fn read(&self, args: &[&str]) -> Result<String, String> {
@@ -211,12 +224,8 @@ impl Repository {
 
     /// Is `ancestor` an ancestor of (or the same as) `commit`?
     pub fn is_ancestor(&self, ancestor: &str, commit: &str) -> bool {
-        self.git()
-            .args(["merge-base", "--is-ancestor", ancestor, commit])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+        self.read_bytes(&["merge-base", "--is-ancestor", ancestor, commit])
+            .is_ok()
     }
 
     /// The commits after `good` up to `bad`, oldest first, that are descendants of `good` and
@@ -358,47 +367,80 @@ fn git_in(dir: &Path, overrides: &[OsString]) -> Command {
 }
 
 /// Runs `command`: its stdout, at most OUTPUT_LIMIT bytes, or the first line git wrote to stderr
-/// when it failed.
-pub(super) fn run_bounded(mut command: Command) -> Result<Vec<u8>, String> {
+/// when it failed (or why it was stopped).
+pub(super) fn run_bounded(command: Command, limit: Duration) -> Result<Vec<u8>, String> {
+    run_with(command, limit, None, |stdout| {
+        let mut out = Vec::new();
+        stdout
+            .take(OUTPUT_LIMIT + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| format!("cannot read git's output: {e}"))?;
+        if out.len() as u64 > OUTPUT_LIMIT {
+            return Err(format!(
+                "git's output passed {} MiB; stopped",
+                OUTPUT_LIMIT >> 20
+            ));
+        }
+        Ok(out)
+    })
+}
+
+/// What feeds a git's stdin.
+pub(super) type Feed<'f> = Box<dyn FnOnce(ChildStdin) + Send + 'f>;
+
+/// Runs `command` with `feed` writing its stdin (else it has none) and `read` reading its
+/// stdout, each on a thread, and kills it past `limit`: a repository can make git wait for ever
+/// (a configuration that includes a fifo). What `read` returned, or why it or git failed. A
+/// `read` that stops early drops the pipe, which ends git (and so `feed`) too.
+pub(super) fn run_with<T: Send>(
+    mut command: Command,
+    limit: Duration,
+    feed: Option<Feed<'_>>,
+    read: impl FnOnce(ChildStdout) -> Result<T, String> + Send,
+) -> Result<T, String> {
+    if feed.is_some() {
+        command.stdin(Stdio::piped());
+    }
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run git: {e}"))?;
-    let errors = stderr_reader(&mut child);
-    let mut out = Vec::new();
-    let read = child
-        .stdout
-        .take()
-        .expect("piped")
-        .take(OUTPUT_LIMIT + 1)
-        .read_to_end(&mut out);
-    if out.len() as u64 > OUTPUT_LIMIT {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(format!(
-            "git's output passed {} MiB; stopped",
-            OUTPUT_LIMIT >> 20
-        ));
-    }
-    let status = child.wait().map_err(|e| format!("git: {e}"))?;
-    let errors = errors.join().unwrap_or_default();
-    read.map_err(|e| format!("cannot read git's output: {e}"))?;
-    if status.success() {
-        Ok(out)
-    } else {
-        Err(first_line(&errors))
-    }
-}
-
-/// A thread reading the child's stderr (its first 64 KiB; a git that writes more meets a closed
-/// pipe rather than a full one), so that a full stderr pipe never blocks its stdout.
-pub(super) fn stderr_reader(child: &mut std::process::Child) -> std::thread::JoinHandle<Vec<u8>> {
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stderr.take(64 << 10).read_to_end(&mut bytes);
-        bytes
+    std::thread::scope(|scope| {
+        if let (Some(feed), Some(stdin)) = (feed, stdin) {
+            scope.spawn(move || feed(stdin));
+        }
+        // Its first 64 KiB: a git that writes more meets a closed pipe rather than a full one.
+        let errors = scope.spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stderr.take(64 << 10).read_to_end(&mut bytes);
+            bytes
+        });
+        let reader = scope.spawn(move || read(stdout));
+        let status = match child.wait_timeout(limit) {
+            Ok(Some(status)) => Ok(status),
+            finished => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(match finished {
+                    Err(e) => format!("git: {e}"),
+                    _ => format!("git ran past {} s and was stopped", limit.as_secs()),
+                })
+            }
+        };
+        let read = reader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        let errors = errors.join().unwrap_or_default();
+        match (status?, read) {
+            (status, Ok(value)) if status.success() => Ok(value),
+            (_, Ok(_)) => Err(first_line(&errors)),
+            (status, Err(why)) if status.success() || errors.is_empty() => Err(why),
+            (_, Err(why)) => Err(format!("{why} ({})", first_line(&errors))),
+        }
     })
 }
 
@@ -414,4 +456,37 @@ pub(super) fn first_line(bytes: &[u8]) -> String {
 /// The short form of a hash (12 characters), for messages.
 pub fn short(hash: &str) -> &str {
     &hash[..hash.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_that_includes_a_fifo_stops_git_at_the_limit_instead_of_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = Command::new("git")
+            .args(["init", "-q"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let git_dir = dir.path().join(".git");
+        let fifo = std::ffi::CString::new(git_dir.join("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let config = git_dir.join("config");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("{text}[include]\n\tpath = fifo\n")).unwrap();
+        let started = std::time::Instant::now();
+        let opened = Repository::open_with_limit(dir.path(), Duration::from_secs(2));
+        let error = opened
+            .expect_err("git cannot read its configuration")
+            .to_string();
+        assert!(
+            error.contains("git ran past 2 s and was stopped"),
+            "{error}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
 }
