@@ -12,7 +12,8 @@
 //! transports for a lazy fetch, credential helpers), replace refs and lazy fetches are off, diffs
 //! are plumbing (`diff-tree`, no external diff, no textconv), and there is no pager. Commands
 //! such as merge drivers, editors, `core.sshCommand` or `uploadpack.packObjectsHook` belong to
-//! git commands bisect never runs (merge, commit, fetch, push, upload-pack).
+//! git commands bisect never runs (merge, commit, fetch, push, upload-pack). Each call's output
+//! and time are bounded.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -56,6 +57,7 @@ const ENVIRONMENT: &[(&str, &str)] = &[
     ("GIT_NO_LAZY_FETCH", "1"),
     ("GIT_LITERAL_PATHSPECS", "1"),
 ];
+/// The variables of a calling git (or the user's shell) that would point git elsewhere.
 const REMOVED_ENVIRONMENT: &[&str] = &[
     "GIT_DIR",
     "GIT_WORK_TREE",
@@ -65,7 +67,6 @@ const REMOVED_ENVIRONMENT: &[&str] = &[
     "GIT_ALTERNATE_OBJECT_DIRECTORIES",
     "GIT_NAMESPACE",
     "GIT_EXTERNAL_DIFF",
-    "GIT_ATTR_SOURCE",
 ];
 
 /// The most a call's output may hold (a listing of every commit or file of a huge history fits).
