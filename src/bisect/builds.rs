@@ -8,8 +8,9 @@
 //! files and the nvcc) and not tried again.
 
 use std::collections::{HashMap, VecDeque};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::git::Repository;
@@ -65,7 +66,9 @@ impl Source {
             compiled: false,
         };
         let trees = self.work.join("trees").join(key);
-        let complete = trees.join(".repro-complete");
+        // Beside the tree, not in it: the tree is the commit's files (a root include directory's
+        // may hold any name).
+        let complete = self.work.join("trees").join(format!("{key}.complete"));
         if !complete.is_file() {
             let _ = std::fs::remove_dir_all(&trees);
             self.repo
@@ -154,10 +157,15 @@ enum State {
     Done(Built, f64),
 }
 
+/// What a pool worker runs: a commit's and key's build.
+type BuildFn<'a> = Box<dyn Fn(&str, &str) -> Built + Send + Sync + 'a>;
+
 /// The build pool: a queue the search fills (what it needs now at the front, what it may need
-/// next behind), worked by `jobs` threads.
+/// next behind), worked by `jobs` threads. Nobody waits on it forever: a build that panics
+/// breaks the pool (every wait then panics with its message: a bug, exit 101), and the search
+/// holds a `Closing` that lets the workers go however it ends, a panic included.
 pub struct Pool<'a> {
-    source: &'a Source,
+    build: BuildFn<'a>,
     inner: Mutex<Inner>,
     changed: Condvar,
 }
@@ -167,26 +175,54 @@ struct Inner {
     states: HashMap<String, State>,
     closed: bool,
     built: usize,
+    /// A build panicked, with this message.
+    broken: Option<String>,
+}
+
+/// Closes its pool when dropped.
+pub struct Closing<'p, 'a>(&'p Pool<'a>);
+
+impl Drop for Closing<'_, '_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 impl<'a> Pool<'a> {
     pub fn new(source: &'a Source) -> Pool<'a> {
+        Pool::with(Box::new(move |commit, key| source.build(commit, key)))
+    }
+
+    fn with(build: BuildFn<'a>) -> Pool<'a> {
         Pool {
-            source,
+            build,
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
                 states: HashMap::new(),
                 closed: false,
                 built: 0,
+                broken: None,
             }),
             changed: Condvar::new(),
         }
     }
 
+    /// The pool's state. A thread that panicked holding the lock changed nothing half-way (each
+    /// hold is a few map and queue operations), so a poisoned lock is used as it is: a second
+    /// panic would hide the first, or stop a `Closing` from letting the workers go.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A guard that closes the pool when dropped.
+    pub fn closing(&self) -> Closing<'_, 'a> {
+        Closing(self)
+    }
+
     /// Asks for the build of `key` (from `commit`): first in line when `now`, else after
     /// what is asked already. Nothing when it is built or being built.
     pub fn request(&self, commit: &str, key: &str, now: bool) {
-        let mut inner = self.inner.lock().expect("pool lock");
+        let mut inner = self.lock();
         match inner.states.get(key) {
             Some(State::Queued) if now => {
                 inner.queue.retain(|(_, k)| k != key);
@@ -206,26 +242,34 @@ impl<'a> Pool<'a> {
         self.changed.notify_all();
     }
 
-    /// Waits for the build of `key` (requested before).
+    /// Waits for the build of `key` (requested before). Panics when a build panicked: the pool
+    /// is broken, and what the search waits for may never come.
     pub fn wait(&self, key: &str) -> (Built, f64) {
-        let mut inner = self.inner.lock().expect("pool lock");
+        let mut inner = self.lock();
         loop {
             if let Some(State::Done(result, seconds)) = inner.states.get(key) {
                 return (result.clone(), *seconds);
             }
-            inner = self.changed.wait(inner).expect("pool lock");
+            if let Some(why) = inner.broken.clone() {
+                drop(inner);
+                panic!("a bisect build panicked: {why}");
+            }
+            inner = self
+                .changed
+                .wait(inner)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
     /// How many times nvcc ran (builds the cache answered aside).
     pub fn built(&self) -> usize {
-        self.inner.lock().expect("pool lock").built
+        self.lock().built
     }
 
     /// Lets the workers stop once the queue is empty (builds started ahead finish: their
     /// results are cached for the next bisect of this spec).
     pub fn close(&self) {
-        let mut inner = self.inner.lock().expect("pool lock");
+        let mut inner = self.lock();
         inner.closed = true;
         inner.queue.clear();
         self.changed.notify_all();
@@ -235,7 +279,7 @@ impl<'a> Pool<'a> {
     pub fn work(&self) {
         loop {
             let (commit, key) = {
-                let mut inner = self.inner.lock().expect("pool lock");
+                let mut inner = self.lock();
                 loop {
                     if let Some(job) = inner.queue.pop_front() {
                         inner.states.insert(job.1.clone(), State::Running);
@@ -244,13 +288,33 @@ impl<'a> Pool<'a> {
                     if inner.closed {
                         return;
                     }
-                    inner = self.changed.wait(inner).expect("pool lock");
+                    inner = self
+                        .changed
+                        .wait(inner)
+                        .unwrap_or_else(PoisonError::into_inner);
                 }
             };
             let started = Instant::now();
-            let result = self.source.build(&commit, &key);
+            // A panic here would leave the build `Running` and its waiter waiting: the pool is
+            // broken instead, and every waiter told (the panic hook has printed it already).
+            let result = std::panic::catch_unwind(AssertUnwindSafe(|| (self.build)(&commit, &key)));
             let seconds = started.elapsed().as_secs_f64();
-            let mut inner = self.inner.lock().expect("pool lock");
+            let mut inner = self.lock();
+            let result = match result {
+                Ok(result) => result,
+                Err(panic) => {
+                    let why = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "(no message)".into());
+                    inner.broken = Some(format!("{} ({why})", super::git::short(&commit)));
+                    inner.closed = true;
+                    inner.queue.clear();
+                    self.changed.notify_all();
+                    return;
+                }
+            };
             if matches!(result, Ok((_, true)) | Err(Failure { compiled: true, .. })) {
                 inner.built += 1; // nvcc ran (a failed build too)
             }
@@ -266,4 +330,59 @@ pub fn inside(path: &Path, root: &Path) -> Option<String> {
     path.strip_prefix(root)
         .ok()
         .map(|p| p.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Runs `body` on a thread; whether it panicked, or None when it had not ended after 30 s
+    /// (it hangs).
+    fn panics_within_30_s(body: impl FnOnce() + Send + 'static) -> Option<bool> {
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(body));
+            let _ = sender.send(outcome.is_err());
+        });
+        receiver.recv_timeout(Duration::from_secs(30)).ok()
+    }
+
+    #[test]
+    fn a_build_that_panics_ends_the_wait_for_it_with_a_panic_not_a_hang() {
+        let outcome = panics_within_30_s(|| {
+            let pool = Pool::with(Box::new(|_, _| panic!("a build bug")));
+            std::thread::scope(|scope| {
+                let _closing = pool.closing();
+                for _ in 0..2 {
+                    scope.spawn(|| pool.work());
+                }
+                pool.request("c0ffee", "tree-a", true);
+                pool.request("c0ffee", "tree-b", false);
+                let _ = pool.wait("tree-b");
+            });
+        });
+        assert_eq!(outcome, Some(true));
+    }
+
+    #[test]
+    fn a_search_that_panics_lets_the_workers_go() {
+        let outcome = panics_within_30_s(|| {
+            let pool = Pool::with(Box::new(|_, _| {
+                Err(Failure {
+                    why: "no nvcc".into(),
+                    compiled: false,
+                })
+            }));
+            std::thread::scope(|scope| {
+                let _closing = pool.closing();
+                scope.spawn(|| pool.work());
+                pool.request("c0ffee", "tree-a", true);
+                assert!(pool.wait("tree-a").0.is_err());
+                panic!("a search bug");
+            });
+        });
+        assert_eq!(outcome, Some(true));
+    }
 }

@@ -53,6 +53,9 @@ pub enum BisectError {
     #[error("no usable CUDA device: bisect judges each commit by running its harness; the builds are done and cached, run the same command on a machine with a GPU")]
     NoDevice,
 
+    #[error("--repo {}: {why}\nhelp: bisect runs no command a repository's configuration names; remove that setting from the repository's .git/config (or the file it includes)", repo.display())]
+    UnsafeConfig { repo: PathBuf, why: String },
+
     #[error("git could not {what}: {why}")]
     Git { what: String, why: String },
 }

@@ -1,7 +1,8 @@
 //! `repro bisect SPEC --repo DIR --good REV --bad REV` (docs/cli.md): the first commit of a
 //! kernel library at which the spec fails the way it fails at `--bad`. The spec, its inputs,
 //! reference and flags stay fixed; the include directories that lie inside the repository are
-//! read from each tested commit (git.rs: exported, never checked out); each tree is built once
+//! read from each tested commit (export.rs: written from git's objects byte for byte, never
+//! checked out, the repository's own commands never run: git.rs); each tree is built once
 //! (builds.rs) and judged by one harness run: the `--bad` class is bad, a pass is good, anything
 //! else (a build break, another class, a hang when `--bad` does not hang) is skipped, as
 //! `git bisect skip` would (search.rs). The answer (report.rs) goes to the report, `--json`
@@ -9,6 +10,7 @@
 
 pub mod builds;
 pub mod error;
+pub mod export;
 pub mod git;
 pub mod report;
 pub mod search;
@@ -111,7 +113,7 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
         spec,
     };
     let include_paths = source.paths();
-    let dirty = repo.uncommitted(&include_paths);
+    let dirty = repo.uncommitted(&include_paths)?;
     if !dirty.is_empty() {
         return Err(BisectError::Uncommitted {
             repo: repo.root.clone(),
@@ -151,9 +153,10 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
         for _ in 0..options.jobs.max(1) {
             scope.spawn(|| pool.work());
         }
-        let answer = search(&judge, &commits, &good, &bad, options);
-        pool.close();
-        answer
+        // However the search ends (a panic too), the workers stop once their builds are done:
+        // the scope waits for them.
+        let _closing = pool.closing();
+        search(&judge, &commits, &good, &bad, options)
     })?;
     let answer = Answer {
         builds: pool.built(),
@@ -394,6 +397,14 @@ fn check_class(class: &str) -> Result<(), BisectError> {
     })
 }
 
+/// The longest a harness run may take before it is killed: any number of seconds (a huge or
+/// infinite `--timeout` or `check.timeout`, a NaN) saturates at a week.
+const MAX_RUN: Duration = Duration::from_secs(7 * 24 * 3600);
+
+fn run_limit(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds).map_or(MAX_RUN, |limit| limit.min(MAX_RUN))
+}
+
 /// Judges commits: a build from the pool (the build cache answers for a known tree), then a run
 /// or the recorded result of the same harness and spec.
 struct Judge<'a> {
@@ -528,8 +539,20 @@ impl Judge<'_> {
         } else {
             f64::from(spec.check.repeat.max(1))
         };
-        let limit =
-            Duration::from_secs_f64(60.0 + timeout * launches * 2.0 + reference_seconds * 8.0);
-        run_quiet(binary, &args, limit)
+        let seconds = 60.0 + timeout * launches * 2.0 + reference_seconds * 8.0;
+        run_quiet(binary, &args, run_limit(seconds))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_limit_from_any_number_of_seconds_is_a_duration_of_at_most_a_week() {
+        assert_eq!(run_limit(90.0), Duration::from_secs(90));
+        for seconds in [1e308, f64::INFINITY, f64::MAX, f64::NAN, -1.0, 1e9] {
+            assert_eq!(run_limit(seconds), MAX_RUN, "{seconds}");
+        }
     }
 }

@@ -12,7 +12,7 @@ use assert_cmd::Command;
 
 use crate::common;
 
-fn git(repo: &Path, args: &[&str]) -> String {
+pub(crate) fn git(repo: &Path, args: &[&str]) -> String {
     let output = Process::new("git")
         .arg("-C")
         .arg(repo)
@@ -31,7 +31,7 @@ fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
-fn commit(repo: &Path, file: &str, text: &str, subject: &str) -> String {
+pub(crate) fn commit(repo: &Path, file: &str, text: &str, subject: &str) -> String {
     let path = repo.join(file);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();
@@ -41,20 +41,20 @@ fn commit(repo: &Path, file: &str, text: &str, subject: &str) -> String {
 }
 
 /// The history, oldest first: (name, hash).
-struct History {
-    root: PathBuf,
-    repo: PathBuf,
-    spec: PathBuf,
-    commits: Vec<(&'static str, String)>,
+pub(crate) struct History {
+    pub(crate) root: PathBuf,
+    pub(crate) repo: PathBuf,
+    pub(crate) spec: PathBuf,
+    pub(crate) commits: Vec<(&'static str, String)>,
 }
 
 impl History {
-    fn hash(&self, name: &str) -> &str {
+    pub(crate) fn hash(&self, name: &str) -> &str {
         &self.commits.iter().find(|(n, _)| *n == name).unwrap().1
     }
 }
 
-fn history() -> History {
+pub(crate) fn history() -> History {
     let root = tempfile::tempdir().unwrap().keep();
     let repo = root.join("kernel-lib");
     std::fs::create_dir_all(&repo).unwrap();
@@ -129,7 +129,7 @@ fn history() -> History {
 /// An nvcc stand-in that compiles nothing: a harness.cu compile fails when the header in its
 /// include path has an `#error`, else writes a "harness" that reports a pass, or a K-coverage
 /// failure when the header carries the marker `stand-in: wrong`. It logs each harness compile.
-fn judging_nvcc(dir: &Path, log: &Path) -> PathBuf {
+pub(crate) fn judging_nvcc(dir: &Path, log: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let script = r#"#!/bin/sh
 if [ "$1" = --version ]; then echo 'Cuda compilation tools, release 0.0, V0.0.0 (bisect stand-in)'; exit 0; fi
@@ -157,7 +157,7 @@ exit 0
     path
 }
 
-fn bisect(history: &History, nvcc: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
+pub(crate) fn bisect(history: &History, nvcc: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
     Command::cargo_bin("repro")
         .unwrap()
         .current_dir(&history.root)

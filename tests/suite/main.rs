@@ -10,6 +10,7 @@ mod common;
 mod async_race;
 mod attention_spec;
 mod bisect;
+mod bisect_hostile;
 mod bundle;
 mod campaign;
 mod cli;
