@@ -138,6 +138,9 @@ pub fn submit(
     ))
 }
 
+/// Largest shard plan read: a hundred thousand jobs of a few hundred bytes each.
+const MAX_PLAN_BYTES: u64 = 256 << 20;
+
 /// An array task: runs shard `shard` of the plan at `plan_path`, appending a record per run to
 /// `shards/<submission>-<shard>.jsonl`; a task started again (requeued) skips what it recorded.
 pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, Error> {
@@ -148,8 +151,18 @@ pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, Error> {
         }
         .into()
     };
-    let text = std::fs::read_to_string(plan_path).map_err(|e| bad(e.to_string()))?;
-    let plan: ShardPlan = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let bytes = crate::file_kind::read_regular(plan_path, MAX_PLAN_BYTES).map_err(|e| {
+        bad(match e {
+            crate::file_kind::ReadError::Io(e) => e.to_string(),
+            crate::file_kind::ReadError::NotAFile(what) => format!("{what}, not a plan"),
+            crate::file_kind::ReadError::TooLarge { bytes } => format!(
+                "{}, larger than a plan of {} runs",
+                crate::file_kind::mib(bytes),
+                super::file::MAX_RUNS
+            ),
+        })
+    })?;
+    let plan: ShardPlan = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
     let jobs = plan.shards.get(shard).ok_or_else(|| {
         bad(format!(
             "no shard {shard} (the plan has {})",
@@ -183,6 +196,9 @@ pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, Error> {
     Ok(crate::error::exit::PASSED)
 }
 
+/// Most shard files `--collect` reads.
+const MAX_SHARD_FILES: usize = 1_000_000;
+
 /// Merges every shard file of the results folder into results.jsonl: a record is added once
 /// (by key, start time and host). Returns how many were added.
 pub fn collect(results: &results::ResultsDir) -> Result<(usize, usize), Error> {
@@ -190,13 +206,8 @@ pub fn collect(results: &results::ResultsDir) -> Result<(usize, usize), Error> {
     let identity = |r: &Record| format!("{}|{}|{}", r.key, r.started, r.host);
     let mut known: std::collections::HashSet<String> = existing.iter().map(identity).collect();
     let shards_dir = results.path("shards");
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(&shards_dir) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
+    // A task per shard, 100,000 shards at most per submission: a bound far above any real folder.
+    let mut files: Vec<PathBuf> = super::folder::files_in(&shards_dir, "jsonl", MAX_SHARD_FILES)?;
     // In submission order, so that a later submission's record of a key is the latest.
     let number = |p: &PathBuf| -> (u64, u64) {
         let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
