@@ -218,7 +218,9 @@ fn checked_lock_dir(dir: &Path) -> Result<(), Error> {
     }
     let meta = std::fs::symlink_metadata(dir).map_err(Error::io("read", dir))?;
     if meta.file_type().is_symlink() {
-        return Err(refuse("the GPU lock folder is a symbolic link; refused".into()));
+        return Err(refuse(
+            "the GPU lock folder is a symbolic link; refused".into(),
+        ));
     }
     if !meta.is_dir() {
         return Err(refuse(format!(

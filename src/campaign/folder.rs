@@ -54,7 +54,11 @@ fn not_a_file(meta: &std::fs::Metadata) -> Option<&'static str> {
 /// Opens `path` with `options`, never through a link and never blocking on a fifo; refuses
 /// anything but a regular file, and, for a file opened to write, one with other names (a hard
 /// link to a file elsewhere). Ok(None) when it is missing and not created.
-fn open(path: &Path, options: &mut std::fs::OpenOptions, writes: bool) -> Result<Option<File>, Error> {
+fn open(
+    path: &Path,
+    options: &mut std::fs::OpenOptions,
+    writes: bool,
+) -> Result<Option<File>, Error> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -96,7 +100,10 @@ fn open(path: &Path, options: &mut std::fs::OpenOptions, writes: bool) -> Result
 pub fn open_append(path: &Path) -> Result<File, Error> {
     let file = open(
         path,
-        std::fs::OpenOptions::new().create(true).append(true).read(true),
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true),
         true,
     )?;
     Ok(file.expect("created when missing"))
@@ -204,7 +211,10 @@ pub fn real_dir(dir: &Path) -> Result<(), Error> {
         Ok(meta) => Err(refused(
             dir,
             None,
-            format!("{}, not a folder; refused", not_a_file(&meta).unwrap_or("a file")),
+            format!(
+                "{}, not a folder; refused",
+                not_a_file(&meta).unwrap_or("a file")
+            ),
         )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::create_dir(dir) {
             Ok(()) => Ok(()),
@@ -278,7 +288,10 @@ pub fn files_in(dir: &Path, extension: &str, limit: usize) -> Result<Vec<PathBuf
             return Err(refused(
                 dir,
                 None,
-                format!("{}, not a folder; refused", not_a_file(&meta).unwrap_or("a file")),
+                format!(
+                    "{}, not a folder; refused",
+                    not_a_file(&meta).unwrap_or("a file")
+                ),
             ))
         }
         Ok(_) => {}

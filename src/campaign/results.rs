@@ -245,7 +245,10 @@ pub fn read_records(path: &Path) -> Result<Vec<Record>, Error> {
                     return Err(super::folder::refused(
                         path,
                         Some(format!("{number}: field `{field}`")),
-                        format!("{}; not a record repro writes, refused", super::folder::one_line(&why)),
+                        format!(
+                            "{}; not a record repro writes, refused",
+                            super::folder::one_line(&why)
+                        ),
                     ));
                 }
                 records.push(r);
@@ -264,7 +267,9 @@ impl Record {
     pub fn problem(&self) -> Option<(&'static str, String)> {
         let name_problem = |name: &str| -> Option<String> {
             if !crate::spec::names::is_spec_name(name) {
-                Some(format!("`{name}` is not a name (lowercase letters, digits and `_`)"))
+                Some(format!(
+                    "`{name}` is not a name (lowercase letters, digits and `_`)"
+                ))
             } else if name.len() > crate::spec::validate::MAX_SPEC_NAME {
                 Some(format!(
                     "a name of {} characters; at most {}",
@@ -286,7 +291,10 @@ impl Record {
                 return Some(("sizes", format!("size name {why}")));
             }
             if !(1..=i64::from(i32::MAX)).contains(&value) {
-                return Some(("sizes", format!("{name} = {value}: not a size from 1 to 2^31-1")));
+                return Some((
+                    "sizes",
+                    format!("{name} = {value}: not a size from 1 to 2^31-1"),
+                ));
             }
         }
         let key = super::file::RunKey {
@@ -298,7 +306,11 @@ impl Record {
         if self.key != key.text() {
             return Some((
                 "key",
-                format!("`{}` is not the key of its own fields (`{}`)", self.key, key.text()),
+                format!(
+                    "`{}` is not the key of its own fields (`{}`)",
+                    self.key,
+                    key.text()
+                ),
             ));
         }
         if let Some(report) = &self.report {
@@ -306,7 +318,10 @@ impl Record {
                 .strip_prefix("reports/")
                 .and_then(|r| r.strip_suffix(".json"));
             if !id.is_some_and(|id| {
-                id.len() == 16 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                id.len() == 16
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
             }) {
                 return Some((
                     "report",
@@ -336,8 +351,8 @@ pub fn read_info(dir: &Path) -> Result<CampaignInfo, Error> {
         }
         .into()
     };
-    let bytes = super::folder::read(&path, MAX_INFO_BYTES)?
-        .ok_or_else(|| not_results("missing".into()))?;
+    let bytes =
+        super::folder::read(&path, MAX_INFO_BYTES)?.ok_or_else(|| not_results("missing".into()))?;
     let info: CampaignInfo =
         serde_json::from_slice(&bytes).map_err(|e| not_results(e.to_string()))?;
     if !crate::spec::names::is_spec_name(&info.name)
@@ -357,7 +372,11 @@ pub fn read_info(dir: &Path) -> Result<CampaignInfo, Error> {
         return Err(super::folder::refused(
             &path,
             Some("field `runs`".into()),
-            format!("{} runs, more than a campaign may hold ({})", info.runs.len(), super::file::MAX_RUNS),
+            format!(
+                "{} runs, more than a campaign may hold ({})",
+                info.runs.len(),
+                super::file::MAX_RUNS
+            ),
         ));
     }
     Ok(info)

@@ -104,7 +104,11 @@ pub fn summarize(
                     let json = results_dir.join(report);
                     let is_file = std::fs::symlink_metadata(&json).is_ok_and(|m| m.is_file());
                     let heatmap = is_file
-                        .then(|| crate::analyze::heatmap::write_for_report(&json).ok().flatten())
+                        .then(|| {
+                            crate::analyze::heatmap::write_for_report(&json)
+                                .ok()
+                                .flatten()
+                        })
                         .flatten();
                     let _ = match heatmap {
                         Some(png) => writeln!(out, "  {:<14}   heatmap {}", "", png.display()),

@@ -12,6 +12,7 @@ mod attention_spec;
 mod bisect;
 mod bundle;
 mod campaign;
+mod campaign_hostile;
 mod cli;
 mod cli_help;
 mod compiled_sizes;
