@@ -324,6 +324,17 @@ mod tests {
     }
 
     #[test]
+    fn any_limit_a_plan_holds_is_a_limit() {
+        // A shard plan is read from a shared folder: its limit may be any number.
+        let tmp = tempfile::tempdir().unwrap();
+        for limit in [1e308, f64::INFINITY, f64::NAN, -1.0] {
+            let job = job_of(tmp.path(), "exit 0", limit);
+            let record = execute(&job, tmp.path(), None, "GPU 0");
+            assert_eq!(record.verdict, "ok", "limit {limit}");
+        }
+    }
+
+    #[test]
     fn the_disposition_names_the_verdict_and_refusals_say_why() {
         let tmp = tempfile::tempdir().unwrap();
         let failing = job_of(

@@ -99,6 +99,22 @@ impl Folder {
     }
 }
 
+/// The failures of a test's cases, all of them said at its end (not only the first).
+#[derive(Default)]
+struct Checks(Vec<String>);
+
+impl Checks {
+    fn check(&mut self, ok: bool, what: impl std::fmt::Display) {
+        if !ok {
+            self.0.push(what.to_string());
+        }
+    }
+
+    fn done(self) {
+        assert!(self.0.is_empty(), "{}", self.0.join("\n----\n"));
+    }
+}
+
 /// A record as a campaign writes it: its key made from its fields.
 fn record(spec: &str, sizes: &[(&str, i64)], verdict: &str) -> Value {
     let text: Vec<String> = sizes.iter().map(|(n, v)| format!("{n}={v}")).collect();
@@ -157,6 +173,7 @@ fn text(output: &std::process::Output) -> (i32, String, String) {
 fn links_planted_in_a_results_folder_are_not_written_through() {
     // Each of repro's own names, planted as a link to a file outside; the shards hold records,
     // so a collection appends and summarizes.
+    let mut c = Checks::default();
     for planted in [".lock", "results.jsonl", "summary.txt", "maps", "reports"] {
         let f = Folder::new();
         let shapes = failing_shapes("s");
@@ -170,47 +187,48 @@ fn links_planted_in_a_results_folder_are_not_written_through() {
         let before = f.outside_state();
         symlink(&target, f.results.join(planted)).unwrap();
         let (code, stdout, stderr) = text(&f.collect());
-        assert_eq!(
-            f.outside_state(),
-            before,
-            "{planted}: written through\n{stdout}{stderr}"
+        let said = format!("{planted}: exit {code}\n{stdout}{stderr}");
+        c.check(
+            f.outside_state() == before,
+            format!("written through: {said}"),
         );
         if planted == "summary.txt" {
             // Replaced, not followed: the link itself is now the summary.
-            assert_eq!(code, 1, "{stdout}{stderr}");
-            assert!(f
+            let replaced = f
                 .results
                 .join(planted)
                 .symlink_metadata()
-                .unwrap()
-                .is_file());
+                .is_ok_and(|m| m.is_file());
+            c.check(code == 1 && replaced, &said);
         } else {
-            assert_eq!(code, 2, "{planted}\n{stdout}{stderr}");
-            assert!(
-                stderr.contains(&format!("{planted}: a symbolic link")),
-                "{planted}\n{stderr}"
-            );
+            let named = stderr.contains(&format!("{planted}: a symbolic link"));
+            c.check(code == 2 && named, &said);
         }
     }
+    c.done();
 }
 
 #[test]
 fn records_naming_paths_are_refused_at_their_line_and_field() {
     let f = Folder::new();
+    let mut c = Checks::default();
     let absolute = f.outside.join("x").display().to_string();
-    for (spec, field) in [("../../outside/x", "spec"), (absolute.as_str(), "spec")] {
+    for spec in ["../../outside/x", absolute.as_str()] {
         let shapes = failing_shapes(spec);
         f.write_info(&keys(&shapes));
         f.write_records("shards/1-0.jsonl", &[record("s", &[("M", 2)], "ok")]);
         f.write_records("results.jsonl", &shapes);
         let before = f.outside_state();
         let (code, stdout, stderr) = text(&f.collect());
-        assert_eq!(code, 2, "{spec}\n{stdout}{stderr}");
-        assert!(
-            stderr.contains(&format!("results.jsonl:1: field `{field}`")),
-            "{spec}\n{stderr}"
+        let said = format!("{spec}: exit {code}\n{stdout}{stderr}");
+        c.check(
+            f.outside_state() == before,
+            format!("written outside: {said}"),
         );
-        assert_eq!(f.outside_state(), before, "{spec}");
+        c.check(
+            code == 2 && stderr.contains("results.jsonl:1: field `spec`"),
+            &said,
+        );
     }
     // A report path out of reports/: its heatmap would be drawn beside it.
     std::fs::write(
@@ -224,13 +242,17 @@ fn records_naming_paths_are_refused_at_their_line_and_field() {
     f.write_info(&keys(std::slice::from_ref(&bad)));
     f.write_records("results.jsonl", &[record("s", &[("M", 1)], "ok"), bad]);
     let before = f.outside_state();
-    let (code, _, stderr) = text(&f.collect());
-    assert_eq!(code, 2, "{stderr}");
-    assert!(
-        stderr.contains("results.jsonl:2: field `report`"),
-        "{stderr}"
+    let (code, stdout, stderr) = text(&f.collect());
+    let said = format!("report: exit {code}\n{stdout}{stderr}");
+    c.check(
+        f.outside_state() == before,
+        format!("written outside: {said}"),
     );
-    assert_eq!(f.outside_state(), before);
+    c.check(
+        code == 2 && stderr.contains("results.jsonl:2: field `report`"),
+        &said,
+    );
+    c.done();
 }
 
 #[test]
@@ -264,6 +286,7 @@ fn a_planted_partial_heatmap_is_replaced_not_followed() {
 
 #[test]
 fn fifos_and_endless_files_are_refused_without_blocking() {
+    let mut c = Checks::default();
     for (planted, kind) in [
         ("results.jsonl", "fifo"),
         ("shards/1-0.jsonl", "fifo"),
@@ -290,9 +313,10 @@ fn fifos_and_endless_files_are_refused_without_blocking() {
         }
         let started = Instant::now();
         let (code, stdout, stderr) = text(&f.collect());
-        assert!(started.elapsed() < Duration::from_secs(30));
-        assert_eq!(code, 2, "{planted} {kind}\n{stdout}{stderr}");
-        assert!(stderr.contains(planted), "{planted} {kind}\n{stderr}");
+        c.check(
+            started.elapsed() < Duration::from_secs(30) && code == 2 && stderr.contains(planted),
+            format!("{planted} {kind}: exit {code}\n{stdout}{stderr}"),
+        );
     }
     // A regular file past the bound (sparse: no disk spent) is refused, not read.
     let f = Folder::new();
@@ -304,11 +328,11 @@ fn fifos_and_endless_files_are_refused_without_blocking() {
     });
     huge.set_len(600 << 20).unwrap();
     let (code, _, stderr) = text(&f.collect());
-    assert_eq!(code, 2, "{stderr}");
-    assert!(
-        stderr.contains("1-0.jsonl: larger than 512.0 MiB"),
-        "{stderr}"
+    c.check(
+        code == 2 && stderr.contains("1-0.jsonl: larger than 512.0 MiB"),
+        format!("huge: exit {code}\n{stderr}"),
     );
+    c.done();
 }
 
 #[test]
@@ -365,8 +389,9 @@ fn a_record_without_a_size_its_spec_has_elsewhere_is_mapped_apart() {
 }
 
 /// A campaign of spec small_gemm with `entry` (YAML lines of its one `specs:` entry, indented
-/// four spaces) and the campaign's own `top` lines; `repro campaign` on it must refuse it.
-fn refused_campaign(top: &str, entry: &str, files: &[(&str, &str)]) -> String {
+/// four spaces) and the campaign's own `top` lines: what `repro campaign` says of it, which
+/// must be a refusal (exit 2) holding every one of `said`.
+fn refused_campaign(c: &mut Checks, top: &str, entry: &str, files: &[(&str, &str)], said: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     common::write_small_spec(tmp.path());
     for (name, body) in files {
@@ -393,45 +418,62 @@ fn refused_campaign(top: &str, entry: &str, files: &[(&str, &str)]) -> String {
         .output()
         .unwrap();
     let (code, stdout, stderr) = text(&out);
-    assert_eq!(code, 2, "{stdout}{stderr}");
-    stderr
+    c.check(
+        code == 2 && said.iter().all(|s| stderr.contains(s)),
+        format!("expected {said:?}: exit {code}\n{stdout}{stderr}"),
+    );
 }
 
 #[test]
 fn campaign_and_shapes_files_are_checked_as_a_spec_is() {
-    let e = refused_campaign("name: c\ntimeout: 1e308\n", "", &[]);
-    assert!(
-        e.contains("c.yaml:3:") && e.contains("timeout 1e308"),
-        "{e}"
+    let mut c = Checks::default();
+    let c = &mut c;
+    refused_campaign(
+        c,
+        "name: c\ntimeout: 1e308\n",
+        "",
+        &[],
+        &["c.yaml:3:", "timeout 1e308"],
     );
-    let e = refused_campaign(&format!("name: {}\n", "a".repeat(10_000)), "", &[]);
-    assert!(
-        e.contains("c.yaml:2:") && e.contains("10000 characters long"),
-        "{e}"
+    refused_campaign(
+        c,
+        "name: c\ntimeout: .inf\n",
+        "",
+        &[],
+        &["c.yaml:3:", "timeout inf"],
     );
-    let e = refused_campaign("name: c\n", "    sizes: { M: [3000000000] }\n", &[]);
-    assert!(
-        e.contains("c.yaml:5:") && e.contains("does not fit the `int`"),
-        "{e}"
+    let long = format!("name: {}\n", "a".repeat(10_000));
+    refused_campaign(c, &long, "", &[], &["c.yaml:2:", "10000 characters long"]);
+    let big = "    sizes: { M: [3000000000] }\n";
+    refused_campaign(
+        c,
+        "name: c\n",
+        big,
+        &[],
+        &["c.yaml:5:", "does not fit the `int`"],
     );
-    let e = refused_campaign(
+    refused_campaign(
+        c,
         "name: c\n",
         "    shapes_file: s.csv\n",
         &[("s.csv", "M,N\n1,2\n2147483648,3\n")],
+        &["s.csv:3: M = 2147483648 does not fit"],
     );
-    assert!(e.contains("s.csv:3: M = 2147483648 does not fit"), "{e}");
-    let e = refused_campaign(
+    refused_campaign(
+        c,
         "name: c\n",
         "    shapes_file: s.csv\n",
         &[("s.csv", "# sizes\nM,N,M\n1,2,3\n")],
+        &["s.csv:2: column `M` is given twice"],
     );
-    assert!(e.contains("s.csv:2: column `M` is given twice"), "{e}");
-    let e = refused_campaign(
+    refused_campaign(
+        c,
         "name: c\n",
         "    shapes_file: s.jsonl\n",
         &[("s.jsonl", "{\"M\": 1}\n{\"M\": 1, \"N\": 2, \"M\": 3}\n")],
+        &["s.jsonl:2: `M` is given twice"],
     );
-    assert!(e.contains("s.jsonl:2: `M` is given twice"), "{e}");
+    std::mem::take(c).done();
 }
 
 #[test]
@@ -450,6 +492,7 @@ fn fifos_as_campaign_or_shapes_files_are_refused_without_blocking() {
         "version: 1\nname: c\nspecs:\n  - spec: small_gemm.yaml\n    shapes_file: s.csv\n",
     )
     .unwrap();
+    let mut c = Checks::default();
     for (file, said) in [("fifo.yaml", "fifo.yaml"), ("c.yaml", "s.csv: a fifo")] {
         let out = Command::cargo_bin("repro")
             .unwrap()
@@ -466,9 +509,12 @@ fn fifos_as_campaign_or_shapes_files_are_refused_without_blocking() {
             .output()
             .unwrap();
         let (code, stdout, stderr) = text(&out);
-        assert_eq!(code, 2, "{file}\n{stdout}{stderr}");
-        assert!(stderr.contains(said), "{file}\n{stderr}");
+        c.check(
+            code == 2 && stderr.contains(said),
+            format!("{file}: exit {code}\n{stdout}{stderr}"),
+        );
     }
+    c.done();
 }
 
 /// The most shapes a campaign may hold, read in about a second (it was 48 s: every row's line
@@ -476,39 +522,35 @@ fn fifos_as_campaign_or_shapes_files_are_refused_without_blocking() {
 /// it, not read to its end.
 #[test]
 fn a_shapes_file_of_the_most_rows_reads_in_linear_time_and_stops_at_the_limit() {
+    let mut c = Checks::default();
     let rows: String = (1..=100_000).map(|i| format!("{i},8\n")).collect();
     let started = Instant::now();
-    let e = refused_campaign(
+    refused_campaign(
+        &mut c,
         "name: c\n",
         "    shapes_file: s.csv\n    modes: [ones, random]\n",
         &[("s.csv", &format!("M,N\n{rows}"))],
+        &["200000 runs, more than"],
     );
-    assert!(e.contains("200000 runs, more than"), "{e}");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
+    let took = started.elapsed();
+    c.check(took < Duration::from_secs(10), format!("took {took:?}"));
     // Past the limit, a bad row at the end is never reached.
-    let e = refused_campaign(
+    refused_campaign(
+        &mut c,
         "name: c\n",
         "    shapes_file: s.csv\n",
         &[("s.csv", &format!("M,N\n{rows}1,8\nx,8\n"))],
-    );
-    assert!(
-        e.contains("s.csv:100002: more shapes than a campaign may hold"),
-        "{e}"
+        &["s.csv:100002: more shapes than a campaign may hold"],
     );
     let json: String = (1..=100_001).map(|i| format!("{{\"M\": {i}}}\n")).collect();
-    let e = refused_campaign(
+    refused_campaign(
+        &mut c,
         "name: c\n",
         "    shapes_file: s.jsonl\n",
         &[("s.jsonl", &format!("{json}{{\"M\": x}}\n"))],
+        &["s.jsonl:100001: more shapes than a campaign may hold"],
     );
-    assert!(
-        e.contains("s.jsonl:100001: more shapes than a campaign may hold"),
-        "{e}"
-    );
+    c.done();
 }
 
 /// The GPU lock folder is shared by every user of a machine: a lock file another user planted
@@ -537,6 +579,7 @@ fn gpu_lock_files_planted_as_links_are_refused() {
     std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let linked = tmp.path().join("linked");
     symlink(&outside, &linked).unwrap();
+    let mut c = Checks::default();
     for (dir, said) in [
         (&shared, "0.lock: a symbolic link"),
         (&open_dir, "not sticky"),
@@ -561,12 +604,15 @@ fn gpu_lock_files_planted_as_links_are_refused() {
             .output()
             .unwrap();
         let (code, stdout, stderr) = text(&out);
-        assert_eq!(code, 2, "{}\n{stdout}{stderr}", dir.display());
-        assert!(stderr.contains(said), "{stderr}");
-        assert_eq!(
-            std::fs::read_to_string(&target).unwrap(),
-            "must not change\n"
+        let unchanged = std::fs::read_to_string(&target).unwrap() == "must not change\n"
+            && std::fs::read_dir(&outside).unwrap().count() == 1;
+        c.check(
+            code == 2 && stderr.contains(said) && unchanged,
+            format!(
+                "{}: exit {code}, outside unchanged: {unchanged}\n{stdout}{stderr}",
+                dir.display()
+            ),
         );
-        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1);
     }
+    c.done();
 }
