@@ -56,15 +56,16 @@ pub fn submit(
     results_dir: &Path,
     options: &Submit,
 ) -> Result<String, Error> {
+    // Folders of the results' own: a link planted in place of one (a dangling one included,
+    // which `exists` would call free) is refused, not written through.
     let slurm_dir = results_dir.join("slurm");
-    std::fs::create_dir_all(&slurm_dir).map_err(Error::io("create", &slurm_dir))?;
-    std::fs::create_dir_all(results_dir.join("shards"))
-        .map_err(Error::io("create", results_dir.join("shards")))?;
+    super::folder::real_dir(&slurm_dir)?;
+    super::folder::real_dir(&results_dir.join("shards"))?;
     let submission = (1..)
-        .find(|k| !slurm_dir.join(format!("submission-{k}")).exists())
+        .find(|k| std::fs::symlink_metadata(slurm_dir.join(format!("submission-{k}"))).is_err())
         .expect("a free number");
     let dir = slurm_dir.join(format!("submission-{submission}"));
-    std::fs::create_dir_all(&dir).map_err(Error::io("create", &dir))?;
+    super::folder::real_dir(&dir)?;
     let count = options
         .shards
         .unwrap_or_else(|| default_shards(jobs.len()))
@@ -80,11 +81,10 @@ pub fn submit(
         shards,
     };
     let plan_path = dir.join("plan.json");
-    std::fs::write(
+    super::folder::replace(
         &plan_path,
-        serde_json::to_string(&plan).expect("serializes"),
-    )
-    .map_err(Error::io("write", &plan_path))?;
+        serde_json::to_string(&plan).expect("serializes").as_bytes(),
+    )?;
     let repro = std::env::current_exe().map_err(Error::io("find", "repro's own executable"))?;
     let script = dir.join("task.sh");
     let text = format!(
@@ -94,7 +94,7 @@ pub fn submit(
         shell_quote(&repro.display().to_string()),
         shell_quote(&plan_path.display().to_string()),
     );
-    std::fs::write(&script, text).map_err(Error::io("write", &script))?;
+    super::folder::replace(&script, text.as_bytes())?;
     let mut sbatch = Command::new(&options.sbatch);
     sbatch
         .arg("--parsable")
@@ -129,7 +129,7 @@ pub fn submit(
         .unwrap_or("")
         .trim()
         .to_string();
-    std::fs::write(dir.join("job"), &job).map_err(Error::io("write", dir.join("job")))?;
+    super::folder::replace(&dir.join("job"), job.as_bytes())?;
     Ok(format!(
         "slurm   submitted job array {job}: {count} tasks, {runs} runs (plan {})\n\
          slurm   when it ends: repro campaign --collect {}",
@@ -169,10 +169,9 @@ pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, Error> {
             plan.shards.len()
         ))
     })?;
-    let out = plan
-        .results_dir
-        .join("shards")
-        .join(format!("{}-{shard}.jsonl", plan.submission));
+    let shards = plan.results_dir.join("shards");
+    super::folder::real_dir(&shards)?;
+    let out = shards.join(format!("{}-{shard}.jsonl", plan.submission));
     let done: std::collections::HashSet<String> = results::read_records(&out)?
         .into_iter()
         .map(|r| r.key)
