@@ -124,7 +124,13 @@ fn too_many(line: usize) -> RowError {
 struct Members {
     members: Vec<(String, serde_json::Value)>,
     twice: Option<String>,
+    /// More members than [`MAX_SIZES`]: the rest were skipped unread.
+    too_many: bool,
 }
+
+/// Most sizes one shape (a CSV header, a JSON object) may name: a spec has a handful. A bound
+/// on the memory and time one row takes, whatever its line holds.
+const MAX_SIZES: usize = 64;
 
 impl<'de> serde::Deserialize<'de> for Members {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -139,14 +145,29 @@ impl<'de> serde::Deserialize<'de> for Members {
                 mut map: A,
             ) -> Result<Members, A::Error> {
                 let mut members: Vec<(String, serde_json::Value)> = Vec::new();
-                let mut twice = None;
-                while let Some((name, value)) = map.next_entry::<String, serde_json::Value>()? {
-                    if twice.is_none() && members.iter().any(|(n, _)| *n == name) {
-                        twice = Some(name.clone());
+                let (mut twice, mut too_many) = (None, false);
+                while twice.is_none() && !too_many {
+                    let Some((name, value)) = map.next_entry::<String, serde_json::Value>()? else {
+                        break;
+                    };
+                    if members.iter().any(|(n, _)| *n == name) {
+                        twice = Some(name);
+                    } else if members.len() == MAX_SIZES {
+                        too_many = true;
+                    } else {
+                        members.push((name, value));
                     }
-                    members.push((name, value));
                 }
-                Ok(Members { members, twice })
+                // The rest of the object is read (it must be JSON) but not kept.
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Members {
+                    members,
+                    twice,
+                    too_many,
+                })
             }
         }
         deserializer.deserialize_map(Visitor)
@@ -176,6 +197,13 @@ fn json_lines(text: &str) -> Result<Rows, RowError> {
                 Some(line_number),
                 format!("`{}` is given twice", one_line(&name)),
                 "give each size once per shape",
+            ));
+        }
+        if object.too_many {
+            return Err((
+                Some(line_number),
+                format!("more than {MAX_SIZES} sizes in one shape"),
+                "give the sizes of the spec",
             ));
         }
         let mut row = Vec::new();
@@ -259,6 +287,13 @@ fn csv_rows(text: &str) -> Result<Rows, RowError> {
         .lines()
         .position(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map_or(1, |i| i + 1);
+    if header.len() > MAX_SIZES {
+        return Err((
+            Some(header_line),
+            format!("{} columns, more than {MAX_SIZES}", header.len()),
+            "give a column per size of the spec",
+        ));
+    }
     for (i, name) in header.iter().enumerate() {
         if header[..i].contains(name) {
             return Err((
@@ -320,6 +355,19 @@ mod tests {
         };
         assert_eq!(values(&csv), values(&json));
         assert_eq!(csv[1].0, 5, "the row's line in the file");
+    }
+
+    #[test]
+    fn a_size_given_twice_or_too_many_sizes_are_refused_at_their_line() {
+        let e = json_lines("{\"M\": 1}\n{\"M\": 1, \"M\": 2}\n").unwrap_err();
+        assert_eq!(e.0, Some(2));
+        assert!(e.1.contains("`M` is given twice"), "{}", e.1);
+        let wide: Vec<String> = (0..100_000).map(|i| format!("\"s{i}\": 1")).collect();
+        let e = json_lines(&format!("{{{}}}\n", wide.join(","))).unwrap_err();
+        assert!(e.1.contains("more than 64 sizes"), "{}", e.1);
+        let e = csv_rows("# c\nM,N,M\n1,2,3\n").unwrap_err();
+        assert_eq!(e.0, Some(2));
+        assert!(e.1.contains("column `M` is given twice"), "{}", e.1);
     }
 
     #[test]
