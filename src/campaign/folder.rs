@@ -160,6 +160,14 @@ pub fn for_each_line(
     let Some(file) = open_read(path)? else {
         return Ok(());
     };
+    let size = file.metadata().map_err(Error::io("read", path))?.len();
+    if size > limit {
+        return Err(refused(
+            path,
+            None,
+            format!("larger than {}; refused", crate::file_kind::mib(limit)),
+        ));
+    }
     let mut reader = BufReader::new(file.take(limit + 1));
     let (mut total, mut number) = (0u64, 0usize);
     let mut line = Vec::new();
