@@ -308,7 +308,7 @@ pub fn files_in(dir: &Path, extension: &str, limit: usize) -> Result<Vec<PathBuf
     for entry in std::fs::read_dir(dir).map_err(Error::io("read", dir))? {
         let entry = entry.map_err(Error::io("read", dir))?;
         let path = entry.path();
-        if path.extension().is_none_or(|x| x != extension) {
+        if path.extension().and_then(|x| x.to_str()) != Some(extension) {
             continue;
         }
         let meta = entry.metadata().map_err(Error::io("read", &path))?;
