@@ -399,3 +399,49 @@ pub fn host() -> String {
         "unknown".into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as a campaign writes it, changed by `change`: the field it says is wrong.
+    fn problem_of(change: impl FnOnce(&mut Record)) -> Option<&'static str> {
+        let mut r = Record::example("s/default/M=1/ones", "ok");
+        r.sizes.insert("M".into(), 1);
+        r.report = Some("reports/0123456789abcdef.json".into());
+        change(&mut r);
+        r.problem().map(|(field, _)| field)
+    }
+
+    #[test]
+    fn a_record_no_campaign_writes_says_which_field() {
+        assert_eq!(problem_of(|_| {}), None);
+        assert_eq!(problem_of(|r| r.spec = "../x".into()), Some("spec"));
+        assert_eq!(problem_of(|r| r.spec = "a".repeat(129)), Some("spec"));
+        assert_eq!(problem_of(|r| r.variant = "/abs".into()), Some("variant"));
+        let bad_name = |r: &mut Record| {
+            r.sizes = IndexMap::from([("M/..".to_string(), 1)]);
+        };
+        assert_eq!(problem_of(bad_name), Some("sizes"));
+        let too_big = |r: &mut Record| {
+            r.sizes.insert("M".into(), 1 << 31);
+        };
+        assert_eq!(problem_of(too_big), Some("sizes"));
+        assert_eq!(
+            problem_of(|r| r.key = "s/default/M=2/ones".into()),
+            Some("key")
+        );
+        for report in [
+            "../r.json",
+            "/tmp/r.json",
+            "reports/../../r.json",
+            "reports/0123.json",
+        ] {
+            assert_eq!(
+                problem_of(|r| r.report = Some(report.into())),
+                Some("report"),
+                "{report}"
+            );
+        }
+    }
+}
