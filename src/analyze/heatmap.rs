@@ -109,6 +109,9 @@ pub fn encode_png(shares: &TileShares) -> Result<Vec<u8>, png::EncodingError> {
     Ok(out)
 }
 
+/// Largest report read for its heatmap: a report's per-tile counts of a very large output.
+const MAX_REPORT_BYTES: u64 = 256 << 20;
+
 /// `report.json` -> `report.heatmap.png`, beside it.
 pub fn png_path(report: &Path) -> PathBuf {
     let stem = report
@@ -121,10 +124,12 @@ pub fn png_path(report: &Path) -> PathBuf {
 /// Writes the heatmap of the JSON report at `report` next to it; the path when there was one
 /// to draw. Written to a temporary name and renamed, so a reader never sees half an image.
 pub fn write_for_report(report: &Path) -> Result<Option<PathBuf>, Error> {
-    let Ok(text) = std::fs::read_to_string(report) else {
-        return Ok(None); // the harness died before writing one: nothing to draw
+    // Missing when the harness died before writing one: nothing to draw. Read bounded and only
+    // as a regular file: a report in a folder from others may be a fifo or `/dev/zero`.
+    let Ok(bytes) = crate::file_kind::read_regular(report, MAX_REPORT_BYTES) else {
+        return Ok(None);
     };
-    let Ok(json) = serde_json::from_str::<Value>(&text) else {
+    let Ok(json) = serde_json::from_slice::<Value>(&bytes) else {
         return Ok(None);
     };
     let Some(shares) = TileShares::from_report(&json) else {
@@ -145,8 +150,19 @@ pub fn write_for_report(report: &Path) -> Result<Option<PathBuf>, Error> {
         path: path.clone(),
         source,
     };
-    std::fs::write(&partial, bytes).map_err(io)?;
-    std::fs::rename(&partial, &path).map_err(io)?;
+    // A new file, never one found there (a link planted in its place would be written
+    // through); the rename then replaces whatever is at `path`, a link included, and follows
+    // nothing.
+    let _ = std::fs::remove_file(&partial);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&partial)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes));
+    if let Err(e) = written.and_then(|_| std::fs::rename(&partial, &path)) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(io(e));
+    }
     Ok(Some(path))
 }
 

@@ -42,24 +42,24 @@ pub struct NotedLock {
     _file: File,
 }
 
-/// Takes the lock on `path` (created if missing) at once and writes `note` into its file (who
-/// holds it, for the message of whoever finds it taken); `Ok(Err(note))` with the holder's note
-/// when another process holds it. A campaign's GPUs and results folder are held this way.
-pub fn try_hold(path: &Path, note: &str) -> Result<Result<NotedLock, String>, Error> {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(Error::io("open", path))?;
+/// Longest note read back from a lock file held by another process.
+const MAX_NOTE: u64 = 4096;
+
+/// Takes the lock on the open file `file` at once and writes `note` into it (who
+/// holds it, for the message of whoever finds it taken); `Err(note)` with the holder's note
+/// when another process holds it. A campaign's GPUs and results folder are held this way; the
+/// caller opens the file, as a folder others write to needs (no link followed, no fifo).
+pub fn try_hold(mut file: File, note: &str) -> Result<NotedLock, String> {
+    use std::io::{Read, Seek, Write};
     // SAFETY: flock on a descriptor this function owns; no memory is involved.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let holder = std::fs::read_to_string(path).unwrap_or_default();
-        return Ok(Err(holder.trim().to_string()));
+        let mut holder = Vec::new();
+        let _ = (&mut file).take(MAX_NOTE).read_to_end(&mut holder);
+        return Err(String::from_utf8_lossy(&holder).trim().to_string());
     }
     let _ = file.set_len(0);
+    let _ = file.rewind();
+    // The note only helps a message; the lock holds without it.
     let _ = write!(file, "{note}");
-    Ok(Ok(NotedLock { _file: file }))
+    Ok(NotedLock { _file: file })
 }

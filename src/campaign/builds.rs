@@ -67,6 +67,9 @@ pub fn build(
     let dir = results_dir.join("builds").join(&instance.id);
     let started = std::time::Instant::now();
     let outcome = (|| -> Result<build::Built, Error> {
+        // Folders of the results' own, not links planted to take the artifact elsewhere.
+        super::folder::real_dir(&results_dir.join("builds"))?;
+        super::folder::real_dir(&dir)?;
         let plan = Plan::for_spec(instance.spec.clone(), dir.clone())?;
         if let Some(files) = &plan.artifact {
             if !artifact::is_current(files) {

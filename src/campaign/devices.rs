@@ -7,7 +7,7 @@
 //! set keeps to those GPUs. The locks are `flock`s on files named by the GPU's UUID in a folder
 //! every user can write: the kernel drops them when a campaign dies, however it dies.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::CampaignError;
@@ -185,15 +185,64 @@ fn lock_dir() -> PathBuf {
         .unwrap_or_else(|| std::env::temp_dir().join("repro-gpu-locks"))
 }
 
+/// Makes the lock folder (sticky and writable by all, like /tmp: every user's campaigns take
+/// turns there) or checks the one found: it is a folder, not a link (to a folder its planter
+/// controls), and when others may write it, it is sticky (so that no other user can rename or
+/// remove this campaign's lock files). Its files are opened without following links
+/// ([`super::folder::open_lock`]), so nothing another user plants there is written through.
+fn checked_lock_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let refuse = |why: String| -> Error {
+        super::folder::refused_with(
+            dir,
+            None,
+            why,
+            "remove it (it holds only lock files, and nothing holds them when no repro campaign runs),              or give the campaign a lock folder of its own with REPRO_GPU_LOCK_DIR",
+        )
+    };
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
+            }
+            match std::fs::create_dir(dir) {
+                Ok(()) => {
+                    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("create", dir)(e)),
+            }
+        }
+        Err(e) => return Err(Error::io("read", dir)(e)),
+        Ok(_) => {}
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(Error::io("read", dir))?;
+    if meta.file_type().is_symlink() {
+        return Err(refuse(
+            "the GPU lock folder is a symbolic link; refused".into(),
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(refuse(format!(
+            "the GPU lock folder is {}; refused",
+            crate::file_kind::describe(&meta)
+        )));
+    }
+    let mode = meta.mode();
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(refuse(format!(
+            "the GPU lock folder may be written by other users (mode {:o}) but is not sticky:              any of them could replace a campaign's lock file; refused",
+            mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
 /// Takes `device` for this campaign; an error naming the holder when another campaign has it.
 /// `whoami` is written into the lock file for that message.
 pub fn lock(device: &Device, whoami: &str) -> Result<DeviceLock, Error> {
     let dir = lock_dir();
-    if std::fs::create_dir_all(&dir).is_ok() {
-        use std::os::unix::fs::PermissionsExt;
-        // Sticky and world-writable, like /tmp: every user's campaigns take turns here.
-        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777));
-    }
+    checked_lock_dir(&dir)?;
     let id = device.uuid.as_deref().unwrap_or(&device.visible_as);
     let name: String = id
         .chars()
@@ -206,10 +255,11 @@ pub fn lock(device: &Device, whoami: &str) -> Result<DeviceLock, Error> {
         })
         .collect();
     let path = dir.join(format!("{name}.lock"));
-    crate::build::lock::try_hold(&path, whoami)?.map_err(|holder| {
+    let file = super::folder::open_lock(&path)?;
+    crate::build::lock::try_hold(file, whoami).map_err(|holder| {
         CampaignError::DeviceBusy {
             device: device.label(),
-            holder,
+            holder: super::folder::one_line(&holder),
         }
         .into()
     })

@@ -14,6 +14,16 @@ pub enum CampaignError {
         help: String,
     },
 
+    /// A file of a results folder (or a lock) that is not what repro writes there: a link, a
+    /// fifo, a file too large, a record with a name no campaign makes. `place` is the path, with
+    /// the line or field when there is one.
+    #[error("{place}: {why}\nhelp: {help}")]
+    Unsafe {
+        place: String,
+        why: String,
+        help: String,
+    },
+
     #[error("{}: another repro campaign (pid {holder}) is writing results here\nhelp: wait for it to end, or give this one another --output folder", dir.display())]
     ResultsBusy { dir: PathBuf, holder: String },
 

@@ -17,6 +17,9 @@ use crate::error::exit;
 use crate::run::harness_options as opt;
 use crate::run::sanitize;
 
+/// The longest a harness process may run, whatever a job says: a week.
+const MAX_LIMIT: Duration = Duration::from_secs(7 * 86_400);
+
 /// A run, ready to start: the harness binary, its options, and its limit.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Job {
@@ -61,7 +64,12 @@ pub fn job(
     sanitizer: Option<&(PathBuf, String)>,
 ) -> Job {
     let spec = &campaign.instances[run.instance].spec;
-    let timeout = campaign.timeout.unwrap_or(spec.check.timeout);
+    // The campaign file's timeout is checked against the bound when read; a spec's own is
+    // bounded here too, so that no limit below overflows.
+    let timeout = campaign
+        .timeout
+        .unwrap_or(spec.check.timeout)
+        .min(super::file::MAX_TIMEOUT_S);
     let sizes = run
         .size_arguments
         .iter()
@@ -147,7 +155,15 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
     record.times.build_s = job.build_s;
     let report_rel = report_relative(&job.key);
     let report = results_dir.join(&report_rel);
-    let _ = std::fs::create_dir_all(results_dir.join("reports"));
+    // The harness writes its report (and compute-sanitizer its log) under reports/: a folder of
+    // the results' own, never a link planted in its place, which would take them elsewhere.
+    if let Err(e) = super::folder::real_dir(&results_dir.join("reports")) {
+        record.code = exit::USAGE;
+        record.verdict = "refused".into();
+        record.disposition = "Not run (results folder refused)".into();
+        record.evidence = e.to_string().lines().next().unwrap_or("").to_string();
+        return record;
+    }
     let _ = std::fs::remove_file(&report);
     let mut command = match &job.sanitizer {
         Some(s) => {
@@ -166,7 +182,10 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
     }
     end_with_parent(&mut command);
     let started = Instant::now();
-    let limit = Duration::from_secs_f64(job.limit_s);
+    // A shard plan is a file a task reads from a shared folder: any number may stand there.
+    let limit = Duration::try_from_secs_f64(job.limit_s)
+        .unwrap_or(MAX_LIMIT)
+        .min(MAX_LIMIT);
     let finished = crate::run::run_captured(command, limit, &job.binary);
     record.times.run_s = started.elapsed().as_secs_f64();
     match finished {
@@ -302,6 +321,17 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!((record.code, record.verdict.as_str()), (exit::HANG, "hang"));
         assert!(record.evidence.contains("killed"), "{}", record.evidence);
+    }
+
+    #[test]
+    fn any_limit_a_plan_holds_is_a_limit() {
+        // A shard plan is read from a shared folder: its limit may be any number.
+        let tmp = tempfile::tempdir().unwrap();
+        for limit in [1e308, f64::INFINITY, f64::NAN, -1.0] {
+            let job = job_of(tmp.path(), "exit 0", limit);
+            let record = execute(&job, tmp.path(), None, "GPU 0");
+            assert_eq!(record.verdict, "ok", "limit {limit}");
+        }
     }
 
     #[test]

@@ -9,17 +9,23 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+use super::folder::one_line;
 use super::shapes;
 use crate::error::Error;
 use crate::generate::compiled_sizes::sizes_fixed_reason;
 use crate::spec::diagnostic::did_you_mean;
 use crate::spec::model::Value;
+use crate::spec::validate::MAX_SPEC_NAME;
 use crate::spec::yaml::{self, SpanMap};
 use crate::spec::{Diagnostic, ResolvedSpec, SpecErrors};
 
 /// Most runs one campaign may hold: a bound on memory and on the results file, checked before
 /// any list is expanded (`sizes:` multiplies its lists).
 pub const MAX_RUNS: usize = 100_000;
+
+/// Longest launch watchdog a campaign may set: a day. Past it a run's limit in seconds overflows
+/// what a process limit holds, and no launch is meant to run that long.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 
 /// Largest campaign file read; like a spec, it is a page of YAML.
 const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -178,18 +184,22 @@ pub fn load(path: &Path) -> Result<Campaign, Error> {
     }
 }
 
+/// The text of a campaign file (or of a spec a variant rewrites): only a regular file, which a
+/// fifo or a device is not (one would block the read, the other never end), and bounded.
 fn read_text(path: &Path) -> Result<String, Error> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(Error::io("read", path))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(Error::io("read", path)(std::io::Error::other(format!(
-            "larger than {} MiB; a campaign file is a short YAML file (is this the right path?)",
-            MAX_FILE_BYTES >> 20
-        ))));
-    }
+    use crate::file_kind::ReadError;
+    let bytes = crate::file_kind::read_regular(path, MAX_FILE_BYTES).map_err(|e| {
+        Error::io("read", path)(match e {
+            ReadError::Io(e) => e,
+            ReadError::NotAFile(what) => std::io::Error::other(format!(
+                "{what}, not a file; a campaign file is a short YAML file (is this the right path?)"
+            )),
+            ReadError::TooLarge { .. } => std::io::Error::other(format!(
+                "larger than {} MiB; a campaign file is a short YAML file (is this the right path?)",
+                MAX_FILE_BYTES >> 20
+            )),
+        })
+    })?;
     String::from_utf8(bytes).map_err(|_| {
         Error::io("read", path)(std::io::Error::other(
             "not UTF-8 text; save the campaign file as UTF-8",
@@ -221,14 +231,33 @@ impl Reader<'_> {
         if !crate::spec::names::is_spec_name(&file.name) {
             self.error(
                 "name",
-                format!("`{}` is not a campaign name", file.name),
+                format!("`{}` is not a campaign name", one_line(&file.name)),
                 "lowercase letters, digits and `_` (it names the results folder)",
             );
+        } else if file.name.len() > MAX_SPEC_NAME {
+            self.error(
+                "name",
+                format!(
+                    "the campaign name is {} characters long; at most {MAX_SPEC_NAME}",
+                    file.name.len()
+                ),
+                "it names the results folder (campaigns/<name>/), as a spec's name does",
+            );
         }
-        if let Some(t) = file.timeout.filter(|t| !(t.is_finite() && *t > 0.0)) {
+        if let Some(t) = file
+            .timeout
+            .filter(|t| !(t.is_finite() && *t > 0.0 && *t <= MAX_TIMEOUT_S))
+        {
             self.error(
                 "timeout",
-                format!("timeout {t} is not a positive number of seconds"),
+                format!(
+                    "timeout {} is not a number of seconds above 0 and at most {MAX_TIMEOUT_S}",
+                    if t.abs() < 1e9 {
+                        t.to_string()
+                    } else {
+                        format!("{t:e}")
+                    }
+                ),
                 "the watchdog's limit per launch, e.g. `timeout: 10`",
             );
         }
@@ -522,6 +551,15 @@ impl Reader<'_> {
                 format!("{name} = {value}: a size is at least 1"),
                 "give a positive extent",
             );
+        } else if value > i64::from(i32::MAX) {
+            self.error(
+                place,
+                format!(
+                    "{name} = {value} does not fit the `int` the kernel receives (at most {})",
+                    i32::MAX
+                ),
+                "sizes are passed to kernels as int; give a smaller extent",
+            );
         }
     }
 
@@ -534,7 +572,7 @@ impl Reader<'_> {
         variant: &VariantEntry,
         sizes: &IndexMap<String, i64>,
     ) -> Result<Option<ResolvedSpec>, Error> {
-        let text = std::fs::read_to_string(spec_path).map_err(Error::io("read", spec_path))?;
+        let text = read_text(spec_path)?;
         let (mut model, _) = yaml::parse_spec(&text)
             .map_err(|d| Error::Spec(SpecErrors::new(spec_path, &text, d)))?;
         if let Some(flags) = &variant.flags {

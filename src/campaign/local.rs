@@ -82,7 +82,7 @@ impl Progress {
         let outcome = if record.verdict == "ok" {
             "pass".to_string()
         } else {
-            format!("FAIL {}", record.verdict)
+            format!("FAIL {}", super::folder::one_line(&record.verdict))
         };
         eprintln!(
             "[{done:>w$}/{}] {failing} failing, ETA {} | {} -> {outcome} ({:.2} s, {})",

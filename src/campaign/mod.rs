@@ -14,6 +14,7 @@ pub mod devices;
 mod error;
 pub mod execute;
 pub mod file;
+pub mod folder;
 pub mod local;
 pub mod results;
 pub mod shape_map;
@@ -240,8 +241,7 @@ fn print_summary(name: &str, keys: &[String], results: &ResultsDir) -> Result<u8
     let (text, code) = summary::summarize(name, keys, &latest, &results.dir);
     print!("{text}");
     println!("results {}", results.path(results::RESULTS_FILE).display());
-    let path = results.path("summary.txt");
-    std::fs::write(&path, &text).map_err(Error::io("write", &path))?;
+    folder::replace(&results.path("summary.txt"), text.as_bytes())?;
     Ok(code)
 }
 

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -117,6 +117,15 @@ pub struct CampaignInfo {
 }
 
 pub const RESULTS_FILE: &str = "results.jsonl";
+/// The folders repro makes in a results folder.
+pub const SUBFOLDERS: [&str; 5] = ["reports", "maps", "builds", "shards", "slurm"];
+/// Largest results file (or shard file) read: a hundred thousand runs' records, resumed many
+/// times over, are far less.
+pub const MAX_RESULTS_BYTES: u64 = 512 << 20;
+/// Longest record line read: a record is a few hundred bytes (its harness timings included).
+const MAX_RECORD_LINE: usize = 1 << 20;
+/// Largest campaign.json read: a hundred thousand run keys.
+const MAX_INFO_BYTES: u64 = 64 << 20;
 pub const INFO_FILE: &str = "campaign.json";
 
 /// An open results folder: this campaign's lock on it, and its results file for appending.
@@ -133,11 +142,19 @@ impl ResultsDir {
         std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
         let dir = dir.canonicalize().map_err(Error::io("open", dir))?;
         let lock_path = dir.join(".lock");
-        let lock = crate::build::lock::try_hold(&lock_path, &std::process::id().to_string())?
+        let lock_file = super::folder::open_lock(&lock_path)?;
+        let lock = crate::build::lock::try_hold(lock_file, &std::process::id().to_string())
             .map_err(|holder| CampaignError::ResultsBusy {
                 dir: dir.clone(),
-                holder,
+                holder: super::folder::one_line(&holder),
             })?;
+        // A folder planted in place of one repro writes into would take its files elsewhere.
+        for sub in SUBFOLDERS {
+            let path = dir.join(sub);
+            if std::fs::symlink_metadata(&path).is_ok() {
+                super::folder::real_dir(&path)?;
+            }
+        }
         let path = dir.join(RESULTS_FILE);
         let results = append_file(&path)?;
         Ok(ResultsDir {
@@ -157,7 +174,14 @@ impl ResultsDir {
     pub fn write_info(&self, info: &CampaignInfo) -> Result<(), Error> {
         let path = self.dir.join(INFO_FILE);
         let text = serde_json::to_string_pretty(info).expect("serializes");
-        std::fs::write(&path, text).map_err(Error::io("write", &path))
+        super::folder::replace(&path, text.as_bytes())
+    }
+
+    /// `relative` (a folder repro makes here) as a folder of its own, made when missing.
+    pub fn subfolder(&self, relative: &str) -> Result<PathBuf, Error> {
+        let path = self.dir.join(relative);
+        super::folder::real_dir(&path)?;
+        Ok(path)
     }
 
     pub fn path(&self, relative: &str) -> PathBuf {
@@ -174,12 +198,7 @@ pub fn write_record(file: &mut File, path: &Path, record: &Record) -> Result<(),
 /// Opens a JSON-lines file for appending. A file a kill left ending mid-line gets its line ended
 /// first, so that the next record starts a line of its own instead of joining the broken one.
 pub fn append_file(path: &Path) -> Result<File, Error> {
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .read(true)
-        .open(path)
-        .map_err(Error::io("open", path))?;
+    let mut file = super::folder::open_append(path)?;
     let length = file.metadata().map_err(Error::io("read", path))?.len();
     if length > 0 {
         use std::io::{Read, Seek, SeekFrom};
@@ -195,29 +214,123 @@ pub fn append_file(path: &Path) -> Result<File, Error> {
 }
 
 /// The records of a JSON-lines file, in order. A line that does not read (the end of a line cut
-/// by a kill) is skipped with a warning; a missing file has none.
+/// by a kill, which may also cut a character in two) is skipped with a warning naming it; a
+/// missing file has none. A record that reads but that no campaign makes (a spec name that is a
+/// path, a report outside `reports/`) is refused, naming its line and field: such a file was
+/// written by someone else.
 pub fn read_records(path: &Path) -> Result<Vec<Record>, Error> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("read", path)(e)),
-    };
     let mut records = Vec::new();
-    for (i, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(Error::io("read", path))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<Record>(&line) {
-            Ok(r) => records.push(r),
-            Err(e) => eprintln!(
-                "warning: {}:{}: skipped a line that is not a run record ({e})",
+    super::folder::for_each_line(path, MAX_RESULTS_BYTES, MAX_RECORD_LINE, |number, line| {
+        let skipped = |why: String| {
+            eprintln!(
+                "warning: {}:{number}: skipped a line that is not a run record ({})",
                 path.display(),
-                i + 1
-            ),
+                super::folder::one_line(&why)
+            )
+        };
+        let Some(line) = line else {
+            skipped(format!("longer than {MAX_RECORD_LINE} bytes"));
+            return Ok(());
+        };
+        let Ok(line) = std::str::from_utf8(line) else {
+            skipped("not UTF-8 text".into());
+            return Ok(());
+        };
+        if line.trim().is_empty() {
+            return Ok(());
         }
-    }
+        match serde_json::from_str::<Record>(line) {
+            Ok(r) => {
+                if let Some((field, why)) = r.problem() {
+                    return Err(super::folder::refused(
+                        path,
+                        Some(format!("{number}: field `{field}`")),
+                        format!(
+                            "{}; not a record repro writes, refused",
+                            super::folder::one_line(&why)
+                        ),
+                    ));
+                }
+                records.push(r);
+            }
+            Err(e) => skipped(e.to_string()),
+        }
+        Ok(())
+    })?;
     Ok(records)
+}
+
+impl Record {
+    /// The field of a record that no campaign writes, and why: every name is a spec's kind of
+    /// name (they name files: the shape maps), every size a positive `int`, the key the one its
+    /// fields make, the report a file of `reports/`.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        let name_problem = |name: &str| -> Option<String> {
+            if !crate::spec::names::is_spec_name(name) {
+                Some(format!(
+                    "`{name}` is not a name (lowercase letters, digits and `_`)"
+                ))
+            } else if name.len() > crate::spec::validate::MAX_SPEC_NAME {
+                Some(format!(
+                    "a name of {} characters; at most {}",
+                    name.len(),
+                    crate::spec::validate::MAX_SPEC_NAME
+                ))
+            } else {
+                None
+            }
+        };
+        if let Some(why) = name_problem(&self.spec) {
+            return Some(("spec", why));
+        }
+        if let Some(why) = name_problem(&self.variant) {
+            return Some(("variant", why));
+        }
+        for (name, &value) in &self.sizes {
+            if let Some(why) = crate::spec::names::identifier_problem(name) {
+                return Some(("sizes", format!("size name {why}")));
+            }
+            if !(1..=i64::from(i32::MAX)).contains(&value) {
+                return Some((
+                    "sizes",
+                    format!("{name} = {value}: not a size from 1 to 2^31-1"),
+                ));
+            }
+        }
+        let key = super::file::RunKey {
+            spec: self.spec.clone(),
+            variant: self.variant.clone(),
+            sizes: self.sizes.clone(),
+            mode: self.mode,
+        };
+        if self.key != key.text() {
+            return Some((
+                "key",
+                format!(
+                    "`{}` is not the key of its own fields (`{}`)",
+                    self.key,
+                    key.text()
+                ),
+            ));
+        }
+        if let Some(report) = &self.report {
+            let id = report
+                .strip_prefix("reports/")
+                .and_then(|r| r.strip_suffix(".json"));
+            if !id.is_some_and(|id| {
+                id.len() == 16
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            }) {
+                return Some((
+                    "report",
+                    format!("`{report}` is not a report of the folder's reports/"),
+                ));
+            }
+        }
+        None
+    }
 }
 
 /// The latest record of each key.
@@ -231,17 +344,42 @@ pub fn latest(records: Vec<Record>) -> HashMap<String, Record> {
 
 pub fn read_info(dir: &Path) -> Result<CampaignInfo, Error> {
     let path = dir.join(INFO_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| CampaignError::NotResults {
-        dir: dir.to_path_buf(),
-        why: format!("{INFO_FILE}: {e}"),
-    })?;
-    serde_json::from_str(&text).map_err(|e| {
+    let not_results = |why: String| -> Error {
         CampaignError::NotResults {
             dir: dir.to_path_buf(),
-            why: format!("{INFO_FILE}: {e}"),
+            why: format!("{INFO_FILE}: {}", super::folder::one_line(&why)),
         }
         .into()
-    })
+    };
+    let bytes =
+        super::folder::read(&path, MAX_INFO_BYTES)?.ok_or_else(|| not_results("missing".into()))?;
+    let info: CampaignInfo =
+        serde_json::from_slice(&bytes).map_err(|e| not_results(e.to_string()))?;
+    if !crate::spec::names::is_spec_name(&info.name)
+        || info.name.len() > crate::spec::validate::MAX_SPEC_NAME
+    {
+        return Err(super::folder::refused(
+            &path,
+            Some("field `name`".into()),
+            format!(
+                "`{}` is not a campaign name (lowercase letters, digits and `_`, at most {} of them)",
+                super::folder::one_line(&info.name),
+                crate::spec::validate::MAX_SPEC_NAME
+            ),
+        ));
+    }
+    if info.runs.len() > super::file::MAX_RUNS {
+        return Err(super::folder::refused(
+            &path,
+            Some("field `runs`".into()),
+            format!(
+                "{} runs, more than a campaign may hold ({})",
+                info.runs.len(),
+                super::file::MAX_RUNS
+            ),
+        ));
+    }
+    Ok(info)
 }
 
 /// Now, as RFC 3339 in UTC to the second.
@@ -259,5 +397,51 @@ pub fn host() -> String {
         String::from_utf8_lossy(&buffer[..end]).into_owned()
     } else {
         "unknown".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as a campaign writes it, changed by `change`: the field it says is wrong.
+    fn problem_of(change: impl FnOnce(&mut Record)) -> Option<&'static str> {
+        let mut r = Record::example("s/default/M=1/ones", "ok");
+        r.sizes.insert("M".into(), 1);
+        r.report = Some("reports/0123456789abcdef.json".into());
+        change(&mut r);
+        r.problem().map(|(field, _)| field)
+    }
+
+    #[test]
+    fn a_record_no_campaign_writes_says_which_field() {
+        assert_eq!(problem_of(|_| {}), None);
+        assert_eq!(problem_of(|r| r.spec = "../x".into()), Some("spec"));
+        assert_eq!(problem_of(|r| r.spec = "a".repeat(129)), Some("spec"));
+        assert_eq!(problem_of(|r| r.variant = "/abs".into()), Some("variant"));
+        let bad_name = |r: &mut Record| {
+            r.sizes = IndexMap::from([("M/..".to_string(), 1)]);
+        };
+        assert_eq!(problem_of(bad_name), Some("sizes"));
+        let too_big = |r: &mut Record| {
+            r.sizes.insert("M".into(), 1 << 31);
+        };
+        assert_eq!(problem_of(too_big), Some("sizes"));
+        assert_eq!(
+            problem_of(|r| r.key = "s/default/M=2/ones".into()),
+            Some("key")
+        );
+        for report in [
+            "../r.json",
+            "/tmp/r.json",
+            "reports/../../r.json",
+            "reports/0123.json",
+        ] {
+            assert_eq!(
+                problem_of(|r| r.report = Some(report.into())),
+                Some("report"),
+                "{report}"
+            );
+        }
     }
 }

@@ -33,17 +33,22 @@ const MAX_TEXT_ROWS: usize = 200;
 
 /// The maps of every spec, variant and mode with a failure and more than one shape.
 pub fn maps(keys: &[String], latest: &HashMap<String, Record>) -> Vec<ShapeMap> {
-    let mut groups: BTreeMap<(String, String, &'static str), Vec<&Record>> = BTreeMap::new();
+    // Grouped by the names of their sizes too: a grid needs every record to have each size (a
+    // spec's sizes do not change within a campaign, but records from elsewhere may differ).
+    type Group = (String, String, &'static str, Vec<String>);
+    let mut groups: BTreeMap<Group, Vec<&Record>> = BTreeMap::new();
     for key in keys {
         if let Some(r) = latest.get(key) {
+            let names = r.sizes.keys().cloned().collect();
             groups
-                .entry((r.spec.clone(), r.variant.clone(), r.mode.name()))
+                .entry((r.spec.clone(), r.variant.clone(), r.mode.name(), names))
                 .or_default()
                 .push(r);
         }
     }
     let mut maps = Vec::new();
-    for ((spec, variant, mode), records) in groups {
+    let mut stems: HashMap<String, usize> = HashMap::new();
+    for ((spec, variant, mode, _), records) in groups {
         // A build that failed fails every shape alike: its map would say nothing.
         if !records
             .iter()
@@ -92,9 +97,16 @@ pub fn maps(keys: &[String], latest: &HashMap<String, Record>) -> Vec<ShapeMap> 
                 .expect("listed");
             cells[row * columns.len() + column] = Some(r.verdict.clone());
         }
+        // A second set of size names of one spec, variant and mode gets a file of its own.
+        let mut stem = format!("{spec}__{variant}__{mode}");
+        let seen = stems.entry(stem.clone()).or_default();
+        *seen += 1;
+        if *seen > 1 {
+            stem = format!("{stem}__{seen}");
+        }
         maps.push(ShapeMap {
             title: format!("{spec} {variant} {mode}"),
-            stem: format!("{spec}__{variant}__{mode}"),
+            stem,
             row_size: row_size.to_string(),
             rows,
             columns,
@@ -185,7 +197,7 @@ impl ShapeMap {
         }
         let mut legend: Vec<String> = failures
             .iter()
-            .map(|(v, n)| format!("{} {v} ({n})", letter(v)))
+            .map(|(v, n)| format!("{} {} ({n})", letter(v), super::folder::one_line(v)))
             .collect();
         legend.push(". pass".into());
         if counts.contains_key("no_device") {
@@ -216,11 +228,13 @@ impl ShapeMap {
         })
     }
 
-    /// Writes the PNG into `dir` (created); its path.
-    pub fn write_png(&self, dir: &Path) -> Option<PathBuf> {
-        std::fs::create_dir_all(dir).ok()?;
+    /// Writes the PNG into the results folder's `maps/` (made when missing, refused when it is
+    /// not a folder of its own); its path.
+    pub fn write_png(&self, results_dir: &Path) -> Option<PathBuf> {
+        let dir = results_dir.join("maps");
+        super::folder::real_dir(&dir).ok()?;
         let path = dir.join(format!("{}.png", self.stem));
-        std::fs::write(&path, self.png().ok()?).ok()?;
+        super::folder::replace(&path, &self.png().ok()?).ok()?;
         Some(path)
     }
 }

@@ -56,15 +56,16 @@ pub fn submit(
     results_dir: &Path,
     options: &Submit,
 ) -> Result<String, Error> {
+    // Folders of the results' own: a link planted in place of one (a dangling one included,
+    // which `exists` would call free) is refused, not written through.
     let slurm_dir = results_dir.join("slurm");
-    std::fs::create_dir_all(&slurm_dir).map_err(Error::io("create", &slurm_dir))?;
-    std::fs::create_dir_all(results_dir.join("shards"))
-        .map_err(Error::io("create", results_dir.join("shards")))?;
+    super::folder::real_dir(&slurm_dir)?;
+    super::folder::real_dir(&results_dir.join("shards"))?;
     let submission = (1..)
-        .find(|k| !slurm_dir.join(format!("submission-{k}")).exists())
+        .find(|k| std::fs::symlink_metadata(slurm_dir.join(format!("submission-{k}"))).is_err())
         .expect("a free number");
     let dir = slurm_dir.join(format!("submission-{submission}"));
-    std::fs::create_dir_all(&dir).map_err(Error::io("create", &dir))?;
+    super::folder::real_dir(&dir)?;
     let count = options
         .shards
         .unwrap_or_else(|| default_shards(jobs.len()))
@@ -80,11 +81,10 @@ pub fn submit(
         shards,
     };
     let plan_path = dir.join("plan.json");
-    std::fs::write(
+    super::folder::replace(
         &plan_path,
-        serde_json::to_string(&plan).expect("serializes"),
-    )
-    .map_err(Error::io("write", &plan_path))?;
+        serde_json::to_string(&plan).expect("serializes").as_bytes(),
+    )?;
     let repro = std::env::current_exe().map_err(Error::io("find", "repro's own executable"))?;
     let script = dir.join("task.sh");
     let text = format!(
@@ -94,7 +94,7 @@ pub fn submit(
         shell_quote(&repro.display().to_string()),
         shell_quote(&plan_path.display().to_string()),
     );
-    std::fs::write(&script, text).map_err(Error::io("write", &script))?;
+    super::folder::replace(&script, text.as_bytes())?;
     let mut sbatch = Command::new(&options.sbatch);
     sbatch
         .arg("--parsable")
@@ -129,7 +129,7 @@ pub fn submit(
         .unwrap_or("")
         .trim()
         .to_string();
-    std::fs::write(dir.join("job"), &job).map_err(Error::io("write", dir.join("job")))?;
+    super::folder::replace(&dir.join("job"), job.as_bytes())?;
     Ok(format!(
         "slurm   submitted job array {job}: {count} tasks, {runs} runs (plan {})\n\
          slurm   when it ends: repro campaign --collect {}",
@@ -137,6 +137,9 @@ pub fn submit(
         results_dir.display()
     ))
 }
+
+/// Largest shard plan read: a hundred thousand jobs of a few hundred bytes each.
+const MAX_PLAN_BYTES: u64 = 256 << 20;
 
 /// An array task: runs shard `shard` of the plan at `plan_path`, appending a record per run to
 /// `shards/<submission>-<shard>.jsonl`; a task started again (requeued) skips what it recorded.
@@ -148,18 +151,27 @@ pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, Error> {
         }
         .into()
     };
-    let text = std::fs::read_to_string(plan_path).map_err(|e| bad(e.to_string()))?;
-    let plan: ShardPlan = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let bytes = crate::file_kind::read_regular(plan_path, MAX_PLAN_BYTES).map_err(|e| {
+        bad(match e {
+            crate::file_kind::ReadError::Io(e) => e.to_string(),
+            crate::file_kind::ReadError::NotAFile(what) => format!("{what}, not a plan"),
+            crate::file_kind::ReadError::TooLarge { bytes } => format!(
+                "{}, larger than a plan of {} runs",
+                crate::file_kind::mib(bytes),
+                super::file::MAX_RUNS
+            ),
+        })
+    })?;
+    let plan: ShardPlan = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
     let jobs = plan.shards.get(shard).ok_or_else(|| {
         bad(format!(
             "no shard {shard} (the plan has {})",
             plan.shards.len()
         ))
     })?;
-    let out = plan
-        .results_dir
-        .join("shards")
-        .join(format!("{}-{shard}.jsonl", plan.submission));
+    let shards = plan.results_dir.join("shards");
+    super::folder::real_dir(&shards)?;
+    let out = shards.join(format!("{}-{shard}.jsonl", plan.submission));
     let done: std::collections::HashSet<String> = results::read_records(&out)?
         .into_iter()
         .map(|r| r.key)
@@ -183,6 +195,9 @@ pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, Error> {
     Ok(crate::error::exit::PASSED)
 }
 
+/// Most shard files `--collect` reads.
+const MAX_SHARD_FILES: usize = 1_000_000;
+
 /// Merges every shard file of the results folder into results.jsonl: a record is added once
 /// (by key, start time and host). Returns how many were added.
 pub fn collect(results: &results::ResultsDir) -> Result<(usize, usize), Error> {
@@ -190,13 +205,8 @@ pub fn collect(results: &results::ResultsDir) -> Result<(usize, usize), Error> {
     let identity = |r: &Record| format!("{}|{}|{}", r.key, r.started, r.host);
     let mut known: std::collections::HashSet<String> = existing.iter().map(identity).collect();
     let shards_dir = results.path("shards");
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(&shards_dir) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
+    // A task per shard, 100,000 shards at most per submission: a bound far above any real folder.
+    let mut files: Vec<PathBuf> = super::folder::files_in(&shards_dir, "jsonl", MAX_SHARD_FILES)?;
     // In submission order, so that a later submission's record of a key is the latest.
     let number = |p: &PathBuf| -> (u64, u64) {
         let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::folder::one_line;
 use super::results::Record;
 use crate::error::exit;
 
@@ -69,7 +70,7 @@ pub fn summarize(
         let label = match *verdict {
             "ok" => "pass".to_string(),
             "no_device" => "not run (no GPU)".to_string(),
-            v => format!("FAIL {v}"),
+            v => format!("FAIL {}", one_line(v)),
         };
         let _ = writeln!(
             out,
@@ -84,6 +85,7 @@ pub fn summarize(
     if failing > 0 {
         let _ = writeln!(out, "failing runs ({failing}):");
         for (verdict, records) in groups.iter().filter(|(v, _)| rank(v) == 0) {
+            let verdict = one_line(verdict);
             if records.len() > LISTED {
                 let _ = writeln!(
                     out,
@@ -92,14 +94,21 @@ pub fn summarize(
                 );
             }
             for r in records.iter().take(LISTED) {
-                let _ = writeln!(out, "  {verdict:<14} {}", r.key);
+                let _ = writeln!(out, "  {verdict:<14} {}", one_line(&r.key));
                 if !r.evidence.is_empty() {
-                    let _ = writeln!(out, "  {:<14}   {}", "", r.evidence);
+                    let _ = writeln!(out, "  {:<14}   {}", "", one_line(&r.evidence));
                 }
                 if let Some(report) = &r.report {
+                    // `reports/<run id>.json` (a record says nothing else), drawn only when it
+                    // is a file there, not a link to one elsewhere.
                     let json = results_dir.join(report);
-                    let heatmap = crate::analyze::heatmap::write_for_report(&json)
-                        .ok()
+                    let is_file = std::fs::symlink_metadata(&json).is_ok_and(|m| m.is_file());
+                    let heatmap = is_file
+                        .then(|| {
+                            crate::analyze::heatmap::write_for_report(&json)
+                                .ok()
+                                .flatten()
+                        })
                         .flatten();
                     let _ = match heatmap {
                         Some(png) => writeln!(out, "  {:<14}   heatmap {}", "", png.display()),
@@ -111,7 +120,7 @@ pub fn summarize(
     }
     for map in super::shape_map::maps(keys, latest) {
         out.push_str(&map.text());
-        if let Some(png) = map.write_png(&results_dir.join("maps")) {
+        if let Some(png) = map.write_png(results_dir) {
             let _ = writeln!(out, "  picture {}", png.display());
         }
     }

@@ -486,3 +486,72 @@ fn all_gpus_get_a_worker_each_and_a_held_one_is_left_out() {
     );
     drop(held);
 }
+
+/// An sbatch stand-in that runs the array's tasks itself, one after another, in `--chdir`, as
+/// Slurm would on its nodes, and prints a job id.
+fn stand_in_sbatch(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("sbatch");
+    std::fs::write(
+        &path,
+        r#"#!/bin/sh
+last=; chdir=.; array=
+for a in "$@"; do
+  case "$a" in --chdir=*) chdir=${a#--chdir=};; --array=*) array=${a#--array=0-};; esac
+  last=$a
+done
+i=0
+while [ "$i" -le "$array" ]; do
+  (cd "$chdir" && SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_JOB_ID=4242 sh "$last") >/dev/null 2>&1
+  i=$((i + 1))
+done
+echo 4242
+"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A Slurm campaign: built here, its runs run by the array's tasks into shards/, and collected
+/// into results.jsonl. A submission folder planted as a link (dangling, so that it looks free)
+/// is passed over, never written through.
+#[test]
+fn a_slurm_campaign_is_submitted_run_and_collected() {
+    let s = setup();
+    let outside = s.root.join("outside");
+    std::fs::create_dir_all(s.root.join("results/slurm")).unwrap();
+    std::os::unix::fs::symlink(&outside, s.root.join("results/slurm/submission-1")).unwrap();
+    let sbatch = stand_in_sbatch(&s.root);
+    let out = campaign(&s, &["--slurm", "--shards", "2", "--sbatch"])
+        .arg(&sbatch)
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("submitted job array 4242: 2 tasks, 6 runs"),
+        "{stdout}"
+    );
+    assert!(!outside.exists(), "a plan was written through the link");
+    assert!(s
+        .root
+        .join("results/slurm/submission-2/plan.json")
+        .is_file());
+    let out = Command::cargo_bin("repro")
+        .unwrap()
+        .current_dir(&s.root)
+        .args(["campaign", "--collect", "results"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("collect 6 new records from 2 shard files"),
+        "{stdout}"
+    );
+    assert_eq!(records(&s).len(), 12, "{stdout}");
+    assert!(records(&s).iter().any(|r| r["worker"] == "slurm"));
+}

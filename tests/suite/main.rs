@@ -13,6 +13,7 @@ mod bisect;
 mod bisect_hostile;
 mod bundle;
 mod campaign;
+mod campaign_hostile;
 mod cli;
 mod cli_help;
 mod compiled_sizes;
