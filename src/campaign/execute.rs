@@ -69,7 +69,7 @@ pub fn job(
     let timeout = campaign
         .timeout
         .unwrap_or(spec.check.timeout)
-        .min(super::file::MAX_TIMEOUT_S);
+        .min(crate::spec::validate::MAX_TIMEOUT_SECONDS);
     let sizes = run
         .size_arguments
         .iter()

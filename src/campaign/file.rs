@@ -23,10 +23,6 @@ use crate::spec::{Diagnostic, ResolvedSpec, SpecErrors};
 /// any list is expanded (`sizes:` multiplies its lists).
 pub const MAX_RUNS: usize = 100_000;
 
-/// Longest launch watchdog a campaign may set: a day. Past it a run's limit in seconds overflows
-/// what a process limit holds, and no launch is meant to run that long.
-pub const MAX_TIMEOUT_S: f64 = 86_400.0;
-
 /// Largest campaign file read; like a spec, it is a page of YAML.
 const MAX_FILE_BYTES: u64 = 16 << 20;
 
@@ -246,17 +242,18 @@ impl Reader<'_> {
         }
         if let Some(t) = file
             .timeout
-            .filter(|t| !(t.is_finite() && *t > 0.0 && *t <= MAX_TIMEOUT_S))
+            .filter(|t| !crate::spec::validate::is_timeout(*t))
         {
             self.error(
                 "timeout",
                 format!(
-                    "timeout {} is not a number of seconds above 0 and at most {MAX_TIMEOUT_S}",
+                    "timeout {} is not a number of seconds above 0 and at most {}",
                     if t.abs() < 1e9 {
                         t.to_string()
                     } else {
                         format!("{t:e}")
-                    }
+                    },
+                    crate::spec::validate::MAX_TIMEOUT_SECONDS
                 ),
                 "the watchdog's limit per launch, e.g. `timeout: 10`",
             );

@@ -152,7 +152,7 @@ fn excerpt(text: &str, column: usize) -> (String, usize) {
 /// Longest message, help or note shown whole. A message quotes what the spec wrote (an unknown
 /// field's name, a value of the wrong type), and a hostile spec can make that a whole file: a
 /// campaign that names /etc/passwd as its spec once printed all of it in "invalid type: string".
-const MESSAGE_CHARS: usize = 400;
+const MESSAGE_CHARS: usize = 1000;
 
 /// `message` as a terminal may show it: control characters escaped (a spec's escape sequence
 /// would retitle, recolour or clear the reader's terminal), and cut in the middle past
