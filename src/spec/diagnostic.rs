@@ -158,6 +158,7 @@ const MESSAGE_CHARS: usize = 1000;
 /// would retitle, recolour or clear the reader's terminal), and cut in the middle past
 /// [`MESSAGE_CHARS`], saying how much was left out.
 pub fn shown_message(message: &str) -> String {
+    let message = shortened_quotes(message);
     let chars: Vec<char> = message.chars().collect();
     let piece = |range: &[char]| range.iter().map(|&c| shown_char(c)).collect::<String>();
     if chars.len() <= MESSAGE_CHARS {
@@ -170,6 +171,44 @@ pub fn shown_message(message: &str) -> String {
         chars.len() - 2 * keep,
         piece(&chars[chars.len() - keep..])
     )
+}
+
+/// Longest quoted value (`"..."`, as serde quotes what a spec wrote) a message shows whole.
+const QUOTED_CHARS: usize = 80;
+
+/// `message` with every double-quoted value longer than [`QUOTED_CHARS`] cut to its start and
+/// its length: "invalid type: string" quotes a whole document when a file that is no spec (a
+/// log, /etc/passwd) is read as one, and the reader needs to know what it was, not all of it.
+fn shortened_quotes(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(4096));
+    let mut rest = message;
+    while let Some(open) = rest.find('"') {
+        out.push_str(&rest[..=open]);
+        let after = &rest[open + 1..];
+        // The closing quote: the next one not escaped by a backslash (Debug-quoted strings).
+        let mut escaped = false;
+        let close = after.char_indices().find(|&(_, c)| {
+            let closes = c == '"' && !escaped;
+            escaped = c == '\\' && !escaped;
+            closes
+        });
+        let Some((close, _)) = close else {
+            out.push_str(after);
+            return out;
+        };
+        let inner = &after[..close];
+        let count = inner.chars().count();
+        if count > QUOTED_CHARS {
+            out.extend(inner.chars().take(QUOTED_CHARS - 20));
+            out.push_str(&format!("...\" ({count} characters)"));
+        } else {
+            out.push_str(inner);
+            out.push('"');
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// One character as a terminal may show it: a control character (but a tab) as `\n`, `\e`,
@@ -201,6 +240,27 @@ pub fn did_you_mean<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_never_reaches_the_terminal_raw() {
+        let shown = shown_message("unknown field `a\u{1b}]0;x\u{7}b`, expected `c`");
+        assert_eq!(shown, "unknown field `a\\e]0;x\\u{7}b`, expected `c`");
+        let long = format!(
+            "invalid type: string \"{}\", expected struct Spec",
+            "x".repeat(5000)
+        );
+        let shown = shown_message(&long);
+        assert!(shown.starts_with("invalid type: string \"xxxx"), "{shown}");
+        assert!(
+            shown.ends_with("...\" (5000 characters), expected struct Spec"),
+            "{shown}"
+        );
+        assert!(shown.len() < 140, "{shown}");
+        let escaped = "a \"say \\\"hi\\\"\" b";
+        assert_eq!(shown_message(escaped), escaped);
+        let cut = shown_message(&"y".repeat(3000));
+        assert!(cut.contains("(2000 characters left out)"), "{cut}");
+    }
 
     #[test]
     fn an_error_far_to_the_right_shows_its_surroundings() {

@@ -601,11 +601,16 @@ fn campaign_case(jail: &Jail, rng: &mut Rng, number: usize, nvcc: &Path) -> Case
         number,
         what: what.into(),
         args,
+        // A spec the campaign names outside its folder is a spec like any other (campaigns sit
+        // beside their specs or below them): its refusal names that spec.
         named: vec![
             "campaign.yaml".into(),
             "shapes.csv".into(),
             "shapes.jsonl".into(),
             "small_gemm.yaml".into(),
+            "secret".into(),
+            "/dev/zero".into(),
+            "/etc/passwd".into(),
         ],
         writable: vec![],
         limit: Duration::from_secs(20),
