@@ -177,6 +177,9 @@ pub enum Error {
     #[error(transparent)]
     Campaign(#[from] crate::campaign::CampaignError),
 
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
+
     #[error("cannot run {}", path.display())]
     Launch {
         path: PathBuf,
@@ -216,6 +219,7 @@ impl Error {
             Error::Launch { .. } => exit::CUDA_ERROR,
             Error::Bisect(e) => e.exit_code(),
             Error::Campaign(e) => e.exit_code(),
+            Error::Bundle(_) => exit::USAGE,
         }
     }
 
