@@ -65,9 +65,7 @@ impl Sources<'_> {
         why: String,
         claim: Claim,
     ) -> Result<(), Error> {
-        let source = self
-            .tree
-            .admit(path, &self.tree.roots, reached_by, claim)?;
+        let source = self.tree.admit(path, &self.tree.roots, reached_by, claim)?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -126,9 +124,10 @@ pub fn make_bundle(plan: &Plan, dir: &Path, nvcc: &Path) -> Result<Collected, Er
                     listing.left_out.push(LeftOut {
                         name: file_name(&path),
                         origin: tree.origin(&path),
-                        why: "outside the spec's include dirs and the folder that holds the spec \
+                        why:
+                            "outside the spec's include dirs and the folder that holds the spec \
                               and an include dir: no place in the bundle where its include finds it"
-                            .into(),
+                                .into(),
                     });
                     continue;
                 }

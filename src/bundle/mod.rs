@@ -48,7 +48,10 @@ pub fn bundle(
     // nvcc's dependency list says which headers the kernel really needs.
     build::build(&plan, nvcc_override)?;
     let nvcc = toolchain::find_nvcc(nvcc_override)?;
-    let parent = out.parent().expect("destination has a parent").to_path_buf();
+    let parent = match out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => parent.to_path_buf(),
+        None => PathBuf::from("."),
+    };
     std::fs::create_dir_all(&parent).map_err(Error::io("create", &parent))?;
     let partial = Partial::new(&parent, &name)?;
     let collected = collect::make_bundle(&plan, &partial.dir, &nvcc.path)?;
@@ -71,12 +74,7 @@ pub fn bundle(
         Some(report::run_and_record(&bundle, nvcc_override)?)
     };
     report::write_env(&bundle)?;
-    report::write_readme(
-        &bundle,
-        &plan.spec,
-        code,
-        &report::introduced_by(&plan.dir),
-    )?;
+    report::write_readme(&bundle, &plan.spec, code, &report::introduced_by(&plan.dir))?;
     pack::check_leaks(&bundle.dir)?;
     // What strangers will get, before it is packed.
     print!("{}", bundle.listing.to_terminal());
@@ -107,17 +105,19 @@ fn destination(output: Option<&Path>, name: &str) -> Result<(PathBuf, PathBuf), 
     }) else {
         return Err(BundleError::BadOutput { path: out }.into());
     };
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let out = parent.join(folder);
     let mut tarball_name = folder.to_os_string();
     tarball_name.push(".tar.gz");
-    let tarball = parent.join(tarball_name);
+    // `-o report/` is the folder `report`: its tarball is `report.tar.gz` beside it.
+    let (out, tarball) = match out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => (parent.join(folder), parent.join(tarball_name)),
+        None => (PathBuf::from(folder), PathBuf::from(tarball_name)),
+    };
     for (path, fix) in [
         (&out, "remove it or pass -o elsewhere"),
-        (&tarball, "the tarball beside the bundle's folder: remove it or pass -o elsewhere"),
+        (
+            &tarball,
+            "the tarball beside the bundle's folder: remove it or pass -o elsewhere",
+        ),
     ] {
         if path.symlink_metadata().is_ok() {
             return Err(Error::WouldOverwrite {
@@ -139,7 +139,9 @@ struct Partial {
 
 impl Partial {
     fn new(parent: &Path, name: &str) -> Result<Partial, Error> {
-        let parent = parent.canonicalize().map_err(Error::io("resolve", parent))?;
+        let parent = parent
+            .canonicalize()
+            .map_err(Error::io("resolve", parent))?;
         let mut n = 0u32;
         loop {
             let dir = parent.join(format!(".{name}.partial-{}-{n}", std::process::id()));
@@ -157,7 +159,8 @@ impl Partial {
             return Err(Error::WouldOverwrite {
                 path: out.to_path_buf(),
                 command: "bundle",
-                fix: "something made it while the bundle was written; remove it or pass -o elsewhere",
+                fix:
+                    "something made it while the bundle was written; remove it or pass -o elsewhere",
             });
         }
         std::fs::rename(&self.dir, out).map_err(Error::io("rename into place", out))?;

@@ -15,12 +15,18 @@ const TEXT_LIMIT: u64 = 16 << 20;
 /// bundle's own folder named in a file is a bug in repro.
 pub fn check_leaks(dir: &Path) -> Result<(), Error> {
     let mut needles: Vec<(String, &'static str)> = Vec::new();
-    needles.push((dir.to_string_lossy().into_owned(), "the bundle's own folder"));
+    needles.push((
+        dir.to_string_lossy().into_owned(),
+        "the bundle's own folder",
+    ));
     if let Ok(cwd) = std::env::current_dir() {
         needles.push((cwd.to_string_lossy().into_owned(), "the current folder"));
     }
     if let Some(home) = std::env::var_os("HOME") {
-        needles.push((home.to_string_lossy().into_owned(), "this machine's home folder"));
+        needles.push((
+            home.to_string_lossy().into_owned(),
+            "this machine's home folder",
+        ));
     }
     // "/" would match everything.
     needles.retain(|(n, _)| n.trim_end_matches('/').len() > 1);
@@ -44,7 +50,11 @@ pub fn check_leaks(dir: &Path) -> Result<(), Error> {
             let Some(line) = text.lines().position(|l| l.contains(needle.as_str())) else {
                 continue;
             };
-            let file = path.strip_prefix(dir).unwrap_or(&path).display().to_string();
+            let file = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
             if *what == "the bundle's own folder" {
                 return Err(Error::Internal(format!(
                     "the bundle's {file}, line {}, names the folder it was written in",

@@ -225,4 +225,3 @@ fn dir_has(dir: &Path) -> bool {
         .map(|mut d| d.next().is_some())
         .unwrap_or(false)
 }
-

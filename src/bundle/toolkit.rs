@@ -66,7 +66,10 @@ impl Toolkit {
                     && !(whose == CUTLASS && (*t == lexical || *t == canonical))
             });
             if swallows {
-                not_toolkit.push(format!("{} (it holds the spec's own files)", root.display()));
+                not_toolkit.push(format!(
+                    "{} (it holds the spec's own files)",
+                    root.display()
+                ));
                 continue;
             }
             roots.push((lexical, whose));

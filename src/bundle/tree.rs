@@ -140,13 +140,14 @@ fn check_claim(path: &Path, len: u64, claim: Claim) -> Result<(), String> {
         }
         Claim::Bytes => Ok(()),
         Claim::Header => {
-            let bytes = crate::file_kind::read_regular(path, HEADER_LIMIT).map_err(|e| match e {
-                crate::file_kind::ReadError::Io(e) => format!("cannot be read ({e})"),
-                crate::file_kind::ReadError::NotAFile(what) => format!("it is {what}"),
-                crate::file_kind::ReadError::TooLarge { bytes } => {
-                    format!("{bytes} bytes is not a header's size")
-                }
-            })?;
+            let bytes =
+                crate::file_kind::read_regular(path, HEADER_LIMIT).map_err(|e| match e {
+                    crate::file_kind::ReadError::Io(e) => format!("cannot be read ({e})"),
+                    crate::file_kind::ReadError::NotAFile(what) => format!("it is {what}"),
+                    crate::file_kind::ReadError::TooLarge { bytes } => {
+                        format!("{bytes} bytes is not a header's size")
+                    }
+                })?;
             if bytes.contains(&0) {
                 Err("a header is text, and this file holds NUL bytes".into())
             } else {

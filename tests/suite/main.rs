@@ -11,6 +11,7 @@ mod async_race;
 mod attention_spec;
 mod bisect;
 mod bundle;
+mod bundle_hostile;
 mod campaign;
 mod cli;
 mod cli_help;
