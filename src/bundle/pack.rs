@@ -47,7 +47,7 @@ pub fn check_leaks(dir: &Path) -> Result<(), Error> {
             continue;
         };
         for (needle, what) in &needles {
-            let Some(line) = text.lines().position(|l| l.contains(needle.as_str())) else {
+            let Some(line) = text.lines().position(|l| names_folder(l, needle)) else {
                 continue;
             };
             let file = path
@@ -77,6 +77,21 @@ pub fn check_leaks(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether `line` names the folder `folder` or a path below it: `/home/al` is not named by
+/// `/home/alice` nor by `/x/home/al`.
+fn names_folder(line: &str, folder: &str) -> bool {
+    let part_of_a_name = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.');
+    line.match_indices(folder).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        // A sentence's full stop after the folder is not part of its name.
+        let after = line[at + folder.len()..]
+            .trim_start_matches('.')
+            .chars()
+            .next();
+        !before.is_some_and(|c| part_of_a_name(c) || c == '/') && !after.is_some_and(part_of_a_name)
+    })
+}
+
 /// `dir` packed as `name/` into `tarball`, a new file: an existing one is never written over.
 pub fn pack(dir: &Path, name: &str, tarball: &Path) -> Result<(), Error> {
     let file = std::fs::OpenOptions::new()
@@ -100,4 +115,20 @@ fn write_tar(file: std::fs::File, dir: &Path, name: &str) -> std::io::Result<()>
     archive.append_dir_all(name, dir)?;
     archive.into_inner()?.finish()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_folder;
+
+    #[test]
+    fn a_folder_is_named_by_itself_and_paths_below_it_only() {
+        assert!(names_folder("see /home/al/logs/run.log", "/home/al"));
+        assert!(names_folder("'/home/al'", "/home/al"));
+        assert!(names_folder("/home/al", "/home/al"));
+        assert!(!names_folder("see /home/alice/x", "/home/al"));
+        assert!(!names_folder("/x/home/al/y", "/home/al"));
+        assert!(!names_folder("/home/al.bak", "/home/al"));
+        assert!(names_folder("my home is /home/al.", "/home/al"));
+    }
 }
