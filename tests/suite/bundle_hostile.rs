@@ -238,6 +238,30 @@ fn an_init_file_that_is_not_npy_is_refused() {
     assert_nothing_written(tmp.path(), "out");
 }
 
+/// A `.bin` input holds the tensor's raw elements: one of another size is refused (it is not
+/// the tensor's data), one of exactly 33 x 9 f32 comes in.
+#[test]
+fn a_bin_input_of_the_wrong_size_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = spec_with_inputs(tmp.path(), Some("inputs/a.bin"), None);
+    std::fs::create_dir_all(tmp.path().join("inputs")).unwrap();
+    std::fs::write(tmp.path().join("inputs/a.bin"), vec![0u8; 33 * 9 * 4 + 1]).unwrap();
+    let nvcc = quick_nvcc(tmp.path());
+    bundle(tmp.path(), &spec, &tmp.path().join("out"), &nvcc)
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("inputs/a.bin")
+                .and(predicate::str::contains("1188 bytes, but it has 1189")),
+        );
+    assert_nothing_written(tmp.path(), "out");
+    std::fs::write(tmp.path().join("inputs/a.bin"), vec![0u8; 33 * 9 * 4]).unwrap();
+    bundle(tmp.path(), &spec, &tmp.path().join("out"), &nvcc)
+        .assert()
+        .success();
+    assert!(tmp.path().join("out/inputs/a.bin").is_file());
+}
+
 /// A replayed launch whose cubin is not an ELF file: refused, naming `kernel.cubin`.
 #[test]
 fn a_cubin_that_is_not_elf_is_refused() {
