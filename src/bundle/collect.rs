@@ -83,7 +83,7 @@ impl Sources<'_> {
 /// the listing of what came in and what was left out.
 pub fn make_bundle(plan: &Plan, dir: &Path, nvcc: &Path) -> Result<Collected, Error> {
     let spec = &plan.spec;
-    let tree = Tree::new(&spec.dir, &spec.include_dirs);
+    let tree = Tree::new(&spec_folder(plan), &spec.include_dirs);
     let toolkit = Toolkit::find(spec, nvcc, &tree.roots);
     let mut listing = Listing::default();
     listing.notes = toolkit.not_toolkit.clone();
@@ -179,6 +179,22 @@ pub fn make_bundle(plan: &Plan, dir: &Path, nvcc: &Path) -> Result<Collected, Er
     // The manifest points back at this machine's spec; a bundle has no use for it.
     let _ = std::fs::remove_dir_all(dir.join(".repro"));
     Ok(Collected { listing, cutlass })
+}
+
+/// The folder that holds the spec: the spec file's, or for an artifact folder given as TARGET,
+/// that of the spec it was generated from (its manifest names it; the artifact's own spec.yaml
+/// points at the inputs beside that spec), when that spec is still there.
+fn spec_folder(plan: &Plan) -> PathBuf {
+    if plan.artifact.is_none() {
+        if let Some(folder) = artifact::Manifest::read(&plan.dir)
+            .map(|m| plan.dir.join(m.spec))
+            .filter(|spec| spec.is_file())
+            .and_then(|spec| spec.parent()?.canonicalize().ok())
+        {
+            return folder;
+        }
+    }
+    plan.spec.dir.clone()
 }
 
 /// Where a header outside every include dir goes below the bundle's `include/`, if it lies in the

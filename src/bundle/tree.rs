@@ -49,8 +49,9 @@ impl Tree {
     /// `path` as the sender knows it: relative to the spec's folder (`../kernels/x.cuh`). The
     /// listing and the README say it; relative, so no folder above the spec's goes in.
     pub fn origin(&self, path: &Path) -> String {
-        pathdiff::diff_paths(path, &self.spec_dir)
-            .unwrap_or_else(|| path.to_path_buf())
+        let path = crate::generate::paths::absolute(path);
+        pathdiff::diff_paths(&path, &self.spec_dir)
+            .unwrap_or(path)
             .display()
             .to_string()
     }
@@ -65,6 +66,8 @@ impl Tree {
         reached_by: &str,
         claim: Claim,
     ) -> Result<PathBuf, Error> {
+        // `generated/x/../../d1/x.npy`, as an artifact's spec names it, is `d1/x.npy`.
+        let path = &crate::generate::paths::absolute(path);
         let refuse = |why: String, fix: &'static str| BundleError::Refused {
             file: self.origin(path),
             reached_by: reached_by.to_string(),

@@ -474,3 +474,27 @@ fn an_nvcc_wrapper_in_the_home_folder_keeps_the_kernel_headers() {
     let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
     assert!(!readme.contains("Not included"), "{readme}");
 }
+
+/// An artifact folder as TARGET: its spec.yaml names the inputs beside the spec that made it
+/// (`../../d1/x.npy`), which is the tree the bundle carries from.
+#[test]
+fn an_artifact_folder_bundles_the_inputs_beside_its_spec() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = spec_with_inputs(tmp.path(), Some("d1/x.npy"), None);
+    f32_npy(&tmp.path().join("d1/x.npy"), &[33, 9], 1.0);
+    let nvcc = quick_nvcc(tmp.path());
+    bundle(tmp.path(), &spec, &tmp.path().join("first"), &nvcc)
+        .assert()
+        .success();
+    bundle(
+        tmp.path(),
+        &tmp.path().join("generated/small_gemm"),
+        &tmp.path().join("second"),
+        &nvcc,
+    )
+    .assert()
+    .success()
+    .stdout(predicate::str::contains(
+        "inputs/x.npy <- d1/x.npy: input of tensor A (init.file)",
+    ));
+}
