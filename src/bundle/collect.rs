@@ -288,8 +288,12 @@ fn copy_reference(
             for path in &headers {
                 match path.strip_prefix(&root) {
                     Ok(rel) => {
-                        let source = tree.admit(path, &area, reached_by, Claim::Header)?;
                         let bundled_path = format!("reference/{}", rel.display());
+                        if bundled_path == header {
+                            // reference.source itself, listed above.
+                            continue;
+                        }
+                        let source = tree.admit(path, &area, reached_by, Claim::Header)?;
                         if listing.add(
                             bundled_path.clone(),
                             &source,
