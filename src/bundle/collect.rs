@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use super::listing::{LeftOut, Listing};
-use super::toolkit::Toolkit;
+use super::toolkit::{Toolkit, TOOLKIT};
 use super::tree::{copy_checked, Claim, Tree};
 use crate::build;
 use crate::error::Error;
@@ -37,13 +37,25 @@ impl Sources<'_> {
     fn headers(&self, depfile: &str, listing: &mut Listing) -> Result<Vec<PathBuf>, Error> {
         let path = self.plan.dir.join(".repro/build").join(depfile);
         let deps = std::fs::read_to_string(&path).map_err(Error::io("read", &path))?;
+        let read: Vec<PathBuf> = build::parse_depfile(&deps)
+            .into_iter()
+            .skip(1)
+            .map(|dep| generate::paths::absolute(&self.plan.dir.join(&dep)))
+            .collect();
+        // The toolkit's include folder is where nvcc found cuda_runtime.h, whatever nvcc said
+        // of itself (a wrapper that hides `--dryrun`).
+        let found_here = self.toolkit.include_folders_in(&read, &self.tree.roots);
         let mut headers = Vec::new();
-        for dep in build::parse_depfile(&deps).into_iter().skip(1) {
-            let header = generate::paths::absolute(&self.plan.dir.join(&dep));
+        for header in read {
             if header.starts_with(&self.artifact) {
                 continue;
             }
-            if let Some(whose) = self.toolkit.whose(&header) {
+            if let Some(whose) = self.toolkit.whose(&header).or_else(|| {
+                found_here
+                    .iter()
+                    .any(|f| header.starts_with(f))
+                    .then_some(TOOLKIT)
+            }) {
                 *listing.toolchain.entry(whose).or_default() += 1;
                 continue;
             }

@@ -53,7 +53,8 @@ pub fn bundle(
         None => PathBuf::from("."),
     };
     std::fs::create_dir_all(&parent).map_err(Error::io("create", &parent))?;
-    let partial = Partial::new(&parent, &name)?;
+    let folder = out.file_name().expect("destination names a folder");
+    let partial = Partial::new(&parent, &folder.to_string_lossy())?;
     let collected = collect::make_bundle(&plan, &partial.dir, &nvcc.path)?;
     let bundle = Bundle {
         dir: partial.dir.clone(),

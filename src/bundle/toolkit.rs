@@ -1,7 +1,8 @@
 //! The folders whose headers a bundle leaves out because the receiver has their own: the CUDA
 //! toolkit that built the harness, the host compiler's and C library's, CUTLASS's. Actual
 //! folders, found by asking the nvcc that built (`nvcc --dryrun` prints its `TOP=` and include
-//! folders, through any wrapper script), not guessed from where the nvcc command lies: a wrapper
+//! folders, through any wrapper script; and where the build found `cuda_runtime.h`, for a wrapper
+//! that hides `--dryrun`), not guessed from where the nvcc command lies: a wrapper
 //! in `~/bin` would make the home folder "the toolkit", and every kernel header under it would
 //! be left out. A folder that holds the spec's own files is never one of them.
 
@@ -76,6 +77,18 @@ impl Toolkit {
             roots.push((canonical, whose));
         }
         Toolkit { roots, not_toolkit }
+    }
+
+    /// The CUDA toolkit's include folders among the headers nvcc read: each folder holding a
+    /// `cuda_runtime.h` beside a `crt/` folder, unless it holds the spec's own files.
+    pub fn include_folders_in(&self, read: &[PathBuf], tree_roots: &[PathBuf]) -> Vec<PathBuf> {
+        read.iter()
+            .filter(|h| h.file_name().is_some_and(|n| n == "cuda_runtime.h"))
+            .filter_map(|h| h.parent())
+            .filter(|dir| dir.join("crt").is_dir())
+            .filter(|dir| !tree_roots.iter().any(|t| t.starts_with(dir)))
+            .map(Path::to_path_buf)
+            .collect()
     }
 
     /// Whose folder holds `path` (lexical), if any: the lexical path or the resolved one.

@@ -441,38 +441,50 @@ fn two_inputs_of_one_name_stay_two_files() {
 }
 
 /// nvcc is a wrapper script in `~/bin` and the project lies under the same home folder: the
-/// toolkit is where nvcc says it is (`nvcc --dryrun`), not the wrapper's grandparent (the home
-/// folder), so the kernel's header comes with the bundle and the toolkit's headers are left out
-/// as the receiver's own, said so.
+/// toolkit is where nvcc says it is (`nvcc --dryrun`), or, for a wrapper that hides that, where
+/// nvcc found `cuda_runtime.h`; never the wrapper's grandparent (the home folder). So the
+/// kernel's header comes with the bundle and the toolkit's headers are left out as the
+/// receiver's own, said so.
 #[test]
 fn an_nvcc_wrapper_in_the_home_folder_keeps_the_kernel_headers() {
     use std::os::unix::fs::PermissionsExt;
-    let tmp = tempfile::tempdir().unwrap();
-    let home = tmp.path().join("home");
-    let project = home.join("project");
-    let spec = common::write_small_spec(&project);
-    std::fs::create_dir_all(home.join("bin")).unwrap();
-    let wrapper = home.join("bin/nvcc");
-    std::fs::write(
-        &wrapper,
-        format!("#!/bin/sh\nexec '{}' \"$@\"\n", common::nvcc().display()),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = project.join("report");
-    bundle(&project, &spec, &out, &wrapper)
-        .assert()
-        .success()
-        .stderr(predicate::str::contains("warning").not())
-        .stdout(
-            predicate::str::contains(
-                "include/0/small_gemm.cuh <- kernels/small_gemm.cuh: kernel header (include dir kernels)",
-            )
-            .and(predicate::str::contains("of the CUDA toolkit")),
-        );
-    assert!(out.join("include/0/small_gemm.cuh").is_file());
-    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
-    assert!(!readme.contains("Not included"), "{readme}");
+    for (n, hides_dryrun) in [false, true].into_iter().enumerate() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let project = home.join("project");
+        let spec = common::write_small_spec(&project);
+        std::fs::create_dir_all(home.join("bin")).unwrap();
+        let wrapper = home.join("bin/nvcc");
+        let hide = if hides_dryrun {
+            "case \"$*\" in *--dryrun*) exit 1;; esac\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\n{hide}exec '{}' \"$@\"\n",
+                common::nvcc().display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = project.join(format!("report{n}"));
+        bundle(&project, &spec, &out, &wrapper)
+            .assert()
+            .success()
+            .stderr(predicate::str::contains("warning").not())
+            .stdout(
+                predicate::str::contains(
+                    "include/0/small_gemm.cuh <- kernels/small_gemm.cuh: kernel header (include dir kernels)",
+                )
+                .and(predicate::str::contains("of the CUDA toolkit"))
+                .and(predicate::str::contains("not carried").not()),
+            );
+        assert!(out.join("include/0/small_gemm.cuh").is_file());
+        let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+        assert!(!readme.contains("Not included"), "{readme}");
+    }
 }
 
 /// An artifact folder as TARGET: its spec.yaml names the inputs beside the spec that made it
