@@ -128,7 +128,7 @@ pub fn make_bundle(plan: &Plan, dir: &Path, nvcc: &Path) -> Result<Collected, Er
             }
             // A header beside an include dir (`../common/util.cuh` from one of its headers) goes
             // beside that dir's copy, where the same relative include finds it.
-            None => match beside_an_include_dir(&path, &spec.dir, &spec.include_dirs) {
+            None => match beside_an_include_dir(&path, &tree.spec_dir, &spec.include_dirs) {
                 Some((rel, n, project)) if !takes_a_copys_name(&rel, spec.include_dirs.len()) => {
                     (format!("include/{}", rel.display()), n, Some(project))
                 }
