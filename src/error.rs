@@ -182,6 +182,9 @@ pub enum Error {
     #[error(transparent)]
     Campaign(#[from] crate::campaign::CampaignError),
 
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
+
     #[error("cannot run {}", path.display())]
     Launch {
         path: PathBuf,
@@ -222,6 +225,7 @@ impl Error {
             Error::Launch { .. } => exit::CUDA_ERROR,
             Error::Bisect(e) => e.exit_code(),
             Error::Campaign(e) => e.exit_code(),
+            Error::Bundle(_) => exit::USAGE,
         }
     }
 

@@ -158,11 +158,8 @@ fn u8_npy(path: &std::path::Path, n: usize, fill: u8) {
 fn a_replayed_capture_carries_its_cubin_parameters_and_production_outputs() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    std::fs::write(
-        dir.join("module.cubin"),
-        b"not run: the bundle is made with --no-run",
-    )
-    .unwrap();
+    // An ELF header and nothing else: the bundle checks the magic, and is made with --no-run.
+    std::fs::write(dir.join("module.cubin"), b"\x7fELF\x02\x01\x01").unwrap();
     std::fs::write(dir.join("params.bin"), [0u8; 16]).unwrap();
     u8_npy(&dir.join("inputs/buffer0.npy"), 64, 1);
     u8_npy(&dir.join("production/buffer1.before.npy"), 64, 0);

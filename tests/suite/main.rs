@@ -12,6 +12,7 @@ mod attention_spec;
 mod bisect;
 mod bisect_hostile;
 mod bundle;
+mod bundle_hostile;
 mod campaign;
 mod campaign_hostile;
 mod cli;

@@ -1,0 +1,43 @@
+//! Why `repro bundle` refuses to write a bundle (docs/cli.md, `repro bundle`): a file the spec
+//! reaches that must not travel to strangers, or a path of this machine in the bundle's text.
+//! Every one is the sender's input to fix, so every one exits 2.
+
+/// A refusal of `repro bundle`; nothing is left behind (the bundle's folder is a temporary one
+/// until the end).
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// A file the spec (or an include dir) reaches is refused: outside the spec's tree, a
+    /// special file, or not what its field says it is.
+    #[error(
+        "repro bundle refuses {file} (reached by {reached_by}): {why}\n\
+         help: {fix}; a bundle carries only files inside the spec's folder and its include dirs, \
+         each what it claims to be (docs/cli.md, `repro bundle`)"
+    )]
+    Refused {
+        /// The file as the sender knows it: relative to the spec's folder.
+        file: String,
+        /// The spec field or include dir that named it: `tensor A's init.file`.
+        reached_by: String,
+        why: String,
+        fix: &'static str,
+    },
+
+    /// A bundled file names a folder of this machine (the home folder, the current folder):
+    /// text the sender wrote (`about:`, a captured command) that strangers would read.
+    #[error(
+        "repro bundle: the bundle's {file}, line {line}, names {what} ({needle}), which the \
+         receiver must not see\n\
+         help: {fix}"
+    )]
+    Leak {
+        file: String,
+        line: usize,
+        what: &'static str,
+        needle: String,
+        fix: &'static str,
+    },
+
+    /// `-o PATH` names no folder of its own (`.`, `..`, `/`).
+    #[error("repro bundle -o {}: not a new folder's name; pass -o with a folder name, e.g. -o bundles/report", path.display())]
+    BadOutput { path: std::path::PathBuf },
+}
