@@ -25,13 +25,15 @@ pub enum BundleError {
     /// A bundled file names a folder of this machine (the home folder, the current folder):
     /// text the sender wrote (`about:`, a captured command) that strangers would read.
     #[error(
-        "repro bundle: the bundle's {file}, line {line}, names {what} ({needle}), which the \
-         receiver must not see\n\
+        "repro bundle: the bundle's {file}, line {line}{written}, names {what} ({needle}), which \
+         the receiver must not see\n\
          help: {fix}"
     )]
     Leak {
         file: String,
         line: usize,
+        /// Where the line came from in the spec as written, for the bundled spec.yaml.
+        written: String,
         what: &'static str,
         needle: String,
         fix: &'static str,

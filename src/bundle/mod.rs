@@ -76,7 +76,7 @@ pub fn bundle(
     };
     report::write_env(&bundle)?;
     report::write_readme(&bundle, &plan.spec, code, &report::introduced_by(&plan.dir))?;
-    pack::check_leaks(&bundle.dir)?;
+    pack::check_leaks(&bundle.dir, &plan.spec.path)?;
     // What strangers will get, before it is packed.
     print!("{}", bundle.listing.to_terminal());
     pack::pack(&bundle.dir, &name, &tarball)?;

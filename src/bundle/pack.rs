@@ -13,7 +13,7 @@ const TEXT_LIMIT: u64 = 16 << 20;
 /// Refuses a bundle whose files name this machine's home folder or current folder (the spec's
 /// own text, `about:` naming a log under $HOME, is copied in), naming the file and line; the
 /// bundle's own folder named in a file is a bug in repro.
-pub fn check_leaks(dir: &Path) -> Result<(), Error> {
+pub fn check_leaks(dir: &Path, spec: &Path) -> Result<(), Error> {
     let mut needles: Vec<(String, &'static str)> = Vec::new();
     needles.push((
         dir.to_string_lossy().into_owned(),
@@ -61,9 +61,18 @@ pub fn check_leaks(dir: &Path) -> Result<(), Error> {
                     line + 1
                 )));
             }
+            // The bundled spec.yaml is the spec resolved: the line to mend is in the spec as
+            // the sender wrote it.
+            let written = (file == "spec.yaml")
+                .then(|| std::fs::read_to_string(spec).ok())
+                .flatten()
+                .and_then(|text| text.lines().position(|l| names_folder(l, needle)))
+                .map(|at| format!(" (from {}, line {})", spec.display(), at + 1))
+                .unwrap_or_default();
             return Err(BundleError::Leak {
                 file,
                 line: line + 1,
+                written,
                 what,
                 needle: needle.clone(),
                 fix: "it comes from the spec's own text (about:, capture.command, a config or \

@@ -311,7 +311,8 @@ build: { arch: sm_90a }
     assert_nothing_written(dir, "out");
 }
 
-/// `about:` naming a log under the home folder: exit 2 naming the bundled spec's line, not 70
+/// `about:` naming a log under the home folder: exit 2 naming the bundled spec's line and the
+/// spec's own, not 70
 /// ("a bug in repro"); nothing is left, so the retry after the fix writes the bundle.
 #[test]
 fn the_home_folder_in_the_spec_text_is_exit_2_and_a_retry_works() {
@@ -339,6 +340,7 @@ fn the_home_folder_in_the_spec_text_is_exit_2_and_a_retry_works() {
         .code(2)
         .stderr(
             predicate::str::contains("spec.yaml, line")
+                .and(predicate::str::contains("small_gemm.yaml, line 3)"))
                 .and(predicate::str::contains("home folder"))
                 .and(predicate::str::contains("bug in repro").not()),
         );
