@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 use std::time::Duration;
 
+use crate::bisect::git;
 use crate::common;
 
 /// The secret every hostile path points at; found in an output, it was read and carried.
@@ -731,7 +732,7 @@ fn npy_f32(shape: &[usize]) -> Vec<u8> {
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
     bytes.extend((header.len() as u16).to_le_bytes());
     bytes.extend(header.as_bytes());
-    bytes.extend(std::iter::repeat_n(0u8, count * 4));
+    bytes.resize(bytes.len() + count * 4, 0);
     bytes
 }
 
@@ -758,15 +759,9 @@ fn capture_case(jail: &Jail, rng: &mut Rng, number: usize) -> Case {
             "a payload as a file"
         }
         2 => {
-            std::fs::write(
-                &manifest,
-                entry(
-                    "A",
-                    "A.0.npy",
-                    *rng.pick(&["[-4, 3]", "[0, 3]", "[4294967296, 3]"]),
-                ),
-            )
-            .unwrap();
+            let shapes = ["[-4, 3]", "[0, 3]", "[4294967296, 3]"];
+            let shape = shapes[rng.below(shapes.len())];
+            std::fs::write(&manifest, entry("A", "A.0.npy", shape)).unwrap();
             "a shape no tensor has"
         }
         3 => {
@@ -810,24 +805,6 @@ fn capture_case(jail: &Jail, rng: &mut Rng, number: usize) -> Case {
         writable: vec![],
         limit: Duration::from_secs(20),
     }
-}
-
-fn git(repo: &Path, args: &[&str]) {
-    let status = Process::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "a")
-        .env("GIT_AUTHOR_EMAIL", "a@example.com")
-        .env("GIT_COMMITTER_NAME", "a")
-        .env("GIT_COMMITTER_EMAIL", "a@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        status.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&status.stderr)
-    );
 }
 
 fn bisect_case(jail: &Jail, rng: &mut Rng, number: usize, nvcc: &Path) -> Case {
