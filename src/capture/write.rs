@@ -6,7 +6,13 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::import::skeleton::yaml_scalar;
+use crate::import::skeleton::Value;
+use crate::spec::yaml::{scalar, Context};
+
+/// A block value of the spec (`name:`, `about:`, `capture.command`...).
+fn yaml_scalar(text: &str) -> String {
+    scalar(text, Context::Block)
+}
 use crate::spec::dtype::DType;
 
 use super::layout::{self, BufferTensor, LaunchLayout, ParamRole};
@@ -402,8 +408,8 @@ pub fn write(
         let _ = writeln!(
             y,
             "source:\n  include_dirs: [{}]\n  includes: [{}]",
-            yaml_scalar(&dir),
-            yaml_scalar(&include)
+            scalar(&dir, Context::Flow),
+            scalar(&include, Context::Flow)
         );
     }
     let _ = writeln!(y, "tensors:");
@@ -548,7 +554,7 @@ fn write_global(
             ParamRole::Size { name, .. } => name.clone(),
             ParamRole::Literal(text) => text.clone(),
         })
-        .map(|a| yaml_scalar(&a))
+        .map(|a| Value::known(a).render())
         .collect();
     let _ = writeln!(
         y,
@@ -556,7 +562,11 @@ fn write_global(
         yaml_scalar(&d.name)
     );
     if !d.template_args.is_empty() {
-        let targs: Vec<String> = d.template_args.iter().map(|a| yaml_scalar(a)).collect();
+        let targs: Vec<String> = d
+            .template_args
+            .iter()
+            .map(|a| Value::known(a.as_str()).render())
+            .collect();
         let _ = writeln!(
             y,
             "  template_args: [{}]   # from the demangled name",
