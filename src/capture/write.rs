@@ -47,7 +47,9 @@ pub struct Written {
     pub tensors: Vec<BufferTensor>,
 }
 
-fn npy_descr(dtype: DType) -> &'static str {
+/// The descr repro and repro_capture.cuh write for `dtype` (templates/runtime/src/npy.cuh has the same
+/// table).
+pub(crate) fn npy_descr(dtype: DType) -> &'static str {
     match dtype {
         DType::F64 => "<f8",
         DType::F32 | DType::Tf32 => "<f4",

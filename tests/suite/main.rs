@@ -23,6 +23,7 @@ mod flags_spellings;
 mod gpu_specs;
 mod hostile_build;
 mod import_capture;
+mod import_capture_hostile;
 mod import_cuda;
 mod import_cuda_forms;
 mod import_rust;
