@@ -240,7 +240,7 @@ impl Validator<'_> {
                         r.at
                     ),
                 )
-                .help = Some("`at` is the byte offset of the address in params.bin".into());
+                .help = Some("`at` is the byte of params.bin where the address starts, inside the launch's parameters".into());
                 ok = false;
                 continue;
             };

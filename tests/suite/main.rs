@@ -33,3 +33,4 @@ mod runtime_library;
 mod spec_errors;
 mod spec_errors_ops;
 mod spec_fuzz;
+mod spec_reading;
