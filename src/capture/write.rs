@@ -16,7 +16,7 @@ fn yaml_scalar(text: &str) -> String {
 use crate::spec::dtype::DType;
 
 use super::layout::{self, BufferTensor, LaunchLayout, ParamRole};
-use super::record::Capture;
+use super::record::{self, Capture};
 
 /// How the user asked for the spec.
 #[derive(Debug, Clone, Default)]
@@ -135,8 +135,8 @@ fn list<T: ToString>(values: &[T]) -> String {
 
 /// Reads a buffer file of the capture, refusing one of the wrong size.
 fn read_buffer(raw: &Path, file: &str, size: u64) -> Result<Vec<u8>, String> {
-    let path = raw.join(file);
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let path = record::raw_file(raw, file)?;
+    let bytes = record::read_file(&path, size)?;
     if bytes.len() as u64 != size {
         return Err(format!(
             "{} has {} bytes; the capture says {size}",
@@ -154,9 +154,8 @@ pub fn write(
     capture: &Capture,
     request: &SpecRequest,
 ) -> Result<Written, String> {
-    let params_path = raw.join(&capture.params.file);
-    let params = std::fs::read(&params_path)
-        .map_err(|e| format!("cannot read {}: {e}", params_path.display()))?;
+    let params_path = record::raw_file(raw, &capture.params.file)?;
+    let params = record::read_file(&params_path, crate::spec::MAX_PARAM_BYTES)?;
     let demangled = layout::parse_demangled(&capture.kernel.demangled);
     // A Triton kernel's signature names the parameters as a declaration would; it is never
     // rebuilt from it (Triton compiles Python, not CUDA C++).
@@ -610,13 +609,11 @@ fn write_replay(
         (module.file.as_str(), "module.cubin"),
         (capture.params.file.as_str(), "params.bin"),
     ] {
-        std::fs::copy(raw.join(from), out.join(to)).map_err(|e| {
-            format!(
-                "cannot copy {} into {}: {e}",
-                raw.join(from).display(),
-                out.display()
-            )
-        })?;
+        // Read through the same checks as every file of the record, then written anew.
+        let from = record::raw_file(raw, from)?;
+        let bytes = record::read_file(&from, super::MAX_CUBIN_BYTES)?;
+        std::fs::write(out.join(to), bytes)
+            .map_err(|e| format!("cannot copy {} into {}: {e}", from.display(), out.display()))?;
     }
     let tensor_of = |buffer: usize, at: u64| {
         super::views::tensor_at(tensors, buffer, at)

@@ -62,7 +62,7 @@ pub fn read_manifest(dir: &Path) -> Result<Vec<Captured>, String> {
     let path = dir.join(MANIFEST);
     let bytes = folder
         .regular_file(MANIFEST)
-        .and_then(|_| read_regular(&path, MAX_MANIFEST_BYTES).map_err(|e| read_problem(e)))
+        .and_then(|_| read_regular(&path, MAX_MANIFEST_BYTES).map_err(read_problem))
         .map_err(|why| format!("{}: {why} (is this a REPRO_CAPTURE_DIR?)", path.display()))?;
     let text = String::from_utf8(bytes).map_err(|_| {
         format!(
