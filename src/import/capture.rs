@@ -10,7 +10,6 @@
 //! captured after the launch ([`section_yaml`]), the section marks them `output: true` (no
 //! `init`) and adds `reference: { op: file, expected: { D: <D's .npy> }, block: TODO }`: the
 //! production outputs become the expected values.
-
 //!
 //! A capture folder may come from another machine or another person, so it is read as hostile
 //! (docs/cli.md, `repro import capture`): every record's name, dtype, shape and strides are
