@@ -195,8 +195,12 @@ pub struct LaunchLayout {
     pub sizes: Vec<(String, i64)>,
 }
 
+/// The parameter bytes at `offset..offset + size`, if the record's numbers lie inside them
+/// (checked: the record is a file the program could have written anything into).
 fn element_size(params: &[u8], offset: u64, size: u64) -> Option<&[u8]> {
-    params.get(offset as usize..(offset + size) as usize)
+    let start = usize::try_from(offset).ok()?;
+    let end = usize::try_from(offset.checked_add(size)?).ok()?;
+    params.get(start..end)
 }
 
 /// `map_a` -> `A`, `tma_scores` -> `scores`: the tensor a map parameter's name suggests.

@@ -30,6 +30,10 @@ pub struct CaptureRequest {
     pub program: Vec<String>,
 }
 
+/// Largest cubin (or parameter file) copied from the raw folder: a module of a large library
+/// is tens of MiB.
+pub const MAX_CUBIN_BYTES: u64 = 1 << 30;
+
 fn fail(message: impl Into<String>) -> Error {
     Error::CaptureRun(message.into())
 }
@@ -154,7 +158,8 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, Error> {
 /// with this process's environment, so its `TRITON_CACHE_DIR` is ours.
 fn triton_kernel(raw: &Path, capture: &record::Capture) -> Option<triton::TritonKernel> {
     let module = capture.module.as_ref()?;
-    let cubin = std::fs::read(raw.join(&module.file)).ok()?;
+    let path = record::raw_file(raw, &module.file).ok()?;
+    let cubin = record::read_file(&path, MAX_CUBIN_BYTES).ok()?;
     let dirs = triton::cache_dirs(|name| std::env::var(name).ok());
     triton::find(&cubin, &capture.kernel.mangled, &dirs)
 }

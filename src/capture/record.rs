@@ -2,7 +2,9 @@
 //! the program's run went, and `capture.json`, the one recorded launch. Addresses are hex
 //! strings (`"0x7f..."`): JSON numbers lose precision past 2^53.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::file_kind::{read_regular, ReadError};
 
 use serde::Deserialize;
 
@@ -151,16 +153,99 @@ pub struct CapturedModule {
     pub size: u64,
 }
 
-/// Reads one of the library's JSON files; `None` when it does not exist.
+/// Largest JSON file of the library's read (a record lists a launch's parameters and buffers).
+pub const MAX_RECORD_BYTES: u64 = 16 << 20;
+
+/// Reads one of the library's JSON files; `None` when it does not exist. The raw folder is
+/// written by the program being captured, so it is read with a bound and never through a link.
 pub fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
-            format!(
-                "{} is not what repro's injection library writes: {e}",
-                path.display()
-            )
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    if path.symlink_metadata().is_err() {
+        return Ok(None);
+    }
+    let text = read_file(path, MAX_RECORD_BYTES)?;
+    serde_json::from_slice(&text).map(Some).map_err(|e| {
+        format!(
+            "{} is not what repro's injection library writes: {e}",
+            path.display()
+        )
+    })
+}
+
+/// The file the library's record names `name` in the raw folder `raw`: a path inside it (no
+/// `..`, not absolute), which the record, written by the captured program, could otherwise
+/// point anywhere.
+pub fn raw_file(raw: &Path, name: &str) -> Result<PathBuf, String> {
+    let relative = Path::new(name);
+    let inside = !name.is_empty()
+        && relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(format!(
+            "the capture record names the file {name:?}, which is not inside {}",
+            raw.display()
+        ));
+    }
+    Ok(raw.join(relative))
+}
+
+/// The whole file at `path`, at most `limit` bytes: a regular file, not a link (the library
+/// writes none), never a fifo or a device.
+pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    let cannot = |why: String| format!("cannot read {}: {why}", path.display());
+    if path
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return Err(cannot(
+            "it is a symbolic link, which repro's injection library never writes".into(),
+        ));
+    }
+    read_regular(path, limit).map_err(|e| {
+        cannot(match e {
+            ReadError::Io(e) => e.to_string(),
+            ReadError::NotAFile(what) => format!("it is {what}, not a regular file"),
+            ReadError::TooLarge { bytes } => {
+                format!("it has {bytes} bytes, more than the {limit} expected")
+            }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The captured program writes the raw folder: a record naming a file outside it, a link, a
+    /// fifo or a device is refused without reading it.
+    #[test]
+    fn raw_files_stay_in_the_raw_folder_and_are_read_with_a_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let raw = tmp.path();
+        for name in ["../x.bin", "/etc/passwd", "buffers/../../x", ""] {
+            assert!(raw_file(raw, name).is_err(), "{name}");
+        }
+        assert_eq!(
+            raw_file(raw, "buffers/b0.before.bin").unwrap(),
+            raw.join("buffers/b0.before.bin")
+        );
+        std::fs::write(raw.join("params.bin"), [1u8; 16]).unwrap();
+        assert_eq!(read_file(&raw.join("params.bin"), 16).unwrap(), [1u8; 16]);
+        assert!(read_file(&raw.join("params.bin"), 15)
+            .unwrap_err()
+            .contains("more than the 15 expected"));
+        std::os::unix::fs::symlink("/dev/zero", raw.join("zero.bin")).unwrap();
+        assert!(read_file(&raw.join("zero.bin"), 16)
+            .unwrap_err()
+            .contains("symbolic link"));
+        let made = std::process::Command::new("mkfifo")
+            .arg(raw.join("capture.json"))
+            .status();
+        assert!(made.unwrap().success());
+        let err = read::<Capture>(&raw.join("capture.json")).unwrap_err();
+        assert!(err.contains("a fifo"), "{err}");
+        assert!(read::<Capture>(&raw.join("session.json"))
+            .unwrap()
+            .is_none());
     }
 }

@@ -6,11 +6,17 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::import::skeleton::yaml_scalar;
+use crate::import::skeleton::Value;
+use crate::spec::yaml::{scalar, Context};
+
+/// A block value of the spec (`name:`, `about:`, `capture.command`...).
+fn yaml_scalar(text: &str) -> String {
+    scalar(text, Context::Block)
+}
 use crate::spec::dtype::DType;
 
 use super::layout::{self, BufferTensor, LaunchLayout, ParamRole};
-use super::record::Capture;
+use super::record::{self, Capture};
 
 /// How the user asked for the spec.
 #[derive(Debug, Clone, Default)]
@@ -41,7 +47,9 @@ pub struct Written {
     pub tensors: Vec<BufferTensor>,
 }
 
-fn npy_descr(dtype: DType) -> &'static str {
+/// The descr repro and repro_capture.cuh write for `dtype` (templates/runtime/src/npy.cuh has the same
+/// table).
+pub(crate) fn npy_descr(dtype: DType) -> &'static str {
     match dtype {
         DType::F64 => "<f8",
         DType::F32 | DType::Tf32 => "<f4",
@@ -127,8 +135,8 @@ fn list<T: ToString>(values: &[T]) -> String {
 
 /// Reads a buffer file of the capture, refusing one of the wrong size.
 fn read_buffer(raw: &Path, file: &str, size: u64) -> Result<Vec<u8>, String> {
-    let path = raw.join(file);
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let path = record::raw_file(raw, file)?;
+    let bytes = record::read_file(&path, size)?;
     if bytes.len() as u64 != size {
         return Err(format!(
             "{} has {} bytes; the capture says {size}",
@@ -146,9 +154,8 @@ pub fn write(
     capture: &Capture,
     request: &SpecRequest,
 ) -> Result<Written, String> {
-    let params_path = raw.join(&capture.params.file);
-    let params = std::fs::read(&params_path)
-        .map_err(|e| format!("cannot read {}: {e}", params_path.display()))?;
+    let params_path = record::raw_file(raw, &capture.params.file)?;
+    let params = record::read_file(&params_path, crate::spec::MAX_PARAM_BYTES)?;
     let demangled = layout::parse_demangled(&capture.kernel.demangled);
     // A Triton kernel's signature names the parameters as a declaration would; it is never
     // rebuilt from it (Triton compiles Python, not CUDA C++).
@@ -402,8 +409,8 @@ pub fn write(
         let _ = writeln!(
             y,
             "source:\n  include_dirs: [{}]\n  includes: [{}]",
-            yaml_scalar(&dir),
-            yaml_scalar(&include)
+            scalar(&dir, Context::Flow),
+            scalar(&include, Context::Flow)
         );
     }
     let _ = writeln!(y, "tensors:");
@@ -548,7 +555,7 @@ fn write_global(
             ParamRole::Size { name, .. } => name.clone(),
             ParamRole::Literal(text) => text.clone(),
         })
-        .map(|a| yaml_scalar(&a))
+        .map(|a| Value::known(a).render())
         .collect();
     let _ = writeln!(
         y,
@@ -556,7 +563,11 @@ fn write_global(
         yaml_scalar(&d.name)
     );
     if !d.template_args.is_empty() {
-        let targs: Vec<String> = d.template_args.iter().map(|a| yaml_scalar(a)).collect();
+        let targs: Vec<String> = d
+            .template_args
+            .iter()
+            .map(|a| Value::known(a.as_str()).render())
+            .collect();
         let _ = writeln!(
             y,
             "  template_args: [{}]   # from the demangled name",
@@ -598,13 +609,11 @@ fn write_replay(
         (module.file.as_str(), "module.cubin"),
         (capture.params.file.as_str(), "params.bin"),
     ] {
-        std::fs::copy(raw.join(from), out.join(to)).map_err(|e| {
-            format!(
-                "cannot copy {} into {}: {e}",
-                raw.join(from).display(),
-                out.display()
-            )
-        })?;
+        // Read through the same checks as every file of the record, then written anew.
+        let from = record::raw_file(raw, from)?;
+        let bytes = record::read_file(&from, super::MAX_CUBIN_BYTES)?;
+        std::fs::write(out.join(to), bytes)
+            .map_err(|e| format!("cannot copy {} into {}: {e}", from.display(), out.display()))?;
     }
     let tensor_of = |buffer: usize, at: u64| {
         super::views::tensor_at(tensors, buffer, at)

@@ -5,6 +5,12 @@ use std::fmt::Write;
 
 use super::{Extraction, Verdict};
 use crate::plan::quote::shell_quote;
+use crate::spec::yaml::{scalar, Context};
+
+/// A value of the `build:` block, which is block YAML.
+fn yaml_scalar(text: &str) -> String {
+    scalar(text, Context::Block)
+}
 
 fn shell_line(words: &[String]) -> String {
     words
@@ -139,30 +145,4 @@ pub fn render_build_yaml(e: &Extraction) -> String {
         }
     }
     out
-}
-
-/// A YAML scalar that reads back as exactly `s`: plain when that is safe, else double-quoted.
-pub(crate) fn yaml_scalar(s: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_=+,./:@%^".contains(c);
-    let starts_ok = s.starts_with(|c: char| c.is_ascii_alphanumeric() || "-/_.".contains(c));
-    // `-1`, `.5`, `true`, `no`: YAML would read a number or a boolean.
-    let number = s
-        .trim_start_matches(['-', '+'])
-        .starts_with(|c: char| c.is_ascii_digit() || c == '.');
-    let words = [
-        "true", "false", "yes", "no", "on", "off", "null", "y", "n", "~",
-    ];
-    let keyword = words.contains(&s.to_ascii_lowercase().as_str());
-    if s.chars().all(safe) && starts_ok && !number && !keyword && !s.ends_with(':') {
-        return s.to_string();
-    }
-    let mut quoted = String::from("\"");
-    for c in s.chars() {
-        let _ = match c {
-            '"' | '\\' => write!(quoted, "\\{c}"),
-            c if c.is_control() => write!(quoted, "\\u{:04x}", u32::from(c)),
-            c => write!(quoted, "{c}"),
-        };
-    }
-    quoted + "\""
 }

@@ -10,13 +10,26 @@
 //! captured after the launch ([`section_yaml`]), the section marks them `output: true` (no
 //! `init`) and adds `reference: { op: file, expected: { D: <D's .npy> }, block: TODO }`: the
 //! production outputs become the expected values.
+//!
+//! A capture folder may come from another machine or another person, so it is read as hostile
+//! (docs/cli.md, `repro import capture`): every record's name, dtype, shape and strides are
+//! checked as the spec loader checks a tensor's, its file must be a file of the folder itself
+//! (a plain name, a regular file, no link out) whose size and `.npy` header match the record, and
+//! the manifest is read with a bound. What is written is quoted by the one YAML writer, so a
+//! record cannot add a key or a file the manifest did not name as a capture.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use super::skeleton::{Value, BLOCK_TODO};
+use crate::file_kind::{describe, mib, read_regular, ReadError};
 use crate::spec::dtype::DType;
+use crate::spec::names::{identifier_problem, is_cpp_identifier};
+use crate::spec::validate::MAX_TENSOR_BYTES;
+use crate::spec::yaml::{comment, scalar, Context};
 
 /// One line of `manifest.jsonl`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -31,38 +44,48 @@ pub struct Captured {
     pub npy: String,
 }
 
-/// Reads the manifest; a line that does not parse is an error naming the file and the line.
+/// The manifest's name in a capture folder.
+pub const MANIFEST: &str = "manifest.jsonl";
+
+/// Largest manifest read: a record is about 120 bytes, so this is over 100,000 captures, and
+/// `/dev/zero` or a huge file named by mistake costs nothing.
+pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+/// Largest `.npy` header read (numpy's own limit for a version 1.0 header is 64 KiB).
+const MAX_NPY_HEADER: u64 = 1 << 16;
+
+/// Reads the manifest of the capture folder `dir` and checks every record and its file. The
+/// first problem is an error naming the manifest, the line, and what to do.
 pub fn read_manifest(dir: &Path) -> Result<Vec<Captured>, String> {
-    let path = dir.join("manifest.jsonl");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let folder = Folder::open(dir)?;
+    let path = dir.join(MANIFEST);
+    let bytes = folder
+        .regular_file(MANIFEST)
+        .and_then(|_| read_regular(&path, MAX_MANIFEST_BYTES).map_err(read_problem))
+        .map_err(|why| format!("{}: {why} (is this a REPRO_CAPTURE_DIR?)", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
         format!(
-            "cannot read {}: {e} (is this a REPRO_CAPTURE_DIR?)",
+            "{}: not UTF-8 text; repro::capture writes one JSON record per line",
             path.display()
         )
     })?;
     let mut out = Vec::new();
+    let mut lines: HashMap<(String, u32), usize> = HashMap::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let entry: Captured = serde_json::from_str(line)
-            .map_err(|e| format!("{}:{}: not a capture record: {e}", path.display(), i + 1))?;
-        if DType::from_name(&entry.dtype).is_none() {
+        let at = format!("{}:{}", path.display(), i + 1);
+        let entry: Captured =
+            serde_json::from_str(line).map_err(|e| format!("{at}: not a capture record: {e}"))?;
+        check_record(&entry).map_err(|why| format!("{at}: {why}"))?;
+        folder
+            .check_data(&entry)
+            .map_err(|why| format!("{at}: {why}"))?;
+        if let Some(first) = lines.insert((entry.name.clone(), entry.call), i + 1) {
             return Err(format!(
-                "{}:{}: dtype `{}` is not one repro knows",
-                path.display(),
-                i + 1,
-                entry.dtype
-            ));
-        }
-        if entry.shape.is_empty() || entry.shape.len() != entry.strides.len() {
-            return Err(format!(
-                "{}:{}: `{}` has {} dimensions and {} strides",
-                path.display(),
-                i + 1,
-                entry.name,
-                entry.shape.len(),
-                entry.strides.len()
+                "{at}: `{}` call {} is captured twice (first at line {first}); keep one record per tensor and call",
+                entry.name, entry.call
             ));
         }
         out.push(entry);
@@ -73,11 +96,340 @@ pub fn read_manifest(dir: &Path) -> Result<Vec<Captured>, String> {
     Ok(out)
 }
 
+/// What a [`read_regular`] refusal says about a file.
+fn read_problem(error: ReadError) -> String {
+    match error {
+        ReadError::Io(e) => format!("cannot be read: {e}"),
+        ReadError::NotAFile(what) => format!("is {what}, not a regular file"),
+        ReadError::TooLarge { bytes } => format!(
+            "is larger than the {} a manifest may have ({})",
+            mib(MAX_MANIFEST_BYTES),
+            mib(bytes)
+        ),
+    }
+}
+
+/// A record's name, dtype, shape and strides, checked as the spec loader checks a tensor's
+/// (docs/spec.md, `tensors`), since they become one.
+fn check_record(e: &Captured) -> Result<(), String> {
+    let fix_name = "the name becomes the spec's tensor name: capture the tensor under a C++ identifier (repro::capture's name argument)";
+    if !is_cpp_identifier(&e.name) {
+        return Err(format!(
+            "the name {:?} cannot name a tensor: it is not a C++ identifier (letters, digits and `_`, not starting with a digit); {fix_name}",
+            e.name
+        ));
+    }
+    if let Some(problem) = identifier_problem(&e.name) {
+        return Err(format!(
+            "the name cannot name a tensor: {problem}; {fix_name}"
+        ));
+    }
+    let name = &e.name;
+    let Some(dtype) = DType::from_name(&e.dtype) else {
+        let known: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+        return Err(format!(
+            "dtype {:?} of `{name}` is not one repro knows (one of {})",
+            e.dtype,
+            known.join(", ")
+        ));
+    };
+    if !(1..=4).contains(&e.shape.len()) || e.shape.len() != e.strides.len() {
+        return Err(format!(
+            "`{name}` has {} dimensions and {} strides; a tensor has 1 to 4 dimensions, and a stride for each",
+            e.shape.len(),
+            e.strides.len()
+        ));
+    }
+    if e.shape.iter().any(|&d| d <= 0) {
+        return Err(format!(
+            "`{name}` has shape {}; dimensions must be positive (a capture holds at least one element)",
+            list(&e.shape)
+        ));
+    }
+    if let Some(s) = e.strides.iter().find(|&&s| s <= 0) {
+        return Err(format!(
+            "`{name}` has strides {}; stride {s} is not a positive element count",
+            list(&e.strides)
+        ));
+    }
+    let too_big = || {
+        format!(
+            "`{name}` of shape {} and strides {} spans more than {} TiB; no GPU holds it: check the record",
+            list(&e.shape),
+            list(&e.strides),
+            MAX_TENSOR_BYTES >> 40
+        )
+    };
+    data_bytes(e, dtype).ok_or_else(too_big)?;
+    let last = e
+        .shape
+        .iter()
+        .zip(&e.strides)
+        .try_fold(0i64, |sum, (&d, &s)| {
+            sum.checked_add((d - 1).checked_mul(s)?)
+        });
+    let span = last.and_then(|l| (l + 1).checked_mul(dtype.bytes() as i64));
+    if span.map_or(true, |b| b > MAX_TENSOR_BYTES) {
+        return Err(too_big());
+    }
+    Ok(())
+}
+
+/// The bytes of `e`'s logical elements, when they fit the spec's bound.
+fn data_bytes(e: &Captured, dtype: DType) -> Option<u64> {
+    let elements = e.shape.iter().try_fold(1i64, |n, &d| n.checked_mul(d))?;
+    let bytes = elements.checked_mul(dtype.bytes() as i64)?;
+    (bytes <= MAX_TENSOR_BYTES).then_some(bytes as u64)
+}
+
+/// Whether `name` is a file name alone: no folder, no `..`, nothing a path could hide.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\'])
+        && !name.chars().any(char::is_control)
+}
+
+/// The capture folder: files are looked up in it and never followed out of it.
+struct Folder {
+    dir: PathBuf,
+    /// The folder with every link resolved: where a link's target must lie.
+    canonical: PathBuf,
+}
+
+impl Folder {
+    fn open(dir: &Path) -> Result<Folder, String> {
+        let canonical = std::fs::canonicalize(dir).map_err(|e| {
+            format!(
+                "cannot read {}: {e} (is this a REPRO_CAPTURE_DIR?)",
+                dir.join(MANIFEST).display()
+            )
+        })?;
+        if !canonical.is_dir() {
+            return Err(format!(
+                "{} is not a folder; give the REPRO_CAPTURE_DIR repro::capture wrote into",
+                dir.display()
+            ));
+        }
+        Ok(Folder {
+            dir: dir.to_path_buf(),
+            canonical,
+        })
+    }
+
+    /// `name` in the folder, and its size: a regular file, reached through no link that leads
+    /// out of the folder. Else what it is, in words.
+    fn regular_file(&self, name: &str) -> Result<(PathBuf, u64), String> {
+        let path = self.dir.join(name);
+        let own = std::fs::symlink_metadata(&path).map_err(|e| format!("cannot be read: {e}"))?;
+        if own.file_type().is_symlink() {
+            let target = std::fs::canonicalize(&path)
+                .map_err(|e| format!("is a symbolic link that leads nowhere ({e})"))?;
+            if target.parent() != Some(self.canonical.as_path()) {
+                return Err(format!(
+                    "is a symbolic link out of the capture folder (to {}); copy the file into the folder",
+                    target.display()
+                ));
+            }
+        }
+        let meta = std::fs::metadata(&path).map_err(|e| format!("cannot be read: {e}"))?;
+        if !meta.is_file() {
+            return Err(format!(
+                "is {}, not a regular file; a capture is a .npy or .bin file",
+                describe(&meta)
+            ));
+        }
+        Ok((path, meta.len()))
+    }
+
+    /// `e`'s file: a plain `.npy` or `.bin` name in the folder, a regular file whose size (and
+    /// `.npy` header) match the record. Read no further than the header.
+    fn check_data(&self, e: &Captured) -> Result<(), String> {
+        let file = &e.file;
+        let name = &e.name;
+        if !is_plain_file_name(file) {
+            return Err(format!(
+                "file {file:?} of `{name}` is not a file name: the manifest names each capture's file by its name alone (`{name}.{}.npy`), beside {MANIFEST}",
+                e.call
+            ));
+        }
+        let npy = file.ends_with(".npy");
+        if !npy && !file.ends_with(".bin") {
+            return Err(format!(
+                "file {file:?} of `{name}` is neither .npy nor .bin, the two a spec's `init: {{ file }}` takes"
+            ));
+        }
+        let (path, size) = self
+            .regular_file(file)
+            .map_err(|why| format!("file {file:?} of `{name}` {why}"))?;
+        let dtype = DType::from_name(&e.dtype).expect("checked by check_record");
+        let data = data_bytes(e, dtype).expect("checked by check_record");
+        if !npy {
+            if size != data {
+                return Err(format!(
+                    "file {file:?} of `{name}` has {size} bytes; {} {} elements of shape {} take {data}",
+                    e.dtype,
+                    data / dtype.bytes() as u64,
+                    list(&e.shape)
+                ));
+            }
+            return Ok(());
+        }
+        let header =
+            read_npy_header(&path).map_err(|why| format!("file {file:?} of `{name}`: {why}"))?;
+        let mismatch = |what: String| {
+            Err(format!(
+                "file {file:?} of `{name}`: {what}; capture the tensor again, or correct its record"
+            ))
+        };
+        if !npy_descr_accepted(dtype, &header.descr) {
+            return mismatch(format!(
+                "its .npy holds {:?} elements, not {} (written as {:?})",
+                header.descr,
+                e.dtype,
+                crate::capture::write::npy_descr(dtype)
+            ));
+        }
+        if header.shape != e.shape {
+            return mismatch(format!(
+                "its .npy has shape {}, the record {}",
+                list(&header.shape),
+                list(&e.shape)
+            ));
+        }
+        if size.checked_sub(header.data_offset) != Some(data) {
+            return mismatch(format!(
+                "its .npy holds {} bytes of data after its header; shape {} of {} takes {data}",
+                size.saturating_sub(header.data_offset),
+                list(&e.shape),
+                e.dtype
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What a `.npy` header says.
+#[derive(Debug, PartialEq)]
+struct NpyHeader {
+    descr: String,
+    shape: Vec<i64>,
+    /// Where the data starts.
+    data_offset: u64,
+}
+
+/// The header of the `.npy` at `path` (checked a regular file), read without reading the data.
+/// The open is non-blocking, so a file swapped for a fifo since the check cannot hang it.
+fn read_npy_header(path: &Path) -> Result<NpyHeader, String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = options
+        .open(path)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("is {}, not a regular file", describe(&meta)));
+    }
+    let mut bytes = Vec::new();
+    file.take(12 + MAX_NPY_HEADER)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    parse_npy_header(&bytes)
+}
+
+/// The `.npy` header at the start of `bytes` (format versions 1 to 3).
+fn parse_npy_header(bytes: &[u8]) -> Result<NpyHeader, String> {
+    let bad = |why: &str| Err(format!("not a .npy file ({why})"));
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return bad("no \\x93NUMPY magic");
+    }
+    let (length, start) = match bytes[6] {
+        1 => (u64::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10u64),
+        2 | 3 if bytes.len() >= 12 => (
+            u64::from(u32::from_le_bytes([
+                bytes[8], bytes[9], bytes[10], bytes[11],
+            ])),
+            12,
+        ),
+        _ => return bad("an unknown format version"),
+    };
+    if length > MAX_NPY_HEADER {
+        return bad("a header longer than 64 KiB");
+    }
+    let end = (start + length) as usize;
+    let Some(text) = bytes
+        .get(start as usize..end)
+        .and_then(|h| std::str::from_utf8(h).ok())
+    else {
+        return bad("its header is cut short or not text");
+    };
+    let value = |key: &str| {
+        let at = text.find(&format!("'{key}'"))? + key.len() + 2;
+        Some(text[at..].trim_start().strip_prefix(':')?.trim_start())
+    };
+    let descr = value("descr")
+        .and_then(|v| v.strip_prefix('\''))
+        .and_then(|v| v.split_once('\''))
+        .map(|(d, _)| d.to_string());
+    let fortran = value("fortran_order").map(|v| v.starts_with("True"));
+    let shape = value("shape")
+        .and_then(|v| v.strip_prefix('('))
+        .and_then(|v| v.split_once(')'))
+        .and_then(|(dims, _)| {
+            dims.split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .map(|d| d.parse::<i64>().ok())
+                .collect::<Option<Vec<i64>>>()
+        });
+    let (Some(descr), Some(fortran), Some(shape)) = (descr, fortran, shape) else {
+        return bad("its header has no descr, fortran_order or shape");
+    };
+    if fortran {
+        return Err(
+            "its .npy is in Fortran order; repro::capture writes logical row-major order".into(),
+        );
+    }
+    Ok(NpyHeader {
+        descr,
+        shape,
+        data_offset: start + length,
+    })
+}
+
+/// Whether a `.npy` of `descr` holds `dtype`'s bytes, as the harness decides
+/// (templates/runtime/src/npy.cuh, `npy_descr_accepted`): the descr repro writes, or a raw-bit
+/// carrier for bf16 and fp8; a one-byte type's byte order does not matter.
+fn npy_descr_accepted(dtype: DType, descr: &str) -> bool {
+    let mut descr = descr.to_string();
+    if descr.len() == 3
+        && descr.ends_with('1')
+        && (descr.starts_with('<') || descr.starts_with('='))
+    {
+        descr.replace_range(..1, "|");
+    }
+    let alternatives: &[&str] = match dtype {
+        DType::Bf16 => &["|V2", "<V2", "<i2"],
+        DType::E4m3 | DType::E5m2 => &["|V1", "|i1"],
+        _ => &[],
+    };
+    descr == crate::capture::write::npy_descr(dtype) || alternatives.contains(&descr.as_str())
+}
+
 /// Packed row-major strides for `shape`.
 fn row_major(shape: &[i64]) -> Vec<i64> {
-    let mut strides = vec![1; shape.len()];
+    let mut strides = vec![1i64; shape.len()];
     for d in (1..shape.len()).rev() {
-        strides[d - 1] = strides[d] * shape[d];
+        // Bounded by check_record; saturating only keeps a bad record from panicking here.
+        strides[d - 1] = strides[d].saturating_mul(shape[d]);
     }
     strides
 }
@@ -122,6 +474,17 @@ pub fn section_yaml(
                 .join(", ")
         ));
     }
+    // Records not read by [`read_manifest`] are held to the same rules: nothing unchecked is
+    // written into the YAML, and no file outside the folder.
+    for e in &chosen {
+        check_record(e)?;
+        if !is_plain_file_name(&e.file) {
+            return Err(format!(
+                "file {:?} of `{}` is not a file name",
+                e.file, e.name
+            ));
+        }
+    }
     let mut wanted: Vec<&str> = Vec::new();
     for name in outputs {
         if !chosen.iter().any(|e| &e.name == name) {
@@ -135,6 +498,7 @@ pub fn section_yaml(
             wanted.push(name);
         }
     }
+    let dir_shown = comment(dir_shown);
     let mut out = format!(
         "# From `repro import capture {dir_shown}`: call {call} of each tensor repro::capture wrote.\n\
          # Sizes are as captured; name them under `sizes:` where the kernel's arguments use them.\n\
@@ -144,7 +508,7 @@ pub fn section_yaml(
         out.push_str(&format!(
             "# Outputs, captured after the launch: {}; their captures are the expected values of\n\
              # `reference: op: file` (capture them where production is right: the last good build, another GPU).\n",
-            wanted.join(", ")
+            comment(&wanted.join(", "))
         ));
     }
     out.push_str("tensors:\n");
@@ -165,12 +529,12 @@ pub fn section_yaml(
         let role = if wanted.contains(&e.name.as_str()) {
             ", output: true".to_string()
         } else {
-            format!(", init: {{ file: {} }}", file_of(e))
+            format!(", init: {{ file: {} }}", scalar(&file_of(e), Context::Flow))
         };
         out.push_str(&format!(
             "  {}: {{ dtype: {}, shape: {}{strides}{role} }}\n",
-            e.name,
-            e.dtype,
+            scalar(&e.name, Context::Block),
+            scalar(&e.dtype, Context::Flow),
             list(&e.shape)
         ));
     }
@@ -178,7 +542,10 @@ pub fn section_yaml(
         let expected: Vec<String> = wanted
             .iter()
             .filter_map(|name| chosen.iter().find(|e| e.name == *name))
-            .map(|e| format!("{}: {}", e.name, Value::known(file_of(e)).render()))
+            .map(|e| {
+                let name = scalar(&e.name, Context::Flow);
+                format!("{name}: {}", scalar(&file_of(e), Context::Flow))
+            })
             .collect();
         out.push_str(&format!(
             "reference:\n  op: file\n  expected: {{ {} }}\n  block: {}\n",

@@ -103,14 +103,7 @@ pub fn capture_with_outputs(
     match output {
         None => print!("{text}"),
         Some(path) => {
-            if path.exists() {
-                return Err(Error::WouldOverwrite {
-                    path: path.to_path_buf(),
-                    command: "import",
-                    fix: "choose another -o",
-                });
-            }
-            std::fs::write(path, &text).map_err(Error::io("write", path))?;
+            write_new(path, &text)?;
             let what = if outputs.is_empty() {
                 "tensors"
             } else {
@@ -123,6 +116,30 @@ pub fn capture_with_outputs(
         }
     }
     Ok(exit::PASSED)
+}
+
+/// Writes `text` to `path`, which must not exist: not even as a link, which a plain write would
+/// follow to whatever file it names.
+fn write_new(path: &Path, text: &str) -> Result<(), Error> {
+    use std::io::Write;
+    let would_overwrite = || Error::WouldOverwrite {
+        path: path.to_path_buf(),
+        command: "import",
+        fix: "choose another -o",
+    };
+    if path.symlink_metadata().is_ok() {
+        return Err(would_overwrite());
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => would_overwrite(),
+            _ => Error::io("write", path)(e),
+        })?;
+    file.write_all(text.as_bytes())
+        .map_err(Error::io("write", path))
 }
 
 fn write(mut skeleton: Skeleton, output: Option<&Path>) -> Result<u8, Error> {
@@ -139,14 +156,7 @@ fn write(mut skeleton: Skeleton, output: Option<&Path>) -> Result<u8, Error> {
     match output {
         None => print!("{text}"),
         Some(path) => {
-            if path.exists() {
-                return Err(Error::WouldOverwrite {
-                    path: path.to_path_buf(),
-                    command: "import",
-                    fix: "choose another -o",
-                });
-            }
-            std::fs::write(path, &text).map_err(Error::io("write", path))?;
+            write_new(path, &text)?;
             let todos = text.matches("\"TODO: ").count();
             println!(
                 "wrote {} ({todos} TODO{} to fill in; `repro scaffold {}` names each one left)",

@@ -8,6 +8,8 @@
 //! reference needs for this kernel's tensors. When in doubt, not a GEMM: a custom reference is
 //! always right to write, a GEMM reference on a reduction is a wrong guess.
 
+use crate::spec::yaml::{self, Context};
+
 /// A value an importer found, or could not find.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
@@ -26,11 +28,13 @@ impl Value {
         Value::Todo(why.into())
     }
 
-    /// The YAML scalar: the text, or `"TODO: why"`.
+    /// The YAML scalar, written where a flow list may hold it: the text (a number as the
+    /// number it is, anything else quoted where plain style would change it), or `"TODO: why"`.
     pub(crate) fn render(&self) -> String {
         match self {
-            Value::Known(text) => yaml_scalar(text),
-            Value::Todo(why) => yaml_scalar(&format!("TODO: {why}")),
+            Value::Known(text) if yaml::is_number(text) => text.clone(),
+            Value::Known(text) => yaml::scalar(text, Context::Flow),
+            Value::Todo(why) => yaml::scalar(&format!("TODO: {why}"), Context::Flow),
         }
     }
 }
@@ -84,25 +88,6 @@ impl Default for Value {
     }
 }
 
-/// A YAML scalar, quoted when plain style would change its meaning.
-pub fn yaml_scalar(text: &str) -> String {
-    let plain = !text.is_empty()
-        && !text.starts_with(|c: char| "-?:,[]{}#&*!|>'\"%@`".contains(c) || c.is_whitespace())
-        && !text.contains(": ")
-        && !text.contains(" #")
-        && !text.ends_with(':')
-        && !text.ends_with(char::is_whitespace)
-        && !matches!(
-            text,
-            "true" | "false" | "null" | "~" | "yes" | "no" | "on" | "off"
-        );
-    if plain {
-        text.to_string()
-    } else {
-        format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
-    }
-}
-
 fn list(values: &[Value]) -> String {
     format!(
         "[{}]",
@@ -150,23 +135,24 @@ impl Skeleton {
         let mut out = String::new();
         out.push_str(&format!(
             "# Spec skeleton written by `repro import` from {}.\n",
-            self.origin
+            yaml::comment(&self.origin)
         ));
         out.push_str("# Every \"TODO: ...\" is something the importer could not know; `repro scaffold` refuses\n");
         out.push_str("# the spec until each is replaced.\n");
         for note in &self.notes {
-            out.push_str(&format!("# {note}\n"));
+            out.push_str(&format!("# {}\n", yaml::comment(note)));
         }
         out.push_str("version: 1\n");
-        out.push_str(&format!("name: {}\n", self.name));
+        let block = |text: &str| yaml::scalar(text, Context::Block);
+        out.push_str(&format!("name: {}\n", block(&self.name)));
         out.push_str(&format!(
             "about: {}\n",
-            yaml_scalar(&format!("imported from {}", self.origin))
+            block(&format!("imported from {}", self.origin))
         ));
         if !self.sizes.is_empty() {
             out.push_str("\nsizes:\n");
             for (name, value) in &self.sizes {
-                out.push_str(&format!("  {name}: {}\n", value.render()));
+                out.push_str(&format!("  {}: {}\n", block(name), value.render()));
             }
         }
         out.push_str("\nsource:\n");
@@ -174,7 +160,7 @@ impl Skeleton {
             "  include_dirs: [{}]\n",
             self.include_dirs
                 .iter()
-                .map(|d| yaml_scalar(d))
+                .map(|d| yaml::scalar(d, Context::Flow))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -182,7 +168,7 @@ impl Skeleton {
             "  includes: [{}]\n",
             self.includes
                 .iter()
-                .map(|d| yaml_scalar(d))
+                .map(|d| yaml::scalar(d, Context::Flow))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -198,7 +184,7 @@ impl Skeleton {
             };
             out.push_str(&format!(
                 "  {}: {{ dtype: {}, shape: {}{output} }}\n",
-                t.name,
+                block(&t.name),
                 t.dtype.render(),
                 list(&t.shape)
             ));
@@ -209,7 +195,7 @@ impl Skeleton {
                 "  kind: device   # a __device__ task body; repro generates the __global__ entry\n",
             );
         }
-        out.push_str(&format!("  name: {}\n", yaml_scalar(&self.kernel_name)));
+        out.push_str(&format!("  name: {}\n", block(&self.kernel_name)));
         if !self.template_args.is_empty() {
             out.push_str(&format!("  template_args: {}\n", list(&self.template_args)));
         }
@@ -438,15 +424,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn scalars_are_quoted_only_when_needed() {
-        assert_eq!(yaml_scalar("M"), "M");
-        assert_eq!(yaml_scalar("ceil_div(N, 128)"), "ceil_div(N, 128)");
+    fn values_are_quoted_only_when_needed() {
+        assert_eq!(Value::known("M").render(), "M");
+        assert_eq!(Value::known("128").render(), "128");
+        assert_eq!(Value::known("1.0f").render(), "1.0f");
         assert_eq!(
-            yaml_scalar("TODO: grid: depends on n"),
+            Value::known("(n + 16 - 1) / 16").render(),
+            "(n + 16 - 1) / 16"
+        );
+        // In a flow list, a comma would split the expression in two.
+        assert_eq!(
+            Value::known("ceil_div(N, 128)").render(),
+            "\"ceil_div(N, 128)\""
+        );
+        assert_eq!(
+            Value::todo("grid: depends on n").render(),
             "\"TODO: grid: depends on n\""
         );
-        assert_eq!(yaml_scalar("-1"), "\"-1\"");
-        assert_eq!(yaml_scalar(""), "\"\"");
+        assert_eq!(Value::known("").render(), "\"\"");
     }
 
     fn t(name: &str, shape: &[&str], output: bool) -> Tensor {

@@ -228,23 +228,32 @@ impl Validator<'_> {
                 );
                 ok = false;
             }
+            // Checked: an `at` near 2^64 would wrap past the bound and reach the generated code.
+            let Some(end) =
+                r.at.checked_add(width)
+                    .filter(|&end| end <= MAX_PARAM_BYTES)
+            else {
+                self.error(
+                    &format!("{path}.at"),
+                    format!(
+                        "byte {} is past the {MAX_PARAM_BYTES} bytes of parameters a kernel takes",
+                        r.at
+                    ),
+                )
+                .help = Some("`at` is the byte of params.bin where the address starts, inside the launch's parameters".into());
+                ok = false;
+                continue;
+            };
             if let Some(size) = params_size {
-                if r.at + width > size {
+                if end > size {
                     self.error(
                         &format!("{path}.at"),
-                        format!(
-                            "bytes {}..{} are past the {size} parameter bytes",
-                            r.at,
-                            r.at + width
-                        ),
+                        format!("bytes {}..{end} are past the {size} parameter bytes", r.at),
                     );
                     ok = false;
                 }
             }
-            if let Some(&(at, _)) = taken
-                .iter()
-                .find(|(at, w)| r.at < at + w && *at < r.at + width)
-            {
+            if let Some(&(at, _)) = taken.iter().find(|(at, w)| r.at < at + w && *at < end) {
                 self.error(
                     &format!("{path}.at"),
                     format!("overlaps the relocation at byte {at}"),

@@ -1,5 +1,10 @@
 //! All YAML handling: reading a spec into typed values, remembering where every value was
-//! written (for error messages), and writing the resolved spec back out.
+//! written (for error messages), and writing YAML back out: the resolved spec, and the one
+//! scalar writer ([`scalar`]) every command that writes spec text by hand (`repro import`,
+//! `repro capture`, `repro flags`) quotes its values with.
+//!
+//! Every YAML file repro reads (a spec, a campaign file) goes through [`parse_document`], which
+//! also takes a leading UTF-8 byte order mark, as editors on Windows write one.
 //!
 //! serde_yaml gives typed deserialization with a location for *syntax and type* errors, but a
 //! deserialized value forgets where it came from. Semantic errors ("tensor X is not declared")
@@ -330,6 +335,14 @@ fn too_deep(at: Location) -> Diagnostic {
     )
 }
 
+/// `text` without a leading UTF-8 byte order mark. YAML allows one at the start of a stream,
+/// but serde_yaml reads it as part of the first key (`\u{feff}version`), which then is unknown
+/// and `name` "missing". The mark is invisible and zero-width, so columns on the first line still
+/// count as the reader sees them.
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 /// Parses spec text: the typed spec and where each of its values was written.
 pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Vec<Diagnostic>> {
     parse_document(text)
@@ -343,6 +356,7 @@ pub fn parse_spec(text: &str) -> Result<(Spec, SpanMap), Vec<Diagnostic>> {
 pub fn parse_document<T: serde::de::DeserializeOwned>(
     text: &str,
 ) -> Result<(T, SpanMap), Vec<Diagnostic>> {
+    let text = without_bom(text);
     let mut collector = SpanCollector::default();
     let scanned = collect(text, &mut collector);
     if let Some(limit) = collector.limit {
@@ -466,6 +480,143 @@ pub fn reference_block(reference: &super::model::ReferenceSpec) -> String {
         .collect()
 }
 
+/// Where a scalar is written. In a flow collection (`[a, b]`, `{ k: v }`) a plain scalar ends at
+/// `,`, `[`, `]`, `{` and `}`; in block context (`key: value`, `- item`) those are ordinary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    Block,
+    Flow,
+}
+
+/// `text` as a YAML scalar that reads back as exactly the string `text`, in `context`: plain
+/// where plain style is unambiguous, else double-quoted with escapes. The one writer for text
+/// repro puts into YAML by hand: a name or a path from a file someone else made may hold a line
+/// break (which would start a new key), `: `, ` #`, a leading `*` or `&`, or read as a number or
+/// a boolean; quoted, it stays the one string it is.
+pub fn scalar(text: &str, context: Context) -> String {
+    if plain_is_safe(text, context) {
+        text.to_string()
+    } else {
+        double_quoted(text)
+    }
+}
+
+/// Whether `text`, written plain in `context`, reads back as the string `text` in YAML 1.1 and
+/// 1.2 alike. Printable ASCII only (a line break, a tab, a byte order mark or a Unicode line
+/// separator is escaped instead), and never a quote or a backslash, which a reader might take
+/// for escaping.
+fn plain_is_safe(text: &str, context: Context) -> bool {
+    let bytes = text.as_bytes();
+    let Some(&first) = bytes.first() else {
+        return false;
+    };
+    if !bytes.iter().all(|b| (b' '..=b'~').contains(b)) || text.contains(['"', '\\']) {
+        return false;
+    }
+    // Neither a space nor an indicator can begin a plain scalar, except `-` before a character
+    // that is not a space (`-O3`); `---` and `...` at a line's start end a document.
+    let indicator = b" ?:,[]{}#&*!|>'%@`".contains(&first)
+        || (first == b'-' && bytes.get(1).map_or(true, |&b| b == b' '))
+        || text.starts_with("---")
+        || text.starts_with("...");
+    let flow_breaks = context == Context::Flow && text.contains([',', '[', ']', '{', '}']);
+    !indicator
+        && !flow_breaks
+        && !text.ends_with([' ', ':'])
+        && !text.contains(": ")
+        && !text.contains(" #")
+        && !reads_as_other_than_string(text)
+}
+
+/// Whether a plain `text` would read as something other than a string: a boolean or null (YAML
+/// 1.1's `yes`, `no`, `on`, `off` too, but not `y` and `n`, which neither serde_yaml nor PyYAML
+/// takes for booleans and which name tensors and sizes), a number ([`is_number`]), a date, or
+/// one of YAML 1.1's `=` and `<<`.
+fn reads_as_other_than_string(text: &str) -> bool {
+    const WORDS: [&str; 9] = ["true", "false", "yes", "no", "on", "off", "null", "~", ""];
+    let date = text.len() >= 8
+        && text.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+        && text.as_bytes()[4] == b'-';
+    WORDS.contains(&text.to_ascii_lowercase().as_str())
+        || matches!(text, "=" | "<<")
+        || date
+        || is_number(text)
+}
+
+/// Whether plain `text` reads as a number in YAML 1.1 or 1.2: an integer (decimal, `0x`, `0o`,
+/// `0b`, with `_` separators and 1.1's base-60 `1:20`), a float (`1.5`, `.5`, `1e5`), `.inf` or
+/// `.nan`, each with an optional sign. Generous where the two versions differ (`1.2.3`): the
+/// answer only decides whether to quote.
+pub fn is_number(text: &str) -> bool {
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let lower = unsigned.to_ascii_lowercase();
+    if matches!(lower.as_str(), ".inf" | ".nan") {
+        return true;
+    }
+    for (prefix, digits) in [
+        ("0x", "0123456789abcdef_"),
+        ("0o", "01234567_"),
+        ("0b", "01_"),
+    ] {
+        if let Some(rest) = lower.strip_prefix(prefix) {
+            return !rest.is_empty() && rest.chars().all(|c| digits.contains(c));
+        }
+    }
+    let mantissa_end = unsigned
+        .find(|c: char| !(c.is_ascii_digit() || "_.:".contains(c)))
+        .unwrap_or(unsigned.len());
+    let (mantissa, exponent) = unsigned.split_at(mantissa_end);
+    let exponent_ok = exponent.is_empty()
+        || exponent
+            .strip_prefix(['e', 'E'])
+            .map(|e| e.strip_prefix(['-', '+']).unwrap_or(e))
+            .is_some_and(|e| !e.is_empty() && e.bytes().all(|b| b.is_ascii_digit()));
+    mantissa.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && mantissa.contains(|c: char| c.is_ascii_digit())
+        && exponent_ok
+}
+
+/// `text` double-quoted: `"` and `\` escaped, and every character YAML does not print as itself
+/// (control characters, line and paragraph separators, a byte order mark, U+FFFE/U+FFFF) as
+/// `\uXXXX`, so the scalar stays on one line.
+fn double_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control()
+                || matches!(
+                    c,
+                    '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+                ) =>
+            {
+                out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `text` made safe for the rest of a `# comment` line: a line break (which would end the
+/// comment and make the rest YAML) or any other control character becomes a space.
+pub fn comment(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,6 +665,137 @@ mod tests {
         );
     }
 
+    /// Every text reads back as itself, in a block mapping, a block list and flow collections;
+    /// ordinary names, paths, flags and expressions stay plain.
+    #[test]
+    fn scalars_read_back_as_the_text_written() {
+        let hostile = [
+            "a\nb: c",
+            "x\n- y",
+            "a: b",
+            "*a",
+            "&a",
+            "!tag",
+            "%x",
+            "@x",
+            "`x",
+            "|",
+            ">",
+            "'q'",
+            "\"q\"",
+            "a #b",
+            "#c",
+            "k:",
+            " lead",
+            "trail ",
+            "",
+            "-",
+            "- x",
+            "---",
+            "...",
+            "?",
+            ":",
+            "true",
+            "False",
+            "yes",
+            "ON",
+            "null",
+            "~",
+            "=",
+            "<<",
+            "128",
+            "-1",
+            "+2",
+            "0x1F",
+            "0o17",
+            "0b101",
+            "1_000",
+            "1:20",
+            "1.5",
+            ".5",
+            "1e5",
+            "-.inf",
+            ".NaN",
+            "2024-01-01",
+            "a,b",
+            "[x]",
+            "{y}",
+            "tab\there",
+            "back\\slash",
+            "bom\u{feff}",
+            "ls\u{2028}",
+            "nel\u{85}",
+            "é",
+            "del\u{7f}",
+            "nul\u{0}",
+        ];
+        for text in hostile {
+            for (context, wrap) in [
+                (Context::Block, "k: {}\n"),
+                (Context::Block, "- {}\n"),
+                (Context::Flow, "[{}]\n"),
+                (Context::Flow, "{ k: {} }\n"),
+            ] {
+                let written = scalar(text, context);
+                assert!(!written.contains('\n'), "{text:?} -> {written}");
+                let document = wrap.replace("{}", &written);
+                let value: serde_yaml::Value = serde_yaml::from_str(&document)
+                    .unwrap_or_else(|e| panic!("{text:?} as {document:?}: {e}"));
+                let back = match &value {
+                    serde_yaml::Value::Mapping(m) => m.get("k").cloned(),
+                    serde_yaml::Value::Sequence(s) => s.first().cloned(),
+                    _ => None,
+                };
+                assert_eq!(
+                    back.as_ref().and_then(|v| v.as_str()),
+                    Some(text),
+                    "{text:?} as {document:?}"
+                );
+            }
+        }
+        for plain in [
+            "M",
+            "sm_90a",
+            "c++17",
+            "-O3",
+            "--use_fast_math",
+            "-Xcompiler=-Wall",
+            "1.0f",
+            "(n + 16 - 1) / 16",
+            "capture/A.0.npy",
+            "y",
+            "n",
+            "kernel(float*)",
+            "a:b",
+        ] {
+            assert_eq!(scalar(plain, Context::Flow), plain);
+        }
+        assert_eq!(
+            scalar("--diag-suppress=177,550", Context::Block),
+            "--diag-suppress=177,550"
+        );
+        assert_eq!(
+            scalar("ceil_div(N, 128)", Context::Flow),
+            "\"ceil_div(N, 128)\""
+        );
+        assert_eq!(scalar("a\nb", Context::Block), "\"a\\u000ab\"");
+        assert_eq!(comment("a\n- b\rc"), "a - b c");
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_read_past() {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            name: String,
+        }
+        let (named, spans): (Named, SpanMap) =
+            parse_document("\u{feff}name: x\n").unwrap_or_else(|d| panic!("{}", d[0].message));
+        assert_eq!(named.name, "x");
+        assert_eq!(spans.value("name"), Location { line: 1, column: 7 });
+        let edited = rewrite_scalars("\u{feff}a: 1\n", &[("a".into(), "2".into())]).unwrap();
+        assert_eq!(edited, "\u{feff}a: 2\n");
+    }
+
     #[test]
     fn unknown_field_gets_a_suggestion() {
         let help = unknown_name_help("unknown field `dtyp`, expected one of `dtype`, `shape`");
@@ -525,6 +807,13 @@ mod tests {
 /// else (comments, layout, quoting of other values) kept as written. `repro shrink` writes the
 /// smaller spec this way, so the user's spec reads the same apart from the numbers it changed.
 pub fn rewrite_scalars(text: &str, edits: &[(String, String)]) -> Result<String, String> {
+    // A byte order mark is kept as written, and left out of the columns the edits count.
+    let bom = if text.len() != without_bom(text).len() {
+        "\u{feff}"
+    } else {
+        ""
+    };
+    let text = without_bom(text);
     let mut collector = SpanCollector::default();
     if collect(text, &mut collector).is_err() || collector.limit.is_some() {
         return Err("the spec is not valid YAML".into());
@@ -559,7 +848,7 @@ pub fn rewrite_scalars(text: &str, edits: &[(String, String)]) -> Result<String,
         rewritten.extend(&chars[end..]);
         *line = rewritten;
     }
-    let mut out = lines.join("\n");
+    let mut out = bom.to_string() + &lines.join("\n");
     if text.ends_with('\n') {
         out.push('\n');
     }
