@@ -8,7 +8,9 @@
 //! and the probes nothing to shape. A view says what the parameter's tensor is: its element type
 //! (default: the parameter's, from `--source` or a Triton signature), its dimensions (numbers, or
 //! the names of integer parameters, whose captured values are taken), row-major unless
-//! `:col_major`. The view starts at the pointer and must end inside the allocation.
+//! `:col_major`. The view starts at the pointer and must end inside the allocation. The rest of
+//! an allocation a view is carved from becomes one tensor per pointer parameter into it (a
+//! decoding kernel's q, k, v beside a view on its output), so one view is enough.
 
 use std::path::Path;
 
