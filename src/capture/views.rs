@@ -426,6 +426,15 @@ fn split_segments(
                 .chain(&own)
                 .any(|t| t.start <= at && at < t.start + t.bytes)
         };
+        // A pointer the split leaves in no tensor (one inside a struct, before the first
+        // parameter's) would need the allocation kept whole, overlapping its pieces.
+        if capture
+            .pointers
+            .iter()
+            .any(|p| p.buffer == buffer.id && !held(p.byte_offset))
+        {
+            continue;
+        }
         let outside_changed = match (&buffer.before, &buffer.after) {
             (_, None) => Some(false),
             (Some(before), Some(after)) => {

@@ -276,6 +276,17 @@ pub fn write(
             ((views_of_buffer.is_empty() && !t.view) || count > 0)
                 .then_some((&after[t.start as usize..], count))
         });
+        // An allocation kept whole beside its views: the harness's kernel writes a view's bytes
+        // in the view, never in this copy, so production's after holds them as they were before.
+        let patched: Option<Vec<u8>> = changed.as_ref().filter(|_| !t.view).map(|(after, _)| {
+            let mut after = after.to_vec();
+            for v in &views_of_buffer {
+                let span = v.start as usize..(v.start + v.bytes) as usize;
+                after[span.clone()].copy_from_slice(&all_bytes[span]);
+            }
+            after
+        });
+        let changed = changed.map(|(after, count)| (patched.as_deref().unwrap_or(after), count));
         if let Some((after_bytes, changed_bytes)) = changed {
             let (b, a) = (
                 format!("production/{}.before.npy", t.name),

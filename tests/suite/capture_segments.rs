@@ -148,3 +148,61 @@ fn a_write_outside_every_tensor_keeps_the_segment_whole_and_the_refusal_names_th
         assert!(e.contains(says), "{says}: {e}");
     }
 }
+
+#[test]
+fn a_segment_kept_whole_beside_its_view_counts_and_holds_only_the_bytes_outside_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+    let capture = decode_capture(&raw, true);
+    std::fs::create_dir_all(&out).unwrap();
+    let request = SpecRequest {
+        reference: None,
+        ..request()
+    };
+    let written = write(&raw, &out, &capture, &request).unwrap();
+    let spec = std::fs::read_to_string(&written.spec).unwrap();
+    // o's 256 changed bytes are o's; the allocation kept whole counts the stray byte alone.
+    for expected in [
+        "  q: { dtype: f16, shape: [2048], output: true }   # 1 bytes changed by the launch",
+        "  o: { dtype: f16, shape: [8, 16], output: true }   # 256 bytes changed by the launch",
+    ] {
+        assert!(spec.contains(expected), "{expected}\n{spec}");
+    }
+    // The harness writes o in o's tensor, so the whole allocation's expected bytes keep o's
+    // bytes as they were before the launch.
+    let before: Vec<u8> = (0..SEGMENT).map(|i| (i % 251) as u8).collect();
+    let mut want = before.clone();
+    want[3000] ^= 0xFF;
+    let after = std::fs::read(out.join("production/q.after.npy")).unwrap();
+    assert_eq!(after[after.len() - SEGMENT as usize..], want[..]);
+}
+
+#[test]
+fn a_pointer_the_pieces_would_leave_out_keeps_the_segment_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+    let mut capture = decode_capture(&raw, false);
+    // Eight bytes of Triton's scratch slot that point past o's view: no parameter's own pointer.
+    capture
+        .pointers
+        .push(repro::capture::record::CapturedPointer {
+            param: 6,
+            offset: 52,
+            buffer: 0,
+            byte_offset: 2048,
+        });
+    std::fs::create_dir_all(&out).unwrap();
+    let request = SpecRequest {
+        reference: None,
+        ..request()
+    };
+    let spec =
+        std::fs::read_to_string(write(&raw, &out, &capture, &request).unwrap().spec).unwrap();
+    // One tensor of the allocation, which every pointer outside o's view relocates into.
+    assert!(spec.contains("  q: { dtype: f16, shape: [2048]"), "{spec}");
+    assert!(
+        spec.contains("    - { at: 52, tensor: q, offset: 2048 }"),
+        "{spec}"
+    );
+    assert!(!spec.contains("  k: {"), "{spec}");
+}
