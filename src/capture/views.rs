@@ -502,7 +502,9 @@ pub fn refuse_shared_outputs(
         return Err(format!(
             "{all} point into one allocation ({} bytes, `{}` in the spec), and the launch changed bytes in it that no \
              --tensor view holds, so the reference would judge the whole allocation as one output (of rank 1). \
-             Give each parameter its view: {} (DTYPE[DIMS] where the signature's element type is not the tensor's)",
+             A view on what the kernel writes is enough when it writes nothing else (the other parameters then get \
+             tensors of their own); else give each its view: {} (DTYPE[DIMS] where the tensor's element type is not \
+             the parameter's)",
             capture
                 .buffers
                 .iter()
