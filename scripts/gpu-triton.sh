@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Triton kernels through `repro capture` on the GPU machine (issue 38, part 2): an autotuned
 # matmul and a row softmax (examples/capture_triton/), each replayed from its cubin bit for bit,
-# then judged as the op it is (--tensor views, --reference), with a planted defect in each.
+# then judged as the op it is (--tensor views, --reference), with a planted defect in each; and
+# (issue 59) a decoding kernel whose q, k, v, cu_seqlens and o share one caching-allocator
+# segment, judged with a view on its output alone.
 # Usage: scripts/gpu-triton.sh REPRO_BINARY OUT_DIR. Each step's log goes to OUT_DIR/<step>.log.
 set -uo pipefail
 repro=$(realpath "$1"); out=$2; root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +41,15 @@ step sm-op-probe "$repro" probe "$work/sm-op"
 step mask-capture "$repro" capture --kernel softmax_kernel -o "$work/mask" "${softmax_views[@]}" -- python3 "$ex/softmax.py" --defect mask
 step mask-run "$repro" run "$work/mask"
 step mask-probe "$repro" probe "$work/mask"
+# Issue 59: five parameters in one segment. seg-capture: q, k, v, cu_seqlens inputs of their own,
+# o the only output; seg-run: o reproduced bit for bit, then checked against o.npy (torch's).
+# seg-whole-capture: without the view, exit 2 naming the five parameters and the --tensor each needs.
+seg_reference='{op: file, expected: {o: o.npy}, block: [1, 64]}'
+step seg-capture "$repro" capture --kernel decode_kernel -o "$work/seg" --tensor 'o=[8, 64]' --reference "$seg_reference" -- python3 "$ex/shared_segment.py" --expected "$work/seg/o.npy"
+step seg-spec grep -E '^  (q|k|v|cu_seqlens|o): |output: true|tensor: ' "$work/seg/capture.yaml"
+step seg-run "$repro" run "$work/seg"
+step seg-whole-capture "$repro" capture --kernel decode_kernel -o "$work/seg-whole" --reference "$seg_reference" -- python3 "$ex/shared_segment.py" --expected "$work/seg-whole/o.npy"
 step mm-memcheck "$repro" run "$work/mm-gemm" --sanitize memcheck
 step mm-bundle "$repro" bundle "$work/kmask" -o "$work/bundle-kmask"
-for d in mm mm-gemm kmask sm sm-op mask; do cp "$work/$d/capture.yaml" "$out/$d.capture.yaml" 2>/dev/null; done
+for d in mm mm-gemm kmask sm sm-op mask seg; do cp "$work/$d/capture.yaml" "$out/$d.capture.yaml" 2>/dev/null; done
 find "$TRITON_CACHE_DIR" -name '*.autotune.json' -exec cp {} "$out/" \; 2>/dev/null

@@ -281,6 +281,7 @@ pub fn pointee_dtype(decl: &KernelDecl, template_args: &[String], index: usize) 
 }
 
 pub fn lay_out(
+    raw: &std::path::Path,
     capture: &Capture,
     params: &[u8],
     decl: Option<&KernelDecl>,
@@ -348,7 +349,15 @@ pub fn lay_out(
         }
         tensors.push(tensor);
     }
-    super::views::apply(&mut tensors, capture, params, decl, template_args, views)?;
+    super::views::apply(
+        &mut tensors,
+        raw,
+        capture,
+        params,
+        decl,
+        template_args,
+        views,
+    )?;
     let mut sizes = Vec::new();
     let (global, global_blocked) = match decl {
         None => (

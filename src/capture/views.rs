@@ -8,7 +8,11 @@
 //! and the probes nothing to shape. A view says what the parameter's tensor is: its element type
 //! (default: the parameter's, from `--source` or a Triton signature), its dimensions (numbers, or
 //! the names of integer parameters, whose captured values are taken), row-major unless
-//! `:col_major`. The view starts at the pointer and must end inside the allocation.
+//! `:col_major`. The view starts at the pointer and must end inside the allocation. The rest of
+//! an allocation a view is carved from becomes one tensor per pointer parameter into it (a
+//! decoding kernel's q, k, v beside a view on its output), so one view is enough.
+
+use std::path::Path;
 
 use crate::import::cuda::{KernelDecl, ParamType};
 use crate::spec::dtype::DType;
@@ -142,6 +146,7 @@ pub fn integer_parameters(
 /// own any more.
 pub fn apply(
     tensors: &mut Vec<BufferTensor>,
+    raw: &Path,
     capture: &Capture,
     params: &[u8],
     decl: Option<&KernelDecl>,
@@ -274,9 +279,11 @@ pub fn apply(
             origin: format!("--tensor {}", view.text),
         });
     }
+    let pieces = split_segments(tensors, raw, capture, decl, template_args, &carved);
     let inside_a_view = |buffer: usize, at: u64| {
         carved
             .iter()
+            .chain(&pieces)
             .any(|t| t.buffer == buffer && t.start <= at && at < t.start + t.bytes)
     };
     tensors.retain(|t| {
@@ -294,11 +301,219 @@ pub fn apply(
     });
     // An allocation kept whole gives up a name a view takes.
     for t in tensors.iter_mut() {
-        if carved.iter().any(|v| v.name == t.name) {
+        if carved.iter().chain(&pieces).any(|v| v.name == t.name) {
             t.name = format!("buffer{}", t.buffer);
         }
     }
     tensors.extend(carved);
+    tensors.extend(pieces);
+    Ok(())
+}
+
+/// The rest of each allocation a view is carved from, as one tensor per pointer parameter that
+/// points into it outside every view: from its pointer up to the next pointer, the next view or
+/// the allocation's end, typed by the parameter's element (bytes where the span is no whole
+/// number of elements), named after the parameter. PyTorch's caching allocator puts a decoding
+/// kernel's q, k, v, cu_seqlens and o in one segment: a view on `o` alone then leaves `q`, `k`,
+/// `v` and `cu_seqlens` inputs of their own, and `o` the only output (docs/cli.md, `repro
+/// capture`).
+///
+/// None where the split would not replay the launch as captured, and the allocation stays one
+/// tensor beside its views: a tensor map lands in it outside every view, or the launch changed
+/// bytes no piece and no view holds (before the first pointer, between a view's end and the next
+/// pointer), or the bytes cannot be read to say.
+fn split_segments(
+    tensors: &[BufferTensor],
+    raw: &Path,
+    capture: &Capture,
+    decl: &KernelDecl,
+    template_args: &[String],
+    carved: &[BufferTensor],
+) -> Vec<BufferTensor> {
+    let mut pieces = Vec::new();
+    for buffer in &capture.buffers {
+        let views: Vec<&BufferTensor> = carved.iter().filter(|v| v.buffer == buffer.id).collect();
+        if views.is_empty() {
+            continue;
+        }
+        let in_view = |at: u64| {
+            views
+                .iter()
+                .any(|v| v.start <= at && at < v.start + v.bytes)
+        };
+        if capture
+            .tensor_maps
+            .iter()
+            .any(|m| m.buffer == Some(buffer.id) && !in_view(m.byte_offset))
+        {
+            continue;
+        }
+        // Whole-parameter pointers outside every view, by where they point (the first
+        // parameter of several with one pointer names it).
+        let mut starts: Vec<(u64, usize)> = capture
+            .pointers
+            .iter()
+            .filter(|p| p.buffer == buffer.id && !in_view(p.byte_offset))
+            .filter(|p| {
+                capture
+                    .params
+                    .layout
+                    .iter()
+                    .any(|s| s.index == p.param && s.offset == p.offset && s.size == 8)
+            })
+            .map(|p| (p.byte_offset, p.param))
+            .collect();
+        starts.sort();
+        starts.dedup_by_key(|(at, _)| *at);
+        let boundaries: Vec<u64> = starts
+            .iter()
+            .map(|(at, _)| *at)
+            .chain(views.iter().map(|v| v.start))
+            .chain([buffer.size])
+            .collect();
+        // The allocation's own tensor gives its name up to the piece that takes it.
+        let mut taken: Vec<String> = tensors
+            .iter()
+            .filter(|t| t.buffer != buffer.id)
+            .chain(carved)
+            .chain(&pieces)
+            .map(|t| t.name.clone())
+            .collect();
+        let mut own = Vec::new();
+        for &(start, param) in &starts {
+            let end = boundaries
+                .iter()
+                .copied()
+                .filter(|&b| b > start)
+                .min()
+                .unwrap_or(buffer.size);
+            let Some(name) = decl.params.get(param).and_then(|p| p.name.clone()) else {
+                own.clear();
+                break;
+            };
+            if crate::spec::names::identifier_problem(&name).is_some() || taken.contains(&name) {
+                own.clear();
+                break;
+            }
+            taken.push(name.clone());
+            let bytes = end - start;
+            let dtype = super::layout::pointee_dtype(decl, template_args, param)
+                .filter(|d| bytes % d.bytes() as u64 == 0)
+                .unwrap_or(DType::U8);
+            own.push(BufferTensor {
+                buffer: buffer.id,
+                name: name.clone(),
+                dtype,
+                shape: vec![bytes / dtype.bytes() as u64],
+                col_major: false,
+                view: true,
+                start,
+                bytes,
+                output: buffer.after.is_some(),
+                origin: format!(
+                    "`{name}`'s pointer, up to the next tensor of its allocation ({} bytes from byte {start})",
+                    bytes
+                ),
+            });
+        }
+        if own.is_empty() {
+            continue;
+        }
+        let held = |at: u64| {
+            views
+                .iter()
+                .copied()
+                .chain(&own)
+                .any(|t| t.start <= at && at < t.start + t.bytes)
+        };
+        // A pointer the split leaves in no tensor (one inside a struct, before the first
+        // parameter's) would need the allocation kept whole, overlapping its pieces.
+        if capture
+            .pointers
+            .iter()
+            .any(|p| p.buffer == buffer.id && !held(p.byte_offset))
+        {
+            continue;
+        }
+        let outside_changed = match (&buffer.before, &buffer.after) {
+            (_, None) => Some(false),
+            (Some(before), Some(after)) => {
+                let read = |file: &str| super::write::read_buffer(raw, file, buffer.size).ok();
+                match (read(before), read(after)) {
+                    (Some(b), Some(a)) => Some(
+                        b.iter()
+                            .zip(&a)
+                            .enumerate()
+                            .any(|(at, (x, y))| x != y && !held(at as u64)),
+                    ),
+                    _ => None,
+                }
+            }
+            (None, Some(_)) => None,
+        };
+        if outside_changed == Some(false) {
+            pieces.extend(own);
+        }
+    }
+    pieces
+}
+
+/// With a reference, an output that is a whole allocation several parameters point into is
+/// refused: the reference would judge q, k, v and o as one tensor, and its `block` the
+/// allocation's rank (1). The message names the parameters and the `--tensor` each needs.
+pub fn refuse_shared_outputs(
+    tensors: &[BufferTensor],
+    capture: &Capture,
+    decl: &KernelDecl,
+) -> Result<(), String> {
+    for t in tensors.iter().filter(|t| t.output && !t.view) {
+        let mut params: Vec<usize> = capture
+            .pointers
+            .iter()
+            .filter(|p| p.buffer == t.buffer)
+            .map(|p| p.param)
+            .collect();
+        params.sort_unstable();
+        params.dedup();
+        if params.len() < 2 {
+            continue;
+        }
+        let name = |i: usize| {
+            decl.params
+                .get(i)
+                .and_then(|p| p.name.clone())
+                .unwrap_or_else(|| format!("parameter {i}"))
+        };
+        let names: Vec<String> = params.iter().map(|&i| name(i)).collect();
+        let all = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        let viewed = |n: &str| {
+            tensors
+                .iter()
+                .any(|v| v.view && v.name == n && v.origin.starts_with("--tensor"))
+        };
+        let needed: Vec<String> = names
+            .iter()
+            .filter(|n| !viewed(n))
+            .map(|n| format!("--tensor '{n}=[DIMS]'"))
+            .collect();
+        return Err(format!(
+            "{all} point into one allocation ({} bytes, `{}` in the spec), and the launch changed bytes in it that no \
+             --tensor view holds, so the reference would judge the whole allocation as one output (of rank 1). \
+             A view on what the kernel writes is enough when it writes nothing else (the other parameters then get \
+             tensors of their own); else give each its view: {} (DTYPE[DIMS] where the tensor's element type is not \
+             the parameter's)",
+            capture
+                .buffers
+                .iter()
+                .find(|b| b.id == t.buffer)
+                .map_or(0, |b| b.size),
+            t.name,
+            needed.join(" ")
+        ));
+    }
     Ok(())
 }
 

@@ -134,7 +134,7 @@ fn list<T: ToString>(values: &[T]) -> String {
 }
 
 /// Reads a buffer file of the capture, refusing one of the wrong size.
-fn read_buffer(raw: &Path, file: &str, size: u64) -> Result<Vec<u8>, String> {
+pub(super) fn read_buffer(raw: &Path, file: &str, size: u64) -> Result<Vec<u8>, String> {
     let path = record::raw_file(raw, file)?;
     let bytes = record::read_file(&path, size)?;
     if bytes.len() as u64 != size {
@@ -170,7 +170,7 @@ pub fn write(
         .map(|d| d.template_args.clone())
         .unwrap_or_default();
     let mut launch: LaunchLayout =
-        layout::lay_out(capture, &params, decl, &template_args, &request.views)?;
+        layout::lay_out(raw, capture, &params, decl, &template_args, &request.views)?;
     let mut replay_reason = launch.global_blocked.clone();
     if request.replay {
         replay_reason = Some("--kind replay".into());
@@ -196,6 +196,11 @@ pub fn write(
             && !r.out.is_empty()
         {
             layout::shape_as_gemm(&mut launch.tensors, &r.a, &r.b, &r.out)?;
+        }
+    }
+    if request.reference.is_some() {
+        if let Some(decl) = decl {
+            super::views::refuse_shared_outputs(&launch.tensors, capture, decl)?;
         }
     }
     let kind = if launch.global.is_some() {
@@ -244,9 +249,15 @@ pub fn write(
             Some(after_file) => Some(read_buffer(raw, after_file, buffer.size)?),
             None => None,
         };
-        // The allocation's count of changed bytes, or a view's own: a view is an output only
-        // where the launch changed its bytes.
+        // A view's own count of changed bytes; an allocation's, less what its views hold (each
+        // changed byte is counted once, in the tensor that holds it). Either is an output only
+        // where the launch changed bytes it counts.
         let span = t.start as usize..(t.start + t.bytes) as usize;
+        let views_of_buffer: Vec<&BufferTensor> = launch
+            .tensors
+            .iter()
+            .filter(|v| v.view && v.buffer == t.buffer)
+            .collect();
         let changed = after_bytes.as_deref().and_then(|after| {
             let count = if t.view {
                 after[span.clone()]
@@ -254,11 +265,35 @@ pub fn write(
                     .zip(&all_bytes[span.clone()])
                     .filter(|(a, b)| a != b)
                     .count() as u64
-            } else {
+            } else if views_of_buffer.is_empty() {
                 buffer.changed_bytes
+            } else {
+                let in_view = |at: u64| {
+                    views_of_buffer
+                        .iter()
+                        .any(|v| v.start <= at && at < v.start + v.bytes)
+                };
+                after
+                    .iter()
+                    .zip(&all_bytes)
+                    .enumerate()
+                    .filter(|(at, (a, b))| a != b && !in_view(*at as u64))
+                    .count() as u64
             };
-            (!t.view || count > 0).then_some((&after[t.start as usize..], count))
+            ((views_of_buffer.is_empty() && !t.view) || count > 0)
+                .then_some((&after[t.start as usize..], count))
         });
+        // An allocation kept whole beside its views: the harness's kernel writes a view's bytes
+        // in the view, never in this copy, so production's after holds them as they were before.
+        let patched: Option<Vec<u8>> = changed.as_ref().filter(|_| !t.view).map(|(after, _)| {
+            let mut after = after.to_vec();
+            for v in &views_of_buffer {
+                let span = v.start as usize..(v.start + v.bytes) as usize;
+                after[span.clone()].copy_from_slice(&all_bytes[span]);
+            }
+            after
+        });
+        let changed = changed.map(|(after, count)| (patched.as_deref().unwrap_or(after), count));
         if let Some((after_bytes, changed_bytes)) = changed {
             let (b, a) = (
                 format!("production/{}.before.npy", t.name),

@@ -5,6 +5,7 @@
 //! `scripts/test.sh cli::` (a test-name filter).
 
 mod capture;
+mod capture_segments;
 mod common;
 
 mod async_race;
