@@ -109,14 +109,33 @@ impl Validator<'_> {
         let block = match &r.block {
             None => Vec::new(),
             Some(block) => {
-                let first = &tensors[outputs[0]];
-                let rank = first.shape.len();
-                if block.is_empty() || block.len() > 2 || block.len() > rank {
+                // The block localizes every output it compares (templates/runtime's
+                // output_frame): two extents cover an output's last two dimensions, or its
+                // only one with the first extent taken as 1. So it is checked against all of
+                // them, not the first: a capture's leftover rank-1 buffer listed before a
+                // rank-2 output once made a [1, 256] block look wrong.
+                let max_rank = outputs
+                    .iter()
+                    .map(|&i| tensors[i].shape.len())
+                    .max()
+                    .unwrap_or(0);
+                if block.is_empty() || block.len() > 2 || block.len() > max_rank {
+                    let ranks: Vec<String> = outputs
+                        .iter()
+                        .map(|&i| format!("`{}` {}", tensors[i].name, tensors[i].shape.len()))
+                        .collect();
+                    let ranks = match &outputs[..] {
+                        [only] => format!(
+                            "`{}` has rank {}",
+                            tensors[*only].name,
+                            tensors[*only].shape.len()
+                        ),
+                        _ => format!("ranks: {}", ranks.join(", ")),
+                    };
                     self.error(
                         "reference.block",
                         format!(
-                            "`block` takes one or two extents (at most the rank of `{}`, {rank}), not {}",
-                            first.name,
+                            "`block` takes one or two extents, at most the highest rank of the outputs it localizes ({ranks}), not {}",
                             block.len()
                         ),
                     )

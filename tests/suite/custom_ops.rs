@@ -91,6 +91,23 @@ fn a_block_longer_than_the_output_rank() {
     )));
 }
 
+/// The block is checked against every output it localizes, not the first listed (issue 59): a
+/// rank-1 output listed before a rank-2 one takes a two-extent block (the runtime covers its only
+/// dimension with the second extent); only a block longer than every output's rank is refused.
+#[test]
+fn a_block_is_checked_against_every_output() {
+    let two = replaced(
+        CUSTOM,
+        "  D: { dtype: f32, shape: [N], output: true }\n",
+        "  D: { dtype: f32, shape: [N], output: true }\n  E: { dtype: f32, shape: [B, N], output: true }\n",
+    )
+    .replace("block: [32]", "block: [1, 32]");
+    load(&two).unwrap_or_else(|e| panic!("{e}"));
+    let flat = two.replace("shape: [B, N], output: true", "shape: [N], output: true");
+    let error = error_for(&flat);
+    assert!(error.contains("ranks: `D` 1, `E` 1), not 2"), "{error}");
+}
+
 #[test]
 fn a_device_provider_for_a_host_reference() {
     insta::assert_snapshot!(error_for(&replaced(
