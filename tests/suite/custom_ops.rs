@@ -101,7 +101,8 @@ fn a_block_is_checked_against_every_output() {
         "  D: { dtype: f32, shape: [N], output: true }\n",
         "  D: { dtype: f32, shape: [N], output: true }\n  E: { dtype: f32, shape: [B, N], output: true }\n",
     )
-    .replace("block: [32]", "block: [1, 32]");
+    .replace("block: [32]", "block: [1, 32]")
+    .replace("args: [X, D, B, N]", "args: [X, D, B, N, E]");
     load(&two).unwrap_or_else(|e| panic!("{e}"));
     let flat = two.replace("shape: [B, N], output: true", "shape: [N], output: true");
     let error = error_for(&flat);
