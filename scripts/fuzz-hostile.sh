@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The hostile-file battery at length (issue 58): tests/suite/hostile_battery.rs with many cases
+# The hostile-file battery at length (issue 58): tests/suite/hostile_battery/ with many cases
 # of each kind of file repro reads from someone else (spec, campaign and shapes files, results
 # folder, capture folder, bisect repository, received bundle, spec to bundle), each in a jail of
 # its own, through the binary. CI runs the same test in its short mode (12 cases a kind, as part
