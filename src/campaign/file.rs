@@ -457,7 +457,13 @@ impl Reader<'_> {
         let mut all: Vec<IndexMap<String, i64>> = Vec::new();
         if let Some(file) = &entry.shapes_file {
             let path = self.dir.join(file);
-            all.extend(shapes::read(&path, &declared)?);
+            match shapes::read(&path, &declared) {
+                Ok(rows) => all.extend(rows),
+                Err(shapes::ReadFailure::Unreadable { why, help }) => {
+                    self.error(&format!("{at}.shapes_file"), why, help);
+                }
+                Err(shapes::ReadFailure::Content(error)) => return Err(error),
+            }
         }
         for (i, shape) in entry.shapes.iter().enumerate() {
             for (name, value) in shape {

@@ -20,37 +20,53 @@ const MAX_BYTES: u64 = 64 << 20;
 /// Largest size a shape may give: sizes are passed to kernels as `int` (docs/spec.md, `sizes`).
 const MAX_SIZE: i64 = i32::MAX as i64;
 
+/// Why [`read`] gave no shapes.
+#[derive(Debug)]
+pub enum ReadFailure {
+    /// The file could not be read at all (missing, a folder or a fifo, too large): the campaign
+    /// file's `shapes_file` names the wrong thing, so the caller reports it there.
+    Unreadable { why: String, help: String },
+    /// The file was read and something in it is wrong: the error names the file and the line.
+    Content(Error),
+}
+
 /// Reads the shapes in `path`, each a mapping of size names (from `declared`) to positive values.
 /// The file is read as one someone else may have made: only a regular file (a fifo would block
 /// the read), at most [`MAX_BYTES`], and rows stop being read at the campaign's limit.
-pub fn read(path: &Path, declared: &[&str]) -> Result<Vec<IndexMap<String, i64>>, Error> {
-    let fail = |line: Option<usize>, why: String, help: &str| -> Error {
+pub fn read(path: &Path, declared: &[&str]) -> Result<Vec<IndexMap<String, i64>>, ReadFailure> {
+    let fail = |line: Option<usize>, why: String, help: &str| -> ReadFailure {
         let place = match line {
             Some(l) => format!("{}:{l}", path.display()),
             None => path.display().to_string(),
         };
-        CampaignError::ShapesFile {
-            path: place.into(),
-            why,
-            help: help.to_string(),
-        }
-        .into()
+        ReadFailure::Content(
+            CampaignError::ShapesFile {
+                path: place.into(),
+                why,
+                help: help.to_string(),
+            }
+            .into(),
+        )
+    };
+    // What keeps the file from being read at all is the campaign file's to say, at its
+    // `shapes_file`: the path it names is the thing to mend.
+    let unreadable = |why: String, help: &str| ReadFailure::Unreadable {
+        why,
+        help: help.to_string(),
     };
     let bytes = read_regular(path, MAX_BYTES).map_err(|e| match e {
-        ReadError::Io(e) => fail(
-            None,
-            format!("cannot read it: {e}"),
+        ReadError::Io(e) => unreadable(
+            format!("cannot read {}: {e}", path.display()),
             "shapes_file is relative to the campaign file",
         ),
-        ReadError::NotAFile(what) => fail(
-            None,
-            format!("{what}, not a shapes file"),
+        ReadError::NotAFile(what) => unreadable(
+            format!("{} is {what}, not a shapes file", path.display()),
             "name a CSV or JSON-lines file",
         ),
-        ReadError::TooLarge { bytes } => fail(
-            None,
+        ReadError::TooLarge { bytes } => unreadable(
             format!(
-                "{}, larger than {} MiB",
+                "{} is {}, larger than {} MiB",
+                path.display(),
                 crate::file_kind::mib(bytes),
                 MAX_BYTES >> 20
             ),

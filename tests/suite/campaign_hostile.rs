@@ -500,7 +500,7 @@ fn fifos_as_campaign_or_shapes_files_are_refused_without_blocking() {
     )
     .unwrap();
     let mut c = Checks::default();
-    for (file, said) in [("fifo.yaml", "fifo.yaml"), ("c.yaml", "s.csv: a fifo")] {
+    for (file, said) in [("fifo.yaml", "fifo.yaml"), ("c.yaml", "s.csv is a fifo")] {
         let out = Command::cargo_bin("repro")
             .unwrap()
             .current_dir(tmp.path())
@@ -519,6 +519,11 @@ fn fifos_as_campaign_or_shapes_files_are_refused_without_blocking() {
         c.check(
             code == 2 && stderr.contains(said),
             format!("{file}: exit {code}\n{stdout}{stderr}"),
+        );
+        // The shapes file that cannot be read is the campaign file's to mend, at its line.
+        c.check(
+            file != "c.yaml" || stderr.contains("c.yaml:5:18"),
+            format!("{file}: no place in the campaign file\n{stderr}"),
         );
     }
     c.done();
