@@ -54,6 +54,22 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     if meta.len() > limit {
         return Err(ReadError::TooLarge { bytes: meta.len() });
     }
+    let file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge {
+            bytes: bytes.len() as u64,
+        });
+    }
+    Ok(bytes)
+}
+
+/// `path` opened for reading if it is a regular file: opened non-blocking (a path turned into a
+/// fifo since any check cannot hang the open), then checked on the opened file. Reads nothing.
+pub fn open_regular(path: &Path) -> Result<std::fs::File, ReadError> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -66,16 +82,7 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     if !meta.is_file() {
         return Err(ReadError::NotAFile(describe(&meta)));
     }
-    let mut bytes = Vec::new();
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(ReadError::Io)?;
-    if bytes.len() as u64 > limit {
-        return Err(ReadError::TooLarge {
-            bytes: bytes.len() as u64,
-        });
-    }
-    Ok(bytes)
+    Ok(file)
 }
 
 /// `bytes` in MiB with one decimal, for "12.5 MiB, above the 16 MiB ..." messages.

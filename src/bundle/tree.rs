@@ -13,8 +13,6 @@ use crate::spec::dtype::DType;
 
 /// Headers and parameter bytes are small; a larger one is not what the spec says it is.
 const HEADER_LIMIT: u64 = 16 << 20;
-/// A `.npy` header is short (NumPy pads it to 64 bytes; version 2 allows 4 GiB, nobody writes it).
-const NPY_HEADER_LIMIT: usize = 1 << 16;
 
 /// What a file reached by the spec claims to be, checked before it is copied.
 #[derive(Debug, Clone, Copy)]
@@ -170,58 +168,24 @@ fn read_head(path: &Path, n: usize) -> Result<Vec<u8>, String> {
     Ok(head)
 }
 
-/// A `.npy`'s magic and a header NumPy could have written: `{'descr': ..., 'shape': (...), }`.
+/// A `.npy` whose header reads (inputs::npy): its magic, a format version and a dictionary of
+/// descr, fortran_order and shape.
 fn check_npy(path: &Path) -> Result<(), String> {
-    let not = |what: &str| Err(format!("it is not a NumPy .npy file ({what})"));
-    let head = read_head(path, 12)?;
-    if head.len() < 10 || &head[..6] != b"\x93NUMPY" {
-        return not("no \\x93NUMPY magic at its start");
-    }
-    let (len, start) = match head[6] {
-        1 => (u16::from_le_bytes([head[8], head[9]]) as usize, 10),
-        2 | 3 if head.len() == 12 => (
-            u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize,
-            12,
-        ),
-        _ => return not("an unknown format version"),
-    };
-    if len > NPY_HEADER_LIMIT {
-        return not("a header too long to be one");
-    }
-    let bytes = read_head(path, start + len)?;
-    let Some(header) = bytes
-        .get(start..)
-        .filter(|h| h.len() == len)
-        .and_then(|h| std::str::from_utf8(h).ok())
-    else {
-        return not("its header is cut short or not text");
-    };
-    let header = header.trim_end_matches(['\n', ' ', '\0']).trim();
-    if !(header.starts_with('{')
-        && header.ends_with('}')
-        && header.contains("'descr'")
-        && header.contains("'shape'"))
-    {
-        return not("its header is no dictionary of 'descr' and 'shape'");
-    }
-    Ok(())
+    use crate::inputs::npy::{read_header, HeaderError};
+    read_header(path).map(|_| ()).map_err(|error| match error {
+        HeaderError::Unreadable(why) => why,
+        HeaderError::NotNpy(why) => format!("it is not a NumPy .npy file ({why})"),
+    })
 }
 
-/// `path` opened for reading without blocking (a path turned into a fifo after the check does
-/// not hang), if it is still a regular file.
+/// `path` opened for reading without blocking (file_kind::open_regular), as an io error.
 fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
-    }
-    let file = options.open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(file)
+    use crate::file_kind::ReadError;
+    crate::file_kind::open_regular(path).map_err(|e| match e {
+        ReadError::Io(e) => e,
+        ReadError::NotAFile(kind) => std::io::Error::other(format!("{kind}, not a regular file")),
+        ReadError::TooLarge { bytes } => std::io::Error::other(format!("{bytes} bytes")),
+    })
 }
 
 /// `from` (a file [`Tree::admit`] checked) copied to `to`, its folders made first; the copy is

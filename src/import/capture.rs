@@ -19,13 +19,13 @@
 //! record cannot add a key or a file the manifest did not name as a capture.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use super::skeleton::{Value, BLOCK_TODO};
 use crate::file_kind::{describe, mib, read_regular, ReadError};
+use crate::inputs::npy::HeaderError;
 use crate::spec::dtype::DType;
 use crate::spec::names::{identifier_problem, is_cpp_identifier};
 use crate::spec::validate::MAX_TENSOR_BYTES;
@@ -50,9 +50,6 @@ pub const MANIFEST: &str = "manifest.jsonl";
 /// Largest manifest read: a record is about 120 bytes, so this is over 100,000 captures, and
 /// `/dev/zero` or a huge file named by mistake costs nothing.
 pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
-
-/// Largest `.npy` header read (numpy's own limit for a version 1.0 header is 64 KiB).
-const MAX_NPY_HEADER: u64 = 1 << 16;
 
 /// Reads the manifest of the capture folder `dir` and checks every record and its file. The
 /// first problem is an error naming the manifest, the line, and what to do.
@@ -276,8 +273,18 @@ impl Folder {
             }
             return Ok(());
         }
-        let header =
-            read_npy_header(&path).map_err(|why| format!("file {file:?} of `{name}`: {why}"))?;
+        let header = crate::inputs::npy::read_header(&path).map_err(|error| {
+            let why = match error {
+                HeaderError::Unreadable(why) => why,
+                HeaderError::NotNpy(why) => format!("not a .npy file ({why})"),
+            };
+            format!("file {file:?} of `{name}`: {why}")
+        })?;
+        if header.fortran_order {
+            return Err(format!(
+                "file {file:?} of `{name}`: its .npy is in Fortran order; repro::capture writes logical row-major order"
+            ));
+        }
         let mismatch = |what: String| {
             Err(format!(
                 "file {file:?} of `{name}`: {what}; capture the tensor again, or correct its record"
@@ -308,101 +315,6 @@ impl Folder {
         }
         Ok(())
     }
-}
-
-/// What a `.npy` header says.
-#[derive(Debug, PartialEq)]
-struct NpyHeader {
-    descr: String,
-    shape: Vec<i64>,
-    /// Where the data starts.
-    data_offset: u64,
-}
-
-/// The header of the `.npy` at `path` (checked a regular file), read without reading the data.
-/// The open is non-blocking, so a file swapped for a fifo since the check cannot hang it.
-fn read_npy_header(path: &Path) -> Result<NpyHeader, String> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
-    }
-    let file = options
-        .open(path)
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("is {}, not a regular file", describe(&meta)));
-    }
-    let mut bytes = Vec::new();
-    file.take(12 + MAX_NPY_HEADER)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    parse_npy_header(&bytes)
-}
-
-/// The `.npy` header at the start of `bytes` (format versions 1 to 3).
-fn parse_npy_header(bytes: &[u8]) -> Result<NpyHeader, String> {
-    let bad = |why: &str| Err(format!("not a .npy file ({why})"));
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return bad("no \\x93NUMPY magic");
-    }
-    let (length, start) = match bytes[6] {
-        1 => (u64::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10u64),
-        2 | 3 if bytes.len() >= 12 => (
-            u64::from(u32::from_le_bytes([
-                bytes[8], bytes[9], bytes[10], bytes[11],
-            ])),
-            12,
-        ),
-        _ => return bad("an unknown format version"),
-    };
-    if length > MAX_NPY_HEADER {
-        return bad("a header longer than 64 KiB");
-    }
-    let end = (start + length) as usize;
-    let Some(text) = bytes
-        .get(start as usize..end)
-        .and_then(|h| std::str::from_utf8(h).ok())
-    else {
-        return bad("its header is cut short or not text");
-    };
-    let value = |key: &str| {
-        let at = text.find(&format!("'{key}'"))? + key.len() + 2;
-        Some(text[at..].trim_start().strip_prefix(':')?.trim_start())
-    };
-    let descr = value("descr")
-        .and_then(|v| v.strip_prefix('\''))
-        .and_then(|v| v.split_once('\''))
-        .map(|(d, _)| d.to_string());
-    let fortran = value("fortran_order").map(|v| v.starts_with("True"));
-    let shape = value("shape")
-        .and_then(|v| v.strip_prefix('('))
-        .and_then(|v| v.split_once(')'))
-        .and_then(|(dims, _)| {
-            dims.split(',')
-                .map(str::trim)
-                .filter(|d| !d.is_empty())
-                .map(|d| d.parse::<i64>().ok())
-                .collect::<Option<Vec<i64>>>()
-        });
-    let (Some(descr), Some(fortran), Some(shape)) = (descr, fortran, shape) else {
-        return bad("its header has no descr, fortran_order or shape");
-    };
-    if fortran {
-        return Err(
-            "its .npy is in Fortran order; repro::capture writes logical row-major order".into(),
-        );
-    }
-    Ok(NpyHeader {
-        descr,
-        shape,
-        data_offset: start + length,
-    })
 }
 
 /// Whether a `.npy` of `descr` holds `dtype`'s bytes, as the harness decides

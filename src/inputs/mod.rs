@@ -15,6 +15,7 @@
 
 pub mod convert;
 pub mod generators;
+pub mod npy;
 
 pub use convert::{decode_bits, encode_bits, round_to};
 pub use generators::{generate_value, stream_of, Init, InitKind};
