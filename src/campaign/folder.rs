@@ -6,7 +6,6 @@
 //! one beside it and renaming it over the old, so a link planted in its place is replaced, never
 //! written through.
 
-use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -257,34 +256,9 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// `text` with its control characters (an escape sequence, a carriage return) and the marks
-/// that reorder text on a terminal written as escapes: what a record says is printed as it is,
-/// never acted on by the terminal.
-pub fn printable(text: &str) -> Cow<'_, str> {
-    let odd = |c: char| {
-        (c.is_control() && c != '\n' && c != '\t')
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    if !text.chars().any(odd) {
-        return Cow::Borrowed(text);
-    }
-    Cow::Owned(
-        text.chars()
-            .map(|c| {
-                if odd(c) {
-                    c.escape_unicode().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
-}
-
-/// `text` on one line, escaped: for a record's field printed on a line of its own.
-pub fn one_line(text: &str) -> String {
-    printable(text).replace('\n', "\\n").replace('\t', "\\t")
-}
+// What a record says is printed through the spec errors' escaping, one rule for every text
+// from a file that reaches a terminal.
+pub use crate::spec::diagnostic::{one_line, printable};
 
 /// The files of `dir` whose names end in `.extension`, in no order; `dir` is a real folder (or
 /// missing: none) and every file a regular one, else refused. At most `limit` of them.

@@ -3,6 +3,7 @@
 //! Rendered the way rustc and `just` render theirs, because a kernel engineer reads these in a
 //! terminal next to the YAML they just edited.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -138,7 +139,13 @@ fn excerpt(text: &str, column: usize) -> (String, usize) {
         if start > 0 { "..." } else { "" },
         if end < chars.len() { "..." } else { "" },
     );
-    let pieces: Vec<String> = chars[start..end].iter().map(|&c| shown_char(c)).collect();
+    let pieces: Vec<String> = chars[start..end]
+        .iter()
+        .map(|&c| match c {
+            '\n' => "\\n".to_string(),
+            c => shown_char(c),
+        })
+        .collect();
     let caret = pieces[..at - start]
         .iter()
         .map(|p| p.chars().count())
@@ -160,7 +167,10 @@ const MESSAGE_CHARS: usize = 1000;
 pub fn shown_message(message: &str) -> String {
     let message = shortened_quotes(message);
     let chars: Vec<char> = message.chars().collect();
-    let piece = |range: &[char]| range.iter().map(|&c| shown_char(c)).collect::<String>();
+    let piece = |range: &[char]| {
+        let text: String = range.iter().collect();
+        printable(&text).replace('\n', "\\n")
+    };
     if chars.len() <= MESSAGE_CHARS {
         return piece(&chars);
     }
@@ -211,16 +221,34 @@ fn shortened_quotes(message: &str) -> String {
     out
 }
 
-/// One character as a terminal may show it: a control character (but a tab) as `\n`, `\e`,
-/// `\u{..}`; anything else as it is.
+/// A character a terminal acts on rather than shows: a control character (an escape sequence
+/// retitles, recolours or clears it; a carriage return overwrites the line) other than a newline
+/// or a tab, and the marks that reorder text (U+202A-U+202E, U+2066-U+2069).
+fn acted_on(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every character a terminal would act on written as its escape (`\u{1b}`):
+/// text from a file (a spec, a campaign's record) is printed as it is, never acted on.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(acted_on) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.chars().map(shown_char).collect())
+}
+
+/// `text` on one line, escaped: for a field printed on a line of its own.
+pub fn one_line(text: &str) -> String {
+    printable(text).replace('\n', "\\n").replace('\t', "\\t")
+}
+
+/// One character as [`printable`] shows it.
 fn shown_char(c: char) -> String {
-    match c {
-        '\t' => "\t".into(),
-        '\n' => "\\n".into(),
-        '\r' => "\\r".into(),
-        '\u{1b}' => "\\e".into(),
-        c if c.is_control() => format!("\\u{{{:x}}}", u32::from(c)),
-        c => c.to_string(),
+    if acted_on(c) {
+        c.escape_unicode().to_string()
+    } else {
+        c.to_string()
     }
 }
 
@@ -244,7 +272,7 @@ mod tests {
     #[test]
     fn a_message_never_reaches_the_terminal_raw() {
         let shown = shown_message("unknown field `a\u{1b}]0;x\u{7}b`, expected `c`");
-        assert_eq!(shown, "unknown field `a\\e]0;x\\u{7}b`, expected `c`");
+        assert_eq!(shown, "unknown field `a\\u{1b}]0;x\\u{7}b`, expected `c`");
         let long = format!(
             "invalid type: string \"{}\", expected struct Spec",
             "x".repeat(5000)
