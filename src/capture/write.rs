@@ -7,16 +7,16 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::import::skeleton::Value;
+use crate::spec::dtype::DType;
 use crate::spec::yaml::{scalar, Context};
+
+use super::layout::{self, BufferTensor, LaunchLayout, ParamRole};
+use super::record::{self, Capture};
 
 /// A block value of the spec (`name:`, `about:`, `capture.command`...).
 fn yaml_scalar(text: &str) -> String {
     scalar(text, Context::Block)
 }
-use crate::spec::dtype::DType;
-
-use super::layout::{self, BufferTensor, LaunchLayout, ParamRole};
-use super::record::{self, Capture};
 
 /// How the user asked for the spec.
 #[derive(Debug, Clone, Default)]
