@@ -398,11 +398,9 @@ fn check_class(class: &str) -> Result<(), BisectError> {
 }
 
 /// The longest a harness run may take before it is killed: any number of seconds (a huge or
-/// infinite `--timeout` or `check.timeout`, a NaN) saturates at a week.
-const MAX_RUN: Duration = Duration::from_secs(7 * 24 * 3600);
-
+/// infinite `--timeout` or `check.timeout`, a NaN) saturates at a week (run::limit_of).
 fn run_limit(seconds: f64) -> Duration {
-    Duration::try_from_secs_f64(seconds).map_or(MAX_RUN, |limit| limit.min(MAX_RUN))
+    crate::run::limit_of(seconds)
 }
 
 /// Judges commits: a build from the pool (the build cache answers for a known tree), then a run
@@ -552,7 +550,11 @@ mod tests {
     fn a_run_limit_from_any_number_of_seconds_is_a_duration_of_at_most_a_week() {
         assert_eq!(run_limit(90.0), Duration::from_secs(90));
         for seconds in [1e308, f64::INFINITY, f64::MAX, f64::NAN, -1.0, 1e9] {
-            assert_eq!(run_limit(seconds), MAX_RUN, "{seconds}");
+            assert_eq!(
+                run_limit(seconds),
+                crate::run::MAX_PROCESS_LIMIT,
+                "{seconds}"
+            );
         }
     }
 }

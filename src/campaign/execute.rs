@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,9 +16,6 @@ use super::results::{self, Record, Times};
 use crate::error::exit;
 use crate::run::harness_options as opt;
 use crate::run::sanitize;
-
-/// The longest a harness process may run, whatever a job says: a week.
-const MAX_LIMIT: Duration = Duration::from_secs(7 * 86_400);
 
 /// A run, ready to start: the harness binary, its options, and its limit.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -183,9 +180,7 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
     end_with_parent(&mut command);
     let started = Instant::now();
     // A shard plan is a file a task reads from a shared folder: any number may stand there.
-    let limit = Duration::try_from_secs_f64(job.limit_s)
-        .unwrap_or(MAX_LIMIT)
-        .min(MAX_LIMIT);
+    let limit = crate::run::limit_of(job.limit_s);
     let finished = crate::run::run_captured(command, limit, &job.binary);
     record.times.run_s = started.elapsed().as_secs_f64();
     match finished {
@@ -318,7 +313,7 @@ mod tests {
         let job = job_of(tmp.path(), "exec sleep 30", 0.3);
         let started = Instant::now();
         let record = execute(&job, tmp.path(), None, "GPU 0");
-        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
         assert_eq!((record.code, record.verdict.as_str()), (exit::HANG, "hang"));
         assert!(record.evidence.contains("killed"), "{}", record.evidence);
     }

@@ -194,7 +194,7 @@ impl BenchOptions {
     /// The whole process's limit: every launch's watchdog plus a minute for context and inputs.
     fn limit(&self, plan: &Plan) -> Duration {
         let timeout = self.timeout.unwrap_or(plan.spec.check.timeout);
-        Duration::from_secs_f64(60.0 + timeout * f64::from(self.warmup + self.repeat))
+        super::limit_of(60.0 + timeout * f64::from(self.warmup + self.repeat))
     }
 
     fn report_path(plan: &Plan) -> Result<PathBuf, Error> {

@@ -330,12 +330,23 @@ pub(crate) fn run_quiet(
     })
 }
 
+/// The longest any harness process may run before repro kills it: a week.
+pub const MAX_PROCESS_LIMIT: Duration = Duration::from_secs(7 * 86_400);
+
+/// `seconds` as a process's time limit, saturating at [`MAX_PROCESS_LIMIT`]: every limit repro
+/// derives (watchdog times repeats, references, a shard plan's number) goes through here, so no
+/// number of seconds, huge, infinite or NaN, can make a `Duration` panic.
+pub fn limit_of(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds)
+        .map_or(MAX_PROCESS_LIMIT, |limit| limit.min(MAX_PROCESS_LIMIT))
+}
+
 /// Seconds the whole harness process may take: every launch's watchdog limit, plus time for the
 /// host reference (at a pessimistic 0.2 GFLOP/s of fp64 on one core), plus a minute of slack
 /// for context creation and transfers.
 pub(crate) fn process_limit(spec: &ResolvedSpec, timeout: f64, repeat: u32) -> Duration {
     let (reference_seconds, _) = reference_work(spec);
-    Duration::from_secs_f64(60.0 + timeout * f64::from(repeat) * 2.0 + reference_seconds)
+    limit_of(60.0 + timeout * f64::from(repeat) * 2.0 + reference_seconds)
 }
 
 /// A pessimistic bound on the seconds one host reference takes, and the outputs it makes: a

@@ -32,7 +32,7 @@ const LAUNCHES: f64 = 2.0 * (1.0 + 16.0 + 4.0 + 1.0) + 3.0;
 /// host side of ~25 exact comparisons.
 pub(crate) fn process_limit(spec: &crate::spec::ResolvedSpec, timeout: f64) -> Duration {
     let (reference_seconds, outputs) = super::reference_work(spec);
-    Duration::from_secs_f64(
+    super::limit_of(
         60.0 + timeout * LAUNCHES + reference_seconds * 8.0 + outputs as f64 * 25.0 / 5e7,
     )
 }

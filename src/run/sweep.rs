@@ -103,7 +103,7 @@ pub struct SweepOptions {
 
 /// The per-run limit: the watchdog for every launch plus a minute for context, reference, copies.
 pub(crate) fn run_limit(spec: &ResolvedSpec, timeout: f64) -> Duration {
-    Duration::from_secs_f64(60.0 + timeout * f64::from(spec.check.repeat.max(1)) * 2.0)
+    super::limit_of(60.0 + timeout * f64::from(spec.check.repeat.max(1)) * 2.0)
 }
 
 fn cell(outcome: &RunOutcome) -> String {
