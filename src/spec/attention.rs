@@ -82,6 +82,7 @@ impl Validator<'_> {
             ("source", r.source.is_some()),
             ("function", r.function.is_some()),
             ("expected", r.expected.is_some()),
+            ("upstream", r.upstream.is_some()),
         ]);
         // The forward's and the backward's own fields.
         let wrong_pass = if backward {

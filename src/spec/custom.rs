@@ -68,13 +68,18 @@ impl Validator<'_> {
             }
         }
         let other = if op == "custom" {
-            [("expected", r.expected.is_some(), "file")]
+            vec![("expected", r.expected.is_some(), "file")]
         } else {
-            [(
-                "source",
-                r.source.is_some() || r.function.is_some(),
-                "custom",
-            )]
+            // Expected files are fixed values: nothing recomputes them from the kernel's own
+            // upstream outputs.
+            vec![
+                (
+                    "source",
+                    r.source.is_some() || r.function.is_some(),
+                    "custom",
+                ),
+                ("upstream", r.upstream.is_some(), "custom"),
+            ]
         };
         for (field, given, owner) in other {
             if given {
@@ -197,12 +202,110 @@ impl Validator<'_> {
             Some(f) => Some(f),
         };
         let (outputs, block) = common?;
+        let upstream = self.upstream(tensors, &outputs)?;
         Some(ReferenceCustom {
             source: source?,
             function: function?,
             outputs,
             block,
+            upstream,
         })
+    }
+
+    /// `reference.upstream`: every name an output, none its own upstream (directly or through
+    /// others: the judgement walks the outputs in the order it gives).
+    fn upstream(
+        &mut self,
+        tensors: &[TensorSpecResolved],
+        outputs: &[usize],
+    ) -> Option<Vec<(usize, Vec<usize>)>> {
+        let Some(written) = self.spec.reference.upstream.clone() else {
+            return Some(Vec::new());
+        };
+        let output_names: Vec<&str> = outputs.iter().map(|&i| tensors[i].name.as_str()).collect();
+        let mut ok = true;
+        let mut upstream = Vec::new();
+        for (name, sources) in &written {
+            let field = format!("reference.upstream.{name}");
+            let Some(output) = self.output_named(tensors, &output_names, name, &field, true) else {
+                ok = false;
+                continue;
+            };
+            if sources.is_empty() {
+                self.error(&field, format!("`{name}` lists no upstream output"))
+                    .help = Some(format!(
+                    "name the outputs `{name}` is computed from (`{name}: [Mean, Rstd]`), or remove the entry"
+                ));
+                ok = false;
+            }
+            let mut from = Vec::new();
+            for (k, source) in sources.iter().enumerate() {
+                let field = format!("{field}[{k}]");
+                match self.output_named(tensors, &output_names, source, &field, false) {
+                    Some(i) if i == output => {
+                        self.error(&field, format!("`{name}` cannot be its own upstream"))
+                            .help =
+                            Some(format!("list the other outputs `{name}` is computed from"));
+                        ok = false;
+                    }
+                    Some(i) if from.contains(&i) => {
+                        self.error(&field, format!("`{source}` is listed twice"));
+                        ok = false;
+                    }
+                    Some(i) => from.push(i),
+                    None => ok = false,
+                }
+            }
+            upstream.push((output, from));
+        }
+        if !ok {
+            return None;
+        }
+        if let Some(cycle) = upstream_cycle(&upstream) {
+            let names: Vec<&str> = cycle.iter().map(|&i| tensors[i].name.as_str()).collect();
+            self.error(
+                &format!("reference.upstream.{}", names[0]),
+                format!(
+                    "the upstream outputs go round in a circle: {}",
+                    names.join(" <- ")
+                ),
+            )
+            .help = Some(
+                "an output's upstream are the outputs computed before it; one of these entries is backwards".into(),
+            );
+            return None;
+        }
+        Some(upstream)
+    }
+
+    /// The index of output `name` for `reference.upstream` (a key, or an item of a list).
+    fn output_named(
+        &mut self,
+        tensors: &[TensorSpecResolved],
+        output_names: &[&str],
+        name: &str,
+        field: &str,
+        is_key: bool,
+    ) -> Option<usize> {
+        let problem = match tensors.iter().position(|t| t.name == name) {
+            Some(i) if tensors[i].output => return Some(i),
+            Some(_) => format!(
+                "`{name}` is an input: only outputs have an upstream and are upstream of others"
+            ),
+            None => format!("`{name}` is not a declared tensor"),
+        };
+        let diagnostic = if is_key {
+            self.key_error(field, problem)
+        } else {
+            self.error(field, problem)
+        };
+        diagnostic.help = Some(
+            match super::diagnostic::did_you_mean(name, output_names.iter().copied()) {
+                Some(best) if best != name => format!("did you mean `{best}`?"),
+                _ => format!("the outputs are: {}", output_names.join(", ")),
+            },
+        );
+        None
     }
 
     pub(super) fn file_reference(
@@ -297,6 +400,42 @@ impl Validator<'_> {
             }
         }
     }
+}
+
+/// A circle in `reference.upstream` (each output followed by one it is computed from, back to
+/// the first), if there is one.
+fn upstream_cycle(upstream: &[(usize, Vec<usize>)]) -> Option<Vec<usize>> {
+    // Depth-first from every output; the path so far is the candidate circle. The outputs are
+    // few (a spec's tensors), so the plain search is enough.
+    fn walk(
+        node: usize,
+        upstream: &[(usize, Vec<usize>)],
+        path: &mut Vec<usize>,
+        done: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        if let Some(at) = path.iter().position(|&p| p == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node);
+            return Some(cycle);
+        }
+        if done.contains(&node) {
+            return None;
+        }
+        path.push(node);
+        let sources = upstream.iter().filter(|(o, _)| *o == node);
+        for &source in sources.flat_map(|(_, from)| from) {
+            if let Some(cycle) = walk(source, upstream, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.push(node);
+        None
+    }
+    let mut done = Vec::new();
+    upstream
+        .iter()
+        .find_map(|(output, _)| walk(*output, upstream, &mut Vec::new(), &mut done))
 }
 
 #[cfg(test)]

@@ -57,6 +57,7 @@ impl Validator<'_> {
             ("function", r.function.is_some()),
             ("expected", r.expected.is_some()),
             ("block", r.block.is_some()),
+            ("upstream", r.upstream.is_some()),
         ] {
             if given {
                 let owner = if field == "expected" {

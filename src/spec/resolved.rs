@@ -279,6 +279,9 @@ pub struct ReferenceCustom {
     pub outputs: Vec<usize>,
     /// `reference.block`, in the first output's index order (empty: not given).
     pub block: Vec<i64>,
+    /// `reference.upstream`: each output that is computed from other outputs, with them (tensor
+    /// indices, as written); no output is its own upstream, directly or through others.
+    pub upstream: Vec<(usize, Vec<usize>)>,
 }
 
 /// `op: file`: each output's expected values in a `.npy` (absolute paths).

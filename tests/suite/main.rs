@@ -20,6 +20,7 @@ mod cli;
 mod cli_help;
 mod compiled_sizes;
 mod custom_ops;
+mod custom_upstream;
 mod examples;
 mod flags;
 mod flags_limits;

@@ -89,6 +89,11 @@ pub struct ReferenceSpec {
     /// (the role `tile` has for a GEMM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block: Option<Vec<i64>>,
+    /// `op: custom`: the outputs each output is computed from (`{ Y: [Mean, Rstd] }`): a wrong
+    /// output is also judged against its reference computed from the kernel's own upstream
+    /// outputs, which tells the first wrong output from those that only follow from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<IndexMap<String, Vec<String>>>,
     /// `op: attention`: the query, key and value tensors ([B, H, S, D], or [H, total, D] with
     /// variable lengths); the output is `out`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
