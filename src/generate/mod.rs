@@ -141,6 +141,10 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
         include_str!("../../templates/runtime/src/probe_custom.cuh"),
     ),
     (
+        "runtime/src/output_order.cuh",
+        include_str!("../../templates/runtime/src/output_order.cuh"),
+    ),
+    (
         "runtime/src/attention.cuh",
         include_str!("../../templates/runtime/src/attention.cuh"),
     ),

@@ -243,3 +243,81 @@ void test_custom_classify() {
   CHECK_EQ(input_block(in, 9 * 64 + 33, {8, 32}), int64_t(3));
   CHECK_EQ(custom_class_rank("nondeterministic") < custom_class_rank("boundary"), true);
 }
+
+// ------------------------------------------------------------------ outputs computed from outputs
+
+// A reference of the shape reference.upstream serves (examples/references/layer_norm.h, cut
+// down): Mean per row, then Y from it, read back as an output.
+void centered_rows_reference(const ReferenceTensor* tensors) {
+  const In X(tensors[0]);
+  const Out Mean(tensors[1]), Y(tensors[2]);
+  for (int64_t r = 0; r < X.shape(0); ++r) {
+    Mean(r) = 0;
+    for (int64_t j = 0; j < X.shape(1); ++j) Mean(r) += X(r, j);
+    Mean(r) /= double(X.shape(1));
+    for (int64_t j = 0; j < X.shape(1); ++j) Y(r, j) = X(r, j) - Mean(r);
+  }
+}
+
+void test_output_order() {
+  // Upstream before downstream, the spec's order otherwise; a circle gives no order.
+  CHECK((upstream_order({{}, {}, {}}) == std::vector<int>{0, 1, 2}));
+  CHECK((upstream_order({{1, 2}, {2}, {}}) == std::vector<int>{2, 1, 0}));
+  CHECK((upstream_order({{2}, {}, {}}) == std::vector<int>{1, 2, 0}));
+  CHECK(upstream_order({{1}, {0}}).empty());
+
+  // Y [0] from Mean [1] and Rstd [2], Rstd from Mean. Rstd wrong by itself, Y following: the
+  // first wrong output is Rstd, and Y follows from it alone (Mean is right).
+  const std::vector<std::vector<int>> upstream = {{1, 2}, {}, {1}};
+  const std::vector<int> order = upstream_order(upstream);
+  CHECK((order == std::vector<int>{1, 2, 0}));
+  std::vector<OutputStanding> s(3);
+  s[0].wrong = true, s[0].recomputed = true, s[0].right_given = true;
+  s[2].wrong = true, s[2].recomputed = true, s[2].right_given = false;
+  CHECK_EQ(first_wrong_output(order, s), 2);
+  CHECK(s[0].follows() && !s[0].wrong_by_itself() && s[2].wrong_by_itself());
+  CHECK((wrong_upstream(0, upstream, s) == std::vector<int>{2}));
+  // Y wrong even from the kernel's statistics, and listed first in the spec: still after them.
+  s[2] = OutputStanding{};
+  s[0].right_given = false;
+  CHECK_EQ(first_wrong_output(order, s), 0);
+  // Every wrong output follows (its upstream right within tolerance): the first wrong one.
+  s[0].right_given = true;
+  CHECK_EQ(first_wrong_output(order, s), 0);
+  CHECK(wrong_upstream(0, upstream, s).empty());
+  CHECK_EQ(first_wrong_output(order, std::vector<OutputStanding>(3)), -1);
+
+  // An output element: assigned and read; a given one reads the kernel's value, drops writes.
+  double slot = 0, kernel = 5;
+  OutputElement own(&slot, nullptr), given(&slot, &kernel);
+  own = 2, own += 1, own *= 4;
+  CHECK_EQ(double(own), 12.0);
+  given = 7, given += 1;
+  CHECK_EQ(double(given), 5.0);
+  CHECK_EQ(slot, 12.0);
+  own = given;  // the value, not the element
+  CHECK_EQ(slot, 5.0);
+
+  // The reference called with Mean given the kernel's (wrong) values: Y is computed from them,
+  // Mean's own writes are dropped, and Mean's values come back as given.
+  HarnessSpec harness{};
+  harness.custom_reference = &centered_rows_reference;
+  SpecInfo spec;
+  spec.harness = &harness;
+  spec.custom.op = ReferenceOp::custom;
+  spec.tensors.push_back(make_tensor("X", DType::f32, {2, 3}));
+  spec.tensors.push_back(make_tensor("Mean", DType::f32, {2}, {}, true));
+  spec.tensors.push_back(make_tensor("Y", DType::f32, {2, 3}, {}, true));
+  for (Tensor& t : spec.tensors) t.host.assign(t.storage_bytes(), 0);
+  const double x[6] = {1, 2, 3, 4, 4, 7};
+  for (int i = 0; i < 6; ++i) set_logical(spec.tensors[0], i, x[i]);
+  spec.custom.outputs = {1, 2};
+  spec.custom.upstream = {{}, {0}};
+  const std::vector<std::vector<double>> own_values = custom_reference_values(spec);
+  CHECK((own_values[0] == std::vector<double>{2, 5}));
+  CHECK((own_values[1] == std::vector<double>{-1, 0, 1, -1, -1, 2}));
+  const std::vector<std::vector<double>> given_mean = {{1, 4}, {}};
+  const std::vector<std::vector<double>> from_kernel = custom_reference_values(spec, &given_mean);
+  CHECK((from_kernel[0] == std::vector<double>{1, 4}));
+  CHECK((from_kernel[1] == std::vector<double>{0, 1, 2, 0, 0, 3}));
+}

@@ -834,6 +834,7 @@ int main(int argc, char** argv) {
   test_json_and_lines();
   test_classify();
   test_custom_classify();
+  test_output_order();
   test_attention_reference();
   test_attention_probe_decoders();
   test_attention_device_reference_host_side();

@@ -14,6 +14,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
+#include "output_order.cuh"
 #include "production.cuh"
 #include "run_options.cuh"
 
@@ -106,7 +107,12 @@ inline bool peek_npy_header(const std::string& path, NpyHeader* header, std::str
 // Every output's reference values, logical row-major: the user's function on the inputs as the
 // host holds them, or the expected files. A reference that leaves an element unwritten, or an
 // expected file that does not fit its output, stops the run (exit 2).
-inline std::vector<std::vector<double>> custom_reference_values(const SpecInfo& spec) {
+//
+// `given` (op: custom, reference.upstream): per output, the kernel's values (logical row-major)
+// or nothing. A given output reads as the kernel's values in the reference and keeps them, and
+// its writes are dropped (include/repro/reference.h), so the other outputs are computed from it.
+inline std::vector<std::vector<double>> custom_reference_values(const SpecInfo& spec,
+                                                                const std::vector<std::vector<double>>* given = nullptr) {
   const CustomOperands& c = spec.custom;
   if (c.op == ReferenceOp::attention) return attention_reference_values(spec);
   std::vector<std::vector<double>> want(c.outputs.size());
@@ -136,13 +142,17 @@ inline std::vector<std::vector<double>> custom_reference_values(const SpecInfo& 
     }
     return want;
   }
-  // op: custom. Inputs as their values; outputs filled with the unwritten marker.
+  // op: custom. Inputs as their values; outputs filled with the unwritten marker, or given.
   std::vector<std::vector<double>> values(spec.tensors.size());
   std::vector<ReferenceTensor> views(spec.tensors.size());
+  std::vector<char> is_given(spec.tensors.size(), 0);
+  for (size_t k = 0; given != nullptr && k < c.outputs.size(); ++k)
+    if (!(*given)[k].empty()) values[size_t(c.outputs[k])] = (*given)[k], is_given[size_t(c.outputs[k])] = 1;
   for (size_t i = 0; i < spec.tensors.size(); ++i) {
     const Tensor& t = spec.tensors[i];
-    values[i] = t.output ? std::vector<double>(size_t(t.numel()), double_from_bits(kReferenceUnwrittenBits))
-                         : logical_values(t);
+    if (!is_given[i])
+      values[i] = t.output ? std::vector<double>(size_t(t.numel()), double_from_bits(kReferenceUnwrittenBits))
+                           : logical_values(t);
     ReferenceTensor& v = views[i];
     v.name = t.name.c_str();
     v.rank = t.rank;
@@ -151,11 +161,16 @@ inline std::vector<std::vector<double>> custom_reference_values(const SpecInfo& 
     for (int64_t d = t.rank - 1, stride = 1; d >= 0; --d) v.strides[d] = stride, stride *= t.shape[d];
     v.values = values[i].data();
     v.output = t.output;
+    v.given = is_given[i] ? values[i].data() : nullptr;
   }
   spec.harness->custom_reference(views.data());
   for (size_t k = 0; k < c.outputs.size(); ++k) {
     const Tensor& out = spec.tensors[size_t(c.outputs[k])];
     std::vector<double>& v = values[size_t(c.outputs[k])];
+    if (is_given[size_t(c.outputs[k])]) {
+      want[k] = std::move(v);
+      continue;
+    }
     int64_t unwritten = 0, first = -1;
     for (int64_t i = 0; i < out.numel(); ++i)
       if (double_bits(v[size_t(i)]) == kReferenceUnwrittenBits) unwritten += 1, first = first < 0 ? i : first;
@@ -304,6 +319,125 @@ inline OutputJudgement judge_output(const SpecInfo& spec, size_t k,
   return j;
 }
 
+// Every output judged over the runs, in the spec's order; then each wrong output with upstream
+// outputs (reference.upstream) judged again, against its reference computed from the kernel's
+// own upstream outputs (the first run's): it follows from them when it matches, and its runs
+// differ only where an upstream output's do too. Which output went wrong first is
+// output_order.cuh's question, answered here for the report.
+struct OutputsJudgement {
+  std::vector<OutputJudgement> outputs;
+  std::vector<Comparison> given;  // against the reference from the kernel's upstream, where recomputed
+  std::vector<OutputStanding> standing;
+  int first_wrong = -1;  // a position in CustomOperands::outputs; -1: every output is right
+};
+
+inline OutputsJudgement judge_outputs(const SpecInfo& spec,
+                                      const std::vector<std::vector<std::vector<unsigned char>>>& runs,
+                                      const std::vector<std::vector<double>>& want, bool exact,
+                                      const std::vector<bool>* stressed) {
+  const CustomOperands& c = spec.custom;
+  OutputsJudgement j;
+  j.given.resize(c.outputs.size());
+  j.standing.resize(c.outputs.size());
+  for (size_t k = 0; k < c.outputs.size(); ++k) {
+    const Tensor& out = spec.tensors[size_t(c.outputs[k])];
+    check_reference_nans(out, want[k]);
+    j.outputs.push_back(judge_output(spec, k, runs, want[k], custom_tolerance(spec, out, want[k], exact), stressed));
+    j.standing[k].wrong = !j.outputs[k].passed;
+  }
+  for (size_t k = 0; k < c.outputs.size() && k < c.upstream.size(); ++k) {
+    if (!j.standing[k].wrong || c.upstream[k].empty()) continue;
+    // The host buffers hold the first run's outputs (launch_runs).
+    std::vector<std::vector<double>> given(c.outputs.size());
+    bool upstream_differs = false;
+    for (int u : c.upstream[k]) {
+      given[size_t(u)] = logical_values(spec.tensors[size_t(c.outputs[size_t(u)])]);
+      upstream_differs = upstream_differs || j.outputs[size_t(u)].differences.total > 0;
+    }
+    const std::vector<std::vector<double>> want_given = custom_reference_values(spec, &given);
+    const Tensor& out = spec.tensors[size_t(c.outputs[k])];
+    const Tolerance tolerance = custom_tolerance(spec, out, want_given[k], exact_comparison(spec, want_given));
+    j.given[k] = compare_custom_output(spec, out, want_given[k], tolerance);
+    j.standing[k].recomputed = true;
+    j.standing[k].right_given = j.given[k].passed && (j.outputs[k].differences.total == 0 || upstream_differs);
+  }
+  std::vector<int> order = upstream_order(c.upstream);
+  if (order.empty())
+    for (size_t k = 0; k < c.outputs.size(); ++k) order.push_back(int(k));
+  j.first_wrong = first_wrong_output(order, j.standing);
+  return j;
+}
+
+// "Mean, Rstd": the names of outputs at `positions`.
+inline std::string output_names(const SpecInfo& spec, const std::vector<int>& positions) {
+  std::string names;
+  for (int k : positions) names += (names.empty() ? "" : ", ") + spec.tensors[size_t(spec.custom.outputs[size_t(k)])].name;
+  return names;
+}
+
+// What became of output k, for the `outputs` line: "Mean right", "Rstd wrong (the first)",
+// "Y follows from Rstd", "Y wrong by itself (also from the kernel's Mean, Rstd)".
+inline std::string output_standing_text(const SpecInfo& spec, const OutputsJudgement& j, int k) {
+  const CustomOperands& c = spec.custom;
+  const std::string name = spec.tensors[size_t(c.outputs[size_t(k)])].name;
+  const OutputStanding& s = j.standing[size_t(k)];
+  if (!s.wrong) return name + " right";
+  const std::string first = k == j.first_wrong ? " (the first)" : "";
+  if (s.follows()) {
+    const std::vector<int> from = wrong_upstream(k, c.upstream, j.standing);
+    return name + first + " follows from " +
+           (from.empty() ? "the kernel's " + output_names(spec, c.upstream[size_t(k)]) + " (each right within tolerance)"
+                         : output_names(spec, from));
+  }
+  if (s.recomputed) return name + " wrong by itself" + first + " (also from the kernel's own " +
+                           output_names(spec, c.upstream[size_t(k)]) + ")";
+  return name + " wrong" + first;
+}
+
+// The report of several outputs' judgement: a `given` line per recomputed output, then the
+// `outputs` line; the JSON's `first_wrong_output` and `upstream`. Returns what the verdict's
+// evidence adds after the first wrong output's own: "; Y follows from Rstd".
+inline std::string report_outputs_judgement(const SpecInfo& spec, const OutputsJudgement& j) {
+  const CustomOperands& c = spec.custom;
+  if (c.outputs.size() < 2 || j.first_wrong < 0) return "";
+  JsonWriter upstream_json;
+  upstream_json.begin_array();
+  std::string followers;
+  for (size_t k = 0; k < c.outputs.size(); ++k) {
+    if (!j.standing[k].recomputed) continue;
+    const std::string name = spec.tensors[size_t(c.outputs[k])].name;
+    std::printf("given   %s from the kernel's own %s: %s\n", name.c_str(), output_names(spec, c.upstream[k]).c_str(),
+                format_comparison_line(name.c_str(), j.given[k]).c_str());
+    if (j.standing[k].follows()) followers += "; " + output_standing_text(spec, j, int(k));
+    upstream_json.begin_object();
+    upstream_json.field("tensor", name);
+    upstream_json.key("upstream").begin_array();
+    for (int u : c.upstream[k]) upstream_json.value(spec.tensors[size_t(c.outputs[size_t(u)])].name);
+    upstream_json.end_array();
+    upstream_json.field("follows", j.standing[k].follows());
+    upstream_json.key("follows_from").begin_array();
+    if (j.standing[k].follows())
+      for (int u : wrong_upstream(int(k), c.upstream, j.standing))
+        upstream_json.value(spec.tensors[size_t(c.outputs[size_t(u)])].name);
+    upstream_json.end_array();
+    upstream_json.key("given");
+    write_comparison_json(upstream_json, name, j.given[k]);
+    upstream_json.end_object();
+  }
+  upstream_json.end_array();
+  std::string line;
+  std::vector<int> order = upstream_order(c.upstream);
+  if (order.empty())
+    for (size_t k = 0; k < c.outputs.size(); ++k) order.push_back(int(k));
+  for (int k : order) line += (line.empty() ? "" : "; ") + output_standing_text(spec, j, k);
+  std::printf("outputs %s\n", line.c_str());
+  report_set("first_wrong_output", json_string(spec.tensors[size_t(c.outputs[size_t(j.first_wrong)])].name));
+  report_set("outputs_standing", json_string(line));
+  if (!followers.empty() || std::any_of(j.standing.begin(), j.standing.end(), [](const OutputStanding& s) { return s.recomputed; }))
+    report_set("upstream", upstream_json.str());
+  return followers;
+}
+
 // The custom ops' probe suite (probe_custom.cuh) and attention's (attention.cuh).
 inline int run_custom_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
                              double timeout, int repeat, const std::vector<std::vector<double>>& spec_want);
@@ -422,16 +556,15 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
 
   const bool exact = exact_comparison(spec, want);
   if (exact) std::printf("compare exact: integer inputs and an integer reference below 2^24\n");
-  bool passed = true;
+  const OutputsJudgement judged = judge_outputs(spec, runs, want, exact, &stressed);
+  const bool passed = judged.first_wrong < 0;
   Pattern verdict;
   StressSplit stress_split;  // over every output: the most differences of any of them
   JsonWriter outputs_json;
   outputs_json.begin_array();
   for (size_t k = 0; k < c.outputs.size(); ++k) {
     const Tensor& out = tensors[size_t(c.outputs[k])];
-    check_reference_nans(out, want[k]);
-    const Tolerance tolerance = custom_tolerance(spec, out, want[k], exact);
-    const OutputJudgement j = judge_output(spec, k, runs, want[k], tolerance, &stressed);
+    const OutputJudgement& j = judged.outputs[k];
     stress_split.stressed_runs = j.stress_split.stressed_runs;
     stress_split.unstressed_runs = j.stress_split.unstressed_runs;
     stress_split.stressed = std::max(stress_split.stressed, j.stress_split.stressed);
@@ -444,15 +577,15 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
       print_mismatches(out.name.c_str(), j.comparison, false);
       std::printf("%s", format_heatmap(j.comparison).c_str());
       std::printf("pattern %s: %s\n", j.pattern.cls.c_str(), j.pattern.evidence.c_str());
-      if (passed) {
-        verdict = j.pattern;
-        if (c.outputs.size() > 1) verdict.evidence = out.name + ": " + verdict.evidence;
-        JsonWriter w;
-        write_comparison_json(w, out.name, j.comparison);
-        report_set("output", w.str());
-      }
-      passed = false;
-    } else if (k == 0) {
+    }
+    // The report's `output`: the first wrong output's comparison, or the first output's.
+    if (int(k) == judged.first_wrong) {
+      verdict = j.pattern;
+      if (c.outputs.size() > 1) verdict.evidence = out.name + ": " + verdict.evidence;
+      JsonWriter w;
+      write_comparison_json(w, out.name, j.comparison);
+      report_set("output", w.str());
+    } else if (k == 0 && passed) {
       JsonWriter w;
       write_comparison_json(w, out.name, j.comparison);
       report_set("output", w.str());
@@ -462,6 +595,7 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   }
   outputs_json.end_array();
   report_set("outputs", outputs_json.str());
+  verdict.evidence += report_outputs_judgement(spec, judged);
   if (repeat > 1 && passed) std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
   report_stress();
   stress_split.report();

@@ -84,7 +84,8 @@ inline Pattern most_specific_failure(const std::vector<ProbeOutcome>& probes, in
   return verdict;
 }
 
-// One probe: inputs already set on the host; every output judged, the first failing one kept.
+// One probe: inputs already set on the host; every output judged, the first wrong one kept
+// (upstream before downstream, custom.cuh), with the outputs that follow from it named.
 inline ProbeOutcome run_custom_probe(SpecInfo& spec, cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop,
                                      double timeout, int repeat, const std::string& name, const std::string& inputs,
                                      const std::vector<std::vector<double>>* given_want) {
@@ -96,18 +97,20 @@ inline ProbeOutcome run_custom_probe(SpecInfo& spec, cudaStream_t stream, cudaEv
   Launch launch;
   std::vector<bool> stressed;
   const auto runs = launch_runs(spec, repeat, stream, start, stop, timeout, &launch, nullptr, &stressed);
-  o.passed = true;
-  for (size_t k = 0; k < spec.custom.outputs.size(); ++k) {
+  const OutputsJudgement judged = judge_outputs(spec, runs, want, exact, &stressed);
+  o.passed = judged.first_wrong < 0;
+  if (!o.passed) {
+    const size_t k = size_t(judged.first_wrong);
+    const OutputJudgement& j = judged.outputs[k];
     const Tensor& out = spec.tensors[size_t(spec.custom.outputs[k])];
-    check_reference_nans(out, want[k]);
-    const OutputJudgement j =
-        judge_output(spec, k, runs, want[k], custom_tolerance(spec, out, want[k], exact), &stressed);
-    if (j.passed || !o.passed) continue;
-    o.passed = false;
     o.comparison = j.comparison;
     o.output = out.name;
     o.pattern = j.pattern;
-    if (spec.custom.outputs.size() > 1) o.pattern.evidence = out.name + ": " + o.pattern.evidence;
+    if (spec.custom.outputs.size() > 1) {
+      o.pattern.evidence = out.name + ": " + o.pattern.evidence;
+      for (size_t f = 0; f < judged.standing.size(); ++f)
+        if (judged.standing[f].follows()) o.pattern.evidence += "; " + output_standing_text(spec, judged, int(f));
+    }
     o.differences = j.differences.total;
     o.only_under_stress = j.stress_split.stressed > 0 && j.stress_split.unstressed == 0;
     o.stale_differences = j.differences.stale;

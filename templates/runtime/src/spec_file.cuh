@@ -11,6 +11,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
+#include "output_order.cuh"
 #include "spec_info.cuh"
 
 namespace repro {
@@ -512,6 +513,33 @@ inline void read_gemm_reference(const SpecFile& file, const YamlNode& reference_
   }
 }
 
+// reference.upstream (op: custom): `{ Y: [Mean, Rstd] }`, each output and the outputs it is
+// computed from, as positions in CustomOperands::outputs (output_order.cuh).
+inline void read_upstream(const SpecFile& file, const YamlNode& upstream, SpecInfo* spec) {
+  CustomOperands& c = spec->custom;
+  if (upstream.kind != YamlNode::Kind::map)
+    file.fail(upstream, "reference.upstream maps an output to the outputs it is computed from: { Y: [Mean, Rstd] }");
+  const auto output_position = [&](const YamlNode& node, const std::string& name) {
+    const int index = tensor_index(*spec, file, YamlNode{YamlNode::Kind::scalar, name, {}, {}, node.line},
+                                   "reference.upstream");
+    const auto at = std::find(c.outputs.begin(), c.outputs.end(), index);
+    if (at == c.outputs.end()) file.fail(node, "reference.upstream: `" + name + "` is an input, not an output");
+    return int(at - c.outputs.begin());
+  };
+  for (const auto& entry : upstream.entries) {
+    const int k = output_position(entry.second, entry.first);
+    if (entry.second.kind != YamlNode::Kind::seq || entry.second.items.empty())
+      file.fail(entry.second, "reference.upstream." + entry.first + " lists the outputs it is computed from");
+    for (const YamlNode& item : entry.second.items) {
+      const int u = output_position(item, file.text(item, "reference.upstream"));
+      if (u == k) file.fail(item, "reference.upstream: `" + entry.first + "` cannot be its own upstream");
+      c.upstream[size_t(k)].push_back(u);
+    }
+  }
+  if (upstream_order(c.upstream).empty())
+    file.fail(upstream, "reference.upstream goes round in a circle: an output's upstream are computed before it");
+}
+
 // reference: op: custom (the harness's custom_reference) or op: file (`expected:` .npy per
 // output). Every output is judged; `block` localizes their errors as a GEMM's tile does.
 inline void read_custom_reference(const SpecFile& file, const YamlNode& reference, const std::string& op,
@@ -524,6 +552,11 @@ inline void read_custom_reference(const SpecFile& file, const YamlNode& referenc
   for (size_t i = 0; i < spec->tensors.size(); ++i)
     if (spec->tensors[i].output) c.outputs.push_back(int(i));
   c.expected.assign(c.outputs.size(), "");
+  c.upstream.assign(c.outputs.size(), {});
+  if (const YamlNode* upstream = reference.get("upstream")) {
+    if (c.op != ReferenceOp::custom) file.fail(*upstream, "reference.upstream belongs to op: custom");
+    read_upstream(file, *upstream, spec);
+  }
   if (const YamlNode* block = reference.get("block")) {
     const std::vector<double> b = file.numbers(*block, "reference.block");
     if (b.empty() || b.size() > 2) file.fail(*block, "reference.block takes one or two positive extents");

@@ -49,6 +49,8 @@ struct CustomOperands {
   std::vector<int> outputs;            // indices into SpecInfo::tensors, in declaration order
   std::vector<std::string> expected;   // op: file: each output's .npy (spec.yaml's folder joined)
   std::vector<int64_t> block;          // reference.block, in the first output's index order
+  // reference.upstream: per output (position in `outputs`), the outputs it is computed from.
+  std::vector<std::vector<int>> upstream;
   // op: attention: the reference runs on the device (attention_device.cuh), decided by the run
   // once the inputs are made; the note says how the last one went, for the report.
   bool reference_on_device = false;

@@ -20,10 +20,19 @@
 //
 // The reference is compiled with the runtime's flags (-std=c++17 -O3), never the production
 // ones, so no production flag (--use_fast_math, -D...) changes its values.
+//
+// Outputs computed from other outputs (spec: reference.upstream, `{ Y: [Mean, Rstd] }`): write
+// the upstream ones first and read them back, `Y(r, c) = (X(r, c) - Mean(r)) * Rstd(r)`. When an
+// output is wrong, the harness calls the reference once more with its upstream outputs given the
+// kernel's values: reading Mean(r) then gives the kernel's Mean, and writes to Mean are dropped,
+// so Y's second reference says what Y should be from the kernel's own statistics. An output
+// element is therefore a value to assign and read (`double m = Mean(r);`), not a `double&`;
+// `data()` bypasses this and reads the reference's own values.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace repro {
 
@@ -36,16 +45,45 @@ struct ReferenceTensor {
   int64_t strides[4];  // in elements of `values`: packed row-major
   double* values;
   bool output;
+  // An output given the kernel's values (reference.upstream): every read returns them, and
+  // writes are dropped. Null otherwise.
+  const double* given;
 };
 
 // Stops the run: `tensor` was indexed with `count` indices, the first bad one at `dimension`.
 [[noreturn]] void reference_index_error(const ReferenceTensor& tensor, int count, const int64_t* indices,
                                         int dimension);
 
+// One element of an output: assigned (`Y(i) = v`, `Y(i) += v`) and read (`double y = Y(i)`). For
+// an output given the kernel's values, reads return the kernel's value and writes are dropped.
+class OutputElement {
+ public:
+  OutputElement(double* slot, const double* given) : slot_(slot), given_(given) {}
+
+  operator double() const { return given_ != nullptr ? *given_ : *slot_; }
+  OutputElement& operator=(double value) {
+    if (given_ == nullptr) *slot_ = value;
+    return *this;
+  }
+  // `Y(i) = Mean(r)` assigns the value, not the element.
+  OutputElement& operator=(const OutputElement& other) { return *this = double(other); }
+  OutputElement& operator+=(double value) { return *this = double(*this) + value; }
+  OutputElement& operator-=(double value) { return *this = double(*this) - value; }
+  OutputElement& operator*=(double value) { return *this = double(*this) * value; }
+  OutputElement& operator/=(double value) { return *this = double(*this) / value; }
+
+ private:
+  double* slot_;
+  const double* given_;
+};
+
 // A tensor of f64 values. `Value` is `const double` for inputs (repro::In), `double` for outputs
 // (repro::Out), so that a reference cannot write an input.
 template <typename Value>
 class ReferenceView {
+  // What indexing gives: the input's value, or the output's element.
+  using Element = typename std::conditional<std::is_const<Value>::value, Value&, OutputElement>::type;
+
  public:
   explicit ReferenceView(const ReferenceTensor& tensor) : tensor_(&tensor) {}
 
@@ -68,7 +106,7 @@ class ReferenceView {
 
   // The element at a logical index, one index per dimension; checked against the shape.
   template <typename... Index>
-  Value& operator()(Index... index) const {
+  Element operator()(Index... index) const {
     const int64_t indices[] = {static_cast<int64_t>(index)...};
     constexpr int count = sizeof...(Index);
     if (count != tensor_->rank) reference_index_error(*tensor_, count, indices, -1);
@@ -77,14 +115,23 @@ class ReferenceView {
       if (indices[d] < 0 || indices[d] >= tensor_->shape[d]) reference_index_error(*tensor_, count, indices, d);
       offset += indices[d] * tensor_->strides[d];
     }
-    return tensor_->values[offset];
+    return element(offset);
   }
   template <typename... Index>
-  Value& at(Index... index) const {
+  Element at(Index... index) const {
     return (*this)(index...);
   }
 
  private:
+  template <typename V = Value>
+  typename std::enable_if<std::is_const<V>::value, Element>::type element(int64_t offset) const {
+    return tensor_->values[offset];
+  }
+  template <typename V = Value>
+  typename std::enable_if<!std::is_const<V>::value, Element>::type element(int64_t offset) const {
+    return OutputElement(tensor_->values + offset, tensor_->given == nullptr ? nullptr : tensor_->given + offset);
+  }
+
   const ReferenceTensor* tensor_;
 };
 
