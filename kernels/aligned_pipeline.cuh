@@ -73,7 +73,7 @@ constexpr int kBlockM = 64 * kMathWarpgroups;        // 128 rows: one m64 wgmma 
 constexpr int kBlockK = 64;                          // 64 bf16 = one 128-byte swizzle row
 constexpr int kWgmmaN = 136;                         // the one wgmma shape written out below
 constexpr int kAccumulators = 64 * kWgmmaN / 128;    // 68 f32 per thread
-constexpr int kMaxTilesPerCta = 32;                  // the static tile list's length
+constexpr int kMaxTilesPerCta = 128;                 // the static tile list's length (1 KiB)
 constexpr uint32_t kTensorMapArea = 1024;            // smem[0, 1024): DeepGEMM's tensor maps
 
 // Byte offsets of the dynamic shared memory (the table in the header comment).
