@@ -14,7 +14,9 @@ use repro::async_race::ptx::Site;
 fn instrumented_sites(example: &str) -> Vec<Site> {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("art");
-    let spec = common::repo().join("examples").join(format!("{example}.yaml"));
+    let spec = common::repo()
+        .join("examples")
+        .join(format!("{example}.yaml"));
     let output = Command::cargo_bin("repro")
         .unwrap()
         .args(["run", "--sanitize", "async-race", "--ones", "-o"])
@@ -56,7 +58,10 @@ fn count(sites: &[Site], prefix: &str, file: &str) -> usize {
 fn the_deepgemm_shaped_pipeline_builds_instrumented() {
     let sites = instrumented_sites("async_race_aligned_pipeline");
     for (prefix, file) in [
-        ("wgmma.mma_async.sync.aligned.m64n136k16", "aligned_pipeline.cuh"),
+        (
+            "wgmma.mma_async.sync.aligned.m64n136k16",
+            "aligned_pipeline.cuh",
+        ),
         ("wgmma.wait_group", "aligned_pipeline.cuh"),
         // The one arrival per math warp on the stage's empty barrier (lane 0 after wait_group).
         ("mbarrier.arrive.shared::cta", "aligned_pipeline.cuh"),
@@ -85,12 +90,24 @@ fn the_tensor_map_rewrites_differ_only_in_their_drain() {
     let drains = |example: &str| {
         let sites = instrumented_sites(example);
         assert!(
-            count(&sites, "cp.async.bulk.tensor.3d.global.shared::cta", "aligned_pipeline.cuh") > 0,
+            count(
+                &sites,
+                "cp.async.bulk.tensor.3d.global.shared::cta",
+                "aligned_pipeline.cuh"
+            ) > 0,
             "{example}: no 3-D TMA store: {sites:#?}"
         );
         (
-            count(&sites, "cp.async.bulk.commit_group", "persistent_tma_store.cuh"),
-            count(&sites, "cp.async.bulk.wait_group.read", "persistent_tma_store.cuh"),
+            count(
+                &sites,
+                "cp.async.bulk.commit_group",
+                "persistent_tma_store.cuh",
+            ),
+            count(
+                &sites,
+                "cp.async.bulk.wait_group.read",
+                "persistent_tma_store.cuh",
+            ),
         )
     };
     let no_drain = drains("tensormap_rewrite_no_drain");
