@@ -42,6 +42,7 @@ if wanted quick; then
   check async_race_gemm 0 "sanitize  async-race: 0 races"
   check persistent_tma_store 0 "sanitize  async-race: 0 races"
   check tma_gemm_bf16 0 "sanitize  async-race: 0 races"
+  check async_race_aligned_pipeline 0 "sanitize  async-race: 0 races"
 fi
 
 if wanted checks; then
@@ -50,6 +51,8 @@ if wanted checks; then
   check async_race_load_released_early 6 "the stage was released before the access"
   check async_race_no_proxy_fence 6 "no fence.proxy.async between the write and the store"
   check persistent_tma_store_no_barrier 6 "is not waited for before the write"
+  echo "== issue 62: tensor maps rewritten in global memory while loads through them may be in flight"
+  check tensormap_rewrite_no_drain 6 "tensor map"
   echo "== correct kernels: 0 races"
   check async_race_gemm 0 "sanitize  async-race: 0 races"
   check persistent_tma_store 0 "sanitize  async-race: 0 races"
@@ -57,6 +60,12 @@ if wanted checks; then
   check cutlass_bf16_cooperative 0 "sanitize  async-race: 0 races"
   check cutlass_bf16_pingpong 0 "sanitize  async-race: 0 races"
   check cutlass_fp8_e4m3 0 "sanitize  async-race: 0 races"
+  echo "== issue 62: DeepGEMM's layout (static smem, then extern __align__(1024); one empty arrival per math warp)"
+  check async_race_aligned_pipeline 0 "sanitize  async-race: 0 races"
+  echo "== issue 62: the tensor-map rewrite after the drain (DeepGEMM PR #343), and with tensormap.replace"
+  echo "   before the drain (PR #375's case: not a race by our reading of the PTX model, see the spec)"
+  check tensormap_rewrite_drained 0 "sanitize  async-race: 0 races"
+  check tensormap_rewrite_same_group 0 "sanitize  async-race: 0 races"
   echo "== a second run of a planted race: the same finding (order, not timing)"
   check async_race_store_reused_early 6 "is not waited for before the write"
   echo "== generic-proxy stores into an mbarrier ring (no async proxy: racecheck's domain)"
@@ -68,6 +77,9 @@ if wanted rates; then
   MODES="none bandwidth l2 jitter" REPEAT=20 scripts/race-rates.sh 5 \
     examples/async_race_store_reused_early.yaml examples/async_race_load_released_early.yaml \
     examples/async_race_no_proxy_fence.yaml
+  echo "== issue 62: the tensor-map rewrite without the drain, and its drained control (no delay points: no jitter)"
+  MODES="none bandwidth l2" REPEAT=20 scripts/race-rates.sh 5 \
+    examples/tensormap_rewrite_no_drain.yaml examples/tensormap_rewrite_drained.yaml
 fi
 
 if wanted cost; then
