@@ -16,15 +16,19 @@
 //
 // Shared memory, as DeepGEMM's: a few static __shared__ variables (here the CTA's list of tiles),
 // then `extern __shared__ __align__(1024) uint8_t smem[]`, which the compiler places on the next
-// 1024-byte boundary of the CTA's window after them (the kernel checks it: a 128B-swizzled TMA
-// destination and wgmma's swizzled descriptors both need 1024-byte aligned tiles). Offsets from
-// smem, BN = 136, 4 stages (Layout below):
-//        0 -   1023  the tensor-map area: DeepGEMM keeps its CUtensorMaps here (its k-grouped
-//                    variant edits them; tensormap_rewrite.cuh does). Unused in this kernel.
-//     1024 -  70655  D: the f32 epilogue tile, [128][136], dense (544-byte rows)
-//    70656 - 136191  A stages: 4 x [128][64] bf16, 128B swizzle, 16 KiB each
-//   136192 - 205823  B stages: 4 x [136][64] bf16, 128B swizzle, 17 KiB each
-//   205824 - 205887  full[4], then empty[4]: mbarriers
+// 1024-byte boundary of the CTA's window after them (the kernel checks it). Offsets from smem,
+// BN = 136, 4 stages (Layout below):
+//        0 -    255  the tensor-map area: DeepGEMM's k-grouped variant keeps its two CUtensorMaps
+//                    here and edits them (tensormap_rewrite.cuh does). Unused in this kernel.
+//      256 -  69887  D: the f32 epilogue tile, [128][136], dense (544-byte rows)
+//    69888 - 135423  A stages: 4 x [128][64] bf16, 128B swizzle, 16 KiB each
+//   135424 - 205055  B stages: 4 x [136][64] bf16, 128B swizzle, 17 KiB each
+//   205056 - 205119  full[4], then empty[4]: mbarriers
+// So, as in DeepGEMM's k-grouped kernel, the A and B stages start 256 bytes past a 1024-byte
+// boundary, not on one: the 128B swizzle is a function of the address bits, the same for the TMA
+// that writes a stage and the wgmma that reads it, so a stage needs only 128-byte rows aligned.
+// This is what misled the async-race checker (issue 62): it took a wgmma operand to start at
+// its 1024-byte swizzle atom, 256 bytes before the stage, inside D or the previous stage.
 //
 // Block: 384 threads, three warpgroups. Warpgroups 0 and 1 (warps 0-7) are the math warpgroups:
 // warpgroup w computes rows 64 w .. 64 w + 63 of the 128 x BN tile with wgmma.mma_async
@@ -51,7 +55,7 @@
 // kMaxTilesPerCta of them (the list lives in static shared memory; more traps).
 //
 // Launch: grid (CTAS, 1, 1), CTAS >= 1; block (384, 1, 1); dynamic shared memory
-// aligned_pipeline_kernels::Layout<BN, Stages>::kBytes (205888 B for 136 and 4; above 48 KiB, so
+// aligned_pipeline_kernels::Layout<BN, Stages>::kBytes (205120 B for 136 and 4; above 48 KiB, so
 // cudaFuncAttributeMaxDynamicSharedMemorySize must be raised first). No slack is added for
 // alignment: as in DeepGEMM, the __align__(1024) of the declaration places the dynamic area.
 // Arguments: aligned_pipeline_gemm<BN, Stages>(map_a, map_b, map_d, M, N, K).
@@ -74,7 +78,7 @@ constexpr int kBlockK = 64;                          // 64 bf16 = one 128-byte s
 constexpr int kWgmmaN = 136;                         // the one wgmma shape written out below
 constexpr int kAccumulators = 64 * kWgmmaN / 128;    // 68 f32 per thread
 constexpr int kMaxTilesPerCta = 128;                 // the static tile list's length (1 KiB)
-constexpr uint32_t kTensorMapArea = 1024;            // smem[0, 1024): DeepGEMM's tensor maps
+constexpr uint32_t kTensorMapArea = 256;             // smem[0, 256): DeepGEMM's two tensor maps
 
 // Byte offsets of the dynamic shared memory (the table in the header comment).
 template <int BN, int Stages>
@@ -87,8 +91,8 @@ struct Layout {
     static constexpr uint32_t kB = kA + Stages * kAStageBytes;
     static constexpr uint32_t kBarriers = kB + Stages * kBStageBytes;
     static constexpr uint32_t kBytes = kBarriers + 2 * Stages * sizeof(uint64_t);  // full[], empty[]
-    static_assert(kDBytes % 1024 == 0 && kBStageBytes % 1024 == 0,
-                  "every A and B stage must start on a 1024-byte boundary (128B swizzle)");
+    static_assert(kA % 128 == 0 && kAStageBytes % 1024 == 0 && kBStageBytes % 1024 == 0,
+                  "every A and B stage starts on a 128-byte swizzle row, at one offset modulo 1024");
 };
 
 // Typed views of the dynamic shared memory.
@@ -118,7 +122,8 @@ struct Smem {
 // The wgmma shared-memory descriptor of a K-major, 128B-swizzled tile whose rows are 128 bytes
 // (64 bf16): start address >> 4 (bits 0-13), leading byte offset 16 B (bits 16-29, unused by a
 // swizzled K-major layout), stride byte offset 1024 B between groups of 8 rows (bits 32-45), base
-// offset 0 (the tile is 1024-byte aligned), layout type 1 = 128B swizzle (bits 62-63). Moving
+// offset 0 (as DeepGEMM's, its tiles 256 bytes past a 1024-byte boundary), layout type 1 = 128B
+// swizzle (bits 62-63). Moving
 // along K inside the 128-byte row is adding to the start address, as DeepGEMM's make_smem_desc.
 __device__ __forceinline__ uint64_t smem_desc_k128(const void* tile)
 {
