@@ -13,11 +13,11 @@ use super::folder::one_line;
 use super::shapes;
 use crate::error::Error;
 use crate::generate::compiled_sizes::sizes_fixed_reason;
-use crate::spec::diagnostic::did_you_mean;
 use crate::spec::model::Value;
 use crate::spec::validate::MAX_SPEC_NAME;
 use crate::spec::yaml::{self, SpanMap};
 use crate::spec::{Diagnostic, ResolvedSpec, SpecErrors};
+use repro_text::did_you_mean;
 
 /// Most runs one campaign may hold: a bound on memory and on the results file, checked before
 /// any list is expanded (`sizes:` multiplies its lists).

@@ -6,7 +6,6 @@
 //! nvcc that runs it, which only the build knows (build/runtime.rs).
 
 pub mod command;
-pub mod quote;
 
 use std::path::{Path, PathBuf};
 
