@@ -78,7 +78,7 @@ impl Plan {
 
 /// Loads a spec for a command, telling the user (on stderr) what the spec resolved with warnings.
 pub fn load_spec(path: &Path) -> Result<ResolvedSpec, Error> {
-    let spec = spec::load(path)?;
+    let spec = spec::load(path, &crate::machine::Machine)?;
     for warning in &spec.warnings {
         eprintln!("warning: {warning}");
     }
