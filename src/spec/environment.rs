@@ -327,4 +327,68 @@ reference: { op: gemm, a: A, b: B, out: D }
         assert_eq!(environment.cutlass, Cutlass::NotNeeded);
         assert!(environment.flags_from.is_none());
     }
+
+    /// The compile line and CUTLASS come from the caller's answers, not from files spec reads:
+    /// a log that exists nowhere gives the flags the lookups say it holds, named as the spec
+    /// names it, and a CUTLASS kernel finds the root they give.
+    #[test]
+    fn build_logs_and_cutlass_are_what_the_caller_answers() {
+        struct Told;
+        impl Lookups for Told {
+            fn compile_line(
+                &self,
+                path: &Path,
+                match_pattern: Option<&str>,
+                hints: Vec<String>,
+            ) -> Result<CompileLine, String> {
+                assert_eq!(path, Path::new("/nowhere/logs/build.log"));
+                assert_eq!(match_pattern, Some("gemm.cu"));
+                assert_eq!(hints, ["cutlass/gemm.h", "pure"]);
+                Ok(CompileLine {
+                    origin: "/nowhere/logs/build.log:7 (gemm.cu)".into(),
+                    arch: Some("sm_80".into()),
+                    std: Some("c++20".into()),
+                    flags: vec!["-O3".into()],
+                    include_dirs: Vec::new(),
+                    warnings: vec!["a flag was dropped".into()],
+                })
+            }
+            fn cutlass_root(&self) -> Option<PathBuf> {
+                Some(PathBuf::from("/told/cutlass"))
+            }
+        }
+        let text = SPEC
+            .replace("includes: [k.cuh]", "includes: [cutlass/gemm.h]")
+            .replace(
+                "kernel:",
+                "build: { flags_from: { file: logs/build.log, match: gemm.cu } }\nkernel:",
+            );
+        let (spec, spans) = crate::spec::yaml::parse_spec(&text).expect("parses");
+        let mut environment = Environment::gather(&spec, Path::new("/nowhere"), &Told);
+        assert_eq!(
+            environment.cutlass,
+            Cutlass::Found(PathBuf::from("/told/cutlass"))
+        );
+        environment.include_dirs = vec![Some(PathBuf::from("/nowhere/kernels"))];
+        environment.input_files.insert(
+            "a.npy".into(),
+            InputFile::Regular(PathBuf::from("/nowhere/a.npy")),
+        );
+        let resolved =
+            crate::spec::validate::validate(spec, &spans, Path::new("pure.yaml"), &environment)
+                .unwrap_or_else(|d| {
+                    panic!("{:?}", d.iter().map(|d| &d.message).collect::<Vec<_>>())
+                });
+        assert_eq!(
+            (resolved.build.arch.as_str(), resolved.build.std.as_str()),
+            ("sm_80", "c++20")
+        );
+        assert_eq!(resolved.build.flags, ["-O3"]);
+        assert_eq!(
+            resolved.build.flag_groups[0].origin,
+            "build.flags_from: logs/build.log:7 (gemm.cu)"
+        );
+        assert_eq!(resolved.cutlass, Some(PathBuf::from("/told/cutlass")));
+        assert_eq!(resolved.warnings, ["logs/build.log: a flag was dropped"]);
+    }
 }
