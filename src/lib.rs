@@ -22,6 +22,7 @@ pub mod flags;
 pub mod generate;
 pub mod import;
 pub mod inputs;
+pub mod machine;
 pub mod plan;
 pub mod run;
 pub mod spec;

@@ -145,24 +145,11 @@ pub fn write_for_report(report: &Path) -> Result<Option<PathBuf>, Error> {
         source: std::io::Error::other(e.to_string()),
     })?;
     let partial = path.with_extension("png.partial");
-    let io = |source| Error::Io {
+    repro_text::replace_file(&path, &partial, &bytes).map_err(|e| Error::Io {
         action: "write the heatmap",
         path: path.clone(),
-        source,
-    };
-    // A new file, never one found there (a link planted in its place would be written
-    // through); the rename then replaces whatever is at `path`, a link included, and follows
-    // nothing.
-    let _ = std::fs::remove_file(&partial);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&partial)
-        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes));
-    if let Err(e) = written.and_then(|_| std::fs::rename(&partial, &path)) {
-        let _ = std::fs::remove_file(&partial);
-        return Err(io(e));
-    }
+        source: e.into_source(),
+    })?;
     Ok(Some(path))
 }
 

@@ -5,7 +5,7 @@
 //! it with their arguments. [`super::ptx`] parses the module and writes the calls.
 
 use super::ptx::{bracket, Instruction};
-use crate::capture::layout::split_top_level as split_operands;
+use repro_text::split_top_level as split_operands;
 
 /// Flag bits the hooks take (the device runtime's `repro::async_race::flags`).
 pub mod flags {

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 
 use super::hooks::{plan, type_bits, Arg, Call, Plan, HOOK_PREFIX, PROTOTYPES};
 // Operands split at commas outside `[...]` and `{...}` (a TMA copy's `[map, {x, y}]`).
-use crate::capture::layout::split_top_level as split_operands;
+use repro_text::split_top_level as split_operands;
 
 /// What a hook call site is, for the report.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

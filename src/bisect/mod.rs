@@ -108,7 +108,7 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
     let source = Source {
         repo: repo.clone(),
         inside,
-        work: crate::generate::paths::absolute(&artifact.join(".repro/bisect")),
+        work: repro_text::paths::absolute(&artifact.join(".repro/bisect")),
         nvcc: options.nvcc.clone(),
         spec,
     };

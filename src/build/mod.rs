@@ -233,7 +233,7 @@ pub fn build_variant(
     let compiler = match variant {
         Variant::AsyncRace => {
             let wrapped = crate::async_race::toolkit::wrap(&nvcc.path, &runtime::cache_root())?;
-            let sites = crate::generate::paths::absolute(&dir.join(ASYNC_RACE_SITES));
+            let sites = repro_text::paths::absolute(&dir.join(ASYNC_RACE_SITES));
             environment = crate::async_race::toolkit::environment(&wrapped, &sites);
             fresh_dir = Some(sites);
             wrapped.nvcc
@@ -299,7 +299,7 @@ fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
     compile.run(|output| {
         let (header, function) = match &plan.spec.reference {
             crate::spec::Reference::Custom(c) => (
-                crate::generate::paths::relative_to(&c.source, dir),
+                repro_text::paths::relative_to(&c.source, dir),
                 c.function.clone(),
             ),
             _ => Default::default(),

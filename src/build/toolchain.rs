@@ -51,7 +51,7 @@ pub fn find_nvcc(explicit: Option<&Path>) -> Result<Found, Error> {
         return if p.is_file() {
             // Absolute: nvcc runs in the artifact's folder, not where the user typed the path.
             Ok(Found {
-                path: crate::generate::paths::absolute(p),
+                path: repro_text::paths::absolute(p),
                 how: "--nvcc".into(),
             })
         } else {
@@ -66,7 +66,7 @@ pub fn find_nvcc(explicit: Option<&Path>) -> Result<Found, Error> {
         let resolved = if p.components().count() == 1 {
             on_path(&p.to_string_lossy())
         } else {
-            Some(crate::generate::paths::absolute(&p))
+            Some(repro_text::paths::absolute(&p))
         };
         return match resolved.filter(|p| p.is_file()) {
             Some(path) => Ok(Found {

@@ -12,7 +12,7 @@ use super::toolkit::{Toolkit, TOOLKIT};
 use super::tree::{copy_checked, Claim, Tree};
 use crate::build;
 use crate::error::Error;
-use crate::generate::{self, artifact};
+use crate::generate::artifact;
 use crate::plan::Plan;
 use crate::spec::{InitSource, LaunchKind, Reference, ResolvedSpec};
 
@@ -40,7 +40,7 @@ impl Sources<'_> {
         let read: Vec<PathBuf> = build::parse_depfile(&deps)
             .into_iter()
             .skip(1)
-            .map(|dep| generate::paths::absolute(&self.plan.dir.join(&dep)))
+            .map(|dep| repro_text::paths::absolute(&self.plan.dir.join(&dep)))
             .collect();
         // The toolkit's include folder is where nvcc found cuda_runtime.h, whatever nvcc said
         // of itself (a wrapper that hides `--dryrun`).
@@ -103,7 +103,7 @@ pub fn make_bundle(plan: &Plan, dir: &Path, nvcc: &Path) -> Result<Collected, Er
         plan,
         tree,
         toolkit,
-        artifact: generate::paths::absolute(&plan.dir),
+        artifact: repro_text::paths::absolute(&plan.dir),
     };
     let tree = &sources.tree;
     let mut bundled = spec.clone();

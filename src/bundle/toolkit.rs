@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::generate;
 use crate::spec::ResolvedSpec;
 
 /// Whose headers a left-out folder holds, as the listing and the README say it.
@@ -58,7 +57,7 @@ impl Toolkit {
         let mut roots = Vec::new();
         let mut not_toolkit = Vec::new();
         for (root, whose) in found {
-            let lexical = generate::paths::absolute(&root);
+            let lexical = repro_text::paths::absolute(&root);
             let canonical = root.canonicalize().unwrap_or_else(|_| lexical.clone());
             // A folder above the spec or one of its include dirs would swallow the kernel's own
             // headers (a CUTLASS include dir is the exception: it is the include dir itself).

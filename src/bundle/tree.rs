@@ -47,7 +47,7 @@ impl Tree {
     /// `path` as the sender knows it: relative to the spec's folder (`../kernels/x.cuh`). The
     /// listing and the README say it; relative, so no folder above the spec's goes in.
     pub fn origin(&self, path: &Path) -> String {
-        let path = crate::generate::paths::absolute(path);
+        let path = repro_text::paths::absolute(path);
         pathdiff::diff_paths(&path, &self.spec_dir)
             .unwrap_or(path)
             .display()
@@ -65,7 +65,7 @@ impl Tree {
         claim: Claim,
     ) -> Result<PathBuf, Error> {
         // `generated/x/../../d1/x.npy`, as an artifact's spec names it, is `d1/x.npy`.
-        let path = &crate::generate::paths::absolute(path);
+        let path = &repro_text::paths::absolute(path);
         let refuse = |why: String, fix: &'static str| BundleError::Refused {
             file: self.origin(path),
             reached_by: reached_by.to_string(),

@@ -13,11 +13,11 @@ use super::folder::one_line;
 use super::shapes;
 use crate::error::Error;
 use crate::generate::compiled_sizes::sizes_fixed_reason;
-use crate::spec::diagnostic::did_you_mean;
 use crate::spec::model::Value;
 use crate::spec::validate::MAX_SPEC_NAME;
 use crate::spec::yaml::{self, SpanMap};
 use crate::spec::{Diagnostic, ResolvedSpec, SpecErrors};
+use repro_text::did_you_mean;
 
 /// Most runs one campaign may hold: a bound on memory and on the results file, checked before
 /// any list is expanded (`sizes:` multiplies its lists).
@@ -584,7 +584,7 @@ impl Reader<'_> {
         }
         if !variant.add_flags.is_empty() && model.build.flags_from.is_some() {
             // The log's flags spelled out, so that the variant can add to them.
-            let resolved = crate::spec::load(spec_path)?;
+            let resolved = crate::spec::load(spec_path, &crate::machine::Machine)?;
             model.build.flags = resolved.build.flags;
             model.build.arch = Some(resolved.build.arch);
             model.build.flags_from = None;
@@ -598,7 +598,7 @@ impl Reader<'_> {
         }
         let derived = yaml::to_yaml(&model);
         let dir = spec_path.parent().unwrap_or(Path::new("."));
-        match crate::spec::load_text(spec_path, &derived, dir) {
+        match crate::spec::load_text(spec_path, &derived, dir, &crate::machine::Machine) {
             Ok(spec) => Ok(Some(spec)),
             Err(Error::Spec(errors)) => {
                 let first = errors

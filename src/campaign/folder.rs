@@ -66,16 +66,7 @@ fn open(
     let file = match options.open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            // O_NOFOLLOW on a link fails with ELOOP; a fifo or device opens (non-blocking) and is
-            // refused below, but one opened to write may fail first (ENXIO): name what it is.
-            if let Ok(meta) = std::fs::symlink_metadata(path) {
-                if let Some(what) = not_a_file(&meta) {
-                    return Err(refused(path, None, format!("{what}, not a file; refused")));
-                }
-            }
-            return Err(Error::io("open", path)(e));
-        }
+        Err(e) => return Err(open_error(path, e)),
     };
     let meta = file.metadata().map_err(Error::io("read", path))?;
     if let Some(what) = not_a_file(&meta) {
@@ -93,6 +84,18 @@ fn open(
         }
     }
     Ok(Some(file))
+}
+
+/// Why `path` did not open: O_NOFOLLOW on a link fails with ELOOP; a fifo or device opens
+/// (non-blocking) and is refused after the open, but one opened to write may fail first (ENXIO):
+/// name what it is.
+fn open_error(path: &Path, e: std::io::Error) -> Error {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if let Some(what) = not_a_file(&meta) {
+            return refused(path, None, format!("{what}, not a file; refused"));
+        }
+    }
+    Error::io("open", path)(e)
 }
 
 /// `path` opened for appending (created when missing, as a new file of ours).
@@ -235,25 +238,15 @@ pub fn real_dir(dir: &Path) -> Result<(), Error> {
 /// Writes `bytes` as the file `path`: into a new file beside it, renamed over it, so that a
 /// reader never sees half of it and a link in its place is replaced rather than followed.
 pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    use std::io::Write;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let partial = path.with_file_name(format!(".{name}.{}.partial", std::process::id()));
-    // A partial file left by a killed process (or planted) goes first: the new one is created,
-    // never opened as it is.
-    let _ = std::fs::remove_file(&partial);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    let mut file = open(&partial, &mut options, true)?.expect("created");
-    let written = file.write_all(bytes).and_then(|_| file.flush());
-    drop(file);
-    if let Err(e) = written.and_then(|_| std::fs::rename(&partial, path)) {
-        let _ = std::fs::remove_file(&partial);
-        return Err(Error::io("write", path)(e));
-    }
-    Ok(())
+    repro_text::replace_file(path, &partial, bytes).map_err(|e| match e {
+        repro_text::ReplaceError::Create { partial, source } => open_error(&partial, source),
+        repro_text::ReplaceError::Write(source) => Error::io("write", path)(source),
+    })
 }
 
 // What a record says is printed through the spec errors' escaping, one rule for every text

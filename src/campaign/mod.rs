@@ -77,7 +77,7 @@ pub fn campaign(options: &CampaignOptions) -> Result<u8, Error> {
     let keys: Vec<String> = campaign.runs.iter().map(|r| r.key.text()).collect();
     results.write_info(&CampaignInfo {
         name: campaign.name.clone(),
-        file: crate::generate::paths::absolute(&options.file),
+        file: repro_text::paths::absolute(&options.file),
         runs: keys.clone(),
     })?;
     let recorded = results::latest(results::read_records(&results.path(results::RESULTS_FILE))?);

@@ -12,7 +12,7 @@ use super::folder::one_line;
 use super::CampaignError;
 use crate::error::Error;
 use crate::file_kind::{read_regular, ReadError};
-use crate::spec::diagnostic::did_you_mean;
+use repro_text::did_you_mean;
 
 /// Largest shapes file read: a hundred thousand shapes of a few sizes is about 3 MiB.
 const MAX_BYTES: u64 = 64 << 20;

@@ -18,7 +18,7 @@ use super::execute::{self, Job};
 use super::results::{self, Record, SlurmTask};
 use super::CampaignError;
 use crate::error::Error;
-use crate::plan::quote::shell_quote;
+use repro_text::quote::shell_quote;
 
 /// How to submit.
 #[derive(Debug, Clone)]

@@ -9,6 +9,8 @@
 use crate::import::cuda::{KernelDecl, ParamType};
 use crate::spec::dtype::DType;
 
+use repro_text::split_top_level;
+
 use super::record::{Capture, CapturedTensorMap};
 
 /// The parts of a demangled kernel name: `void ns::k<1, float>(float*, int)`.
@@ -17,30 +19,6 @@ pub struct Demangled {
     pub name: String,
     pub template_args: Vec<String>,
     pub params: Vec<String>,
-}
-
-/// Splits `text` at commas outside brackets (also PTX operands, src/async_race/).
-pub(crate) fn split_top_level(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut current = String::new();
-    for c in text.chars() {
-        match c {
-            '<' | '(' | '[' | '{' => depth += 1,
-            '>' | ')' | ']' | '}' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(current.trim().to_string());
-                current.clear();
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
-    }
-    if !current.trim().is_empty() {
-        out.push(current.trim().to_string());
-    }
-    out
 }
 
 /// The index of the bracket that opens the one closing at `close` (both of `open`/`shut`).

@@ -433,7 +433,7 @@ pub fn write(
     if let (Some((decl, _)), "global") = (&request.source, kind) {
         let file = &decl.path;
         let dir = file.parent().unwrap_or(Path::new("."));
-        let dir = crate::generate::paths::relative_to(
+        let dir = repro_text::paths::relative_to(
             &std::fs::canonicalize(dir).unwrap_or(dir.to_path_buf()),
             &std::fs::canonicalize(out).unwrap_or(out.to_path_buf()),
         );

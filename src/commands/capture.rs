@@ -71,7 +71,7 @@ impl CaptureArgs {
         let command = self
             .program
             .iter()
-            .map(|a| crate::plan::quote::shell_quote(a))
+            .map(|a| repro_text::quote::shell_quote(a))
             .collect::<Vec<_>>()
             .join(" ");
         crate::capture::capture(CaptureRequest {

@@ -37,6 +37,11 @@ impl FlagsArgs {
             (None, Some(line)) => Source::Line(line),
             (None, None) => unreachable!("clap requires one of --from-log and --line"),
         };
-        crate::flags::command::flags(&source, self.match_pattern.as_deref(), self.spec.as_deref())
+        crate::flags::command::flags(
+            &source,
+            self.match_pattern.as_deref(),
+            self.spec.as_deref(),
+            &crate::machine::Machine,
+        )
     }
 }

@@ -15,15 +15,18 @@ pub enum Source {
 }
 
 /// Prints the production flags of the nvcc invocation in `source` that `match_pattern` (or the
-/// kernel of the spec at `spec`) picks: a kept/dropped table and a `build:` block.
+/// kernel of the spec at `spec`) picks: a kept/dropped table and a `build:` block. The spec is
+/// loaded with the `lookups` that commands/ passes (this machine): src/machine.rs answers a
+/// spec's questions with flags, so flags naming it would make an import loop.
 pub fn flags(
     source: &Source,
     match_pattern: Option<&str>,
     spec: Option<&Path>,
+    lookups: &dyn crate::spec::Lookups,
 ) -> Result<u8, Error> {
     let mut hints = Vec::new();
     if let Some(spec_path) = spec {
-        let spec = crate::spec::load(spec_path)?;
+        let spec = crate::spec::load(spec_path, lookups)?;
         hints.extend(spec.includes.iter().cloned());
         hints.push(spec.name().to_string());
     }

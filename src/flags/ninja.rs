@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use super::log::find_command;
 use super::{extract::is_source, Invocation};
-use crate::plan::quote::shell_quote;
+use repro_text::quote::shell_quote;
 
 type Vars = HashMap<String, String>;
 

@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use super::{Extraction, Verdict};
-use crate::plan::quote::shell_quote;
 use crate::spec::yaml::{scalar, Context};
+use repro_text::quote::shell_quote;
 
 /// A value of the `build:` block, which is block YAML.
 fn yaml_scalar(text: &str) -> String {

@@ -171,7 +171,7 @@ pub fn write(artifact: &Artifact, spec_path: &Path, force: bool) -> Result<Write
     }
     let manifest = Manifest {
         generator: format!("repro {}", env!("CARGO_PKG_VERSION")),
-        spec: super::paths::relative_to(spec_path, dir),
+        spec: repro_text::paths::relative_to(spec_path, dir),
         files: artifact
             .files
             .iter()

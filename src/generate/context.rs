@@ -6,14 +6,14 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::compiled_sizes::{compiled_size_uses, sizes_fixed_reason};
-use super::paths::relative_to;
 use crate::error::Error;
 use crate::plan::command::{ArgGroup, BuildCommand, RUNTIME_FLAGS};
-use crate::plan::quote::{
-    cmake_cache_path, cmake_include_dir, cmake_quote, cmake_shell_option, comment_text, shell_quote,
-};
 use crate::spec::model::GroupedLayout;
 use crate::spec::{KernelArg, LaunchKind, Reference, ResolvedSpec, TmaDescriptor};
+use repro_text::paths::relative_to;
+use repro_text::quote::{
+    cmake_cache_path, cmake_include_dir, cmake_quote, cmake_shell_option, comment_text, shell_quote,
+};
 
 #[derive(Debug, Serialize)]
 pub struct HarnessContext {
@@ -893,7 +893,7 @@ struct CmakeValues {
 /// folders are not checked there yet. Either way repro should have said so at the spec, so
 /// generation stops as a bug in repro, naming the value.
 fn cmake_values(command: &BuildCommand, include_dirs: &[String]) -> Result<CmakeValues, Error> {
-    let refuse = |what: &str, e: crate::plan::quote::Unrepresentable| {
+    let refuse = |what: &str, e: repro_text::quote::Unrepresentable| {
         Error::Internal(format!(
             "{what} {e}; the spec should have been refused before CMakeLists.txt was written"
         ))

@@ -6,7 +6,6 @@
 pub mod artifact;
 pub mod compiled_sizes;
 pub mod context;
-pub mod paths;
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +14,7 @@ use tera::Tera;
 use crate::error::Error;
 use crate::plan::command::BuildCommand;
 use crate::spec::ResolvedSpec;
+use repro_text::paths;
 
 /// The runtime library's sources, as every artifact carries them in `runtime/` (identical in every
 /// artifact of one repro version): the headers harness.cu includes (`include/repro/`) and the

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::skeleton::Skeleton;
 use crate::error::{exit, Error};
-use crate::generate::paths::relative_to;
+use repro_text::paths::relative_to;
 
 /// `repro import rust`: the skeleton of the launch site in `file` (of `kernel` when it launches
 /// several), with `search` the folder where the kernels may be loaded; or, with `list`, the

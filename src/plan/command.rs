@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use std::path::Path;
 
-use crate::generate::paths::relative_to;
 use crate::spec::{FlagGroup, ResolvedSpec};
+use repro_text::paths::relative_to;
 
 /// One group of nvcc arguments and where they came from (shown as a comment in build.sh).
 #[derive(Debug, Clone, Serialize)]

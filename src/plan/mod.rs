@@ -6,7 +6,6 @@
 //! nvcc that runs it, which only the build knows (build/runtime.rs).
 
 pub mod command;
-pub mod quote;
 
 use std::path::{Path, PathBuf};
 
@@ -79,7 +78,7 @@ impl Plan {
 
 /// Loads a spec for a command, telling the user (on stderr) what the spec resolved with warnings.
 pub fn load_spec(path: &Path) -> Result<ResolvedSpec, Error> {
-    let spec = spec::load(path)?;
+    let spec = spec::load(path, &crate::machine::Machine)?;
     for warning in &spec.warnings {
         eprintln!("warning: {warning}");
     }

@@ -387,7 +387,7 @@ pub(crate) fn report_path(
     artifact: &std::path::Path,
 ) -> Result<std::path::PathBuf, Error> {
     match json {
-        Some(p) => Ok(crate::generate::paths::absolute(p)),
+        Some(p) => Ok(repro_text::paths::absolute(p)),
         None => state_path(artifact, "run", "report.json"),
     }
 }
@@ -405,14 +405,14 @@ pub(crate) fn state_path(
         path: dir.clone(),
         source,
     })?;
-    Ok(crate::generate::paths::absolute(&dir.join(file)))
+    Ok(repro_text::paths::absolute(&dir.join(file)))
 }
 
 /// `--reference-cache DIR` for the harness: the artifact's `.repro/cache/reference/`, where a
 /// reference computed once serves every rerun with the same operands (the kernel may change
 /// between them; the reference does not).
 fn reference_cache_arguments(artifact: &std::path::Path) -> Vec<String> {
-    let dir = crate::generate::paths::absolute(&artifact.join(".repro/cache/reference"));
+    let dir = repro_text::paths::absolute(&artifact.join(".repro/cache/reference"));
     opt::REFERENCE_CACHE.with(dir.display()).to_vec()
 }
 
@@ -451,7 +451,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
         None => (Command::new(&binary), None),
         Some(sanitize::Tool::AsyncRace) => {
             // The instrumented harness itself, told where to write its findings.
-            let findings = crate::generate::paths::absolute(&plan.dir.join(ASYNC_RACE_FINDINGS));
+            let findings = repro_text::paths::absolute(&plan.dir.join(ASYNC_RACE_FINDINGS));
             let _ = std::fs::remove_file(&findings);
             eprintln!(
                 "sanitize: async-race (the kernel's PTX instrumented; findings {})",
@@ -475,7 +475,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
                 .dir
                 .join(format!(".repro/build/sanitizer-{}.log", tool.name()));
             let _ = std::fs::remove_file(&log);
-            let log = crate::generate::paths::absolute(&log);
+            let log = repro_text::paths::absolute(&log);
             let mut command = Command::new(&sanitizer);
             command
                 .args(sanitize::arguments(
@@ -497,7 +497,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
     let mut harness_args = options.inputs.arguments();
     harness_args.extend(checks.arguments(&plan.dir));
     if let Some(dump) = &options.dump {
-        harness_args.extend(opt::DUMP.with(crate::generate::paths::absolute(dump).display()));
+        harness_args.extend(opt::DUMP.with(repro_text::paths::absolute(dump).display()));
     }
     // The JSON report always: the heatmap is drawn from it.
     let report = report_path(options.json.as_deref(), &plan.dir)?;

@@ -94,7 +94,7 @@ impl<'a> Validator<'a> {
                             .iter()
                             .map(|w| format!("{}: {w}", from.file)),
                     );
-                    let kept = extraction.kept_flags();
+                    let kept = extraction.flags.clone();
                     for (j, flag) in kept.iter().enumerate() {
                         let previous = j.checked_sub(1).map(|p| kept[p].as_str());
                         if let Some(refused) = refused_option(flag, previous) {

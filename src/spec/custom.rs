@@ -300,7 +300,7 @@ impl Validator<'_> {
             self.error(field, problem)
         };
         diagnostic.help = Some(
-            match super::diagnostic::did_you_mean(name, output_names.iter().copied()) {
+            match repro_text::did_you_mean(name, output_names.iter().copied()) {
                 Some(best) if best != name => format!("did you mean `{best}`?"),
                 _ => format!("the outputs are: {}", output_names.join(", ")),
             },
@@ -350,7 +350,7 @@ impl Validator<'_> {
                         outputs.iter().map(|&i| tensors[i].name.as_str()).collect();
                     self.key_error(&field, format!("`{name}` is not a declared tensor"))
                         .help = Some(
-                        match super::diagnostic::did_you_mean(name, outputs.iter().copied()) {
+                        match repro_text::did_you_mean(name, outputs.iter().copied()) {
                             Some(best) => format!("did you mean `{best}`?"),
                             None => format!("the outputs are: {}", outputs.join(", ")),
                         },

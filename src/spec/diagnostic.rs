@@ -252,19 +252,6 @@ fn shown_char(c: char) -> String {
     }
 }
 
-/// The closest candidate to `word`, if one is close enough to be a plausible typo.
-pub fn did_you_mean<'a>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(word, c), c))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

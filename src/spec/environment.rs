@@ -3,11 +3,51 @@
 //! line `build.flags_from` names, and where CUTLASS is. Validation (validate.rs) reads only the
 //! spec and this value, so it touches no file system and answers the same for the same input;
 //! a test can hand it an environment made up by hand.
+//!
+//! spec is the foundation: it reads no build log and looks for no toolchain itself. What only the
+//! layers above know (the production compile line a build log holds, flags/; where this machine's
+//! CUTLASS is, build/toolchain.rs) is asked of the caller through [`Lookups`], which whoever
+//! loads a spec passes in (src/machine.rs answers for this machine). This module may import
+//! nothing of repro above spec.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::model::{InitPattern, KernelKind, Spec};
+
+/// What a spec needs to know that only the layers above it can tell: the caller that loads a spec
+/// answers (src/machine.rs for this machine; a test may answer by hand).
+pub trait Lookups {
+    /// The production compile line in the build log, compile_commands.json or command file at
+    /// `path`: the one `match_pattern` selects, with `hints` (the spec's includes and name) to
+    /// pick among several. The error is the message to show, naming `path` as given.
+    fn compile_line(
+        &self,
+        path: &Path,
+        match_pattern: Option<&str>,
+        hints: Vec<String>,
+    ) -> Result<CompileLine, String>;
+    /// The CUTLASS root this machine provides (the folder holding include/ and
+    /// tools/util/include/), if any.
+    fn cutlass_root(&self) -> Option<PathBuf>;
+}
+
+/// The parts of a production compile line that a spec takes: what `build.flags_from` gives.
+#[derive(Debug, Clone, Default)]
+pub struct CompileLine {
+    /// Where the line is, e.g. `logs/build.log:42 (csrc/gemm.cu)`, with the log's path as given.
+    pub origin: String,
+    /// The target (`sm_90a`) from `-arch` or `-gencode`.
+    pub arch: Option<String>,
+    /// The C++ dialect (`c++17`) from `-std`.
+    pub std: Option<String>,
+    /// The flags the harness build keeps, in order.
+    pub flags: Vec<String>,
+    /// The line's include directories that exist on this machine, in order.
+    pub include_dirs: Vec<PathBuf>,
+    /// What the reading noticed, to pass on to the user.
+    pub warnings: Vec<String>,
+}
 
 /// What the file system and the toolchain said about the paths a spec names.
 #[derive(Debug, Clone, Default)]
@@ -42,7 +82,7 @@ pub enum InputFile {
 /// The production compile line read off `build.flags_from`.
 #[derive(Debug, Clone)]
 pub struct FlagsFromLine {
-    pub extraction: crate::flags::Extraction,
+    pub extraction: CompileLine,
     /// The line's include directories that exist here and are not the CUDA toolkit's own
     /// (nvcc adds those itself, at a path that differs from machine to machine).
     pub include_dirs: Vec<PathBuf>,
@@ -65,9 +105,10 @@ pub enum Cutlass {
 }
 
 impl Environment {
-    /// Looks up everything `spec` names, relative to `dir`. Never fails: what is missing is
-    /// recorded, and validation reports it at the field that named it.
-    pub fn gather(spec: &Spec, dir: &Path) -> Environment {
+    /// Looks up everything `spec` names, relative to `dir`, asking `lookups` what only the layers
+    /// above spec know. Never fails: what is missing is recorded, and validation reports it at
+    /// the field that named it.
+    pub fn gather(spec: &Spec, dir: &Path, lookups: &dyn Lookups) -> Environment {
         let include_dirs = spec
             .source
             .include_dirs
@@ -118,27 +159,20 @@ impl Environment {
             let path = dir.join(&from.file);
             let mut hints: Vec<String> = spec.source.includes.clone();
             hints.push(spec.name.clone());
-            let selector = crate::flags::Selector {
-                match_pattern: from.match_pattern.clone(),
-                hints,
-            };
-            crate::flags::read_input(&path)
-                .and_then(|input| crate::flags::extract(&input, &selector))
+            lookups
+                .compile_line(&path, from.match_pattern.as_deref(), hints)
                 .map(|extraction| FlagsFromLine {
                     include_dirs: extraction
                         .include_dirs
                         .iter()
-                        .filter(|d| d.exists && !is_cuda_toolkit_include(&d.path))
-                        .map(|d| d.path.clone())
+                        .filter(|d| !is_cuda_toolkit_include(d))
+                        .cloned()
                         .collect(),
                     extraction,
                     path: path.clone(),
                 })
                 // Named as the spec names it: the message is the same on every machine.
-                .map_err(|e| {
-                    e.to_string()
-                        .replace(&path.display().to_string(), &from.file)
-                })
+                .map_err(|e| e.replace(&path.display().to_string(), &from.file))
         });
         let cutlass = if !needs_cutlass(spec) {
             Cutlass::NotNeeded
@@ -150,9 +184,7 @@ impl Environment {
         {
             Cutlass::InSpec
         } else {
-            match crate::build::toolchain::find_cutlass()
-                .and_then(|found| found.path.parent().map(Path::to_path_buf))
-            {
+            match lookups.cutlass_root() {
                 Some(root) => Cutlass::Found(root),
                 None => Cutlass::Missing,
             }
@@ -272,7 +304,21 @@ reference: { op: gemm, a: A, b: B, out: D }
     #[test]
     fn gather_records_what_is_missing_without_failing() {
         let (spec, _) = crate::spec::yaml::parse_spec(SPEC).expect("parses");
-        let environment = Environment::gather(&spec, Path::new("/nonexistent-repro-dir"));
+        struct Nothing;
+        impl Lookups for Nothing {
+            fn compile_line(
+                &self,
+                _: &Path,
+                _: Option<&str>,
+                _: Vec<String>,
+            ) -> Result<CompileLine, String> {
+                unreachable!("the spec has no flags_from")
+            }
+            fn cutlass_root(&self) -> Option<PathBuf> {
+                unreachable!("the spec needs no CUTLASS")
+            }
+        }
+        let environment = Environment::gather(&spec, Path::new("/nonexistent-repro-dir"), &Nothing);
         assert_eq!(environment.include_dirs, [None]);
         assert!(matches!(
             environment.input_files.get("a.npy"),
@@ -280,5 +326,69 @@ reference: { op: gemm, a: A, b: B, out: D }
         ));
         assert_eq!(environment.cutlass, Cutlass::NotNeeded);
         assert!(environment.flags_from.is_none());
+    }
+
+    /// The compile line and CUTLASS come from the caller's answers, not from files spec reads:
+    /// a log that exists nowhere gives the flags the lookups say it holds, named as the spec
+    /// names it, and a CUTLASS kernel finds the root they give.
+    #[test]
+    fn build_logs_and_cutlass_are_what_the_caller_answers() {
+        struct Told;
+        impl Lookups for Told {
+            fn compile_line(
+                &self,
+                path: &Path,
+                match_pattern: Option<&str>,
+                hints: Vec<String>,
+            ) -> Result<CompileLine, String> {
+                assert_eq!(path, Path::new("/nowhere/logs/build.log"));
+                assert_eq!(match_pattern, Some("gemm.cu"));
+                assert_eq!(hints, ["cutlass/gemm.h", "pure"]);
+                Ok(CompileLine {
+                    origin: "/nowhere/logs/build.log:7 (gemm.cu)".into(),
+                    arch: Some("sm_80".into()),
+                    std: Some("c++20".into()),
+                    flags: vec!["-O3".into()],
+                    include_dirs: Vec::new(),
+                    warnings: vec!["a flag was dropped".into()],
+                })
+            }
+            fn cutlass_root(&self) -> Option<PathBuf> {
+                Some(PathBuf::from("/told/cutlass"))
+            }
+        }
+        let text = SPEC
+            .replace("includes: [k.cuh]", "includes: [cutlass/gemm.h]")
+            .replace(
+                "kernel:",
+                "build: { flags_from: { file: logs/build.log, match: gemm.cu } }\nkernel:",
+            );
+        let (spec, spans) = crate::spec::yaml::parse_spec(&text).expect("parses");
+        let mut environment = Environment::gather(&spec, Path::new("/nowhere"), &Told);
+        assert_eq!(
+            environment.cutlass,
+            Cutlass::Found(PathBuf::from("/told/cutlass"))
+        );
+        environment.include_dirs = vec![Some(PathBuf::from("/nowhere/kernels"))];
+        environment.input_files.insert(
+            "a.npy".into(),
+            InputFile::Regular(PathBuf::from("/nowhere/a.npy")),
+        );
+        let resolved =
+            crate::spec::validate::validate(spec, &spans, Path::new("pure.yaml"), &environment)
+                .unwrap_or_else(|d| {
+                    panic!("{:?}", d.iter().map(|d| &d.message).collect::<Vec<_>>())
+                });
+        assert_eq!(
+            (resolved.build.arch.as_str(), resolved.build.std.as_str()),
+            ("sm_80", "c++20")
+        );
+        assert_eq!(resolved.build.flags, ["-O3"]);
+        assert_eq!(
+            resolved.build.flag_groups[0].origin,
+            "build.flags_from: logs/build.log:7 (gemm.cu)"
+        );
+        assert_eq!(resolved.cutlass, Some(PathBuf::from("/told/cutlass")));
+        assert_eq!(resolved.warnings, ["logs/build.log: a flag was dropped"]);
     }
 }

@@ -5,10 +5,10 @@
 //! grouped layouts are in scaled_grouped.rs, attention in attention.rs, custom and file
 //! references in custom.rs.
 
-use super::diagnostic::did_you_mean;
 use super::dtype::DType;
 use super::resolved::{Reference, ReferenceGemm, TensorSpecResolved};
 use super::validate::Validator;
+use repro_text::did_you_mean;
 
 impl Validator<'_> {
     /// `reference.tile`: (tile_m, tile_n, tile_k), the whole [m, n] output and no K tile when

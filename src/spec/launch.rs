@@ -6,12 +6,12 @@
 
 use indexmap::IndexMap;
 
-use super::diagnostic::did_you_mean;
 use super::environment::Cutlass;
 use super::expr;
 use super::model::{GroupedLayout, KernelKind, ScaleFormat, Value};
 use super::resolved::{KernelArg, KernelLaunch, LaunchKind, TensorSpecResolved, TmaDescriptor};
 use super::validate::Validator;
+use repro_text::did_you_mean;
 
 /// Largest dynamic shared memory a block may ask for on sm_90 (227 KiB).
 const SM90_MAX_DYNAMIC_SMEM: i64 = 227 * 1024;

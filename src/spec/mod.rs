@@ -27,7 +27,7 @@ pub mod yaml;
 use std::path::Path;
 
 pub use diagnostic::{Diagnostic, Location, SpecErrors};
-pub use environment::Environment;
+pub use environment::{CompileLine, Environment, Lookups};
 pub use model::Spec;
 pub use replay::{MAX_PARAM_BYTES, TENSOR_MAP_TYPES};
 pub use resolved::*;
@@ -39,23 +39,29 @@ use crate::error::Error;
 /// (`repro scaffold <(generate-spec)`) still works.
 pub const MAX_SPEC_BYTES: u64 = 16 << 20;
 
-/// Reads, parses and validates the spec at `path`.
-pub fn load(path: &Path) -> Result<ResolvedSpec, Error> {
+/// Reads, parses and validates the spec at `path`; `lookups` answers what only the layers above
+/// spec know (src/machine.rs for this machine).
+pub fn load(path: &Path, lookups: &dyn Lookups) -> Result<ResolvedSpec, Error> {
     let text = read_spec_text(path)?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    load_text(path, &text, &dir)
+    load_text(path, &text, &dir, lookups)
 }
 
 /// Parses spec text, looks up what it names relative to `dir` (the one step that reads the file
-/// system: [`Environment::gather`]), and validates it.
-pub fn load_text(path: &Path, text: &str, dir: &Path) -> Result<ResolvedSpec, Error> {
+/// system, and asks `lookups`: [`Environment::gather`]), and validates it.
+pub fn load_text(
+    path: &Path,
+    text: &str,
+    dir: &Path,
+    lookups: &dyn Lookups,
+) -> Result<ResolvedSpec, Error> {
     let (spec, spans) =
         yaml::parse_spec(text).map_err(|d| Error::Spec(SpecErrors::new(path, text, d)))?;
-    let environment = Environment::gather(&spec, dir);
+    let environment = Environment::gather(&spec, dir, lookups);
     validate::validate(spec, &spans, path, &environment)
         .map_err(|diagnostics| Error::Spec(SpecErrors::new(path, text, diagnostics)))
 }

@@ -8,13 +8,13 @@ use std::cmp::Ordering;
 
 use indexmap::IndexMap;
 
-use super::diagnostic::did_you_mean;
 use super::environment::InputFile;
 use super::expr::{self, ExprError};
 use super::model::{Generator, InitPattern, Layout, TensorSpec, Value};
 use super::names::identifier_problem;
 use super::resolved::{InitResolved, InitSource, TensorSpecResolved};
 use super::validate::{is_positive, Validator};
+use repro_text::did_you_mean;
 
 /// Largest tensor, in bytes (256 TiB): far above any GPU's memory, far below where 64-bit
 /// element and byte counts overflow.

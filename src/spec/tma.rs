@@ -8,11 +8,11 @@
 
 use indexmap::IndexMap;
 
-use super::diagnostic::did_you_mean;
 use super::dtype::DType;
 use super::model::{TmaInterleave, TmaOobFill, TmaSpec, TmaSwizzle, Value};
 use super::resolved::{TensorSpecResolved, TmaDescriptor};
 use super::validate::Validator;
+use repro_text::did_you_mean;
 
 /// Limits from the cuTensorMapEncodeTiled documentation (CUDA 12/13 driver API).
 const MAX_RANK: usize = 5;

@@ -16,8 +16,9 @@ use std::collections::HashMap;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, ScanError};
 
-use super::diagnostic::{did_you_mean, Diagnostic, Location};
+use super::diagnostic::{Diagnostic, Location};
 use super::model::Spec;
+use repro_text::did_you_mean;
 
 /// Where each value (and each mapping key) of a YAML document was written.
 #[derive(Debug, Default, Clone)]

@@ -130,7 +130,7 @@ fn a_view_on_the_output_alone_splits_the_shared_segment_per_parameter() {
     assert_eq!(k[k.len() - 256..], before[256..512]);
     // The spec loads: the reference's `block` is checked against `o`, the output it judges.
     std::fs::write(out.join("o.npy"), b"").unwrap();
-    repro::spec::load(&written.spec).unwrap();
+    repro::spec::load(&written.spec, &repro::machine::Machine).unwrap();
 }
 
 #[test]

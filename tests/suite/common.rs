@@ -163,7 +163,8 @@ pub fn assert_emitted_inputs_match(harness: &Path, spec: &Path, dir: &Path) {
         "{} --emit-inputs: {status}",
         harness.display()
     );
-    let loaded = repro::spec::load(spec).unwrap_or_else(|e| panic!("{e}"));
+    let loaded =
+        repro::spec::load(spec, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
     for (index, tensor) in loaded.tensors.iter().enumerate().filter(|(_, t)| !t.output) {
         let npy = std::fs::read(dir.join(format!("{}.npy", tensor.name))).unwrap();
         let expected = repro::inputs::input_bits(&loaded, index);
@@ -180,7 +181,12 @@ pub fn assert_emitted_inputs_match(harness: &Path, spec: &Path, dir: &Path) {
 /// A spec text loaded as `bad.yaml` in examples/ (so `../kernels` resolves), for the spec-error
 /// tests.
 pub fn load_spec_text(text: &str) -> Result<repro::spec::ResolvedSpec, repro::error::Error> {
-    repro::spec::load_text(Path::new("bad.yaml"), text, &repo().join("examples"))
+    repro::spec::load_text(
+        Path::new("bad.yaml"),
+        text,
+        &repo().join("examples"),
+        &repro::machine::Machine,
+    )
 }
 
 /// The rendered error for `text`, which must fail with exit code 2.

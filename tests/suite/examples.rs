@@ -24,7 +24,8 @@ fn example_specs() -> Vec<PathBuf> {
 #[test]
 fn every_example_is_valid_and_named_after_its_file() {
     for path in example_specs() {
-        let spec = repro::spec::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let spec =
+            repro::spec::load(&path, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             Some(spec.name()),
             path.file_stem().and_then(|s| s.to_str()),
@@ -60,7 +61,7 @@ fn every_example_is_valid_and_named_after_its_file() {
 fn generated_artifacts_are_current() {
     let mut stale = Vec::new();
     for path in example_specs() {
-        let spec = repro::spec::load(&path).unwrap();
+        let spec = repro::spec::load(&path, &repro::machine::Machine).unwrap();
         let dir = common::repo().join("generated").join(spec.name());
         let plan = repro::plan::Plan::for_spec(spec, dir.clone()).unwrap();
         let artifact = plan.artifact.expect("a spec's plan has its files");
@@ -148,7 +149,8 @@ fn examples_to_compile() -> Vec<PathBuf> {
     specs
         .into_iter()
         .filter(|path| {
-            let spec = repro::spec::load(path).unwrap_or_else(|e| panic!("{e}"));
+            let spec =
+                repro::spec::load(path, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
             let cutlass = matches!(spec.kernel.kind, repro::spec::LaunchKind::Cutlass3 { .. });
             seen.insert((
                 cutlass,

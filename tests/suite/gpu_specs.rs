@@ -31,8 +31,11 @@ fn every_tma_option_builds_with_nvcc_and_reaches_the_encode_call() {
 #[test]
 fn a_tensor_of_every_dtype_builds_with_nvcc() {
     let tmp = tempfile::tempdir().unwrap();
-    let spec = repro::spec::load(&common::repo().join("tests/gpu/every_dtype.yaml"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let spec = repro::spec::load(
+        &common::repo().join("tests/gpu/every_dtype.yaml"),
+        &repro::machine::Machine,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut dtypes: Vec<_> = spec.tensors.iter().map(|t| t.dtype).collect();
     dtypes.sort_by_key(|d| d.name());
     dtypes.dedup();

@@ -71,7 +71,7 @@ fn hostile_flags(markers: &Path) -> Vec<String> {
 /// `repro scaffold` writes it. Returns the resolved spec and the artifact folder.
 fn hostile_artifact(dir: &Path, markers: &Path) -> (repro::spec::ResolvedSpec, PathBuf) {
     let spec_path = common::write_small_spec(dir);
-    let mut spec = repro::spec::load(&spec_path).unwrap();
+    let mut spec = repro::spec::load(&spec_path, &repro::machine::Machine).unwrap();
     let flags = hostile_flags(markers);
     spec.build.flags = flags.clone();
     let group = spec.build.flag_groups.last_mut().unwrap();
@@ -314,7 +314,7 @@ fn generation_refuses_a_control_character_for_cmake() {
     let dir = work.path().join("artifact");
     let injected = "-DX=1\n\ttouch /tmp/make_newline\n".to_string();
 
-    let mut spec = repro::spec::load(&spec_path).unwrap();
+    let mut spec = repro::spec::load(&spec_path, &repro::machine::Machine).unwrap();
     spec.build.flags.push(injected.clone());
     spec.build
         .flag_groups
@@ -332,7 +332,7 @@ fn generation_refuses_a_control_character_for_cmake() {
 
     let folder = work.path().join("inc\n\ttouch x");
     std::fs::create_dir_all(&folder).unwrap();
-    let mut spec = repro::spec::load(&spec_path).unwrap();
+    let mut spec = repro::spec::load(&spec_path, &repro::machine::Machine).unwrap();
     spec.include_dirs.push(folder);
     let command = repro::plan::command::BuildCommand::new(&spec, &dir);
     let error = repro::generate::render(&spec, &dir, &command).unwrap_err();
@@ -343,7 +343,7 @@ fn generation_refuses_a_control_character_for_cmake() {
     );
 
     for root in ["cutlass\r", "cut;lass"] {
-        let mut spec = repro::spec::load(&spec_path).unwrap();
+        let mut spec = repro::spec::load(&spec_path, &repro::machine::Machine).unwrap();
         spec.cutlass = Some(work.path().join(root));
         let command = repro::plan::command::BuildCommand::new(&spec, &dir);
         let error = repro::generate::render(&spec, &dir, &command).unwrap_err();
@@ -381,7 +381,7 @@ fn cmake_passes_hostile_folders_as_build_sh() {
     for sub in ["include", "tools/util/include"] {
         std::fs::create_dir_all(cutlass.join(sub)).unwrap();
     }
-    let mut spec = repro::spec::load(&spec_path).unwrap();
+    let mut spec = repro::spec::load(&spec_path, &repro::machine::Machine).unwrap();
     spec.include_dirs.extend(folders.iter().cloned());
     spec.cutlass = Some(cutlass.clone());
     let command = repro::plan::command::BuildCommand::new(&spec, &dir);

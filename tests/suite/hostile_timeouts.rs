@@ -56,7 +56,7 @@ fn the_longest_timeout_is_taken() {
     let spec = common::write_small_spec(dir.path());
     let text = std::fs::read_to_string(&spec).unwrap();
     std::fs::write(&spec, format!("{text}check: {{ timeout: 86400 }}\n")).unwrap();
-    repro::spec::load(&spec).unwrap_or_else(|e| panic!("{e}"));
+    repro::spec::load(&spec, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
@@ -67,7 +67,9 @@ fn a_spec_timeout_no_duration_holds_is_refused_at_its_line() {
     for value in ["1e300", "86401", ".inf"] {
         let bad = format!("{text}check: {{ timeout: {value} }}\n");
         std::fs::write(&spec, &bad).unwrap();
-        let error = repro::spec::load(&spec).expect_err(value).to_string();
+        let error = repro::spec::load(&spec, &repro::machine::Machine)
+            .expect_err(value)
+            .to_string();
         assert!(
             error.contains("check.timeout") || error.contains("timeout"),
             "{error}"

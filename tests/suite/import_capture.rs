@@ -204,7 +204,7 @@ fn outputs_captured_after_the_launch_become_a_file_reference() {
     let absolute = std::path::absolute(dir).unwrap();
     repro::import::command::capture_with_outputs(&absolute, 0, &["D".into()], Some(&out)).unwrap();
     let written = std::fs::read_to_string(&out).unwrap();
-    let shown = repro::generate::paths::relative_to(&absolute, tmp.path());
+    let shown = repro_text::paths::relative_to(&absolute, tmp.path());
     assert!(
         written.contains(&format!("  expected: {{ D: {shown}/D.0.npy }}\n")),
         "{written}"

@@ -265,7 +265,7 @@ fn every_import_loads_with_the_spec_loader() {
             ),
         )
         .unwrap();
-        let loaded = repro::spec::load(&spec)
+        let loaded = repro::spec::load(&spec, &repro::machine::Machine)
             .unwrap_or_else(|e| panic!("{e}\n{}", std::fs::read_to_string(&spec).unwrap()));
         let names: Vec<&str> = loaded.tensors.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, [input, output]);

@@ -160,7 +160,7 @@ const FIRST_FLAG_LINE: usize = 22;
 /// The loader's error for the spec `spec_with_flags` writes, which must be a spec error (exit 2).
 fn refusal(dir: &Path, flags: &[String]) -> String {
     let spec = spec_with_flags(dir, flags);
-    match repro::spec::load(&spec) {
+    match repro::spec::load(&spec, &repro::machine::Machine) {
         Ok(_) => panic!("the loader accepted {flags:?}"),
         Err(e) => {
             assert_eq!(e.exit_code(), 2, "{flags:?}: {e}");
@@ -290,7 +290,8 @@ fn allowed_flags_reach_nvcc_and_run_nothing() {
     .map(String::from)
     .to_vec();
     let dir = work.path().join("usual");
-    let spec = repro::spec::load(&spec_with_flags(&dir, &usual)).unwrap_or_else(|e| panic!("{e}"));
+    let spec = repro::spec::load(&spec_with_flags(&dir, &usual), &repro::machine::Machine)
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(spec.build.flags.ends_with(&usual), "{:?}", spec.build.flags);
     let refs: Vec<&str> = usual.iter().map(String::as_str).collect();
     let (mark, output) = run_nvcc(work.path(), 0, &refs, Step::Compile, &[]);
@@ -327,7 +328,7 @@ fn allowed_flags_reach_nvcc_and_run_nothing() {
         );
         let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
         let dir = work.path().join(format!("inert{n}"));
-        repro::spec::load(&spec_with_flags(&dir, &flags))
+        repro::spec::load(&spec_with_flags(&dir, &flags), &repro::machine::Machine)
             .unwrap_or_else(|e| panic!("the loader refused {flags:?}: {e}"));
     }
 }
@@ -366,7 +367,7 @@ fn a_flags_from_log_with_a_shell_command_is_refused() {
             "build: { arch: sm_90a, flags_from: build.log }",
         );
         std::fs::write(&spec, &text).unwrap();
-        let error = repro::spec::load(&spec).expect_err(line);
+        let error = repro::spec::load(&spec, &repro::machine::Machine).expect_err(line);
         assert_eq!(error.exit_code(), 2, "{error}");
         let message = error.to_string();
         assert!(message.contains("small_gemm.yaml:19:"), "{message}");
@@ -431,7 +432,7 @@ fn error_for_build(build: &str, files: &[(&str, &str)]) -> String {
         .unwrap()
         .replace("build: { arch: sm_90a, flags: [-O2] }", build);
     std::fs::write(&spec, text).unwrap();
-    let error = repro::spec::load(&spec).expect_err(build);
+    let error = repro::spec::load(&spec, &repro::machine::Machine).expect_err(build);
     assert_eq!(error.exit_code(), 2, "{error}");
     error
         .to_string()

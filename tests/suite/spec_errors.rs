@@ -550,7 +550,7 @@ fn a_spec_name_longer_than_a_folder_name_can_be() {
 
 /// `error_for`, for a spec read from a file in `dir`, with the folder's path replaced by `<dir>`.
 fn error_for_file(dir: &Path, name: &str) -> String {
-    match repro::spec::load(&dir.join(name)) {
+    match repro::spec::load(&dir.join(name), &repro::machine::Machine) {
         Ok(_) => panic!("{name} unexpectedly valid"),
         Err(e) => {
             assert_eq!(e.exit_code(), 2, "spec errors exit 2");
@@ -597,7 +597,12 @@ fn an_input_file_that_is_a_fifo_or_a_device_is_not_a_regular_file() {
          E: { dtype: bf16, shape: [M, N], init: { file: d.npy } }\n  \
          F: { dtype: bf16, shape: [M, N], init: { file: f.npy } }",
     );
-    let error = match repro::spec::load_text(Path::new("bad.yaml"), &text, &spec_dir) {
+    let error = match repro::spec::load_text(
+        Path::new("bad.yaml"),
+        &text,
+        &spec_dir,
+        &repro::machine::Machine,
+    ) {
         Ok(_) => panic!("unexpectedly valid"),
         Err(e) => e.to_string(),
     };

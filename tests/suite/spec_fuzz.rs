@@ -321,14 +321,16 @@ fn check(case: &Case, dir: &Path, sandbox: &Sandbox, what: &str, tally: &mut Tal
         Case::Text(text) => {
             let file = PathBuf::from("fuzz.yaml");
             let outcome = catch_unwind(AssertUnwindSafe(|| {
-                repro::spec::load_text(&file, text, dir)
+                repro::spec::load_text(&file, text, dir, &repro::machine::Machine)
             }));
             (file, outcome, text.clone())
         }
         Case::Bytes(bytes) => {
             let file = sandbox.examples.join("fuzz.yaml");
             std::fs::write(&file, bytes).unwrap();
-            let outcome = catch_unwind(AssertUnwindSafe(|| repro::spec::load(&file)));
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                repro::spec::load(&file, &repro::machine::Machine)
+            }));
             (file, outcome, String::from_utf8_lossy(bytes).into_owned())
         }
     };

@@ -13,9 +13,10 @@ fn a_spec_and_a_campaign_file_may_start_with_a_byte_order_mark() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = common::write_small_spec(tmp.path());
     let text = std::fs::read_to_string(&spec).unwrap();
-    let plain = repro::spec::load(&spec).expect("the small spec loads");
+    let plain = repro::spec::load(&spec, &repro::machine::Machine).expect("the small spec loads");
     std::fs::write(&spec, format!("{BOM}{text}")).unwrap();
-    let marked = repro::spec::load(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let marked =
+        repro::spec::load(&spec, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(marked.name, plain.name);
     assert_eq!(marked.tensors.len(), plain.tensors.len());
 
@@ -37,7 +38,9 @@ fn a_spec_and_a_campaign_file_may_start_with_a_byte_order_mark() {
         format!("{BOM}{}", text.replacen("version: 1", "versio: 1", 1)),
     )
     .unwrap();
-    let error = repro::spec::load(&spec).unwrap_err().to_string();
+    let error = repro::spec::load(&spec, &repro::machine::Machine)
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("small_gemm.yaml:1:1"), "{error}");
 }
 
@@ -81,7 +84,12 @@ fn load_replay(dir: &Path, at: &str) -> Result<repro::spec::ResolvedSpec, repro:
     npy.extend_from_slice(header.as_bytes());
     npy.extend_from_slice(&[0u8; 64]);
     std::fs::write(dir.join("expected.npy"), npy).unwrap();
-    repro::spec::load_text(Path::new("replay.yaml"), &replay_spec(at), dir)
+    repro::spec::load_text(
+        Path::new("replay.yaml"),
+        &replay_spec(at),
+        dir,
+        &repro::machine::Machine,
+    )
 }
 
 #[test]

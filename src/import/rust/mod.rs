@@ -47,10 +47,10 @@ use std::path::Path;
 use syn::visit::Visit;
 
 use super::skeleton::Skeleton;
-use crate::spec::diagnostic::did_you_mean;
 use files::{read_source, search_files};
 use kernels::Elsewhere;
 pub use report::{selectors, Arg, ArgKind, ImportError, LaunchForm, LaunchSite, SiteSummary};
+use repro_text::did_you_mean;
 
 use kernels::{file_tables, Tables};
 use resolve::{FileCtx, Resolver};

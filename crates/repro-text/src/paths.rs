@@ -1,5 +1,6 @@
 //! Path arithmetic for artifacts: everything written into an artifact is relative to the
-//! artifact's own folder, so the folder can be moved, committed and bundled.
+//! artifact's own folder, so the folder can be moved, committed and bundled. Lexical only (the
+//! folder may not exist yet); imports nothing of repro.
 
 use std::path::{Component, Path, PathBuf};
 
