@@ -169,13 +169,16 @@ fn parse(text: &str, table: &HashMap<u32, Site>) -> Findings {
         }
     }
     // The same two source lines can meet through several instructions (an unrolled loop): one
-    // race each, counts and ranges merged.
+    // race each, counts and ranges merged. The same means the whole chain of each side, not its
+    // innermost line: every TMA load of a kernel is one helper's asm (CuTe's
+    // copy_sm90_tma.hpp), and merging by that line alone made one race of a kernel's A, B and
+    // scale loads, named by whichever came first, its range spanning all of them.
     let mut merged: Vec<Race> = Vec::new();
     for race in out.races.drain(..) {
         let same = merged.iter_mut().find(|r| {
             r.kind == race.kind
-                && r.at.locations.first() == race.at.locations.first()
-                && r.against.locations.first() == race.against.locations.first()
+                && r.at.locations == race.at.locations
+                && r.against.locations == race.against.locations
                 && !race.at.locations.is_empty()
         });
         match same {
@@ -404,6 +407,50 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("the async read issued at unit.cu:14 (cp.async.bulk.global.shared::cta.bulk_group) is not waited for before the write at unit.cu:19 (st.shared.f32)"), "{text}");
+    }
+
+    #[test]
+    fn loads_of_one_helper_inlined_at_two_lines_stay_two_races() {
+        // Two TMA loads from one asm helper (the same innermost line), inlined at kernel lines
+        // 223 and 224, against one wgmma: two races, each with its own lines and bytes.
+        let inlined = |id: u32, instruction: &str, helper: (&str, u32), at: u32| {
+            (
+                id,
+                Site {
+                    id,
+                    instruction: instruction.into(),
+                    locations: vec![
+                        Location {
+                            file: helper.0.into(),
+                            line: helper.1,
+                        },
+                        Location {
+                            file: "/k/gemm.cuh".into(),
+                            line: at,
+                        },
+                    ],
+                    function: "k".into(),
+                },
+            )
+        };
+        let load = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes";
+        let table: HashMap<u32, Site> = [
+            inlined(1, load, ("/cute/copy_sm90_tma.hpp", 129), 223),
+            inlined(2, load, ("/cute/copy_sm90_tma.hpp", 129), 224),
+            inlined(3, "wgmma.mma_async", ("/cute/mma_sm90_gmma_ext.hpp", 30816), 292),
+        ]
+        .into_iter()
+        .collect();
+        let text = r#"{"kind": 6, "site": 1, "other_site": 3, "count": 2, "block": [0, 0, 0], "warp": 8, "other_warp": 0, "lo": 87040, "hi": 87296, "iteration": 5, "other_clock": 2}
+{"kind": 6, "site": 2, "other_site": 3, "count": 3, "block": [0, 0, 0], "warp": 8, "other_warp": 4, "lo": 171008, "hi": 171264, "iteration": 6, "other_clock": 3}
+"#;
+        let findings = parse(text, &table);
+        assert_eq!(findings.races.len(), 2, "{findings:#?}");
+        let text = render(&findings);
+        assert!(text.contains("copy_sm90_tma.hpp:129 (inlined at gemm.cuh:224)"), "{text}");
+        assert!(text.contains("copy_sm90_tma.hpp:129 (inlined at gemm.cuh:223)"), "{text}");
+        assert!(text.contains("shared bytes 87040-87296"), "{text}");
+        assert!(text.contains("shared bytes 171008-171264"), "{text}");
     }
 
     #[test]

@@ -700,17 +700,25 @@ extern "C" __device__ __noinline__ void repro_race_mbar_inval(uint64_t address, 
 }
 
 // wgmma reading shared memory through descriptors: K-major swizzled operands, whose bytes are
-// `rows / 8` atoms of 8 rows, SBO apart (the layouts CUTLASS and DeepGEMM use); others are not
-// followed.
-__device__ __forceinline__ bool descriptor_range(uint64_t desc, uint32_t rows, uint32_t* lo, uint32_t* hi)
+// `rows / 8` atoms of 8 rows of one swizzle width (128, 64 or 32 bytes), SBO apart (the layouts
+// CUTLASS and DeepGEMM use); others are not followed.
+// The start address is in this CTA's window (14 bits of address >> 4: the low 18 bits, which is
+// the CTA's own offset in a cluster too). A kernel steps K inside a swizzled row by advancing the
+// start (DeepGEMM: +32 bytes per fp8 k-step), so the operand's first row is the start rounded
+// down to the row width. It is not the start rounded down to the 8-row atom (1024 bytes at
+// 128B): a stage need not begin at a 1024-byte boundary (DeepGEMM's 1d1d kernel puts its stages
+// at 256 mod 1024, behind two 128-byte tensor maps), and rounding that far put every operand
+// 256 bytes early, over the bytes before the stage (docs/async-race.md, "Third-party kernels").
+// The last atom ends 8 rows after its start; the operand ends there, not a whole SBO later.
+__host__ __device__ __forceinline__ bool descriptor_range(uint64_t desc, uint32_t rows, uint32_t* lo, uint32_t* hi)
 {
     const uint32_t start = static_cast<uint32_t>(desc & 0x3FFF) << 4;
     const uint32_t stride = static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4;
     const uint32_t layout = static_cast<uint32_t>(desc >> 62);
-    if (layout == 0 || stride == 0) return false;
+    if (layout == 0 || stride == 0 || rows < 8) return false;
     const uint32_t width = layout == 1 ? 128 : layout == 2 ? 64 : 32;
-    *lo = start & ~(8 * width - 1);
-    *hi = *lo + (rows / 8) * stride;
+    *lo = start & ~(width - 1);
+    *hi = *lo + (rows / 8 - 1) * stride + 8 * width;
     return *hi <= kMaxSharedBytes && *hi - *lo <= 65536;
 }
 
