@@ -9,6 +9,7 @@ mod capture_segments;
 mod common;
 
 mod async_race;
+mod async_race_maps;
 mod async_race_runtime;
 mod attention_spec;
 mod bisect;
