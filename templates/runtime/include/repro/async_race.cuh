@@ -1049,6 +1049,24 @@ inline void write_debug_dump(FILE* out, const State& state)
                     }
             std::fprintf(out, "]}\n");
         }
+        for (int m = 0; m < kMaps; ++m) {
+            const TensorMapRecord& r = slot.maps[m];
+            if (r.address == 0) break;
+            std::fprintf(out, "{\"debug_map\": %llu, \"write\": %u, \"write_site\": %u, \"released\": %u, \"loads\": [",
+                         r.address, r.write, r.write_site, r.released);
+            const char* separator = "";
+            for (int w = 0; w < kMaxWarps; ++w)
+                if (r.loads[w] != 0 || r.stores[w] != 0 || r.acquired[w] != 0) {
+                    std::fprintf(out, "%s\"warp %d: load %u store %u acquired %u\"", separator, w, r.loads[w], r.stores[w],
+                                 r.acquired[w]);
+                    separator = ", ";
+                }
+            std::fprintf(out, "]}\n");
+        }
+        for (int w = 0; w < kMaxWarps; ++w)
+            if (slot.warps[w].drain_count != 0)
+                std::fprintf(out, "{\"debug_slot\": %u, \"warp\": %d, \"drains\": %u, \"last_drain_seq\": %u}\n", i, w,
+                             slot.warps[w].drain_count, slot.warps[w].drain_seq[(slot.warps[w].drain_count - 1) % kDrains]);
         for (int b = 0; b < 3; ++b)
             std::fprintf(out,
                          "{\"debug_named\": %d, \"generation\": %u, \"arrived\": %u, \"released0\": [%u, %u, %u], "
