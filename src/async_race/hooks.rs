@@ -1,8 +1,10 @@
 //! Which hook each PTX instruction gets: the device runtime's entry points
 //! (templates/runtime/include/repro/async_race.cuh), their PTX prototypes and flag bits, and for
 //! every instruction the checker follows (shared-memory accesses, TMA and bulk copies, bulk
-//! groups, proxy fences, named barriers, mbarriers, wgmma) the calls to place before and after
-//! it with their arguments. [`super::ptx`] parses the module and writes the calls.
+//! groups, proxy fences, named barriers, mbarriers, wgmma, and in a module that rewrites tensor
+//! maps the writes that may rewrite one and the tensormap proxy fences) the calls to place
+//! before and after it with their arguments. [`super::ptx`] parses the module and writes the
+//! calls.
 
 use super::ptx::{bracket, Instruction};
 use crate::capture::layout::split_top_level as split_operands;

@@ -24,6 +24,10 @@
 //  * A race is an async access and a generic access of one granule that no chain of the above
 //    orders, or a TMA store of bytes written through the generic proxy with no
 //    fence.proxy.async between the write and the store.
+//  * Tensor maps: each TMA copy's map (by address) keeps, per warp, the latest copy through it; a
+//    write to the map's 128 bytes in global memory that one of them is not ordered before (its
+//    mbarrier phase, its store group's wait, or a bulk-group drain in its warp) is a race, and
+//    so is a copy through a rewritten map without the tensormap proxy's release and acquire.
 // Bounded: state is fixed per resident CTA (about 1 MiB), findings deduplicated by their two
 // source sites, at most kMaxFindings kinds kept.
 #pragma once
