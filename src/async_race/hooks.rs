@@ -615,6 +615,58 @@ mod tests {
         assert_eq!(access_bytes(&["shared", "v2", "f32"]), 8);
     }
 
+    /// The hook and its arguments, as text, for one instruction.
+    fn hooked(statement: &str) -> Vec<String> {
+        let i = parse_instruction(statement).unwrap();
+        let p = plan(&i, true, false).unwrap_or_default();
+        p.before
+            .iter()
+            .chain(p.after.iter())
+            .map(|c| format!("{} {:?}", c.hook, c.args))
+            .collect()
+    }
+
+    #[test]
+    fn the_barrier_forms_of_deepgemm_and_cutlass_are_followed() {
+        // ClusterBarrier::arrive(): one lane per math warp releases the stage.
+        let arrive = hooked("mbarrier.arrive.shared::cta.b64 _, [%r12];");
+        assert_eq!(arrive.len(), 1, "{arrive:?}");
+        assert!(
+            arrive[0].starts_with(
+                "repro_race_mbar_arrive [Address(\"%r12\"), U32(\"1\"), U32(\"0\"), U32(\"0\")"
+            ),
+            "{arrive:?}"
+        );
+        // The cluster forms (ClusterBarrier::arrive(cta_id, pred), PTX 8.0's .release.cluster).
+        for form in [
+            "@p mbarrier.arrive.shared::cluster.b64 _, [remAddr32];",
+            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r5];",
+        ] {
+            let calls = hooked(form);
+            assert!(
+                calls.len() == 1
+                    && calls[0].contains(&format!("U32(\"{}\")", flags::WINDOW_CLUSTER)),
+                "{form}: {calls:?}"
+            );
+        }
+        let release = hooked("mbarrier.arrive.release.cta.shared::cta.b64 %rd4, [%r5], 2;");
+        assert!(release[0].contains("U32(\"2\")"), "the count: {release:?}");
+        let tx = hooked("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r1], %r3;");
+        assert!(tx[0].contains("U32(\"%r3\")"), "{tx:?}");
+        // A wait with a suspend-time hint: the parity is the third operand.
+        let wait = hooked("mbarrier.try_wait.parity.shared::cta.b64 P1, [%r1], %r2, %r4;");
+        assert!(
+            wait[0].starts_with("repro_race_mbar_wait [Address(\"%r1\"), U32(\"%r2\")"),
+            "{wait:?}"
+        );
+        // DeepGEMM's own wgmma wrappers (ptx/wgmma.cuh).
+        assert!(
+            hooked("wgmma.commit_group.sync.aligned;")[0].starts_with("repro_race_wgmma_commit")
+        );
+        assert!(hooked("wgmma.wait_group.sync.aligned 0;")[0]
+            .starts_with("repro_race_wgmma_wait [U32(\"0\")"));
+    }
+
     #[test]
     fn global_and_param_accesses_are_left_alone() {
         let i = parse_instruction("ld.global.nc.v4.u32 {%r1,%r2,%r3,%r4}, [%rd5];").unwrap();
