@@ -1,8 +1,10 @@
 //! Which hook each PTX instruction gets: the device runtime's entry points
 //! (templates/runtime/include/repro/async_race.cuh), their PTX prototypes and flag bits, and for
 //! every instruction the checker follows (shared-memory accesses, TMA and bulk copies, bulk
-//! groups, proxy fences, named barriers, mbarriers, wgmma) the calls to place before and after
-//! it with their arguments. [`super::ptx`] parses the module and writes the calls.
+//! groups, proxy fences, named barriers, mbarriers, wgmma, and in a module that rewrites tensor
+//! maps the writes that may rewrite one and the tensormap proxy fences) the calls to place
+//! before and after it with their arguments. [`super::ptx`] parses the module and writes the
+//! calls.
 
 use super::ptx::{bracket, Instruction};
 use repro_text::split_top_level as split_operands;
@@ -21,6 +23,16 @@ pub mod flags {
     pub const HAS_PARITY: u32 = 256;
     pub const WAITS: u32 = 512;
     pub const A_IN_REGISTERS: u32 = 1024;
+    /// A global-memory address (`st.global`, a bulk copy's global destination).
+    pub const WINDOW_GLOBAL: u32 = 3;
+    /// A write that also releases tensor maps to the tensormap proxy (`tensormap.cp_fenceproxy`),
+    /// or `fence.proxy.tensormap::generic.release`.
+    pub const MAP_RELEASE: u32 = 2048;
+    /// `fence.proxy.tensormap::generic.acquire [map], size`.
+    pub const MAP_ACQUIRE: u32 = 4096;
+    /// A generic store in a module that rewrites tensor maps: the runtime also checks it against
+    /// the maps its TMA copies read.
+    pub const MAP_CHECK: u32 = 8192;
     /// Bits 16..24: ldmatrix/stmatrix's matrix count.
     pub const MATRIX_COUNT_SHIFT: u32 = 16;
 }
@@ -48,6 +60,8 @@ pub(super) const PROTOTYPES: &str = "\
 .func repro_race_wgmma (.param .b64 a, .param .b64 b, .param .b32 c, .param .b32 d, .param .b32 e);
 .func repro_race_wgmma_commit (.param .b32 a);
 .func repro_race_wgmma_wait (.param .b32 a, .param .b32 b);
+.func repro_race_map_write (.param .b64 a, .param .b32 b, .param .b32 c, .param .b32 d);
+.func repro_race_map_fence (.param .b64 a, .param .b32 b, .param .b32 c);
 ";
 
 /// One argument of a hook call: how to get its value into a fresh register.
@@ -137,13 +151,53 @@ pub(super) fn access_bytes(parts: &[&str]) -> u32 {
     vector * element
 }
 
+/// Does a module rewrite tensor maps? Only then are its global stores checked against the maps
+/// its TMA copies read: a kernel that rewrites a map must publish it to the tensormap proxy
+/// (`fence.proxy.tensormap::generic` or `tensormap.cp_fenceproxy`), and usually edits it with
+/// `tensormap.replace`. `prefetch.tensormap` alone (every CUTLASS kernel) does not count.
+pub fn rewrites_tensor_maps(ptx: &str) -> bool {
+    [
+        "tensormap.replace",
+        "tensormap.cp_fenceproxy",
+        "fence.proxy.tensormap",
+    ]
+    .iter()
+    .any(|form| ptx.contains(form))
+}
+
+/// The global write of `bytes` at `address` a tensor map may be rewritten by.
+fn map_write(address: &str, bytes: String, flags: u32) -> Call {
+    call(
+        "repro_race_map_write",
+        vec![
+            Arg::Address(address.into()),
+            Arg::U32(bytes),
+            Arg::U32(flags.to_string()),
+            site(),
+        ],
+    )
+}
+
 /// The hooks for one instruction, `None` for an instruction the checker does not follow.
-pub(super) fn plan(instruction: &Instruction, in_entry: bool) -> Option<Plan> {
+/// `maps`: the module rewrites tensor maps ([`rewrites_tensor_maps`]).
+pub(super) fn plan(instruction: &Instruction, in_entry: bool, maps: bool) -> Option<Plan> {
     let parts: Vec<&str> = instruction.opcode.split('.').collect();
     let ops = &instruction.operands;
     let head = parts[0];
     let mut plan = Plan::default();
     match head {
+        "st" | "atom" | "red" if maps && !parts.contains(&"async") && parts.contains(&"global") => {
+            let address = if head == "atom" {
+                ops.get(1)?
+            } else {
+                ops.first()?
+            };
+            plan.before.push(map_write(
+                bracket(address)?,
+                access_bytes(&parts[1..]).to_string(),
+                flags::WINDOW_GLOBAL,
+            ));
+        }
         "ld" | "st" | "ldu" | "atom" | "red" if !parts.contains(&"async") || head == "st" => {
             let window = window(&parts[1..])?;
             let (address, kind) = match head {
@@ -154,12 +208,17 @@ pub(super) fn plan(instruction: &Instruction, in_entry: bool) -> Option<Plan> {
             };
             let address = bracket(address)?;
             let bytes = access_bytes(&parts[1..]);
+            let check = if maps && window == flags::WINDOW_GENERIC && kind & flags::WRITE != 0 {
+                flags::MAP_CHECK
+            } else {
+                0
+            };
             plan.before.push(call(
                 "repro_race_access",
                 vec![
                     Arg::Address(address.into()),
                     Arg::U32(bytes.to_string()),
-                    Arg::U32((window | kind).to_string()),
+                    Arg::U32((window | kind | check).to_string()),
                     site(),
                 ],
             ));
@@ -188,7 +247,47 @@ pub(super) fn plan(instruction: &Instruction, in_entry: bool) -> Option<Plan> {
                 ],
             ));
         }
-        "cp" => return plan_cp(&parts, ops),
+        "cp" => return plan_cp(&parts, ops, maps),
+        // tensormap.replace.mode.field{.ss}.b1024.type [map], {ordinal,} value: an edit of the
+        // whole 128-byte map (the PTX ISA treats it as a write of the entire object).
+        "tensormap" if parts.get(1) == Some(&"replace") => {
+            let window = if parts.contains(&"global") {
+                flags::WINDOW_GLOBAL
+            } else if parts.iter().any(|p| p.starts_with("shared")) {
+                flags::WINDOW_CTA
+            } else {
+                flags::WINDOW_GENERIC
+            };
+            plan.before
+                .push(map_write(bracket(ops.first()?)?, "128".into(), window));
+        }
+        // tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.SCOPE.sync.aligned
+        // [dst], [src], size: a copy of a map into global memory and its release in one.
+        "tensormap" if parts.get(1) == Some(&"cp_fenceproxy") => {
+            plan.before.push(map_write(
+                bracket(ops.first()?)?,
+                ops.get(2)?.clone(),
+                flags::WINDOW_GLOBAL | flags::MAP_RELEASE,
+            ));
+        }
+        // fence.proxy.tensormap::generic.release.SCOPE; / .acquire.SCOPE [map], size;
+        "fence"
+            if parts.get(1) == Some(&"proxy")
+                && parts.get(2).is_some_and(|p| p.starts_with("tensormap")) =>
+        {
+            let (address, kind) = if parts.contains(&"acquire") {
+                (
+                    Arg::Address(bracket(ops.first()?)?.into()),
+                    flags::MAP_ACQUIRE,
+                )
+            } else {
+                (Arg::U64("0".into()), flags::MAP_RELEASE)
+            };
+            plan.before.push(call(
+                "repro_race_map_fence",
+                vec![address, Arg::U32(kind.to_string()), site()],
+            ));
+        }
         // fence.proxy.async{.shared::cta|.shared::cluster|.global}: all but the global-only one.
         "fence"
             if parts.get(1) == Some(&"proxy")
@@ -272,7 +371,7 @@ pub(super) fn plan(instruction: &Instruction, in_entry: bool) -> Option<Plan> {
 }
 
 /// `cp.async*`: bulk and tensor copies (async proxy), their groups, and the Ampere `cp.async`.
-fn plan_cp(parts: &[&str], ops: &[String]) -> Option<Plan> {
+fn plan_cp(parts: &[&str], ops: &[String], maps: bool) -> Option<Plan> {
     let mut plan = Plan::default();
     let async_at = parts.iter().position(|p| *p == "async")?;
     let reduce = parts.get(1) == Some(&"reduce");
@@ -377,6 +476,15 @@ fn plan_cp(parts: &[&str], ops: &[String]) -> Option<Plan> {
     }
     // Non-tensor bulk copies: [dst], [src], size{, [mbar]}
     let size = ops.get(2)?.clone();
+    if maps && destination == "global" {
+        // A copy into global memory may rewrite a tensor map (a map edited in shared memory,
+        // then published with cp.async.bulk).
+        plan.before.push(map_write(
+            bracket(ops.first()?)?,
+            size.clone(),
+            flags::WINDOW_GLOBAL,
+        ));
+    }
     if source.starts_with("shared") {
         plan.before.push(call(
             "repro_race_bulk_store",
@@ -507,13 +615,69 @@ mod tests {
         assert_eq!(access_bytes(&["shared", "v2", "f32"]), 8);
     }
 
+    /// The hook and its arguments, as text, for one instruction.
+    fn hooked(statement: &str) -> Vec<String> {
+        let i = parse_instruction(statement).unwrap();
+        let p = plan(&i, true, false).unwrap_or_default();
+        p.before
+            .iter()
+            .chain(p.after.iter())
+            .map(|c| format!("{} {:?}", c.hook, c.args))
+            .collect()
+    }
+
+    #[test]
+    fn the_barrier_forms_of_deepgemm_and_cutlass_are_followed() {
+        // ClusterBarrier::arrive(): one lane per math warp releases the stage.
+        let arrive = hooked("mbarrier.arrive.shared::cta.b64 _, [%r12];");
+        assert_eq!(arrive.len(), 1, "{arrive:?}");
+        assert!(
+            arrive[0].starts_with(
+                "repro_race_mbar_arrive [Address(\"%r12\"), U32(\"1\"), U32(\"0\"), U32(\"0\")"
+            ),
+            "{arrive:?}"
+        );
+        // The cluster forms (ClusterBarrier::arrive(cta_id, pred), PTX 8.0's .release.cluster).
+        for form in [
+            "@p mbarrier.arrive.shared::cluster.b64 _, [remAddr32];",
+            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r5];",
+        ] {
+            let calls = hooked(form);
+            assert!(
+                calls.len() == 1
+                    && calls[0].contains(&format!("U32(\"{}\")", flags::WINDOW_CLUSTER)),
+                "{form}: {calls:?}"
+            );
+        }
+        let release = hooked("mbarrier.arrive.release.cta.shared::cta.b64 %rd4, [%r5], 2;");
+        assert!(release[0].contains("U32(\"2\")"), "the count: {release:?}");
+        let tx = hooked("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r1], %r3;");
+        assert!(tx[0].contains("U32(\"%r3\")"), "{tx:?}");
+        // A wait with a suspend-time hint: the parity is the third operand.
+        let wait = hooked("mbarrier.try_wait.parity.shared::cta.b64 P1, [%r1], %r2, %r4;");
+        assert!(
+            wait[0].starts_with("repro_race_mbar_wait [Address(\"%r1\"), U32(\"%r2\")"),
+            "{wait:?}"
+        );
+        // DeepGEMM's own wgmma wrappers (ptx/wgmma.cuh).
+        assert!(
+            hooked("wgmma.commit_group.sync.aligned;")[0].starts_with("repro_race_wgmma_commit")
+        );
+        assert!(hooked("wgmma.wait_group.sync.aligned 0;")[0]
+            .starts_with("repro_race_wgmma_wait [U32(\"0\")"));
+    }
+
     #[test]
     fn global_and_param_accesses_are_left_alone() {
         let i = parse_instruction("ld.global.nc.v4.u32 {%r1,%r2,%r3,%r4}, [%rd5];").unwrap();
-        assert!(plan(&i, true).is_none());
+        assert!(plan(&i, true, true).is_none());
         let i = parse_instruction("ld.param.u32 %r77, [k_param_3];").unwrap();
-        assert!(plan(&i, true).is_none());
+        assert!(plan(&i, true, true).is_none());
         let i = parse_instruction("st.shared.u32 [%r5+16], %r6;").unwrap();
-        assert!(plan(&i, true).is_some());
+        assert!(plan(&i, true, false).is_some());
+        // A global store is a tensor map's rewrite only in a module that rewrites maps.
+        let i = parse_instruction("st.global.v4.u32 [%rd9+16], {%r1, %r2, %r3, %r4};").unwrap();
+        assert!(plan(&i, true, false).is_none());
+        assert!(plan(&i, true, true).is_some());
     }
 }

@@ -269,6 +269,7 @@ pub fn instrument_except(ptx: &str, module: u8, skip: &[String]) -> Rewrite {
     let mut entry_hooked = false;
     let mut pending_header = String::new();
     let mut scratch = 0usize;
+    let maps = super::hooks::rewrites_tensor_maps(ptx);
     for line in ptx.lines() {
         let code = line.trim_start();
         if code.starts_with(".address_size") {
@@ -337,7 +338,7 @@ pub fn instrument_except(ptx: &str, module: u8, skip: &[String]) -> Rewrite {
                     }
                     let planned = if hookable {
                         parse_instruction(body)
-                            .and_then(|i| plan(&i, in_entry).map(|p| (i, p)))
+                            .and_then(|i| plan(&i, in_entry, maps).map(|p| (i, p)))
                             .map(|(i, mut p)| {
                                 p.before.retain(|c| !skip.iter().any(|s| s == c.hook));
                                 p.after.retain(|c| !skip.iter().any(|s| s == c.hook));

@@ -28,6 +28,14 @@ pub struct Summary {
     pub unknown_sizes: u64,
     pub remote_operations: u64,
     pub dropped_findings: u64,
+    /// TMA copies through a tensor map past the ones a CTA follows.
+    #[serde(default)]
+    pub untracked_maps: u64,
+    /// Tensor-map rewrites ordered after a TMA load only by a bulk-group drain in the issuing
+    /// warp (cp.async.bulk.commit_group + wait_group.read), which the PTX ISA states for
+    /// bulk_group copies only (docs/async-race.md).
+    #[serde(default)]
+    pub drain_ordered: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -42,6 +50,9 @@ struct RawFinding {
     lo: u32,
     hi: u32,
     iteration: u32,
+    /// The tensor map's generic address (the tensor-map kinds).
+    #[serde(default)]
+    map: u64,
 }
 
 /// The two sides of a race, from the checker's point of view.
@@ -62,6 +73,12 @@ pub enum RaceKind {
     AsyncAccessesOverlap,
     /// wgmma reading bytes a TMA load may still be writing.
     WgmmaBeforeLoadCompletes,
+    /// A tensor map rewritten (a store into its 128 bytes, `tensormap.replace`, a copy into it)
+    /// while a TMA copy issued through its old contents may still read it.
+    TensorMapRewrittenWhileInUse,
+    /// A TMA copy through a tensor map rewritten with no `fence.proxy.tensormap::generic`
+    /// release (after the write) and acquire (before the copy) between.
+    TensorMapUsedWithoutProxyFence,
 }
 
 impl RaceKind {
@@ -74,6 +91,8 @@ impl RaceKind {
             5 => Self::StoreWithoutProxyFence,
             6 => Self::AsyncAccessesOverlap,
             7 => Self::WgmmaBeforeLoadCompletes,
+            8 => Self::TensorMapRewrittenWhileInUse,
+            9 => Self::TensorMapUsedWithoutProxyFence,
             _ => return None,
         })
     }
@@ -97,8 +116,12 @@ pub struct Race {
     /// The earlier access it conflicts with.
     pub against: Side,
     pub block: [u32; 3],
-    /// Shared-memory byte offsets (of the CTA's window) the conflicting accesses covered.
+    /// Shared-memory byte offsets (of the CTA's window) the conflicting accesses covered; for the
+    /// tensor-map kinds, the bytes of the map.
     pub shared_bytes: [u32; 2],
+    /// The tensor map's generic address (the tensor-map kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor_map: Option<u64>,
     /// The TMA operation's number in its warp (1 = the first), or the other side's clock.
     pub iteration: u32,
     pub count: u64,
@@ -161,6 +184,7 @@ fn parse(text: &str, table: &HashMap<u32, Site>) -> Findings {
                     against: side(raw.other_site, raw.other_warp),
                     block: raw.block,
                     shared_bytes: [raw.lo, raw.hi],
+                    tensor_map: (raw.map != 0).then_some(raw.map),
                     iteration: raw.iteration,
                     count: raw.count,
                 });
@@ -169,13 +193,16 @@ fn parse(text: &str, table: &HashMap<u32, Site>) -> Findings {
         }
     }
     // The same two source lines can meet through several instructions (an unrolled loop): one
-    // race each, counts and ranges merged.
+    // race each, counts and ranges merged. The same means the whole chain of each side, not its
+    // innermost line: every TMA load of a kernel is one helper's asm (CuTe's
+    // copy_sm90_tma.hpp), and merging by that line alone made one race of a kernel's A, B and
+    // scale loads, named by whichever came first, its range spanning all of them.
     let mut merged: Vec<Race> = Vec::new();
     for race in out.races.drain(..) {
         let same = merged.iter_mut().find(|r| {
             r.kind == race.kind
-                && r.at.locations.first() == race.at.locations.first()
-                && r.against.locations.first() == race.against.locations.first()
+                && r.at.locations == race.at.locations
+                && r.against.locations == race.against.locations
                 && !race.at.locations.is_empty()
         });
         match same {
@@ -264,6 +291,12 @@ fn sentence(race: &Race) -> String {
         RaceKind::WgmmaBeforeLoadCompletes => format!(
             "wgmma at {at} reads shared memory the TMA load issued at {against} ({oi}) may still be writing: no wait on that load's mbarrier phase orders it"
         ),
+        RaceKind::TensorMapRewrittenWhileInUse => format!(
+            "the tensor map that the TMA copy issued at {against} ({oi}) reads is rewritten at {at} ({ai}) while that copy may still be reading it: no wait on the copy's mbarrier phase (or, for a store, its cp.async.bulk.wait_group.read), and no cp.async.bulk.commit_group + wait_group.read in its warp, orders the rewrite after it"
+        ),
+        RaceKind::TensorMapUsedWithoutProxyFence => format!(
+            "the TMA copy issued at {at} ({ai}) reads a tensor map rewritten at {against} ({oi}) with no fence.proxy.tensormap::generic release after the write and acquire (of that map, in the copying warp) before the copy"
+        ),
     }
 }
 
@@ -310,11 +343,19 @@ pub fn render(findings: &Findings) -> String {
     }
     for race in &findings.races {
         let _ = writeln!(out, "  race  {}", sentence(race));
+        let bytes = match race.tensor_map {
+            Some(map) => format!(
+                "bytes {}-{} of the tensor map at {map:#x}",
+                race.shared_bytes[0], race.shared_bytes[1]
+            ),
+            None => format!(
+                "shared bytes {}-{}",
+                race.shared_bytes[0], race.shared_bytes[1]
+            ),
+        };
         let _ = writeln!(
             out,
-            "        shared bytes {}-{} of CTA ({}, {}, {}), warp {} against warp {}, first at the {} operation; {} time{}",
-            race.shared_bytes[0],
-            race.shared_bytes[1],
+            "        {bytes} of CTA ({}, {}, {}), warp {} against warp {}, first at the {} operation; {} time{}",
             race.block[0],
             race.block[1],
             race.block[2],
@@ -342,6 +383,18 @@ pub fn render(findings: &Findings) -> String {
         notes.push(format!(
             "{} operations on another CTA's shared memory (cluster) were not followed",
             s.remote_operations
+        ));
+    }
+    if s.untracked_maps > 0 {
+        notes.push(format!(
+            "{} TMA copies through tensor maps past the {} a CTA follows were not checked against rewrites",
+            s.untracked_maps, 16
+        ));
+    }
+    if s.drain_ordered > 0 {
+        notes.push(format!(
+            "{} tensor-map writes were ordered after in-flight TMA loads only by cp.async.bulk.commit_group + wait_group.read in the loading warp, which the PTX ISA states for bulk_group copies only (CUTLASS relies on it; docs/async-race.md)",
+            s.drain_ordered
         ));
     }
     if s.dropped_findings > 0 {
@@ -404,6 +457,106 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("the async read issued at unit.cu:14 (cp.async.bulk.global.shared::cta.bulk_group) is not waited for before the write at unit.cu:19 (st.shared.f32)"), "{text}");
+    }
+
+    #[test]
+    fn loads_of_one_helper_inlined_at_two_lines_stay_two_races() {
+        // Two TMA loads from one asm helper (the same innermost line), inlined at kernel lines
+        // 223 and 224, against one wgmma: two races, each with its own lines and bytes.
+        let inlined = |id: u32, instruction: &str, helper: (&str, u32), at: u32| {
+            (
+                id,
+                Site {
+                    id,
+                    instruction: instruction.into(),
+                    locations: vec![
+                        Location {
+                            file: helper.0.into(),
+                            line: helper.1,
+                        },
+                        Location {
+                            file: "/k/gemm.cuh".into(),
+                            line: at,
+                        },
+                    ],
+                    function: "k".into(),
+                },
+            )
+        };
+        let load = "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes";
+        let table: HashMap<u32, Site> = [
+            inlined(1, load, ("/cute/copy_sm90_tma.hpp", 129), 223),
+            inlined(2, load, ("/cute/copy_sm90_tma.hpp", 129), 224),
+            inlined(
+                3,
+                "wgmma.mma_async",
+                ("/cute/mma_sm90_gmma_ext.hpp", 30816),
+                292,
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let text = r#"{"kind": 6, "site": 1, "other_site": 3, "count": 2, "block": [0, 0, 0], "warp": 8, "other_warp": 0, "lo": 87040, "hi": 87296, "iteration": 5, "other_clock": 2}
+{"kind": 6, "site": 2, "other_site": 3, "count": 3, "block": [0, 0, 0], "warp": 8, "other_warp": 4, "lo": 171008, "hi": 171264, "iteration": 6, "other_clock": 3}
+"#;
+        let findings = parse(text, &table);
+        assert_eq!(findings.races.len(), 2, "{findings:#?}");
+        let text = render(&findings);
+        assert!(
+            text.contains("copy_sm90_tma.hpp:129 (inlined at gemm.cuh:224)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("copy_sm90_tma.hpp:129 (inlined at gemm.cuh:223)"),
+            "{text}"
+        );
+        assert!(text.contains("shared bytes 87040-87296"), "{text}");
+        assert!(text.contains("shared bytes 171008-171264"), "{text}");
+    }
+
+    #[test]
+    fn a_rewritten_tensor_map_names_the_rewrite_the_load_and_the_map() {
+        let table: HashMap<u32, Site> = [
+            site(
+                5,
+                "st.global.v4.u32 [%rd3+16], {%r1, %r2, %r3, %r4}",
+                "/k/grouped.cuh",
+                200,
+            ),
+            site(
+                9,
+                "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd2, {%r3, %r4}], [%r5]",
+                "/k/grouped.cuh",
+                223,
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let text = r#"{"summary": {"checked_blocks": 132, "unchecked_blocks": 0, "operations": 9, "unknown_sizes": 0, "remote_operations": 0, "dropped_findings": 0, "untracked_maps": 0, "drain_ordered": 3}}
+{"kind": 8, "site": 5, "other_site": 9, "count": 4, "block": [7, 0, 0], "warp": 8, "other_warp": 8, "lo": 16, "hi": 32, "iteration": 6, "other_clock": 6, "known": 2, "map": 139637976727552}
+"#;
+        let findings = parse(text, &table);
+        assert_eq!(findings.races.len(), 1);
+        assert_eq!(
+            findings.races[0].kind,
+            RaceKind::TensorMapRewrittenWhileInUse
+        );
+        assert_eq!(findings.races[0].tensor_map, Some(0x7f00_0000_0000));
+        let text = render(&findings);
+        assert!(text.contains("the tensor map that the TMA copy issued at grouped.cuh:223 (cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes) reads is rewritten at grouped.cuh:200 (st.global.v4.u32)"), "{text}");
+        assert!(
+            text.contains("bytes 16-32 of the tensor map at 0x7f0000000000 of CTA (7, 0, 0)"),
+            "{text}"
+        );
+        assert!(text.contains("3 tensor-map writes were ordered after in-flight TMA loads only by cp.async.bulk.commit_group"), "{text}");
+        // A findings file of an older runtime (no map fields) still reads.
+        let old = r#"{"summary": {"checked_blocks": 1, "unchecked_blocks": 0, "operations": 1, "unknown_sizes": 0, "remote_operations": 0, "dropped_findings": 0}}
+{"kind": 2, "site": 5, "other_site": 9, "count": 1, "block": [0, 0, 0], "warp": 1, "other_warp": 0, "lo": 0, "hi": 16, "iteration": 1, "other_clock": 1}
+"#;
+        let findings = parse(old, &table);
+        assert_eq!(findings.summary.checked_blocks, 1);
+        assert_eq!(findings.races.len(), 1);
+        assert_eq!(findings.races[0].tensor_map, None);
     }
 
     #[test]

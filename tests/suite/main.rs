@@ -10,6 +10,8 @@ mod common;
 
 mod async_race;
 mod async_race_kernels;
+mod async_race_maps;
+mod async_race_runtime;
 mod attention_spec;
 mod bisect;
 mod bisect_hostile;

@@ -24,6 +24,10 @@
 //  * A race is an async access and a generic access of one granule that no chain of the above
 //    orders, or a TMA store of bytes written through the generic proxy with no
 //    fence.proxy.async between the write and the store.
+//  * Tensor maps: each TMA copy's map (by address) keeps, per warp, the latest copy through it; a
+//    write to the map's 128 bytes in global memory that one of them is not ordered before (its
+//    mbarrier phase, its store group's wait, or a bulk-group drain in its warp) is a race, and
+//    so is a copy through a rewritten map without the tensormap proxy's release and acquire.
 // Bounded: state is fixed per resident CTA (about 1 MiB), findings deduplicated by their two
 // source sites, at most kMaxFindings kinds kept.
 #pragma once
@@ -54,6 +58,10 @@ enum Flag : uint32_t {
     kHasParity = 256,
     kWaits = 512,
     kAInRegisters = 1024,
+    kWindowGlobal = 3,
+    kMapRelease = 2048,
+    kMapAcquire = 4096,
+    kMapCheck = 8192,
     kMatrixCountShift = 16,
 };
 
@@ -67,6 +75,9 @@ constexpr int kMBarriers = 64, kNamedBarriers = 16, kReaders = 4, kFences = 8, k
 constexpr uint32_t kSlotsPerSm = 16;
 constexpr uint32_t kBlockMapSize = 1u << 22;
 constexpr int kMaxFindings = 256;
+// Tensor maps a CTA's TMA copies read (by generic address), and drains kept per warp.
+constexpr int kMaps = 16, kDrains = 4;
+constexpr uint32_t kMapBytes = 128;
 
 // A stamp: agent (7 bits) and its clock (25 bits); 0 is "none" (clocks start at 1).
 __host__ __device__ constexpr uint32_t stamp(uint32_t agent, uint32_t clock) { return agent << 25 | (clock & 0x1FFFFFFu); }
@@ -88,6 +99,11 @@ struct Warp {
     uint32_t loads, stores, open_group, committed;
     uint32_t groups[kGroups];
     uint32_t wgmma_committed;
+    // Tensor maps: the loads issued before each committed bulk group, and the last drains
+    // (cp.async.bulk.wait_group[.read] completing such a group): the loads up to drain_seq,
+    // drained when this warp's own clock was drain_clock.
+    uint32_t group_loads[kGroups];
+    uint32_t drain_seq[kDrains], drain_clock[kDrains], drain_count;
 };
 
 struct MBarrier {
@@ -102,6 +118,19 @@ struct NamedBarrier {
     uint32_t released[2][kAgents];
 };
 
+// A tensor map (128 bytes of global memory) the CTA's TMA copies read, from their issue to their
+// completion: per warp the latest load and store through it (a warp's copies complete in order,
+// as the limits in docs/async-race.md say), and its latest rewrite by this CTA.
+struct TensorMapRecord {
+    unsigned long long address;  // generic address; 0 = free (records fill in order)
+    uint32_t write, write_site;  // the latest write to its bytes (a warp's stamp)
+    uint32_t released;           // a fence.proxy.tensormap::generic.release followed that write
+    uint32_t pad;
+    uint32_t loads[kMaxWarps], load_sites[kMaxWarps];
+    uint32_t stores[kMaxWarps], store_sites[kMaxWarps];
+    uint32_t acquired[kMaxWarps];  // the write each warp's fence.proxy.tensormap acquire covered
+};
+
 struct Slot {
     uint32_t block_key, exited, threads;
     uint32_t block[3];  // the block that used the slot last (for the debug dump)
@@ -109,9 +138,14 @@ struct Slot {
     Warp warps[kMaxWarps];
     MBarrier mbarriers[kMBarriers];
     NamedBarrier named[kNamedBarriers];
+    TensorMapRecord maps[kMaps];
     Granule granules[kGranules];
 };
 static_assert(offsetof(Slot, granules) % 16 == 0, "enter clears the granules 16 bytes at a time");
+static_assert(offsetof(Slot, granules) - offsetof(Slot, warps) ==
+                  sizeof(Warp) * kMaxWarps + sizeof(MBarrier) * kMBarriers + sizeof(NamedBarrier) * kNamedBarriers +
+                      sizeof(TensorMapRecord) * kMaps,
+              "enter clears the warps, barriers and maps as one run of words");
 
 // One kind of finding: two sites, the first time it was seen, how often.
 enum Kind : uint32_t {
@@ -122,6 +156,8 @@ enum Kind : uint32_t {
     kStoreWithoutFence = 5,      // ordered, but no fence.proxy.async between the write and the store
     kAsyncOverlap = 6,           // TMA load over bytes a TMA store / wgmma may still read, or the reverse
     kWgmmaBeforeLoadDone = 7,    // wgmma reads bytes a TMA load may still be writing
+    kMapRewrittenInUse = 8,      // a tensor map rewritten while a TMA copy may still read it
+    kMapUsedWithoutFence = 9,    // a TMA copy through a map rewritten with no tensormap fences between
 };
 
 struct Finding {
@@ -129,6 +165,8 @@ struct Finding {
     uint32_t kind, site, other_site, count;
     uint32_t block[3], warp, other_warp, lo, hi, iteration, other_clock;
     uint32_t known;  // what the reporting warp knew of the other side's agent when it reported
+    uint32_t pad;
+    unsigned long long map;  // the tensor map's generic address (kinds 8 and 9), else 0
 };
 
 struct State {
@@ -138,6 +176,8 @@ struct State {
     Finding findings[kMaxFindings];
     uint32_t unchecked_blocks, unknown_sizes, remote_operations, dropped_findings;
     uint32_t checked_blocks, operations;
+    uint32_t untracked_maps;  // TMA copies through a map past the kMaps a CTA follows
+    uint32_t drain_ordered;   // map rewrites ordered after a load only by a bulk-group drain
 };
 
 }  // namespace async_race
@@ -209,7 +249,7 @@ __device__ __forceinline__ uint32_t leader(uint32_t mask) { return __ffs(mask) -
 // sites, claimed by hashing the three into the table (a compare-and-swap on the key), so that
 // threads reporting the same pair at once still make one entry.
 __device__ void report(Kind kind, uint32_t site, uint32_t other_site, uint32_t warp, uint32_t other_stamp,
-                       uint32_t other_warp, uint32_t offset, uint32_t iteration)
+                       uint32_t other_warp, uint32_t offset, uint32_t iteration, unsigned long long map = 0)
 {
     State* s = repro_race_state;
     const unsigned long long key =
@@ -229,7 +269,7 @@ __device__ void report(Kind kind, uint32_t site, uint32_t other_site, uint32_t w
         f.site = site, f.other_site = other_site;
         f.block[0] = blockIdx.x, f.block[1] = blockIdx.y, f.block[2] = blockIdx.z;
         f.warp = warp, f.other_warp = other_warp, f.lo = offset, f.hi = offset + kGranuleBytes;
-        f.iteration = iteration, f.other_clock = stamp_clock(other_stamp);
+        f.iteration = iteration, f.other_clock = stamp_clock(other_stamp), f.map = map;
         if (Slot* slot = current_slot()) f.known = slot->warps[warp].clock[stamp_agent(other_stamp)];
         atomicAdd(&f.count, 1u);
         __threadfence();
@@ -310,6 +350,100 @@ __device__ __forceinline__ uint32_t current_parity(MBarrier* b, uint32_t offset)
 
 __device__ __forceinline__ void tick(Warp& w, uint32_t warp) { w.clock[warp] += 1; }
 
+// ---- Tensor maps (docs/async-race.md, "Tensor maps rewritten in global memory") ----
+// A TMA copy reads its map (128 bytes, in .param, .const or global memory; never shared) through
+// the tensormap proxy, at some time between its issue and its completion. The runtime learns a
+// map's address from the copies that use it and follows, per CTA, up to kMaps of them.
+
+// The record of the map at `address`, registered when `create`; null when unknown (or full).
+__device__ TensorMapRecord* find_map(Slot* slot, uint64_t address, bool create)
+{
+    #pragma unroll 1
+    for (int i = 0; i < kMaps; ++i) {
+        TensorMapRecord* m = &slot->maps[i];
+        const unsigned long long a = *(volatile unsigned long long*)&m->address;
+        if (a == address) return m;
+        if (a != 0) continue;
+        if (!create) return nullptr;  // records fill in order: none past a free one
+        const unsigned long long seen = atomicCAS(&m->address, 0ull, (unsigned long long)address);
+        if (seen == 0ull || seen == address) return m;
+    }
+    if (create) atomicAdd(&repro_race_state->untracked_maps, 1u);
+    return nullptr;
+}
+
+// Did warp `w` drain its loads up to `seq` (cp.async.bulk.commit_group, then a wait_group that
+// completes that group), in a way warp `r` has learned of? The PTX ISA batches only bulk_group
+// copies into a group, so this is the drain CUTLASS's and DeepGEMM's grouped GEMMs rely on, not
+// an order the ISA states for mbarrier-completed loads: counted, not reported.
+__device__ bool drained(Slot* slot, uint32_t w, uint32_t seq, uint32_t r)
+{
+    const Warp& issuer = slot->warps[w];
+    const uint32_t n = min(*(volatile const uint32_t*)&issuer.drain_count, (uint32_t)kDrains);
+    #pragma unroll 1
+    for (uint32_t i = 0; i < n; ++i) {
+        if (issuer.drain_seq[i] < seq) continue;
+        if (r == w || *(volatile const uint32_t*)&slot->warps[r].clock[w] >= issuer.drain_clock[i]) return true;
+    }
+    return false;
+}
+
+// A write of `bytes` at global `address` by this thread: for each map it touches, every TMA copy
+// that may still read the map's old contents must be ordered before it.
+__device__ void map_rewrite(Slot* slot, uint64_t address, uint32_t bytes, uint32_t site, bool release)
+{
+    const uint32_t r = warp_index();
+    Warp& warp = slot->warps[r];
+    const uint32_t me = stamp(r, *(volatile uint32_t*)&warp.clock[r]);
+    #pragma unroll 1
+    for (int i = 0; i < kMaps; ++i) {
+        TensorMapRecord* m = &slot->maps[i];
+        const unsigned long long a = *(volatile unsigned long long*)&m->address;
+        if (a == 0) break;
+        if (address >= a + kMapBytes || address + max(bytes, 1u) <= a) continue;
+        const uint32_t offset = address > a ? static_cast<uint32_t>(address - a) & ~(kGranuleBytes - 1) : 0;
+        #pragma unroll 1
+        for (uint32_t w = 0; w < (uint32_t)kMaxWarps; ++w) {
+            const uint32_t loaded = *(volatile uint32_t*)&m->loads[w];
+            if (loaded != 0 && !known(warp, stamp(kLoadAgent + w, loaded))) {
+                if (drained(slot, w, loaded, r))
+                    atomicAdd(&repro_race_state->drain_ordered, 1u);
+                else
+                    report(kMapRewrittenInUse, site, m->load_sites[w], r, stamp(kLoadAgent + w, loaded), w, offset, loaded, a);
+            }
+            const uint32_t stored = *(volatile uint32_t*)&m->stores[w];
+            if (stored != 0 && !known(warp, stamp(kStoreAgent + w, stored)))
+                report(kMapRewrittenInUse, site, m->store_sites[w], r, stamp(kStoreAgent + w, stored), w, offset, stored, a);
+        }
+        m->write = me;
+        m->write_site = site;
+        m->released = release ? 1u : 0u;
+    }
+}
+
+// A TMA copy by warp `w` (its load or store number `seq`) reading the map at `map`: registers
+// the use, and checks that the map's latest rewrite reached the tensormap proxy before it.
+__device__ void map_use(Slot* slot, uint64_t map, uint32_t w, uint32_t seq, bool load, uint32_t site)
+{
+    if (map == 0) return;
+    TensorMapRecord* m = find_map(slot, map, true);
+    if (m == nullptr) return;
+    const uint32_t written = *(volatile uint32_t*)&m->write;
+    if (written != 0) {
+        const Warp& warp = slot->warps[w];
+        const bool fenced = *(volatile uint32_t*)&m->released != 0 && *(volatile uint32_t*)&m->acquired[w] == written;
+        if (!known(warp, written) || !fenced)
+            report(kMapUsedWithoutFence, site, m->write_site, w, written, stamp_agent(written), 0, seq, map);
+    }
+    if (load) {
+        atomicMax(&m->loads[w], seq);
+        m->load_sites[w] = site;
+    } else {
+        atomicMax(&m->stores[w], seq);
+        m->store_sites[w] = site;
+    }
+}
+
 }  // namespace async_race
 }  // namespace repro
 
@@ -354,7 +488,8 @@ extern "C" __device__ __noinline__ void repro_race_enter()
         #pragma unroll 1
         for (uint32_t i = linear_thread(); i < granules * (sizeof(Granule) / 16); i += threads) g[i] = make_uint4(0, 0, 0, 0);
         uint32_t* rest = reinterpret_cast<uint32_t*>(slot->warps);
-        const uint32_t words = (sizeof(Warp) * kMaxWarps + sizeof(MBarrier) * kMBarriers + sizeof(NamedBarrier) * kNamedBarriers) / 4;
+        const uint32_t words = (sizeof(Warp) * kMaxWarps + sizeof(MBarrier) * kMBarriers + sizeof(NamedBarrier) * kNamedBarriers +
+                                sizeof(TensorMapRecord) * kMaps) / 4;
         #pragma unroll 1
         for (uint32_t i = linear_thread(); i < words; i += threads) rest[i] = 0;
         __syncthreads();
@@ -386,6 +521,10 @@ extern "C" __device__ __noinline__ void repro_race_access(uint64_t address, uint
     Slot* slot = current_slot();
     if (slot == nullptr) return;
     if ((flags & kMatrix) && lane() >= 8 * ((flags >> kMatrixCountShift) & 0xFF)) return;
+    if ((flags & kMapCheck) && !__isShared(reinterpret_cast<const void*>(address))) {
+        map_rewrite(slot, address, bytes, site, false);  // a generic store to global memory
+        return;
+    }
     uint32_t offset;
     if (!to_offset(address, flags & kWindowMask, &offset)) return;
     const uint32_t w = warp_index();
@@ -463,6 +602,7 @@ extern "C" __device__ __noinline__ void repro_race_bulk_load(uint64_t dst, uint3
     Warp& warp = slot->warps[w];
     const uint32_t seq = atomicAdd(&warp.loads, 1u) + 1;
     const uint32_t me = stamp(kLoadAgent + w, seq);
+    map_use(slot, map, w, seq, true, site);
     const uint32_t last = min(offset + bytes - 1, kMaxSharedBytes - 1) / kGranuleBytes;
     #pragma unroll 1
     for (uint32_t g = offset / kGranuleBytes; g <= last; ++g) {
@@ -515,6 +655,7 @@ extern "C" __device__ __noinline__ void repro_race_bulk_store(uint64_t src, uint
     const uint32_t seq = atomicAdd(&warp.stores, 1u) + 1;
     atomicMax(&warp.open_group, seq);
     const uint32_t me = stamp(kStoreAgent + w, seq);
+    map_use(slot, map, w, seq, false, site);
     const uint32_t last = min(offset + bytes - 1, kMaxSharedBytes - 1) / kGranuleBytes;
     #pragma unroll 1
     for (uint32_t g = offset / kGranuleBytes; g <= last; ++g) {
@@ -543,6 +684,7 @@ extern "C" __device__ __noinline__ void repro_race_bulk_commit(uint32_t unused0)
     if (lane() == leader(mask)) {
         Warp& warp = slot->warps[warp_index()];
         warp.groups[warp.committed % kGroups] = warp.open_group;
+        warp.group_loads[warp.committed % kGroups] = *(volatile uint32_t*)&warp.loads;
         warp.committed += 1;
     }
     __syncwarp(mask);
@@ -560,8 +702,15 @@ extern "C" __device__ __noinline__ void repro_race_bulk_wait(uint32_t pending, u
     if (lane() == leader(mask)) {
         Warp& warp = slot->warps[w];
         if (warp.committed > pending) {
-            const uint32_t done = warp.groups[(warp.committed - 1 - pending) % kGroups];
-            atomicMax(&warp.clock[kStoreAgent + w], done);
+            const uint32_t group = (warp.committed - 1 - pending) % kGroups;
+            atomicMax(&warp.clock[kStoreAgent + w], warp.groups[group]);
+            if (warp.group_loads[group] != 0) {
+                const uint32_t k = warp.drain_count % kDrains;
+                warp.drain_seq[k] = warp.group_loads[group];
+                warp.drain_clock[k] = warp.clock[w];
+                __threadfence_block();
+                warp.drain_count += 1;
+            }
         }
     }
     __syncwarp(mask);
@@ -700,17 +849,25 @@ extern "C" __device__ __noinline__ void repro_race_mbar_inval(uint64_t address, 
 }
 
 // wgmma reading shared memory through descriptors: K-major swizzled operands, whose bytes are
-// `rows / 8` atoms of 8 rows, SBO apart (the layouts CUTLASS and DeepGEMM use); others are not
-// followed.
-__device__ __forceinline__ bool descriptor_range(uint64_t desc, uint32_t rows, uint32_t* lo, uint32_t* hi)
+// `rows / 8` atoms of 8 rows of one swizzle width (128, 64 or 32 bytes), SBO apart (the layouts
+// CUTLASS and DeepGEMM use); others are not followed.
+// The start address is in this CTA's window (14 bits of address >> 4: the low 18 bits, which is
+// the CTA's own offset in a cluster too). A kernel steps K inside a swizzled row by advancing the
+// start (DeepGEMM: +32 bytes per fp8 k-step), so the operand's first row is the start rounded
+// down to the row width. It is not the start rounded down to the 8-row atom (1024 bytes at
+// 128B): a stage need not begin at a 1024-byte boundary (DeepGEMM's 1d1d kernel puts its stages
+// at 256 mod 1024, behind two 128-byte tensor maps), and rounding that far put every operand
+// 256 bytes early, over the bytes before the stage (docs/async-race.md, "Third-party kernels").
+// The last atom ends 8 rows after its start; the operand ends there, not a whole SBO later.
+__host__ __device__ __forceinline__ bool descriptor_range(uint64_t desc, uint32_t rows, uint32_t* lo, uint32_t* hi)
 {
     const uint32_t start = static_cast<uint32_t>(desc & 0x3FFF) << 4;
     const uint32_t stride = static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4;
     const uint32_t layout = static_cast<uint32_t>(desc >> 62);
-    if (layout == 0 || stride == 0) return false;
+    if (layout == 0 || stride == 0 || rows < 8) return false;
     const uint32_t width = layout == 1 ? 128 : layout == 2 ? 64 : 32;
-    *lo = start & ~(8 * width - 1);
-    *hi = *lo + (rows / 8) * stride;
+    *lo = start & ~(width - 1);
+    *hi = *lo + (rows / 8 - 1) * stride + 8 * width;
     return *hi <= kMaxSharedBytes && *hi - *lo <= 65536;
 }
 
@@ -766,6 +923,44 @@ extern "C" __device__ __noinline__ void repro_race_wgmma_wait(uint32_t pending, 
     __syncwarp();
 }
 
+// A write that may rewrite a tensor map: a global store (st.global, or a generic st in a module
+// that rewrites maps, from repro_race_access), tensormap.replace, a bulk copy into global memory,
+// tensormap.cp_fenceproxy (with kMapRelease: the copy and its release in one, by the whole warp).
+// Maps in shared memory are not followed: no TMA copy reads one (PTX: the map operand is a .param,
+// .const or .global address); their copy into global memory is the rewrite.
+extern "C" __device__ __noinline__ void repro_race_map_write(uint64_t address, uint32_t bytes, uint32_t flags, uint32_t site)
+{
+    asm volatile("" ::"l"(address), "r"(bytes), "r"(flags), "r"(site));  // every parameter stays: the rewrite passes them all
+    Slot* slot = current_slot();
+    if (slot == nullptr) return;
+    const uint32_t window = flags & kWindowMask;
+    if (window == kWindowCta || window == kWindowCluster) return;
+    if (window == kWindowGeneric && __isShared(reinterpret_cast<const void*>(address))) return;
+    if ((flags & kMapRelease) && lane() != leader(__activemask())) return;  // one per warp
+    map_rewrite(slot, address, bytes, site, (flags & kMapRelease) != 0);
+}
+
+// fence.proxy.tensormap::generic.release (kMapRelease): the maps this warp wrote reach the
+// tensormap proxy; .acquire [map] (kMapAcquire): this warp's later copies through that map see
+// the released write.
+extern "C" __device__ __noinline__ void repro_race_map_fence(uint64_t address, uint32_t flags, uint32_t site)
+{
+    asm volatile("" ::"l"(address), "r"(flags), "r"(site));  // every parameter stays: the rewrite passes them all
+    Slot* slot = current_slot();
+    if (slot == nullptr) return;
+    const uint32_t w = warp_index();
+    #pragma unroll 1
+    for (int i = 0; i < kMaps; ++i) {
+        TensorMapRecord* m = &slot->maps[i];
+        const unsigned long long a = *(volatile unsigned long long*)&m->address;
+        if (a == 0) break;
+        const uint32_t written = *(volatile uint32_t*)&m->write;
+        if ((flags & kMapRelease) && written != 0 && stamp_agent(written) == w) m->released = 1;
+        if ((flags & kMapAcquire) && address >= a && address < a + kMapBytes)
+            m->acquired[w] = *(volatile uint32_t*)&m->released ? written : 0u;
+    }
+}
+
 // The hooks must reach ptxas even when nothing calls them yet (the rewrite adds the calls):
 // one kernel that no one launches references them all.
 // Its arguments come from its parameters, so that no call passes a constant cicc could fold
@@ -789,6 +984,8 @@ __global__ void repro_race_keep_hooks(int never, uint32_t x, uint64_t y)
     repro_race_wgmma(y, y + 1, x, x + 1, x + 2);
     repro_race_wgmma_commit(x);
     repro_race_wgmma_wait(x, x + 1);
+    repro_race_map_write(y, x, x + 1, x + 2);
+    repro_race_map_fence(y, x, x + 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -856,6 +1053,24 @@ inline void write_debug_dump(FILE* out, const State& state)
                     }
             std::fprintf(out, "]}\n");
         }
+        for (int m = 0; m < kMaps; ++m) {
+            const TensorMapRecord& r = slot.maps[m];
+            if (r.address == 0) break;
+            std::fprintf(out, "{\"debug_map\": %llu, \"write\": %u, \"write_site\": %u, \"released\": %u, \"loads\": [",
+                         r.address, r.write, r.write_site, r.released);
+            const char* separator = "";
+            for (int w = 0; w < kMaxWarps; ++w)
+                if (r.loads[w] != 0 || r.stores[w] != 0 || r.acquired[w] != 0) {
+                    std::fprintf(out, "%s\"warp %d: load %u store %u acquired %u\"", separator, w, r.loads[w], r.stores[w],
+                                 r.acquired[w]);
+                    separator = ", ";
+                }
+            std::fprintf(out, "]}\n");
+        }
+        for (int w = 0; w < kMaxWarps; ++w)
+            if (slot.warps[w].drain_count != 0)
+                std::fprintf(out, "{\"debug_slot\": %u, \"warp\": %d, \"drains\": %u, \"last_drain_seq\": %u}\n", i, w,
+                             slot.warps[w].drain_count, slot.warps[w].drain_seq[(slot.warps[w].drain_count - 1) % kDrains]);
         for (int b = 0; b < 3; ++b)
             std::fprintf(out,
                          "{\"debug_named\": %d, \"generation\": %u, \"arrived\": %u, \"released0\": [%u, %u, %u], "
@@ -883,18 +1098,20 @@ inline void write_findings()
     }
     std::fprintf(out,
                  "{\"summary\": {\"checked_blocks\": %u, \"unchecked_blocks\": %u, \"operations\": %u, "
-                 "\"unknown_sizes\": %u, \"remote_operations\": %u, \"dropped_findings\": %u}}\n",
+                 "\"unknown_sizes\": %u, \"remote_operations\": %u, \"dropped_findings\": %u, "
+                 "\"untracked_maps\": %u, \"drain_ordered\": %u}}\n",
                  state.checked_blocks, state.unchecked_blocks, state.operations, state.unknown_sizes,
-                 state.remote_operations, state.dropped_findings);
+                 state.remote_operations, state.dropped_findings, state.untracked_maps, state.drain_ordered);
     if (std::getenv("REPRO_ASYNC_RACE_DEBUG") != nullptr) write_debug_dump(out, state);
     for (uint32_t i = 0; i < (uint32_t)kMaxFindings; ++i) {
         const Finding& f = state.findings[i];
         if (f.kind == 0) continue;
         std::fprintf(out,
                      "{\"kind\": %u, \"site\": %u, \"other_site\": %u, \"count\": %u, \"block\": [%u, %u, %u], "
-                     "\"warp\": %u, \"other_warp\": %u, \"lo\": %u, \"hi\": %u, \"iteration\": %u, \"other_clock\": %u, \"known\": %u}\n",
+                     "\"warp\": %u, \"other_warp\": %u, \"lo\": %u, \"hi\": %u, \"iteration\": %u, \"other_clock\": %u, \"known\": %u, "
+                     "\"map\": %llu}\n",
                      f.kind, f.site, f.other_site, f.count, f.block[0], f.block[1], f.block[2], f.warp, f.other_warp, f.lo,
-                     f.hi, f.iteration, f.other_clock, f.known);
+                     f.hi, f.iteration, f.other_clock, f.known, f.map);
     }
     std::fclose(out);
 }
