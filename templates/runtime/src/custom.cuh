@@ -328,7 +328,8 @@ struct OutputsJudgement {
   std::vector<OutputJudgement> outputs;
   std::vector<Comparison> given;  // against the reference from the kernel's upstream, where recomputed
   std::vector<OutputStanding> standing;
-  int first_wrong = -1;  // a position in CustomOperands::outputs; -1: every output is right
+  std::vector<int> order;  // upstream before downstream (output_order.cuh), else the spec's order
+  int first_wrong = -1;    // a position in CustomOperands::outputs; -1: every output is right
 };
 
 inline OutputsJudgement judge_outputs(const SpecInfo& spec,
@@ -361,10 +362,10 @@ inline OutputsJudgement judge_outputs(const SpecInfo& spec,
     j.standing[k].recomputed = true;
     j.standing[k].right_given = j.given[k].passed && (j.outputs[k].differences.total == 0 || upstream_differs);
   }
-  std::vector<int> order = upstream_order(c.upstream);
-  if (order.empty())
-    for (size_t k = 0; k < c.outputs.size(); ++k) order.push_back(int(k));
-  j.first_wrong = first_wrong_output(order, j.standing);
+  j.order = upstream_order(c.upstream);
+  if (j.order.empty())  // no reference.upstream (op: file, attention)
+    for (size_t k = 0; k < c.outputs.size(); ++k) j.order.push_back(int(k));
+  j.first_wrong = first_wrong_output(j.order, j.standing);
   return j;
 }
 
@@ -394,21 +395,29 @@ inline std::string output_standing_text(const SpecInfo& spec, const OutputsJudge
   return name + " wrong" + first;
 }
 
+// What the verdict's evidence adds after the first wrong output's own: "; Y follows from Rstd",
+// for each output that follows (run and probes alike).
+inline std::string followers_text(const SpecInfo& spec, const OutputsJudgement& j) {
+  std::string followers;
+  for (size_t k = 0; k < j.standing.size(); ++k)
+    if (j.standing[k].follows()) followers += "; " + output_standing_text(spec, j, int(k));
+  return followers;
+}
+
 // The report of several outputs' judgement: a `given` line per recomputed output, then the
-// `outputs` line; the JSON's `first_wrong_output` and `upstream`. Returns what the verdict's
-// evidence adds after the first wrong output's own: "; Y follows from Rstd".
-inline std::string report_outputs_judgement(const SpecInfo& spec, const OutputsJudgement& j) {
+// `outputs` line; the JSON's `first_wrong_output` and `upstream`.
+inline void report_outputs_judgement(const SpecInfo& spec, const OutputsJudgement& j) {
   const CustomOperands& c = spec.custom;
-  if (c.outputs.size() < 2 || j.first_wrong < 0) return "";
+  if (c.outputs.size() < 2 || j.first_wrong < 0) return;
   JsonWriter upstream_json;
   upstream_json.begin_array();
-  std::string followers;
+  bool recomputed = false;
   for (size_t k = 0; k < c.outputs.size(); ++k) {
     if (!j.standing[k].recomputed) continue;
+    recomputed = true;
     const std::string name = spec.tensors[size_t(c.outputs[k])].name;
     std::printf("given   %s from the kernel's own %s: %s\n", name.c_str(), output_names(spec, c.upstream[k]).c_str(),
                 format_comparison_line(name.c_str(), j.given[k]).c_str());
-    if (j.standing[k].follows()) followers += "; " + output_standing_text(spec, j, int(k));
     upstream_json.begin_object();
     upstream_json.field("tensor", name);
     upstream_json.key("upstream").begin_array();
@@ -426,16 +435,11 @@ inline std::string report_outputs_judgement(const SpecInfo& spec, const OutputsJ
   }
   upstream_json.end_array();
   std::string line;
-  std::vector<int> order = upstream_order(c.upstream);
-  if (order.empty())
-    for (size_t k = 0; k < c.outputs.size(); ++k) order.push_back(int(k));
-  for (int k : order) line += (line.empty() ? "" : "; ") + output_standing_text(spec, j, k);
+  for (int k : j.order) line += (line.empty() ? "" : "; ") + output_standing_text(spec, j, k);
   std::printf("outputs %s\n", line.c_str());
   report_set("first_wrong_output", json_string(spec.tensors[size_t(c.outputs[size_t(j.first_wrong)])].name));
   report_set("outputs_standing", json_string(line));
-  if (!followers.empty() || std::any_of(j.standing.begin(), j.standing.end(), [](const OutputStanding& s) { return s.recomputed; }))
-    report_set("upstream", upstream_json.str());
-  return followers;
+  if (recomputed) report_set("upstream", upstream_json.str());
 }
 
 // The custom ops' probe suite (probe_custom.cuh) and attention's (attention.cuh).
@@ -595,7 +599,8 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   }
   outputs_json.end_array();
   report_set("outputs", outputs_json.str());
-  verdict.evidence += report_outputs_judgement(spec, judged);
+  report_outputs_judgement(spec, judged);
+  if (c.outputs.size() > 1) verdict.evidence += followers_text(spec, judged);
   if (repeat > 1 && passed) std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
   report_stress();
   stress_split.report();

@@ -106,11 +106,8 @@ inline ProbeOutcome run_custom_probe(SpecInfo& spec, cudaStream_t stream, cudaEv
     o.comparison = j.comparison;
     o.output = out.name;
     o.pattern = j.pattern;
-    if (spec.custom.outputs.size() > 1) {
-      o.pattern.evidence = out.name + ": " + o.pattern.evidence;
-      for (size_t f = 0; f < judged.standing.size(); ++f)
-        if (judged.standing[f].follows()) o.pattern.evidence += "; " + output_standing_text(spec, judged, int(f));
-    }
+    if (spec.custom.outputs.size() > 1)
+      o.pattern.evidence = out.name + ": " + o.pattern.evidence + followers_text(spec, judged);
     o.differences = j.differences.total;
     o.only_under_stress = j.stress_split.stressed > 0 && j.stress_split.unstressed == 0;
     o.stale_differences = j.differences.stale;
