@@ -5,23 +5,9 @@
 
 use std::path::PathBuf;
 
-use crate::spec::SpecErrors;
+use crate::spec::{LoadError, SpecErrors};
 
-/// Exit codes shared by `repro` and the generated harness (docs/cli.md), and repro's own
-/// [`INTERNAL`](exit::INTERNAL).
-pub mod exit {
-    pub const PASSED: u8 = 0;
-    pub const MISMATCH: u8 = 1;
-    pub const USAGE: u8 = 2;
-    pub const BUILD: u8 = 3;
-    pub const CUDA_ERROR: u8 = 4;
-    pub const HANG: u8 = 5;
-    pub const SANITIZER: u8 = 6;
-    pub const NO_DEVICE: u8 = 7;
-    /// A bug in repro (sysexits' EX_SOFTWARE): a template that does not render, a harness report
-    /// repro cannot read. Never the harness's own code.
-    pub const INTERNAL: u8 = 70;
-}
+pub use repro_contract::exit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -191,6 +177,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<LoadError> for Error {
+    fn from(error: LoadError) -> Self {
+        match error {
+            LoadError::Spec(errors) => Error::Spec(errors),
+            LoadError::Read { path, source } => Error::ReadSpec { path, source },
+            LoadError::TooLarge { path, limit_mib } => Error::SpecTooLarge { path, limit_mib },
+            LoadError::NotAFile { path, kind } => Error::SpecNotAFile { path, kind },
+        }
+    }
 }
 
 impl Error {

@@ -17,12 +17,12 @@ pub mod capture;
 pub mod commands;
 pub mod doctor;
 pub mod error;
-pub mod file_kind;
 pub mod flags;
 pub mod generate;
 pub mod import;
-pub mod inputs;
 pub mod machine;
 pub mod plan;
 pub mod run;
-pub mod spec;
+
+// The contract layer (crates/repro-contract), under the names the modules above have always used.
+pub use repro_contract::{file_kind, inputs, spec};

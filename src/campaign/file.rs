@@ -600,7 +600,7 @@ impl Reader<'_> {
         let dir = spec_path.parent().unwrap_or(Path::new("."));
         match crate::spec::load_text(spec_path, &derived, dir, &crate::machine::Machine) {
             Ok(spec) => Ok(Some(spec)),
-            Err(Error::Spec(errors)) => {
+            Err(crate::spec::LoadError::Spec(errors)) => {
                 let first = errors
                     .diagnostics
                     .first()
@@ -617,7 +617,7 @@ impl Reader<'_> {
                 );
                 Ok(None)
             }
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -90,7 +90,7 @@ pub struct CheckArgs {
     pub timeout: TimeoutArgs,
     /// Where the fp64 reference runs: a GEMM's (emulated: from int8 tensor cores), or attention's forward [default: reference.provider, else auto: by size].
     #[arg(long, value_name = "WHERE")]
-    pub reference: Option<ReferenceProvider>,
+    pub reference: Option<Reference>,
     /// Compute the reference even when a run with the same operands left one in .repro/cache/.
     #[arg(long)]
     pub no_reference_cache: bool,
@@ -98,7 +98,7 @@ pub struct CheckArgs {
     /// thrashed L2: l2), or with random sleeps at the kernel's repro::delay points (jitter), so
     /// that races with a short window show [default: check.stress].
     #[arg(long, value_name = "MODE")]
-    pub stress: Option<crate::spec::model::StressMode>,
+    pub stress: Option<Stress>,
     /// With --stress bandwidth or l2: the stressor's SMs [default: those the kernel's grid leaves
     /// free].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -113,9 +113,9 @@ impl CheckArgs {
         crate::run::Checks {
             repeat: self.repeat,
             timeout: self.timeout.timeout,
-            reference: self.reference,
+            reference: self.reference.map(|r| r.0),
             reference_cache: !self.no_reference_cache,
-            stress: self.stress,
+            stress: self.stress.map(|s| s.0),
             stress_sms: self.stress_sms,
             jitter_ns: self.jitter_ns,
         }
@@ -175,20 +175,25 @@ pub(super) fn positive_size(text: &str) -> Result<i64, String> {
 }
 
 // The values the command line offers, in the order `--help` lists them. The enums are the core's
-// own; only their spelling on the command line lives here.
+// own (the contract's, for the spec's, wrapped here since clap's trait and the enum are both
+// another crate's); only their spelling on the command line lives here.
 
-impl ValueEnum for ReferenceProvider {
+/// `--reference`'s value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reference(pub ReferenceProvider);
+
+impl ValueEnum for Reference {
     fn value_variants<'a>() -> &'a [Self] {
         &[
-            ReferenceProvider::Host,
-            ReferenceProvider::Device,
-            ReferenceProvider::Emulated,
-            ReferenceProvider::Auto,
+            Reference(ReferenceProvider::Host),
+            Reference(ReferenceProvider::Device),
+            Reference(ReferenceProvider::Emulated),
+            Reference(ReferenceProvider::Auto),
         ]
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.name()))
+        Some(PossibleValue::new(self.0.name()))
     }
 }
 
@@ -199,5 +204,28 @@ impl ValueEnum for Tool {
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
         Some(PossibleValue::new(self.name()).help(self.about()))
+    }
+}
+
+/// `--stress`'s value: a [`StressMode`](crate::spec::model::StressMode), offered to clap from
+/// the contract's own list of modes, names and help lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stress(pub crate::spec::model::StressMode);
+
+impl ValueEnum for Stress {
+    fn value_variants<'a>() -> &'a [Self] {
+        use crate::spec::model::StressMode;
+        const ALL: [Stress; 4] = [
+            Stress(StressMode::None),
+            Stress(StressMode::Bandwidth),
+            Stress(StressMode::L2),
+            Stress(StressMode::Jitter),
+        ];
+        const _: () = assert!(ALL.len() == StressMode::ALL.len());
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.name()).help(self.0.help()))
     }
 }

@@ -67,7 +67,7 @@ pub struct HarnessContext {
     pub include_dirs: Vec<String>,
     pub has_expect: bool,
     /// The harness's options and exit codes, from the one table of them
-    /// (src/run/harness_options.rs), for the artifact's README.
+    /// (crates/repro-contract/src/harness_options.rs), for the artifact's README.
     pub harness_options_table: String,
     pub harness_exit_codes: String,
     pub expect_ones: String,
@@ -889,7 +889,7 @@ struct CmakeValues {
 }
 
 /// What these cannot carry (quote::Unrepresentable): a control character anywhere, a `;` in the
-/// CUTLASS root. The spec loader refuses a control character in a flag (src/spec/build.rs); the
+/// CUTLASS root. The spec loader refuses a control character in a flag (crates/repro-contract/src/spec/build.rs); the
 /// folders are not checked there yet. Either way repro should have said so at the spec, so
 /// generation stops as a bug in repro, naming the value.
 fn cmake_values(command: &BuildCommand, include_dirs: &[String]) -> Result<CmakeValues, Error> {

@@ -6,7 +6,7 @@
 //! driver, in a host loop of the kernel's own setup code) cannot fire.
 
 pub mod bench;
-pub mod harness_options;
+pub use repro_contract::harness_options;
 pub mod probe;
 pub mod sanitize;
 pub mod shrink;

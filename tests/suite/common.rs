@@ -180,7 +180,7 @@ pub fn assert_emitted_inputs_match(harness: &Path, spec: &Path, dir: &Path) {
 
 /// A spec text loaded as `bad.yaml` in examples/ (so `../kernels` resolves), for the spec-error
 /// tests.
-pub fn load_spec_text(text: &str) -> Result<repro::spec::ResolvedSpec, repro::error::Error> {
+pub fn load_spec_text(text: &str) -> Result<repro::spec::ResolvedSpec, repro::spec::LoadError> {
     repro::spec::load_text(
         Path::new("bad.yaml"),
         text,

@@ -177,7 +177,7 @@ fn nvcc_runs_these_flags_through_a_shell_and_the_loader_refuses_them() {
         assert!(
             appeared(&mark),
             "nvcc {:?} ran no shell command (exit {:?}, {}): if nvcc now quotes this, the \
-             refusal of its character can be relaxed (src/spec/build.rs, docs/spec.md)",
+             refusal of its character can be relaxed (crates/repro-contract/src/spec/build.rs, docs/spec.md)",
             form.flags,
             output.status.code(),
             String::from_utf8_lossy(&output.stderr)

@@ -71,7 +71,7 @@ build: {{ arch: sm_90a }}
     )
 }
 
-fn load_replay(dir: &Path, at: &str) -> Result<repro::spec::ResolvedSpec, repro::error::Error> {
+fn load_replay(dir: &Path, at: &str) -> Result<repro::spec::ResolvedSpec, repro::spec::LoadError> {
     std::fs::write(dir.join("params.bin"), [0u8; 64]).unwrap();
     std::fs::write(dir.join("module.cubin"), b"cubin").unwrap();
     let mut header = "{'descr': '|u1', 'fortran_order': False, 'shape': (64,), }".to_string();

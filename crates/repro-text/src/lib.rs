@@ -6,7 +6,7 @@
 //! It may import nothing of repro: no spec, no CUDA, no harness, no command. Cargo enforces that
 //! (this crate does not depend on the repro crate, and a dependency back would be a cycle);
 //! README.md's "Layout" says which layers sit above it. YAML is not here: all of it is in
-//! src/spec/yaml.rs.
+//! crates/repro-contract/src/spec/yaml.rs.
 
 mod file;
 pub mod paths;

@@ -1,6 +1,6 @@
 //! Quoting for the places a spec's values are written into code: a POSIX shell word (build.sh),
 //! CMake arguments (CMakeLists.txt), a comment line. Each keeps a value inert: no spec value ever
-//! becomes shell or CMake code. YAML's quoting is not here (src/spec/yaml.rs holds all YAML);
+//! becomes shell or CMake code. YAML's quoting is not here (crates/repro-contract/src/spec/yaml.rs holds all YAML);
 //! imports nothing of repro.
 
 /// Quotes an argument for a POSIX shell so that it stays one inert word: anything but plain
@@ -29,7 +29,7 @@ pub enum Unrepresentable {
     /// CMake writes a compile flag or an include directory into the Makefile as it is (a
     /// newline there ends the line, and the next one can be a command), and Ninja's escape for a
     /// newline drops it: no quoting keeps a control character. The spec loader refuses them in
-    /// the production flags (repro's src/spec/build.rs), where the spec can name them.
+    /// the production flags (repro's crates/repro-contract/src/spec/build.rs), where the spec can name them.
     #[error("{value:?} holds a control character (U+{:04X}), which no CMake build file can pass on", u32::from(*character))]
     ControlCharacter { value: String, character: char },
     /// A PATH cache entry is split at `;` and joined again, which takes the `\` off a `\;`, and

@@ -4,7 +4,7 @@
 // Every value crosses between the host's doubles and a tensor's storage through encode() and
 // decode(). Conversions round to nearest, ties to even, straight from the double: going through
 // float first would round twice and could land one ulp off in f16, bf16, tf32 and fp8. The Rust
-// mirror (src/inputs/convert.rs) implements the same functions bit for bit.
+// mirror (crates/repro-contract/src/inputs/convert.rs) implements the same functions bit for bit.
 // Storage is little-endian, as on every host CUDA runs on.
 // ---------------------------------------------------------------------------------------------
 #pragma once

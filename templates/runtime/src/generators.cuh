@@ -3,7 +3,7 @@
 //
 // Every generated value is a pure function of (pattern, seed, tensor name, logical index): no
 // generator state, no library RNG, no libm. The same spec therefore gives the same tensor in
-// this harness, in `repro` (src/inputs/generators.rs mirrors this file bit for bit), on any
+// this harness, in `repro` (crates/repro-contract/src/inputs/generators.rs mirrors this file bit for bit), on any
 // machine and under any host compiler flags:
 //
 //   counter hash  h(seed, stream, index, draw) = mix(mix(mix(mix(seed ^ kSeedSalt) ^ stream)

@@ -25,7 +25,10 @@ pub struct CheckSpec {
 }
 
 /// `check.stress` and `--stress` (docs/spec.md, `check`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+///
+/// `--stress` offers these by [`StressMode::ALL`], [`name`](StressMode::name) and
+/// [`help`](StressMode::help) (src/commands/options.rs): the contract does not depend on clap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StressMode {
     /// No stressor.
@@ -39,6 +42,31 @@ pub enum StressMode {
 }
 
 impl StressMode {
+    pub const ALL: [StressMode; 4] = [
+        StressMode::None,
+        StressMode::Bandwidth,
+        StressMode::L2,
+        StressMode::Jitter,
+    ];
+
+    /// One line for `--stress`'s list of values.
+    pub fn help(self) -> &'static str {
+        match self {
+            StressMode::None => "No stressor",
+            StressMode::Bandwidth => {
+                "Copies streamed through a buffer four times the L2 on a second stream: DRAM \
+                 congestion"
+            }
+            StressMode::L2 => {
+                "The L2 overwritten before the launch and thrashed by random lines during it"
+            }
+            StressMode::Jitter => {
+                "Random sleeps at the kernel's repro::delay points (repro_trace.cuh): no stressor \
+                 kernel"
+            }
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             StressMode::None => "none",

@@ -1,0 +1,18 @@
+//! repro's harness contract: what `repro` and the harness it generates agree on, written once.
+//!
+//! - [`spec`]: the spec file (docs/spec.md): its model, its YAML (all of repro's YAML code is in
+//!   `spec::yaml`), its validation with spanned errors, and the resolved spec generation reads.
+//! - [`inputs`]: the input generators, bit for bit the harness runtime's own.
+//! - [`harness_options`]: every option the harness reads, and the table that renders its `--help`.
+//! - [`exit`]: the exit codes `repro` and the harness share (docs/cli.md).
+//! - [`file_kind`]: the bounded, kind-checked reads of the user's files.
+//!
+//! It may import only repro-text. What only the layers above know (the compile line a build log
+//! holds, where CUTLASS is) reaches it through [`spec::Lookups`], which the caller implements;
+//! Cargo refuses a dependency back up (README.md, "Layout").
+
+pub mod exit;
+pub mod file_kind;
+pub mod harness_options;
+pub mod inputs;
+pub mod spec;
