@@ -1,4 +1,4 @@
-//! Real inputs captured in production and replayed: templates/instrument/repro_capture.cuh
+//! Real inputs captured in production and replayed: crates/repro-contract/instrument/repro_capture.cuh
 //! compiled with the real nvcc into a small program (tests/cpp/capture_demo.cu) that captures
 //! host tensors (a bf16 one and a column-major f32 view), `repro import capture` turning its
 //! manifest into a spec's tensors, and the harness built from that spec generating exactly the

@@ -5,6 +5,13 @@
 //! - [`inputs`]: the input generators, bit for bit the harness runtime's own.
 //! - [`harness_options`]: every option the harness reads, and the table that renders its `--help`.
 //! - [`exit`]: the exit codes `repro` and the harness share (docs/cli.md).
+//! - [`runtime`]: the harness runtime's C++ sources (`runtime/`, folders by concern; its README.md
+//!   says what each holds), embedded as every artifact carries them, flat, in its `runtime/`.
+//!
+//! Beside them, `instrument/` holds the two headers users put in their own code, the other side
+//! of the harness's contract (docs/instrumenting.md): `repro_trace.cuh` writes the traced stages
+//! the harness reads, `repro_capture.cuh` the capture folders `repro import` reads. No artifact
+//! carries them.
 //! - [`file_kind`]: the bounded, kind-checked reads of the user's files.
 //!
 //! It may import only repro-text. What only the layers above know (the compile line a build log
@@ -15,4 +22,5 @@ pub mod exit;
 pub mod file_kind;
 pub mod harness_options;
 pub mod inputs;
+pub mod runtime;
 pub mod spec;

@@ -1,6 +1,6 @@
 //! Input values, exactly as the generated harness makes them.
 //!
-//! The harness runtime (`templates/harness/runtime/generators.cuh` and `dtype.cuh`) generates
+//! The harness runtime (`crates/repro-contract/runtime/src/inputs/generators.cuh` and `dtype.cuh`) generates
 //! every input tensor from its init pattern with a counter-based hash and converts it to the
 //! tensor's dtype with round-to-nearest-even straight from `f64`. This module is the same
 //! arithmetic in Rust, bit for bit, so `repro` knows the exact bits a harness feeds its kernel
