@@ -4,7 +4,7 @@
 // scripts/gpu-check.sh (part `reference`); tests/runtime.rs only compiles it, for the three code
 // paths of the kernel (sm_90a: m16n8k4 DMMA, sm_80: m8n8k4 DMMA, sm_75: FMA).
 //
-//   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/) \
+//   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/)
 //        -gencode=arch=compute_90a,code=sm_90a -o drc tests/cpp/device_reference_check.cu
 //   (one -I per folder of the runtime's sources: they include one another by bare name, as the
 //   artifact holds them flat)

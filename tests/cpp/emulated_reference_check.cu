@@ -2,7 +2,7 @@
 // bound, and its speed beside the fp64 tensor cores'. Run by scripts/gpu-check.sh (part
 // `emulated`); tests/runtime.rs only compiles it.
 //
-//   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/) \
+//   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/)
 //        -gencode=arch=compute_90a,code=sm_90a -o erc tests/cpp/emulated_reference_check.cu
 //   (one -I per folder of the runtime's sources: they include one another by bare name, as the
 //   artifact holds them flat)

@@ -3,7 +3,7 @@
 // (one -I per folder of the runtime's sources: they include one another by bare name, as the
 // artifact holds them flat):
 //
-//   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/) \
+//   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/)
 //        -gencode=arch=compute_90a,code=sm_90a -o runtime_selftest tests/cpp/runtime_selftest.cu
 //   ./runtime_selftest                                     # the self-test: "N passed, M failed"
 //   ./runtime_selftest values PATTERN DTYPE SEED NAME SHAPE  # generated storage bits, hex, one per line
