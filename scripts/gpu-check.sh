@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 repro=${REPRO:-$PWD/target/release/repro}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}  # for the C++ test programs
 # The runtime's sources, for the C++ test programs that compile it: one -I per folder, since they
-# include one another by bare name as the artifact holds them flat (crates/repro-contract/runtime/README.md).
+# include one another by bare name as the artifact holds them flat
+# (crates/repro-contract/runtime/README.md).
 runtime_includes=(-Icrates/repro-contract/runtime/include)
 for folder in crates/repro-contract/runtime/src/*/; do runtime_includes+=("-I$folder"); done
 logs=${GPU_CHECK_LOGS:-$(mktemp -d)}

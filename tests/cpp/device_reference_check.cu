@@ -1,6 +1,7 @@
-// GPU check of the device reference (crates/repro-contract/runtime/src/reference/device_reference.cuh): every output
-// of the fp64 device GEMM against the host reference (reference_gemm), over ragged sizes, every
-// operand layout the kernel distinguishes, batches, alpha, beta * C, bias and mixed dtypes. Run by
+// GPU check of the device reference
+// (crates/repro-contract/runtime/src/reference/device_reference.cuh): every output of the fp64
+// device GEMM against the host reference (reference_gemm), over ragged sizes, every operand layout
+// the kernel distinguishes, batches, alpha, beta * C, bias and mixed dtypes. Run by
 // scripts/gpu-check.sh (part `reference`); tests/runtime.rs only compiles it, for the three code
 // paths of the kernel (sm_90a: m16n8k4 DMMA, sm_80: m8n8k4 DMMA, sm_75: FMA).
 //

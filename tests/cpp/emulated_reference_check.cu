@@ -1,6 +1,7 @@
-// GPU check of the emulated reference (crates/repro-contract/runtime/src/emulated/emulated_reference.cuh): its error
-// bound, and its speed beside the fp64 tensor cores'. Run by scripts/gpu-check.sh (part
-// `emulated`); tests/runtime.rs only compiles it.
+// GPU check of the emulated reference
+// (crates/repro-contract/runtime/src/emulated/emulated_reference.cuh): its error bound, and its
+// speed beside the fp64 tensor cores'. Run by scripts/gpu-check.sh (part `emulated`);
+// tests/runtime.rs only compiles it.
 //
 //   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/)
 //        -gencode=arch=compute_90a,code=sm_90a -o erc tests/cpp/emulated_reference_check.cu

@@ -1,7 +1,7 @@
 // Host-only self-test of the harness runtime (crates/repro-contract/runtime/src). Needs no GPU: it
-// never calls a CUDA API that needs a device. Built and run by tests/suite/runtime.rs; by hand
-// (one -I per folder of the runtime's sources: they include one another by bare name, as the
-// artifact holds them flat):
+// never calls a CUDA API that needs a device. Built and run by tests/suite/runtime.rs; by hand (one
+// -I per folder of the runtime's sources: they include one another by bare name, as the artifact
+// holds them flat):
 //
 //   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/)
 //        -gencode=arch=compute_90a,code=sm_90a -o runtime_selftest tests/cpp/runtime_selftest.cu

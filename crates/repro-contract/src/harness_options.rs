@@ -1,15 +1,15 @@
 //! Every option the generated harness reads (`parse_options` in
-//! crates/repro-contract/runtime/src/run/harness_main.cuh), in one table, and the exit codes it shares with
-//! `repro` (`crate::exit`).
+//! crates/repro-contract/runtime/src/run/harness_main.cuh), in one table, and the exit codes it
+//! shares with `repro` (`crate::exit`).
 //!
-//! The code that hands options to the harness (src/run/, src/bundle/report.rs) spells them through this
-//! table, and the table renders the harness's `--help` (a generated part of harness_main.cuh
+//! The code that hands options to the harness (src/run/, src/bundle/report.rs) spells them through
+//! this table, and the table renders the harness's `--help` (a generated part of harness_main.cuh
 //! that `print_usage` prints), the exit-code constants of
-//! crates/repro-contract/runtime/include/repro/harness.h, the tables of harness options in README.md and
-//! docs/cli.md, and (at generation time) the artifact README's table and exit codes. A unit
-//! test fails when one of them, or the harness's parser, drifts from the table; it rewrites
-//! them with `REPRO_BLESS=1 cargo test -p repro-contract harness_options` (then `scripts/regenerate.sh`:
-//! the runtime's files are hashed into every artifact's manifest).
+//! crates/repro-contract/runtime/include/repro/harness.h, the tables of harness options in
+//! README.md and docs/cli.md, and (at generation time) the artifact README's table and exit codes.
+//! A unit test fails when one of them, or the harness's parser, drifts from the table; it rewrites
+//! them with `REPRO_BLESS=1 cargo test -p repro-contract harness_options` (then
+//! `scripts/regenerate.sh`: the runtime's files are hashed into every artifact's manifest).
 
 use std::fmt::Display;
 

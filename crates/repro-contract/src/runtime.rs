@@ -12,7 +12,8 @@
 /// One file of the runtime: where the artifact has it, where this crate has it, and its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RuntimeFile {
-    /// Relative to the artifact's folder: `runtime/src/dtype.cuh`, `runtime/include/repro/harness.h`.
+    /// Relative to the artifact's folder: `runtime/src/dtype.cuh`,
+    /// `runtime/include/repro/harness.h`.
     pub artifact_path: &'static str,
     /// Relative to this crate's folder: `runtime/src/inputs/dtype.cuh`.
     pub source_path: &'static str,
