@@ -16,6 +16,7 @@ use super::results::{self, Record, Times};
 use crate::error::exit;
 use crate::run::harness_options as opt;
 use crate::run::sanitize;
+use repro_contract::report::{evidence_line, run_class, Disposition, Report};
 
 /// A run, ready to start: the harness binary, its options, and its limit.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -206,17 +207,17 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
                 .and_then(|c| u8::try_from(c).ok())
                 .unwrap_or(exit::CUDA_ERROR);
             record.code = code;
-            record.disposition = crate::run::disposition_of(&f.stdout)
-                .unwrap_or("")
-                .to_string();
-            record.evidence = crate::run::evidence_line(&f.stdout);
+            record.disposition = Disposition::last_in(&f.stdout)
+                .map(|d| d.to_string())
+                .unwrap_or_default();
+            record.evidence = evidence_line(&f.stdout);
             record.verdict = match code {
                 exit::NO_DEVICE => "no_device".into(),
                 exit::USAGE => {
                     record.evidence = f.stderr.lines().next().unwrap_or("").trim().to_string();
                     "refused".into()
                 }
-                _ => crate::run::class_of(code, &f.stdout),
+                _ => run_class(code, &f.stdout),
             };
             if let Some(s) = &job.sanitizer {
                 judge_sanitizer(&mut record, s);
@@ -224,9 +225,10 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
         }
     }
     if let Ok(text) = std::fs::read_to_string(&report) {
-        if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
-            record.gpu = json.get("device").cloned().filter(|d| !d.is_null());
-            record.times.harness = json.get("timings").cloned();
+        // Copied as the harness wrote them (Verbatim): results.jsonl keeps its numbers.
+        if let Ok(harness) = Report::from_json(text.as_bytes()) {
+            record.gpu = harness.device.map(|d| d.json);
+            record.times.harness = harness.timings.map(|t| t.json);
         }
         if record.is_failure() {
             record.report = Some(report_rel);

@@ -152,6 +152,45 @@ impl Class {
     }
 }
 
+/// The class of a harness run from what it printed: its last disposition line's class; without
+/// one (the process died before printing it), `ok` for exit 0 and `fault` otherwise.
+pub fn run_class(code: u8, output: &str) -> String {
+    Disposition::last_in(output)
+        .as_ref()
+        .and_then(Disposition::class)
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            if code == 0 {
+                "ok".into()
+            } else {
+                "fault".into()
+            }
+        })
+}
+
+/// The line of a harness's output that best says what a run showed, for a one-line summary:
+/// the named pattern or probe verdict, else a hang or fault line, else the first comparison line
+/// (`D  relL2 ... bad 0/...`, its spaces collapsed); empty when there is none.
+pub fn evidence_line(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().map(str::trim_end).collect();
+    let starts = |prefixes: &[&str]| {
+        lines
+            .iter()
+            .rev()
+            .find(|l| prefixes.iter().any(|p| l.starts_with(p)))
+            .map(|l| l.to_string())
+    };
+    starts(&["pattern ", "verdict "])
+        .or_else(|| starts(&["hang:", "device fault:", "fault:", "sanitize "]))
+        .or_else(|| {
+            lines
+                .iter()
+                .find(|l| l.contains(" relL2 "))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        })
+        .unwrap_or_default()
+}
+
 // ---------------------------------------------------------------------------------------------
 // The JSON report
 // ---------------------------------------------------------------------------------------------

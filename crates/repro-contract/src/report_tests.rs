@@ -347,3 +347,30 @@ fn the_runtimes_classes_are_the_enums() {
         assert!(written.contains(name), "{name} not found: {written:?}");
     }
 }
+
+#[test]
+fn a_run_without_a_disposition_line_is_ok_or_a_fault_by_its_exit_code() {
+    assert_eq!(run_class(1, "x\nDisposition: Failed (scale)\n"), "scale");
+    assert_eq!(run_class(0, "Disposition: Passed\n"), "ok");
+    assert_eq!(run_class(0, "no line\n"), "ok");
+    assert_eq!(run_class(4, "no line\n"), "fault");
+    assert_eq!(run_class(7, "Disposition: Not run (no_device)\n"), "fault");
+}
+
+#[test]
+fn the_evidence_line_prefers_the_pattern_then_a_fault_then_the_comparison() {
+    let run = "D       relL2 1.0e+00  max_abs 64  ratio 2.0000  bad 4/4\n\
+               pattern scale: every output is 2.000x the reference\n\
+               Disposition: Failed (scale)\n";
+    assert_eq!(
+        evidence_line(run),
+        "pattern scale: every output is 2.000x the reference"
+    );
+    let fault = "D  relL2 0\nfault: illegal address\nDisposition: Failed (fault)\n";
+    assert_eq!(evidence_line(fault), "fault: illegal address");
+    assert_eq!(
+        evidence_line("D       relL2 0.000e+00  bad 0/4\nDisposition: Passed\n"),
+        "D relL2 0.000e+00 bad 0/4"
+    );
+    assert_eq!(evidence_line("Disposition: Passed\n"), "");
+}
