@@ -374,3 +374,25 @@ fn the_evidence_line_prefers_the_pattern_then_a_fault_then_the_comparison() {
     );
     assert_eq!(evidence_line("Disposition: Passed\n"), "");
 }
+
+/// Every report in the fixtures folder reads, those scripts/gpu-report-fixtures.sh adds
+/// (`gpu-*.json`) included.
+#[test]
+fn every_report_in_the_fixtures_folder_reads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
+    let mut read = 0;
+    for entry in std::fs::read_dir(&dir).expect("fixtures") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|x| x == "json") {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let report = fixture(&name);
+            assert!(
+                Class::parse(&report.class).is_some(),
+                "{name}: {}",
+                report.class
+            );
+            read += 1;
+        }
+    }
+    assert!(read >= 9, "{read} reports in {}", dir.display());
+}
