@@ -118,7 +118,7 @@ pub fn build_failed(job_key: &RunKey, campaign: &str, evidence: &str, build_s: f
     let mut record = blank(job_key, campaign, "build");
     record.code = exit::BUILD;
     record.verdict = "build_failed".into();
-    record.disposition = "Not run (build failed)".into();
+    record.disposition = Disposition::not_run("build failed").to_string();
     record.evidence = evidence.to_string();
     record.times.build_s = build_s;
     record
@@ -158,7 +158,7 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
     if let Err(e) = super::folder::real_dir(&results_dir.join("reports")) {
         record.code = exit::USAGE;
         record.verdict = "refused".into();
-        record.disposition = "Not run (results folder refused)".into();
+        record.disposition = Disposition::not_run("results folder refused").to_string();
         record.evidence = e.to_string().lines().next().unwrap_or("").to_string();
         return record;
     }
@@ -188,13 +188,13 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
         Err(e) => {
             record.code = exit::CUDA_ERROR;
             record.verdict = "fault".into();
-            record.disposition = "Failed (fault)".into();
+            record.disposition = Disposition::failed("fault").to_string();
             record.evidence = e.to_string();
         }
         Ok(None) => {
             record.code = exit::HANG;
             record.verdict = "hang".into();
-            record.disposition = "Failed (hang)".into();
+            record.disposition = Disposition::failed("hang").to_string();
             record.evidence = format!(
                 "the process ran past repro's limit of {:.0} s and was killed",
                 job.limit_s
@@ -268,7 +268,7 @@ fn judge_sanitizer(record: &mut Record, sanitizer: &Sanitizer) {
     if report.error_count() > 0 {
         record.code = exit::SANITIZER;
         record.verdict = "sanitizer".into();
-        record.disposition = "Failed (sanitizer)".into();
+        record.disposition = Disposition::failed("sanitizer").to_string();
         record.evidence = report
             .findings
             .first()

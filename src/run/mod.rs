@@ -147,7 +147,7 @@ pub(crate) fn relay(
              (its watchdog should have fired first: the process is stuck outside a kernel wait)",
             limit.as_secs_f64()
         );
-        println!("Disposition: Failed (hang)");
+        println!("{}", Disposition::failed("hang").line());
         return Ok(None);
     };
     let disposition = reader.join().unwrap_or(None);
@@ -459,7 +459,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
         print!("{}", crate::async_race::report::render(&found));
         crate::async_race::report::add_to_json(&report, &found)?;
         if !found.races.is_empty() {
-            println!("Disposition: Failed (race)");
+            println!("{}", Disposition::failed("race").line());
             return Ok(exit::SANITIZER);
         }
     }
@@ -468,7 +468,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
         let report = sanitize::parse(&text);
         print!("{}", sanitize::render(tool, &report));
         if report.error_count() > 0 {
-            println!("Disposition: Failed (sanitizer)");
+            println!("{}", Disposition::failed("sanitizer").line());
             return Ok(exit::SANITIZER);
         }
         // No findings: compute-sanitizer's own exit code is not the harness's.

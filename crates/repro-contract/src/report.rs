@@ -72,6 +72,21 @@ impl Disposition {
         output.lines().rev().find_map(Self::from_line)
     }
 
+    /// `Failed (<class>)`.
+    pub fn failed(class: &str) -> Disposition {
+        Disposition::Failed(class.to_string())
+    }
+
+    /// `Not run (<why>)`.
+    pub fn not_run(why: &str) -> Disposition {
+        Disposition::NotRun(why.to_string())
+    }
+
+    /// The whole line, as the harness prints it (`Disposition: Failed (hang)`).
+    pub fn line(&self) -> String {
+        format!("{}{self}", Self::PREFIX)
+    }
+
     /// The class the disposition names: `ok` for `Passed`, `X` for `Failed (X)`; None for
     /// `Not run`, `Timed` and a line of another form, which say nothing about the kernel's
     /// correctness.

@@ -396,3 +396,15 @@ fn every_report_in_the_fixtures_folder_reads() {
     }
     assert!(read >= 9, "{read} reports in {}", dir.display());
 }
+
+#[test]
+fn repros_own_disposition_lines_are_the_harness_form() {
+    assert_eq!(
+        Disposition::failed("race").line(),
+        "Disposition: Failed (race)"
+    );
+    assert_eq!(
+        Disposition::from_line(&Disposition::not_run("build failed").line()),
+        Some(Disposition::NotRun("build failed".into()))
+    );
+}
