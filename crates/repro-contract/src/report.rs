@@ -240,7 +240,7 @@ pub struct Report {
     /// The inputs line (`A uniform[-1, 1] seed 11, ...`).
     #[serde(default)]
     pub inputs: Option<String>,
-    /// `reference`, `ones`, `probe`, ... as the harness names its run.
+    /// `ones` (the op's own `--ones` inputs) or `reference` (any other run).
     #[serde(default)]
     pub mode: Option<String>,
     /// The `--size` overrides (`M=64 N=64 K=64`), when there were any.
