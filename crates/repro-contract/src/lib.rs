@@ -15,4 +15,5 @@ pub mod exit;
 pub mod file_kind;
 pub mod harness_options;
 pub mod inputs;
+pub mod report;
 pub mod spec;
