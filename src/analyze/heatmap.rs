@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use repro_contract::report::{TileCounts, TileReport};
 
 use crate::error::Error;
 
@@ -21,22 +21,13 @@ pub struct TileShares {
 impl TileShares {
     /// Reads `output.shape`, `output.tile` and `output.bad_per_tile`; None when the report has
     /// no comparison (a fault before any output) or no bad output.
-    pub fn from_report(report: &Value) -> Option<TileShares> {
-        let output = report.get("output")?;
-        let numbers = |key: &str| -> Option<Vec<i64>> {
-            output
-                .get(key)?
-                .as_array()?
-                .iter()
-                .map(Value::as_i64)
-                .collect()
-        };
-        let shape = numbers("shape")?;
-        let tile = numbers("tile")?;
-        let bad = numbers("bad_per_tile")?;
-        let (&[l, m, n], &[tile_m, tile_n]) = (shape.as_slice(), tile.as_slice()) else {
-            return None;
-        };
+    pub fn from_report(report: &TileReport) -> Option<TileShares> {
+        let TileCounts {
+            shape: [l, m, n],
+            tile: [tile_m, tile_n],
+            bad_per_tile: bad,
+        } = report.output.as_ref()?;
+        let (l, m, n, tile_m, tile_n) = (*l, *m, *n, *tile_m, *tile_n);
         if tile_m <= 0 || tile_n <= 0 || bad.iter().all(|&b| b == 0) {
             return None;
         }
@@ -47,7 +38,7 @@ impl TileShares {
         }
         let shares = (0..tiles_m)
             .flat_map(|tm| (0..tiles_n).map(move |tn| (tm, tn)))
-            .zip(&bad)
+            .zip(bad)
             .map(|((tm, tn), &count)| {
                 let h = tile_m.min(m - tm * tile_m);
                 let w = tile_n.min(n - tn * tile_n);
@@ -129,10 +120,10 @@ pub fn write_for_report(report: &Path) -> Result<Option<PathBuf>, Error> {
     let Ok(bytes) = crate::file_kind::read_regular(report, MAX_REPORT_BYTES) else {
         return Ok(None);
     };
-    let Ok(json) = serde_json::from_slice::<Value>(&bytes) else {
+    let Some(tiles) = TileReport::from_json(&bytes) else {
         return Ok(None);
     };
-    let Some(shares) = TileShares::from_report(&json) else {
+    let Some(shares) = TileShares::from_report(&tiles) else {
         return Ok(None);
     };
     if shares.tiles_m * shares.tiles_n <= 1 {
@@ -157,10 +148,14 @@ pub fn write_for_report(report: &Path) -> Result<Option<PathBuf>, Error> {
 mod tests {
     use super::*;
 
-    fn report(bad: &[i64]) -> Value {
-        serde_json::json!({
-            "output": { "shape": [1, 300, 260], "tile": [128, 128], "bad_per_tile": bad }
-        })
+    fn report(bad: &[i64]) -> TileReport {
+        TileReport {
+            output: Some(TileCounts {
+                shape: [1, 300, 260],
+                tile: [128, 128],
+                bad_per_tile: bad.to_vec(),
+            }),
+        }
     }
 
     #[test]
@@ -177,7 +172,7 @@ mod tests {
             TileShares::from_report(&report(&[1; 4])).is_none(),
             "wrong tile count"
         );
-        assert!(TileShares::from_report(&serde_json::json!({})).is_none());
+        assert!(TileShares::from_report(&TileReport { output: None }).is_none());
     }
 
     #[test]

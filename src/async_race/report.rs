@@ -301,7 +301,8 @@ fn sentence(race: &Race) -> String {
 }
 
 /// Adds the findings to the harness's JSON report (`"async_race": {...}`); the report is the
-/// harness's, so a missing or unreadable one is left as it is.
+/// harness's, so a missing or unreadable one is left as it is. Edited as a `serde_json::Value`,
+/// not read as `repro_contract::report::Report`: a rewrite must keep every member, known or not.
 pub fn add_to_json(report: &Path, findings: &Findings) -> Result<(), crate::error::Error> {
     let Ok(text) = std::fs::read_to_string(report) else {
         return Ok(());

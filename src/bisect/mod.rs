@@ -387,9 +387,14 @@ fn truncate(text: &str, chars: usize) -> String {
 
 /// A class `--class` may name: one of the verdict classes (docs/cli.md), `race` or `sanitizer`.
 fn check_class(class: &str) -> Result<(), BisectError> {
-    let verdict: Result<crate::spec::model::Verdict, _> =
-        serde_json::from_value(serde_json::Value::String(class.into()));
-    if class != "ok" && (verdict.is_ok() || class == "race" || class == "sanitizer") {
+    use crate::spec::model::Verdict;
+    use repro_contract::report::Class;
+    let named = match Class::parse(class) {
+        Some(Class::Verdict(verdict)) => verdict != Verdict::Ok,
+        Some(Class::Race | Class::Sanitizer) => true,
+        Some(Class::Reference | Class::NoDevice | Class::Timed) | None => false,
+    };
+    if named {
         return Ok(());
     }
     Err(BisectError::UnknownClass {

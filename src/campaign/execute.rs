@@ -16,6 +16,7 @@ use super::results::{self, Record, Times};
 use crate::error::exit;
 use crate::run::harness_options as opt;
 use crate::run::sanitize;
+use repro_contract::report::{evidence_line, run_class, Disposition, Report};
 
 /// A run, ready to start: the harness binary, its options, and its limit.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -117,7 +118,7 @@ pub fn build_failed(job_key: &RunKey, campaign: &str, evidence: &str, build_s: f
     let mut record = blank(job_key, campaign, "build");
     record.code = exit::BUILD;
     record.verdict = "build_failed".into();
-    record.disposition = "Not run (build failed)".into();
+    record.disposition = Disposition::not_run("build failed").to_string();
     record.evidence = evidence.to_string();
     record.times.build_s = build_s;
     record
@@ -157,7 +158,7 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
     if let Err(e) = super::folder::real_dir(&results_dir.join("reports")) {
         record.code = exit::USAGE;
         record.verdict = "refused".into();
-        record.disposition = "Not run (results folder refused)".into();
+        record.disposition = Disposition::not_run("results folder refused").to_string();
         record.evidence = e.to_string().lines().next().unwrap_or("").to_string();
         return record;
     }
@@ -187,13 +188,13 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
         Err(e) => {
             record.code = exit::CUDA_ERROR;
             record.verdict = "fault".into();
-            record.disposition = "Failed (fault)".into();
+            record.disposition = Disposition::failed("fault").to_string();
             record.evidence = e.to_string();
         }
         Ok(None) => {
             record.code = exit::HANG;
             record.verdict = "hang".into();
-            record.disposition = "Failed (hang)".into();
+            record.disposition = Disposition::failed("hang").to_string();
             record.evidence = format!(
                 "the process ran past repro's limit of {:.0} s and was killed",
                 job.limit_s
@@ -206,17 +207,17 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
                 .and_then(|c| u8::try_from(c).ok())
                 .unwrap_or(exit::CUDA_ERROR);
             record.code = code;
-            record.disposition = crate::run::disposition_of(&f.stdout)
-                .unwrap_or("")
-                .to_string();
-            record.evidence = crate::run::evidence_line(&f.stdout);
+            record.disposition = Disposition::last_in(&f.stdout)
+                .map(|d| d.to_string())
+                .unwrap_or_default();
+            record.evidence = evidence_line(&f.stdout);
             record.verdict = match code {
                 exit::NO_DEVICE => "no_device".into(),
                 exit::USAGE => {
                     record.evidence = f.stderr.lines().next().unwrap_or("").trim().to_string();
                     "refused".into()
                 }
-                _ => crate::run::class_of(code, &f.stdout),
+                _ => run_class(code, &f.stdout),
             };
             if let Some(s) = &job.sanitizer {
                 judge_sanitizer(&mut record, s);
@@ -224,9 +225,10 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
         }
     }
     if let Ok(text) = std::fs::read_to_string(&report) {
-        if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
-            record.gpu = json.get("device").cloned().filter(|d| !d.is_null());
-            record.times.harness = json.get("timings").cloned();
+        // Copied as the harness wrote them (Verbatim): results.jsonl keeps its numbers.
+        if let Ok(harness) = Report::from_json(text.as_bytes()) {
+            record.gpu = harness.device.map(|d| d.json);
+            record.times.harness = harness.timings.map(|t| t.json);
         }
         if record.is_failure() {
             record.report = Some(report_rel);
@@ -266,7 +268,7 @@ fn judge_sanitizer(record: &mut Record, sanitizer: &Sanitizer) {
     if report.error_count() > 0 {
         record.code = exit::SANITIZER;
         record.verdict = "sanitizer".into();
-        record.disposition = "Failed (sanitizer)".into();
+        record.disposition = Disposition::failed("sanitizer").to_string();
         record.evidence = report
             .findings
             .first()

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use repro_contract::report::{Bench, Report, Verbatim};
 use serde_json::{json, Value};
 
 use super::harness_options as opt;
@@ -22,14 +23,18 @@ struct Contender {
 
 /// What one timing run gave: the harness's `bench` report member, or why there is none.
 enum Timing {
-    Measured(Value),
-    Failed { code: u8, class: String },
+    /// Typed for the table, and as written for `--json`.
+    Measured(Verbatim<Bench>),
+    Failed {
+        code: u8,
+        class: String,
+    },
 }
 
 impl Timing {
     fn median_ms(&self) -> Option<f64> {
         match self {
-            Timing::Measured(bench) => bench["median_ms"].as_f64(),
+            Timing::Measured(bench) => bench.value.median_ms,
             Timing::Failed { .. } => None,
         }
     }
@@ -37,13 +42,14 @@ impl Timing {
     /// "0.6180 ms [0.6102, 0.6311]  3474 GFLOP/s", or "FAIL fault (exit 4)".
     fn cell(&self) -> String {
         match self {
-            Timing::Measured(b) => {
-                let median = b["median_ms"].as_f64().unwrap_or(f64::NAN);
-                let flops = b["flops"].as_f64().unwrap_or(0.0);
+            Timing::Measured(bench) => {
+                let b = &bench.value;
+                let median = b.median_ms.unwrap_or(f64::NAN);
+                let flops = b.flops.unwrap_or(0.0);
                 format!(
                     "{median:.4} ms [{:.4}, {:.4}] {:>7.0} GFLOP/s",
-                    b["min_ms"].as_f64().unwrap_or(f64::NAN),
-                    b["max_ms"].as_f64().unwrap_or(f64::NAN),
+                    b.min_ms.unwrap_or(f64::NAN),
+                    b.max_ms.unwrap_or(f64::NAN),
                     flops / (median * 1e-3) * 1e-9
                 )
             }
@@ -251,7 +257,7 @@ impl BenchOptions {
             "dims": if size.is_some() { self.dims_for(&contender.plan) } else { Vec::new() },
         });
         match timing {
-            Timing::Measured(bench) => result["bench"] = bench.clone(),
+            Timing::Measured(bench) => result["bench"] = bench.json.clone(),
             Timing::Failed { code, class } => {
                 result["exit"] = json!(code);
                 result["class"] = json!(class);
@@ -278,21 +284,18 @@ impl BenchOptions {
 }
 
 /// The `bench` member of a harness report.
-fn read_bench(report: &Path) -> Result<Value, Error> {
+fn read_bench(report: &Path) -> Result<Verbatim<Bench>, Error> {
     let text = std::fs::read_to_string(report).map_err(|source| Error::Io {
         action: "read",
         path: report.to_path_buf(),
         source,
     })?;
-    let mut document: Value = serde_json::from_str(&text).map_err(|e| Error::HarnessReport {
+    let harness = Report::from_json(text.as_bytes()).map_err(|e| Error::HarnessReport {
         path: report.to_path_buf(),
-        why: format!("not JSON ({e})"),
+        why: e.to_string(),
     })?;
-    match document.get_mut("bench").map(Value::take) {
-        Some(bench) if bench.is_object() => Ok(bench),
-        _ => Err(Error::HarnessReport {
-            path: report.to_path_buf(),
-            why: "it has no `bench` member".into(),
-        }),
-    }
+    harness.bench.ok_or_else(|| Error::HarnessReport {
+        path: report.to_path_buf(),
+        why: "it has no `bench` member".into(),
+    })
 }

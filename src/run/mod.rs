@@ -16,6 +16,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use repro_contract::report::{evidence_line, run_class, Disposition};
 use wait_timeout::ChildExt;
 
 use self::harness_options as opt;
@@ -116,7 +117,7 @@ pub(crate) fn relay(
     args: &[String],
     limit: Duration,
     binary: &std::path::Path,
-) -> Result<Option<(u8, Option<String>)>, Error> {
+) -> Result<Option<(u8, Option<Disposition>)>, Error> {
     let launch_error = |source| Error::Launch {
         path: binary.to_path_buf(),
         source,
@@ -131,8 +132,8 @@ pub(crate) fn relay(
         let mut disposition = None;
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             println!("{line}");
-            if let Some(rest) = line.strip_prefix("Disposition: ") {
-                disposition = Some(rest.to_string());
+            if let Some(seen) = Disposition::from_line(&line) {
+                disposition = Some(seen);
             }
         }
         disposition
@@ -146,7 +147,7 @@ pub(crate) fn relay(
              (its watchdog should have fired first: the process is stuck outside a kernel wait)",
             limit.as_secs_f64()
         );
-        println!("Disposition: Failed (hang)");
+        println!("{}", Disposition::failed("hang").line());
         return Ok(None);
     };
     let disposition = reader.join().unwrap_or(None);
@@ -177,17 +178,6 @@ pub(crate) fn build_harness(
     Ok(built.binary.canonicalize().unwrap_or(built.binary))
 }
 
-/// The class a `Disposition:` line names: `ok` for `Passed`, `X` for `Failed (X)`; None for
-/// `Not run (...)`, which says nothing about the kernel.
-pub(crate) fn disposition_class(disposition: &str) -> Option<&str> {
-    if disposition == "Passed" {
-        return Some("ok");
-    }
-    disposition
-        .strip_prefix("Failed (")
-        .map(|d| d.trim_end_matches(')'))
-}
-
 /// What one quiet harness run showed: its exit code and its class (`ok` for a pass, the class in
 /// `Failed (<class>)`, `hang` when repro's own limit stopped it).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -196,52 +186,6 @@ pub(crate) struct RunOutcome {
     pub class: String,
     /// The report's line that says what was seen (see [`evidence_line`]); empty when none.
     pub evidence: String,
-}
-
-/// The line of a harness report that best says what a run showed, for a one-line summary: the
-/// named pattern or probe verdict, else a hang or fault line, else the first comparison line
-/// (`D  relL2 ... bad 0/...`).
-pub(crate) fn evidence_line(report: &str) -> String {
-    let lines: Vec<&str> = report.lines().map(str::trim_end).collect();
-    let starts = |prefixes: &[&str]| {
-        lines
-            .iter()
-            .rev()
-            .find(|l| prefixes.iter().any(|p| l.starts_with(p)))
-            .map(|l| l.to_string())
-    };
-    starts(&["pattern ", "verdict "])
-        .or_else(|| starts(&["hang:", "device fault:", "fault:", "sanitize "]))
-        .or_else(|| {
-            lines
-                .iter()
-                .find(|l| l.contains(" relL2 "))
-                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        })
-        .unwrap_or_default()
-}
-
-/// What a harness report's last `Disposition:` line says (`Passed`, `Failed (row_mapping)`).
-pub(crate) fn disposition_of(report: &str) -> Option<&str> {
-    report
-        .lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("Disposition: "))
-}
-
-/// The class a harness report's last `Disposition:` line names; without one (the process died
-/// before it), `ok` for exit 0 and `fault` otherwise.
-pub(crate) fn class_of(code: u8, report: &str) -> String {
-    disposition_of(report)
-        .and_then(disposition_class)
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            if code == 0 {
-                "ok".into()
-            } else {
-                "fault".into()
-            }
-        })
 }
 
 /// A process that ended by itself: its status and what it printed.
@@ -321,7 +265,7 @@ pub(crate) fn run_quiet(
             message: error_text.trim().to_string(),
         });
     }
-    let class = class_of(code, &text);
+    let class = run_class(code, &text);
     let evidence = evidence_line(&text);
     Ok(RunOutcome {
         code,
@@ -515,7 +459,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
         print!("{}", crate::async_race::report::render(&found));
         crate::async_race::report::add_to_json(&report, &found)?;
         if !found.races.is_empty() {
-            println!("Disposition: Failed (race)");
+            println!("{}", Disposition::failed("race").line());
             return Ok(exit::SANITIZER);
         }
     }
@@ -524,7 +468,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
         let report = sanitize::parse(&text);
         print!("{}", sanitize::render(tool, &report));
         if report.error_count() > 0 {
-            println!("Disposition: Failed (sanitizer)");
+            println!("{}", Disposition::failed("sanitizer").line());
             return Ok(exit::SANITIZER);
         }
         // No findings: compute-sanitizer's own exit code is not the harness's.
@@ -535,12 +479,17 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<u8, Error> {
     if code == exit::MISMATCH {
         print_heatmap_path(&report)?;
     }
-    report_expectation(spec, &options.inputs, code, disposition.as_deref());
+    report_expectation(spec, &options.inputs, code, disposition.as_ref());
     Ok(code)
 }
 
 /// One line saying whether the run showed what the spec's `expect:` says it should.
-fn report_expectation(spec: &ResolvedSpec, inputs: &Inputs, code: u8, disposition: Option<&str>) {
+fn report_expectation(
+    spec: &ResolvedSpec,
+    inputs: &Inputs,
+    code: u8,
+    disposition: Option<&Disposition>,
+) {
     let Some(expect) = &spec.expect else {
         return;
     };
@@ -564,7 +513,7 @@ fn report_expectation(spec: &ResolvedSpec, inputs: &Inputs, code: u8, dispositio
     let verdict = expect.verdict.filter(|_| got != Outcome::Pass);
     // A pass has no class to compare (the verdict is only checked on failures).
     let observed_class = disposition
-        .and_then(disposition_class)
+        .and_then(Disposition::class)
         .filter(|&c| c != "ok");
     let class_note = match (verdict, observed_class) {
         (Some(want), Some(seen)) if want.name() == seen => {

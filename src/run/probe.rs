@@ -12,6 +12,7 @@ use super::{relay, Checks, Inputs};
 use crate::build::Variant;
 use crate::error::{exit, Error};
 use crate::plan::Plan;
+use repro_contract::report::Disposition;
 
 /// What `repro probe` takes besides the artifact.
 #[derive(Debug, Clone, Default)]
@@ -59,7 +60,7 @@ pub fn probe(plan: &Plan, options: &ProbeOptions) -> Result<u8, Error> {
         super::print_heatmap_path(&report)?;
     }
     if let Some(want) = spec.expect.as_ref().and_then(|e| e.verdict) {
-        if let Some(seen) = disposition.as_deref().and_then(super::disposition_class) {
+        if let Some(seen) = disposition.as_ref().and_then(Disposition::class) {
             let met = if seen == want.name() {
                 "met"
             } else {

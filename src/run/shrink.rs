@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
+use repro_contract::report::Report;
 
 use super::harness_options as opt;
 use super::sweep::{check_dims, run_arguments, run_limit};
@@ -167,37 +168,17 @@ pub struct OutputReport {
 
 /// The `output` member of a harness JSON report (None when absent: the run stopped before the
 /// comparison).
-pub fn output_report(json: &serde_json::Value) -> Result<Option<OutputReport>, String> {
-    let Some(out) = json.get("output") else {
+pub fn output_report(report: &Report) -> Result<Option<OutputReport>, String> {
+    let Some(out) = &report.output else {
         return Ok(None);
     };
-    let int = |key: &str| {
-        out.get(key)
-            .and_then(serde_json::Value::as_i64)
-            .ok_or_else(|| format!("`output.{key}` is missing or not an integer"))
-    };
-    let ints = |key: &str, len: usize| -> Result<Vec<i64>, String> {
-        let values: Option<Vec<i64>> = out.get(key).and_then(|v| v.as_array()).and_then(|a| {
-            a.iter()
-                .map(serde_json::Value::as_i64)
-                .collect::<Option<Vec<i64>>>()
-        });
-        match values {
-            Some(v) if len == 0 || v.len() == len => Ok(v),
-            _ => Err(format!(
-                "`output.{key}` is missing or not a list of integers"
-            )),
-        }
-    };
-    let shape = ints("shape", 3)?;
-    let tile = ints("tile", 2)?;
     let report = OutputReport {
-        count: int("count")?,
-        bad: int("bad")?,
-        ratio: out.get("ratio").and_then(serde_json::Value::as_f64),
-        shape: [shape[0], shape[1], shape[2]],
-        tile: [tile[0], tile[1]],
-        bad_per_tile: ints("bad_per_tile", 0)?,
+        count: out.count,
+        bad: out.bad,
+        ratio: out.ratio,
+        shape: out.tiles.shape,
+        tile: out.tiles.tile,
+        bad_per_tile: out.tiles.bad_per_tile.clone(),
     };
     let grid = report.grid();
     if report.tile.iter().any(|&t| t < 1) || report.bad_per_tile.len() as i64 != grid.0 * grid.1 {
@@ -575,9 +556,9 @@ pub fn shrink(plan: &Plan, options: &ShrinkOptions) -> Result<u8, Error> {
             let _ = std::fs::remove_file(&report);
             let outcome = run_quiet(&binary, &args, limit)?;
             let output = match std::fs::read_to_string(&report) {
-                Ok(text) => serde_json::from_str::<serde_json::Value>(&text)
+                Ok(text) => Report::from_json(text.as_bytes())
                     .map_err(|e| e.to_string())
-                    .and_then(|json| output_report(&json))
+                    .and_then(|harness| output_report(&harness))
                     .map_err(|why| Error::HarnessReport {
                         path: report.clone(),
                         why,
@@ -932,17 +913,15 @@ mod tests {
     fn the_report_is_read_from_the_harness_json() {
         // The members write_comparison_json (report.cuh) writes, as a 130x70 run with 64x64
         // tiles whose last M tile row is unwritten.
-        let json: serde_json::Value = serde_json::from_str(
-            r#"{"name": "skip", "mode": "ones",
+        let json = r#"{"name": "skip", "mode": "ones",
                 "output": {"tensor": "D", "passed": false, "count": 9100, "bad": 140, "nan": 0,
-                           "inf": 0, "unwritten": 140, "rel_l2": 0, "max_abs": 0, "max_rel": 0,
-                           "ratio": null, "residual": 0, "ref_rms": 1, "shape": [1, 130, 70],
-                           "tile": [64, 64], "bad_per_tile": [0, 0, 0, 0, 128, 12],
-                           "first_mismatches": []},
-                "disposition": "failed", "class": "unwritten", "exit_code": 1, "message": ""}"#,
-        )
-        .unwrap();
-        let report = output_report(&json).unwrap().unwrap();
+                           "inf": 0, "unwritten": 140, "not_compared": 0, "rel_l2": 0,
+                           "max_abs": 0, "max_rel": 0, "ratio": null, "residual": 0,
+                           "ref_rms": 1, "shape": [1, 130, 70], "tile": [64, 64],
+                           "bad_per_tile": [0, 0, 0, 0, 128, 12], "first_mismatches": []},
+                "disposition": "failed", "class": "unwritten", "exit_code": 1, "message": ""}"#;
+        let read = |text: &str| Report::from_json(text.as_bytes()).unwrap();
+        let report = output_report(&read(json)).unwrap().unwrap();
         assert_eq!(report.ratio, None);
         let states = report.tile_states();
         assert_eq!(
@@ -955,12 +934,12 @@ mod tests {
             ]
         );
         // No comparison (a fault before it): None, not an error.
-        let fault: serde_json::Value =
-            serde_json::from_str(r#"{"class": "fault", "disposition": "failed"}"#).unwrap();
+        let fault = read(
+            r#"{"class": "fault", "disposition": "failed", "exit_code": 4, "message": "fault"}"#,
+        );
         assert_eq!(output_report(&fault).unwrap(), None);
         // A tile list that does not fit the grid is an error, not a wrong verdict.
-        let mut broken = json.clone();
-        broken["output"]["bad_per_tile"] = serde_json::json!([0, 1]);
+        let broken = read(&json.replace("[0, 0, 0, 0, 128, 12]", "[0, 1]"));
         assert_eq!(
             output_report(&broken).unwrap_err(),
             "`output.bad_per_tile` does not match `output.shape` and `output.tile`"

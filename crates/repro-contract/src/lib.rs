@@ -7,12 +7,12 @@
 //! - [`exit`]: the exit codes `repro` and the harness share (docs/cli.md).
 //! - [`runtime`]: the harness runtime's C++ sources (`runtime/`, folders by concern; its README.md
 //!   says what each holds), embedded as every artifact carries them, flat, in its `runtime/`.
+//! - [`file_kind`]: the bounded, kind-checked reads of the user's files.
 //!
 //! Beside them, `instrument/` holds the two headers users put in their own code, the other side
 //! of the harness's contract (docs/instrumenting.md): `repro_trace.cuh` writes the traced stages
 //! the harness reads, `repro_capture.cuh` the capture folders `repro import` reads. No artifact
 //! carries them.
-//! - [`file_kind`]: the bounded, kind-checked reads of the user's files.
 //!
 //! It may import only repro-text. What only the layers above know (the compile line a build log
 //! holds, where CUTLASS is) reaches it through [`spec::Lookups`], which the caller implements;
@@ -22,5 +22,6 @@ pub mod exit;
 pub mod file_kind;
 pub mod harness_options;
 pub mod inputs;
+pub mod report;
 pub mod runtime;
 pub mod spec;
