@@ -3,6 +3,7 @@
 //! - [`spec`]: the spec file (docs/spec.md): its model, its YAML (all of repro's YAML code is in
 //!   `spec::yaml`), its validation with spanned errors, and the resolved spec generation reads.
 //! - [`inputs`]: the input generators, bit for bit the harness runtime's own.
+//! - [`init_patterns`]: the init patterns' one list, rendered into the runtime's generators.cuh.
 //! - [`harness_options`]: every option the harness reads, and the table that renders its `--help`.
 //! - [`exit`]: the exit codes `repro` and the harness share (docs/cli.md).
 //! - [`file_kind`]: the bounded, kind-checked reads of the user's files.
@@ -14,5 +15,6 @@
 pub mod exit;
 pub mod file_kind;
 pub mod harness_options;
+pub mod init_patterns;
 pub mod inputs;
 pub mod spec;
