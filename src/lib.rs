@@ -25,4 +25,4 @@ pub mod plan;
 pub mod run;
 
 // The contract layer (crates/repro-contract), under the names the modules above have always used.
-pub use repro_contract::{file_kind, inputs, spec};
+pub use repro_contract::{check_mode, file_kind, inputs, spec};

@@ -50,6 +50,9 @@ pub enum BisectError {
     #[error("--class {class}: not a failure class\nhelp: one of the verdict classes of docs/cli.md (mismatch classes such as `row_mapping`, `k_coverage`, or `fault`, `hang`), `race` or `sanitizer`")]
     UnknownClass { class: String },
 
+    #[error("mode {mode}: bisect judges each commit by the class of one harness run\nhelp: --mode ones, random or probe; `repro campaign` runs a spec under compute-sanitizer")]
+    UnsupportedMode { mode: &'static str },
+
     #[error("no usable CUDA device: bisect judges each commit by running its harness; the builds are done and cached, run the same command on a machine with a GPU")]
     NoDevice,
 

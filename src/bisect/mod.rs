@@ -20,32 +20,12 @@ use std::time::{Duration, Instant};
 
 pub use error::BisectError;
 
+pub use crate::check_mode::Mode;
 use crate::error::Error;
-use crate::run::{harness_options as opt, run_quiet, Checks, RunOutcome};
+use crate::run::{run_quiet, Checks, RunOutcome};
 use builds::{Pool, Source};
 use report::{Answer, Tested};
 use search::{Search, Verdict};
-
-/// What each commit's harness run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// `--ones`: every GEMM output must equal K.
-    Ones,
-    /// The spec's own (random) inputs.
-    Random,
-    /// The probe suite: the class is its verdict (row_mapping, k_coverage...).
-    Probe,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Ones => "ones",
-            Mode::Random => "random",
-            Mode::Probe => "probe",
-        }
-    }
-}
 
 /// What `repro bisect` takes besides the spec.
 #[derive(Debug, Clone)]
@@ -53,6 +33,7 @@ pub struct BisectOptions {
     pub repo: PathBuf,
     pub good: String,
     pub bad: String,
+    /// Ones, random or probe; sanitize is refused (a commit is judged by one plain run's class).
     pub mode: Mode,
     /// The failure class that makes a commit bad [default: the class at `--bad`].
     pub class: Option<String>,
@@ -78,6 +59,12 @@ pub fn result_path(artifact: &Path) -> PathBuf {
 /// leave a few candidates.
 pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
     let started = Instant::now();
+    if options.mode == Mode::Sanitize {
+        return Err(BisectError::UnsupportedMode {
+            mode: options.mode.name(),
+        }
+        .into());
+    }
     let spec = crate::plan::load_spec(spec_path)?;
     let repo = git::Repository::open(&options.repo)?;
     let inside: Vec<(usize, String)> = spec
@@ -525,11 +512,12 @@ impl Judge<'_> {
     fn run(&self, binary: &Path, key: &str) -> Result<RunOutcome, Error> {
         let spec = &self.source.spec;
         let artifact = self.source.work.join("artifacts").join(key);
-        let mut args = match self.mode {
-            Mode::Ones => vec![opt::ONES.flag()],
-            Mode::Random => Vec::new(),
-            Mode::Probe => vec![opt::PROBE.flag()],
-        };
+        let mut args: Vec<String> = self
+            .mode
+            .harness_flag()
+            .map(|o| o.flag())
+            .into_iter()
+            .collect();
         let checks = Checks {
             timeout: self.timeout,
             ..Checks::default()
@@ -561,5 +549,34 @@ mod tests {
                 "{seconds}"
             );
         }
+    }
+
+    /// The contract's mode list holds sanitize, which `--mode` does not offer: a caller that
+    /// passes it anyway is told so before anything is read.
+    #[test]
+    fn sanitize_mode_is_refused() {
+        let options = BisectOptions {
+            repo: PathBuf::from("/nonexistent/repo"),
+            good: "a".into(),
+            bad: "b".into(),
+            mode: Mode::Sanitize,
+            class: None,
+            jobs: 1,
+            first_parent: false,
+            paths: Vec::new(),
+            timeout: None,
+            nvcc: None,
+            json: None,
+            output: None,
+        };
+        let error = bisect(Path::new("/nonexistent/spec.yaml"), &options).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::Bisect(BisectError::UnsupportedMode { mode: "sanitize" })
+            ),
+            "{error}"
+        );
+        assert_eq!(error.exit_code(), crate::error::exit::USAGE);
     }
 }

@@ -73,27 +73,8 @@ pub struct VariantEntry {
     pub template_args: Option<Vec<Value>>,
 }
 
-/// How one run feeds and checks the kernel: the harness's all-ones and random checks, the probe
-/// suite, or the random check under compute-sanitizer's memcheck.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    Ones,
-    Random,
-    Probe,
-    Sanitize,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Ones => "ones",
-            Mode::Random => "random",
-            Mode::Probe => "probe",
-            Mode::Sanitize => "sanitize",
-        }
-    }
-}
+/// How one run feeds and checks the kernel: the contract's modes, shared with `repro bisect`.
+pub use crate::check_mode::Mode;
 
 fn default_modes() -> Vec<Mode> {
     vec![Mode::Ones, Mode::Random]

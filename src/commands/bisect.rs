@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
 
 use super::options::{TimeoutArgs, ToolchainArgs};
@@ -36,7 +37,7 @@ pub struct BisectArgs {
     )]
     pub paths: Vec<String>,
     /// What each commit's harness runs: all-ones inputs, the spec's random inputs, or the probe suite.
-    #[arg(long, value_enum, default_value_t = ModeArg::Ones, help_heading = "Judging")]
+    #[arg(long, value_enum, default_value_t = ModeArg(Mode::Ones), help_heading = "Judging")]
     pub mode: ModeArg,
     /// The failure class that makes a commit bad [default: the class at --bad].
     #[arg(long, value_name = "CLASS", help_heading = "Judging")]
@@ -54,11 +55,23 @@ pub struct BisectArgs {
     pub toolchain: ToolchainArgs,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ModeArg {
-    Ones,
-    Random,
-    Probe,
+/// `--mode`'s value: a [`Mode`] of the contract's, offered to clap by its own name. Sanitize is
+/// not offered: a commit is judged by the class of one plain harness run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModeArg(pub Mode);
+
+impl ValueEnum for ModeArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            ModeArg(Mode::Ones),
+            ModeArg(Mode::Random),
+            ModeArg(Mode::Probe),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.0.name()))
+    }
 }
 
 impl BisectArgs {
@@ -67,11 +80,7 @@ impl BisectArgs {
             repo: self.repo,
             good: self.good,
             bad: self.bad,
-            mode: match self.mode {
-                ModeArg::Ones => Mode::Ones,
-                ModeArg::Random => Mode::Random,
-                ModeArg::Probe => Mode::Probe,
-            },
+            mode: self.mode.0,
             class: self.class,
             jobs: usize::from(self.jobs),
             first_parent: self.first_parent,

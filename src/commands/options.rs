@@ -229,3 +229,36 @@ impl ValueEnum for Stress {
         Some(PossibleValue::new(self.0.name()).help(self.0.help()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// `--init`'s help lists the contract's init patterns (crate::spec::model::Generator), as
+    /// the harness's own `--help` does.
+    #[test]
+    fn init_help_lists_every_pattern() {
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            inputs: InputArgs,
+        }
+        let command = Wrapper::command();
+        let init = command
+            .get_arguments()
+            .find(|a| a.get_id() == "inits")
+            .expect("--init");
+        let forms: Vec<String> = crate::spec::model::Generator::ALL
+            .iter()
+            .map(|g| g.form())
+            .collect();
+        assert_eq!(
+            init.get_help().map(|h| h.to_string()),
+            Some(format!(
+                "Override one tensor's init: T={}|file:PATH",
+                forms.join("|")
+            ))
+        );
+    }
+}

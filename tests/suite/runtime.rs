@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use repro::inputs::{decode_bits, encode_bits, generate_value, stream_of, Init, InitKind};
+use repro::inputs::{decode_bits, encode_bits, generate_value, stream_of, Generator, Init};
 use repro::spec::dtype::DType;
 
 fn repo_root() -> PathBuf {
@@ -140,24 +140,24 @@ fn patterns(seed: u64) -> Vec<(String, Init)> {
         ..Init::new(kind)
     };
     vec![
-        ("ones".into(), defaults(InitKind::Ones)),
-        ("zeros".into(), defaults(InitKind::Zeros)),
-        ("iota".into(), defaults(InitKind::Iota)),
-        ("identity".into(), defaults(InitKind::Identity)),
-        ("uniform".into(), defaults(InitKind::Uniform)),
-        ("uniform:-3:0.5".into(), with(InitKind::Uniform, -3.0, 0.5)),
+        ("ones".into(), defaults(Generator::Ones)),
+        ("zeros".into(), defaults(Generator::Zeros)),
+        ("iota".into(), defaults(Generator::Iota)),
+        ("identity".into(), defaults(Generator::Identity)),
+        ("uniform".into(), defaults(Generator::Uniform)),
+        ("uniform:-3:0.5".into(), with(Generator::Uniform, -3.0, 0.5)),
         (
             "uniform:0:1000".into(),
-            with(InitKind::Uniform, 0.0, 1000.0),
+            with(Generator::Uniform, 0.0, 1000.0),
         ),
-        ("int_uniform".into(), defaults(InitKind::IntUniform)),
+        ("int_uniform".into(), defaults(Generator::IntUniform)),
         (
             "int_uniform:-100:27".into(),
-            with(InitKind::IntUniform, -100.0, 27.0),
+            with(Generator::IntUniform, -100.0, 27.0),
         ),
-        ("normal".into(), defaults(InitKind::Normal)),
-        ("normal:2:0.1".into(), with(InitKind::Normal, 2.0, 0.1)),
-        ("normal:0:300".into(), with(InitKind::Normal, 0.0, 300.0)),
+        ("normal".into(), defaults(Generator::Normal)),
+        ("normal:2:0.1".into(), with(Generator::Normal, 2.0, 0.1)),
+        ("normal:0:300".into(), with(Generator::Normal, 0.0, 300.0)),
     ]
 }
 

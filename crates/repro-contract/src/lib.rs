@@ -3,7 +3,9 @@
 //! - [`spec`]: the spec file (docs/spec.md): its model, its YAML (all of repro's YAML code is in
 //!   `spec::yaml`), its validation with spanned errors, and the resolved spec generation reads.
 //! - [`inputs`]: the input generators, bit for bit the harness runtime's own.
+//! - [`init_patterns`]: the init patterns' one list, rendered into the runtime's generators.cuh.
 //! - [`harness_options`]: every option the harness reads, and the table that renders its `--help`.
+//! - [`check_mode`]: what one check runs (ones, random, probe, sanitize), for campaign and bisect.
 //! - [`exit`]: the exit codes `repro` and the harness share (docs/cli.md).
 //! - [`runtime`]: the harness runtime's C++ sources (`runtime/`, folders by concern; its README.md
 //!   says what each holds), embedded as every artifact carries them, flat, in its `runtime/`.
@@ -18,9 +20,11 @@
 //! holds, where CUTLASS is) reaches it through [`spec::Lookups`], which the caller implements;
 //! Cargo refuses a dependency back up (README.md, "Layout").
 
+pub mod check_mode;
 pub mod exit;
 pub mod file_kind;
 pub mod harness_options;
+pub mod init_patterns;
 pub mod inputs;
 pub mod report;
 pub mod runtime;

@@ -14,31 +14,12 @@
 //! Rust never fuses `a * b + c` into an FMA on its own, so the plain expressions below round
 //! exactly like the C++ (which blocks contraction explicitly).
 
-/// Which init pattern (docs/spec.md, `inputs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum InitKind {
-    Ones,
-    Zeros,
-    /// The logical row-major index itself.
-    Iota,
-    /// 1 where the last two logical coordinates are equal; a rank-1 tensor is one row, so e_0.
-    Identity,
-    /// `[p0, p1)`.
-    Uniform,
-    /// Integers in `[p0, p1]`, both integral and within ±2^52.
-    IntUniform,
-    /// Mean `p0`, standard deviation `p1`.
-    Normal,
-    /// 1 + the row: every row (every tile of rows) holds its own values.
-    RowRamp,
-    /// Loaded from a file by the harness; [`generate_value`] gives NaN.
-    File,
-}
+pub use crate::init_patterns::Generator;
 
 /// An init pattern with its parameters, laid out like the runtime's `repro::Init`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Init {
-    pub kind: InitKind,
+    pub kind: Generator,
     /// lo for `uniform` / `int_uniform`, the mean for `normal`.
     pub p0: f64,
     /// hi for `uniform` / `int_uniform`, the standard deviation for `normal`.
@@ -52,13 +33,8 @@ impl Init {
 
     /// `kind` with its default parameters (uniform `[-1, 1)`, int_uniform `[-4, 4]`,
     /// normal mean 0 std 1) and the default seed.
-    pub fn new(kind: InitKind) -> Init {
-        let (p0, p1) = match kind {
-            InitKind::Uniform => (-1.0, 1.0),
-            InitKind::IntUniform => (-4.0, 4.0),
-            InitKind::Normal => (0.0, 1.0),
-            _ => (0.0, 0.0),
-        };
+    pub fn new(kind: Generator) -> Init {
+        let (p0, p1) = kind.default_parameters();
         Init {
             kind,
             p0,
@@ -139,10 +115,10 @@ fn normal_value(mean: f64, std: f64, seed: u64, stream: u64, index: u64) -> f64 
 /// storage layout) of a tensor named by `stream` ([`stream_of`]), before rounding to its dtype.
 pub fn generate_value(init: &Init, stream: u64, logical_index: u64, shape: &[u64]) -> f64 {
     match init.kind {
-        InitKind::Ones => 1.0,
-        InitKind::Zeros => 0.0,
-        InitKind::Iota => logical_index as f64,
-        InitKind::Identity => {
+        Generator::Ones => 1.0,
+        Generator::Zeros => 0.0,
+        Generator::Iota => logical_index as f64,
+        Generator::Identity => {
             let rank = shape.len();
             let columns = shape[rank - 1];
             let column = logical_index % columns;
@@ -157,16 +133,16 @@ pub fn generate_value(init: &Init, stream: u64, logical_index: u64, shape: &[u64
                 0.0
             }
         }
-        InitKind::Uniform => {
+        Generator::Uniform => {
             let u = unit_interval(counter_hash(init.seed, stream, logical_index, 0));
             init.p0 + (init.p1 - init.p0) * u
         }
-        InitKind::IntUniform => {
+        Generator::IntUniform => {
             let span = (init.p1 - init.p0) as u64 + 1;
             init.p0 + (counter_hash(init.seed, stream, logical_index, 0) % span) as f64
         }
-        InitKind::Normal => normal_value(init.p0, init.p1, init.seed, stream, logical_index),
-        InitKind::RowRamp => {
+        Generator::Normal => normal_value(init.p0, init.p1, init.seed, stream, logical_index),
+        Generator::RowRamp => {
             let rank = shape.len();
             let row = if rank >= 2 {
                 (logical_index / shape[rank - 1]) % shape[rank - 2]
@@ -175,7 +151,6 @@ pub fn generate_value(init: &Init, stream: u64, logical_index: u64, shape: &[u64
             };
             (row + 1) as f64
         }
-        InitKind::File => f64::NAN,
     }
 }
 
@@ -212,7 +187,7 @@ mod tests {
         let matrix = [3, 4];
         let identity: String = (0..12)
             .map(|i| {
-                if generate_value(&Init::new(InitKind::Identity), 0, i, &matrix) == 1.0 {
+                if generate_value(&Init::new(Generator::Identity), 0, i, &matrix) == 1.0 {
                     '1'
                 } else {
                     '0'
@@ -221,15 +196,15 @@ mod tests {
             .collect();
         assert_eq!(identity, "100001000010");
         let vector: Vec<f64> = (0..3)
-            .map(|i| generate_value(&Init::new(InitKind::Identity), 0, i, &[3]))
+            .map(|i| generate_value(&Init::new(Generator::Identity), 0, i, &[3]))
             .collect();
         assert_eq!(vector, [1.0, 0.0, 0.0]);
         assert_eq!(
-            generate_value(&Init::new(InitKind::Iota), 0, 11, &matrix),
+            generate_value(&Init::new(Generator::Iota), 0, 11, &matrix),
             11.0
         );
 
-        let uniform = Init::new(InitKind::Uniform);
+        let uniform = Init::new(Generator::Uniform);
         let values: Vec<f64> = (0..10_000)
             .map(|i| generate_value(&uniform, stream_of("A"), i, &[10_000]))
             .collect();
@@ -241,7 +216,7 @@ mod tests {
             generate_value(&uniform, stream_of("B"), 0, &[10_000])
         );
 
-        let ints = Init::new(InitKind::IntUniform);
+        let ints = Init::new(Generator::IntUniform);
         let mut seen = [false; 9];
         for i in 0..1000 {
             let v = generate_value(&ints, 1, i, &[1000]);
@@ -253,7 +228,7 @@ mod tests {
         let normal = Init {
             p0: 10.0,
             p1: 0.5,
-            ..Init::new(InitKind::Normal)
+            ..Init::new(Generator::Normal)
         };
         let n = 20_000;
         let values: Vec<f64> = (0..n)

@@ -18,9 +18,9 @@ pub mod generators;
 pub mod npy;
 
 pub use convert::{decode_bits, encode_bits, round_to};
-pub use generators::{generate_value, stream_of, Init, InitKind};
+pub use generators::{generate_value, stream_of, Generator, Init};
 
-use crate::spec::model::{Generator, ScaleFormat};
+use crate::spec::model::ScaleFormat;
 use crate::spec::{InitResolved, InitSource, ResolvedSpec, ScaleResolved, TensorSpecResolved};
 
 impl Init {
@@ -29,16 +29,7 @@ impl Init {
     pub fn from_resolved(init: &InitResolved) -> Option<Init> {
         let kind = match &init.source {
             InitSource::File(_) | InitSource::Values(_) | InitSource::Groups { .. } => return None,
-            InitSource::Generator(generator) => match generator {
-                Generator::Ones => InitKind::Ones,
-                Generator::Zeros => InitKind::Zeros,
-                Generator::Iota => InitKind::Iota,
-                Generator::Identity => InitKind::Identity,
-                Generator::Uniform => InitKind::Uniform,
-                Generator::IntUniform => InitKind::IntUniform,
-                Generator::Normal => InitKind::Normal,
-                Generator::RowRamp => InitKind::RowRamp,
-            },
+            InitSource::Generator(generator) => *generator,
         };
         Some(Init {
             kind,

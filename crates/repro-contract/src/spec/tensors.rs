@@ -336,14 +336,16 @@ impl Validator<'_> {
             }
             InitPattern::Generator(g) => {
                 let range = t.range.or(inputs.range);
+                let defaults = g.default_parameters();
                 let (p0, p1) = match g {
-                    Generator::Uniform => range.map(|r| (r[0], r[1])).unwrap_or((-1.0, 1.0)),
-                    Generator::IntUniform => range.map(|r| (r[0], r[1])).unwrap_or((-4.0, 4.0)),
+                    Generator::Uniform | Generator::IntUniform => {
+                        range.map(|r| (r[0], r[1])).unwrap_or(defaults)
+                    }
                     Generator::Normal => (
-                        t.mean.or(inputs.mean).unwrap_or(0.0),
-                        t.std.or(inputs.std).unwrap_or(1.0),
+                        t.mean.or(inputs.mean).unwrap_or(defaults.0),
+                        t.std.or(inputs.std).unwrap_or(defaults.1),
                     ),
-                    _ => (0.0, 0.0),
+                    _ => defaults,
                 };
                 (format!("{path}.range"), InitSource::Generator(g), p0, p1)
             }

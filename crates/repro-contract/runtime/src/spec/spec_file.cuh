@@ -435,17 +435,12 @@ inline Init read_init(const SpecFile& file, const YamlNode& tensor, const std::s
     return out;
   }
   const std::string pattern = file.text(init, "init");
-  static const std::pair<const char*, InitKind> kKinds[] = {
-      {"ones", InitKind::ones},       {"zeros", InitKind::zeros},   {"iota", InitKind::iota},
-      {"identity", InitKind::identity}, {"uniform", InitKind::uniform}, {"int_uniform", InitKind::int_uniform},
-      {"normal", InitKind::normal},     {"row_ramp", InitKind::row_ramp}};
   bool known = false;
-  for (const auto& k : kKinds)
-    if (pattern == k.first) out.kind = k.second, known = true;
+  for (const InitForm& form : kInitPatterns)
+    if (pattern == form.name) out.kind = form.kind, known = true;
   if (!known)
-    file.fail(init, strprintf("%s.init: `%s` is no init pattern (ones, zeros, iota, identity, uniform, int_uniform, "
-                              "normal, row_ramp, or { file: PATH })",
-                              where.c_str(), pattern.c_str()));
+    file.fail(init, strprintf("%s.init: `%s` is no init pattern (%s, or { file: PATH })", where.c_str(),
+                              pattern.c_str(), kInitNames));
   if (const YamlNode* range = tensor.get("range")) {
     const std::vector<double> r = file.numbers(*range, "range");
     if (r.size() != 2) file.fail(*range, where + ".range takes [lo, hi]");

@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::dtype::DType;
 
+/// The init patterns a generator makes: their one list is the contract's (`init_patterns`).
+pub use crate::init_patterns::Generator;
+
 /// A dimension, stride or launch value: an integer, or text (a size name, an expression).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -116,34 +119,6 @@ pub struct FileInit {
     pub file: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Generator {
-    Ones,
-    Zeros,
-    Iota,
-    Identity,
-    Uniform,
-    IntUniform,
-    Normal,
-    RowRamp,
-}
-
-impl Generator {
-    pub fn name(self) -> &'static str {
-        match self {
-            Generator::Ones => "ones",
-            Generator::Zeros => "zeros",
-            Generator::Iota => "iota",
-            Generator::Identity => "identity",
-            Generator::Uniform => "uniform",
-            Generator::IntUniform => "int_uniform",
-            Generator::Normal => "normal",
-            Generator::RowRamp => "row_ramp",
-        }
-    }
-}
-
 /// The default init for every non-output tensor that names none.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -218,8 +193,10 @@ impl<'de> Deserialize<'de> for InitPattern {
         impl<'de> serde::de::Visitor<'de> for InitVisitor {
             type Value = InitPattern;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str(
-                    "a generator (ones, zeros, iota, identity, uniform, int_uniform, normal, row_ramp), { file: PATH }, { values: [...] } or { groups: [...], align: N }",
+                write!(
+                    f,
+                    "a generator ({}), {{ file: PATH }}, {{ values: [...] }} or {{ groups: [...], align: N }}",
+                    crate::init_patterns::names()
                 )
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<InitPattern, E> {
