@@ -65,7 +65,7 @@
 // shared memory (static: Stages * Chunk * 4 bytes of stages, the barriers, 2 ConsumerWarps
 // floats). Args: (X, w, y, R, K). Chunk must be a multiple of 32 ConsumerWarps (and so of 32).
 
-#include "../templates/instrument/repro_trace.cuh"
+#include "../crates/repro-contract/instrument/repro_trace.cuh"
 
 #include <cstddef>
 #include <cstdint>

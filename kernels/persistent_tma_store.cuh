@@ -64,7 +64,7 @@
 // must be raised first). Argument order: persistent_tma_store(map_a, map_b, map_d, M, N, K).
 
 #include "tma_gemm.cuh"
-#include "../templates/instrument/repro_trace.cuh"
+#include "../crates/repro-contract/instrument/repro_trace.cuh"
 
 #include <cuda.h>
 #include <cuda_bf16.h>

@@ -18,7 +18,7 @@
 
 #include <cuda_bf16.h>
 
-#include "../templates/instrument/repro_trace.cuh"
+#include "../crates/repro-contract/instrument/repro_trace.cuh"
 
 namespace traced_kernels {
 

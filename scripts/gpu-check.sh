@@ -14,6 +14,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 repro=${REPRO:-$PWD/target/release/repro}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}  # for the C++ test programs
+# The runtime's sources, for the C++ test programs that compile it: one -I per folder, since they
+# include one another by bare name as the artifact holds them flat
+# (crates/repro-contract/runtime/README.md).
+runtime_includes=(-Icrates/repro-contract/runtime/include)
+for folder in crates/repro-contract/runtime/src/*/; do runtime_includes+=("-I$folder"); done
 logs=${GPU_CHECK_LOGS:-$(mktemp -d)}
 mkdir -p "$logs"
 rows=()
@@ -360,7 +365,7 @@ section "the device reference (tests/cpp/device_reference_check.cu): every outpu
 check_exe=${DEVICE_REFERENCE_CHECK:-}
 if [[ -z "$check_exe" ]]; then
   check_exe="$logs/device_reference_check"
-  "$nvcc" -std=c++17 -O2 -Itemplates/runtime/include -gencode=arch=compute_90a,code=sm_90a \
+  "$nvcc" -std=c++17 -O2 "${runtime_includes[@]}" -gencode=arch=compute_90a,code=sm_90a \
     -o "$check_exe" tests/cpp/device_reference_check.cu
 fi
 harness_case "device reference = host, 9 cases" 0 '9 passed, 0 failed' "$check_exe"
@@ -379,7 +384,7 @@ section "the emulated reference (issue 35): the accuracy battery, kernel speed, 
 erc=${EMULATED_REFERENCE_CHECK:-}
 if [[ -z "$erc" ]]; then
   erc="$logs/emulated_reference_check"
-  "$nvcc" -std=c++17 -O2 -Itemplates/runtime/include -gencode=arch=compute_90a,code=sm_90a \
+  "$nvcc" -std=c++17 -O2 "${runtime_includes[@]}" -gencode=arch=compute_90a,code=sm_90a \
     -o "$erc" tests/cpp/emulated_reference_check.cu
 fi
 harness_case "emulated reference: accuracy battery" 0 '16 passed, 0 failed' "$erc"

@@ -1,5 +1,5 @@
 //! Which hook each PTX instruction gets: the device runtime's entry points
-//! (templates/runtime/include/repro/async_race.cuh), their PTX prototypes and flag bits, and for
+//! (crates/repro-contract/runtime/include/repro/async_race.cuh), their PTX prototypes and flag bits, and for
 //! every instruction the checker follows (shared-memory accesses, TMA and bulk copies, bulk
 //! groups, proxy fences, named barriers, mbarriers, wgmma, and in a module that rewrites tensor
 //! maps the writes that may rewrite one and the tensormap proxy fences) the calls to place

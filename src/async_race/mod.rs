@@ -1,7 +1,7 @@
 //! `repro run --sanitize async-race`: a shared-memory race checker that sees the async proxy
 //! (TMA loads and stores, bulk copies, wgmma), which compute-sanitizer's racecheck does not.
 //!
-//! [`hooks`] says which call to the device runtime (templates/runtime/include/repro/
+//! [`hooks`] says which call to the device runtime (crates/repro-contract/runtime/include/repro/
 //! async_race.cuh) each PTX instruction gets; [`ptx`] parses a module and writes those calls;
 //! [`toolkit`] puts that rewrite between cicc and ptxas without changing the build's flags;
 //! [`report`] names the findings' source lines.

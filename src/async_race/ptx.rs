@@ -1,6 +1,6 @@
 //! The PTX rewrite behind `--sanitize async-race`: every shared-memory access and every
 //! synchronization that orders the async proxy gets a call to the checker's device runtime
-//! (templates/runtime/include/repro/async_race.cuh) placed beside it.
+//! (crates/repro-contract/runtime/include/repro/async_race.cuh) placed beside it.
 //!
 //! Why PTX: the checker must see TMA (`cp.async.bulk.tensor`), bulk groups and proxy fences, for
 //! which compute-sanitizer's patching API has no callback (docs/async-race.md), in kernels nobody

@@ -1,6 +1,6 @@
 //! `repro capture` (docs/cli.md, `repro capture`): runs the user's program unmodified under CUDA's tool-injection
 //! interface, records one launch of the kernel it names (inject.rs builds the library,
-//! templates/capture/repro_inject.cpp is it, record.rs reads what it wrote), and turns the
+//! src/capture/repro_inject.cpp is it, record.rs reads what it wrote), and turns the
 //! record into a spec folder (layout.rs decides tensors and arguments, write.rs writes them),
 //! scaffolded in place so that `repro run DIR` runs it.
 

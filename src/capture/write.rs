@@ -47,7 +47,7 @@ pub struct Written {
     pub tensors: Vec<BufferTensor>,
 }
 
-/// The descr repro and repro_capture.cuh write for `dtype` (templates/runtime/src/npy.cuh has the same
+/// The descr repro and repro_capture.cuh write for `dtype` (crates/repro-contract/runtime/src/inputs/npy.cuh has the same
 /// table).
 pub(crate) fn npy_descr(dtype: DType) -> &'static str {
     match dtype {

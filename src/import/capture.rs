@@ -1,5 +1,5 @@
 //! `repro import capture DIR`: the `tensors:` section of a spec from what `repro::capture`
-//! (templates/instrument/repro_capture.cuh) wrote: one `manifest.jsonl` line per captured tensor,
+//! (crates/repro-contract/instrument/repro_capture.cuh) wrote: one `manifest.jsonl` line per captured tensor,
 //! each with its `.npy` file. Every tensor gets `init: { file: ... }`, so `repro run` replays the
 //! production inputs; a capture made through non-packed strides keeps them, so the harness lays
 //! the tensor out as production did.
@@ -318,7 +318,7 @@ impl Folder {
 }
 
 /// Whether a `.npy` of `descr` holds `dtype`'s bytes, as the harness decides
-/// (templates/runtime/src/npy.cuh, `npy_descr_accepted`): the descr repro writes, or a raw-bit
+/// (crates/repro-contract/runtime/src/inputs/npy.cuh, `npy_descr_accepted`): the descr repro writes, or a raw-bit
 /// carrier for bf16 and fp8; a one-byte type's byte order does not matter.
 fn npy_descr_accepted(dtype: DType, descr: &str) -> bool {
     let mut descr = descr.to_string();

@@ -1,4 +1,4 @@
-// Exercises templates/instrument/repro_capture.cuh without a GPU (built and run by
+// Exercises crates/repro-contract/instrument/repro_capture.cuh without a GPU (built and run by
 // tests/import_capture.rs): host tensors through repro::capture_host, a device-style call that
 // must fail softly where there is no device, and the per-name call limit.
 //
@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "../../templates/instrument/repro_capture.cuh"
+#include "../../crates/repro-contract/instrument/repro_capture.cuh"
 
 int main() {
   // A: bf16 [5, 3], A[m][k] = m + k / 4 (exact in bf16).

@@ -1,10 +1,14 @@
-// GPU check of the device reference (templates/runtime/src/device_reference.cuh): every output
-// of the fp64 device GEMM against the host reference (reference_gemm), over ragged sizes, every
-// operand layout the kernel distinguishes, batches, alpha, beta * C, bias and mixed dtypes. Run by
+// GPU check of the device reference
+// (crates/repro-contract/runtime/src/reference/device_reference.cuh): every output of the fp64
+// device GEMM against the host reference (reference_gemm), over ragged sizes, every operand layout
+// the kernel distinguishes, batches, alpha, beta * C, bias and mixed dtypes. Run by
 // scripts/gpu-check.sh (part `reference`); tests/runtime.rs only compiles it, for the three code
 // paths of the kernel (sm_90a: m16n8k4 DMMA, sm_80: m8n8k4 DMMA, sm_75: FMA).
 //
-//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -o drc tests/cpp/device_reference_check.cu
+//   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/)
+//        -gencode=arch=compute_90a,code=sm_90a -o drc tests/cpp/device_reference_check.cu
+//   (one -I per folder of the runtime's sources: they include one another by bare name, as the
+//   artifact holds them flat)
 //   ./drc                               # one line per case, then "N passed, M failed"
 //   ./drc corrupt                       # damages one sampled output: the cross-check must exit 4
 //   ./drc ops                           # scaled and grouped GEMMs (docs/spec.md, `reference`), bit for bit
@@ -13,7 +17,7 @@
 // Integer-valued cases must agree bit for bit (their sums are exact in any order); the others
 // within 1e-13 of the magnitude of their terms (fp64 sums in two orders).
 // The whole runtime library, as one translation unit (what librepro_runtime.a is built from).
-#include "../../templates/runtime/src/runtime.cu"
+#include "../../crates/repro-contract/runtime/src/run/runtime.cu"
 #include "test_rng.h"
 #include "test_tensors.h"
 

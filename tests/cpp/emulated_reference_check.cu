@@ -1,9 +1,12 @@
-// GPU check of the emulated reference (templates/runtime/src/emulated_reference.cuh): its error
-// bound, and its speed beside the fp64 tensor cores'. Run by scripts/gpu-check.sh (part
-// `emulated`); tests/runtime.rs only compiles it.
+// GPU check of the emulated reference
+// (crates/repro-contract/runtime/src/emulated/emulated_reference.cuh): its error bound, and its
+// speed beside the fp64 tensor cores'. Run by scripts/gpu-check.sh (part `emulated`);
+// tests/runtime.rs only compiles it.
 //
-//   nvcc -std=c++17 -O2 -Itemplates/runtime/include -gencode=arch=compute_90a,code=sm_90a -o erc
-//        tests/cpp/emulated_reference_check.cu
+//   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/)
+//        -gencode=arch=compute_90a,code=sm_90a -o erc tests/cpp/emulated_reference_check.cu
+//   (one -I per folder of the runtime's sources: they include one another by bare name, as the
+//   artifact holds them flat)
 //   ./erc            # the accuracy battery: one line per input class, then "N passed, M failed"
 //   ./erc speed [N]  # reference kernels, fp64 tensor cores vs int8 emulation, 2048^3 to 16384^3 (or N^3),
 //                    # then what a residual element costs at 8192^3 (or N^3)
@@ -17,7 +20,7 @@
 // docs/tolerances.md), plus one u for the exact sum's own final rounding; the fp64 tensor cores'
 // and the host's errors are shown beside it. Inputs whose exponent range needs more slices than
 // the emulation takes must make it fall back to the fp64 tensor cores, and say why.
-#include "../../templates/runtime/src/runtime.cu"
+#include "../../crates/repro-contract/runtime/src/run/runtime.cu"
 #include "test_rng.h"
 #include "test_tensors.h"
 

@@ -1,7 +1,10 @@
-// Host-only self-test of the harness runtime (templates/runtime/src). Needs no GPU: it never
-// calls a CUDA API that needs a device. Built and run by tests/suite/runtime.rs; by hand:
+// Host-only self-test of the harness runtime (crates/repro-contract/runtime/src). Needs no GPU: it
+// never calls a CUDA API that needs a device. Built and run by tests/suite/runtime.rs; by hand (one
+// -I per folder of the runtime's sources: they include one another by bare name, as the artifact
+// holds them flat):
 //
-//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -o runtime_selftest tests/cpp/runtime_selftest.cu
+//   nvcc -std=c++17 -O2 -Icrates/repro-contract/runtime/include $(printf -- '-I%s ' crates/repro-contract/runtime/src/*/)
+//        -gencode=arch=compute_90a,code=sm_90a -o runtime_selftest tests/cpp/runtime_selftest.cu
 //   ./runtime_selftest                                     # the self-test: "N passed, M failed"
 //   ./runtime_selftest values PATTERN DTYPE SEED NAME SHAPE  # generated storage bits, hex, one per line
 //   ./runtime_selftest encode DTYPE < f64-bits             # encode_bits of each hex f64 bit pattern
@@ -14,7 +17,7 @@
 // and main.
 //
 // The whole runtime library, as one translation unit (what librepro_runtime.a is built from).
-#include "../../templates/runtime/src/runtime.cu"
+#include "../../crates/repro-contract/runtime/src/run/runtime.cu"
 
 // CUDA's own host-side conversions: an independent oracle for encode().
 #include <cuda_fp8.h>

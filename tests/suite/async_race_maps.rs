@@ -78,7 +78,7 @@ fn every_way_of_rewriting_a_tensor_map_is_hooked_and_ptxas_takes_the_result() {
     let cu = dir.path().join("grouped.cu");
     std::fs::write(&cu, KERNEL).unwrap();
     let ptx = dir.path().join("grouped.ptx");
-    let include = common::repo().join("templates/runtime/include");
+    let include = common::repo().join("crates/repro-contract/runtime/include");
     let output = Command::new(common::nvcc())
         .args(["-std=c++17", "-arch=sm_90a", "-lineinfo", "-ptx", "-I"])
         .arg(&include)

@@ -1,6 +1,7 @@
-//! The async-race checker's device runtime (templates/runtime/include/repro/async_race.cuh),
-//! where its decisions are plain functions a host program can call: compiled with the real nvcc
-//! into a small program that runs on the CPU (no GPU) and prints what they decide.
+//! The async-race checker's device runtime
+//! (crates/repro-contract/runtime/include/repro/async_race.cuh), where its decisions are plain
+//! functions a host program can call: compiled with the real nvcc into a small program that runs on
+//! the CPU (no GPU) and prints what they decide.
 //!
 //! The wgmma operand ranges: DeepGEMM's sm90_fp8_gemm_1d1d puts its stages at 256 mod 1024 (two
 //! 128-byte tensor maps before the f32 D tile), and a range rounded to the 1024-byte swizzle
@@ -20,7 +21,7 @@ fn run_host_program(source: &str) -> String {
     let cu = dir.path().join("probe.cu");
     std::fs::write(&cu, source).unwrap();
     let exe = dir.path().join("probe");
-    let include = common::repo().join("templates/runtime/include");
+    let include = common::repo().join("crates/repro-contract/runtime/include");
     let output = Command::new(common::nvcc())
         .args(["-std=c++17", "-arch=sm_90a", "-I"])
         .arg(&include)

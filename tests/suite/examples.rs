@@ -65,8 +65,8 @@ fn generated_artifacts_are_current() {
         let dir = common::repo().join("generated").join(spec.name());
         let plan = repro::plan::Plan::for_spec(spec, dir.clone()).unwrap();
         let artifact = plan.artifact.expect("a spec's plan has its files");
-        // runtime/ is not committed: it is templates/runtime/ itself (embedded by include_str!),
-        // the same in every artifact, and `repro scaffold` writes it.
+        // runtime/ is not committed: it is repro_contract::runtime::FILES (embedded by
+        // include_str!), the same in every artifact, and `repro scaffold` writes it.
         for file in artifact
             .files
             .iter()

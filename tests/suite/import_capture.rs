@@ -1,10 +1,11 @@
-//! Real inputs captured in production and replayed: templates/instrument/repro_capture.cuh
-//! compiled with the real nvcc into a small program (tests/cpp/capture_demo.cu) that captures
-//! host tensors (a bf16 one and a column-major f32 view), `repro import capture` turning its
-//! manifest into a spec's tensors, and the harness built from that spec generating exactly the
-//! captured values. No GPU needed; the device path of the header must fail softly without one.
-//! And, without nvcc, a hand-written capture of a column sum whose output, captured after the
-//! launch, becomes the expected values of `reference: op: file`.
+//! Real inputs captured in production and replayed:
+//! crates/repro-contract/instrument/repro_capture.cuh compiled with the real nvcc into a small
+//! program (tests/cpp/capture_demo.cu) that captures host tensors (a bf16 one and a column-major
+//! f32 view), `repro import capture` turning its manifest into a spec's tensors, and the harness
+//! built from that spec generating exactly the captured values. No GPU needed; the device path of
+//! the header must fail softly without one. And, without nvcc, a hand-written capture of a column
+//! sum whose output, captured after the launch, becomes the expected values of `reference: op:
+//! file`.
 
 use crate::common;
 

@@ -1,4 +1,4 @@
-//! The harness runtime (templates/runtime/), compiled with the real nvcc: its own
+//! The harness runtime (crates/repro-contract/runtime/), compiled with the real nvcc: its own
 //! host-only self-test (tests/cpp/runtime_selftest.cu), and bit-for-bit agreement of its input
 //! generators and dtype conversions with the Rust mirror in `repro::inputs`, both with plain
 //! flags and with production-style host flags that invite FMA contraction.
@@ -38,18 +38,33 @@ fn find_nvcc() -> PathBuf {
     })
 }
 
+/// One `-I` per folder of the runtime's sources. The artifact holds runtime/src/ flat and its
+/// headers include one another by bare name; here they sit in folders by concern, and since every
+/// name is unique across them (repro_contract::runtime's tests), searching every folder finds the
+/// very file the flat folder holds. Simpler than writing a flat copy first, and it compiles the
+/// sources where they are edited.
+fn runtime_include_flags() -> Vec<String> {
+    let src = repo_root().join("crates/repro-contract/runtime/src");
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(&src)
+        .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_dir())
+        .collect();
+    folders.sort();
+    let mut flags = vec!["-Icrates/repro-contract/runtime/include".to_string()];
+    flags.extend(folders.iter().map(|f| format!("-I{}", f.display())));
+    flags
+}
+
 /// Compiles a test program of tests/cpp with the real nvcc, C++17, warnings as errors in nvcc and
 /// the host compiler, and the given extra flags (architectures, optimization).
 fn compile(source: &str, exe: &Path, flags: &[&str]) {
     let nvcc = find_nvcc();
     let output = Command::new(&nvcc)
         .current_dir(repo_root())
-        .args([
-            "-std=c++17",
-            "-Itemplates/runtime/include",
-            "--Werror=all-warnings",
-            "-Xcompiler=-Wall,-Wextra,-Werror",
-        ])
+        .arg("-std=c++17")
+        .args(runtime_include_flags())
+        .args(["--Werror=all-warnings", "-Xcompiler=-Wall,-Wextra,-Werror"])
         .args(flags)
         .arg("-o")
         .arg(exe)
@@ -386,7 +401,7 @@ fn runtime_compiles_for_an_aarch64_host() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let object = dir.path().join("runtime-aarch64.o");
     compile(
-        "templates/runtime/src/runtime.cu",
+        "crates/repro-contract/runtime/src/run/runtime.cu",
         &object,
         &[
             "-ccbin",

@@ -3,11 +3,11 @@
 //!
 //! The spec model reads `init: NAME` into a [`Generator`], the Rust generators
 //! (`inputs::generators`) compute it, and the harness runtime's `InitKind` enum and its table of
-//! `--init` forms (a generated part of templates/runtime/src/generators.cuh, rendered by
-//! [`generators_cpp`]; `harness_options::GENERATED_PARTS` lists it) come from the same list, so
-//! that a pattern added here reaches the spec, `repro` and the harness at once. The arithmetic of
-//! each pattern is written twice (generators.cuh and inputs/generators.rs) and compared bit for
-//! bit by tests/suite/runtime.rs.
+//! `--init` forms (a generated part of crates/repro-contract/runtime/src/inputs/generators.cuh,
+//! rendered by [`generators_cpp`]; `harness_options::GENERATED_PARTS` lists it) come from the same
+//! list, so that a pattern added here reaches the spec, `repro` and the harness at once. The
+//! arithmetic of each pattern is written twice (generators.cuh and inputs/generators.rs) and
+//! compared bit for bit by tests/suite/runtime.rs.
 
 use serde::{Deserialize, Serialize};
 

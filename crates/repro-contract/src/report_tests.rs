@@ -261,17 +261,12 @@ fn the_documented_verdict_classes_are_the_enum() {
     assert_eq!(count, documented.len(), "Verdict's variants vs docs/cli.md");
 }
 
-/// The runtime's sources (its folder moves with the crate layout; either place is read).
+/// The runtime's sources (`runtime/src/`, in folders by concern: crate::runtime::FILES).
 fn runtime_sources() -> Vec<PathBuf> {
-    let dir = ["crates/repro-contract/runtime/src", "templates/runtime/src"]
+    let mut files: Vec<PathBuf> = crate::runtime::FILES
         .iter()
-        .map(|d| root().join(d))
-        .find(|d| d.is_dir())
-        .expect("the runtime's src folder");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("runtime src")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "cuh" || x == "cu"))
+        .filter(|f| f.source_path.starts_with("runtime/src/"))
+        .map(|f| root().join("crates/repro-contract").join(f.source_path))
         .collect();
     files.sort();
     files

@@ -1,5 +1,5 @@
 //! `f64` to and from a dtype's storage bits: the Rust mirror of the harness runtime's
-//! `encode_bits` / `decode_bits` (`templates/harness/runtime/dtype.cuh`).
+//! `encode_bits` / `decode_bits` (`crates/repro-contract/runtime/src/inputs/dtype.cuh`).
 //!
 //! Floats round to nearest, ties to even, in one step from the `f64`. Going through `f32` first
 //! (as the `half` crate's `f16::from_f64` does on some targets, and as its software fallback does

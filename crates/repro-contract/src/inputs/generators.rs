@@ -1,5 +1,5 @@
 //! The init patterns (docs/spec.md, `inputs`): the Rust mirror of the harness runtime's
-//! `templates/runtime/src/generators.cuh`, bit for bit.
+//! `crates/repro-contract/runtime/src/inputs/generators.cuh`, bit for bit.
 //!
 //! Every value is a pure function of (pattern, seed, tensor name, logical index):
 //!

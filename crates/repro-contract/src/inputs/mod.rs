@@ -1,12 +1,12 @@
 //! Input values, exactly as the generated harness makes them.
 //!
-//! The harness runtime (`templates/harness/runtime/generators.cuh` and `dtype.cuh`) generates
-//! every input tensor from its init pattern with a counter-based hash and converts it to the
-//! tensor's dtype with round-to-nearest-even straight from `f64`. This module is the same
+//! The harness runtime (`crates/repro-contract/runtime/src/inputs/generators.cuh` and `dtype.cuh`)
+//! generates every input tensor from its init pattern with a counter-based hash and converts it to
+//! the tensor's dtype with round-to-nearest-even straight from `f64`. This module is the same
 //! arithmetic in Rust, bit for bit, so `repro` knows the exact bits a harness feeds its kernel
 //! without running it (to write them as `.npy`, to compute expected values, to shrink a failing
-//! case). `tests/suite/runtime.rs` compiles the C++ runtime and checks the two agree on every pattern
-//! and dtype.
+//! case). `tests/suite/runtime.rs` compiles the C++ runtime and checks the two agree on every
+//! pattern and dtype.
 //!
 //! - [`generators`]: the init patterns (`ones`, `iota`, `uniform`, `normal`, ...) on logical
 //!   row-major indices.

@@ -114,7 +114,7 @@ impl Validator<'_> {
         let block = match &r.block {
             None => Vec::new(),
             Some(block) => {
-                // The block localizes every output it compares (templates/runtime's
+                // The block localizes every output it compares (the runtime's
                 // output_frame): two extents cover an output's last two dimensions, or its
                 // only one with the first extent taken as 1. So it is checked against all of
                 // them, not the first: a capture's leftover rank-1 buffer listed before a

@@ -118,7 +118,7 @@ struct Launch {
   size_t smem_bytes = 0;
 };
 
-// A traced stage (spec: trace; templates/instrument/repro_trace.cuh in the kernel).
+// A traced stage (spec: trace; crates/repro-contract/instrument/repro_trace.cuh in the kernel).
 enum class TraceRole : int { operand, accumulator, output };
 inline constexpr int kTraceSamples = 8;
 struct TraceStage {

@@ -1,6 +1,6 @@
 // ---------------------------------------------------------------------------------------------
 // repro harness runtime: in-kernel stage tracing (spec: trace; the kernel includes
-// templates/instrument/repro_trace.cuh)
+// crates/repro-contract/instrument/repro_trace.cuh)
 //
 // After the first launch the harness reads each traced stage's largest |value| and first values.
 // Under --ones every stage's right value is known: an operand is 1, the accumulator K, the output
