@@ -4,9 +4,9 @@
 //! groups, proxy fences, named barriers, mbarriers, wgmma, and in a module that rewrites tensor
 //! maps the writes that may rewrite one and the tensormap proxy fences) the calls to place
 //! before and after it with their arguments. [`super::ptx`] parses the module and writes the
-//! calls.
+//! calls; it may not import ptx.rs (the statement syntax both read is in instruction.rs).
 
-use super::ptx::{bracket, Instruction};
+use super::instruction::{bracket, Instruction};
 use repro_text::split_top_level as split_operands;
 
 /// Flag bits the hooks take (the device runtime's `repro::async_race::flags`).
@@ -605,7 +605,7 @@ fn plan_mbarrier(parts: &[&str], ops: &[String]) -> Option<Plan> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ptx::parse_instruction;
+    use super::super::instruction::parse_instruction;
     use super::*;
 
     #[test]

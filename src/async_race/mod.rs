@@ -7,6 +7,7 @@
 //! [`report`] names the findings' source lines.
 
 pub mod hooks;
+pub mod instruction;
 pub mod ptx;
 pub mod report;
 pub mod toolkit;

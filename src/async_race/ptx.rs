@@ -17,8 +17,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::hooks::{plan, type_bits, Arg, Call, Plan, HOOK_PREFIX, PROTOTYPES};
-// Operands split at commas outside `[...]` and `{...}` (a TMA copy's `[map, {x, y}]`).
-use repro_text::split_top_level as split_operands;
+use super::instruction::{parse_instruction, Instruction};
 
 /// What a hook call site is, for the report.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -160,42 +159,6 @@ fn triple(text: &str) -> Option<(u32, u32, u32)> {
         numbers.next()?.ok()?,
         numbers.next().unwrap_or(Ok(0)).ok()?,
     ))
-}
-
-/// A PTX statement split from its line: guard, mnemonic, operands.
-#[derive(Debug)]
-pub(super) struct Instruction<'a> {
-    pub(super) guard: Option<&'a str>,
-    pub(super) opcode: &'a str,
-    pub(super) operands: Vec<String>,
-}
-
-pub(super) fn parse_instruction(statement: &str) -> Option<Instruction<'_>> {
-    let mut text = statement.trim().trim_end_matches(';').trim_end();
-    let mut guard = None;
-    if let Some(rest) = text.strip_prefix('@') {
-        let (g, rest) = rest.split_once(char::is_whitespace)?;
-        guard = Some(g);
-        text = rest.trim_start();
-    }
-    let (opcode, rest) = match text.split_once(char::is_whitespace) {
-        Some((o, r)) => (o, r.trim()),
-        None => (text, ""),
-    };
-    Some(Instruction {
-        guard,
-        opcode,
-        operands: split_operands(rest),
-    })
-}
-
-/// `[x]` → `x`.
-pub(super) fn bracket(operand: &str) -> Option<&str> {
-    operand
-        .trim()
-        .strip_prefix('[')
-        .and_then(|o| o.strip_suffix(']'))
-        .map(str::trim)
 }
 
 /// Splits one line into its statements, keeping labels and braces apart: `L: a; b; }` gives
@@ -570,6 +533,7 @@ fn materialize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use repro_text::split_top_level as split_operands;
 
     #[test]
     fn pieces_keep_labels_and_braces() {

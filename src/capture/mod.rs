@@ -7,6 +7,7 @@
 pub mod inject;
 pub mod layout;
 pub mod record;
+pub mod tensor;
 pub mod triton;
 pub mod views;
 pub mod write;
