@@ -6,6 +6,9 @@
 //! [`inputs`] holds the input generators, bit-identical to the harness's own.
 //! [`commands`] is the command line (docs/cli.md): each command's arguments, turned into the
 //! plain values the modules above take.
+//!
+//! The engine (plan, generate, build, run, analyze) fails with [`engine_error::EngineError`] and
+//! names no feature, command or [`machine`]; [`error::Error`] wraps it as it is.
 
 pub mod analyze;
 pub mod async_race;
@@ -16,6 +19,7 @@ pub mod campaign;
 pub mod capture;
 pub mod commands;
 pub mod doctor;
+pub mod engine_error;
 pub mod error;
 pub mod flags;
 pub mod generate;

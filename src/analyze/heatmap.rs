@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::engine_error::EngineError as Error;
 
 /// The bad share of every tile, from the report's `output` member.
 #[derive(Debug, Clone, PartialEq)]

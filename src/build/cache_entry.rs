@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::lock::FileLock;
-use crate::error::Error;
+use crate::engine_error::EngineError as Error;
 
 /// The entry `root/key`: `whole(entry folder)` reads it when it is whole; otherwise `build` fills
 /// a fresh temporary folder, which becomes the entry. Returns what `whole` read, and whether it

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-use crate::error::Error;
+use crate::engine_error::EngineError as Error;
 
 pub struct FileLock {
     _file: File,

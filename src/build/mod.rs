@@ -19,7 +19,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::engine_error::EngineError as Error;
 use crate::plan::command::{HARNESS_BINARY, REFERENCE_OBJECT};
 use crate::plan::Plan;
 use lock::FileLock;

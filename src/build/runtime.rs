@@ -15,7 +15,7 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 
 use super::{progress, toolchain};
-use crate::error::Error;
+use crate::engine_error::EngineError as Error;
 use crate::plan::command::{BuildCommand, RUNTIME_DIR, RUNTIME_LIBRARY};
 
 /// What an entry records besides the library, and checks it by.

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::error::Error;
+use crate::engine_error::EngineError as Error;
 
 /// Where a tool was found, and by which rule.
 #[derive(Debug, Clone)]

@@ -26,7 +26,11 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// Loads the target; for a spec, writes its artifact when stale.
     pub fn prepare(&self) -> Result<Plan, Error> {
-        prepare(&self.target, self.output.as_deref())
+        Ok(prepare(
+            &self.target,
+            self.output.as_deref(),
+            &crate::machine::Machine,
+        )?)
     }
 }
 

@@ -41,6 +41,6 @@ impl RunArgs {
             sanitize: self.sanitize,
             nvcc: self.toolchain.nvcc,
         };
-        crate::run::run(&plan, &options)
+        Ok(crate::run::run(&plan, &options)?)
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Artifact;
-use crate::error::Error;
+use crate::engine_error::EngineError as Error;
 
 pub const STATE_DIR: &str = ".repro";
 const MANIFEST: &str = ".repro/manifest.json";

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::command::{ArgGroup, BuildCommand, RUNTIME_FLAGS};
 use super::compiled_sizes::{compiled_size_uses, sizes_fixed_reason};
-use crate::error::Error;
-use crate::plan::command::{ArgGroup, BuildCommand, RUNTIME_FLAGS};
+use crate::engine_error::EngineError as Error;
 use crate::spec::model::GroupedLayout;
 use crate::spec::{KernelArg, LaunchKind, Reference, ResolvedSpec, TmaDescriptor};
 use repro_text::paths::relative_to;
@@ -870,8 +870,8 @@ pub fn harness_context(
         cmake_std: spec.build.std.trim_start_matches("c++").to_string(),
         include_dirs,
         has_expect: expect.is_some(),
-        harness_options_table: crate::run::harness_options::readme_table(),
-        harness_exit_codes: crate::run::harness_options::harness_exit_codes(),
+        harness_options_table: repro_contract::harness_options::readme_table(),
+        harness_exit_codes: repro_contract::harness_options::harness_exit_codes(),
         expect_ones: expect.and_then(|e| e.ones).map_or("-", |o| o.name()).into(),
         expect_random: expect
             .and_then(|e| e.random)

@@ -4,6 +4,7 @@
 //! edit.
 
 pub mod artifact;
+pub mod command;
 pub mod compiled_sizes;
 pub mod context;
 
@@ -11,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use tera::Tera;
 
-use crate::error::Error;
-use crate::plan::command::BuildCommand;
+use crate::engine_error::EngineError as Error;
 use crate::spec::ResolvedSpec;
+use command::BuildCommand;
 use repro_text::paths;
 
 /// The runtime library's sources, as every artifact carries them in `runtime/` (identical in every
@@ -324,7 +325,7 @@ pub fn render(spec: &ResolvedSpec, dir: &Path, command: &BuildCommand) -> Result
     // `op: custom`: the call of the user's reference, in a translation unit of its own.
     if context.reference.custom.is_some() {
         files.push(GeneratedFile {
-            name: crate::plan::command::REFERENCE_SOURCE,
+            name: command::REFERENCE_SOURCE,
             content: tera
                 .render(REFERENCE_TEMPLATE.0, &tera_context)
                 .map_err(|e| {

@@ -1,18 +1,21 @@
 //! The build plan: everything one build of a spec needs, computed once from the resolved spec —
 //! the artifact folder, the artifact's files as the spec generates them, and the nvcc commands of
-//! the runtime library (its own flags) and of harness.cu (the production flags; command.rs).
-//! `generate` writes a plan's files and `build` runs its commands; neither calls the other. The
+//! the runtime library (its own flags) and of harness.cu (the production flags;
+//! generate/command.rs). `generate` renders and writes a plan's files and `build` runs its
+//! commands; neither calls the other, and `generate` is below the plan: it may not import it. The
 //! runtime library's cache key is the plan's runtime command and sources plus the identity of the
 //! nvcc that runs it, which only the build knows (build/runtime.rs).
 
-pub mod command;
+// The nvcc commands live below the plan, in generate/, which renders them into build.sh and
+// CMakeLists.txt and may not import the plan; their old path stays.
+pub use crate::generate::command;
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Error;
+use crate::engine_error::EngineError as Error;
+use crate::generate::command::BuildCommand;
 use crate::generate::{self, artifact, Artifact};
-use crate::spec::{self, ResolvedSpec};
-use command::BuildCommand;
+use crate::spec::{self, Lookups, ResolvedSpec};
 
 /// One spec's build, planned.
 #[derive(Debug)]
@@ -42,13 +45,13 @@ impl Plan {
     }
 
     /// The plan of an artifact folder as it is on disk, from its own spec.yaml.
-    pub fn for_artifact(dir: &Path) -> Result<Plan, Error> {
+    pub fn for_artifact(dir: &Path, lookups: &dyn Lookups) -> Result<Plan, Error> {
         if !is_artifact_dir(dir) {
             return Err(Error::NotAnArtifact {
                 dir: dir.to_path_buf(),
             });
         }
-        let spec = load_spec(&dir.join("spec.yaml"))?;
+        let spec = load_spec(&dir.join("spec.yaml"), lookups)?;
         Ok(Plan {
             command: BuildCommand::new(&spec, dir),
             spec,
@@ -58,8 +61,12 @@ impl Plan {
     }
 
     /// The plan of the spec file at `path`, its artifact in `output` [default: generated/<name>/].
-    pub fn for_spec_file(path: &Path, output: Option<&Path>) -> Result<Plan, Error> {
-        let spec = load_spec(path)?;
+    pub fn for_spec_file(
+        path: &Path,
+        output: Option<&Path>,
+        lookups: &dyn Lookups,
+    ) -> Result<Plan, Error> {
+        let spec = load_spec(path, lookups)?;
         let dir = output
             .map(Path::to_path_buf)
             .unwrap_or_else(|| generate::default_dir(&spec));
@@ -67,18 +74,24 @@ impl Plan {
     }
 
     /// The plan of what a command was pointed at: an artifact folder as it is, or a spec file.
-    pub fn for_target(target: &Path, output: Option<&Path>) -> Result<Plan, Error> {
+    pub fn for_target(
+        target: &Path,
+        output: Option<&Path>,
+        lookups: &dyn Lookups,
+    ) -> Result<Plan, Error> {
         if target.is_dir() {
-            Plan::for_artifact(target)
+            Plan::for_artifact(target, lookups)
         } else {
-            Plan::for_spec_file(target, output)
+            Plan::for_spec_file(target, output, lookups)
         }
     }
 }
 
 /// Loads a spec for a command, telling the user (on stderr) what the spec resolved with warnings.
-pub fn load_spec(path: &Path) -> Result<ResolvedSpec, Error> {
-    let spec = spec::load(path, &crate::machine::Machine)?;
+/// `lookups` answers the spec's questions about this machine: the commands and features pass
+/// `crate::machine::Machine`, which the engine may not name (it reads build logs with flags/).
+pub fn load_spec(path: &Path, lookups: &dyn Lookups) -> Result<ResolvedSpec, Error> {
+    let spec = spec::load(path, lookups)?;
     for warning in &spec.warnings {
         eprintln!("warning: {warning}");
     }
@@ -92,8 +105,8 @@ pub fn is_artifact_dir(path: &Path) -> bool {
 
 /// The plan of `target`, with its artifact written where stale (never over hand edits): what
 /// build, run, probe, sweep, shrink, bench and bundle start from.
-pub fn prepare(target: &Path, output: Option<&Path>) -> Result<Plan, Error> {
-    let plan = Plan::for_target(target, output)?;
+pub fn prepare(target: &Path, output: Option<&Path>, lookups: &dyn Lookups) -> Result<Plan, Error> {
+    let plan = Plan::for_target(target, output, lookups)?;
     if let Some(files) = &plan.artifact {
         if !artifact::is_current(files) {
             let summary = artifact::write(files, &plan.spec.path, false)?;

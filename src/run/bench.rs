@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 use super::harness_options as opt;
 use super::sweep::{check_dims, output_dims, run_arguments};
 use crate::build::Variant;
-use crate::error::{exit, Error};
+use crate::engine_error::EngineError as Error;
 use crate::plan::{prepare, Plan};
+use repro_contract::exit;
 
 /// One spec to time: its artifact, its built harness, its name.
 struct Contender {
@@ -74,13 +75,13 @@ pub struct BenchOptions {
 
 impl BenchOptions {
     /// Builds every spec, times each at each size, prints the table; returns the worst exit code.
-    pub fn bench(&self) -> Result<u8, Error> {
+    pub fn bench(&self, lookups: &dyn crate::spec::Lookups) -> Result<u8, Error> {
         let specs: Vec<&Path> = std::iter::once(self.target.as_path())
             .chain(self.variants.iter().map(PathBuf::as_path))
             .collect();
         let mut contenders = Vec::new();
         for path in specs {
-            let plan = prepare(path, None)?;
+            let plan = prepare(path, None, lookups)?;
             let dims = self.dims_for(&plan);
             if !self.sizes.is_empty() {
                 check_dims(&plan.spec, &dims, "bench")?;

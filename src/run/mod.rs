@@ -20,10 +20,11 @@ use wait_timeout::ChildExt;
 
 use self::harness_options as opt;
 use crate::build::{self, Variant};
-use crate::error::{exit, Error};
+use crate::engine_error::EngineError as Error;
 use crate::plan::Plan;
 use crate::spec::model::{Outcome, ReferenceProvider, Verdict};
 use crate::spec::ResolvedSpec;
+use repro_contract::exit;
 
 /// What the harness feeds the kernel: its `--ones`, `--init` and `--seed`.
 #[derive(Debug, Clone, Default)]

@@ -10,8 +10,9 @@ use std::time::Duration;
 use super::harness_options as opt;
 use super::{relay, Checks, Inputs};
 use crate::build::Variant;
-use crate::error::{exit, Error};
+use crate::engine_error::EngineError as Error;
 use crate::plan::Plan;
+use repro_contract::exit;
 
 /// What `repro probe` takes besides the artifact.
 #[derive(Debug, Clone, Default)]

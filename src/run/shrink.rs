@@ -29,9 +29,10 @@ use super::harness_options as opt;
 use super::sweep::{check_dims, run_arguments, run_limit};
 use super::{run_quiet, RunOutcome};
 use crate::build::Variant;
-use crate::error::{exit, Error};
+use crate::engine_error::EngineError as Error;
 use crate::plan::Plan;
 use crate::spec::ResolvedSpec;
+use repro_contract::exit;
 
 /// The K tile assumed when `reference.tile` gives none: the probes' K slice (docs/cli.md, `repro probe`).
 const DEFAULT_TILE_K: i64 = 32;

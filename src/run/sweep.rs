@@ -9,10 +9,11 @@ use std::path::Path;
 use super::harness_options as opt;
 use super::{run_quiet, Checks, Inputs, RunOutcome};
 use crate::build::Variant;
-use crate::error::{exit, Error};
+use crate::engine_error::EngineError as Error;
 use crate::generate::compiled_sizes::sizes_fixed_reason;
 use crate::plan::Plan;
 use crate::spec::ResolvedSpec;
+use repro_contract::exit;
 
 /// The sweep's sizes unless `--sizes` says: 1, 31, 63, 65, 127, 129, and each tile's first two
 /// multiples ± 1.
