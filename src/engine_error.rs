@@ -120,6 +120,10 @@ pub enum EngineError {
         command: String,
     },
 
+    /// A file of the async-race checker's that cannot be read or written: an `Io` of its own.
+    #[error(transparent)]
+    AsyncRace(#[from] crate::async_race::error::AsyncRaceError),
+
     #[error("cannot run {}", path.display())]
     Launch {
         path: PathBuf,
@@ -158,7 +162,7 @@ impl EngineError {
             | EngineError::ShrinkNeedsGemm { .. }
             | EngineError::HarnessRefused { .. }
             | EngineError::ShrunkSpec { .. } => exit::USAGE,
-            EngineError::Io { .. } => exit::USAGE,
+            EngineError::Io { .. } | EngineError::AsyncRace(_) => exit::USAGE,
             EngineError::Internal(_) | EngineError::HarnessReport { .. } => exit::INTERNAL,
             EngineError::Toolchain(_)
             | EngineError::Build { .. }
@@ -177,5 +181,38 @@ impl EngineError {
             path,
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EngineError;
+    use crate::async_race::error::AsyncRaceError;
+    use crate::error::Error;
+
+    fn denied() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::PermissionDenied, "Permission denied")
+    }
+
+    #[test]
+    fn an_engine_error_reads_and_exits_as_it_did_before_it_was_wrapped() {
+        let engine = EngineError::io("write", "art/harness.cu")(denied());
+        let code = engine.exit_code();
+        let wrapped = Error::from(engine);
+        assert_eq!(
+            wrapped.render(),
+            "error: cannot write art/harness.cu\n  caused by: Permission denied"
+        );
+        assert_eq!(wrapped.exit_code(), code);
+        assert_eq!(code, repro_contract::exit::USAGE);
+    }
+
+    #[test]
+    fn the_checkers_own_file_error_reads_as_any_file_error() {
+        let checker = AsyncRaceError::io("write", "cache/async-race")(denied());
+        let wrapped = Error::from(EngineError::from(checker));
+        let plain = Error::io("write", "cache/async-race")(denied());
+        assert_eq!(wrapped.render(), plain.render());
+        assert_eq!(wrapped.exit_code(), plain.exit_code());
     }
 }

@@ -302,10 +302,7 @@ fn sentence(race: &Race) -> String {
 
 /// Adds the findings to the harness's JSON report (`"async_race": {...}`); the report is the
 /// harness's, so a missing or unreadable one is left as it is.
-pub fn add_to_json(
-    report: &Path,
-    findings: &Findings,
-) -> Result<(), crate::engine_error::EngineError> {
+pub fn add_to_json(report: &Path, findings: &Findings) -> Result<(), super::error::AsyncRaceError> {
     let Ok(text) = std::fs::read_to_string(report) else {
         return Ok(());
     };
@@ -322,7 +319,7 @@ pub fn add_to_json(
         }
     }
     let text = serde_json::to_string_pretty(&value).unwrap_or(text);
-    std::fs::write(report, text).map_err(crate::engine_error::EngineError::io("write", report))
+    std::fs::write(report, text).map_err(super::error::AsyncRaceError::io("write", report))
 }
 
 /// The report block `repro run --sanitize async-race` prints.

@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use crate::engine_error::EngineError as Error;
+use super::error::AsyncRaceError as Error;
 
 use super::ptx;
 
