@@ -168,3 +168,38 @@ mod tests {
         assert_eq!(spec.exit_code(), exit::USAGE);
     }
 }
+
+// The engine's errors, as the commands print them (they are tested here: the engine's crate cannot
+// name this module).
+#[cfg(test)]
+mod engine_tests {
+    use super::EngineError;
+    use crate::async_race::error::AsyncRaceError;
+    use crate::error::Error;
+
+    fn denied() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::PermissionDenied, "Permission denied")
+    }
+
+    #[test]
+    fn an_engine_error_reads_and_exits_as_it_did_before_it_was_wrapped() {
+        let engine = EngineError::io("write", "art/harness.cu")(denied());
+        let code = engine.exit_code();
+        let wrapped = Error::from(engine);
+        assert_eq!(
+            wrapped.render(),
+            "error: cannot write art/harness.cu\n  caused by: Permission denied"
+        );
+        assert_eq!(wrapped.exit_code(), code);
+        assert_eq!(code, repro_contract::exit::USAGE);
+    }
+
+    #[test]
+    fn the_checkers_own_file_error_reads_as_any_file_error() {
+        let checker = AsyncRaceError::io("write", "cache/async-race")(denied());
+        let wrapped = Error::from(EngineError::from(checker));
+        let plain = Error::io("write", "cache/async-race")(denied());
+        assert_eq!(wrapped.render(), plain.render());
+        assert_eq!(wrapped.exit_code(), plain.exit_code());
+    }
+}

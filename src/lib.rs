@@ -10,23 +10,19 @@
 //! The engine (plan, generate, build, run, analyze) fails with [`engine_error::EngineError`] and
 //! names no feature, command or [`machine`]; [`error::Error`] wraps it as it is.
 
-pub mod analyze;
-pub mod async_race;
 pub mod bisect;
-pub mod build;
 pub mod bundle;
 pub mod campaign;
 pub mod capture;
 pub mod commands;
 pub mod doctor;
-pub mod engine_error;
 pub mod error;
 pub mod flags;
-pub mod generate;
 pub mod import;
 pub mod machine;
-pub mod plan;
-pub mod run;
 
-// The contract layer (crates/repro-contract), under the names the modules above have always used.
+// The layers below (crates/), under the names the modules above have always used: the contract,
+// the async-race checker and the engine.
+pub use repro_async_race as async_race;
 pub use repro_contract::{file_kind, inputs, spec};
+pub use repro_engine::{analyze, build, engine_error, generate, plan, run};

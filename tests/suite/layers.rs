@@ -1,11 +1,10 @@
-//! The layers inside the root crate, until each is a crate of its own (the compiler then refuses a
-//! loop): the engine (plan, generate, build, run, analyze, and its error) names no feature, command
-//! or `machine`; the async-race checker names nothing of repro's; and the files of capture/,
-//! async_race/ and import/rust/ import one another without a loop. Read from the sources, test
-//! modules left out.
+//! The layers inside a crate, where the compiler does not refuse a loop (between crates it does:
+//! the engine and the async-race checker are crates of their own): the files of capture/, the
+//! async-race checker and import/rust/ import one another without a loop. Read from the sources,
+//! test modules left out.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::common::repo;
 
@@ -22,16 +21,6 @@ fn code_of(path: &Path) -> String {
         .join("\n")
 }
 
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = walkdir::WalkDir::new(dir)
-        .into_iter()
-        .map(|entry| entry.unwrap().into_path())
-        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
-        .collect();
-    files.sort();
-    files
-}
-
 /// Whether `code` names `path` (`crate::error`, not `crate::error_kind`).
 fn names(code: &str, path: &str) -> bool {
     code.match_indices(path).any(|(at, _)| {
@@ -42,97 +31,17 @@ fn names(code: &str, path: &str) -> bool {
     })
 }
 
-/// Every `crate::` path among `forbidden` that a file under `dirs` names, as "file: path" lines.
-fn offences(dirs: &[&str], forbidden: &[&str]) -> Vec<String> {
-    let src = repo().join("src");
-    let mut found = Vec::new();
-    for dir in dirs {
-        let at = src.join(dir);
-        let files = if at.is_dir() {
-            rust_files(&at)
-        } else {
-            vec![at.with_extension("rs")]
-        };
-        for file in files {
-            let code = code_of(&file);
-            for module in forbidden {
-                let path = format!("crate::{module}");
-                if names(&code, &path) {
-                    let shown = file.strip_prefix(&src).unwrap().display().to_string();
-                    found.push(format!("{shown}: {path}"));
-                }
-            }
-        }
-    }
-    found
-}
-
-#[test]
-fn the_engine_names_no_feature_command_or_machine() {
-    let above = [
-        "capture", "import", "bisect", "campaign", "bundle", "flags", "commands", "doctor",
-        "machine", "error",
-    ];
-    let found = offences(
-        &[
-            "plan",
-            "generate",
-            "build",
-            "run",
-            "analyze",
-            "engine_error",
-        ],
-        &above,
-    );
-    assert!(
-        found.is_empty(),
-        "the engine imports from above it:\n{}",
-        found.join("\n")
-    );
-}
-
-#[test]
-fn the_async_race_checker_names_nothing_of_repros() {
-    let all = [
-        "plan",
-        "generate",
-        "build",
-        "run",
-        "analyze",
-        "engine_error",
-        "capture",
-        "import",
-        "bisect",
-        "campaign",
-        "bundle",
-        "flags",
-        "commands",
-        "doctor",
-        "machine",
-        "error",
-        "spec",
-        "inputs",
-        "file_kind",
-    ];
-    let found = offences(&["async_race"], &all);
-    assert!(
-        found.is_empty(),
-        "async_race imports from repro:\n{}",
-        found.join("\n")
-    );
-}
-
-/// The files of `folder` (mod.rs aside) that each file imports with `super::name`.
-fn sibling_imports(folder: &str) -> BTreeMap<String, BTreeSet<String>> {
-    let dir = repo().join("src").join(folder);
+/// The files of `folder` (mod.rs and lib.rs aside) that each file imports with `super::name` or
+/// `{module}::name`.
+fn sibling_imports(folder: &str, module: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let dir = repo().join(folder);
     let files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "rs"))
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
-        .filter(|name| name != "mod")
+        .filter(|name| name != "mod" && name != "lib")
         .collect();
-    let module = folder.replace('/', "::");
     let mut graph = BTreeMap::new();
     for file in &files {
         let code = code_of(&dir.join(format!("{file}.rs")));
@@ -141,7 +50,7 @@ fn sibling_imports(folder: &str) -> BTreeMap<String, BTreeSet<String>> {
             .filter(|other| *other != file)
             .filter(|other| {
                 names(&code, &format!("super::{other}"))
-                    || names(&code, &format!("crate::{module}::{other}"))
+                    || names(&code, &format!("{module}::{other}"))
             })
             .cloned()
             .collect();
@@ -184,11 +93,15 @@ fn a_loop(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 
 #[test]
 fn the_files_of_capture_async_race_and_the_rust_importer_form_no_loop() {
-    for folder in ["capture", "async_race", "import/rust"] {
-        let graph = sibling_imports(folder);
-        assert!(graph.len() > 3, "src/{folder} has its files");
+    for (folder, module) in [
+        ("src/capture", "crate::capture"),
+        ("crates/repro-async-race/src", "crate"),
+        ("src/import/rust", "crate::import::rust"),
+    ] {
+        let graph = sibling_imports(folder, module);
+        assert!(graph.len() > 3, "{folder} has its files");
         if let Some(cycle) = a_loop(&graph) {
-            panic!("src/{folder} imports in a loop: {}", cycle.join(" -> "));
+            panic!("{folder} imports in a loop: {}", cycle.join(" -> "));
         }
     }
 }

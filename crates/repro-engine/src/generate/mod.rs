@@ -23,211 +23,211 @@ use repro_text::paths;
 pub const RUNTIME_FILES: &[(&str, &str)] = &[
     (
         "runtime/src/base.cuh",
-        include_str!("../../templates/runtime/src/base.cuh"),
+        include_str!("../../../../templates/runtime/src/base.cuh"),
     ),
     (
         "runtime/src/bench.cuh",
-        include_str!("../../templates/runtime/src/bench.cuh"),
+        include_str!("../../../../templates/runtime/src/bench.cuh"),
     ),
     (
         "runtime/src/compare.cuh",
-        include_str!("../../templates/runtime/src/compare.cuh"),
+        include_str!("../../../../templates/runtime/src/compare.cuh"),
     ),
     (
         "runtime/src/device.cuh",
-        include_str!("../../templates/runtime/src/device.cuh"),
+        include_str!("../../../../templates/runtime/src/device.cuh"),
     ),
     (
         "runtime/src/driver.cuh",
-        include_str!("../../templates/runtime/src/driver.cuh"),
+        include_str!("../../../../templates/runtime/src/driver.cuh"),
     ),
     (
         "runtime/src/device_compare.cuh",
-        include_str!("../../templates/runtime/src/device_compare.cuh"),
+        include_str!("../../../../templates/runtime/src/device_compare.cuh"),
     ),
     (
         "runtime/src/device_inputs.cuh",
-        include_str!("../../templates/runtime/src/device_inputs.cuh"),
+        include_str!("../../../../templates/runtime/src/device_inputs.cuh"),
     ),
     (
         "runtime/src/device_reference.cuh",
-        include_str!("../../templates/runtime/src/device_reference.cuh"),
+        include_str!("../../../../templates/runtime/src/device_reference.cuh"),
     ),
     (
         "runtime/src/emulated_analysis.cuh",
-        include_str!("../../templates/runtime/src/emulated_analysis.cuh"),
+        include_str!("../../../../templates/runtime/src/emulated_analysis.cuh"),
     ),
     (
         "runtime/src/emulated_moduli.cuh",
-        include_str!("../../templates/runtime/src/emulated_moduli.cuh"),
+        include_str!("../../../../templates/runtime/src/emulated_moduli.cuh"),
     ),
     (
         "runtime/src/emulated_slices.cuh",
-        include_str!("../../templates/runtime/src/emulated_slices.cuh"),
+        include_str!("../../../../templates/runtime/src/emulated_slices.cuh"),
     ),
     (
         "runtime/src/emulated_gemm.cuh",
-        include_str!("../../templates/runtime/src/emulated_gemm.cuh"),
+        include_str!("../../../../templates/runtime/src/emulated_gemm.cuh"),
     ),
     (
         "runtime/src/emulated_gemm_tma.cuh",
-        include_str!("../../templates/runtime/src/emulated_gemm_tma.cuh"),
+        include_str!("../../../../templates/runtime/src/emulated_gemm_tma.cuh"),
     ),
     (
         "runtime/src/emulated_gemm_launch.cuh",
-        include_str!("../../templates/runtime/src/emulated_gemm_launch.cuh"),
+        include_str!("../../../../templates/runtime/src/emulated_gemm_launch.cuh"),
     ),
     (
         "runtime/src/emulated_residuals.cuh",
-        include_str!("../../templates/runtime/src/emulated_residuals.cuh"),
+        include_str!("../../../../templates/runtime/src/emulated_residuals.cuh"),
     ),
     (
         "runtime/src/emulated_reference.cuh",
-        include_str!("../../templates/runtime/src/emulated_reference.cuh"),
+        include_str!("../../../../templates/runtime/src/emulated_reference.cuh"),
     ),
     (
         "runtime/src/dtype.cuh",
-        include_str!("../../templates/runtime/src/dtype.cuh"),
+        include_str!("../../../../templates/runtime/src/dtype.cuh"),
     ),
     (
         "runtime/src/generators.cuh",
-        include_str!("../../templates/runtime/src/generators.cuh"),
+        include_str!("../../../../templates/runtime/src/generators.cuh"),
     ),
     (
         "runtime/src/grouped.cuh",
-        include_str!("../../templates/runtime/src/grouped.cuh"),
+        include_str!("../../../../templates/runtime/src/grouped.cuh"),
     ),
     (
         "runtime/src/harness_main.cuh",
-        include_str!("../../templates/runtime/src/harness_main.cuh"),
+        include_str!("../../../../templates/runtime/src/harness_main.cuh"),
     ),
     (
         "runtime/src/launch.cuh",
-        include_str!("../../templates/runtime/src/launch.cuh"),
+        include_str!("../../../../templates/runtime/src/launch.cuh"),
     ),
     (
         "runtime/src/npy.cuh",
-        include_str!("../../templates/runtime/src/npy.cuh"),
+        include_str!("../../../../templates/runtime/src/npy.cuh"),
     ),
     (
         "runtime/src/probe.cuh",
-        include_str!("../../templates/runtime/src/probe.cuh"),
+        include_str!("../../../../templates/runtime/src/probe.cuh"),
     ),
     (
         "runtime/src/probe_ops.cuh",
-        include_str!("../../templates/runtime/src/probe_ops.cuh"),
+        include_str!("../../../../templates/runtime/src/probe_ops.cuh"),
     ),
     (
         "runtime/src/reference.cuh",
-        include_str!("../../templates/runtime/src/reference.cuh"),
+        include_str!("../../../../templates/runtime/src/reference.cuh"),
     ),
     (
         "runtime/src/reference_cross_check.cuh",
-        include_str!("../../templates/runtime/src/reference_cross_check.cuh"),
+        include_str!("../../../../templates/runtime/src/reference_cross_check.cuh"),
     ),
     (
         "runtime/src/reference_cache.cuh",
-        include_str!("../../templates/runtime/src/reference_cache.cuh"),
+        include_str!("../../../../templates/runtime/src/reference_cache.cuh"),
     ),
     (
         "runtime/src/report.cuh",
-        include_str!("../../templates/runtime/src/report.cuh"),
+        include_str!("../../../../templates/runtime/src/report.cuh"),
     ),
     (
         "runtime/src/custom.cuh",
-        include_str!("../../templates/runtime/src/custom.cuh"),
+        include_str!("../../../../templates/runtime/src/custom.cuh"),
     ),
     (
         "runtime/src/probe_custom.cuh",
-        include_str!("../../templates/runtime/src/probe_custom.cuh"),
+        include_str!("../../../../templates/runtime/src/probe_custom.cuh"),
     ),
     (
         "runtime/src/output_order.cuh",
-        include_str!("../../templates/runtime/src/output_order.cuh"),
+        include_str!("../../../../templates/runtime/src/output_order.cuh"),
     ),
     (
         "runtime/src/attention.cuh",
-        include_str!("../../templates/runtime/src/attention.cuh"),
+        include_str!("../../../../templates/runtime/src/attention.cuh"),
     ),
     (
         "runtime/src/attention_reference.cuh",
-        include_str!("../../templates/runtime/src/attention_reference.cuh"),
+        include_str!("../../../../templates/runtime/src/attention_reference.cuh"),
     ),
     (
         "runtime/src/attention_device.cuh",
-        include_str!("../../templates/runtime/src/attention_device.cuh"),
+        include_str!("../../../../templates/runtime/src/attention_device.cuh"),
     ),
     (
         "runtime/src/run_options.cuh",
-        include_str!("../../templates/runtime/src/run_options.cuh"),
+        include_str!("../../../../templates/runtime/src/run_options.cuh"),
     ),
     (
         "runtime/src/scales.cuh",
-        include_str!("../../templates/runtime/src/scales.cuh"),
+        include_str!("../../../../templates/runtime/src/scales.cuh"),
     ),
     (
         "runtime/src/spec_file.cuh",
-        include_str!("../../templates/runtime/src/spec_file.cuh"),
+        include_str!("../../../../templates/runtime/src/spec_file.cuh"),
     ),
     (
         "runtime/src/spec_info.cuh",
-        include_str!("../../templates/runtime/src/spec_info.cuh"),
+        include_str!("../../../../templates/runtime/src/spec_info.cuh"),
     ),
     (
         "runtime/src/stress.cuh",
-        include_str!("../../templates/runtime/src/stress.cuh"),
+        include_str!("../../../../templates/runtime/src/stress.cuh"),
     ),
     (
         "runtime/src/tensor.cuh",
-        include_str!("../../templates/runtime/src/tensor.cuh"),
+        include_str!("../../../../templates/runtime/src/tensor.cuh"),
     ),
     (
         "runtime/src/tma.cuh",
-        include_str!("../../templates/runtime/src/tma.cuh"),
+        include_str!("../../../../templates/runtime/src/tma.cuh"),
     ),
     (
         "runtime/src/trace.cuh",
-        include_str!("../../templates/runtime/src/trace.cuh"),
+        include_str!("../../../../templates/runtime/src/trace.cuh"),
     ),
     (
         "runtime/src/production.cuh",
-        include_str!("../../templates/runtime/src/production.cuh"),
+        include_str!("../../../../templates/runtime/src/production.cuh"),
     ),
     (
         "runtime/src/replay.cuh",
-        include_str!("../../templates/runtime/src/replay.cuh"),
+        include_str!("../../../../templates/runtime/src/replay.cuh"),
     ),
     (
         "runtime/src/runtime.cu",
-        include_str!("../../templates/runtime/src/runtime.cu"),
+        include_str!("../../../../templates/runtime/src/runtime.cu"),
     ),
     (
         "runtime/include/repro/harness.h",
-        include_str!("../../templates/runtime/include/repro/harness.h"),
+        include_str!("../../../../templates/runtime/include/repro/harness.h"),
     ),
     (
         "runtime/include/repro/reference.h",
-        include_str!("../../templates/runtime/include/repro/reference.h"),
+        include_str!("../../../../templates/runtime/include/repro/reference.h"),
     ),
     (
         "runtime/include/repro/delay_points.h",
-        include_str!("../../templates/runtime/include/repro/delay_points.h"),
+        include_str!("../../../../templates/runtime/include/repro/delay_points.h"),
     ),
     (
         "runtime/include/repro/tma.h",
-        include_str!("../../templates/runtime/include/repro/tma.h"),
+        include_str!("../../../../templates/runtime/include/repro/tma.h"),
     ),
     (
         "runtime/include/repro/replay.h",
-        include_str!("../../templates/runtime/include/repro/replay.h"),
+        include_str!("../../../../templates/runtime/include/repro/replay.h"),
     ),
     (
         "runtime/include/repro/cutlass3.h",
-        include_str!("../../templates/runtime/include/repro/cutlass3.h"),
+        include_str!("../../../../templates/runtime/include/repro/cutlass3.h"),
     ),
     (
         "runtime/include/repro/async_race.cuh",
-        include_str!("../../templates/runtime/include/repro/async_race.cuh"),
+        include_str!("../../../../templates/runtime/include/repro/async_race.cuh"),
     ),
 ];
 
@@ -235,14 +235,20 @@ pub const RUNTIME_FILES: &[(&str, &str)] = &[
 const TEMPLATES: &[(&str, &str)] = &[
     (
         "harness.cu",
-        include_str!("../../templates/harness.cu.tera"),
+        include_str!("../../../../templates/harness.cu.tera"),
     ),
-    ("build.sh", include_str!("../../templates/build.sh.tera")),
+    (
+        "build.sh",
+        include_str!("../../../../templates/build.sh.tera"),
+    ),
     (
         "CMakeLists.txt",
-        include_str!("../../templates/CMakeLists.txt.tera"),
+        include_str!("../../../../templates/CMakeLists.txt.tera"),
     ),
-    ("README.md", include_str!("../../templates/README.md.tera")),
+    (
+        "README.md",
+        include_str!("../../../../templates/README.md.tera"),
+    ),
 ];
 
 /// One file of an artifact, as generated.
@@ -285,7 +291,7 @@ pub fn file_list(names: &[&str]) -> String {
 /// `op: custom` only: reference.cu, which includes the user's header and calls their function.
 const REFERENCE_TEMPLATE: (&str, &str) = (
     "reference.cu",
-    include_str!("../../templates/reference.cu.tera"),
+    include_str!("../../../../templates/reference.cu.tera"),
 );
 
 fn templates() -> Tera {

@@ -192,7 +192,7 @@ pub(crate) fn disposition_class(disposition: &str) -> Option<&str> {
 /// What one quiet harness run showed: its exit code and its class (`ok` for a pass, the class in
 /// `Failed (<class>)`, `hang` when repro's own limit stopped it).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct RunOutcome {
+pub struct RunOutcome {
     pub code: u8,
     pub class: String,
     /// The report's line that says what was seen (see [`evidence_line`]); empty when none.
@@ -202,7 +202,7 @@ pub(crate) struct RunOutcome {
 /// The line of a harness report that best says what a run showed, for a one-line summary: the
 /// named pattern or probe verdict, else a hang or fault line, else the first comparison line
 /// (`D  relL2 ... bad 0/...`).
-pub(crate) fn evidence_line(report: &str) -> String {
+pub fn evidence_line(report: &str) -> String {
     let lines: Vec<&str> = report.lines().map(str::trim_end).collect();
     let starts = |prefixes: &[&str]| {
         lines
@@ -223,7 +223,7 @@ pub(crate) fn evidence_line(report: &str) -> String {
 }
 
 /// What a harness report's last `Disposition:` line says (`Passed`, `Failed (row_mapping)`).
-pub(crate) fn disposition_of(report: &str) -> Option<&str> {
+pub fn disposition_of(report: &str) -> Option<&str> {
     report
         .lines()
         .rev()
@@ -232,7 +232,7 @@ pub(crate) fn disposition_of(report: &str) -> Option<&str> {
 
 /// The class a harness report's last `Disposition:` line names; without one (the process died
 /// before it), `ok` for exit 0 and `fault` otherwise.
-pub(crate) fn class_of(code: u8, report: &str) -> String {
+pub fn class_of(code: u8, report: &str) -> String {
     disposition_of(report)
         .and_then(disposition_class)
         .map(str::to_string)
@@ -246,7 +246,7 @@ pub(crate) fn class_of(code: u8, report: &str) -> String {
 }
 
 /// A process that ended by itself: its status and what it printed.
-pub(crate) struct Finished {
+pub struct Finished {
     pub status: std::process::ExitStatus,
     pub stdout: String,
     pub stderr: String,
@@ -254,7 +254,7 @@ pub(crate) struct Finished {
 
 /// Runs `command` with its output captured, killing it past `limit` (then None). `program` is
 /// what an error to start it names.
-pub(crate) fn run_captured(
+pub fn run_captured(
     mut command: Command,
     limit: Duration,
     program: &std::path::Path,
@@ -287,7 +287,7 @@ pub(crate) fn run_captured(
 /// Runs the harness without relaying its report (sweep and shrink run it many times and print
 /// a table instead). Exit 7 (no device) comes back as class `no_device`, for the caller to stop
 /// on; a usage error (the harness refused its options) is an error.
-pub(crate) fn run_quiet(
+pub fn run_quiet(
     binary: &std::path::Path,
     args: &[String],
     limit: Duration,
@@ -345,7 +345,7 @@ pub fn limit_of(seconds: f64) -> Duration {
 /// Seconds the whole harness process may take: every launch's watchdog limit, plus time for the
 /// host reference (at a pessimistic 0.2 GFLOP/s of fp64 on one core), plus a minute of slack
 /// for context creation and transfers.
-pub(crate) fn process_limit(spec: &ResolvedSpec, timeout: f64, repeat: u32) -> Duration {
+pub fn process_limit(spec: &ResolvedSpec, timeout: f64, repeat: u32) -> Duration {
     let (reference_seconds, _) = reference_work(spec);
     limit_of(60.0 + timeout * f64::from(repeat) * 2.0 + reference_seconds)
 }
@@ -353,7 +353,7 @@ pub(crate) fn process_limit(spec: &ResolvedSpec, timeout: f64, repeat: u32) -> D
 /// A pessimistic bound on the seconds one host reference takes, and the outputs it makes: a
 /// GEMM's flops at 0.2 GFLOP/s on one core; a custom reference's work is its author's, so it
 /// gets ten minutes (a file reference is only read).
-pub(crate) fn reference_work(spec: &ResolvedSpec) -> (f64, i64) {
+pub fn reference_work(spec: &ResolvedSpec) -> (f64, i64) {
     let outputs: i64 = spec
         .reference
         .outputs()

@@ -31,7 +31,7 @@ const LAUNCHES: f64 = 2.0 * (1.0 + 16.0 + 4.0 + 1.0) + 3.0;
 
 /// Seconds a probe process may take: every launch's watchdog, the host references, and the
 /// host side of ~25 exact comparisons.
-pub(crate) fn process_limit(spec: &crate::spec::ResolvedSpec, timeout: f64) -> Duration {
+pub fn process_limit(spec: &crate::spec::ResolvedSpec, timeout: f64) -> Duration {
     let (reference_seconds, outputs) = super::reference_work(spec);
     super::limit_of(
         60.0 + timeout * LAUNCHES + reference_seconds * 8.0 + outputs as f64 * 25.0 / 5e7,

@@ -7,9 +7,9 @@
 //! last compile read (nvcc's own dependency list: harness.cu, the kernel headers, CUDA's
 //! headers). Editing a kernel header therefore rebuilds; touching nothing does not. A file that
 //! changes while nvcc runs leaves the build unstamped, so the next build compiles again.
-pub(crate) mod cache_entry;
-pub(crate) mod lock;
-pub(crate) mod progress;
+pub mod cache_entry;
+pub mod lock;
+pub mod progress;
 pub mod runtime;
 pub mod toolchain;
 

@@ -68,7 +68,7 @@ pub(crate) fn check_dims(
 
 /// The harness options of one quiet run in `artifact`: each size, `--ones` when asked, the
 /// user's timeout (and no reference cache: a reference per size would only fill the disk).
-pub(crate) fn run_arguments<'a>(
+pub fn run_arguments<'a>(
     sizes: impl IntoIterator<Item = (&'a str, i64)>,
     ones: bool,
     timeout: Option<f64>,
@@ -103,7 +103,7 @@ pub struct SweepOptions {
 }
 
 /// The per-run limit: the watchdog for every launch plus a minute for context, reference, copies.
-pub(crate) fn run_limit(spec: &ResolvedSpec, timeout: f64) -> Duration {
+pub fn run_limit(spec: &ResolvedSpec, timeout: f64) -> Duration {
     super::limit_of(60.0 + timeout * f64::from(spec.check.repeat.max(1)) * 2.0)
 }
 

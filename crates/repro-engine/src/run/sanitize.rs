@@ -492,12 +492,12 @@ mod tests {
     // Recorded on the H200 (compute-sanitizer of CUDA 13.0, 2026-11-29; docs/gpu-validation.md
     // run 12). The memcheck logs are excerpts: the first reports and the closing summary lines.
     const RECORDED_MEMCHECK: &str =
-        include_str!("../../tests/fixtures/sanitizer/memcheck_block_rowsum_warps_f32.log");
+        include_str!("../../../../tests/fixtures/sanitizer/memcheck_block_rowsum_warps_f32.log");
     const RECORDED_RACECHECK: &str =
-        include_str!("../../tests/fixtures/sanitizer/racecheck_missing_sync_small.log");
+        include_str!("../../../../tests/fixtures/sanitizer/racecheck_missing_sync_small.log");
     const RECORDED_CLEAN: [&str; 2] = [
-        include_str!("../../tests/fixtures/sanitizer/initcheck_clean.log"),
-        include_str!("../../tests/fixtures/sanitizer/synccheck_clean.log"),
+        include_str!("../../../../tests/fixtures/sanitizer/initcheck_clean.log"),
+        include_str!("../../../../tests/fixtures/sanitizer/synccheck_clean.log"),
     ];
 
     #[test]

@@ -11,7 +11,7 @@ use crate::engine_error::EngineError as Error;
 /// The entry `root/key`: `whole(entry folder)` reads it when it is whole; otherwise `build` fills
 /// a fresh temporary folder, which becomes the entry. Returns what `whole` read, and whether it
 /// was built now. `what` names the entry in the message about a damaged one.
-pub(crate) fn get_or_build<T>(
+pub fn get_or_build<T>(
     root: &Path,
     key: &str,
     what: &str,
