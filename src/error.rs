@@ -5,48 +5,16 @@
 
 use std::path::PathBuf;
 
-use crate::spec::{LoadError, SpecErrors};
+pub use crate::engine_error::EngineError;
+use crate::spec::LoadError;
 
 pub use repro_contract::exit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{0}")]
-    Spec(SpecErrors),
-
-    #[error("cannot read spec {}", path.display())]
-    ReadSpec {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-
-    #[error("{} is larger than {limit_mib} MiB; a spec is a short YAML file (is this the right path?)", path.display())]
-    SpecTooLarge { path: PathBuf, limit_mib: u64 },
-
-    /// A spec path that names a fifo, a device or a folder: refused before reading, since a fifo
-    /// with no writer would block the read forever and a device never ends.
-    #[error("{} is {kind}, not a spec file; give the path of a YAML file", path.display())]
-    SpecNotAFile { path: PathBuf, kind: &'static str },
-
-    /// An artifact folder whose runtime/ is missing or unreadable.
-    #[error("{}: {why}; regenerate the artifact with `repro scaffold`", dir.display())]
-    RuntimeSources { dir: PathBuf, why: String },
-
-    /// A folder on the way to the artifact is not a folder (a file, a dangling symlink).
-    #[error("cannot write the artifact into {}: {} {what}; create the folder it names, or pass another -o", dir.display(), blocked.display())]
-    OutputBlocked {
-        dir: PathBuf,
-        blocked: PathBuf,
-        what: String,
-    },
-
-    /// Something that only a bug in repro explains; the message is what failed.
-    #[error("this is a bug in repro: {0}\nplease report it, with the command line and the spec")]
-    Internal(String),
-
-    #[error("{} is a folder without spec.yaml; pass a spec file or an artifact folder made by `repro scaffold`", dir.display())]
-    NotAnArtifact { dir: PathBuf },
+    /// A failure of the engine (plan, generate, build, run, analyze), as it is.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
 
     #[error("{} has no .repro/manifest.json, so repro does not know which spec made it; run `repro diff SPEC` instead", dir.display())]
     NoManifest { dir: PathBuf },
@@ -87,80 +55,9 @@ pub enum Error {
     #[error("repro import capture {}: {message}", dir.display())]
     Capture { dir: PathBuf, message: String },
 
-    #[error("repro {command} changes sizes at run time, but in this spec they are compile-time constants: {reason}; \
-             make those sizes kernel arguments, or make a spec per size")]
-    SizesFixed {
-        command: &'static str,
-        reason: String,
-    },
-
-    #[error("{}: `{name}` is not one of the spec's sizes ({})", spec.display(), declared.join(", "))]
-    UnknownSize {
-        spec: PathBuf,
-        name: String,
-        declared: Vec<String>,
-    },
-
-    #[error("{}: no size to vary: the output's extents are not plain size names; name them with --dims", spec.display())]
-    NoSizeToVary { spec: PathBuf },
-
-    #[error("{}: repro shrink shrinks a GEMM's M, N and K; this spec's reference is `op: {op}`: \
-             run `repro sweep --dims NAME` over its sizes instead", spec.display())]
-    ShrinkNeedsGemm { spec: PathBuf, op: &'static str },
-
-    #[error("the harness {} refused the options repro gave it: {message}", binary.display())]
-    HarnessRefused { binary: PathBuf, message: String },
-
-    /// The harness wrote a report repro cannot read: a harness of another repro version, or a bug.
-    #[error("the harness's JSON report {} is not what repro reads: {why}\n\
-             help: a harness built by another repro version writes another report: rebuild it with `repro build`; \
-             if it was built by this one, this is a bug in repro: please report it", path.display())]
-    HarnessReport { path: PathBuf, why: String },
-
     /// `repro capture`: the program ran but no launch could be recorded, or turned into a spec.
     #[error("repro capture: {0}")]
     CaptureRun(String),
-
-    #[error("cannot write the shrunk spec from {}: {why}; write its sizes as plain numbers under `sizes:`", spec.display())]
-    ShrunkSpec { spec: PathBuf, why: String },
-
-    #[error("cannot {action} {}", path.display())]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-
-    #[error(
-        "refusing to overwrite {} in {}: edited since repro generated {}\n{diff}\nhelp: keep your edits and build them with `repro build {}`, or regenerate with `--force` (your version is kept in .repro/edited/)",
-        files.join(", "), dir.display(), if files.len() == 1 { "it" } else { "them" }, dir.display()
-    )]
-    UserEdited {
-        dir: PathBuf,
-        files: Vec<String>,
-        diff: String,
-    },
-
-    #[error("{0}")]
-    Toolchain(String),
-
-    #[error("nvcc failed (exit {code}) building {}; its output is above.\ncommand: {command}", dir.display())]
-    Build {
-        dir: PathBuf,
-        code: String,
-        command: String,
-        /// nvcc's first error line (shown above with the rest; bisect names a skip by it).
-        first_error: Option<String>,
-    },
-
-    #[error("the custom reference does not compile (nvcc exit {code}): `{function}` in {header}; nvcc's message is above.\ncommand: {command}")]
-    ReferenceBuild {
-        header: String,
-        function: String,
-        code: String,
-        command: String,
-    },
 
     #[error(transparent)]
     Bisect(#[from] crate::bisect::BisectError),
@@ -170,38 +67,18 @@ pub enum Error {
 
     #[error(transparent)]
     Bundle(#[from] crate::bundle::BundleError),
-
-    #[error("cannot run {}", path.display())]
-    Launch {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 impl From<LoadError> for Error {
     fn from(error: LoadError) -> Self {
-        match error {
-            LoadError::Spec(errors) => Error::Spec(errors),
-            LoadError::Read { path, source } => Error::ReadSpec { path, source },
-            LoadError::TooLarge { path, limit_mib } => Error::SpecTooLarge { path, limit_mib },
-            LoadError::NotAFile { path, kind } => Error::SpecNotAFile { path, kind },
-        }
+        Error::Engine(error.into())
     }
 }
 
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Spec(_)
-            | Error::ReadSpec { .. }
-            | Error::SpecTooLarge { .. }
-            | Error::SpecNotAFile { .. }
-            | Error::RuntimeSources { .. }
-            | Error::OutputBlocked { .. }
-            | Error::UserEdited { .. }
-            | Error::NotAnArtifact { .. }
-            | Error::NoManifest { .. }
+            Error::NoManifest { .. }
             | Error::WouldOverwrite { .. }
             | Error::Flags(_)
             | Error::ImportRust(_)
@@ -209,17 +86,8 @@ impl Error {
             | Error::AmbiguousLaunch { .. }
             | Error::AmbiguousKernel { .. }
             | Error::Capture { .. }
-            | Error::SizesFixed { .. }
-            | Error::UnknownSize { .. }
-            | Error::NoSizeToVary { .. }
-            | Error::ShrinkNeedsGemm { .. }
-            | Error::HarnessRefused { .. }
-            | Error::ShrunkSpec { .. }
             | Error::CaptureRun(_) => exit::USAGE,
-            Error::Io { .. } => exit::USAGE,
-            Error::Internal(_) | Error::HarnessReport { .. } => exit::INTERNAL,
-            Error::Toolchain(_) | Error::Build { .. } | Error::ReferenceBuild { .. } => exit::BUILD,
-            Error::Launch { .. } => exit::CUDA_ERROR,
+            Error::Engine(e) => e.exit_code(),
             Error::Bisect(e) => e.exit_code(),
             Error::Campaign(e) => e.exit_code(),
             Error::Bundle(_) => exit::USAGE,
@@ -230,7 +98,7 @@ impl Error {
     /// then each underlying cause on a `caused by:` line. A spec error is already a list of
     /// `error:` blocks pointing into the file, and is printed as it is.
     pub fn render(&self) -> String {
-        if let Error::Spec(errors) = self {
+        if let Error::Engine(EngineError::Spec(errors)) = self {
             return errors.to_string();
         }
         let mut out = format!("error: {self}");
@@ -247,18 +115,14 @@ impl Error {
         action: &'static str,
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(std::io::Error) -> Error {
-        let path = path.into();
-        move |source| Error::Io {
-            action,
-            path,
-            source,
-        }
+        let io = EngineError::io(action, path);
+        move |source| Error::Engine(io(source))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{exit, Error};
+    use super::{exit, EngineError, Error};
     use std::path::PathBuf;
 
     #[test]
@@ -271,9 +135,9 @@ mod tests {
             error.render(),
             "error: cannot read inputs/a.npy\n  caused by: No such file or directory (os error 2)"
         );
-        let plain = Error::NotAnArtifact {
+        let plain = Error::from(EngineError::NotAnArtifact {
             dir: PathBuf::from("empty"),
-        };
+        });
         assert!(plain
             .render()
             .starts_with("error: empty is a folder without spec.yaml"));
@@ -282,23 +146,60 @@ mod tests {
 
     #[test]
     fn a_bug_in_repro_says_so_and_has_its_own_exit_code() {
-        let bug = Error::Internal("the template of harness.cu does not render: x".into());
+        let bug = Error::from(EngineError::Internal(
+            "the template of harness.cu does not render: x".into(),
+        ));
         assert_eq!(
             bug.to_string(),
             "this is a bug in repro: the template of harness.cu does not render: x\n\
              please report it, with the command line and the spec"
         );
         assert_eq!(bug.exit_code(), exit::INTERNAL);
-        let report = Error::HarnessReport {
+        let report = Error::from(EngineError::HarnessReport {
             path: PathBuf::from("art/.repro/run/report.json"),
             why: "not JSON".into(),
-        };
+        });
         assert!(report.to_string().contains("this is a bug in repro"));
         assert_eq!(report.exit_code(), 70);
         // The user's own mistakes stay 2, whatever the command.
-        let spec = Error::NotAnArtifact {
+        let spec = Error::from(EngineError::NotAnArtifact {
             dir: PathBuf::from("empty"),
-        };
+        });
         assert_eq!(spec.exit_code(), exit::USAGE);
+    }
+}
+
+// The engine's errors, as the commands print them (they are tested here: the engine's crate cannot
+// name this module).
+#[cfg(test)]
+mod engine_tests {
+    use super::EngineError;
+    use crate::async_race::error::AsyncRaceError;
+    use crate::error::Error;
+
+    fn denied() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::PermissionDenied, "Permission denied")
+    }
+
+    #[test]
+    fn an_engine_error_reads_and_exits_as_it_did_before_it_was_wrapped() {
+        let engine = EngineError::io("write", "art/harness.cu")(denied());
+        let code = engine.exit_code();
+        let wrapped = Error::from(engine);
+        assert_eq!(
+            wrapped.render(),
+            "error: cannot write art/harness.cu\n  caused by: Permission denied"
+        );
+        assert_eq!(wrapped.exit_code(), code);
+        assert_eq!(code, repro_contract::exit::USAGE);
+    }
+
+    #[test]
+    fn the_checkers_own_file_error_reads_as_any_file_error() {
+        let checker = AsyncRaceError::io("write", "cache/async-race")(denied());
+        let wrapped = Error::from(EngineError::from(checker));
+        let plain = Error::io("write", "cache/async-race")(denied());
+        assert_eq!(wrapped.render(), plain.render());
+        assert_eq!(wrapped.exit_code(), plain.exit_code());
     }
 }

@@ -6,11 +6,11 @@
 //! [`inputs`] holds the input generators, bit-identical to the harness's own.
 //! [`commands`] is the command line (docs/cli.md): each command's arguments, turned into the
 //! plain values the modules above take.
+//!
+//! The engine (plan, generate, build, run, analyze) fails with [`engine_error::EngineError`] and
+//! names no feature, command or [`machine`]; [`error::Error`] wraps it as it is.
 
-pub mod analyze;
-pub mod async_race;
 pub mod bisect;
-pub mod build;
 pub mod bundle;
 pub mod campaign;
 pub mod capture;
@@ -18,11 +18,11 @@ pub mod commands;
 pub mod doctor;
 pub mod error;
 pub mod flags;
-pub mod generate;
 pub mod import;
 pub mod machine;
-pub mod plan;
-pub mod run;
 
-// The contract layer (crates/repro-contract), under the names the modules above have always used.
+// The layers below (crates/), under the names the modules above have always used: the contract,
+// the async-race checker and the engine.
+pub use repro_async_race as async_race;
 pub use repro_contract::{check_mode, file_kind, inputs, spec};
+pub use repro_engine::{analyze, build, engine_error, generate, plan, run};

@@ -65,7 +65,7 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
         }
         .into());
     }
-    let spec = crate::plan::load_spec(spec_path)?;
+    let spec = crate::plan::load_spec(spec_path, &crate::machine::Machine)?;
     let repo = git::Repository::open(&options.repo)?;
     let inside: Vec<(usize, String)> = spec
         .include_dirs
@@ -531,7 +531,7 @@ impl Judge<'_> {
             f64::from(spec.check.repeat.max(1))
         };
         let seconds = 60.0 + timeout * launches * 2.0 + reference_seconds * 8.0;
-        run_quiet(binary, &args, run_limit(seconds))
+        Ok(run_quiet(binary, &args, run_limit(seconds))?)
     }
 }
 

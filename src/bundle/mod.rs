@@ -42,7 +42,7 @@ pub fn bundle(
     no_run: bool,
     nvcc_override: Option<&Path>,
 ) -> Result<u8, Error> {
-    let plan = prepare(target, None)?;
+    let plan = prepare(target, None, &crate::machine::Machine)?;
     let name = plan.spec.name().to_string();
     let (out, tarball) = destination(output, &name)?;
     // nvcc's dependency list says which headers the kernel really needs.

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::error::BundleError;
-use crate::error::Error;
+use crate::error::{EngineError, Error};
 
 /// A text file larger than this is data (an input written as text?), not something repro or the
 /// sender wrote: not searched.
@@ -56,10 +56,11 @@ pub fn check_leaks(dir: &Path, spec: &Path) -> Result<(), Error> {
                 .display()
                 .to_string();
             if *what == "the bundle's own folder" {
-                return Err(Error::Internal(format!(
+                return Err(EngineError::Internal(format!(
                     "the bundle's {file}, line {}, names the folder it was written in",
                     line + 1
-                )));
+                ))
+                .into());
             }
             // The bundled spec.yaml is the spec resolved: the line to mend is in the spec as
             // the sender wrote it.

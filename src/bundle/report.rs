@@ -7,14 +7,14 @@ use std::process::Command;
 
 use super::Bundle;
 use crate::build::{self, toolchain};
-use crate::error::{exit, Error};
+use crate::error::{exit, EngineError, Error};
 use crate::plan::Plan;
 use crate::spec::{Reference, ResolvedSpec};
 
 /// Builds the bundle's own harness and runs it with --ones and with the spec's inputs, from
 /// inside the bundle, so the results name nothing outside it.
 pub fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error> {
-    let plan = Plan::for_artifact(&bundle.dir)?;
+    let plan = Plan::for_artifact(&bundle.dir, &crate::machine::Machine)?;
     build::build(&plan, nvcc)?;
     let mut text = String::new();
     let mut last = 0u8;
@@ -34,7 +34,7 @@ pub fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error>
             .args(&args)
             .current_dir(&bundle.dir)
             .output()
-            .map_err(|source| Error::Launch {
+            .map_err(|source| EngineError::Launch {
                 path: bundle.dir.join("harness"),
                 source,
             })?;

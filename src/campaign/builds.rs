@@ -9,7 +9,7 @@ use super::execute::{self, Job};
 use super::file::{Campaign, Mode};
 use super::results::Record;
 use crate::build::{self, Variant};
-use crate::error::Error;
+use crate::error::{EngineError, Error};
 use crate::generate::artifact;
 use crate::plan::Plan;
 
@@ -76,7 +76,7 @@ pub fn build(
                 artifact::write(files, &instance.spec.path, false)?;
             }
         }
-        build::build_variant(&plan, nvcc, task.variant)
+        Ok(build::build_variant(&plan, nvcc, task.variant)?)
     })();
     match outcome {
         Ok(built) => Ok(Built {
@@ -84,7 +84,7 @@ pub fn build(
             dir,
             seconds: if built.compiled { built.seconds } else { 0.0 },
         }),
-        Err(Error::Build { first_error, .. }) => Err((
+        Err(Error::Engine(EngineError::Build { first_error, .. })) => Err((
             first_error.unwrap_or_else(|| "nvcc failed (its output is above)".into()),
             started.elapsed().as_secs_f64(),
         )),

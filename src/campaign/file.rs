@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::folder::one_line;
 use super::shapes;
-use crate::error::Error;
+use crate::error::{EngineError, Error};
 use crate::generate::compiled_sizes::sizes_fixed_reason;
 use crate::spec::model::Value;
 use crate::spec::validate::MAX_SPEC_NAME;
@@ -137,8 +137,8 @@ pub struct Campaign {
 /// Reads, checks and expands the campaign file at `path`; loads every spec it names.
 pub fn load(path: &Path) -> Result<Campaign, Error> {
     let text = read_text(path)?;
-    let (file, spans): (CampaignFile, SpanMap) =
-        yaml::parse_document(&text).map_err(|d| Error::Spec(SpecErrors::new(path, &text, d)))?;
+    let (file, spans): (CampaignFile, SpanMap) = yaml::parse_document(&text)
+        .map_err(|d| EngineError::Spec(SpecErrors::new(path, &text, d)))?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -153,11 +153,7 @@ pub fn load(path: &Path) -> Result<Campaign, Error> {
     if reader.diagnostics.is_empty() {
         Ok(campaign)
     } else {
-        Err(Error::Spec(SpecErrors::new(
-            path,
-            &text,
-            reader.diagnostics,
-        )))
+        Err(EngineError::Spec(SpecErrors::new(path, &text, reader.diagnostics)).into())
     }
 }
 
@@ -385,7 +381,7 @@ impl Reader<'_> {
             return Ok(None);
         }
         // A spec's own errors name the spec's file and line: they are returned as they are.
-        let base = crate::plan::load_spec(&spec_path)?;
+        let base = crate::plan::load_spec(&spec_path, &crate::machine::Machine)?;
         let before = self.diagnostics.len();
         if entry.modes.is_empty() {
             self.error(
@@ -558,7 +554,7 @@ impl Reader<'_> {
     ) -> Result<Option<ResolvedSpec>, Error> {
         let text = read_text(spec_path)?;
         let (mut model, _) = yaml::parse_spec(&text)
-            .map_err(|d| Error::Spec(SpecErrors::new(spec_path, &text, d)))?;
+            .map_err(|d| EngineError::Spec(SpecErrors::new(spec_path, &text, d)))?;
         if let Some(flags) = &variant.flags {
             model.build.flags = flags.clone();
             model.build.flags_from = None;

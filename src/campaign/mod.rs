@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::CampaignError;
 
-use crate::error::Error;
+use crate::error::{EngineError, Error};
 use file::{Campaign, Mode};
 use results::{CampaignInfo, ResultsDir};
 
@@ -184,7 +184,7 @@ fn sanitizer_for(
     }
     let nvcc = crate::build::toolchain::find_nvcc(nvcc)?;
     let sanitizer = crate::run::sanitize::find(&nvcc.path).ok_or_else(|| {
-        Error::Toolchain(format!(
+        EngineError::Toolchain(format!(
             "sanitize mode needs compute-sanitizer (looked next to {} and on PATH); it ships with the CUDA toolkit",
             nvcc.path.display()
         ))

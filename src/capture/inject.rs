@@ -13,7 +13,7 @@ use std::process::Command;
 
 use crate::build::cache_entry::get_or_build;
 use crate::build::{progress, runtime::cache_root, toolchain};
-use crate::error::Error;
+use crate::engine_error::EngineError as Error;
 
 const SOURCE: &str = include_str!("repro_inject.cpp");
 const LIBRARY: &str = "libreproinject.so";

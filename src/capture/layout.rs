@@ -5,6 +5,8 @@
 //! The driver says little: parameter offsets and sizes, the bytes, the allocations pointers fall
 //! in, and how each tensor map was encoded. The kernel's declaration (`--source`) adds names and
 //! element types; a tensor map adds a dtype and a shape for the buffer it covers.
+//!
+//! Below write.rs, which it may not import; views.rs is below it.
 
 use crate::import::cuda::{KernelDecl, ParamType};
 use crate::spec::dtype::DType;
@@ -12,6 +14,7 @@ use crate::spec::dtype::DType;
 use repro_text::split_top_level;
 
 use super::record::{Capture, CapturedTensorMap};
+use super::tensor::{instantiated, pointee_dtype, BufferTensor};
 
 /// The parts of a demangled kernel name: `void ns::k<1, float>(float*, int)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,43 +102,6 @@ pub fn l2_name(v: u32) -> Option<&'static str> {
 }
 pub fn oob_name(v: u32) -> Option<&'static str> {
     ["none", "nan"].get(v as usize).copied()
-}
-
-/// One captured buffer as a tensor of the spec.
-#[derive(Debug, Clone)]
-pub struct BufferTensor {
-    pub buffer: usize,
-    pub name: String,
-    pub dtype: DType,
-    /// Logical shape, row-major over storage unless `col_major` (the last two swapped).
-    pub shape: Vec<u64>,
-    pub col_major: bool,
-    /// Carved out of its allocation by `--tensor` (views.rs), rather than the allocation itself.
-    pub view: bool,
-    /// Where the tensor starts in its allocation: 0, or a `--tensor` view's pointer offset.
-    pub start: u64,
-    /// Bytes of the buffer the tensor holds, from `start`.
-    pub bytes: u64,
-    pub output: bool,
-    /// Where the dtype and shape came from, for the spec's comment.
-    pub origin: String,
-}
-
-impl BufferTensor {
-    pub fn numel(&self) -> u64 {
-        self.shape.iter().product()
-    }
-
-    /// The driver dimension (innermost first) behind logical dimension `d`.
-    pub fn driver_dim(&self, d: usize) -> usize {
-        let rank = self.shape.len();
-        let mut storage: Vec<usize> = (0..rank).collect();
-        if self.col_major && rank >= 2 {
-            storage.swap(rank - 1, rank - 2);
-        }
-        // storage[i] is the logical dimension at storage position i (outermost first).
-        rank - 1 - storage.iter().position(|&s| s == d).expect("a dimension")
-    }
 }
 
 /// How one parameter is passed, for `kind: global`.
@@ -233,31 +199,6 @@ fn packed_view(map: &CapturedTensorMap, element: u64, buffer_size: u64) -> Optio
 
 /// Lays the capture out: tensors, and the parameters' roles when `decl` is the kernel's
 /// declaration and every parameter is one the spec can pass.
-/// A type as the instantiation sees it: a template parameter's name (`T`) replaced by the
-/// demangled name's argument for it (`float`).
-fn instantiated(decl: &KernelDecl, template_args: &[String], ty: &str) -> String {
-    decl.template_params
-        .iter()
-        .zip(template_args)
-        .find(|(p, _)| p.name.as_deref() == Some(ty))
-        .map_or_else(|| ty.to_string(), |(_, arg)| arg.clone())
-}
-
-/// The dtype parameter `index` points to, when it is a pointer to an element type repro knows
-/// (a template parameter's name replaced by the instantiation's argument).
-pub fn pointee_dtype(decl: &KernelDecl, template_args: &[String], index: usize) -> Option<DType> {
-    match &decl.params.get(index)?.ty {
-        ParamType::Pointer {
-            element, resolved, ..
-        } => {
-            let element = resolved.as_deref().unwrap_or(element);
-            let element = instantiated(decl, template_args, element);
-            crate::import::cuda::spec_dtype(&element).and_then(DType::from_name)
-        }
-        _ => None,
-    }
-}
-
 pub fn lay_out(
     raw: &std::path::Path,
     capture: &Capture,
@@ -385,7 +326,7 @@ fn global_roles(
             layout.len()
         ));
     }
-    let tensor_of = |buffer: usize, at: u64| super::views::tensor_at(tensors, buffer, at);
+    let tensor_of = |buffer: usize, at: u64| super::tensor::tensor_at(tensors, buffer, at);
     let mut roles = Vec::new();
     let mut maps = 0;
     for (slot, param) in layout.iter().zip(&decl.params) {

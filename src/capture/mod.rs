@@ -7,6 +7,7 @@
 pub mod inject;
 pub mod layout;
 pub mod record;
+pub mod tensor;
 pub mod triton;
 pub mod views;
 pub mod write;
@@ -14,7 +15,7 @@ pub mod write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::error::Error;
+use crate::error::{EngineError, Error};
 
 /// What the command line asked for.
 #[derive(Debug, Clone)]
@@ -88,7 +89,7 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, Error> {
         )
         .env("REPRO_CAPTURE_STOP", if request.stop { "1" } else { "0" })
         .status()
-        .map_err(|source| Error::Launch {
+        .map_err(|source| EngineError::Launch {
             path: PathBuf::from(program),
             source,
         })?;
@@ -145,7 +146,7 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, Error> {
             .unwrap_or_default(),
         written.tensors.len()
     );
-    let plan = crate::plan::prepare(&written.spec, Some(out))?;
+    let plan = crate::plan::prepare(&written.spec, Some(out), &crate::machine::Machine)?;
     eprintln!(
         "capture: `repro run {}` runs it; `repro probe {}` once its reference is the op's",
         plan.dir.display(),

@@ -212,6 +212,20 @@ pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     })
 }
 
+/// Reads a buffer file of the capture, refusing one of the wrong size.
+pub fn read_buffer(raw: &Path, file: &str, size: u64) -> Result<Vec<u8>, String> {
+    let path = raw_file(raw, file)?;
+    let bytes = read_file(&path, size)?;
+    if bytes.len() as u64 != size {
+        return Err(format!(
+            "{} has {} bytes; the capture says {size}",
+            path.display(),
+            bytes.len()
+        ));
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,14 +11,17 @@
 //! `:col_major`. The view starts at the pointer and must end inside the allocation. The rest of
 //! an allocation a view is carved from becomes one tensor per pointer parameter into it (a
 //! decoding kernel's q, k, v beside a view on its output), so one view is enough.
+//!
+//! Below layout.rs and write.rs, which use it: it imports neither (tensor.rs and record.rs hold
+//! what they share).
 
 use std::path::Path;
 
 use crate::import::cuda::{KernelDecl, ParamType};
 use crate::spec::dtype::DType;
 
-use super::layout::BufferTensor;
 use super::record::Capture;
+use super::tensor::{pointee_dtype, BufferTensor};
 
 /// One `--tensor` request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,7 +238,7 @@ pub fn apply(
         }
         let dtype = match view.dtype {
             Some(d) => d,
-            None => super::layout::pointee_dtype(decl, template_args, index).ok_or_else(|| {
+            None => pointee_dtype(decl, template_args, index).ok_or_else(|| {
                 format!(
                     "--tensor {}: `{}` points to no element type repro knows: give one, e.g. {}=bf16[...]",
                     view.text, view.name, view.name
@@ -397,7 +400,7 @@ fn split_segments(
             }
             taken.push(name.clone());
             let bytes = end - start;
-            let dtype = super::layout::pointee_dtype(decl, template_args, param)
+            let dtype = pointee_dtype(decl, template_args, param)
                 .filter(|d| bytes % d.bytes() as u64 == 0)
                 .unwrap_or(DType::U8);
             own.push(BufferTensor {
@@ -438,7 +441,7 @@ fn split_segments(
         let outside_changed = match (&buffer.before, &buffer.after) {
             (_, None) => Some(false),
             (Some(before), Some(after)) => {
-                let read = |file: &str| super::write::read_buffer(raw, file, buffer.size).ok();
+                let read = |file: &str| super::record::read_buffer(raw, file, buffer.size).ok();
                 match (read(before), read(after)) {
                     (Some(b), Some(a)) => Some(
                         b.iter()
@@ -515,18 +518,6 @@ pub fn refuse_shared_outputs(
         ));
     }
     Ok(())
-}
-
-/// The tensor that holds byte `at` of allocation `buffer`, and the offset into it: the view
-/// that contains it, else the allocation's own tensor.
-pub fn tensor_at(tensors: &[BufferTensor], buffer: usize, at: u64) -> Option<(usize, u64)> {
-    let contains =
-        |t: &BufferTensor| t.buffer == buffer && t.start <= at && at - t.start < t.bytes.max(1);
-    tensors
-        .iter()
-        .position(|t| t.view && contains(t))
-        .or_else(|| tensors.iter().position(|t| !t.view && t.buffer == buffer))
-        .map(|i| (i, at.saturating_sub(tensors[i].start)))
 }
 
 #[cfg(test)]

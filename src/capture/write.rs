@@ -10,8 +10,9 @@ use crate::import::skeleton::Value;
 use crate::spec::dtype::DType;
 use crate::spec::yaml::{scalar, Context};
 
-use super::layout::{self, BufferTensor, LaunchLayout, ParamRole};
-use super::record::{self, Capture};
+use super::layout::{self, LaunchLayout, ParamRole};
+use super::record::{self, read_buffer, Capture};
+use super::tensor::BufferTensor;
 
 /// A block value of the spec (`name:`, `about:`, `capture.command`...).
 fn yaml_scalar(text: &str) -> String {
@@ -131,20 +132,6 @@ fn list<T: ToString>(values: &[T]) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     )
-}
-
-/// Reads a buffer file of the capture, refusing one of the wrong size.
-pub(super) fn read_buffer(raw: &Path, file: &str, size: u64) -> Result<Vec<u8>, String> {
-    let path = record::raw_file(raw, file)?;
-    let bytes = record::read_file(&path, size)?;
-    if bytes.len() as u64 != size {
-        return Err(format!(
-            "{} has {} bytes; the capture says {size}",
-            path.display(),
-            bytes.len()
-        ));
-    }
-    Ok(bytes)
 }
 
 /// Writes the spec folder `out` from the library's files in `raw`.
@@ -651,7 +638,7 @@ fn write_replay(
             .map_err(|e| format!("cannot copy {} into {}: {e}", from.display(), out.display()))?;
     }
     let tensor_of = |buffer: usize, at: u64| {
-        super::views::tensor_at(tensors, buffer, at)
+        super::tensor::tensor_at(tensors, buffer, at)
             .map(|(i, offset)| (tensors[i].name.as_str(), offset))
     };
     let _ = writeln!(

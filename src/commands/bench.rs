@@ -67,7 +67,7 @@ pub struct BenchArgs {
 
 impl BenchArgs {
     pub fn exec(self) -> Result<u8, Error> {
-        BenchOptions {
+        Ok(BenchOptions {
             target: self.target,
             variants: self.variants,
             sizes: self.sizes,
@@ -80,6 +80,6 @@ impl BenchArgs {
             json: self.json,
             nvcc: self.toolchain.nvcc,
         }
-        .bench()
+        .bench(&crate::machine::Machine)?)
     }
 }

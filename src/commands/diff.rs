@@ -25,11 +25,11 @@ impl DiffArgs {
                 dir: target.to_path_buf(),
             })?;
             Plan::for_spec(
-                load_spec(&target.join(&manifest.spec))?,
+                load_spec(&target.join(&manifest.spec), &crate::machine::Machine)?,
                 target.to_path_buf(),
             )?
         } else {
-            Plan::for_spec_file(target, None)?
+            Plan::for_spec_file(target, None, &crate::machine::Machine)?
         };
         let files = plan.artifact.as_ref().expect("a spec's plan has its files");
         let mut differs = false;

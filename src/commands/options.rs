@@ -26,7 +26,11 @@ pub struct TargetArgs {
 impl TargetArgs {
     /// Loads the target; for a spec, writes its artifact when stale.
     pub fn prepare(&self) -> Result<Plan, Error> {
-        prepare(&self.target, self.output.as_deref())
+        Ok(prepare(
+            &self.target,
+            self.output.as_deref(),
+            &crate::machine::Machine,
+        )?)
     }
 }
 
@@ -197,13 +201,27 @@ impl ValueEnum for Reference {
     }
 }
 
-impl ValueEnum for Tool {
+/// `--sanitize`'s value: a [`Tool`] of the engine's, offered to clap from the engine's own list
+/// of tools, names and help lines (clap's trait cannot be implemented on the engine's type here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sanitizer(pub Tool);
+
+impl ValueEnum for Sanitizer {
     fn value_variants<'a>() -> &'a [Self] {
-        &Tool::ALL
+        const ALL: [Sanitizer; Tool::ALL.len()] = {
+            let mut all = [Sanitizer(Tool::ALL[0]); Tool::ALL.len()];
+            let mut i = 1;
+            while i < all.len() {
+                all[i] = Sanitizer(Tool::ALL[i]);
+                i += 1;
+            }
+            all
+        };
+        &ALL
     }
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.name()).help(self.about()))
+        Some(PossibleValue::new(self.0.name()).help(self.0.about()))
     }
 }
 

@@ -43,6 +43,6 @@ impl ProbeArgs {
             json: self.json,
             nvcc: self.toolchain.nvcc,
         };
-        crate::run::probe::probe(&plan, &options)
+        Ok(crate::run::probe::probe(&plan, &options)?)
     }
 }

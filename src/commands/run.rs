@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::options::{CheckArgs, InputArgs, TargetArgs, ToolchainArgs};
+use super::options::{CheckArgs, InputArgs, Sanitizer, TargetArgs, ToolchainArgs};
 use crate::error::Error;
-use crate::run::{sanitize::Tool, RunOptions};
+use crate::run::RunOptions;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -22,7 +22,7 @@ pub struct RunArgs {
     pub json: Option<PathBuf>,
     /// Run under compute-sanitizer (a -lineinfo build of the production flags); exit 6 on findings.
     #[arg(long, value_name = "TOOL", help_heading = "Checks")]
-    pub sanitize: Option<Tool>,
+    pub sanitize: Option<Sanitizer>,
     /// Write inputs, outputs and the reference as .npy files into DIR.
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub dump: Option<PathBuf>,
@@ -38,9 +38,9 @@ impl RunArgs {
             checks: self.checks.checks(),
             json: self.json,
             dump: self.dump,
-            sanitize: self.sanitize,
+            sanitize: self.sanitize.map(|s| s.0),
             nvcc: self.toolchain.nvcc,
         };
-        crate::run::run(&plan, &options)
+        Ok(crate::run::run(&plan, &options)?)
     }
 }

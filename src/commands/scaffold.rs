@@ -23,7 +23,8 @@ pub struct ScaffoldArgs {
 impl ScaffoldArgs {
     /// Writes the spec's artifact, over hand edits only with `--force` (which keeps them aside).
     pub fn exec(self) -> Result<u8, Error> {
-        let plan = Plan::for_spec_file(&self.spec, self.output.as_deref())?;
+        let plan =
+            Plan::for_spec_file(&self.spec, self.output.as_deref(), &crate::machine::Machine)?;
         let files = plan.artifact.as_ref().expect("a spec's plan has its files");
         let summary = artifact::write(files, &plan.spec.path, self.force)?;
         let dir = plan.dir.display();

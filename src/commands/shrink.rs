@@ -31,6 +31,6 @@ impl ShrinkArgs {
             timeout: self.timeout.timeout,
             nvcc: self.toolchain.nvcc,
         };
-        crate::run::shrink::shrink(&plan, &options)
+        Ok(crate::run::shrink::shrink(&plan, &options)?)
     }
 }

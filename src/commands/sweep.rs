@@ -43,6 +43,6 @@ impl SweepArgs {
             timeout: self.timeout.timeout,
             nvcc: self.toolchain.nvcc,
         };
-        crate::run::sweep::sweep(&plan, &options)
+        Ok(crate::run::sweep::sweep(&plan, &options)?)
     }
 }

@@ -38,6 +38,7 @@ mod import_cuda;
 mod import_cuda_forms;
 mod import_rust;
 mod import_rust_rules;
+mod layers;
 mod nvcc_shell;
 mod runtime;
 mod runtime_library;

@@ -2,62 +2,15 @@
 //! through locals, struct fields, maps and `Arc`s; where a struct's fields and a map's entries get
 //! their kernels in this file or, with `--search`, in the other files of the tree.
 
-use std::collections::HashMap;
-
 use syn::{Expr, Lit, Member};
 
 use super::resolve::{FileCtx, Resolver};
+use super::tables::Tables;
 use super::walk::{
-    ident_of, line_of, peel_kernel, peel_paren, peel_value, place_name, snippet, start, BindKind,
+    ident_of, is_path_call, line_of, peel_kernel, peel_value, place_name, snippet, start, BindKind,
     FnInfo, VecMacro,
 };
 use super::MAX_DEPTH;
-
-/// Where kernel functions are stored, and which kernel each holds: (kernel name, how found).
-#[derive(Debug, Default)]
-pub(super) struct Tables {
-    /// Struct field → what it is set to: `Struct { field: module.load_function("k")? }`, the
-    /// shorthand `Struct { field }` of a `let` so bound, or `x.field = module.load_function(..)`.
-    fields: HashMap<String, Vec<(String, String)>>,
-    /// Map (variable or field) → its entries.
-    maps: HashMap<String, MapTable>,
-}
-
-#[derive(Debug, Default)]
-struct MapTable {
-    /// `map.insert("key", module.load_function("k")?)`: key → kernel.
-    entries: HashMap<String, Vec<(String, String)>>,
-    /// `map.insert(name.to_string(), module.load_function(name)?)`: every key is the kernel's
-    /// own name (where that insert is).
-    keyed_by_name: Option<String>,
-}
-
-impl Tables {
-    pub(super) fn merge(&mut self, other: Tables) {
-        for (field, found) in other.fields {
-            self.fields.entry(field).or_default().extend(found);
-        }
-        for (map, table) in other.maps {
-            let mine = self.maps.entry(map).or_default();
-            for (key, found) in table.entries {
-                mine.entries.entry(key).or_default().extend(found);
-            }
-            if mine.keyed_by_name.is_none() {
-                mine.keyed_by_name = table.keyed_by_name;
-            }
-        }
-    }
-}
-
-/// What `--search DIR` found in the other Rust files under DIR.
-#[derive(Debug, Default)]
-pub(super) struct Elsewhere {
-    /// The folder searched (None: no `--search`).
-    pub(super) dir: Option<String>,
-    /// Rust files read and parsed there.
-    pub(super) files: usize,
-    pub(super) tables: Tables,
-}
 
 /// One kernel of several candidates, or why it is not one: the same name found more than once
 /// counts once; different names are ambiguous.
@@ -208,12 +161,6 @@ fn peel_key(mut e: &Expr) -> &Expr {
         };
     }
     e
-}
-
-/// `f(..)` where the called path ends in one of `names` (`String::from`, `Arc::new`).
-pub(super) fn is_path_call(c: &syn::ExprCall, names: &[&str]) -> bool {
-    matches!(peel_paren(&c.func), Expr::Path(p)
-        if p.path.segments.last().is_some_and(|s| names.iter().any(|n| s.ident == n)))
 }
 
 /// A cudarc call that loads a CUDA function, and its name argument.

@@ -30,7 +30,8 @@
 //! of one site: `resolve` (its core and integer/float/bool values), `types` (what an
 //! argument's Rust type says), `kernels` (which CUDA function a launch uses, through fields,
 //! maps and `--search`), `config` (grid, block and shared memory) and `site` (recognizing a
-//! launch and assembling the site). This module holds the entry points.
+//! launch and assembling the site), over `tables` (where kernel functions are stored) and
+//! `type_names` (what a type's own words say). This module holds the entry points.
 
 mod config;
 mod files;
@@ -38,6 +39,8 @@ mod kernels;
 mod report;
 mod resolve;
 mod site;
+mod tables;
+mod type_names;
 mod types;
 mod walk;
 
@@ -48,12 +51,13 @@ use syn::visit::Visit;
 
 use super::skeleton::Skeleton;
 use files::{read_source, search_files};
-use kernels::Elsewhere;
 pub use report::{selectors, Arg, ArgKind, ImportError, LaunchForm, LaunchSite, SiteSummary};
 use repro_text::did_you_mean;
+use tables::Elsewhere;
 
-use kernels::{file_tables, Tables};
+use kernels::file_tables;
 use resolve::{FileCtx, Resolver};
+use tables::Tables;
 use walk::{VecMacro, Walker};
 
 /// How deep the resolver follows bindings and sub-expressions before it gives up.

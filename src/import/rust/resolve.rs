@@ -1,6 +1,9 @@
 //! The resolver of one launch site, inside its function: the file's context, name lookup at a
 //! position, and the values of integer, float and bool expressions (literals, arithmetic,
 //! constants, casts; a runtime value becomes a named size, never a guess).
+//!
+//! Below types.rs, kernels.rs, config.rs and site.rs, which extend the resolver: it may import
+//! none of them (what it shares with them is in walk.rs, tables.rs and type_names.rs).
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
@@ -9,8 +12,8 @@ use syn::{BinOp, Expr, Lit, Member, Type, UnOp};
 
 use crate::import::skeleton::Value;
 
-use super::kernels::{Elsewhere, Tables};
-use super::types::{first_type_arg, int_size_of, is_int_type, last_type_ident, type_segment};
+use super::tables::{Elsewhere, Tables};
+use super::type_names::{first_type_arg, int_size_of, is_int_type, last_type_ident, type_segment};
 use super::walk::{
     block_tail, ident_of, peel_paren, peel_value, snippet, start, BindKind, Binding, FnInfo, Pos,
     VecMacro,

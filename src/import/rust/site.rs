@@ -14,7 +14,8 @@ use super::resolve::{
     base_name, is_runtime_leaf, marker, nameable_ident, strip_int_wrappers, FileCtx, Int, Leaf,
     Resolver,
 };
-use super::types::{last_type_ident, Elem, Len, Ty};
+use super::type_names::last_type_ident;
+use super::types::{Elem, Len, Ty};
 use super::walk::{
     end_of, ident_of, line_of, peel_paren, peel_refs, peel_value, snippet, start, BindKind, FnInfo,
     Push,

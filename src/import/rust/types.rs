@@ -2,11 +2,13 @@
 //! element type (and its length when the host data is visible), a scalar of some dtype, or
 //! something else; from annotations, constructors, `memcpy_stod` and `alloc_zeros::<T>`.
 
-use syn::{BinOp, Expr, GenericArgument, Lit, Member, PathArguments, RangeLimits, Type, UnOp};
+use syn::{BinOp, Expr, GenericArgument, Lit, Member, RangeLimits, Type, UnOp};
 
 use super::resolve::Resolver;
+use super::type_names::{first_type_arg, last_type_ident, type_segment, INT_TYPES};
 use super::walk::{
-    block_tail, peel_paren, peel_value, snippet, start, BindKind, Binding, VecMacro,
+    block_tail, is_device_ptr_call, peel_paren, peel_value, snippet, start, BindKind, Binding,
+    VecMacro,
 };
 use super::MAX_DEPTH;
 
@@ -70,63 +72,13 @@ fn dtype_of(rust: &str) -> Option<&'static str> {
     })
 }
 
-const INT_TYPES: &[&str] = &[
-    "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize",
-];
 const FLOAT_TYPES: &[&str] = &["f32", "f64", "f16", "bf16"];
-
-pub(super) fn int_size_of(rust: &str) -> Option<i128> {
-    Some(match rust {
-        "i8" | "u8" | "bool" | "F8E4M3" | "F8E5M2" => 1,
-        "i16" | "u16" | "f16" | "bf16" => 2,
-        "i32" | "u32" | "f32" => 4,
-        "i64" | "u64" | "f64" | "usize" | "isize" => 8,
-        "i128" | "u128" => 16,
-        _ => return None,
-    })
-}
-
-pub(super) fn last_type_ident(ty: &Type) -> Option<String> {
-    match ty {
-        Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
-        Type::Reference(r) => last_type_ident(&r.elem),
-        Type::Paren(p) => last_type_ident(&p.elem),
-        Type::Group(g) => last_type_ident(&g.elem),
-        _ => None,
-    }
-}
-
-pub(super) fn is_int_type(ty: &Type) -> bool {
-    last_type_ident(ty).is_some_and(|t| INT_TYPES.contains(&t.as_str()))
-}
-
-/// The first type argument of a path segment (`CudaView<'a, T>` → `T`).
-pub(super) fn first_type_arg(seg: &syn::PathSegment) -> Option<&Type> {
-    match &seg.arguments {
-        PathArguments::AngleBracketed(a) => a.args.iter().find_map(|g| match g {
-            GenericArgument::Type(t) => Some(t),
-            _ => None,
-        }),
-        _ => None,
-    }
-}
-
-/// `buf.device_ptr(..)` or `buf.device_ptr_mut(..)`: cudarc's raw pointer of a buffer.
-pub(super) fn is_device_ptr_call(e: &Expr) -> bool {
-    matches!(peel_paren(e), Expr::MethodCall(m) if m.method == "device_ptr" || m.method == "device_ptr_mut")
-}
 
 fn turbofish_type(m: &syn::ExprMethodCall) -> Option<&Type> {
     m.turbofish.as_ref()?.args.iter().find_map(|g| match g {
         GenericArgument::Type(t) => Some(t),
         _ => None,
     })
-}
-
-/// The second-to-last segment of a path (`bf16::from_f32` → `bf16`).
-pub(super) fn type_segment(path: &syn::Path) -> Option<String> {
-    let n = path.segments.len();
-    (n >= 2).then(|| path.segments[n - 2].ident.to_string())
 }
 
 impl<'r, 'a: 'r> Resolver<'r, 'a> {
@@ -661,6 +613,7 @@ fn iter_source(mut e: &Expr) -> (Len<'_>, Option<&Expr>) {
 mod tests {
     use super::*;
     use crate::import::rust::import_source;
+    use crate::import::rust::type_names::{int_size_of, is_int_type};
 
     fn ty(text: &str) -> Type {
         syn::parse_str(text).unwrap()

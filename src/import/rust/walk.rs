@@ -2,6 +2,8 @@
 //! bindings with their scopes, field assignments, `.arg(..)` pushes, map inserts, struct field
 //! initializers and `.launch(..)` calls; the file's constants and struct fields; and the small
 //! helpers that see through wrappers (`&`, `?`, `.unwrap()`, `Arc::new`) to the value meant.
+//!
+//! The bottom of the importer: it imports none of its sibling files, which all read it.
 
 use std::collections::HashMap;
 
@@ -11,8 +13,6 @@ use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::visit::{self, Visit};
 use syn::{BinOp, Expr, Member, Pat, Type, UnOp};
-
-use super::kernels::is_path_call;
 
 /// Line (1-based) and column (0-based, in chars) of a token.
 pub(super) type Pos = (usize, usize);
@@ -259,9 +259,7 @@ impl<'a> Walker<'a> {
             Pat::Paren(pp) => self.bind_pat(&pp.pat, init, ty, visible),
             // `let (ptr, _guard) = buf.device_ptr(&stream)` (cudarc ≥ 0.16): the pointer is the
             // call's (the types resolver reads it as the buffer); the guard is nothing to us.
-            Pat::Tuple(pt)
-                if pt.elems.len() == 2 && init.is_some_and(super::types::is_device_ptr_call) =>
-            {
+            Pat::Tuple(pt) if pt.elems.len() == 2 && init.is_some_and(is_device_ptr_call) => {
                 let mut elems = pt.elems.iter();
                 if let Some(first) = elems.next() {
                     self.bind_pat(first, init, None, visible);
@@ -660,6 +658,17 @@ pub(super) fn peel_paren(mut e: &Expr) -> &Expr {
             _ => return e,
         }
     }
+}
+
+/// `f(..)` where the called path ends in one of `names` (`String::from`, `Arc::new`).
+pub(super) fn is_path_call(c: &syn::ExprCall, names: &[&str]) -> bool {
+    matches!(peel_paren(&c.func), Expr::Path(p)
+        if p.path.segments.last().is_some_and(|s| names.iter().any(|n| s.ident == n)))
+}
+
+/// `buf.device_ptr(..)` or `buf.device_ptr_mut(..)`: cudarc's raw pointer of a buffer.
+pub(super) fn is_device_ptr_call(e: &Expr) -> bool {
+    matches!(peel_paren(e), Expr::MethodCall(m) if m.method == "device_ptr" || m.method == "device_ptr_mut")
 }
 
 /// The tail expression of a block that is nothing but that expression.
