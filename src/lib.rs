@@ -19,7 +19,10 @@ pub mod doctor;
 pub mod error;
 pub mod flags;
 pub mod import;
-pub mod machine;
+
+// The spec's Lookups, answered for this machine: with the flags, below every feature that loads a
+// spec.
+pub use flags::machine;
 
 // The layers below (crates/), under the names the modules above have always used: the contract,
 // the async-race checker and the engine.

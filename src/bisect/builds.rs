@@ -82,7 +82,7 @@ impl Source {
         }
         let dir = self.work.join("artifacts").join(key);
         let plan = Plan::for_spec(spec, dir)
-            .map_err(|e| before_nvcc(crate::error::Error::from(e).render()))?;
+            .map_err(|e| before_nvcc(crate::engine_error::EngineError::from(e).render()))?;
         let files = plan
             .artifact
             .as_ref()
@@ -90,7 +90,7 @@ impl Source {
         if !artifact::is_current(files) {
             // bisect's own folder: nothing here is the user's to keep.
             artifact::write(files, &plan.spec.path, true)
-                .map_err(|e| before_nvcc(crate::error::Error::from(e).render()))?;
+                .map_err(|e| before_nvcc(crate::engine_error::EngineError::from(e).render()))?;
         }
         // A tree that nvcc refused with these very files fails again: said from the record.
         // What nvcc reads of the artifact: not its spec.yaml (read by the harness at run time)
@@ -134,7 +134,9 @@ impl Source {
                 })
             }
             // No nvcc to run, a file that cannot be written: not recorded, tried again.
-            Err(e) => Err(before_nvcc(crate::error::Error::from(e).render())),
+            Err(e) => Err(before_nvcc(
+                crate::engine_error::EngineError::from(e).render(),
+            )),
         }
     }
 }

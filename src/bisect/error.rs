@@ -3,10 +3,17 @@
 
 use std::path::PathBuf;
 
-use crate::error::exit;
+use repro_contract::exit;
+use repro_contract::spec::LoadError;
+use repro_engine::engine_error::EngineError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BisectError {
+    /// A failure of the engine, or of the spec it reads, as it is: the same message and the same
+    /// exit code as when the command met it itself.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+
     #[error("--repo {}: not a git repository ({why})\nhelp: point --repo at the checkout of the kernel library whose history to search", dir.display())]
     NotARepository { dir: PathBuf, why: String },
 
@@ -63,9 +70,25 @@ pub enum BisectError {
     Git { what: String, why: String },
 }
 
+impl From<LoadError> for BisectError {
+    fn from(error: LoadError) -> Self {
+        BisectError::Engine(error.into())
+    }
+}
+
 impl BisectError {
+    /// The engine's file error (`cannot ACTION PATH`), as this feature's.
+    pub fn io(
+        action: &'static str,
+        path: impl Into<std::path::PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> BisectError {
+        let io = EngineError::io(action, path);
+        move |source| BisectError::Engine(io(source))
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
+            BisectError::Engine(e) => e.exit_code(),
             BisectError::NoDevice => exit::NO_DEVICE,
             _ => exit::USAGE,
         }

@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 pub use error::BisectError;
 
 pub use crate::check_mode::Mode;
-use crate::error::Error;
 use crate::run::{run_quiet, Checks, RunOutcome};
 use builds::{Pool, Source};
 use report::{Answer, Tested};
@@ -57,7 +56,7 @@ pub fn result_path(artifact: &Path) -> PathBuf {
 
 /// Runs the search; the exit code: 0 when the first bad commit is named, 1 when skipped commits
 /// leave a few candidates.
-pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
+pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, BisectError> {
     let started = Instant::now();
     if options.mode == Mode::Sanitize {
         return Err(BisectError::UnsupportedMode {
@@ -127,7 +126,7 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
     if commits.last() != Some(&bad) {
         commits.push(bad.clone());
     }
-    std::fs::create_dir_all(&source.work).map_err(Error::io("create", &source.work))?;
+    std::fs::create_dir_all(&source.work).map_err(BisectError::io("create", &source.work))?;
 
     let pool = Pool::new(&source);
     let judge = Judge {
@@ -153,9 +152,9 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, Error> {
     print!("{}", answer.render());
     let json = serde_json::to_string_pretty(&answer).expect("the answer serializes");
     let result = result_path(&artifact);
-    std::fs::write(&result, &json).map_err(Error::io("write", &result))?;
+    std::fs::write(&result, &json).map_err(BisectError::io("write", &result))?;
     if let Some(path) = &options.json {
-        std::fs::write(path, &json).map_err(Error::io("write", path))?;
+        std::fs::write(path, &json).map_err(BisectError::io("write", path))?;
     }
     Ok(if answer.first_bad.is_some() { 0 } else { 1 })
 }
@@ -168,7 +167,7 @@ fn search(
     good: &str,
     bad: &str,
     options: &BisectOptions,
-) -> Result<Answer, Error> {
+) -> Result<Answer, BisectError> {
     let repo = &judge.source.repo;
     // The ends first: --bad names the class searched for, --good must pass.
     println!(
@@ -437,7 +436,7 @@ impl Judge<'_> {
 
     /// `commit`'s result. An end (`--good`, `--bad`) is always run again: a result cached by an
     /// earlier bisect may be from another machine or driver.
-    fn test(&self, commit: &str, end: bool) -> Result<Judged, Error> {
+    fn test(&self, commit: &str, end: bool) -> Result<Judged, BisectError> {
         let key = match self.source.tree_key(commit) {
             Ok(key) => key,
             Err(path) => {
@@ -509,7 +508,7 @@ impl Judge<'_> {
         })
     }
 
-    fn run(&self, binary: &Path, key: &str) -> Result<RunOutcome, Error> {
+    fn run(&self, binary: &Path, key: &str) -> Result<RunOutcome, BisectError> {
         let spec = &self.source.spec;
         let artifact = self.source.work.join("artifacts").join(key);
         let mut args: Vec<String> = self
@@ -571,12 +570,9 @@ mod tests {
         };
         let error = bisect(Path::new("/nonexistent/spec.yaml"), &options).unwrap_err();
         assert!(
-            matches!(
-                error,
-                Error::Bisect(BisectError::UnsupportedMode { mode: "sanitize" })
-            ),
+            matches!(error, BisectError::UnsupportedMode { mode: "sanitize" }),
             "{error}"
         );
-        assert_eq!(error.exit_code(), crate::error::exit::USAGE);
+        assert_eq!(error.exit_code(), repro_contract::exit::USAGE);
     }
 }

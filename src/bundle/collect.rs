@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use super::listing::{LeftOut, Listing};
 use super::toolkit::{Toolkit, TOOLKIT};
 use super::tree::{copy_checked, Claim, Tree};
+use super::BundleError;
 use crate::build;
-use crate::error::Error;
 use crate::generate::artifact;
 use crate::plan::Plan;
 use crate::spec::{InitSource, LaunchKind, Reference, ResolvedSpec};
@@ -34,9 +34,9 @@ struct Sources<'a> {
 impl Sources<'_> {
     /// The headers nvcc read for `depfile` (below the artifact's .repro/build/), the toolchain's
     /// counted and left out, the artifact's own skipped.
-    fn headers(&self, depfile: &str, listing: &mut Listing) -> Result<Vec<PathBuf>, Error> {
+    fn headers(&self, depfile: &str, listing: &mut Listing) -> Result<Vec<PathBuf>, BundleError> {
         let path = self.plan.dir.join(".repro/build").join(depfile);
-        let deps = std::fs::read_to_string(&path).map_err(Error::io("read", &path))?;
+        let deps = std::fs::read_to_string(&path).map_err(BundleError::io("read", &path))?;
         let read: Vec<PathBuf> = build::parse_depfile(&deps)
             .into_iter()
             .skip(1)
@@ -76,7 +76,7 @@ impl Sources<'_> {
         reached_by: &str,
         why: String,
         claim: Claim,
-    ) -> Result<(), Error> {
+    ) -> Result<(), BundleError> {
         let source = self.tree.admit(path, &self.tree.roots, reached_by, claim)?;
         let name = path
             .file_name()
@@ -93,7 +93,7 @@ impl Sources<'_> {
 
 /// The bundle's files into `dir` (a new, empty folder) and its spec, pointed at them; returns
 /// the listing of what came in and what was left out.
-pub fn make_bundle(plan: &Plan, dir: &Path, nvcc: &Path) -> Result<Collected, Error> {
+pub fn make_bundle(plan: &Plan, dir: &Path, nvcc: &Path) -> Result<Collected, BundleError> {
     let spec = &plan.spec;
     let tree = Tree::new(&spec_folder(plan), &spec.include_dirs);
     let toolkit = Toolkit::find(spec, nvcc, &tree.roots);
@@ -113,7 +113,7 @@ pub fn make_bundle(plan: &Plan, dir: &Path, nvcc: &Path) -> Result<Collected, Er
     let mut include_dirs = Vec::new();
     for n in 0..spec.include_dirs.len() {
         let target = dir.join("include").join(n.to_string());
-        std::fs::create_dir_all(&target).map_err(Error::io("create", &target))?;
+        std::fs::create_dir_all(&target).map_err(BundleError::io("create", &target))?;
         include_dirs.push(target);
     }
     for path in sources.headers("harness.d", &mut listing)? {
@@ -262,7 +262,7 @@ fn copy_reference(
     bundled: &mut ResolvedSpec,
     dir: &Path,
     names: &[String],
-) -> Result<(), Error> {
+) -> Result<(), BundleError> {
     let tree = &sources.tree;
     match &mut bundled.reference {
         Reference::Custom(c) => {
@@ -363,7 +363,7 @@ fn copy_capture(
     bundled: &mut ResolvedSpec,
     dir: &Path,
     names: &[String],
-) -> Result<(), Error> {
+) -> Result<(), BundleError> {
     if let LaunchKind::Replay(replay) = &mut bundled.kernel.kind {
         sources.bring(
             listing,

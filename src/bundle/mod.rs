@@ -23,9 +23,9 @@ pub use error::BundleError;
 use std::path::{Path, PathBuf};
 
 use crate::build::{self, toolchain};
-use crate::error::{exit, Error};
 use crate::plan::prepare;
 use listing::Listing;
+use repro_contract::exit;
 
 /// A bundle being written: its folder (the temporary one until the end) and what it carries.
 pub struct Bundle {
@@ -41,7 +41,7 @@ pub fn bundle(
     output: Option<&Path>,
     no_run: bool,
     nvcc_override: Option<&Path>,
-) -> Result<u8, Error> {
+) -> Result<u8, BundleError> {
     let plan = prepare(target, None, &crate::machine::Machine)?;
     let name = plan.spec.name().to_string();
     let (out, tarball) = destination(output, &name)?;
@@ -52,7 +52,7 @@ pub fn bundle(
         Some(parent) => parent.to_path_buf(),
         None => PathBuf::from("."),
     };
-    std::fs::create_dir_all(&parent).map_err(Error::io("create", &parent))?;
+    std::fs::create_dir_all(&parent).map_err(BundleError::io("create", &parent))?;
     let folder = out.file_name().expect("destination names a folder");
     let partial = Partial::new(&parent, &folder.to_string_lossy())?;
     let collected = collect::make_bundle(&plan, &partial.dir, &nvcc.path)?;
@@ -94,7 +94,7 @@ pub fn bundle(
 
 /// The bundle's folder and its tarball, `<out>.tar.gz` exactly (`-o notes.v2` gives
 /// `notes.v2.tar.gz`); refused when either exists, before anything is built or written.
-fn destination(output: Option<&Path>, name: &str) -> Result<(PathBuf, PathBuf), Error> {
+fn destination(output: Option<&Path>, name: &str) -> Result<(PathBuf, PathBuf), BundleError> {
     let out = output
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("bundles").join(name));
@@ -121,7 +121,7 @@ fn destination(output: Option<&Path>, name: &str) -> Result<(PathBuf, PathBuf), 
         ),
     ] {
         if path.symlink_metadata().is_ok() {
-            return Err(Error::WouldOverwrite {
+            return Err(BundleError::WouldOverwrite {
                 path: path.clone(),
                 command: "bundle",
                 fix,
@@ -139,32 +139,32 @@ struct Partial {
 }
 
 impl Partial {
-    fn new(parent: &Path, name: &str) -> Result<Partial, Error> {
+    fn new(parent: &Path, name: &str) -> Result<Partial, BundleError> {
         let parent = parent
             .canonicalize()
-            .map_err(Error::io("resolve", parent))?;
+            .map_err(BundleError::io("resolve", parent))?;
         let mut n = 0u32;
         loop {
             let dir = parent.join(format!(".{name}.partial-{}-{n}", std::process::id()));
             match std::fs::create_dir(&dir) {
                 Ok(()) => return Ok(Partial { dir, done: false }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 100 => n += 1,
-                Err(e) => return Err(Error::io("create", &dir)(e)),
+                Err(e) => return Err(BundleError::io("create", &dir)(e)),
             }
         }
     }
 
     /// Renamed to `out`, unless something took that name meanwhile.
-    fn finish(mut self, out: &Path) -> Result<(), Error> {
+    fn finish(mut self, out: &Path) -> Result<(), BundleError> {
         if out.symlink_metadata().is_ok() {
-            return Err(Error::WouldOverwrite {
+            return Err(BundleError::WouldOverwrite {
                 path: out.to_path_buf(),
                 command: "bundle",
                 fix:
                     "something made it while the bundle was written; remove it or pass -o elsewhere",
             });
         }
-        std::fs::rename(&self.dir, out).map_err(Error::io("rename into place", out))?;
+        std::fs::rename(&self.dir, out).map_err(BundleError::io("rename into place", out))?;
         self.done = true;
         Ok(())
     }

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::error::BundleError;
-use crate::error::{EngineError, Error};
+use super::BundleError;
+use crate::engine_error::EngineError;
 
 /// A text file larger than this is data (an input written as text?), not something repro or the
 /// sender wrote: not searched.
@@ -13,7 +13,7 @@ const TEXT_LIMIT: u64 = 16 << 20;
 /// Refuses a bundle whose files name this machine's home folder or current folder (the spec's
 /// own text, `about:` naming a log under $HOME, is copied in), naming the file and line; the
 /// bundle's own folder named in a file is a bug in repro.
-pub fn check_leaks(dir: &Path, spec: &Path) -> Result<(), Error> {
+pub fn check_leaks(dir: &Path, spec: &Path) -> Result<(), BundleError> {
     let mut needles: Vec<(String, &'static str)> = Vec::new();
     needles.push((
         dir.to_string_lossy().into_owned(),
@@ -103,13 +103,13 @@ fn names_folder(line: &str, folder: &str) -> bool {
 }
 
 /// `dir` packed as `name/` into `tarball`, a new file: an existing one is never written over.
-pub fn pack(dir: &Path, name: &str, tarball: &Path) -> Result<(), Error> {
+pub fn pack(dir: &Path, name: &str, tarball: &Path) -> Result<(), BundleError> {
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(tarball)
-        .map_err(Error::io("create", tarball))?;
-    let written = write_tar(file, dir, name).map_err(Error::io("pack", tarball));
+        .map_err(BundleError::io("create", tarball))?;
+    let written = write_tar(file, dir, name).map_err(BundleError::io("pack", tarball));
     if written.is_err() {
         // The file is this run's own, half written.
         let _ = std::fs::remove_file(tarball);

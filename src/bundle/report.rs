@@ -6,14 +6,16 @@ use std::path::Path;
 use std::process::Command;
 
 use super::Bundle;
+use super::BundleError;
 use crate::build::{self, toolchain};
-use crate::error::{exit, EngineError, Error};
+use crate::engine_error::EngineError;
 use crate::plan::Plan;
 use crate::spec::{Reference, ResolvedSpec};
+use repro_contract::exit;
 
 /// Builds the bundle's own harness and runs it with --ones and with the spec's inputs, from
 /// inside the bundle, so the results name nothing outside it.
-pub fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error> {
+pub fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, BundleError> {
     let plan = Plan::for_artifact(&bundle.dir, &crate::machine::Machine)?;
     build::build(&plan, nvcc)?;
     let mut text = String::new();
@@ -46,7 +48,7 @@ pub fn run_and_record(bundle: &Bundle, nvcc: Option<&Path>) -> Result<u8, Error>
         last = code;
     }
     std::fs::write(bundle.dir.join("results.txt"), text)
-        .map_err(Error::io("write", bundle.dir.join("results.txt")))?;
+        .map_err(BundleError::io("write", bundle.dir.join("results.txt")))?;
     // Sources only: the receiver builds with their own toolkit.
     for leftover in ["harness", ".repro"] {
         let path = bundle.dir.join(leftover);
@@ -74,7 +76,7 @@ fn first_line(program: &str, args: &[&str], pick: impl Fn(&str) -> bool) -> Stri
 }
 
 /// env.txt: versions only, never paths.
-pub fn write_env(bundle: &Bundle) -> Result<(), Error> {
+pub fn write_env(bundle: &Bundle) -> Result<(), BundleError> {
     let nvcc = toolchain::find_nvcc(None)
         .ok()
         .and_then(|f| toolchain::nvcc_version(&f.path))
@@ -110,7 +112,7 @@ pub fn write_env(bundle: &Bundle) -> Result<(), Error> {
         text.push_str(&format!("CUTLASS   {version}\n"));
     }
     std::fs::write(bundle.dir.join("env.txt"), text)
-        .map_err(Error::io("write", bundle.dir.join("env.txt")))
+        .map_err(BundleError::io("write", bundle.dir.join("env.txt")))
 }
 
 /// What the artifact's last `repro bisect` named (`.repro/bisect/result.json`): the commit that
@@ -140,7 +142,7 @@ pub fn write_readme(
     spec: &ResolvedSpec,
     code: Option<u8>,
     introduced: &[String],
-) -> Result<(), Error> {
+) -> Result<(), BundleError> {
     let file_reference = matches!(spec.reference, Reference::File(_));
     let mut text = String::from(if file_reference {
         "./build.sh\n./harness\n\n"
@@ -217,7 +219,7 @@ pub fn write_readme(
     }
     text.push_str(&bundle.listing.to_readme());
     std::fs::write(bundle.dir.join("README.md"), text)
-        .map_err(Error::io("write", bundle.dir.join("README.md")))
+        .map_err(BundleError::io("write", bundle.dir.join("README.md")))
 }
 
 fn dir_has(dir: &Path) -> bool {

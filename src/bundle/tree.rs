@@ -7,8 +7,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::error::BundleError;
-use crate::error::Error;
+use super::BundleError;
 use crate::spec::dtype::DType;
 
 /// Headers and parameter bytes are small; a larger one is not what the spec says it is.
@@ -63,7 +62,7 @@ impl Tree {
         area: &[PathBuf],
         reached_by: &str,
         claim: Claim,
-    ) -> Result<PathBuf, Error> {
+    ) -> Result<PathBuf, BundleError> {
         // `generated/x/../../d1/x.npy`, as an artifact's spec names it, is `d1/x.npy`.
         let path = &repro_text::paths::absolute(path);
         let refuse = |why: String, fix: &'static str| BundleError::Refused {
@@ -190,17 +189,17 @@ fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// `from` (a file [`Tree::admit`] checked) copied to `to`, its folders made first; the copy is
 /// made from the opened file, which is checked to still be a regular one.
-pub fn copy_checked(from: &Path, to: &Path) -> Result<(), Error> {
+pub fn copy_checked(from: &Path, to: &Path) -> Result<(), BundleError> {
     if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
+        std::fs::create_dir_all(parent).map_err(BundleError::io("create", parent))?;
     }
-    let mut source = open_regular(from).map_err(Error::io("read", from))?;
+    let mut source = open_regular(from).map_err(BundleError::io("read", from))?;
     let mut target = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(to)
-        .map_err(Error::io("create", to))?;
-    std::io::copy(&mut source, &mut target).map_err(Error::io("copy", from))?;
+        .map_err(BundleError::io("create", to))?;
+    std::io::copy(&mut source, &mut target).map_err(BundleError::io("copy", from))?;
     Ok(())
 }
 

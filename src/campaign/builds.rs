@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use super::execute::{self, Job};
 use super::file::{Campaign, Mode};
 use super::results::Record;
+use super::CampaignError;
 use crate::build::{self, Variant};
-use crate::error::{EngineError, Error};
+use crate::engine_error::EngineError;
 use crate::generate::artifact;
 use crate::plan::Plan;
 
@@ -66,7 +67,7 @@ pub fn build(
     let instance = &campaign.instances[task.instance];
     let dir = results_dir.join("builds").join(&instance.id);
     let started = std::time::Instant::now();
-    let outcome = (|| -> Result<build::Built, Error> {
+    let outcome = (|| -> Result<build::Built, CampaignError> {
         // Folders of the results' own, not links planted to take the artifact elsewhere.
         super::folder::real_dir(&results_dir.join("builds"))?;
         super::folder::real_dir(&dir)?;
@@ -84,7 +85,7 @@ pub fn build(
             dir,
             seconds: if built.compiled { built.seconds } else { 0.0 },
         }),
-        Err(Error::Engine(EngineError::Build { first_error, .. })) => Err((
+        Err(CampaignError::Engine(EngineError::Build { first_error, .. })) => Err((
             first_error.unwrap_or_else(|| "nvcc failed (its output is above)".into()),
             started.elapsed().as_secs_f64(),
         )),

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::CampaignError;
-use crate::error::Error;
 
 /// One GPU a worker runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,8 +86,8 @@ fn restrict(all: &[Device], list: &str) -> Vec<Device> {
 /// The GPUs `--devices` asks for (`all`, or a list of indices or UUIDs) among `visible`. With no
 /// GPU visible, `all` is one worker that lets the harness find out (and say no device), and a
 /// list is taken as given.
-pub fn select(given: &str, visible: &[Device]) -> Result<Vec<Option<Device>>, Error> {
-    let bad = |why: String| -> Error {
+pub fn select(given: &str, visible: &[Device]) -> Result<Vec<Option<Device>>, CampaignError> {
+    let bad = |why: String| -> CampaignError {
         CampaignError::Devices {
             given: given.to_string(),
             why,
@@ -141,7 +140,7 @@ pub fn take(
     given: &str,
     share: bool,
     whoami: &str,
-) -> Result<(Vec<Option<Device>>, Vec<DeviceLock>), Error> {
+) -> Result<(Vec<Option<Device>>, Vec<DeviceLock>), CampaignError> {
     let chosen = select(given, &visible())?;
     if share {
         return Ok((chosen, Vec::new()));
@@ -190,9 +189,9 @@ fn lock_dir() -> PathBuf {
 /// controls), and when others may write it, it is sticky (so that no other user can rename or
 /// remove this campaign's lock files). Its files are opened without following links
 /// ([`super::folder::open_lock`]), so nothing another user plants there is written through.
-fn checked_lock_dir(dir: &Path) -> Result<(), Error> {
+fn checked_lock_dir(dir: &Path) -> Result<(), CampaignError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let refuse = |why: String| -> Error {
+    let refuse = |why: String| -> CampaignError {
         super::folder::refused_with(
             dir,
             None,
@@ -203,20 +202,20 @@ fn checked_lock_dir(dir: &Path) -> Result<(), Error> {
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(Error::io("create", parent))?;
+                std::fs::create_dir_all(parent).map_err(CampaignError::io("create", parent))?;
             }
             match std::fs::create_dir(dir) {
                 Ok(()) => {
                     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o1777));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io("create", dir)(e)),
+                Err(e) => return Err(CampaignError::io("create", dir)(e)),
             }
         }
-        Err(e) => return Err(Error::io("read", dir)(e)),
+        Err(e) => return Err(CampaignError::io("read", dir)(e)),
         Ok(_) => {}
     }
-    let meta = std::fs::symlink_metadata(dir).map_err(Error::io("read", dir))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(CampaignError::io("read", dir))?;
     if meta.file_type().is_symlink() {
         return Err(refuse(
             "the GPU lock folder is a symbolic link; refused".into(),
@@ -240,7 +239,7 @@ fn checked_lock_dir(dir: &Path) -> Result<(), Error> {
 
 /// Takes `device` for this campaign; an error naming the holder when another campaign has it.
 /// `whoami` is written into the lock file for that message.
-pub fn lock(device: &Device, whoami: &str) -> Result<DeviceLock, Error> {
+pub fn lock(device: &Device, whoami: &str) -> Result<DeviceLock, CampaignError> {
     let dir = lock_dir();
     checked_lock_dir(&dir)?;
     let id = device.uuid.as_deref().unwrap_or(&device.visible_as);

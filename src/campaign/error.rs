@@ -3,10 +3,17 @@
 
 use std::path::PathBuf;
 
-use crate::error::exit;
+use repro_contract::exit;
+use repro_contract::spec::LoadError;
+use repro_engine::engine_error::EngineError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CampaignError {
+    /// A failure of the engine, or of the spec it reads, as it is: the same message and the same
+    /// exit code as when the command met it itself.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+
     #[error("{}: {why}\nhelp: {help}", path.display())]
     ShapesFile {
         path: PathBuf,
@@ -56,9 +63,25 @@ pub enum CampaignError {
     NoDevice,
 }
 
+impl From<LoadError> for CampaignError {
+    fn from(error: LoadError) -> Self {
+        CampaignError::Engine(error.into())
+    }
+}
+
 impl CampaignError {
+    /// The engine's file error (`cannot ACTION PATH`), as this feature's.
+    pub fn io(
+        action: &'static str,
+        path: impl Into<std::path::PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> CampaignError {
+        let io = EngineError::io(action, path);
+        move |source| CampaignError::Engine(io(source))
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
+            CampaignError::Engine(e) => e.exit_code(),
             CampaignError::NoDevice => exit::NO_DEVICE,
             _ => exit::USAGE,
         }

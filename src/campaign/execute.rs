@@ -13,9 +13,9 @@ use super::builds::Built;
 use super::devices::Device;
 use super::file::{Campaign, Mode, Run, RunKey};
 use super::results::{self, Record, Times};
-use crate::error::exit;
 use crate::run::harness_options as opt;
 use crate::run::sanitize;
+use repro_contract::exit;
 use repro_contract::report::{evidence_line, run_class, Disposition, Report};
 
 /// A run, ready to start: the harness binary, its options, and its limit.

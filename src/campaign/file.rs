@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use super::folder::one_line;
 use super::shapes;
-use crate::error::{EngineError, Error};
+use super::CampaignError;
+use crate::engine_error::EngineError;
 use crate::generate::compiled_sizes::sizes_fixed_reason;
 use crate::spec::model::Value;
 use crate::spec::validate::MAX_SPEC_NAME;
@@ -135,7 +136,7 @@ pub struct Campaign {
 }
 
 /// Reads, checks and expands the campaign file at `path`; loads every spec it names.
-pub fn load(path: &Path) -> Result<Campaign, Error> {
+pub fn load(path: &Path) -> Result<Campaign, CampaignError> {
     let text = read_text(path)?;
     let (file, spans): (CampaignFile, SpanMap) = yaml::parse_document(&text)
         .map_err(|d| EngineError::Spec(SpecErrors::new(path, &text, d)))?;
@@ -159,10 +160,10 @@ pub fn load(path: &Path) -> Result<Campaign, Error> {
 
 /// The text of a campaign file (or of a spec a variant rewrites): only a regular file, which a
 /// fifo or a device is not (one would block the read, the other never end), and bounded.
-fn read_text(path: &Path) -> Result<String, Error> {
+fn read_text(path: &Path) -> Result<String, CampaignError> {
     use crate::file_kind::ReadError;
     let bytes = crate::file_kind::read_regular(path, MAX_FILE_BYTES).map_err(|e| {
-        Error::io("read", path)(match e {
+        CampaignError::io("read", path)(match e {
             ReadError::Io(e) => e,
             ReadError::NotAFile(what) => std::io::Error::other(format!(
                 "{what}, not a file; a campaign file is a short YAML file (is this the right path?)"
@@ -174,7 +175,7 @@ fn read_text(path: &Path) -> Result<String, Error> {
         })
     })?;
     String::from_utf8(bytes).map_err(|_| {
-        Error::io("read", path)(std::io::Error::other(
+        CampaignError::io("read", path)(std::io::Error::other(
             "not UTF-8 text; save the campaign file as UTF-8",
         ))
     })
@@ -193,7 +194,7 @@ impl Reader<'_> {
             .push(Diagnostic::new(self.spans.value(path), message).with_help(help));
     }
 
-    fn expand(&mut self, path: &Path, file: &CampaignFile) -> Result<Campaign, Error> {
+    fn expand(&mut self, path: &Path, file: &CampaignFile) -> Result<Campaign, CampaignError> {
         if file.version != 1 {
             self.error(
                 "version",
@@ -370,7 +371,7 @@ impl Reader<'_> {
 
     /// One `specs:` entry: its spec as each variant makes it, and its shapes. None when the
     /// entry has problems (recorded as diagnostics).
-    fn entry(&mut self, at: &str, entry: &SpecEntry) -> Result<Option<Expanded>, Error> {
+    fn entry(&mut self, at: &str, entry: &SpecEntry) -> Result<Option<Expanded>, CampaignError> {
         let spec_path = self.dir.join(&entry.spec);
         if !spec_path.is_file() {
             self.error(
@@ -429,7 +430,7 @@ impl Reader<'_> {
         at: &str,
         entry: &SpecEntry,
         spec: &ResolvedSpec,
-    ) -> Result<Vec<IndexMap<String, i64>>, Error> {
+    ) -> Result<Vec<IndexMap<String, i64>>, CampaignError> {
         let declared: Vec<&str> = spec.sizes.keys().map(String::as_str).collect();
         let mut all: Vec<IndexMap<String, i64>> = Vec::new();
         if let Some(file) = &entry.shapes_file {
@@ -551,7 +552,7 @@ impl Reader<'_> {
         spec_path: &Path,
         variant: &VariantEntry,
         sizes: &IndexMap<String, i64>,
-    ) -> Result<Option<ResolvedSpec>, Error> {
+    ) -> Result<Option<ResolvedSpec>, CampaignError> {
         let text = read_text(spec_path)?;
         let (mut model, _) = yaml::parse_spec(&text)
             .map_err(|d| EngineError::Spec(SpecErrors::new(spec_path, &text, d)))?;
@@ -605,7 +606,7 @@ impl Reader<'_> {
         entry: &SpecEntry,
         variant: &str,
         shape: &IndexMap<String, i64>,
-    ) -> Result<Option<ResolvedSpec>, Error> {
+    ) -> Result<Option<ResolvedSpec>, CampaignError> {
         let spec_path = self.dir.join(&entry.spec);
         let unchanged = VariantEntry {
             name: DEFAULT_VARIANT.into(),

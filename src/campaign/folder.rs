@@ -11,14 +11,13 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::CampaignError;
-use crate::error::Error;
 
 /// What to do about a folder's file that is not what repro writes there.
 const HELP: &str = "a results folder holds only the files and folders repro writes; remove what \
                     is not one of them (or collect a copy of the folder made without it)";
 
 /// The error for `path` (with `place`, a line or a field, when there is one).
-pub fn refused(path: &Path, place: Option<String>, why: impl Into<String>) -> Error {
+pub fn refused(path: &Path, place: Option<String>, why: impl Into<String>) -> CampaignError {
     refused_with(path, place, why, HELP)
 }
 
@@ -28,7 +27,7 @@ pub fn refused_with(
     place: Option<String>,
     why: impl Into<String>,
     help: &str,
-) -> Error {
+) -> CampaignError {
     let place = match place {
         Some(p) => format!("{}:{p}", path.display()),
         None => path.display().to_string(),
@@ -57,7 +56,7 @@ fn open(
     path: &Path,
     options: &mut std::fs::OpenOptions,
     writes: bool,
-) -> Result<Option<File>, Error> {
+) -> Result<Option<File>, CampaignError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -68,7 +67,7 @@ fn open(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(open_error(path, e)),
     };
-    let meta = file.metadata().map_err(Error::io("read", path))?;
+    let meta = file.metadata().map_err(CampaignError::io("read", path))?;
     if let Some(what) = not_a_file(&meta) {
         return Err(refused(path, None, format!("{what}, not a file; refused")));
     }
@@ -89,17 +88,17 @@ fn open(
 /// Why `path` did not open: O_NOFOLLOW on a link fails with ELOOP; a fifo or device opens
 /// (non-blocking) and is refused after the open, but one opened to write may fail first (ENXIO):
 /// name what it is.
-fn open_error(path: &Path, e: std::io::Error) -> Error {
+fn open_error(path: &Path, e: std::io::Error) -> CampaignError {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         if let Some(what) = not_a_file(&meta) {
             return refused(path, None, format!("{what}, not a file; refused"));
         }
     }
-    Error::io("open", path)(e)
+    CampaignError::io("open", path)(e)
 }
 
 /// `path` opened for appending (created when missing, as a new file of ours).
-pub fn open_append(path: &Path) -> Result<File, Error> {
+pub fn open_append(path: &Path) -> Result<File, CampaignError> {
     let file = open(
         path,
         std::fs::OpenOptions::new()
@@ -112,13 +111,13 @@ pub fn open_append(path: &Path) -> Result<File, Error> {
 }
 
 /// `path` opened for reading; None when it is missing.
-pub fn open_read(path: &Path) -> Result<Option<File>, Error> {
+pub fn open_read(path: &Path) -> Result<Option<File>, CampaignError> {
     open(path, std::fs::OpenOptions::new().read(true), false)
 }
 
 /// `path` opened for reading and writing (created when missing): a lock file, whose note is
 /// rewritten by whoever holds it.
-pub fn open_lock(path: &Path) -> Result<File, Error> {
+pub fn open_lock(path: &Path) -> Result<File, CampaignError> {
     let file = open(
         path,
         std::fs::OpenOptions::new()
@@ -132,14 +131,14 @@ pub fn open_lock(path: &Path) -> Result<File, Error> {
 }
 
 /// The whole of `path`, at most `limit` bytes; None when it is missing.
-pub fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, Error> {
+pub fn read(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, CampaignError> {
     let Some(file) = open_read(path)? else {
         return Ok(None);
     };
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(Error::io("read", path))?;
+        .map_err(CampaignError::io("read", path))?;
     if bytes.len() as u64 > limit {
         return Err(refused(
             path,
@@ -157,12 +156,15 @@ pub fn for_each_line(
     path: &Path,
     limit: u64,
     max_line: usize,
-    mut each: impl FnMut(usize, Option<&[u8]>) -> Result<(), Error>,
-) -> Result<(), Error> {
+    mut each: impl FnMut(usize, Option<&[u8]>) -> Result<(), CampaignError>,
+) -> Result<(), CampaignError> {
     let Some(file) = open_read(path)? else {
         return Ok(());
     };
-    let size = file.metadata().map_err(Error::io("read", path))?.len();
+    let size = file
+        .metadata()
+        .map_err(CampaignError::io("read", path))?
+        .len();
     if size > limit {
         return Err(refused(
             path,
@@ -179,7 +181,7 @@ pub fn for_each_line(
         let mut ended = false;
         let mut any = false;
         while !ended {
-            let buffer = reader.fill_buf().map_err(Error::io("read", path))?;
+            let buffer = reader.fill_buf().map_err(CampaignError::io("read", path))?;
             if buffer.is_empty() {
                 break;
             }
@@ -215,7 +217,7 @@ pub fn for_each_line(
 }
 
 /// Makes sure `dir` is a folder of its own, not a link, creating it when missing.
-pub fn real_dir(dir: &Path) -> Result<(), Error> {
+pub fn real_dir(dir: &Path) -> Result<(), CampaignError> {
     match std::fs::symlink_metadata(dir) {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(meta) => Err(refused(
@@ -229,15 +231,15 @@ pub fn real_dir(dir: &Path) -> Result<(), Error> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::create_dir(dir) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => real_dir(dir),
-            Err(e) => Err(Error::io("create", dir)(e)),
+            Err(e) => Err(CampaignError::io("create", dir)(e)),
         },
-        Err(e) => Err(Error::io("read", dir)(e)),
+        Err(e) => Err(CampaignError::io("read", dir)(e)),
     }
 }
 
 /// Writes `bytes` as the file `path`: into a new file beside it, renamed over it, so that a
 /// reader never sees half of it and a link in its place is replaced rather than followed.
-pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), CampaignError> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -245,7 +247,7 @@ pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let partial = path.with_file_name(format!(".{name}.{}.partial", std::process::id()));
     repro_text::replace_file(path, &partial, bytes).map_err(|e| match e {
         repro_text::ReplaceError::Create { partial, source } => open_error(&partial, source),
-        repro_text::ReplaceError::Write(source) => Error::io("write", path)(source),
+        repro_text::ReplaceError::Write(source) => CampaignError::io("write", path)(source),
     })
 }
 
@@ -255,10 +257,10 @@ pub use crate::spec::diagnostic::{one_line, printable};
 
 /// The files of `dir` whose names end in `.extension`, in no order; `dir` is a real folder (or
 /// missing: none) and every file a regular one, else refused. At most `limit` of them.
-pub fn files_in(dir: &Path, extension: &str, limit: usize) -> Result<Vec<PathBuf>, Error> {
+pub fn files_in(dir: &Path, extension: &str, limit: usize) -> Result<Vec<PathBuf>, CampaignError> {
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("read", dir)(e)),
+        Err(e) => return Err(CampaignError::io("read", dir)(e)),
         Ok(meta) if !meta.is_dir() => {
             return Err(refused(
                 dir,
@@ -272,13 +274,13 @@ pub fn files_in(dir: &Path, extension: &str, limit: usize) -> Result<Vec<PathBuf
         Ok(_) => {}
     }
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(Error::io("read", dir))? {
-        let entry = entry.map_err(Error::io("read", dir))?;
+    for entry in std::fs::read_dir(dir).map_err(CampaignError::io("read", dir))? {
+        let entry = entry.map_err(CampaignError::io("read", dir))?;
         let path = entry.path();
         if path.extension().and_then(|x| x.to_str()) != Some(extension) {
             continue;
         }
-        let meta = entry.metadata().map_err(Error::io("read", &path))?;
+        let meta = entry.metadata().map_err(CampaignError::io("read", &path))?;
         if let Some(what) = not_a_file(&meta) {
             return Err(refused(&path, None, format!("{what}, not a file; refused")));
         }

@@ -14,7 +14,7 @@ use super::devices::Device;
 use super::execute::{self, Job};
 use super::file::Campaign;
 use super::results::{Record, ResultsDir};
-use crate::error::Error;
+use super::CampaignError;
 
 /// How a local campaign spreads its work.
 #[derive(Debug, Clone)]
@@ -115,7 +115,7 @@ pub fn run(
     pending: &[usize],
     results: &ResultsDir,
     workers: &Workers,
-) -> Result<LocalOutcome, Error> {
+) -> Result<LocalOutcome, CampaignError> {
     let tasks = builds::tasks(campaign, pending);
     let queue = Mutex::new(Queue {
         ready: VecDeque::new(),
@@ -130,7 +130,7 @@ pub fn run(
         started: Instant::now(),
     };
     let recorded = AtomicUsize::new(0);
-    let errors: Mutex<Vec<Error>> = Mutex::new(Vec::new());
+    let errors: Mutex<Vec<CampaignError>> = Mutex::new(Vec::new());
     let record = |r: &Record| {
         progress.line(r);
         match results.append(r) {

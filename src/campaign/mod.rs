@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::CampaignError;
 
-use crate::error::{EngineError, Error};
+use crate::engine_error::EngineError;
 use file::{Campaign, Mode};
 use results::{CampaignInfo, ResultsDir};
 
@@ -57,7 +57,7 @@ pub struct CampaignOptions {
 
 /// Runs (or submits) the runs of a campaign that are not recorded yet, then prints the summary;
 /// returns the summary's exit code.
-pub fn campaign(options: &CampaignOptions) -> Result<u8, Error> {
+pub fn campaign(options: &CampaignOptions) -> Result<u8, CampaignError> {
     let campaign = file::load(&options.file)?;
     let dir = options
         .output
@@ -160,7 +160,7 @@ pub fn campaign(options: &CampaignOptions) -> Result<u8, Error> {
                         "{}",
                         slurm::submit(&campaign.name, jobs, &results.dir, submit)?
                     );
-                    return Ok(crate::error::exit::PASSED);
+                    return Ok(repro_contract::exit::PASSED);
                 }
             }
         }
@@ -175,7 +175,7 @@ fn sanitizer_for(
     campaign: &Campaign,
     pending: &[usize],
     nvcc: Option<&Path>,
-) -> Result<Option<(PathBuf, String)>, Error> {
+) -> Result<Option<(PathBuf, String)>, CampaignError> {
     if !pending
         .iter()
         .any(|&r| campaign.runs[r].key.mode == Mode::Sanitize)
@@ -202,7 +202,7 @@ fn build_for_slurm(
     options: &CampaignOptions,
     build_jobs: usize,
     sanitizer: Option<(PathBuf, String)>,
-) -> Result<Vec<execute::Job>, Error> {
+) -> Result<Vec<execute::Job>, CampaignError> {
     let tasks = builds::tasks(campaign, pending);
     let outcomes = std::sync::Mutex::new(Vec::new());
     let nvcc = options.nvcc.as_deref();
@@ -236,7 +236,7 @@ fn build_for_slurm(
 
 /// Prints the summary of what `results` holds for `keys`, writes it to summary.txt, and returns
 /// its exit code.
-fn print_summary(name: &str, keys: &[String], results: &ResultsDir) -> Result<u8, Error> {
+fn print_summary(name: &str, keys: &[String], results: &ResultsDir) -> Result<u8, CampaignError> {
     let latest = results::latest(results::read_records(&results.path(results::RESULTS_FILE))?);
     let (text, code) = summary::summarize(name, keys, &latest, &results.dir);
     print!("{text}");
@@ -246,7 +246,7 @@ fn print_summary(name: &str, keys: &[String], results: &ResultsDir) -> Result<u8
 }
 
 /// `repro campaign --collect DIR`: the shard records merged into results.jsonl, and the summary.
-pub fn collect(dir: &Path) -> Result<u8, Error> {
+pub fn collect(dir: &Path) -> Result<u8, CampaignError> {
     let info = results::read_info(dir)?;
     let results = ResultsDir::open(dir)?;
     let (added, files) = slurm::collect(&results)?;

@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 
 use super::file::Mode;
 use super::CampaignError;
-use crate::error::Error;
 
 /// What one run showed: a line of results.jsonl (docs/campaign.md, "Results").
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -138,9 +137,9 @@ pub struct ResultsDir {
 impl ResultsDir {
     /// Opens (creating) the folder for this campaign; an error when another campaign is writing
     /// there.
-    pub fn open(dir: &Path) -> Result<ResultsDir, Error> {
-        std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
-        let dir = dir.canonicalize().map_err(Error::io("open", dir))?;
+    pub fn open(dir: &Path) -> Result<ResultsDir, CampaignError> {
+        std::fs::create_dir_all(dir).map_err(CampaignError::io("create", dir))?;
+        let dir = dir.canonicalize().map_err(CampaignError::io("open", dir))?;
         let lock_path = dir.join(".lock");
         let lock_file = super::folder::open_lock(&lock_path)?;
         let lock = crate::build::lock::try_hold(lock_file, &std::process::id().to_string())
@@ -165,20 +164,20 @@ impl ResultsDir {
     }
 
     /// Appends one record as one line, flushed at once (a killed campaign keeps every whole line).
-    pub fn append(&self, record: &Record) -> Result<(), Error> {
+    pub fn append(&self, record: &Record) -> Result<(), CampaignError> {
         let mut file = self.results.lock().unwrap_or_else(|e| e.into_inner());
         write_record(&mut file, &self.dir.join(RESULTS_FILE), record)
     }
 
     /// Writes `campaign.json` (a new file each time: it describes the campaign file as it is now).
-    pub fn write_info(&self, info: &CampaignInfo) -> Result<(), Error> {
+    pub fn write_info(&self, info: &CampaignInfo) -> Result<(), CampaignError> {
         let path = self.dir.join(INFO_FILE);
         let text = serde_json::to_string_pretty(info).expect("serializes");
         super::folder::replace(&path, text.as_bytes())
     }
 
     /// `relative` (a folder repro makes here) as a folder of its own, made when missing.
-    pub fn subfolder(&self, relative: &str) -> Result<PathBuf, Error> {
+    pub fn subfolder(&self, relative: &str) -> Result<PathBuf, CampaignError> {
         let path = self.dir.join(relative);
         super::folder::real_dir(&path)?;
         Ok(path)
@@ -190,24 +189,27 @@ impl ResultsDir {
 }
 
 /// Writes `record` as one line of the JSON-lines file `file` (at `path`, for an error).
-pub fn write_record(file: &mut File, path: &Path, record: &Record) -> Result<(), Error> {
+pub fn write_record(file: &mut File, path: &Path, record: &Record) -> Result<(), CampaignError> {
     let line = serde_json::to_string(record).expect("a record always serializes");
-    writeln!(file, "{line}").map_err(Error::io("write", path))
+    writeln!(file, "{line}").map_err(CampaignError::io("write", path))
 }
 
 /// Opens a JSON-lines file for appending. A file a kill left ending mid-line gets its line ended
 /// first, so that the next record starts a line of its own instead of joining the broken one.
-pub fn append_file(path: &Path) -> Result<File, Error> {
+pub fn append_file(path: &Path) -> Result<File, CampaignError> {
     let mut file = super::folder::open_append(path)?;
-    let length = file.metadata().map_err(Error::io("read", path))?.len();
+    let length = file
+        .metadata()
+        .map_err(CampaignError::io("read", path))?
+        .len();
     if length > 0 {
         use std::io::{Read, Seek, SeekFrom};
         let mut last = [0u8; 1];
         file.seek(SeekFrom::Start(length - 1))
             .and_then(|_| file.read_exact(&mut last))
-            .map_err(Error::io("read", path))?;
+            .map_err(CampaignError::io("read", path))?;
         if last[0] != b'\n' {
-            writeln!(file).map_err(Error::io("write", path))?;
+            writeln!(file).map_err(CampaignError::io("write", path))?;
         }
     }
     Ok(file)
@@ -218,7 +220,7 @@ pub fn append_file(path: &Path) -> Result<File, Error> {
 /// missing file has none. A record that reads but that no campaign makes (a spec name that is a
 /// path, a report outside `reports/`) is refused, naming its line and field: such a file was
 /// written by someone else.
-pub fn read_records(path: &Path) -> Result<Vec<Record>, Error> {
+pub fn read_records(path: &Path) -> Result<Vec<Record>, CampaignError> {
     let mut records = Vec::new();
     super::folder::for_each_line(path, MAX_RESULTS_BYTES, MAX_RECORD_LINE, |number, line| {
         let skipped = |why: String| {
@@ -342,9 +344,9 @@ pub fn latest(records: Vec<Record>) -> HashMap<String, Record> {
     by_key
 }
 
-pub fn read_info(dir: &Path) -> Result<CampaignInfo, Error> {
+pub fn read_info(dir: &Path) -> Result<CampaignInfo, CampaignError> {
     let path = dir.join(INFO_FILE);
-    let not_results = |why: String| -> Error {
+    let not_results = |why: String| -> CampaignError {
         CampaignError::NotResults {
             dir: dir.to_path_buf(),
             why: format!("{INFO_FILE}: {}", super::folder::one_line(&why)),

@@ -10,7 +10,6 @@ use indexmap::IndexMap;
 use super::file::MAX_RUNS;
 use super::folder::one_line;
 use super::CampaignError;
-use crate::error::Error;
 use crate::file_kind::{read_regular, ReadError};
 use repro_text::did_you_mean;
 
@@ -27,7 +26,7 @@ pub enum ReadFailure {
     /// file's `shapes_file` names the wrong thing, so the caller reports it there.
     Unreadable { why: String, help: String },
     /// The file was read and something in it is wrong: the error names the file and the line.
-    Content(Error),
+    Content(CampaignError),
 }
 
 /// Reads the shapes in `path`, each a mapping of size names (from `declared`) to positive values.

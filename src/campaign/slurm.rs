@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use super::execute::{self, Job};
 use super::results::{self, Record, SlurmTask};
 use super::CampaignError;
-use crate::error::Error;
 use repro_text::quote::shell_quote;
 
 /// How to submit.
@@ -55,7 +54,7 @@ pub fn submit(
     jobs: Vec<Job>,
     results_dir: &Path,
     options: &Submit,
-) -> Result<String, Error> {
+) -> Result<String, CampaignError> {
     // Folders of the results' own: a link planted in place of one (a dangling one included,
     // which `exists` would call free) is refused, not written through.
     let slurm_dir = results_dir.join("slurm");
@@ -85,7 +84,8 @@ pub fn submit(
         &plan_path,
         serde_json::to_string(&plan).expect("serializes").as_bytes(),
     )?;
-    let repro = std::env::current_exe().map_err(Error::io("find", "repro's own executable"))?;
+    let repro =
+        std::env::current_exe().map_err(CampaignError::io("find", "repro's own executable"))?;
     let script = dir.join("task.sh");
     let text = format!(
         "#!/bin/sh\n# One task of repro campaign {name}'s job array (submission {submission}): runs shard\n\
@@ -143,8 +143,8 @@ const MAX_PLAN_BYTES: u64 = 256 << 20;
 
 /// An array task: runs shard `shard` of the plan at `plan_path`, appending a record per run to
 /// `shards/<submission>-<shard>.jsonl`; a task started again (requeued) skips what it recorded.
-pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, Error> {
-    let bad = |why: String| -> Error {
+pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, CampaignError> {
+    let bad = |why: String| -> CampaignError {
         CampaignError::ShardPlan {
             path: plan_path.to_path_buf(),
             why,
@@ -192,7 +192,7 @@ pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, Error> {
             record.key, record.verdict, record.times.run_s
         );
     }
-    Ok(crate::error::exit::PASSED)
+    Ok(repro_contract::exit::PASSED)
 }
 
 /// Most shard files `--collect` reads.
@@ -200,7 +200,7 @@ const MAX_SHARD_FILES: usize = 1_000_000;
 
 /// Merges every shard file of the results folder into results.jsonl: a record is added once
 /// (by key, start time and host). Returns how many were added.
-pub fn collect(results: &results::ResultsDir) -> Result<(usize, usize), Error> {
+pub fn collect(results: &results::ResultsDir) -> Result<(usize, usize), CampaignError> {
     let existing = results::read_records(&results.path(results::RESULTS_FILE))?;
     let identity = |r: &Record| format!("{}|{}|{}", r.key, r.started, r.host);
     let mut known: std::collections::HashSet<String> = existing.iter().map(identity).collect();

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::folder::one_line;
 use super::results::Record;
-use crate::error::exit;
+use repro_contract::exit;
 
 /// Failing runs listed per verdict; the rest are in results.jsonl (a campaign over thousands of
 /// shapes that all fail one way needs a few examples, not thousands of lines).

@@ -4,6 +4,7 @@
 //! record into a spec folder (layout.rs decides tensors and arguments, write.rs writes them),
 //! scaffolded in place so that `repro run DIR` runs it.
 
+pub mod error;
 pub mod inject;
 pub mod layout;
 pub mod record;
@@ -15,7 +16,8 @@ pub mod write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::error::{EngineError, Error};
+use crate::engine_error::EngineError;
+pub use error::CaptureError;
 
 /// What the command line asked for.
 #[derive(Debug, Clone)]
@@ -35,13 +37,13 @@ pub struct CaptureRequest {
 /// is tens of MiB.
 pub const MAX_CUBIN_BYTES: u64 = 1 << 30;
 
-fn fail(message: impl Into<String>) -> Error {
-    Error::CaptureRun(message.into())
+fn fail(message: impl Into<String>) -> CaptureError {
+    CaptureError::Run(message.into())
 }
 
 /// Runs the program, records the launch, writes and scaffolds the spec folder. Returns the
 /// program's exit code when the capture succeeded.
-pub fn capture(mut request: CaptureRequest) -> Result<u8, Error> {
+pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
     if let Some(existing) = std::env::var_os("CUDA_INJECTION64_PATH").filter(|v| !v.is_empty()) {
         return Err(fail(format!(
             "CUDA_INJECTION64_PATH is already set ({}): another tool (a profiler, a sanitizer) injects into CUDA; \
@@ -58,7 +60,7 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, Error> {
             .map(|mut d| d.next().is_some())
             .unwrap_or(true)
     {
-        return Err(Error::WouldOverwrite {
+        return Err(CaptureError::WouldOverwrite {
             path: out.clone(),
             command: "capture",
             fix: "pass an -o folder that does not exist yet, or is empty",
@@ -66,8 +68,10 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, Error> {
     }
     let library = inject::library()?;
     let raw = out.join("raw");
-    std::fs::create_dir_all(&raw).map_err(Error::io("create", &raw))?;
-    let raw = raw.canonicalize().map_err(Error::io("resolve", &raw))?;
+    std::fs::create_dir_all(&raw).map_err(CaptureError::io("create", &raw))?;
+    let raw = raw
+        .canonicalize()
+        .map_err(CaptureError::io("resolve", &raw))?;
     let (program, args) = request
         .program
         .split_first()
@@ -234,7 +238,7 @@ fn no_capture(request: &CaptureRequest, session: Option<&record::Session>, exite
 fn find_declaration(
     source: &Path,
     demangled: &str,
-) -> Result<Option<(crate::import::cuda::KernelDecl, PathBuf)>, Error> {
+) -> Result<Option<(crate::import::cuda::KernelDecl, PathBuf)>, CaptureError> {
     let Some(parsed) = layout::parse_demangled(demangled) else {
         eprintln!(
             "capture: `{demangled}` is no function name to look up under --source; replaying it"

@@ -6,8 +6,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::import::capture::npy_descr;
 use crate::import::skeleton::Value;
-use crate::spec::dtype::DType;
 use crate::spec::yaml::{scalar, Context};
 
 use super::layout::{self, LaunchLayout, ParamRole};
@@ -46,23 +46,6 @@ pub struct Written {
     /// Why the launch is replayed rather than rebuilt from source.
     pub replay_reason: Option<String>,
     pub tensors: Vec<BufferTensor>,
-}
-
-/// The descr repro and repro_capture.cuh write for `dtype` (crates/repro-contract/runtime/src/inputs/npy.cuh has the same
-/// table).
-pub(crate) fn npy_descr(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F64 => "<f8",
-        DType::F32 | DType::Tf32 => "<f4",
-        DType::F16 => "<f2",
-        DType::Bf16 => "<u2",
-        DType::E4m3 | DType::E5m2 | DType::U8 => "|u1",
-        DType::I8 => "|i1",
-        DType::I32 => "<i4",
-        DType::U32 => "<u4",
-        DType::I64 => "<i8",
-        DType::Bool => "|b1",
-    }
 }
 
 /// `bytes` (the tensor's storage, packed) as a .npy of `tensor`'s logical shape. A col_major

@@ -11,10 +11,10 @@
 //!
 //! Nothing that can change numerics or code generation is dropped without a warning.
 
-pub mod command;
 mod compdb;
 mod extract;
 mod log;
+pub mod machine;
 mod ninja;
 mod nvcc;
 mod render;

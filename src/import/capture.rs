@@ -295,7 +295,7 @@ impl Folder {
                 "its .npy holds {:?} elements, not {} (written as {:?})",
                 header.descr,
                 e.dtype,
-                crate::capture::write::npy_descr(dtype)
+                npy_descr(dtype)
             ));
         }
         if header.shape != e.shape {
@@ -317,6 +317,24 @@ impl Folder {
     }
 }
 
+/// The descr repro and repro_capture.cuh write for `dtype` (crates/repro-contract/runtime/src/inputs/npy.cuh has the same
+/// table). Here, below the capture that writes with it (capture/write.rs), because this reader
+/// checks against it.
+pub fn npy_descr(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F64 => "<f8",
+        DType::F32 | DType::Tf32 => "<f4",
+        DType::F16 => "<f2",
+        DType::Bf16 => "<u2",
+        DType::E4m3 | DType::E5m2 | DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::I32 => "<i4",
+        DType::U32 => "<u4",
+        DType::I64 => "<i8",
+        DType::Bool => "|b1",
+    }
+}
+
 /// Whether a `.npy` of `descr` holds `dtype`'s bytes, as the harness decides
 /// (crates/repro-contract/runtime/src/inputs/npy.cuh, `npy_descr_accepted`): the descr repro writes, or a raw-bit
 /// carrier for bf16 and fp8; a one-byte type's byte order does not matter.
@@ -333,7 +351,7 @@ fn npy_descr_accepted(dtype: DType, descr: &str) -> bool {
         DType::E4m3 | DType::E5m2 => &["|V1", "|i1"],
         _ => &[],
     };
-    descr == crate::capture::write::npy_descr(dtype) || alternatives.contains(&descr.as_str())
+    descr == npy_descr(dtype) || alternatives.contains(&descr.as_str())
 }
 
 /// Packed row-major strides for `shape`.

@@ -30,17 +30,17 @@ pub fn flags(
         hints.extend(spec.includes.iter().cloned());
         hints.push(spec.name().to_string());
     }
-    let selector = super::Selector {
+    let selector = crate::flags::Selector {
         match_pattern: match_pattern.map(str::to_string),
         hints,
     };
     let input = match source {
-        Source::Log(path) => super::read_input(path),
-        Source::Line(line) => super::from_command_line(line),
+        Source::Log(path) => crate::flags::read_input(path),
+        Source::Line(line) => crate::flags::from_command_line(line),
     }?;
-    let extraction = super::extract(&input, &selector)?;
-    print!("{}", super::render_report(&extraction));
+    let extraction = crate::flags::extract(&input, &selector)?;
+    print!("{}", crate::flags::render_report(&extraction));
     println!();
-    print!("{}", super::render_build_yaml(&extraction));
+    print!("{}", crate::flags::render_build_yaml(&extraction));
     Ok(exit::PASSED)
 }

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::skeleton::Skeleton;
 use crate::error::{exit, Error};
+use crate::import::skeleton::Skeleton;
 use repro_text::paths::relative_to;
 
 /// `repro import rust`: the skeleton of the launch site in `file` (of `kernel` when it launches
@@ -17,8 +17,8 @@ pub fn rust(
     search: Option<&Path>,
     output: Option<&Path>,
 ) -> Result<u8, Error> {
-    let sites = super::rust::import_with_search(file, kernel, search)?;
-    let selectors = super::rust::selectors(&sites);
+    let sites = crate::import::rust::import_with_search(file, kernel, search)?;
+    let selectors = crate::import::rust::selectors(&sites);
     if list {
         let listings: Vec<String> = sites
             .iter()
@@ -43,13 +43,13 @@ pub fn rust(
             });
         }
     };
-    write(super::rust::skeleton(site), output)
+    write(crate::import::rust::skeleton(site), output)
 }
 
 /// `repro import cuda`: the skeleton of the `__global__` (or `__device__`) `kernel` found under
 /// `path`.
 pub fn cuda(path: &Path, kernel: &str, output: Option<&Path>) -> Result<u8, Error> {
-    let decls = super::cuda::find(path, kernel)?;
+    let decls = crate::import::cuda::find(path, kernel)?;
     let decl = match decls.as_slice() {
         [one] => one,
         _ => {
@@ -65,7 +65,7 @@ pub fn cuda(path: &Path, kernel: &str, output: Option<&Path>) -> Result<u8, Erro
             });
         }
     };
-    write(super::cuda::skeleton(decl, path), output)
+    write(crate::import::cuda::skeleton(decl, path), output)
 }
 
 /// `repro import capture`: the tensors section, with file paths relative to where it is written.
@@ -75,24 +75,24 @@ pub fn capture(dir: &Path, call: u32, output: Option<&Path>) -> Result<u8, Error
 
 /// [`capture`], with `outputs` naming the captured tensors the kernel writes (captured after the
 /// launch): they become `output: true` and the expected values of a `reference: op: file`
-/// (see [`super::capture::section_yaml`]). The manifest itself cannot say which they are.
+/// (see [`crate::import::capture::section_yaml`]). The manifest itself cannot say which they are.
 pub fn capture_with_outputs(
     dir: &Path,
     call: u32,
     outputs: &[String],
     output: Option<&Path>,
 ) -> Result<u8, Error> {
-    let capture_error = |message| Error::Capture {
+    let capture_error = |message| Error::CaptureFolder {
         dir: dir.to_path_buf(),
         message,
     };
-    let entries = super::capture::read_manifest(dir).map_err(capture_error)?;
+    let entries = crate::import::capture::read_manifest(dir).map_err(capture_error)?;
     let base: PathBuf = output
         .and_then(|o| o.parent().map(Path::to_path_buf))
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or_else(|| PathBuf::from("."));
     let files_at = relative_to(dir, &base);
-    let text = super::capture::section_yaml(
+    let text = crate::import::capture::section_yaml(
         &entries,
         call,
         outputs,
