@@ -81,16 +81,14 @@ impl Source {
             spec.include_dirs[*index] = trees.join(path);
         }
         let dir = self.work.join("artifacts").join(key);
-        let plan = Plan::for_spec(spec, dir)
-            .map_err(|e| before_nvcc(crate::engine_error::EngineError::from(e).render()))?;
+        let plan = Plan::for_spec(spec, dir).map_err(|e| before_nvcc(e.render()))?;
         let files = plan
             .artifact
             .as_ref()
             .expect("a plan of a spec has its files");
         if !artifact::is_current(files) {
             // bisect's own folder: nothing here is the user's to keep.
-            artifact::write(files, &plan.spec.path, true)
-                .map_err(|e| before_nvcc(crate::engine_error::EngineError::from(e).render()))?;
+            artifact::write(files, &plan.spec.path, true).map_err(|e| before_nvcc(e.render()))?;
         }
         // A tree that nvcc refused with these very files fails again: said from the record.
         // What nvcc reads of the artifact: not its spec.yaml (read by the harness at run time)
@@ -134,9 +132,7 @@ impl Source {
                 })
             }
             // No nvcc to run, a file that cannot be written: not recorded, tried again.
-            Err(e) => Err(before_nvcc(
-                crate::engine_error::EngineError::from(e).render(),
-            )),
+            Err(e) => Err(before_nvcc(e.render())),
         }
     }
 }

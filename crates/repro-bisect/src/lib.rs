@@ -66,8 +66,7 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, BisectErr
     if options.mode == Mode::Sanitize {
         return Err(BisectError::UnsupportedMode {
             mode: options.mode.name(),
-        }
-        .into());
+        });
     }
     let spec = crate::plan::load_spec(spec_path, &crate::machine::Machine)?;
     let repo = git::Repository::open(&options.repo)?;
@@ -86,8 +85,7 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, BisectErr
                 .iter()
                 .map(|d| d.display().to_string())
                 .collect(),
-        }
-        .into());
+        });
     }
     if let Some(class) = &options.class {
         check_class(class)?;
@@ -109,8 +107,7 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, BisectErr
         return Err(BisectError::Uncommitted {
             repo: repo.root.clone(),
             lines: dirty,
-        }
-        .into());
+        });
     }
     let good = repo.resolve(&options.good, "--good")?;
     let bad = repo.resolve(&options.bad, "--bad")?;
@@ -118,8 +115,7 @@ pub fn bisect(spec_path: &Path, options: &BisectOptions) -> Result<u8, BisectErr
         return Err(BisectError::NotAncestor {
             good: options.good.clone(),
             bad: options.bad.clone(),
-        }
-        .into());
+        });
     }
     let filter = if options.paths.is_empty() {
         include_paths.clone()
@@ -191,8 +187,7 @@ fn search(
                 rev: options.bad.clone(),
                 class: class.clone(),
                 what: describe(run),
-            }
-            .into())
+            })
         }
     };
     progress("--bad", bad, &at_bad, &class, None, repo);
@@ -203,8 +198,7 @@ fn search(
             return Err(BisectError::GoodFails {
                 rev: options.good.clone(),
                 what: describe(run),
-            }
-            .into())
+            })
         }
     }
     progress("--good", good, &at_good, &class, None, repo);
@@ -498,7 +492,7 @@ impl Judge<'_> {
         }
         let outcome = self.run(&binary, &key)?;
         if outcome.class == "no_device" {
-            return Err(BisectError::NoDevice.into());
+            return Err(BisectError::NoDevice);
         }
         if let Some(cache) = cache {
             if let Some(dir) = cache.parent() {

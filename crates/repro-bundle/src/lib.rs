@@ -110,7 +110,7 @@ fn destination(output: Option<&Path>, name: &str) -> Result<(PathBuf, PathBuf), 
             Some(std::path::Component::ParentDir | std::path::Component::CurDir)
         )
     }) else {
-        return Err(BundleError::BadOutput { path: out }.into());
+        return Err(BundleError::BadOutput { path: out });
     };
     let mut tarball_name = folder.to_os_string();
     tarball_name.push(".tar.gz");

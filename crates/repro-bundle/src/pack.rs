@@ -80,8 +80,7 @@ pub fn check_leaks(dir: &Path, spec: &Path) -> Result<(), BundleError> {
                       source string), copied into the bundle for strangers to read: write it \
                       without this machine's folders (a relative path, or a name), then bundle \
                       again",
-            }
-            .into());
+            });
         }
     }
     Ok(())

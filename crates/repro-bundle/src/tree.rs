@@ -89,8 +89,7 @@ impl Tree {
             return Err(refuse(
                 why,
                 "copy the file into the spec's folder and point the spec at the copy",
-            )
-            .into());
+            ));
         }
         let meta = std::fs::metadata(&resolved)
             .map_err(|e| refuse(format!("cannot be read ({e})"), "fix the path"))?;
@@ -98,11 +97,10 @@ impl Tree {
             return Err(refuse(
                 format!("it is {}", crate::file_kind::describe(&meta)),
                 "name a regular file",
-            )
-            .into());
+            ));
         }
         if let Err(why) = check_claim(&resolved, meta.len(), claim) {
-            return Err(refuse(why, "name the right file, or rewrite it").into());
+            return Err(refuse(why, "name the right file, or rewrite it"));
         }
         Ok(resolved)
     }

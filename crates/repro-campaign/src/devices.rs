@@ -92,7 +92,6 @@ pub fn select(given: &str, visible: &[Device]) -> Result<Vec<Option<Device>>, Ca
             given: given.to_string(),
             why,
         }
-        .into()
     };
     if given == "all" {
         if visible.is_empty() {
@@ -168,8 +167,7 @@ pub fn take(
         return Err(CampaignError::Devices {
             given: given.to_string(),
             why: "every visible GPU is held by another repro campaign".into(),
-        }
-        .into());
+        });
     }
     Ok((free, locks))
 }
@@ -255,12 +253,9 @@ pub fn lock(device: &Device, whoami: &str) -> Result<DeviceLock, CampaignError> 
         .collect();
     let path = dir.join(format!("{name}.lock"));
     let file = super::folder::open_lock(&path)?;
-    crate::build::lock::try_hold(file, whoami).map_err(|holder| {
-        CampaignError::DeviceBusy {
-            device: device.label(),
-            holder: super::folder::one_line(&holder),
-        }
-        .into()
+    crate::build::lock::try_hold(file, whoami).map_err(|holder| CampaignError::DeviceBusy {
+        device: device.label(),
+        holder: super::folder::one_line(&holder),
     })
 }
 

@@ -288,8 +288,7 @@ impl Reader<'_> {
                 return Err(super::CampaignError::TooManyRuns {
                     runs: total,
                     limit: MAX_RUNS,
-                }
-                .into());
+                });
             }
             let mut redefined = false;
             for (i, v) in entry.variants.iter().enumerate() {
@@ -474,8 +473,7 @@ impl Reader<'_> {
                 return Err(super::CampaignError::TooManyRuns {
                     runs: combinations,
                     limit: MAX_RUNS,
-                }
-                .into());
+                });
             }
             let mut product = vec![IndexMap::new()];
             for (name, values) in &entry.sizes {

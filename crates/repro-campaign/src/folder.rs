@@ -37,7 +37,6 @@ pub fn refused_with(
         why: why.into(),
         help: help.into(),
     }
-    .into()
 }
 
 /// What a path found in the folder is, without following it: a link, a fifo... None when it is a

@@ -75,8 +75,7 @@ pub fn campaign(options: &CampaignOptions) -> Result<u8, CampaignError> {
                 dir: results.dir.clone(),
                 other: info.name,
                 name: campaign.name,
-            }
-            .into());
+            });
         }
     }
     let keys: Vec<String> = campaign.runs.iter().map(|r| r.key.text()).collect();
@@ -151,7 +150,7 @@ pub fn campaign(options: &CampaignOptions) -> Result<u8, CampaignError> {
                 );
                 if outcome.no_device {
                     print_summary(&campaign.name, &keys, &results)?;
-                    return Err(CampaignError::NoDevice.into());
+                    return Err(CampaignError::NoDevice);
                 }
             }
             Target::Slurm(submit) => {

@@ -351,7 +351,6 @@ pub fn read_info(dir: &Path) -> Result<CampaignInfo, CampaignError> {
             dir: dir.to_path_buf(),
             why: format!("{INFO_FILE}: {}", super::folder::one_line(&why)),
         }
-        .into()
     };
     let bytes =
         super::folder::read(&path, MAX_INFO_BYTES)?.ok_or_else(|| not_results("missing".into()))?;

@@ -38,14 +38,11 @@ pub fn read(path: &Path, declared: &[&str]) -> Result<Vec<IndexMap<String, i64>>
             Some(l) => format!("{}:{l}", path.display()),
             None => path.display().to_string(),
         };
-        ReadFailure::Content(
-            CampaignError::ShapesFile {
-                path: place.into(),
-                why,
-                help: help.to_string(),
-            }
-            .into(),
-        )
+        ReadFailure::Content(CampaignError::ShapesFile {
+            path: place.into(),
+            why,
+            help: help.to_string(),
+        })
     };
     // What keeps the file from being read at all is the campaign file's to say, at its
     // `shapes_file`: the path it names is the thing to mend.

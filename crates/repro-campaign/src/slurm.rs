@@ -116,8 +116,7 @@ pub fn submit(
         return Err(CampaignError::Submit {
             why: String::from_utf8_lossy(&output.stderr).trim().to_string(),
             help: "check the partition, --gres and --slurm-arg options against `sinfo`".into(),
-        }
-        .into());
+        });
     }
     // `--parsable` prints `jobid` or `jobid;cluster`; with `--wait` the job has ended too.
     let job = stdout
@@ -149,7 +148,6 @@ pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, CampaignError> {
             path: plan_path.to_path_buf(),
             why,
         }
-        .into()
     };
     let bytes = crate::file_kind::read_regular(plan_path, MAX_PLAN_BYTES).map_err(|e| {
         bad(match e {
