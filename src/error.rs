@@ -2,6 +2,10 @@
 //! codes). A failure of the user's input (spec, options, files) names the file and the fix and
 //! exits 2; a failure that only a bug in repro can cause says so and exits 70, so that a script
 //! (or a bug report) can tell the two apart.
+//!
+//! Each layer below fails with its own enum (the engine's `EngineError`, each feature crate's own);
+//! this one wraps each as it is, and a feature's wrapped engine failure is unwrapped to the
+//! engine's, so that a spec error prints and exits the same whichever command met it.
 
 use std::path::PathBuf;
 

@@ -16,8 +16,7 @@ pub enum Source {
 
 /// Prints the production flags of the nvcc invocation in `source` that `match_pattern` (or the
 /// kernel of the spec at `spec`) picks: a kept/dropped table and a `build:` block. The spec is
-/// loaded with the `lookups` that commands/ passes (this machine): src/machine.rs answers a
-/// spec's questions with flags, so flags naming it would make an import loop.
+/// loaded with the `lookups` that commands/ passes (this machine: crates/repro-flags/src/machine.rs).
 pub fn flags(
     source: &Source,
     match_pattern: Option<&str>,

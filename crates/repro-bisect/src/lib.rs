@@ -7,6 +7,10 @@
 //! else (a build break, another class, a hang when `--bad` does not hang) is skipped, as
 //! `git bisect skip` would (search.rs). The answer (report.rs) goes to the report, `--json`
 //! and the bundle.
+//!
+//! A crate of its own (README.md, "Layout"), above the engine and `repro-flags` (the machine that
+//! answers the spec's lookups), below `repro-bundle`, whose README quotes the answer; it fails with
+//! [`BisectError`].
 
 pub mod builds;
 pub mod error;

@@ -9,6 +9,10 @@
 //! absolute path, user name or home folder of this machine goes in (pack.rs). The folder is
 //! written under a temporary name beside its target and renamed at the end, so a failure leaves
 //! nothing behind; nothing that exists is written over.
+//!
+//! A crate of its own (README.md, "Layout"), above the engine, `repro-flags` (the machine that
+//! answers the spec's lookups) and `repro-bisect` (the answer a bundle's README quotes); it fails
+//! with [`BundleError`].
 
 mod collect;
 mod error;

@@ -8,6 +8,9 @@
 //! - [`slurm`]: the same runs as a job array, and the collection of its records.
 //! - [`results`]: the results folder and its JSON-lines records; [`summary`]: what they add up
 //!   to; [`shape_map`]: where in the shape space the failures are.
+//!
+//! A crate of its own (README.md, "Layout"), above the engine and `repro-flags` (the machine that
+//! answers the spec's lookups); it names no other feature, and fails with [`CampaignError`].
 
 pub mod builds;
 pub mod devices;

@@ -1,5 +1,5 @@
 //! The injection library `repro capture` hands the CUDA driver (`CUDA_INJECTION64_PATH`): its
-//! source is embedded in repro (src/capture/repro_inject.cpp), compiled once with the host
+//! source is embedded in repro (repro_inject.cpp), compiled once with the host
 //! C++ compiler against CUPTI and cached like the runtime library, under
 //! `<cache>/inject/<key>/libreproinject.so`. The key is the source, the compiler's `--version`
 //! and CUPTI's location: a second capture starts the program at once.

@@ -1,8 +1,12 @@
 //! `repro capture` (docs/cli.md, `repro capture`): runs the user's program unmodified under CUDA's tool-injection
 //! interface, records one launch of the kernel it names (inject.rs builds the library,
-//! src/capture/repro_inject.cpp is it, record.rs reads what it wrote), and turns the
+//! repro_inject.cpp is it, record.rs reads what it wrote), and turns the
 //! record into a spec folder (layout.rs decides tensors and arguments, write.rs writes them),
 //! scaffolded in place so that `repro run DIR` runs it.
+//!
+//! A crate of its own (README.md, "Layout"), above the engine, `repro-flags` (the machine that
+//! answers the spec's lookups) and `repro-import` (the `--source` declaration parser and the
+//! `.npy` descr table that `import capture` checks against); it fails with [`CaptureError`].
 
 pub mod error;
 pub mod inject;

@@ -1,4 +1,4 @@
-//! What the injection library (src/capture/repro_inject.cpp) writes: `session.json`, how
+//! What the injection library (repro_inject.cpp) writes: `session.json`, how
 //! the program's run went, and `capture.json`, the one recorded launch. Addresses are hex
 //! strings (`"0x7f..."`): JSON numbers lose precision past 2^53.
 

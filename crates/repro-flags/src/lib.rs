@@ -10,6 +10,11 @@
 //! ([`extract`]); [`render`] prints that for people and as a `build:` block for a spec.
 //!
 //! Nothing that can change numerics or code generation is dropped without a warning.
+//!
+//! A crate of its own (README.md, "Layout"), the lowest feature: it sits on the contract and the
+//! engine only. It also holds [`machine`], the spec's `Lookups` answered for this machine (a
+//! build log's compile line, the toolchain's CUTLASS), because every feature that loads a spec from
+//! a file passes it: bisect, bundle, campaign and capture depend on this crate, never it on them.
 
 mod compdb;
 mod extract;

@@ -2,6 +2,11 @@
 //! with syn) or a `__global__` declaration in a CUDA source tree ([`cuda`], found with walkdir).
 //! Both fill a [`skeleton::Skeleton`]; what they cannot know stays a visible TODO. And the
 //! `tensors:` of a spec from tensors captured in production ([`capture`]).
+//!
+//! A crate of its own (README.md, "Layout"), on the contract alone. The capture feature writes
+//! what `import capture` reads and reuses the CUDA declaration parser, so it sits above this crate
+//! (the `.npy` descr table both use is here, in [`capture`]); a dependency back on it would be a
+//! cycle, which Cargo refuses. The command that writes a skeleton is the binary's.
 
 pub mod capture;
 pub mod cuda;
