@@ -248,3 +248,42 @@ mod engine_tests {
         assert_eq!(wrapped.exit_code(), plain.exit_code());
     }
 }
+
+// A feature's error that wraps the engine's, as the commands print it.
+#[cfg(test)]
+mod feature_tests {
+    use super::{EngineError, Error};
+    use std::path::PathBuf;
+
+    fn engine() -> EngineError {
+        EngineError::NotAnArtifact {
+            dir: PathBuf::from("empty"),
+        }
+    }
+
+    #[test]
+    fn an_engine_error_a_feature_met_is_the_engines_whichever_feature_met_it() {
+        let plain = Error::from(engine());
+        for wrapped in [
+            Error::from(crate::bisect::BisectError::from(engine())),
+            Error::from(crate::bundle::BundleError::from(engine())),
+            Error::from(crate::campaign::CampaignError::from(engine())),
+            Error::from(crate::capture::CaptureError::from(engine())),
+        ] {
+            // Unwrapped, so that a spec's errors print as the spec's (render's own case).
+            assert!(matches!(wrapped, Error::Engine(_)), "{wrapped:?}");
+            assert_eq!(wrapped.render(), plain.render());
+            assert_eq!(wrapped.exit_code(), plain.exit_code());
+        }
+    }
+
+    #[test]
+    fn a_features_own_error_keeps_its_exit_code() {
+        let no_device = Error::from(crate::campaign::CampaignError::NoDevice);
+        assert!(matches!(no_device, Error::Campaign(_)));
+        assert_eq!(no_device.exit_code(), repro_contract::exit::NO_DEVICE);
+        let run = Error::from(crate::capture::CaptureError::Run("no launch".into()));
+        assert_eq!(run.render(), "error: repro capture: no launch");
+        assert_eq!(run.exit_code(), repro_contract::exit::USAGE);
+    }
+}
