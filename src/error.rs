@@ -2,6 +2,10 @@
 //! codes). A failure of the user's input (spec, options, files) names the file and the fix and
 //! exits 2; a failure that only a bug in repro can cause says so and exits 70, so that a script
 //! (or a bug report) can tell the two apart.
+//!
+//! Each layer below fails with its own enum (the engine's `EngineError`, each feature crate's own);
+//! this one wraps each as it is, and a feature's wrapped engine failure is unwrapped to the
+//! engine's, so that a spec error prints and exits the same whichever command met it.
 
 use std::path::PathBuf;
 
@@ -53,25 +57,72 @@ pub enum Error {
     /// A capture folder's manifest that is missing or does not parse (the message names the
     /// file and line), or a `--call` it does not hold.
     #[error("repro import capture {}: {message}", dir.display())]
-    Capture { dir: PathBuf, message: String },
+    CaptureFolder { dir: PathBuf, message: String },
 
     /// `repro capture`: the program ran but no launch could be recorded, or turned into a spec.
     #[error("repro capture: {0}")]
     CaptureRun(String),
 
     #[error(transparent)]
-    Bisect(#[from] crate::bisect::BisectError),
+    Capture(crate::capture::CaptureError),
 
     #[error(transparent)]
-    Campaign(#[from] crate::campaign::CampaignError),
+    Bisect(crate::bisect::BisectError),
 
     #[error(transparent)]
-    Bundle(#[from] crate::bundle::BundleError),
+    Campaign(crate::campaign::CampaignError),
+
+    #[error(transparent)]
+    Bundle(crate::bundle::BundleError),
 }
 
 impl From<LoadError> for Error {
     fn from(error: LoadError) -> Self {
         Error::Engine(error.into())
+    }
+}
+
+impl From<crate::bisect::BisectError> for Error {
+    /// The feature's own failure as it is; a failure of the engine it met, as the engine's (a
+    /// spec's errors print as the spec's, whichever command read it).
+    fn from(error: crate::bisect::BisectError) -> Self {
+        match error {
+            crate::bisect::BisectError::Engine(engine) => Error::Engine(engine),
+            error => Error::Bisect(error),
+        }
+    }
+}
+
+impl From<crate::campaign::CampaignError> for Error {
+    /// The feature's own failure as it is; a failure of the engine it met, as the engine's (a
+    /// spec's errors print as the spec's, whichever command read it).
+    fn from(error: crate::campaign::CampaignError) -> Self {
+        match error {
+            crate::campaign::CampaignError::Engine(engine) => Error::Engine(engine),
+            error => Error::Campaign(error),
+        }
+    }
+}
+
+impl From<crate::bundle::BundleError> for Error {
+    /// The feature's own failure as it is; a failure of the engine it met, as the engine's (a
+    /// spec's errors print as the spec's, whichever command read it).
+    fn from(error: crate::bundle::BundleError) -> Self {
+        match error {
+            crate::bundle::BundleError::Engine(engine) => Error::Engine(engine),
+            error => Error::Bundle(error),
+        }
+    }
+}
+
+impl From<crate::capture::CaptureError> for Error {
+    /// The feature's own failure as it is; a failure of the engine it met, as the engine's (a
+    /// spec's errors print as the spec's, whichever command read it).
+    fn from(error: crate::capture::CaptureError) -> Self {
+        match error {
+            crate::capture::CaptureError::Engine(engine) => Error::Engine(engine),
+            error => Error::Capture(error),
+        }
     }
 }
 
@@ -85,12 +136,13 @@ impl Error {
             | Error::ImportCuda(_)
             | Error::AmbiguousLaunch { .. }
             | Error::AmbiguousKernel { .. }
-            | Error::Capture { .. }
+            | Error::CaptureFolder { .. }
             | Error::CaptureRun(_) => exit::USAGE,
             Error::Engine(e) => e.exit_code(),
+            Error::Capture(e) => e.exit_code(),
             Error::Bisect(e) => e.exit_code(),
             Error::Campaign(e) => e.exit_code(),
-            Error::Bundle(_) => exit::USAGE,
+            Error::Bundle(e) => e.exit_code(),
         }
     }
 
@@ -98,17 +150,10 @@ impl Error {
     /// then each underlying cause on a `caused by:` line. A spec error is already a list of
     /// `error:` blocks pointing into the file, and is printed as it is.
     pub fn render(&self) -> String {
-        if let Error::Engine(EngineError::Spec(errors)) = self {
-            return errors.to_string();
+        match self {
+            Error::Engine(engine) => engine.render(),
+            _ => crate::engine_error::render_with_causes(self),
         }
-        let mut out = format!("error: {self}");
-        // `#[error(transparent)]` variants forward to their inner error's own source.
-        let mut source = std::error::Error::source(self);
-        while let Some(cause) = source {
-            out.push_str(&format!("\n  caused by: {cause}"));
-            source = cause.source();
-        }
-        out
     }
 
     pub fn io(
@@ -201,5 +246,44 @@ mod engine_tests {
         let plain = Error::io("write", "cache/async-race")(denied());
         assert_eq!(wrapped.render(), plain.render());
         assert_eq!(wrapped.exit_code(), plain.exit_code());
+    }
+}
+
+// A feature's error that wraps the engine's, as the commands print it.
+#[cfg(test)]
+mod feature_tests {
+    use super::{EngineError, Error};
+    use std::path::PathBuf;
+
+    fn engine() -> EngineError {
+        EngineError::NotAnArtifact {
+            dir: PathBuf::from("empty"),
+        }
+    }
+
+    #[test]
+    fn an_engine_error_a_feature_met_is_the_engines_whichever_feature_met_it() {
+        let plain = Error::from(engine());
+        for wrapped in [
+            Error::from(crate::bisect::BisectError::from(engine())),
+            Error::from(crate::bundle::BundleError::from(engine())),
+            Error::from(crate::campaign::CampaignError::from(engine())),
+            Error::from(crate::capture::CaptureError::from(engine())),
+        ] {
+            // Unwrapped, so that a spec's errors print as the spec's (render's own case).
+            assert!(matches!(wrapped, Error::Engine(_)), "{wrapped:?}");
+            assert_eq!(wrapped.render(), plain.render());
+            assert_eq!(wrapped.exit_code(), plain.exit_code());
+        }
+    }
+
+    #[test]
+    fn a_features_own_error_keeps_its_exit_code() {
+        let no_device = Error::from(crate::campaign::CampaignError::NoDevice);
+        assert!(matches!(no_device, Error::Campaign(_)));
+        assert_eq!(no_device.exit_code(), repro_contract::exit::NO_DEVICE);
+        let run = Error::from(crate::capture::CaptureError::Run("no launch".into()));
+        assert_eq!(run.render(), "error: repro capture: no launch");
+        assert_eq!(run.exit_code(), repro_contract::exit::USAGE);
     }
 }

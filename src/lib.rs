@@ -10,19 +10,29 @@
 //! The engine (plan, generate, build, run, analyze) fails with [`engine_error::EngineError`] and
 //! names no feature, command or [`machine`]; [`error::Error`] wraps it as it is.
 
-pub mod bisect;
-pub mod bundle;
-pub mod campaign;
-pub mod capture;
 pub mod commands;
 pub mod doctor;
 pub mod error;
-pub mod flags;
-pub mod import;
-pub mod machine;
 
 // The layers below (crates/), under the names the modules above have always used: the contract,
 // the async-race checker and the engine.
 pub use repro_async_race as async_race;
 pub use repro_contract::{check_mode, file_kind, inputs, spec};
 pub use repro_engine::{analyze, build, engine_error, generate, plan, run};
+
+// The features (crates/), each a crate above the engine, under their old names. `machine` (the
+// spec's Lookups answered for this machine) lives with the flags, below every feature that loads
+// a spec.
+pub use repro_bisect as bisect;
+pub use repro_bundle as bundle;
+pub use repro_campaign as campaign;
+pub use repro_capture as capture;
+pub use repro_flags as flags;
+pub use repro_flags::machine;
+
+/// `repro import`'s readers, and under `command` the binary's command that writes what they read
+/// (commands/import_write.rs), under the path it has always had.
+pub mod import {
+    pub use crate::commands::import_write as command;
+    pub use repro_import::*;
+}

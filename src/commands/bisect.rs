@@ -90,6 +90,6 @@ impl BisectArgs {
             json: self.json,
             output: self.output,
         };
-        crate::bisect::bisect(&self.spec, &options)
+        Ok(crate::bisect::bisect(&self.spec, &options)?)
     }
 }

@@ -23,11 +23,11 @@ pub struct BundleArgs {
 
 impl BundleArgs {
     pub fn exec(self) -> Result<u8, Error> {
-        crate::bundle::bundle(
+        Ok(crate::bundle::bundle(
             &self.target,
             self.output.as_deref(),
             self.no_run,
             self.toolchain.nvcc(),
-        )
+        )?)
     }
 }

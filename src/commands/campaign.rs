@@ -79,10 +79,10 @@ pub struct CampaignArgs {
 impl CampaignArgs {
     pub fn exec(self) -> Result<u8, Error> {
         if let (Some(plan), Some(shard)) = (&self.run_shard, self.shard) {
-            return slurm::run_shard(plan, shard);
+            return Ok(slurm::run_shard(plan, shard)?);
         }
         if let Some(dir) = &self.collect {
-            return campaign::collect(dir);
+            return Ok(campaign::collect(dir)?);
         }
         let target = if self.slurm {
             Target::Slurm(slurm::Submit {
@@ -98,12 +98,12 @@ impl CampaignArgs {
                 share_devices: self.share_devices,
             }
         };
-        campaign::campaign(&CampaignOptions {
+        Ok(campaign::campaign(&CampaignOptions {
             file: self.file.clone().expect("clap requires FILE here"),
             output: self.output.clone(),
             target,
             build_jobs: self.build_jobs.map(|n| n as usize),
             nvcc: self.toolchain.nvcc().map(PathBuf::from),
-        })
+        })?)
     }
 }

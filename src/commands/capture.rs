@@ -74,7 +74,7 @@ impl CaptureArgs {
             .map(|a| repro_text::quote::shell_quote(a))
             .collect::<Vec<_>>()
             .join(" ");
-        crate::capture::capture(CaptureRequest {
+        Ok(crate::capture::capture(CaptureRequest {
             kernel: self.kernel,
             launch: self.launch,
             output: self.output,
@@ -92,6 +92,6 @@ impl CaptureArgs {
                 triton: None,
             },
             program: self.program,
-        })
+        })?)
     }
 }

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::flags_table::Source;
 use crate::error::Error;
-use crate::flags::command::Source;
 
 #[derive(Debug, Args)]
 pub struct FlagsArgs {
@@ -37,7 +37,7 @@ impl FlagsArgs {
             (None, Some(line)) => Source::Line(line),
             (None, None) => unreachable!("clap requires one of --from-log and --line"),
         };
-        crate::flags::command::flags(
+        super::flags_table::flags(
             &source,
             self.match_pattern.as_deref(),
             self.spec.as_deref(),

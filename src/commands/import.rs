@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use super::import_write as command;
 use crate::error::Error;
-use crate::import::command;
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {

@@ -1,7 +1,7 @@
 //! The layers inside a crate, where the compiler does not refuse a loop (between crates it does:
-//! the engine and the async-race checker are crates of their own): the files of capture/, the
-//! async-race checker and import/rust/ import one another without a loop. Read from the sources,
-//! test modules left out.
+//! the engine, the async-race checker and each feature are crates of their own): the files of the
+//! capture crate, the async-race checker and the import crate's rust/ import one another without a
+//! loop. Read from the sources, test modules left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -94,9 +94,9 @@ fn a_loop(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 #[test]
 fn the_files_of_capture_async_race_and_the_rust_importer_form_no_loop() {
     for (folder, module) in [
-        ("src/capture", "crate::capture"),
+        ("crates/repro-capture/src", "crate"),
         ("crates/repro-async-race/src", "crate"),
-        ("src/import/rust", "crate::import::rust"),
+        ("crates/repro-import/src/rust", "crate::rust"),
     ] {
         let graph = sibling_imports(folder, module);
         assert!(graph.len() > 3, "{folder} has its files");

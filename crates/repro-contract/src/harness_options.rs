@@ -2,7 +2,7 @@
 //! crates/repro-contract/runtime/src/run/harness_main.cuh), in one table, and the exit codes it
 //! shares with `repro` (`crate::exit`).
 //!
-//! The code that hands options to the harness (src/run/, src/bundle/report.rs) spells them through
+//! The code that hands options to the harness (src/run/, crates/repro-bundle/src/report.rs) spells them through
 //! this table, and the table renders the harness's `--help` (a generated part of harness_main.cuh
 //! that `print_usage` prints), the exit-code constants of
 //! crates/repro-contract/runtime/include/repro/harness.h, the tables of harness options in

@@ -145,7 +145,30 @@ impl From<LoadError> for EngineError {
     }
 }
 
+/// `error: ` and the error's message, then each underlying cause on a `caused by:` line.
+/// `#[error(transparent)]` variants forward to their inner error's own source.
+pub fn render_with_causes(error: &dyn std::error::Error) -> String {
+    let mut out = format!("error: {error}");
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(&format!("\n  caused by: {cause}"));
+        source = cause.source();
+    }
+    out
+}
+
 impl EngineError {
+    /// The error as a command prints it, the way cargo-nextest does: `error: ` and the message,
+    /// then each underlying cause on a `caused by:` line. A spec error is already a list of
+    /// `error:` blocks pointing into the file, and is printed as it is. Here, not in the binary,
+    /// because a feature that records an engine error as a result (bisect) prints it the same way.
+    pub fn render(&self) -> String {
+        if let EngineError::Spec(errors) = self {
+            return errors.to_string();
+        }
+        render_with_causes(self)
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             EngineError::Spec(_)

@@ -7,7 +7,7 @@
 //! spec is the foundation: it reads no build log and looks for no toolchain itself. What only the
 //! layers above know (the production compile line a build log holds, flags/; where this machine's
 //! CUTLASS is, build/toolchain.rs) is asked of the caller through [`Lookups`], which whoever
-//! loads a spec passes in (src/machine.rs answers for this machine). This module may import
+//! loads a spec passes in (crates/repro-flags/src/machine.rs answers for this machine). This module may import
 //! nothing of repro above spec.
 
 use std::collections::HashMap;
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use super::model::{InitPattern, KernelKind, Spec};
 
 /// What a spec needs to know that only the layers above it can tell: the caller that loads a spec
-/// answers (src/machine.rs for this machine; a test may answer by hand).
+/// answers (crates/repro-flags/src/machine.rs for this machine; a test may answer by hand).
 pub trait Lookups {
     /// The production compile line in the build log, compile_commands.json or command file at
     /// `path`: the one `match_pattern` selects, with `hints` (the spec's includes and name) to

@@ -68,7 +68,7 @@ impl LoadError {
 pub const MAX_SPEC_BYTES: u64 = 16 << 20;
 
 /// Reads, parses and validates the spec at `path`; `lookups` answers what only the layers above
-/// spec know (src/machine.rs for this machine).
+/// spec know (crates/repro-flags/src/machine.rs for this machine).
 pub fn load(path: &Path, lookups: &dyn Lookups) -> Result<ResolvedSpec, LoadError> {
     let text = read_spec_text(path)?;
     let dir = path
