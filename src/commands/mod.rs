@@ -111,7 +111,7 @@ fn restore_sigpipe() {
 
 /// Parses the command line, runs the command, and turns its outcome into the process exit code.
 pub fn main() -> ExitCode {
-    // Started as `ptxas` by the async-race checker's nvcc (src/async_race/toolkit.rs).
+    // Started as `ptxas` by the async-race checker's nvcc (crates/repro-async-race/src/toolkit.rs).
     if crate::async_race::toolkit::is_ptxas_wrapper() {
         return crate::async_race::toolkit::ptxas_main();
     }

@@ -1,7 +1,7 @@
 //! Option groups that several commands share, flattened into their argument structs, and the
 //! value parsers that refuse out-of-range values before anything runs. Each group turns itself
 //! into the plain options of the code it drives (`run::Inputs`, `run::Checks`) in one place,
-//! and those render the harness's own options (src/run/mod.rs).
+//! and those render the harness's own options (crates/repro-engine/src/run/mod.rs).
 
 use std::path::{Path, PathBuf};
 

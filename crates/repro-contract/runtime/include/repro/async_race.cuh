@@ -4,7 +4,7 @@
 // gives them, not by whether they happened to collide in this run.
 //
 // How it is wired: repro builds the harness with this header force-included (-include) and a
-// ptxas wrapper that rewrites the kernel's PTX (src/async_race/ptx.rs): every shared-memory
+// ptxas wrapper that rewrites the kernel's PTX (crates/repro-async-race/src/ptx.rs): every shared-memory
 // access, TMA/bulk copy, bulk group commit and wait, proxy fence, named barrier, mbarrier
 // operation and wgmma gets a call to one of the repro_race_* functions below. Nothing else of
 // the build changes. At exit the findings go to $REPRO_ASYNC_RACE_OUT (JSON lines) and repro
@@ -43,7 +43,7 @@
 namespace repro {
 namespace async_race {
 
-// The hooks' flag bits (src/async_race/hooks.rs `flags`).
+// The hooks' flag bits (crates/repro-async-race/src/hooks.rs `flags`).
 enum Flag : uint32_t {
     kWindowMask = 3,
     kWindowCta = 0,
@@ -448,7 +448,7 @@ __device__ void map_use(Slot* slot, uint64_t map, uint32_t w, uint32_t seq, bool
 }  // namespace repro
 
 // ---------------------------------------------------------------------------------------------
-// The hooks (names and parameters are the rewrite's, src/async_race/hooks.rs PROTOTYPES).
+// The hooks (names and parameters are the rewrite's, crates/repro-async-race/src/hooks.rs PROTOTYPES).
 // ---------------------------------------------------------------------------------------------
 using namespace repro::async_race;
 
