@@ -11,7 +11,7 @@
 // skipped. A check's options are the command line's (all but --queue) followed by its line's,
 // so the command line holds what every check shares (--timeout, --reference-cache) and a line
 // may override it (a later --size wins). A line may not name the files of the whole run
-// (--queue, --json, --spec) nor --dump, --emit-inputs, --bench or --help. Every line is read
+// (--queue, --json, --spec) nor --emit-inputs, --bench or --help; --dump DIR is a check's own. Every line is read
 // and checked before the first check runs: a bad line is a usage error naming its number.
 //
 // Each check prints `queue   check N of T: WORDS`, then the report a process of its own would
@@ -67,7 +67,7 @@ inline std::string read_queue_text(const std::string& path) {
 
 // The options the whole run owns: a queue's line may not set them.
 inline const char* queue_refused_option(const std::string& word) {
-  for (const char* option : {"--queue", "--json", "--spec", "--dump", "--emit-inputs", "--bench", "--warmup",
+  for (const char* option : {"--queue", "--json", "--spec", "--emit-inputs", "--bench", "--warmup",
                              "--flush-l2", "--help", "-h"}) {
     const size_t n = std::strlen(option);
     if (word.compare(0, n, option) == 0 && (word.size() == n || word[n] == '=')) return option;
