@@ -213,6 +213,13 @@ pub const EMIT_INPUTS: HarnessOption = valued(
     Group::Modes,
     "write the generated inputs as .npy into DIR and exit (no GPU needed)",
 );
+pub const QUEUE: HarnessOption = valued(
+    "--queue",
+    "FILE",
+    Group::Modes,
+    "run a queue of checks in this one process: one per line of FILE (- for standard input), its \
+     options separated by tabs; with --json, one JSON line per check",
+);
 pub const SPEC: HarnessOption = valued(
     "--spec",
     "FILE",
@@ -257,6 +264,7 @@ pub const ALL: &[HarnessOption] = &[
     WARMUP,
     FLUSH_L2,
     EMIT_INPUTS,
+    QUEUE,
     SPEC,
     JSON,
     DUMP,

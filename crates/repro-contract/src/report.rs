@@ -225,6 +225,9 @@ pub enum ReportError {
 /// A harness's JSON report, member by member as report.cuh and its callers write it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Report {
+    /// In a queue of checks (the harness's `--queue`): the check's index in the queue, from 0.
+    #[serde(default)]
+    pub check: Option<u64>,
     // Always written, by write_json_report.
     /// `passed`, `failed`, `not run` or `timed`.
     pub disposition: ReportDisposition,

@@ -73,6 +73,12 @@ pub enum EngineError {
     #[error("the harness {} refused the options repro gave it: {message}", binary.display())]
     HarnessRefused { binary: PathBuf, message: String },
 
+    /// A harness option that a queue file cannot hold (its words are separated by tabs, its
+    /// checks by newlines).
+    #[error("the harness option `{}` holds a tab or a line break, which a queue of checks cannot carry; \
+             give the value without one", word.escape_debug())]
+    QueueWord { word: String },
+
     /// The harness wrote a report repro cannot read: a harness of another repro version, or a bug.
     #[error("the harness's JSON report {} is not what repro reads: {why}\n\
              help: a harness built by another repro version writes another report: rebuild it with `repro build`; \
@@ -184,6 +190,7 @@ impl EngineError {
             | EngineError::NoSizeToVary { .. }
             | EngineError::ShrinkNeedsGemm { .. }
             | EngineError::HarnessRefused { .. }
+            | EngineError::QueueWord { .. }
             | EngineError::ShrunkSpec { .. } => exit::USAGE,
             EngineError::Io { .. } | EngineError::AsyncRace(_) => exit::USAGE,
             EngineError::Internal(_) | EngineError::HarnessReport { .. } => exit::INTERNAL,

@@ -17,3 +17,16 @@ __global__ void write_out_of_bounds(const float* A, const float* B, float* D, in
   const size_t far = size_t(1) << 40;  // 1 TiB past D: no allocation there
   D[far + threadIdx.x] = A[0] * B[0] * static_cast<float>(M + N + K);
 }
+
+// A right GEMM (one thread per output, f32) at every size but M == 65, where it writes far past
+// D: a queue of checks over sizes faults in its middle (scripts/gpu-queue.sh), and the checks
+// after it must still run, in a fresh process, and pass.
+__global__ void fault_at_m65(const float* A, const float* B, float* D, int M, int N, int K) {
+  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  const int m = blockIdx.y * blockDim.y + threadIdx.y;
+  if (m >= M || n >= N) return;
+  float acc = 0.0f;
+  for (int k = 0; k < K; ++k) acc = fmaf(A[size_t(m) * K + k], B[size_t(k) * N + n], acc);
+  const size_t far = M == 65 ? size_t(1) << 40 : 0;  // 1 TiB past D: no allocation there
+  D[far + size_t(m) * N + n] = acc;
+}

@@ -8,6 +8,7 @@
 pub mod bench;
 pub use repro_contract::harness_options;
 pub mod probe;
+pub mod queue;
 pub mod sanitize;
 pub mod shrink;
 pub mod sweep;

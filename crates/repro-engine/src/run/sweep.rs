@@ -7,7 +7,8 @@ use std::time::Duration;
 use std::path::Path;
 
 use super::harness_options as opt;
-use super::{run_quiet, Checks, Inputs, RunOutcome};
+use super::queue::{run_queue, Flow};
+use super::{Checks, Inputs, RunOutcome};
 use crate::build::Variant;
 use crate::engine_error::EngineError as Error;
 use crate::generate::compiled_sizes::sizes_fixed_reason;
@@ -149,32 +150,52 @@ pub fn sweep(plan: &Plan, options: &SweepOptions) -> Result<u8, Error> {
             .join(", ")
     );
     println!("{:>8}  {:<24} {:<24}", "size", "--ones", "random");
+    // Every size's two checks, --ones then random, in one queue: one process and one context
+    // for the whole sweep (run/queue.rs), rows printed as each size's pair ends.
+    let checks: Vec<Vec<String>> = sizes
+        .iter()
+        .flat_map(|&size| {
+            [true, false].map(|ones| {
+                let at_size = dims.iter().map(|d| (d.as_str(), size));
+                run_arguments(at_size, ones, options.timeout, &plan.dir)
+            })
+        })
+        .collect();
     let mut failing = Vec::new();
-    for &size in &sizes {
-        let at_size = || dims.iter().map(move |d| (d.as_str(), size));
-        let ones = run_quiet(
-            &binary,
-            &run_arguments(at_size(), true, options.timeout, &plan.dir),
-            limit,
-        )?;
-        if ones.code == exit::NO_DEVICE {
-            println!("no usable CUDA device: the harness is built; a sweep needs a GPU to run it");
-            return Ok(exit::NO_DEVICE);
-        }
-        let random = run_quiet(
-            &binary,
-            &run_arguments(at_size(), false, options.timeout, &plan.dir),
-            limit,
-        )?;
-        println!("{size:>8}  {:<24} {:<24}", cell(&ones), cell(&random));
-        if ones.class != "ok" || random.class != "ok" {
-            let class = if ones.class != "ok" {
-                &ones.class
-            } else {
-                &random.class
+    let mut no_device = false;
+    let mut ones: Option<RunOutcome> = None;
+    run_queue(
+        &binary,
+        &[],
+        &checks,
+        limit,
+        &plan.dir.join(".repro/queue"),
+        |check| {
+            if check.outcome.code == exit::NO_DEVICE {
+                no_device = true;
+                return Flow::Stop;
+            }
+            let Some(ones) = ones.take() else {
+                ones = Some(check.outcome);
+                return Flow::Continue;
             };
-            failing.push(format!("{size} ({class})"));
-        }
+            let random = check.outcome;
+            let size = sizes[check.index / 2];
+            println!("{size:>8}  {:<24} {:<24}", cell(&ones), cell(&random));
+            if ones.class != "ok" || random.class != "ok" {
+                let class = if ones.class != "ok" {
+                    &ones.class
+                } else {
+                    &random.class
+                };
+                failing.push(format!("{size} ({class})"));
+            }
+            Flow::Continue
+        },
+    )?;
+    if no_device {
+        println!("no usable CUDA device: the harness is built; a sweep needs a GPU to run it");
+        return Ok(exit::NO_DEVICE);
     }
     if failing.is_empty() {
         println!("sweep   every size passes");

@@ -324,7 +324,7 @@ inline int finish_attention_probes(SpecInfo& spec, cudaStream_t stream, cudaEven
   call_differing_runs_nondeterministic(probes);
   const Pattern verdict = most_specific_failure(probes, rank);
   show_first_failure(probes, tensors[size_t(spec.custom.outputs[0])]);
-  for (Tensor& t : tensors) cudaFree(t.device);
+  give_device_buffers(tensors);
   return conclude_probes(probes, verdict);
 }
 

@@ -18,6 +18,18 @@ inline std::string describe(const Launch& launch) {
                    launch.cluster.z, launch.smem_bytes);
 }
 
+// The TMA descriptors a check printed (tma.cuh prints each once per check, and lists them in
+// the report); a queue's next check starts with none (queue.cuh).
+struct TmaPrinted {
+  std::vector<std::string> names;
+  std::string json_list;
+};
+
+inline TmaPrinted& tma_printed() {
+  static TmaPrinted printed;
+  return printed;
+}
+
 // The device the harness runs on; set by harness_main before the first launch.
 inline DeviceInfo& current_device() {
   static DeviceInfo info;

@@ -98,6 +98,26 @@ inline StressState& stress_state() {
 
 inline bool stress_enabled() { return stress_state().mode != StressMode::none; }
 
+// A new check of a queue (queue.cuh): the state a process of its own starts with, keeping only
+// what stress_setup made on the device (the stream, the buffers, the host-mapped flags).
+inline void stress_begin_check() {
+  StressState& s = stress_state();
+  StressState fresh;
+  fresh.stream = s.stream;
+  fresh.buffer = s.buffer;
+  fresh.buffer_bytes = s.buffer_bytes;
+  fresh.moved = s.moved;
+  fresh.stressor_ns = s.stressor_ns;
+  fresh.stop = s.stop;
+  fresh.stop_device = s.stop_device;
+  fresh.started = s.started;
+  fresh.started_device = s.started_device;
+  fresh.sm_count = s.sm_count;
+  fresh.l2_bytes = s.l2_bytes;
+  fresh.stressor_smem = s.stressor_smem;
+  s = fresh;
+}
+
 __device__ inline unsigned long long stress_clock_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
@@ -166,12 +186,24 @@ __global__ void stress_l2_kernel(float4* buffer, size_t count, const volatile in
 inline void CUDART_CB stress_stop_host(void* state) { *static_cast<StressState*>(state)->stop = 1; }
 
 inline void stress_setup(StressState& s) {
-  if (s.stream != nullptr) return;
+  // The buffer's size follows the mode; a queue of checks (queue.cuh) may change modes between
+  // checks, and a check gets the buffer a process of its own would.
+  const auto buffer_bytes = [&] {
+    return size_t(std::max(s.l2_bytes, 1 << 20)) * (s.mode == StressMode::bandwidth ? 4 : 2);
+  };
+  if (s.stream != nullptr) {
+    if (s.buffer_bytes == buffer_bytes()) return;
+    REPRO_CUDA_CHECK(cudaFree(s.buffer));
+    s.buffer_bytes = buffer_bytes();
+    REPRO_CUDA_CHECK(cudaMalloc(&s.buffer, s.buffer_bytes));
+    REPRO_CUDA_CHECK(cudaMemset(s.buffer, 0, s.buffer_bytes));
+    return;
+  }
   const int device = current_device().ordinal;
   REPRO_CUDA_CHECK(cudaDeviceGetAttribute(&s.sm_count, cudaDevAttrMultiProcessorCount, device));
   REPRO_CUDA_CHECK(cudaDeviceGetAttribute(&s.l2_bytes, cudaDevAttrL2CacheSize, device));
   REPRO_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-  s.buffer_bytes = size_t(std::max(s.l2_bytes, 1 << 20)) * (s.mode == StressMode::bandwidth ? 4 : 2);
+  s.buffer_bytes = buffer_bytes();
   REPRO_CUDA_CHECK(cudaMalloc(&s.buffer, s.buffer_bytes));
   REPRO_CUDA_CHECK(cudaMemset(s.buffer, 0, s.buffer_bytes));
   REPRO_CUDA_CHECK(cudaMalloc(&s.moved, sizeof(unsigned long long)));

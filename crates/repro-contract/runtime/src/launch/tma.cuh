@@ -65,14 +65,14 @@ CUtensorMap encode_tma(const TmaRequest& request, void* base) {
           strprintf("tma %s: cuTensorMapEncodeTiled failed: %s\n  %s\n  global address %p", request.name,
                     cu_result_name(result).c_str(), describe(request).c_str(), base));
 
-  // Print each descriptor once (the launch runs once per repeat) and keep it for the JSON report.
-  static std::vector<std::string> printed;
-  if (std::find(printed.begin(), printed.end(), request.name) == printed.end()) {
-    printed.push_back(request.name);
+  // Print each descriptor once per check (the launch runs once per repeat) and keep it for the
+  // JSON report.
+  TmaPrinted& printed = tma_printed();
+  if (std::find(printed.names.begin(), printed.names.end(), request.name) == printed.names.end()) {
+    printed.names.push_back(request.name);
     std::printf("tma     %s\n", describe(request).c_str());
-    static std::string json_list;
-    json_list += (json_list.empty() ? "" : ",") + json(request);
-    report_set("tma", "[" + json_list + "]");
+    printed.json_list += (printed.json_list.empty() ? "" : ",") + json(request);
+    report_set("tma", "[" + printed.json_list + "]");
   }
   return map;
 }

@@ -141,7 +141,7 @@ inline int run_custom_probes(SpecInfo& spec, cudaStream_t stream, cudaEvent_t st
 
   const Pattern verdict = most_specific_failure(probes, custom_class_rank);
   show_first_failure(probes, tensors[size_t(spec.custom.outputs[0])]);
-  for (Tensor& t : tensors) cudaFree(t.device);
+  give_device_buffers(tensors);
   return conclude_probes(probes, verdict);
 }
 

@@ -119,6 +119,10 @@ inline std::vector<std::pair<std::string, std::string>> g_report_fields;
 
 inline void set_json_path(const std::string& path) { g_json_path = path; }
 
+// In a queue of checks (queue.cuh): the check's index, written first in its report, and the
+// report appended to the --json file as one line; -1 for a harness that runs one check.
+inline long long g_queue_check = -1;
+
 // Sets member `key` of the report to `json` (JSON text), replacing an earlier value.
 inline void report_set(const std::string& key, const std::string& json) {
   for (auto& field : g_report_fields) {
@@ -143,6 +147,7 @@ inline bool write_json_report(int exit_code, const std::string& disposition, con
   if (g_json_path.empty()) return true;
   JsonWriter w;
   w.begin_object();
+  if (g_queue_check >= 0) w.field("check", int64_t(g_queue_check));
   for (const auto& field : g_report_fields) {
     w.key(field.first);
     w.raw(field.second);
@@ -153,7 +158,8 @@ inline bool write_json_report(int exit_code, const std::string& disposition, con
   w.field("message", message);
   w.end_object();
   std::string error;
-  if (!write_text_file(g_json_path, w.str() + "\n", &error)) {
+  if (g_queue_check >= 0 ? !append_line(g_json_path, w.str(), &error)
+                         : !write_text_file(g_json_path, w.str() + "\n", &error)) {
     std::fprintf(stderr, "warning: no JSON report: %s\n", error.c_str());
     return false;
   }

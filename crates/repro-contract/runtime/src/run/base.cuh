@@ -101,9 +101,13 @@ inline std::string make_directories(const std::string& dir) {
   }
 }
 
+// Where a usage error was found when it was not on the command line: "queue.txt line 3: " while
+// a queue's lines are read (queue.cuh); empty otherwise.
+inline std::string g_usage_context;
+
 // A usage or spec error found by the harness: exit 2.
 [[noreturn]] inline void usage_error(const std::string& message) {
-  std::fprintf(stderr, "error: %s\n(run with --help for the options)\n", message.c_str());
+  std::fprintf(stderr, "error: %s%s\n(run with --help for the options)\n", g_usage_context.c_str(), message.c_str());
   std::fflush(stderr);
   std::_Exit(kExitUsage);
 }

@@ -515,12 +515,10 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   if (const int code = open_device(spec, options.ones ? "ones" : "reference", inputs_line, sizes_line)) return code;
   times.end("context");
 
-  for (Tensor& t : tensors) REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
-  cudaStream_t stream;
-  cudaEvent_t start, stop;
-  REPRO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  REPRO_CUDA_CHECK(cudaEventCreate(&start));
-  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+  take_device_buffers(tensors);
+  const CheckStream& check = check_stream();
+  cudaStream_t stream = check.stream;
+  cudaEvent_t start = check.start, stop = check.stop;
   if (spec.custom.reference_on_device) compute_reference();
   if (options.bench) {
     for (Tensor& t : tensors)
@@ -617,7 +615,7 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   report_set("repeat", JsonWriter().value(repeat).str());
   times.end("report");
   times.report();
-  for (Tensor& t : tensors) cudaFree(t.device);
+  give_device_buffers(tensors);
   return conclude(passed ? kExitPassed : kExitMismatch, verdict.cls, passed ? "" : verdict.evidence);
 }
 

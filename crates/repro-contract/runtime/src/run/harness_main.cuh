@@ -9,6 +9,7 @@
 
 #include "probe_custom.cuh"
 #include "attention.cuh"
+#include "queue.cuh"
 
 namespace repro {
 
@@ -54,6 +55,9 @@ inline constexpr const char* kUsageOptions =
     "  --flush-l2             with --bench: write over a buffer twice the L2's size before each timed\n"
     "                         launch\n"
     "  --emit-inputs DIR      write the generated inputs as .npy into DIR and exit (no GPU needed)\n"
+    "  --queue FILE           run a queue of checks in this one process: one per line of FILE (- for\n"
+    "                         standard input), its options separated by tabs; with --json, one JSON line\n"
+    "                         per check\n"
     "Files:\n"
     "  --spec FILE            the resolved spec to run (default: the artifact's spec.yaml, found from the\n"
     "                         executable's folder): inits, seeds, checks and the reference are read from\n"
@@ -162,6 +166,8 @@ inline Options parse_options(int argc, char** argv) {
       options.jitter_ns = static_cast<int>(v);
     } else if (is("--emit-inputs")) {
       options.emit_inputs_dir = value_of(i, "--emit-inputs");
+    } else if (is("--queue")) {
+      options.queue_path = value_of(i, "--queue");
     } else {
       usage_error(strprintf("unknown option `%s`", arg.c_str()));
     }
@@ -253,10 +259,11 @@ inline bool use_device_reference(const std::string& provider, const GemmOperands
   return double(g.L) * double(g.M) * double(g.N) * double(g.K) >= kDeviceReferenceMinMacs;
 }
 
-inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
+// One check: the spec's tensors made afresh for `options`, then inputs, reference, launches,
+// comparison and report, ending in conclude() (its Disposition line and JSON report). A harness
+// runs one (run_harness) or a queue of them in one process (queue.cuh).
+inline int run_check(const Options& options, const HarnessSpec& harness) {
   PhaseTimes times;
-  set_command_line(argc, argv);
-  const Options options = parse_options(argc, argv);
   SpecInfo spec;
   load_spec_file(options.spec_path.empty() ? default_spec_path() : options.spec_path, harness, &spec);
   if (!options.json_path.empty()) set_json_path(options.json_path);
@@ -344,8 +351,8 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
 
   // Device buffers first: the device reference reads the inputs there. Outputs are poisoned
   // before every launch (poison_device_outputs).
+  take_device_buffers(tensors);
   for (Tensor& t : tensors) {
-    REPRO_CUDA_CHECK(cudaMalloc(&t.device, std::max<size_t>(t.storage_bytes(), 1)));
     if (t.output) continue;
     if (device_path && is_generated_input(t)) generate_on_device(t);
     else REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
@@ -360,11 +367,9 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
   }
   times.end("uploads");
 
-  cudaStream_t stream;
-  cudaEvent_t start, stop;
-  REPRO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  REPRO_CUDA_CHECK(cudaEventCreate(&start));
-  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+  const CheckStream& check = check_stream();
+  cudaStream_t stream = check.stream;
+  cudaEvent_t start = check.start, stop = check.stop;
   if (options.bench) {
     Launch launch;
     const BenchResult result = bench_kernel(spec, options.bench_options, stream, start, stop, timeout, &launch);
@@ -372,7 +377,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     std::printf("launch  %s\n", describe(launch).c_str());
     report_bench(result, options.bench_options, spec);
     times.report();
-    for (Tensor& t : tensors) cudaFree(t.device);
+    give_device_buffers(tensors);
     return conclude_timed();
   }
 
@@ -464,7 +469,7 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
     const Tolerance tolerance = spec_tolerance(spec, reference_rms(want));
     const int code = is_grouped ? run_grouped_probes(spec, context, grouped, want, tolerance, spec_inputs)
                                 : run_probes(spec, context, want, tolerance, spec_inputs);
-    for (Tensor& t : tensors) cudaFree(t.device);
+    give_device_buffers(tensors);
     return code;
   }
 
@@ -643,8 +648,16 @@ inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
 
   times.end("report");
   times.report();
-  for (Tensor& t : tensors) cudaFree(t.device);
+  give_device_buffers(tensors);
   return conclude(exit_code, pattern.cls, passed ? "" : pattern.evidence);
+}
+
+// The harness's main: one check, or with --queue a queue of them (queue.cuh).
+inline int run_harness(int argc, char** argv, const HarnessSpec& harness) {
+  set_command_line(argc, argv);
+  const Options options = parse_options(argc, argv);
+  if (!options.queue_path.empty()) return run_queue(argc, argv, options, harness, run_check);
+  return run_check(options, harness);
 }
 
 }  // namespace repro

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "bench.cuh"
+#include "device_buffers.cuh"
 #include "spec_file.cuh"
 
 namespace repro {
@@ -32,6 +33,7 @@ struct Options {
   std::string stress;    // --stress MODE; empty: the spec's check.stress
   int stress_sms = 0;    // --stress-sms N; 0: the spec's check.stress_sms
   int jitter_ns = 0;     // --jitter-ns N; 0: the default (stress.cuh)
+  std::string queue_path;  // --queue FILE: a queue of checks in this process (queue.cuh)
 };
 
 // Where a run's wall time goes, phase by phase (the `time` line and the report's `timings`):

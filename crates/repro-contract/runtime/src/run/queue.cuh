@@ -1,0 +1,191 @@
+// ---------------------------------------------------------------------------------------------
+// repro harness runtime: queue
+//
+// --queue FILE (or - for standard input): a queue of checks of this one instantiation, run one
+// after the other in one process and one CUDA context, so that a campaign, a sweep or a shrink
+// pays for the process and the context once rather than per check (docs/cli.md, "A queue of
+// checks").
+//
+// The file holds one check per line: its options, as on the command line, separated by tabs (a
+// word may hold spaces; repro writes these files). Empty lines and lines starting with `#` are
+// skipped. A check's options are the command line's (all but --queue) followed by its line's,
+// so the command line holds what every check shares (--timeout, --reference-cache) and a line
+// may override it (a later --size wins). A line may not name the files of the whole run
+// (--queue, --json, --spec) nor --emit-inputs, --bench or --help; --dump DIR is a check's own. Every line is read
+// and checked before the first check runs: a bad line is a usage error naming its number.
+//
+// Each check prints `queue   check N of T: WORDS`, then the report a process of its own would
+// print, ending in its Disposition line; with --json FILE each check's JSON report is appended
+// to FILE as one line the moment it ends, with `"check": N` (from 0) first. Between checks
+// nothing of one check reaches the next: the spec is read afresh, the report's fields, the
+// stressor's state and the TMA descriptors printed start empty, and the device buffers are
+// taken back (device_buffers.cuh; outputs are poisoned before every launch as always).
+//
+// Isolation: a check that cannot go on (a fault, a hang, a sticky CUDA error) ends the process
+// as it would end a process of its own (fatal(): its line written, exit 4 or 5), and after each
+// check the context is checked for an error a kernel left behind; repro starts a fresh process
+// for the rest of the queue, so no later check runs in a context that faulted.
+//
+// Exit: 0 when every check passed, 1 when every check ran and at least one failed, 7 when there
+// is no device (at the first check), and a fatal check's own code.
+// ---------------------------------------------------------------------------------------------
+#pragma once
+
+#include "run_options.cuh"
+
+namespace repro {
+
+inline Options parse_options(int argc, char** argv);  // harness_main.cuh
+
+// Bounds on a queue file: a queue is a list of short option lines, and these keep a wrong path
+// (/dev/zero, a binary) from being read without end.
+constexpr size_t kMaxQueueBytes = size_t(64) << 20;
+constexpr size_t kMaxQueueChecks = size_t(1) << 20;
+constexpr size_t kMaxQueueWords = 512;
+
+struct QueuedCheck {
+  long long line = 0;              // in the file, from 1
+  std::vector<std::string> words;  // its options
+};
+
+inline std::string read_queue_text(const std::string& path) {
+  FILE* file = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+  if (file == nullptr) usage_error(strprintf("--queue %s: cannot read it: %s", path.c_str(), std::strerror(errno)));
+  std::string text;
+  char buffer[1 << 16];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;) {
+    text.append(buffer, n);
+    if (text.size() > kMaxQueueBytes)
+      usage_error(strprintf("--queue %s: larger than %zu MiB; a queue is a list of option lines", path.c_str(),
+                            kMaxQueueBytes >> 20));
+  }
+  const bool failed = std::ferror(file) != 0;
+  if (file != stdin) std::fclose(file);
+  if (failed) usage_error(strprintf("--queue %s: cannot read it", path.c_str()));
+  return text;
+}
+
+// The options the whole run owns: a queue's line may not set them.
+inline const char* queue_refused_option(const std::string& word) {
+  for (const char* option : {"--queue", "--json", "--spec", "--emit-inputs", "--bench", "--warmup",
+                             "--flush-l2", "--help", "-h"}) {
+    const size_t n = std::strlen(option);
+    if (word.compare(0, n, option) == 0 && (word.size() == n || word[n] == '=')) return option;
+  }
+  return nullptr;
+}
+
+inline std::vector<QueuedCheck> read_queue(const std::string& path) {
+  const std::string text = read_queue_text(path);
+  std::vector<QueuedCheck> checks;
+  long long line_number = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    const std::string where = strprintf("--queue %s line %lld", path.c_str(), line_number);
+    if (checks.size() == kMaxQueueChecks)
+      usage_error(strprintf("%s: more than %zu checks; split the queue", where.c_str(), kMaxQueueChecks));
+    QueuedCheck check;
+    check.line = line_number;
+    for (size_t at = 0;;) {
+      const size_t tab = line.find('\t', at);
+      const std::string word = line.substr(at, tab == std::string::npos ? std::string::npos : tab - at);
+      if (word.empty())
+        usage_error(where + ": an empty option (options are separated by one tab, with none at either end)");
+      if (const char* refused = queue_refused_option(word))
+        usage_error(strprintf("%s: %s belongs to the whole run, not to one check of a queue (give it on the command "
+                              "line, or run the check on its own)",
+                              where.c_str(), refused));
+      check.words.push_back(word);
+      if (check.words.size() > kMaxQueueWords)
+        usage_error(strprintf("%s: more than %zu options", where.c_str(), kMaxQueueWords));
+      if (tab == std::string::npos) break;
+      at = tab + 1;
+    }
+    checks.push_back(std::move(check));
+  }
+  return checks;
+}
+
+// A new check: nothing of the one before but the context, the stream and the buffers to reuse.
+inline void begin_queued_check(long long index) {
+  g_queue_check = index;
+  g_report_fields.clear();
+  stress_begin_check();
+  tma_printed() = TmaPrinted();
+  device_buffer_pool().reclaim();
+}
+
+// After a check: an error a kernel left in the context (a fault the check's own calls did not
+// see) ends the process, so that the next check does not run in a context that faulted.
+inline void require_clean_context(long long index) {
+  const cudaError_t synchronized = cudaDeviceSynchronize();
+  const cudaError_t last = cudaGetLastError();
+  const cudaError_t error = synchronized != cudaSuccess ? synchronized : last;
+  if (error == cudaSuccess) return;
+  std::printf("queue   the context holds an error after check %lld: %s (%s); the rest of the queue needs a fresh "
+              "process\n",
+              index, cudaGetErrorName(error), cudaGetErrorString(error));
+  std::fflush(stdout);
+  std::_Exit(kExitCudaError);
+}
+
+inline std::string queue_words_text(const std::vector<std::string>& words) {
+  std::string text;
+  for (const std::string& word : words) text += (text.empty() ? "" : " ") + shell_quote(word);
+  return text;
+}
+
+inline int run_queue(int argc, char** argv, const Options& command_line, const HarnessSpec& harness,
+                     int (*run_one)(const Options&, const HarnessSpec&)) {
+  // The command line's words, but --queue and its value: every check starts from them.
+  std::vector<std::string> shared;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--queue") {
+      ++i;
+      continue;
+    }
+    if (word.rfind("--queue=", 0) == 0) continue;
+    shared.push_back(word);
+  }
+  const std::vector<QueuedCheck> checks = read_queue(command_line.queue_path);
+  std::vector<Options> options;
+  for (const QueuedCheck& check : checks) {
+    std::vector<std::string> words = {argv[0]};
+    words.insert(words.end(), shared.begin(), shared.end());
+    words.insert(words.end(), check.words.begin(), check.words.end());
+    std::vector<char*> pointers;
+    for (std::string& word : words) pointers.push_back(&word[0]);
+    g_usage_context = strprintf("--queue %s line %lld: ", command_line.queue_path.c_str(), check.line);
+    Options parsed = parse_options(int(pointers.size()), pointers.data());
+    parsed.queue_path.clear();
+    options.push_back(std::move(parsed));
+  }
+  g_usage_context.clear();
+  // The reports of this process only: a queue's --json file is written afresh.
+  if (!command_line.json_path.empty()) {
+    std::string error;
+    if (!write_text_file(command_line.json_path, "", &error)) usage_error(error);
+  }
+  size_t passed = 0, failed = 0;
+  for (size_t i = 0; i < checks.size(); ++i) {
+    begin_queued_check((long long)i);
+    std::printf("queue   check %zu of %zu: %s\n", i + 1, checks.size(), queue_words_text(checks[i].words).c_str());
+    std::fflush(stdout);
+    const int code = run_one(options[i], harness);
+    std::fflush(stdout);
+    if (code == kExitNoDevice) return code;  // nothing of the queue can run here
+    (code == kExitPassed ? passed : failed) += 1;
+    require_clean_context((long long)i);
+  }
+  std::printf("queue   %zu checks: %zu passed, %zu failed\n", checks.size(), passed, failed);
+  return failed > 0 ? kExitMismatch : kExitPassed;
+}
+
+}  // namespace repro

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# GPU check of the harness's queue of checks (--queue; docs/cli.md, "A queue of checks"):
+#
+#   same     every check of a list run as a queue in one process and each as a process of its own:
+#            every report field that is not a time equal, every dumped tensor equal bit for bit
+#   fault    `repro sweep` over sizes where one faults in the middle: that size a fault, the
+#            others pass, the rest of the queue run by a fresh process
+#   rate     the same checks as processes and as one queue: checks per second, side by side
+#
+#   scripts/gpu-queue.sh [same] [fault] [rate]     # uses target/release/repro; logs in $QUEUE_LOGS
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repro=${REPRO:-$PWD/target/release/repro}
+logs=${QUEUE_LOGS:-$(mktemp -d)}
+mkdir -p "$logs"
+parts=("$@")
+wanted() { [[ ${#parts[@]} -eq 0 ]] || [[ " ${parts[*]} " == *" $1 "* ]]; }
+failures=0
+verdict() { if [[ $1 == 0 ]]; then echo "OK    $2"; else echo "FAIL  $2"; failures=$((failures + 1)); fi; }
+
+# Every check of the list in $1 (one per line, options separated by tabs) against artifact $2:
+# as one queue, and as processes of their own; then compared.
+same() {
+  local list=$1 artifact=$2 label=$3 out=$logs/same-$3
+  rm -rf "$out" && mkdir -p "$out/queue" "$out/alone"
+  local i=0 queue=$out/queue.txt
+  : >"$queue"
+  while IFS= read -r line; do
+    printf '%s\t--dump\t%s\n' "$line" "$out/queue/$i" >>"$queue"
+    IFS=$'\t' read -ra words <<<"$line"
+    "$artifact/harness" "${words[@]}" --dump "$out/alone/$i" --json "$out/alone/$i.json" >"$out/alone/$i.log" 2>&1
+    i=$((i + 1))
+  done <"$list"
+  "$artifact/harness" --queue "$queue" --json "$out/queue.jsonl" >"$out/queue.log" 2>&1
+  echo "queue exit $?" >>"$out/queue.log"
+  python3 - "$out" "$i" <<'PY'
+import json, os, sys, filecmp
+out, n = sys.argv[1], int(sys.argv[2])
+# Times, and what names the run's own files, differ by nature; everything else must not.
+timing = {"timings", "reference_seconds", "reference_kernel_ms", "reference_fetch_ms", "reference_check_ms", "check"}
+def is_time(k):
+    return k in timing or k in ("ms", "kernel_ms") or k.endswith(("_ms", "_seconds", "_ns", "_s"))
+def strip(v):
+    if isinstance(v, dict):
+        return {k: strip(x) for k, x in v.items() if not is_time(k)}
+    if isinstance(v, list):
+        return [strip(x) for x in v]
+    return v
+queue = [json.loads(l) for l in open(os.path.join(out, "queue.jsonl"))]
+bad = 0
+if len(queue) != n:
+    print(f"  {len(queue)} queue reports for {n} checks"); bad += 1
+for i in range(min(n, len(queue))):
+    alone = json.load(open(os.path.join(out, "alone", f"{i}.json")))
+    a, q = strip(alone), strip(queue[i])
+    for key in sorted(set(a) | set(q)):
+        if a.get(key) != q.get(key):
+            print(f"  check {i}: `{key}` differs: alone {json.dumps(a.get(key))[:200]} queue {json.dumps(q.get(key))[:200]}"); bad += 1
+    da, dq = os.path.join(out, "alone", str(i)), os.path.join(out, "queue", str(i))
+    files = sorted(os.listdir(da)) if os.path.isdir(da) else []
+    for f in files:
+        if not os.path.exists(os.path.join(dq, f)) or not filecmp.cmp(os.path.join(da, f), os.path.join(dq, f), shallow=False):
+            print(f"  check {i}: {f} differs"); bad += 1
+    print(f"  check {i}: {alone.get('disposition')} ({alone.get('class')}), {len(files)} tensors compared")
+sys.exit(1 if bad else 0)
+PY
+  verdict $? "same: $label, $i checks as one queue and as processes"
+}
+
+if wanted same; then
+  "$repro" build examples/naive_gemm_f32.yaml -o "$logs/naive" >"$logs/build-naive.log" 2>&1
+  printf '%s\n' '--ones' '--seed	5' '--size	M=129	--size	N=65	--ones' '--size	M=129	--size	N=65' \
+    '--init	A=normal' '--repeat	3' '--stress	l2' '--reference	device' '--size	M=1	--size	N=1	--size	K=1' \
+    '--ones	--size	K=4096' '--seed	5' >"$logs/naive-checks.txt"
+  same "$logs/naive-checks.txt" "$logs/naive" naive_gemm_f32
+  "$repro" build examples/tma_gemm_bf16.yaml -o "$logs/tma" >"$logs/build-tma.log" 2>&1
+  printf '%s\n' '--ones' '--seed	7' '--repeat	2' '--ones' >"$logs/tma-checks.txt"
+  same "$logs/tma-checks.txt" "$logs/tma" tma_gemm_bf16
+  # A probe in a queue: its many launches and its verdict as a process of its own gives them.
+  printf '%s\n' '--probe' '--ones' '--probe' >"$logs/probe-checks.txt"
+  "$repro" build examples/k_tile_twice.yaml -o "$logs/ktt" >"$logs/build-ktt.log" 2>&1
+  same "$logs/probe-checks.txt" "$logs/ktt" k_tile_twice_probe
+fi
+
+if wanted fault; then
+  "$repro" sweep tests/gpu/queue_fault_at_m65.yaml -o "$logs/fault" --dims M --sizes 63,64,65,66,67 >"$logs/fault.log" 2>&1
+  code=$?
+  cat "$logs/fault.log"
+  grep -Eq '^ +65 +FAIL fault' "$logs/fault.log" && [[ $code == 1 ]] &&
+    [[ $(grep -Ec '^ +6[3467] +pass +pass' "$logs/fault.log") == 4 ]]
+  verdict $? "fault: the size that faults is named, the sizes after it still run and pass (exit $code)"
+fi
+
+if wanted rate; then
+  "$repro" build examples/naive_gemm_f32.yaml -o "$logs/naive" >"$logs/build-naive.log" 2>&1
+  : >"$logs/rate.txt"
+  for n in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+    for size in 64 128 256; do
+      printf -- '--ones\t--size\tM=%s\t--size\tN=%s\t--size\tK=%s\n--seed\t%s\t--size\tM=%s\t--size\tN=%s\t--size\tK=%s\n' \
+        "$size" "$size" "$size" "$n" "$size" "$size" "$size" >>"$logs/rate.txt"
+    done
+  done
+  checks=$(wc -l <"$logs/rate.txt")
+  start=$EPOCHREALTIME
+  while IFS= read -r line; do
+    IFS=$'\t' read -ra words <<<"$line"
+    "$logs/naive/harness" "${words[@]}" >/dev/null 2>&1
+  done <"$logs/rate.txt"
+  alone=$(python3 -c "print($EPOCHREALTIME - $start)")
+  start=$EPOCHREALTIME
+  "$logs/naive/harness" --queue "$logs/rate.txt" --json "$logs/rate.jsonl" >"$logs/rate-queue.log" 2>&1
+  queue=$(python3 -c "print($EPOCHREALTIME - $start)")
+  python3 -c "import sys; n,a,q=int(sys.argv[1]),float(sys.argv[2]),float(sys.argv[3]); print(f'rate  {n} checks (naive_gemm_f32, 64^3-256^3, ones and random): processes {a:.2f} s ({n/a:.1f}/s), one queue {q:.2f} s ({n/q:.1f}/s): {a/q:.1f}x')" "$checks" "$alone" "$queue" | tee "$logs/rate-result.txt"
+  grep -c '"disposition":"passed"' "$logs/rate.jsonl" | sed 's/^/rate  queue checks passed: /'
+fi
+echo "gpu-queue: $failures failed; logs in $logs"
+exit $((failures > 0))
