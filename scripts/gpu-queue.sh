@@ -6,8 +6,10 @@
 #   fault    `repro sweep` over sizes where one faults in the middle: that size a fault, the
 #            others pass, the rest of the queue run by a fresh process
 #   rate     the same checks as processes and as one queue: checks per second, side by side
+#   campaign Llama-3.2-1B shapes (the first $SHAPES, ones and random) as `repro campaign` with a
+#            process per run (REPRO_CAMPAIGN_BATCH=1) and with queues: the same verdicts, runs/s
 #
-#   scripts/gpu-queue.sh [same] [fault] [rate]     # uses target/release/repro; logs in $QUEUE_LOGS
+#   scripts/gpu-queue.sh [same] [fault] [rate] [campaign]   # target/release/repro; logs in $QUEUE_LOGS
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repro=${REPRO:-$PWD/target/release/repro}
@@ -112,6 +114,41 @@ if wanted rate; then
   queue=$(python3 -c "print($EPOCHREALTIME - $start)")
   python3 -c "import sys; n,a,q=int(sys.argv[1]),float(sys.argv[2]),float(sys.argv[3]); print(f'rate  {n} checks (naive_gemm_f32, 64^3-256^3, ones and random): processes {a:.2f} s ({n/a:.1f}/s), one queue {q:.2f} s ({n/q:.1f}/s): {a/q:.1f}x')" "$checks" "$alone" "$queue" | tee "$logs/rate-result.txt"
   grep -c '"disposition":"passed"' "$logs/rate.jsonl" | sed 's/^/rate  queue checks passed: /'
+fi
+if wanted campaign; then
+  dir=$logs/campaign
+  rm -rf "$dir" && mkdir -p "$dir"
+  { grep -v '^#' examples/campaigns/llama3_2_1b_shapes.csv | head -n $((1 + ${SHAPES:-40})); } >"$dir/shapes.csv"
+  printf 'version: 1\nname: queue_bench\nspecs:\n  - spec: %s\n    shapes_file: shapes.csv\n    modes: [ones, random]\n' \
+    "$PWD/examples/tiled_gemm_bf16.yaml" >"$dir/campaign.yaml"
+  # The build first, so that both timings are runs only.
+  "$repro" build examples/tiled_gemm_bf16.yaml -o "$dir/build" >"$dir/build.log" 2>&1
+  for how in process queue; do
+    batch=64; [[ $how == process ]] && batch=1
+    start=$EPOCHREALTIME
+    REPRO_CAMPAIGN_BATCH=$batch "$repro" campaign "$dir/campaign.yaml" -o "$dir/$how" >"$dir/$how.log" 2>&1
+    echo "exit $?" >>"$dir/$how.log"
+    python3 -c "print($EPOCHREALTIME - $start)" >"$dir/$how.seconds"
+  done
+  python3 - "$dir" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+def load(how):
+    recs = [json.loads(l) for l in open(os.path.join(d, how, "results.jsonl"))]
+    return {r["key"]: r for r in recs}
+p, q = load("process"), load("queue")
+ps, qs = float(open(os.path.join(d, "process.seconds")).read()), float(open(os.path.join(d, "queue.seconds")).read())
+run = lambda recs: sum(r["times"]["run_s"] for r in recs.values())
+same = sorted(p) == sorted(q) and all(p[k]["verdict"] == q[k]["verdict"] for k in p)
+print(f"campaign  {len(p)} runs as processes: {ps:.1f} s ({len(p)/ps:.1f} runs/s, runs {run(p):.1f} s); "
+      f"{len(q)} as queues: {qs:.1f} s ({len(q)/qs:.1f} runs/s, runs {run(q):.1f} s): {ps/qs:.1f}x; verdicts the same: {same}")
+verdicts = {}
+for r in q.values():
+    verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+print(f"campaign  verdicts: {verdicts}")
+sys.exit(0 if same and len(p) > 0 else 1)
+PY
+  verdict $? "campaign: the same verdicts as a process per run"
 fi
 echo "gpu-queue: $failures failed; logs in $logs"
 exit $((failures > 0))

@@ -40,6 +40,7 @@ mod import_rust;
 mod import_rust_rules;
 mod layers;
 mod nvcc_shell;
+mod queue;
 mod runtime;
 mod runtime_library;
 mod spec_errors;

@@ -239,6 +239,96 @@ pub fn execute(job: &Job, results_dir: &Path, device: Option<&Device>, worker: &
     record
 }
 
+/// Runs `jobs`, runs of one instantiation (one binary, no sanitizer), as one queue of checks in
+/// as few harness processes as isolation allows (docs/cli.md, "A queue of checks"): the process
+/// and the CUDA context are paid once, not per run. Each run's [`Record`] goes to `record` as it
+/// ends and reads as [`execute`]'s would. When the queue cannot run (the harness refused it),
+/// the runs left are executed one by one, which records why. False when a harness found no
+/// device (nothing more is recorded then).
+pub fn execute_queue(
+    jobs: &[Job],
+    results_dir: &Path,
+    device: Option<&Device>,
+    worker: &str,
+    mut record: impl FnMut(Record),
+) -> bool {
+    let reports = results_dir.join("reports");
+    let one_by_one = |jobs: &[Job], record: &mut dyn FnMut(Record)| {
+        for job in jobs {
+            let r = execute(job, results_dir, device, worker);
+            if r.verdict == "no_device" {
+                return false;
+            }
+            record(r);
+        }
+        true
+    };
+    let Some(first) = jobs.first() else {
+        return true;
+    };
+    if jobs.len() == 1 || super::folder::real_dir(&reports).is_err() {
+        return one_by_one(jobs, &mut record);
+    }
+    let checks: Vec<Vec<String>> = jobs.iter().map(|j| j.args.clone()).collect();
+    let limit = crate::run::limit_of(jobs.iter().map(|j| j.limit_s).fold(0.0, f64::max));
+    let prepare = |command: &mut Command| {
+        if let Some(d) = device {
+            command.env("CUDA_VISIBLE_DEVICES", &d.visible_as);
+        }
+        end_with_parent(command);
+    };
+    let mut done = 0;
+    let mut no_device = false;
+    let mut last = Instant::now();
+    let queued = crate::run::queue::run_queue(
+        &first.binary,
+        &[],
+        &checks,
+        limit,
+        &reports,
+        &prepare,
+        |check| {
+            let job = &jobs[check.index];
+            if check.outcome.code == exit::NO_DEVICE {
+                no_device = true;
+                return crate::run::queue::Flow::Stop;
+            }
+            let mut r = blank(&job.key, &job.campaign, worker);
+            r.times.build_s = job.build_s;
+            r.times.run_s = last.elapsed().as_secs_f64();
+            last = Instant::now();
+            r.code = check.outcome.code;
+            r.verdict = check.outcome.class;
+            r.evidence = check.outcome.evidence;
+            r.disposition = match Disposition::last_in(&check.text) {
+                Some(d) => d.to_string(),
+                None if r.verdict == "hang" => Disposition::failed("hang").to_string(),
+                None => String::new(),
+            };
+            if let Some(report) = check.report {
+                r.gpu = report.device.map(|d| d.json);
+                r.times.harness = report.timings.map(|t| t.json);
+            }
+            if let (true, Some(json)) = (r.is_failure(), check.report_json) {
+                let rel = report_relative(&job.key);
+                if super::folder::replace(&results_dir.join(&rel), format!("{json}\n").as_bytes())
+                    .is_ok()
+                {
+                    r.report = Some(rel);
+                }
+            }
+            done += 1;
+            record(r);
+            crate::run::queue::Flow::Continue
+        },
+    );
+    match queued {
+        _ if no_device => false,
+        Ok(_) => true,
+        Err(_) => one_by_one(&jobs[done..], &mut record),
+    }
+}
+
 /// The run's process is killed when the campaign's process dies (`kill`, a Slurm cancellation):
 /// an orphaned harness would hold its GPU, unseen, while the next campaign takes it. Ctrl-C
 /// reaches the harness anyway (the terminal signals the whole process group).

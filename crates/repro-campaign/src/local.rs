@@ -1,7 +1,9 @@
 //! A campaign on this machine: builds on the host's cores, ahead of the runs, and workers that
-//! keep every chosen GPU busy (one per GPU, or more with `--workers-per-device`). Each run is a
-//! harness process of its own, given its GPU by `CUDA_VISIBLE_DEVICES`. A run becomes ready the
-//! moment its build is done; a worker takes the next ready run the moment it is free.
+//! keep every chosen GPU busy (one per GPU, or more with `--workers-per-device`). A worker takes
+//! the ready runs of one instantiation, up to its share, and runs them as one queue of checks in
+//! one harness process (execute_queue; a run that faults or hangs ends its process and the rest
+//! go on in a fresh one), given its GPU by `CUDA_VISIBLE_DEVICES`. A run becomes ready the moment
+//! its build is done; a worker takes the next ready runs the moment it is free.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -145,6 +147,8 @@ pub fn run(
         .iter()
         .flat_map(|d| (0..workers.per_device.max(1)).map(move |i| (d.as_ref(), i)))
         .collect();
+    let slots_count = slots.len();
+    let batch_max = max_batch();
     // A build's runs are queued (or, the build failed, recorded) the moment it ends.
     let built = |task: BuildTask, outcome: builds::Outcome| {
         let runs = builds::runs_of(
@@ -171,14 +175,14 @@ pub fn run(
         wake.notify_all();
     };
     let work = |device: Option<&Device>, slot: usize| loop {
-        let job = {
+        let batch = {
             let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
             loop {
                 if q.stopped {
                     return;
                 }
                 if let Some(job) = q.ready.pop_front() {
-                    break job;
+                    break take_batch(job, &mut q.ready, slots_count, batch_max);
                 }
                 if q.builds_left == 0 {
                     return;
@@ -187,15 +191,14 @@ pub fn run(
             }
         };
         let worker = worker_label(device, slot, workers.per_device);
-        let outcome = execute::execute(&job, &results.dir, device, &worker);
-        if outcome.verdict == "no_device" {
-            // Not recorded: it says nothing about the kernel, and a resume on a machine with a
-            // GPU runs it.
+        let mut outcome_of = |r: Record| record(&r);
+        if !execute::execute_queue(&batch, &results.dir, device, &worker, &mut outcome_of) {
+            // The run without a device is not recorded: it says nothing about the kernel, and a
+            // resume on a machine with a GPU runs it.
             queue.lock().unwrap_or_else(|p| p.into_inner()).stopped = true;
             wake.notify_all();
             return;
         }
-        record(&outcome);
     };
     std::thread::scope(|scope| {
         scope.spawn(|| {
@@ -232,6 +235,37 @@ pub fn run(
     })
 }
 
+/// The most runs one harness process takes at once: enough that its process and context cost
+/// little per run, few enough that the workers share a campaign's runs evenly.
+/// `REPRO_CAMPAIGN_BATCH` sets it (1: a process per run, as before queues; docs/campaign.md).
+fn max_batch() -> usize {
+    std::env::var("REPRO_CAMPAIGN_BATCH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(64)
+}
+
+/// `first` and the ready runs of the same instantiation (the same harness binary, no sanitizer)
+/// that one worker takes as one queue of checks: at most `max`, and no more than its
+/// share of what is ready, so that the other workers get runs too.
+fn take_batch(first: Job, ready: &mut VecDeque<Job>, workers: usize, max: usize) -> Vec<Job> {
+    let mut batch = vec![first];
+    if batch[0].sanitizer.is_some() {
+        return batch;
+    }
+    let share = (ready.len() + 1).div_ceil(workers.max(1)).clamp(1, max);
+    let mut i = 0;
+    while batch.len() < share && i < ready.len() {
+        if ready[i].sanitizer.is_none() && ready[i].binary == batch[0].binary {
+            batch.extend(ready.remove(i));
+        } else {
+            i += 1;
+        }
+    }
+    batch
+}
+
 /// `GPU 0`, `GPU 0 #2` for a second worker on it, `default GPU` when none was chosen.
 fn worker_label(device: Option<&Device>, slot: usize, per_device: usize) -> String {
     let base = match device {
@@ -248,4 +282,59 @@ fn worker_label(device: Option<&Device>, slot: usize, per_device: usize) -> Stri
 /// The folder a campaign's results go to unless `--output` says: `campaigns/<name>/`.
 pub fn default_dir(name: &str) -> PathBuf {
     Path::new("campaigns").join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::{Mode, RunKey};
+    use indexmap::IndexMap;
+
+    fn job(binary: &str, m: i64, sanitized: bool) -> Job {
+        Job {
+            key: RunKey {
+                spec: "s".into(),
+                variant: "default".into(),
+                sizes: IndexMap::from([("M".to_string(), m)]),
+                mode: Mode::Ones,
+            },
+            campaign: "c".into(),
+            binary: PathBuf::from(binary),
+            args: Vec::new(),
+            sanitizer: sanitized.then(|| execute::Sanitizer {
+                program: "compute-sanitizer".into(),
+                args: Vec::new(),
+                log: "log".into(),
+            }),
+            limit_s: 1.0,
+            build_s: 0.0,
+        }
+    }
+
+    fn sizes(batch: &[Job]) -> Vec<i64> {
+        batch.iter().map(|j| j.key.sizes["M"]).collect()
+    }
+
+    #[test]
+    fn a_batch_is_one_binarys_runs_up_to_a_workers_share() {
+        let mut ready: VecDeque<Job> = [
+            job("a", 2, false),
+            job("b", 3, false),
+            job("a", 4, true),
+            job("a", 5, false),
+            job("a", 6, false),
+            job("a", 7, false),
+        ]
+        .into();
+        // Two workers, seven runs: a share is four; b's run and the sanitized one stay.
+        let batch = take_batch(job("a", 1, false), &mut ready, 2, 64);
+        assert_eq!(sizes(&batch), [1, 2, 5, 6]);
+        assert_eq!(sizes(&Vec::from(ready.clone())), [3, 4, 7]);
+        // The cap holds whatever the share.
+        let batch = take_batch(job("a", 0, false), &mut ready, 1, 2);
+        assert_eq!(sizes(&batch), [0, 7]);
+        // A sanitized run is a process of its own.
+        let batch = take_batch(job("a", 9, true), &mut ready, 1, 64);
+        assert_eq!(sizes(&batch), [9]);
+    }
 }

@@ -44,6 +44,8 @@ pub struct CheckOutcome {
     pub outcome: RunOutcome,
     /// Its JSON report; None when the process died before writing it.
     pub report: Option<Report>,
+    /// The report as the harness wrote it (one JSON line), for callers that keep it.
+    pub report_json: Option<String>,
     /// What the harness printed for it.
     pub text: String,
 }
@@ -66,13 +68,15 @@ pub enum Flow {
 /// `on_check` sees every check as it ends, in order; it may stop the queue. A check whose
 /// process had no device ends the queue (class `no_device`, as run_quiet gives it); a check the
 /// harness refused is an error, as with run_quiet. The queue's files are written in `work_dir`
-/// and removed after.
+/// and removed after. `prepare` may set up each harness process's command (its environment,
+/// its end with the caller's).
 pub fn run_queue(
     binary: &Path,
     shared: &[String],
     checks: &[Vec<String>],
     limit: Duration,
     work_dir: &Path,
+    prepare: &dyn Fn(&mut Command),
     mut on_check: impl FnMut(CheckOutcome) -> Flow,
 ) -> Result<QueueStats, Error> {
     for word in checks.iter().flatten().chain(shared) {
@@ -87,7 +91,7 @@ pub fn run_queue(
     let result = (|| {
         while next < checks.len() {
             stats.processes += 1;
-            let process = run_process(binary, shared, &checks[next..], limit, &files)?;
+            let process = run_process(binary, shared, &checks[next..], limit, &files, prepare)?;
             let ended = process.outcomes.len();
             debug_assert!(ended >= 1, "every process ends at least one check");
             for (local, mut outcome) in process.outcomes.into_iter().enumerate() {
@@ -150,11 +154,9 @@ fn run_process(
     checks: &[Vec<String>],
     limit: Duration,
     files: &QueueFiles,
+    prepare: &dyn Fn(&mut Command),
 ) -> Result<ProcessEnd, Error> {
-    let text: String = checks
-        .iter()
-        .map(|words| words.join("\t") + "\n")
-        .collect();
+    let text: String = checks.iter().map(|words| words.join("\t") + "\n").collect();
     std::fs::write(&files.queue, text).map_err(Error::io("write", &files.queue))?;
     let mut command = Command::new(binary);
     command
@@ -164,6 +166,7 @@ fn run_process(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    prepare(&mut command);
     let launch_error = |source| Error::Launch {
         path: binary.to_path_buf(),
         source,
@@ -224,7 +227,10 @@ fn run_process(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    let status = match child.wait_timeout(Duration::from_secs(30)).map_err(launch_error)? {
+    let status = match child
+        .wait_timeout(Duration::from_secs(30))
+        .map_err(launch_error)?
+    {
         Some(status) => Some(status),
         None => {
             let _ = child.kill();
@@ -233,13 +239,18 @@ fn run_process(
         }
     };
     let _ = child.wait();
-    let _ = reader.join();
-    let error_text = errors.join().unwrap_or_default();
+    let signal = status.and_then(|s| {
+        use std::os::unix::process::ExitStatusExt;
+        s.signal()
+    });
     let code = status
         .and_then(|s| s.code())
         .and_then(|c| u8::try_from(c).ok());
 
+    // A killed harness's pipes may be held open by what it started: its readers are left to end
+    // on their own rather than waited for.
     if killed {
+        drop((reader, errors));
         outcomes.push(CheckOutcome {
             index: open.local,
             outcome: RunOutcome {
@@ -251,10 +262,13 @@ fn run_process(
                 ),
             },
             report: None,
+            report_json: None,
             text: open.text,
         });
         return Ok(ProcessEnd { outcomes });
     }
+    let _ = reader.join();
+    let error_text = errors.join().unwrap_or_default();
     if code == Some(exit::USAGE) {
         return Err(Error::HarnessRefused {
             binary: binary.to_path_buf(),
@@ -281,9 +295,14 @@ fn run_process(
         // and whatever it printed say what happened.
         (None, None) => {
             let code = code.unwrap_or(exit::CUDA_ERROR);
-            let evidence = match evidence_line(&last.text) {
-                e if e.is_empty() => error_text.lines().last().unwrap_or_default().to_string(),
-                e => e,
+            let evidence = match (signal, evidence_line(&last.text)) {
+                (Some(signal), _) => {
+                    format!("the harness was ended by signal {signal} before this check's report")
+                }
+                (None, e) if e.is_empty() => {
+                    error_text.lines().last().unwrap_or_default().to_string()
+                }
+                (None, e) => e,
             };
             last.outcome = RunOutcome {
                 code,
@@ -306,7 +325,10 @@ fn marker_index(line: &str) -> Option<usize> {
 /// A check whose process went on to the next, or ended: its report, if written, says how it
 /// ended; without one, what it printed does (the caller mends a missing report's code).
 fn ended_check(open: Open, reports: &mut ReportLines) -> Result<CheckOutcome, Error> {
-    let report = reports.take(open.local)?;
+    let (report, report_json) = match reports.take(open.local)? {
+        Some((report, json)) => (Some(report), Some(json)),
+        None => (None, None),
+    };
     let text = open.text;
     let text_without_queue_lines: String = text
         .lines()
@@ -331,6 +353,7 @@ fn ended_check(open: Open, reports: &mut ReportLines) -> Result<CheckOutcome, Er
         index: open.local,
         outcome,
         report,
+        report_json,
         text,
     })
 }
@@ -340,7 +363,7 @@ struct ReportLines {
     path: PathBuf,
     offset: u64,
     partial: String,
-    by_check: BTreeMap<usize, Report>,
+    by_check: BTreeMap<usize, (Report, String)>,
 }
 
 impl ReportLines {
@@ -353,8 +376,9 @@ impl ReportLines {
         }
     }
 
-    /// Check `local`'s report, reading what was appended since the last call.
-    fn take(&mut self, local: usize) -> Result<Option<Report>, Error> {
+    /// Check `local`'s report, typed and as written, reading what was appended since the last
+    /// call.
+    fn take(&mut self, local: usize) -> Result<Option<(Report, String)>, Error> {
         self.read_new()?;
         Ok(self.by_check.remove(&local))
     }
@@ -385,7 +409,8 @@ impl ReportLines {
                     why: "a queue's report line without its `check`".into(),
                 });
             };
-            self.by_check.insert(check as usize, report);
+            self.by_check
+                .insert(check as usize, (report, line.trim_end().to_string()));
         }
         Ok(())
     }

@@ -170,6 +170,7 @@ pub fn sweep(plan: &Plan, options: &SweepOptions) -> Result<u8, Error> {
         &checks,
         limit,
         &plan.dir.join(".repro/queue"),
+        &|_| {},
         |check| {
             if check.outcome.code == exit::NO_DEVICE {
                 no_device = true;
