@@ -13,21 +13,47 @@ use assert_cmd::Command;
 use crate::common;
 
 /// An nvcc stand-in: compiles fail when `-DSTANDIN_BROKEN` is among the flags; a harness
-/// compile writes a script that logs each run to LOG and answers by the run's options.
+/// compile writes a script that logs each run to LOG and answers by the run's options, alone or
+/// in a queue of runs.
 fn stand_in_nvcc(dir: &Path, log: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let harness = r#"#!/bin/sh
-echo "$* CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES" >> 'LOG'
-[ -n "$STANDIN_RUN_SECONDS" ] && sleep "$STANDIN_RUN_SECONDS"
-[ -n "$STANDIN_NO_GPU" ] && { echo 'no CUDA device available: no device is visible'; echo 'Disposition: Not run (no_device)'; exit 7; }
-case " $* " in
-  *" M=129 "*) echo 'D       relL2 4.1e-01  bad 33/561'; echo 'pattern unwritten: rows 128..128 never written'; echo 'Disposition: Failed (unwritten)'; exit 1;;
-  *" M=7 "*) echo 'hang: the kernel did not finish within 10 s'; echo 'Disposition: Failed (hang)'; exit 5;;
-  *" M=3 "*) echo $$ > "$STANDIN_PID_FILE"; exec sleep 60;;
-esac
-echo 'D       relL2 0.000e+00  bad 0/561'
-echo 'Disposition: Passed'
-exit 0
+# One run: logs it, prints its report, and sets code, class and disposition.
+answer() {
+  echo "$1 CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES" >> 'LOG'
+  [ -n "$STANDIN_RUN_SECONDS" ] && sleep "$STANDIN_RUN_SECONDS"
+  if [ -n "$STANDIN_NO_GPU" ]; then
+    echo 'no CUDA device available: no device is visible'; echo 'Disposition: Not run (no_device)'
+    code=7; class=no_device; disposition='not run'; return
+  fi
+  case " $1 " in
+    *" M=129 "*) echo 'D       relL2 4.1e-01  bad 33/561'; echo 'pattern unwritten: rows 128..128 never written'; echo 'Disposition: Failed (unwritten)'
+      code=1; class=unwritten; disposition=failed; return;;
+    *" M=7 "*) echo 'hang: the kernel did not finish within 10 s'; echo 'Disposition: Failed (hang)'
+      code=5; class=hang; disposition=failed; return;;
+    *" M=3 "*) echo $$ > "$STANDIN_PID_FILE"; exec sleep 60;;
+  esac
+  echo 'D       relL2 0.000e+00  bad 0/561'
+  echo 'Disposition: Passed'
+  code=0; class=ok; disposition=passed
+}
+# A queue of runs on standard input (repro holds the harness open: --queue - --json FILE), as
+# the real harness speaks it: a line per run, its report a JSON line, a hang or no device ending
+# the process.
+if [ "$1" = --queue ]; then
+  json=$4; : > "$json"; n=0
+  while IFS= read -r line; do
+    echo "queue   check $((n + 1)): $line"
+    answer "$(printf '%s' "$line" | tr '\t' ' ')"
+    printf '{"check":%d,"disposition":"%s","class":"%s","exit_code":%d,"message":""}\n' $n "$disposition" "$class" $code >> "$json"
+    case $code in 0|1) ;; *) exit $code;; esac
+    n=$((n + 1))
+    echo "queue   end of check $n"
+  done
+  exit 0
+fi
+answer "$*"
+exit $code
 "#;
     let script = format!(
         r#"#!/bin/sh

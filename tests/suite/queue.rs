@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use repro::run::queue::{run_queue, CheckOutcome, Flow};
 
-/// A harness that runs each line of its queue by its first word: `pass`, `fail` (a mismatch),
+/// A harness that reads its queue from standard input (`--queue -`, as repro holds it) and runs
+/// each line by its first word: `pass`, `fail` (a mismatch),
 /// `fault` (fatal: its report, then exit 4), `crash` (killed by a signal, no report), `hang`
 /// (sleeps past any limit), `nodevice`, `taint` (passes, then says its context holds an error).
 fn stand_in_harness(dir: &Path) -> PathBuf {
@@ -22,14 +23,14 @@ queue= json=
 while [[ $# -gt 0 ]]; do
   case $1 in --queue) queue=$2; shift 2;; --json) json=$2; shift 2;; *) shift;; esac
 done
+[[ $queue == - ]] || exit 2
 echo started >> "$(dirname "$0")/processes"
 : > "$json"
-mapfile -t lines < "$queue"
-n=${#lines[@]}
 report() { printf '{"check":%d,"name":"x","disposition":"%s","class":"%s","exit_code":%d,"message":""}\n' "$1" "$2" "$3" "$4" >> "$json"; }
-for i in "${!lines[@]}"; do
-  word=${lines[$i]%%$'\t'*}
-  echo "queue   check $((i + 1)) of $n: ${lines[$i]}"
+i=0
+while IFS= read -r line; do
+  word=${line%%$'\t'*}
+  echo "queue   check $((i + 1)): $line"
   echo "D       relL2 0.000e+00  max_abs 0  ratio 1.0000  bad 0/4  nan 0  unwritten 0"
   case $word in
     pass|taint) echo "Disposition: Passed"; report "$i" passed ok 0;;
@@ -43,8 +44,10 @@ for i in "${!lines[@]}"; do
     echo "queue   the context holds an error after check $i: cudaErrorIllegalAddress (an illegal memory access)"
     exit 4
   fi
+  echo "queue   end of check $((i + 1))"
+  i=$((i + 1))
 done
-echo "queue   $n checks"
+echo "queue   $i checks"
 exit 0
 "#,
     )
@@ -80,6 +83,7 @@ fn run(words: &[&str], limit: Duration) -> (Vec<CheckOutcome>, usize, usize) {
         .lines()
         .count();
     let left = std::fs::read_dir(dir.path().join("work")).unwrap().count();
+    // (the session's report file goes when the session does)
     assert_eq!(stats.processes, processes);
     (seen, processes, left)
 }
@@ -237,6 +241,25 @@ fn the_harness_reads_its_queue_before_any_check() {
     let (code, _, stderr, _) = harness_run("--ones\n--size\tM=8\t\t--ones\n");
     assert_eq!(code, Some(2));
     assert!(stderr.contains("line 2: an empty option"), "{stderr}");
+
+    // From standard input each line is read when it comes, so a bad line ends the queue there.
+    let output = std::process::Command::new(&harness)
+        .args(["--queue", "-"])
+        .stdin(
+            std::fs::File::open({
+                std::fs::write(&queue, "# nothing but a comment\n--seed\tlots\n").unwrap();
+                &queue
+            })
+            .unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--queue - line 2: --seed takes a number"),
+        "{stderr}"
+    );
 
     // This machine has no GPU: the first check ends the queue as `Not run`, its line written.
     let (code, stdout, _, json) = harness_run("--ones\n\n--seed\t3\n");

@@ -2,9 +2,10 @@
 //! checks"): the commands that run many checks of one instantiation (sweep, shrink, campaign,
 //! bisect) pay for the process and the CUDA context once instead of per check.
 //!
-//! [`run_queue`] writes the checks into a queue file, starts the harness on it and follows its
-//! output: each `queue   check N of T:` line opens a check, and the check before it is over, its
-//! JSON report already a line of the queue's report file. Isolation is kept by starting afresh:
+//! [`QueueSession`] holds a harness open on a queue read from its standard input and sends one
+//! check at a time, reading its output up to `queue   end of check N` (its JSON report then a
+//! line of the queue's report file); [`run_queue`] runs a list of checks through one session.
+//! Isolation is kept by starting afresh:
 //! a check that ends its process (a fault, a hang, a sticky CUDA error, a crash) is recorded with
 //! its class and evidence, and a new process takes the rest of the queue, so no later check runs
 //! in a context that faulted. A check that runs past its limit is killed with its process and
@@ -12,9 +13,9 @@
 //! at most n processes.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -31,6 +32,8 @@ use crate::engine_error::EngineError as Error;
 const CHECK_MARKER: &str = "queue   check ";
 /// The harness's own lines about the queue (the marker, the summary, a context left faulted).
 const QUEUE_LINE: &str = "queue   ";
+/// The line the harness prints once a check is over and its context checked.
+const END_MARKER: &str = "queue   end of check ";
 /// What the harness prints when a check left an error in the context (queue.cuh).
 const CONTEXT_ERROR: &str = "queue   the context holds an error after check";
 
@@ -67,9 +70,9 @@ pub enum Flow {
 /// allows: `shared` is given to every check on the command line, `limit` bounds each check.
 /// `on_check` sees every check as it ends, in order; it may stop the queue. A check whose
 /// process had no device ends the queue (class `no_device`, as run_quiet gives it); a check the
-/// harness refused is an error, as with run_quiet. The queue's files are written in `work_dir`
-/// and removed after. `prepare` may set up each harness process's command (its environment,
-/// its end with the caller's).
+/// harness refused is an error, as with run_quiet. The queue's report file is written in
+/// `work_dir` and removed after. `prepare` may set up each harness process's command (its
+/// environment, its end with the caller's).
 pub fn run_queue(
     binary: &Path,
     shared: &[String],
@@ -79,40 +82,306 @@ pub fn run_queue(
     prepare: &dyn Fn(&mut Command),
     mut on_check: impl FnMut(CheckOutcome) -> Flow,
 ) -> Result<QueueStats, Error> {
-    for word in checks.iter().flatten().chain(shared) {
-        if word.is_empty() || word.contains(['\t', '\n', '\r']) {
-            return Err(Error::QueueWord { word: word.clone() });
+    for word in checks.iter().flatten() {
+        refuse_word(word)?;
+    }
+    let mut session = QueueSession::new(binary, shared, limit, work_dir, prepare)?;
+    for words in checks {
+        let check = session.check(words)?;
+        let no_device = check.outcome.code == exit::NO_DEVICE;
+        if on_check(check) == Flow::Stop || no_device {
+            break;
         }
     }
-    std::fs::create_dir_all(work_dir).map_err(Error::io("create", work_dir))?;
-    let files = QueueFiles::new(work_dir);
-    let mut stats = QueueStats::default();
-    let mut next = 0;
-    let result = (|| {
-        while next < checks.len() {
-            stats.processes += 1;
-            let process = run_process(binary, shared, &checks[next..], limit, &files, prepare)?;
-            let ended = process.outcomes.len();
-            debug_assert!(ended >= 1, "every process ends at least one check");
-            for (local, mut outcome) in process.outcomes.into_iter().enumerate() {
-                outcome.index = next + local;
-                let no_device = outcome.outcome.code == exit::NO_DEVICE;
-                if on_check(outcome) == Flow::Stop || no_device {
-                    return Ok(());
-                }
-            }
-            next += ended.max(1);
-        }
-        Ok(())
-    })();
-    files.remove();
-    result.map(|()| stats)
+    Ok(QueueStats {
+        processes: session.processes(),
+    })
 }
 
-/// The queue file and the report file of one queue; unique per queue, so that workers sharing
-/// an artifact folder never write each other's.
+fn refuse_word(word: &str) -> Result<(), Error> {
+    if word.is_empty() || word.contains(['\t', '\n', '\r']) {
+        return Err(Error::QueueWord {
+            word: word.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A harness held open on a queue read from its standard input (`--queue -`): each [`check`]
+/// sends one check and waits for its result, so a search that decides its next check from the
+/// last one's result (shrink, bisect) still pays for one process and one context. A check that
+/// ends the process is returned as it ended, and the next check starts a fresh process.
+///
+/// [`check`]: QueueSession::check
+pub struct QueueSession<'a> {
+    binary: PathBuf,
+    shared: Vec<String>,
+    limit: Duration,
+    files: QueueFiles,
+    prepare: &'a dyn Fn(&mut Command),
+    live: Option<Live>,
+    processes: usize,
+    checks: usize,
+}
+
+/// The harness process of a session, while it runs.
+struct Live {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    reader: std::thread::JoinHandle<()>,
+    errors: std::thread::JoinHandle<String>,
+    reports: ReportLines,
+    /// The next check's index in this process.
+    next: usize,
+}
+
+impl<'a> QueueSession<'a> {
+    pub fn new(
+        binary: &Path,
+        shared: &[String],
+        limit: Duration,
+        work_dir: &Path,
+        prepare: &'a dyn Fn(&mut Command),
+    ) -> Result<QueueSession<'a>, Error> {
+        for word in shared {
+            refuse_word(word)?;
+        }
+        std::fs::create_dir_all(work_dir).map_err(Error::io("create", work_dir))?;
+        Ok(QueueSession {
+            binary: binary.to_path_buf(),
+            shared: shared.to_vec(),
+            limit,
+            files: QueueFiles::new(work_dir),
+            prepare,
+            live: None,
+            processes: 0,
+            checks: 0,
+        })
+    }
+
+    /// The harness processes started so far.
+    pub fn processes(&self) -> usize {
+        self.processes
+    }
+
+    /// Runs one check (its harness options) and returns how it ended.
+    pub fn check(&mut self, words: &[String]) -> Result<CheckOutcome, Error> {
+        for word in words {
+            refuse_word(word)?;
+        }
+        if self.live.is_none() {
+            self.live = Some(self.start()?);
+            self.processes += 1;
+        }
+        let live = self.live.as_mut().expect("started above");
+        let mut open = Open {
+            local: live.next,
+            text: String::new(),
+            started: Instant::now(),
+        };
+        live.next += 1;
+        let index = self.checks;
+        self.checks += 1;
+        // A harness that died before reading the line leaves the pipe closed: what it printed
+        // and its exit say why, below.
+        let sent = writeln!(live.stdin, "{}", words.join("\t")).and_then(|()| live.stdin.flush());
+        // Whether the check ended with its end line (the process lives on) or with its process.
+        let ended_with_its_line = sent.is_ok() && {
+            loop {
+                let left = self.limit.saturating_sub(open.started.elapsed());
+                match live.lines.recv_timeout(left) {
+                    Ok(line) => {
+                        if end_marker_index(&line) == Some(open.local) {
+                            break true;
+                        }
+                        if marker_index(&line).is_none() {
+                            open.text.push_str(&line);
+                            open.text.push('\n');
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        let live = self.live.take().expect("live");
+                        let mut child = live.child;
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        // Its pipes may be held open by what it started: the readers are left
+                        // to end on their own rather than waited for.
+                        drop((live.reader, live.errors));
+                        return Ok(CheckOutcome {
+                            index,
+                            outcome: RunOutcome {
+                                code: exit::HANG,
+                                class: "hang".into(),
+                                evidence: format!(
+                                    "the harness ran past {:.0} s on this check and was killed",
+                                    self.limit.as_secs_f64()
+                                ),
+                            },
+                            report: None,
+                            report_json: None,
+                            text: open.text,
+                        });
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break false,
+                }
+            }
+        };
+        let mut outcome = if ended_with_its_line {
+            let live = self.live.as_mut().expect("live");
+            ended_check(open, &mut live.reports)?
+        } else {
+            self.ended_with_process(open)?
+        };
+        outcome.index = index;
+        Ok(outcome)
+    }
+
+    fn start(&self) -> Result<Live, Error> {
+        let mut command = Command::new(&self.binary);
+        command
+            .args(&self.shared)
+            .args(opt::QUEUE.with("-"))
+            .args(opt::JSON.with(self.files.reports.display()))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        (self.prepare)(&mut command);
+        let mut child = command.spawn().map_err(|source| Error::Launch {
+            path: self.binary.clone(),
+            source,
+        })?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let (sender, lines) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            // Bounded: a harness that floods stderr cannot fill repro's memory.
+            let _ = stderr.take(1 << 20).read_to_string(&mut text);
+            text
+        });
+        Ok(Live {
+            child,
+            stdin,
+            lines,
+            reader,
+            errors,
+            reports: ReportLines::new(&self.files.reports),
+            next: 0,
+        })
+    }
+
+    /// The check during which the harness process ended: its report, if it wrote one, says how
+    /// it ended, else its exit and what it printed do. The next check starts a fresh process.
+    fn ended_with_process(&mut self, mut open: Open) -> Result<CheckOutcome, Error> {
+        let mut live = self.live.take().expect("live");
+        drop(live.stdin);
+        let status = match live
+            .child
+            .wait_timeout(Duration::from_secs(30))
+            .map_err(|source| Error::Launch {
+                path: self.binary.clone(),
+                source,
+            })? {
+            Some(status) => Some(status),
+            None => {
+                let _ = live.child.kill();
+                let _ = live.child.wait();
+                None
+            }
+        };
+        // What it printed after the check's last line read, before the pipe closed.
+        while let Ok(line) = live.lines.try_recv() {
+            open.text.push_str(&line);
+            open.text.push('\n');
+        }
+        let _ = live.reader.join();
+        while let Ok(line) = live.lines.try_recv() {
+            open.text.push_str(&line);
+            open.text.push('\n');
+        }
+        let error_text = live.errors.join().unwrap_or_default();
+        let signal = status.and_then(|s| {
+            use std::os::unix::process::ExitStatusExt;
+            s.signal()
+        });
+        let code = status
+            .and_then(|s| s.code())
+            .and_then(|c| u8::try_from(c).ok());
+        if code == Some(exit::USAGE) {
+            return Err(Error::HarnessRefused {
+                binary: self.binary.clone(),
+                message: error_text.trim().to_string(),
+            });
+        }
+        let mut last = ended_check(open, &mut live.reports)?;
+        let context_error = last
+            .text
+            .lines()
+            .find(|l| l.starts_with(CONTEXT_ERROR))
+            .map(str::to_string);
+        match (&last.report, context_error) {
+            // The check's kernel left the context faulted after its report: it is the fault's.
+            (_, Some(line)) => {
+                last.outcome = RunOutcome {
+                    code: exit::CUDA_ERROR,
+                    class: "fault".into(),
+                    evidence: line,
+                };
+            }
+            (Some(_), None) => {}
+            // The process died before the check's report: its exit code (a signal reads as a
+            // fault) and whatever it printed say what happened.
+            (None, None) => {
+                let code = code.unwrap_or(exit::CUDA_ERROR);
+                let evidence = match (signal, evidence_line(&last.text)) {
+                    (Some(signal), _) => format!(
+                        "the harness was ended by signal {signal} before this check's report"
+                    ),
+                    (None, e) if e.is_empty() => {
+                        error_text.lines().last().unwrap_or_default().to_string()
+                    }
+                    (None, e) => e,
+                };
+                last.outcome = RunOutcome {
+                    code,
+                    class: run_class(code, &last.text),
+                    evidence,
+                };
+            }
+        }
+        Ok(last)
+    }
+}
+
+impl Drop for QueueSession<'_> {
+    /// The harness is told the queue is over (its standard input closes) and given a moment to
+    /// end; one that does not is killed. Then the report file goes.
+    fn drop(&mut self) {
+        if let Some(live) = self.live.take() {
+            let mut child = live.child;
+            drop(live.stdin);
+            if !matches!(child.wait_timeout(Duration::from_secs(30)), Ok(Some(_))) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        self.files.remove();
+    }
+}
+
+/// The queue's report file; unique per queue, so that workers sharing an artifact folder never
+/// write each other's.
 struct QueueFiles {
-    queue: PathBuf,
     reports: PathBuf,
 }
 
@@ -125,20 +394,13 @@ impl QueueFiles {
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
         QueueFiles {
-            queue: dir.join(format!("{stem}.txt")),
             reports: dir.join(format!("{stem}.jsonl")),
         }
     }
 
     fn remove(&self) {
-        let _ = std::fs::remove_file(&self.queue);
         let _ = std::fs::remove_file(&self.reports);
     }
-}
-
-/// The checks one process ended, in order, from the first of the checks it was given.
-struct ProcessEnd {
-    outcomes: Vec<CheckOutcome>,
 }
 
 /// One check while its process runs.
@@ -148,178 +410,17 @@ struct Open {
     started: Instant,
 }
 
-fn run_process(
-    binary: &Path,
-    shared: &[String],
-    checks: &[Vec<String>],
-    limit: Duration,
-    files: &QueueFiles,
-    prepare: &dyn Fn(&mut Command),
-) -> Result<ProcessEnd, Error> {
-    let text: String = checks.iter().map(|words| words.join("\t") + "\n").collect();
-    std::fs::write(&files.queue, text).map_err(Error::io("write", &files.queue))?;
-    let mut command = Command::new(binary);
-    command
-        .args(shared)
-        .args(opt::QUEUE.with(files.queue.display()))
-        .args(opt::JSON.with(files.reports.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    prepare(&mut command);
-    let launch_error = |source| Error::Launch {
-        path: binary.to_path_buf(),
-        source,
-    };
-    let mut child = command.spawn().map_err(launch_error)?;
-    let stdout = child.stdout.take().expect("piped");
-    let stderr = child.stderr.take().expect("piped");
-    let (lines, received) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let errors = std::thread::spawn(move || {
-        let mut text = String::new();
-        // Bounded: a harness that floods stderr cannot fill repro's memory.
-        let _ = stderr.take(1 << 20).read_to_string(&mut text);
-        text
-    });
-
-    let mut reports = ReportLines::new(&files.reports);
-    let mut outcomes = Vec::new();
-    let mut open = Open {
-        local: 0,
-        text: String::new(),
-        started: Instant::now(),
-    };
-    let mut killed = false;
-    loop {
-        let left = limit.saturating_sub(open.started.elapsed());
-        match received.recv_timeout(left) {
-            Ok(line) => {
-                if let Some(local) = marker_index(&line) {
-                    if local > open.local {
-                        let done = std::mem::replace(
-                            &mut open,
-                            Open {
-                                local,
-                                text: String::new(),
-                                started: Instant::now(),
-                            },
-                        );
-                        outcomes.push(ended_check(done, &mut reports)?);
-                    }
-                } else {
-                    open.text.push_str(&line);
-                    open.text.push('\n');
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                killed = true;
-                break;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    let status = match child
-        .wait_timeout(Duration::from_secs(30))
-        .map_err(launch_error)?
-    {
-        Some(status) => Some(status),
-        None => {
-            let _ = child.kill();
-            killed = true;
-            None
-        }
-    };
-    let _ = child.wait();
-    let signal = status.and_then(|s| {
-        use std::os::unix::process::ExitStatusExt;
-        s.signal()
-    });
-    let code = status
-        .and_then(|s| s.code())
-        .and_then(|c| u8::try_from(c).ok());
-
-    // A killed harness's pipes may be held open by what it started: its readers are left to end
-    // on their own rather than waited for.
-    if killed {
-        drop((reader, errors));
-        outcomes.push(CheckOutcome {
-            index: open.local,
-            outcome: RunOutcome {
-                code: exit::HANG,
-                class: "hang".into(),
-                evidence: format!(
-                    "the harness ran past {:.0} s on this check and was killed",
-                    limit.as_secs_f64()
-                ),
-            },
-            report: None,
-            report_json: None,
-            text: open.text,
-        });
-        return Ok(ProcessEnd { outcomes });
-    }
-    let _ = reader.join();
-    let error_text = errors.join().unwrap_or_default();
-    if code == Some(exit::USAGE) {
-        return Err(Error::HarnessRefused {
-            binary: binary.to_path_buf(),
-            message: error_text.trim().to_string(),
-        });
-    }
-    let mut last = ended_check(open, &mut reports)?;
-    let context_error = last
-        .text
-        .lines()
-        .find(|l| l.starts_with(CONTEXT_ERROR))
-        .map(str::to_string);
-    match (&last.report, context_error) {
-        // The check's kernel left the context faulted after its report: it is the fault's.
-        (_, Some(line)) => {
-            last.outcome = RunOutcome {
-                code: exit::CUDA_ERROR,
-                class: "fault".into(),
-                evidence: line,
-            };
-        }
-        (Some(_), None) => {}
-        // The process died before the check's report: its exit code (a signal reads as a fault)
-        // and whatever it printed say what happened.
-        (None, None) => {
-            let code = code.unwrap_or(exit::CUDA_ERROR);
-            let evidence = match (signal, evidence_line(&last.text)) {
-                (Some(signal), _) => {
-                    format!("the harness was ended by signal {signal} before this check's report")
-                }
-                (None, e) if e.is_empty() => {
-                    error_text.lines().last().unwrap_or_default().to_string()
-                }
-                (None, e) => e,
-            };
-            last.outcome = RunOutcome {
-                code,
-                class: run_class(code, &last.text),
-                evidence,
-            };
-        }
-    }
-    outcomes.push(last);
-    Ok(ProcessEnd { outcomes })
+/// `queue   end of check N` -> N - 1.
+fn end_marker_index(line: &str) -> Option<usize> {
+    let number: usize = line.strip_prefix(END_MARKER)?.trim().parse().ok()?;
+    number.checked_sub(1)
 }
 
-/// `queue   check N of T: ...` -> N - 1.
+/// `queue   check N of T: ...` or `queue   check N: ...` -> N - 1.
 fn marker_index(line: &str) -> Option<usize> {
     let rest = line.strip_prefix(CHECK_MARKER)?;
-    let number: usize = rest.split_whitespace().next()?.parse().ok()?;
-    number.checked_sub(1)
+    let number = rest.split_whitespace().next()?.trim_end_matches(':');
+    number.parse::<usize>().ok()?.checked_sub(1)
 }
 
 /// A check whose process went on to the next, or ended: its report, if written, says how it
@@ -427,5 +528,8 @@ mod tests {
         assert_eq!(marker_index("queue   check 0 of 3:"), None);
         assert_eq!(marker_index("queue   3 checks: 3 passed, 0 failed"), None);
         assert_eq!(marker_index("D       relL2 0"), None);
+        assert_eq!(marker_index("queue   check 4: --ones"), Some(3));
+        assert_eq!(end_marker_index("queue   end of check 4"), Some(3));
+        assert_eq!(end_marker_index("queue   end of check"), None);
     }
 }

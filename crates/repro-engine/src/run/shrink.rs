@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use repro_contract::report::Report;
 
-use super::harness_options as opt;
+use super::queue::QueueSession;
 use super::sweep::{check_dims, run_arguments, run_limit};
-use super::{run_quiet, RunOutcome};
+use super::RunOutcome;
 use crate::build::Variant;
 use crate::engine_error::EngineError as Error;
 use crate::plan::Plan;
@@ -540,38 +540,37 @@ pub fn shrink(plan: &Plan, options: &ShrinkOptions) -> Result<u8, Error> {
         " (one build for every candidate)",
     )?;
     let limit = run_limit(spec, options.timeout.unwrap_or(spec.check.timeout));
-    let report = super::state_path(&plan.dir, "shrink", "report.json")?;
+    // Every candidate is a check sent to one harness held open (run/queue.rs): the search
+    // decides the next candidate from the last one's result, and pays for one process and one
+    // CUDA context rather than one per candidate. A candidate that faults or hangs ends that
+    // process; the next one starts a fresh one.
+    let queue_dir = plan.dir.join(".repro/queue");
+    let mut session = QueueSession::new(&binary, &[], limit, &queue_dir, &|_| {})?;
     // Counted in a Cell: the search reads the count while `run` holds the closure.
     let runs = std::cell::Cell::new(0usize);
-    let run =
+    let mut run =
         |sizes: &IndexMap<String, i64>, ones: bool| -> Result<(RunOutcome, Observation), Error> {
             runs.set(runs.get() + 1);
-            let mut args = run_arguments(
+            let args = run_arguments(
                 sizes.iter().map(|(n, v)| (n.as_str(), *v)),
                 ones,
                 options.timeout,
                 &plan.dir,
             );
-            args.extend(opt::JSON.with(report.display()));
-            // A report left by the previous run must not stand for this one.
-            let _ = std::fs::remove_file(&report);
-            let outcome = run_quiet(&binary, &args, limit)?;
-            let output = match std::fs::read_to_string(&report) {
-                Ok(text) => Report::from_json(text.as_bytes())
-                    .map_err(|e| e.to_string())
-                    .and_then(|harness| output_report(&harness))
-                    .map_err(|why| Error::HarnessReport {
-                        path: report.clone(),
-                        why,
-                    })?,
+            let check = session.check(&args)?;
+            let output = match &check.report {
+                Some(harness) => output_report(harness).map_err(|why| Error::HarnessReport {
+                    path: queue_dir.clone(),
+                    why,
+                })?,
                 // A hang or a fault may stop the harness before it writes the comparison.
-                Err(_) => None,
+                None => None,
             };
             let observation = Observation {
-                class: outcome.class.clone(),
+                class: check.outcome.class.clone(),
                 output,
             };
-            Ok((outcome, observation))
+            Ok((check.outcome, observation))
         };
 
     let original: IndexMap<String, i64> =

@@ -8,14 +8,18 @@
 //
 // The file holds one check per line: its options, as on the command line, separated by tabs (a
 // word may hold spaces; repro writes these files). Empty lines and lines starting with `#` are
-// skipped. A check's options are the command line's (all but --queue) followed by its line's,
+// skipped. Standard input (`--queue -`) is read line by line as it comes, each check run when
+// its line arrives: repro holds a harness open this way and sends a check when it has the last
+// one's result (shrink's and bisect's searches decide their next check from it). A check's options are the command line's (all but --queue) followed by its line's,
 // so the command line holds what every check shares (--timeout, --reference-cache) and a line
 // may override it (a later --size wins). A line may not name the files of the whole run
 // (--queue, --json, --spec) nor --emit-inputs, --bench or --help; --dump DIR is a check's own. Every line is read
-// and checked before the first check runs: a bad line is a usage error naming its number.
+// and checked before the first check runs: a bad line is a usage error naming its number (from
+// standard input, when it comes).
 //
-// Each check prints `queue   check N of T: WORDS`, then the report a process of its own would
-// print, ending in its Disposition line; with --json FILE each check's JSON report is appended
+// Each check prints `queue   check N of T: WORDS` (`queue   check N: WORDS` from standard input),
+// then the report a process of its own would print, ending in its Disposition line, and
+// `queue   end of check N` once the context is checked; with --json FILE each check's JSON report is appended
 // to FILE as one line the moment it ends, with `"check": N` (from 0) first. Between checks
 // nothing of one check reaches the next: the spec is read afresh, the report's fields, the
 // stressor's state and the TMA descriptors printed start empty, and the device buffers are
@@ -75,6 +79,32 @@ inline const char* queue_refused_option(const std::string& word) {
   return nullptr;
 }
 
+// One line of a queue: false for a line to skip (empty, or a `#` comment), else its check.
+inline bool parse_queue_line(const std::string& path, long long line_number, std::string line, QueuedCheck* check) {
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty() || line[0] == '#') return false;
+  const std::string where = strprintf("--queue %s line %lld", path.c_str(), line_number);
+  check->line = line_number;
+  check->words.clear();
+  for (size_t at = 0;;) {
+    const size_t tab = line.find('\t', at);
+    const std::string word = line.substr(at, tab == std::string::npos ? std::string::npos : tab - at);
+    if (word.empty())
+      usage_error(where + ": an empty option (options are separated by one tab, with none at either end)");
+    if (const char* refused = queue_refused_option(word))
+      usage_error(strprintf("%s: %s belongs to the whole run, not to one check of a queue (give it on the command "
+                            "line, or run the check on its own)",
+                            where.c_str(), refused));
+    check->words.push_back(word);
+    if (check->words.size() > kMaxQueueWords)
+      usage_error(strprintf("%s: more than %zu options", where.c_str(), kMaxQueueWords));
+    if (tab == std::string::npos) break;
+    at = tab + 1;
+  }
+  return true;
+}
+
+// A queue file, read and checked whole before the first check runs.
 inline std::vector<QueuedCheck> read_queue(const std::string& path) {
   const std::string text = read_queue_text(path);
   std::vector<QueuedCheck> checks;
@@ -82,34 +112,30 @@ inline std::vector<QueuedCheck> read_queue(const std::string& path) {
   for (size_t begin = 0; begin < text.size();) {
     size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(begin, end - begin);
+    const std::string line = text.substr(begin, end - begin);
     begin = end + 1;
     ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
-    const std::string where = strprintf("--queue %s line %lld", path.c_str(), line_number);
-    if (checks.size() == kMaxQueueChecks)
-      usage_error(strprintf("%s: more than %zu checks; split the queue", where.c_str(), kMaxQueueChecks));
     QueuedCheck check;
-    check.line = line_number;
-    for (size_t at = 0;;) {
-      const size_t tab = line.find('\t', at);
-      const std::string word = line.substr(at, tab == std::string::npos ? std::string::npos : tab - at);
-      if (word.empty())
-        usage_error(where + ": an empty option (options are separated by one tab, with none at either end)");
-      if (const char* refused = queue_refused_option(word))
-        usage_error(strprintf("%s: %s belongs to the whole run, not to one check of a queue (give it on the command "
-                              "line, or run the check on its own)",
-                              where.c_str(), refused));
-      check.words.push_back(word);
-      if (check.words.size() > kMaxQueueWords)
-        usage_error(strprintf("%s: more than %zu options", where.c_str(), kMaxQueueWords));
-      if (tab == std::string::npos) break;
-      at = tab + 1;
-    }
+    if (!parse_queue_line(path, line_number, line, &check)) continue;
+    if (checks.size() == kMaxQueueChecks)
+      usage_error(strprintf("--queue %s line %lld: more than %zu checks; split the queue", path.c_str(), line_number,
+                            kMaxQueueChecks));
     checks.push_back(std::move(check));
   }
   return checks;
+}
+
+// The next line of standard input, at most kMaxQueueLineBytes; false at its end.
+constexpr size_t kMaxQueueLineBytes = size_t(1) << 20;
+inline bool read_standard_input_line(long long line_number, std::string* line) {
+  line->clear();
+  for (int c; (c = std::fgetc(stdin)) != EOF;) {
+    if (c == '\n') return true;
+    if (line->size() == kMaxQueueLineBytes)
+      usage_error(strprintf("--queue - line %lld: longer than %zu bytes", line_number, kMaxQueueLineBytes));
+    line->push_back(char(c));
+  }
+  return !line->empty();
 }
 
 // A new check: nothing of the one before but the context, the stream and the buffers to reuse.
@@ -154,37 +180,59 @@ inline int run_queue(int argc, char** argv, const Options& command_line, const H
     if (word.rfind("--queue=", 0) == 0) continue;
     shared.push_back(word);
   }
-  const std::vector<QueuedCheck> checks = read_queue(command_line.queue_path);
-  std::vector<Options> options;
-  for (const QueuedCheck& check : checks) {
+  const std::string& path = command_line.queue_path;
+  const auto options_of = [&](const QueuedCheck& check) {
     std::vector<std::string> words = {argv[0]};
     words.insert(words.end(), shared.begin(), shared.end());
     words.insert(words.end(), check.words.begin(), check.words.end());
     std::vector<char*> pointers;
     for (std::string& word : words) pointers.push_back(&word[0]);
-    g_usage_context = strprintf("--queue %s line %lld: ", command_line.queue_path.c_str(), check.line);
+    g_usage_context = strprintf("--queue %s line %lld: ", path.c_str(), check.line);
     Options parsed = parse_options(int(pointers.size()), pointers.data());
+    g_usage_context.clear();
     parsed.queue_path.clear();
-    options.push_back(std::move(parsed));
-  }
-  g_usage_context.clear();
+    return parsed;
+  };
   // The reports of this process only: a queue's --json file is written afresh.
   if (!command_line.json_path.empty()) {
     std::string error;
     if (!write_text_file(command_line.json_path, "", &error)) usage_error(error);
   }
-  size_t passed = 0, failed = 0;
-  for (size_t i = 0; i < checks.size(); ++i) {
-    begin_queued_check((long long)i);
-    std::printf("queue   check %zu of %zu: %s\n", i + 1, checks.size(), queue_words_text(checks[i].words).c_str());
+  size_t passed = 0, failed = 0, index = 0;
+  // One check: its marker, its run, the context checked, and the line that says it is over (a
+  // program feeding standard input waits for it before it sends the next).
+  const auto run_check_of_queue = [&](const QueuedCheck& check, const Options& options, const std::string& of) {
+    begin_queued_check((long long)index);
+    std::printf("queue   check %zu%s: %s\n", index + 1, of.c_str(), queue_words_text(check.words).c_str());
     std::fflush(stdout);
-    const int code = run_one(options[i], harness);
+    const int code = run_one(options, harness);
     std::fflush(stdout);
     if (code == kExitNoDevice) return code;  // nothing of the queue can run here
     (code == kExitPassed ? passed : failed) += 1;
-    require_clean_context((long long)i);
+    require_clean_context((long long)index);
+    std::printf("queue   end of check %zu\n", index + 1);
+    std::fflush(stdout);
+    ++index;
+    return 0;
+  };
+  if (path == "-") {
+    // Standard input: each line is read and run as it comes (a program holds the harness open
+    // and sends its next check when the last one's result is in), so a bad line ends the queue
+    // when it comes.
+    std::string line;
+    QueuedCheck check;
+    for (long long line_number = 1; read_standard_input_line(line_number, &line); ++line_number) {
+      if (!parse_queue_line(path, line_number, line, &check)) continue;
+      if (const int code = run_check_of_queue(check, options_of(check), "")) return code;
+    }
+  } else {
+    const std::vector<QueuedCheck> checks = read_queue(path);
+    std::vector<Options> options;
+    for (const QueuedCheck& check : checks) options.push_back(options_of(check));
+    for (size_t i = 0; i < checks.size(); ++i)
+      if (const int code = run_check_of_queue(checks[i], options[i], strprintf(" of %zu", checks.size()))) return code;
   }
-  std::printf("queue   %zu checks: %zu passed, %zu failed\n", checks.size(), passed, failed);
+  std::printf("queue   %zu checks: %zu passed, %zu failed\n", index, passed, failed);
   return failed > 0 ? kExitMismatch : kExitPassed;
 }
 
