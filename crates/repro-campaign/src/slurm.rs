@@ -181,14 +181,57 @@ pub fn run_shard(plan_path: &Path, shard: usize) -> Result<u8, CampaignError> {
             .unwrap_or_default(),
         task: shard as u32,
     };
-    for job in jobs.iter().filter(|j| !done.contains(&j.key.text())) {
-        let mut record: Record = execute::execute(job, &plan.results_dir, None, "slurm");
+    let pending: Vec<Job> = jobs
+        .iter()
+        .filter(|j| !done.contains(&j.key.text()))
+        .cloned()
+        .collect();
+    let mut write = |mut record: Record| -> Result<(), CampaignError> {
         record.slurm = Some(task.clone());
         results::write_record(&mut file, &out, &record)?;
         println!(
             "{} -> {} ({:.2} s)",
             record.key, record.verdict, record.times.run_s
         );
+        Ok(())
+    };
+    // One build's runs, next to each other in the plan, run as one queue of checks in one
+    // harness process (docs/campaign.md); a sanitize run is a process of its own.
+    let mut start = 0;
+    while start < pending.len() {
+        let queueable = |j: &Job| j.sanitizer.is_none() && j.binary == pending[start].binary;
+        let mut end = start + 1;
+        if queueable(&pending[start]) {
+            while end < pending.len() && queueable(&pending[end]) {
+                end += 1;
+            }
+        }
+        let mut recorded = 0;
+        let mut failed = None;
+        let found_device = execute::execute_queue(
+            &pending[start..end],
+            &plan.results_dir,
+            None,
+            "slurm",
+            |record| {
+                if failed.is_none() {
+                    failed = write(record).err();
+                    recorded += 1;
+                }
+            },
+        );
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if !found_device {
+            // A task without a GPU records every run it was given as not run, one by one, as it
+            // always has (the queue stops at the first).
+            for job in &pending[start + recorded..] {
+                write(execute::execute(job, &plan.results_dir, None, "slurm"))?;
+            }
+            break;
+        }
+        start = end;
     }
     Ok(repro_contract::exit::PASSED)
 }

@@ -14,8 +14,9 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -127,7 +128,10 @@ pub struct QueueSession<'a> {
 /// The harness process of a session, while it runs.
 struct Live {
     child: Child,
-    stdin: ChildStdin,
+    /// The harness's standard input: a socket rather than a pipe, so that a line sent to a
+    /// harness that has just died fails with an error instead of a SIGPIPE, which repro does not
+    /// ignore (src/commands/mod.rs restores it, so that `repro ... | head` ends quietly).
+    stdin: UnixStream,
     lines: mpsc::Receiver<String>,
     reader: std::thread::JoinHandle<()>,
     errors: std::thread::JoinHandle<String>,
@@ -238,12 +242,16 @@ impl<'a> QueueSession<'a> {
     }
 
     fn start(&self) -> Result<Live, Error> {
+        let (stdin, theirs) = UnixStream::pair().map_err(|source| Error::Launch {
+            path: self.binary.clone(),
+            source,
+        })?;
         let mut command = Command::new(&self.binary);
         command
             .args(&self.shared)
             .args(opt::QUEUE.with("-"))
             .args(opt::JSON.with(self.files.reports.display()))
-            .stdin(Stdio::piped())
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         (self.prepare)(&mut command);
@@ -251,7 +259,9 @@ impl<'a> QueueSession<'a> {
             path: self.binary.clone(),
             source,
         })?;
-        let stdin = child.stdin.take().expect("piped");
+        // Our copy of the harness's end goes with the command, so the harness sees the end of
+        // its input when `stdin` closes.
+        drop(command);
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
         let (sender, lines) = mpsc::channel();
