@@ -41,7 +41,7 @@ while IFS= read -r line; do
     nodevice) echo "Disposition: Not run (no_device)"; report "$i" "not run" no_device 7; exit 7;;
   esac
   if [[ $word == taint ]]; then
-    echo "queue   the context holds an error after check $i: cudaErrorIllegalAddress (an illegal memory access)"
+    echo "queue   the context holds an error after check $((i + 1)): cudaErrorIllegalAddress (an illegal memory access)"
     exit 4
   fi
   echo "queue   end of check $((i + 1))"

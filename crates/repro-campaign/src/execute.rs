@@ -279,7 +279,9 @@ pub fn execute_queue(
     };
     let mut done = 0;
     let mut no_device = false;
+    // Each run starts when the one before it in the queue ended (the first, with the process).
     let mut last = Instant::now();
+    let mut started = results::now();
     let queued = crate::run::queue::run_queue(
         &first.binary,
         &[],
@@ -294,6 +296,7 @@ pub fn execute_queue(
                 return crate::run::queue::Flow::Stop;
             }
             let mut r = blank(&job.key, &job.campaign, worker);
+            r.started = std::mem::replace(&mut started, results::now());
             r.times.build_s = job.build_s;
             r.times.run_s = last.elapsed().as_secs_f64();
             last = Instant::now();

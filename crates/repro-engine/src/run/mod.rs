@@ -190,6 +190,20 @@ pub struct RunOutcome {
     pub evidence: String,
 }
 
+impl RunOutcome {
+    /// A harness repro killed past `limit` (its own watchdog could not end it).
+    pub fn killed_past(limit: Duration) -> RunOutcome {
+        RunOutcome {
+            code: exit::HANG,
+            class: "hang".into(),
+            evidence: format!(
+                "the harness ran past {:.0} s and was killed",
+                limit.as_secs_f64()
+            ),
+        }
+    }
+}
+
 /// A process that ended by itself: its status and what it printed.
 pub struct Finished {
     pub status: std::process::ExitStatus,
@@ -240,14 +254,7 @@ pub fn run_quiet(
     let mut command = Command::new(binary);
     command.args(args);
     let Some(finished) = run_captured(command, limit, binary)? else {
-        return Ok(RunOutcome {
-            code: exit::HANG,
-            class: "hang".into(),
-            evidence: format!(
-                "the harness ran past {:.0} s and was killed",
-                limit.as_secs_f64()
-            ),
-        });
+        return Ok(RunOutcome::killed_past(limit));
     };
     let (status, text, error_text) = (finished.status, finished.stdout, finished.stderr);
     let code = status

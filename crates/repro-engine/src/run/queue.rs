@@ -1,6 +1,6 @@
 //! A queue of checks in one harness process (the harness's `--queue`; docs/cli.md, "A queue of
-//! checks"): the commands that run many checks of one instantiation (sweep, shrink, campaign,
-//! bisect) pay for the process and the CUDA context once instead of per check.
+//! checks"): the commands that run many checks of one instantiation (sweep, shrink, campaign)
+//! pay for the process and the CUDA context once instead of per check.
 //!
 //! [`QueueSession`] holds a harness open on a queue read from its standard input and sends one
 //! check at a time, reading its output up to `queue   end of check N` (its JSON report then a
@@ -83,6 +83,7 @@ pub fn run_queue(
     prepare: &dyn Fn(&mut Command),
     mut on_check: impl FnMut(CheckOutcome) -> Flow,
 ) -> Result<QueueStats, Error> {
+    // Every word first: a queue that cannot be sent whole runs none of its checks.
     for word in checks.iter().flatten() {
         refuse_word(word)?;
     }
@@ -110,7 +111,7 @@ fn refuse_word(word: &str) -> Result<(), Error> {
 
 /// A harness held open on a queue read from its standard input (`--queue -`): each [`check`]
 /// sends one check and waits for its result, so a search that decides its next check from the
-/// last one's result (shrink, bisect) still pays for one process and one context. A check that
+/// last one's result (shrink's) still pays for one process and one context. A check that
 /// ends the process is returned as it ended, and the next check starts a fresh process.
 ///
 /// [`check`]: QueueSession::check
@@ -214,14 +215,7 @@ impl<'a> QueueSession<'a> {
                         drop((live.reader, live.errors));
                         return Ok(CheckOutcome {
                             index,
-                            outcome: RunOutcome {
-                                code: exit::HANG,
-                                class: "hang".into(),
-                                evidence: format!(
-                                    "the harness ran past {:.0} s on this check and was killed",
-                                    self.limit.as_secs_f64()
-                                ),
-                            },
+                            outcome: RunOutcome::killed_past(self.limit),
                             report: None,
                             report_json: None,
                             text: open.text,
@@ -242,6 +236,10 @@ impl<'a> QueueSession<'a> {
     }
 
     fn start(&self) -> Result<Live, Error> {
+        // The harness opens its report file by name: whatever stands there (a link planted in
+        // a results folder someone else made, a report of an earlier process) goes first, so it
+        // writes a file of its own rather than through a link.
+        self.files.remove();
         let (stdin, theirs) = UnixStream::pair().map_err(|source| Error::Launch {
             path: self.binary.clone(),
             source,
@@ -530,6 +528,35 @@ impl ReportLines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A link planted where a session's report file goes is removed, not written through.
+    #[test]
+    fn a_link_in_place_of_the_report_file_is_not_followed() {
+        let dir = std::env::temp_dir().join(format!("repro-queue-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let outside = dir.join("outside.txt");
+        std::fs::write(&outside, "keep").unwrap();
+        // A harness that empties its --json file, as the real one does, and says no device.
+        let harness = dir.join("harness");
+        std::fs::write(
+            &harness,
+            "#!/bin/sh\n: > \"$4\"\necho 'Disposition: Not run (no_device)'\nexit 7\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&harness, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let work = dir.join("work");
+        let prepare = |_: &mut Command| {};
+        let mut session =
+            QueueSession::new(&harness, &[], Duration::from_secs(10), &work, &prepare).unwrap();
+        std::os::unix::fs::symlink(&outside, &session.files.reports).unwrap();
+        let check = session.check(&["--ones".to_string()]).unwrap();
+        assert_eq!(check.outcome.code, exit::NO_DEVICE);
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+        drop(session);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn markers_name_their_check_from_zero() {

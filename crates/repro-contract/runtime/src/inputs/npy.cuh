@@ -103,8 +103,11 @@ inline bool read_file_bytes(const std::string& path, std::vector<unsigned char>*
   return !failed;
 }
 
-inline bool write_file_bytes(const std::string& path, const void* data, size_t size, std::string* error) {
-  FILE* file = std::fopen(path.c_str(), "wb");
+// Writes (mode "wb") or appends (mode "ab") `size` bytes and closes the file, so they are on
+// disk when this returns.
+inline bool write_file_bytes(const std::string& path, const void* data, size_t size, std::string* error,
+                             const char* mode = "wb") {
+  FILE* file = std::fopen(path.c_str(), mode);
   if (file == nullptr) {
     *error = "cannot write " + path + ": " + std::strerror(errno);
     return false;
@@ -119,19 +122,11 @@ inline bool write_text_file(const std::string& path, const std::string& text, st
   return write_file_bytes(path, text.data(), text.size(), error);
 }
 
-// Appends `line` and a newline to `path` and closes it, so the line is on disk when this returns
-// (a queue's reports: a process that dies later leaves every finished check's line behind).
+// Appends `line` and a newline to `path`: a queue's reports, each on disk when its check ends,
+// so that a process that dies later leaves every finished check's line behind.
 inline bool append_line(const std::string& path, const std::string& line, std::string* error) {
-  FILE* file = std::fopen(path.c_str(), "ab");
-  if (file == nullptr) {
-    *error = "cannot write " + path + ": " + std::strerror(errno);
-    return false;
-  }
   const std::string text = line + "\n";
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed) *error = "cannot write " + path + ": " + std::strerror(errno);
-  return written && closed;
+  return write_file_bytes(path, text.data(), text.size(), error, "ab");
 }
 
 // What a .npy header says.

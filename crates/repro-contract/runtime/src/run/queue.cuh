@@ -8,22 +8,23 @@
 //
 // The file holds one check per line: its options, as on the command line, separated by tabs (a
 // word may hold spaces; repro writes these files). Empty lines and lines starting with `#` are
-// skipped. Standard input (`--queue -`) is read line by line as it comes, each check run when
-// its line arrives: repro holds a harness open this way and sends a check when it has the last
-// one's result (shrink's and bisect's searches decide their next check from it). A check's options are the command line's (all but --queue) followed by its line's,
+// skipped. A check's options are the command line's (all but --queue) followed by its line's,
 // so the command line holds what every check shares (--timeout, --reference-cache) and a line
 // may override it (a later --size wins). A line may not name the files of the whole run
-// (--queue, --json, --spec) nor --emit-inputs, --bench or --help; --dump DIR is a check's own. Every line is read
-// and checked before the first check runs: a bad line is a usage error naming its number (from
-// standard input, when it comes).
+// (--queue, --json, --spec) nor --emit-inputs, --bench or --help; --dump DIR is a check's own.
+// A file is read and checked whole before the first check runs: a bad line is a usage error
+// naming its number. Standard input (`--queue -`) is read line by line, each check run when its
+// line arrives (a bad line ends the queue there): repro holds a harness open this way and sends
+// a check once it has the last one's result (shrink's search decides its next check from it).
 //
 // Each check prints `queue   check N of T: WORDS` (`queue   check N: WORDS` from standard input),
 // then the report a process of its own would print, ending in its Disposition line, and
-// `queue   end of check N` once the context is checked; with --json FILE each check's JSON report is appended
-// to FILE as one line the moment it ends, with `"check": N` (from 0) first. Between checks
-// nothing of one check reaches the next: the spec is read afresh, the report's fields, the
-// stressor's state and the TMA descriptors printed start empty, and the device buffers are
-// taken back (device_buffers.cuh; outputs are poisoned before every launch as always).
+// `queue   end of check N` once the context is checked; with --json FILE each check's JSON
+// report is appended to FILE as one line the moment it ends, with `"check": N` (from 0) first.
+// Between checks nothing of one check reaches the next: the spec is read afresh, the report's
+// fields, the stressor's state and the TMA descriptors printed start empty, and the device
+// buffers are taken back (device_buffers.cuh; outputs are poisoned before every launch as
+// always).
 //
 // Isolation: a check that cannot go on (a fault, a hang, a sticky CUDA error) ends the process
 // as it would end a process of its own (fatal(): its line written, exit 4 or 5), and after each
@@ -53,7 +54,7 @@ struct QueuedCheck {
 };
 
 inline std::string read_queue_text(const std::string& path) {
-  FILE* file = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+  FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) usage_error(strprintf("--queue %s: cannot read it: %s", path.c_str(), std::strerror(errno)));
   std::string text;
   char buffer[1 << 16];
@@ -64,7 +65,7 @@ inline std::string read_queue_text(const std::string& path) {
                             kMaxQueueBytes >> 20));
   }
   const bool failed = std::ferror(file) != 0;
-  if (file != stdin) std::fclose(file);
+  std::fclose(file);
   if (failed) usage_error(strprintf("--queue %s: cannot read it", path.c_str()));
   return text;
 }
@@ -156,7 +157,7 @@ inline void require_clean_context(long long index) {
   if (error == cudaSuccess) return;
   std::printf("queue   the context holds an error after check %lld: %s (%s); the rest of the queue needs a fresh "
               "process\n",
-              index, cudaGetErrorName(error), cudaGetErrorString(error));
+              index + 1, cudaGetErrorName(error), cudaGetErrorString(error));
   std::fflush(stdout);
   std::_Exit(kExitCudaError);
 }
