@@ -787,25 +787,58 @@ int fatal_mode(int argc, char** argv) {
 
 // ------------------------------------------------------------------ attention
 
+// A probe pattern's values over [L][M][N], as the device writes them (ProbeValuesView::at).
+inline std::vector<double> expand_on_host(const ProbeValues& v, int64_t L, int64_t M, int64_t N) {
+  const ProbeValuesView view = host_view(v);
+  std::vector<double> out(size_t(L * M * N));
+  for (int64_t i = 0; i < L * M * N; ++i) out[size_t(i)] = view.at(i / (M * N), (i / N) % M, i % N);
+  return out;
+}
+
 #include "attention_checks.h"
 #include "verdict_checks.h"
 
-// The probe's fills run on several threads where every element has storage of its own, and
-// write what one thread would; aliased storage (stride 0, overlapping dimensions) is told apart.
-void test_probe_fills() {
+// The probes' patterns (probe_values.cuh): what ProbeValuesView::at gives, on the host, is what
+// the device writes (the same function; the harness compares a sample of every expansion), so
+// these pin the patterns themselves: the tables, their batches, the identity kinds, the grouped
+// answers. Aliased storage (stride 0, overlapping dimensions) is told apart: it is filled on
+// the host, in order.
+void test_probe_values() {
   CHECK(elements_distinct(make_tensor("A", DType::bf16, {3, 4})));
   CHECK(elements_distinct(make_tensor("A", DType::bf16, {3, 4}, {1, 3})));
   CHECK(elements_distinct(make_tensor("A", DType::bf16, {3, 4}, {6, 1})));
   CHECK(elements_distinct(make_tensor("A", DType::bf16, {1, 4}, {0, 1})));  // stride 0, extent 1
   CHECK(!elements_distinct(make_tensor("A", DType::bf16, {3, 4}, {0, 1})));  // rows broadcast
   CHECK(!elements_distinct(make_tensor("A", DType::bf16, {3, 4}, {2, 1})));  // rows overlap
-  Tensor big = make_tensor("B", DType::f32, {700, 300}, {1, 700});  // column-major, 4 chunks or more
-  big.host.assign(big.storage_bytes(), 0);
-  fill_matrix(big, [](int64_t, int64_t k, int64_t n) { return double(k * 1000 + n); });
-  bool same = true;
-  for (int64_t i = 0; i < big.numel(); ++i)
-    same = same && decode(big.dtype, big.host.data(), big.logical_offset(i)) == double(i / 300 * 1000 + i % 300);
+
+  // A product of a row table of 2 batches and a column table of one (it holds for every batch).
+  const ProbeValues ramp = ProbeValues::constant(3.0)
+                               .with_rows(2, 5, [](int64_t b, int64_t r) { return double(1 + r + 10 * b); })
+                               .with_columns(1, 4, [](int64_t, int64_t c) { return double(1 << c); });
+  const std::vector<double> got = expand_on_host(ramp, 2, 5, 4);
+  bool same = got.size() == 40;
+  for (int64_t i = 0; i < 40 && same; ++i) {
+    const int64_t b = i / 20, r = (i / 4) % 5, c = i % 4;
+    same = got[size_t(i)] == 3.0 * double(1 + r + 10 * b) * double(1 << c);
+  }
   CHECK(same);
+  CHECK(expand_on_host(ProbeValues::constant(7.0), 1, 2, 2) == std::vector<double>(4, 7.0));
+  // The identity probe: A[m,k] = (m + 2k) mod 7 + 1, B[k,n] = 1 where k = n mod K, and
+  // D[m,n] = alpha A[m, n mod K] (K = 3, N = 7: B repeats every 3 columns).
+  const int64_t K = 3;
+  const ProbeValuesView a = host_view(ProbeValues::identity(ProbeValues::Kind::identity_a, 1.0, K));
+  const ProbeValuesView b = host_view(ProbeValues::identity(ProbeValues::Kind::identity_b, 1.0, K));
+  const ProbeValuesView d = host_view(ProbeValues::identity(ProbeValues::Kind::identity_output, 2.0, K));
+  bool identity = true;
+  for (int64_t m = 0; m < 9; ++m)
+    for (int64_t n = 0; n < 7; ++n) {
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += a.at(0, m, k) * b.at(0, k, n);
+      identity = identity && d.at(0, m, n) == 2.0 * sum && a.at(0, m, n % K) == double((m + 2 * (n % K)) % 7 + 1);
+    }
+  CHECK(identity);
+  CHECK_EQ(b.at(0, 1, 4), 1.0);
+  CHECK_EQ(b.at(0, 2, 4), 0.0);
 }
 
 int main(int argc, char** argv) {
@@ -854,7 +887,7 @@ int main(int argc, char** argv) {
   test_width_bin();
   test_element_integer();
   test_moduli();
-  test_probe_fills();
+  test_probe_values();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

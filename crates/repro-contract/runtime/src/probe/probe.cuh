@@ -30,6 +30,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
+#include "probe_values.cuh"
 #include "spec_info.cuh"
 
 namespace repro {
@@ -59,7 +60,8 @@ struct ProbeOutcome {
   std::string store_race;
 };
 
-// The state a probe needs: the spec, the device buffers and the saved random inputs.
+// The state a probe needs: the spec, the launch, and the device scratch its patterns and runs
+// use (from the buffer pool, given back by release()).
 struct ProbeContext {
   SpecInfo* spec;
   cudaStream_t stream;
@@ -69,50 +71,45 @@ struct ProbeContext {
   Launch launch;
   std::vector<ProbeOutcome> outcomes;
   std::vector<bool> stressed;  // the last probe's launches: which ran under --stress
+  // The spec's random inputs' fp64 reference, [L][M][N], when it was computed on the device
+  // (null: the random probe judges against the host's).
+  const double* random_want = nullptr;
+  bool inputs_on_device = false;     // the spec's generated inputs were made on the device
+  ProbeTables tables;                // the tables of the pattern being expanded
+  double* want = nullptr;            // the right answers of the probe being judged
+  std::vector<void*> earlier_runs;   // every run's output but the last, which stays in the output
+  PhaseTimes* times = nullptr;       // the run's phases, ended with `probes` when they are judged
+
+  // The device buffer for a probe's right answers, [L][M][N] doubles.
+  double* answers() {
+    if (want == nullptr) {
+      const GemmOperands& g = spec->gemm;
+      want = static_cast<double*>(device_buffer_pool().take(size_t(g.L * g.M * g.N) * sizeof(double)));
+    }
+    return want;
+  }
+  // The device scratch back to the pool, and the probes' phase into the report's timings.
+  void release() {
+    if (times != nullptr) {
+      times->end("probes");
+      times->report();
+      times = nullptr;
+    }
+    tables.release();
+    device_buffer_pool().give(want);
+    want = nullptr;
+    for (void* run : earlier_runs) device_buffer_pool().give(run);
+    earlier_runs.clear();
+  }
 };
 
-// Whether no two logical elements share storage (no stride 0 on an extent above 1, no dimension
-// overlapping another): then their elements can be written from several threads at once.
-inline bool elements_distinct(const Tensor& t) {
-  const int rank = std::min(t.rank, 4);
-  int order[4] = {0, 1, 2, 3};
-  // By stride, smallest first (an insertion sort: four at most).
-  for (int i = 1; i < rank; ++i)
-    for (int j = i; j > 0 && t.strides[order[j]] < t.strides[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
-  int64_t reach = 0;  // the largest offset the dimensions taken so far reach
-  for (int i = 0; i < rank; ++i) {
-    const int d = order[i];
-    if (t.shape[d] <= 1) continue;
-    if (t.strides[d] <= reach) return false;
-    reach += (t.shape[d] - 1) * t.strides[d];
-  }
-  return true;
-}
-
-// Sets every element of a matrix tensor ([rows, cols] or [L, rows, cols], any strides) from its
-// logical (batch, row, column). On the host's cores: a probe fills a K x N operand about twenty
-// times, and one core took 46 s for Llama-3-8B's 4096 x 28672 (issue 37's campaign measurement).
-template <typename F>
-inline void fill_matrix(Tensor& t, F value) {
-  const int64_t cols = t.shape[t.rank - 1], rows = t.rank >= 2 ? t.shape[t.rank - 2] : 1;
-  const auto fill = [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i)
-      encode(t.dtype, t.host.data(), t.logical_offset(i), value(i / (rows * cols), (i / cols) % rows, i % cols));
-  };
-  // Aliased storage is written in order, as the last write must win the same way every time.
-  if (elements_distinct(t))
-    parallel_for(t.numel(), int64_t(1) << 16, fill);
-  else
-    fill(0, t.numel());
-}
-
-// Uploads every input and launches `repeat` times on poisoned outputs; returns each run's output
-// storage and leaves the first run's in out.host.
-inline std::vector<std::vector<unsigned char>> probe_launch(ProbeContext& ctx, Tensor& out) {
+// Launches `ctx.repeat` times on poisoned outputs, the operands as the probe set them on the
+// device; every run's output but the last is copied aside on the device (ctx.earlier_runs), the
+// last stays in out.device.
+inline void probe_launches(ProbeContext& ctx, Tensor& out) {
   std::vector<Tensor>& tensors = ctx.spec->tensors;
-  for (Tensor& t : tensors)
-    if (!t.output) REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
-  std::vector<std::vector<unsigned char>> runs;
+  const size_t bytes = std::max<size_t>(out.storage_bytes(), 1);
+  while (ctx.earlier_runs.size() + 1 < size_t(ctx.repeat)) ctx.earlier_runs.push_back(device_buffer_pool().take(bytes));
   ctx.stressed.clear();
   stress_new_sequence();
   for (int run = 0; run < ctx.repeat; ++run) {
@@ -120,9 +117,17 @@ inline std::vector<std::vector<unsigned char>> probe_launch(ProbeContext& ctx, T
     ctx.launch = launch_kernel(*ctx.spec, tensors, ctx.stream, ctx.start, ctx.stop);
     ctx.stressed.push_back(last_launch_stressed());
     wait_for_kernel(ctx.stop, ctx.timeout, ctx.launch.label, describe(ctx.launch));
-    REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
-    runs.push_back(out.host);
+    if (run + 1 < ctx.repeat)
+      REPRO_CUDA_CHECK(cudaMemcpy(ctx.earlier_runs[size_t(run)], out.device, out.storage_bytes(), cudaMemcpyDeviceToDevice));
   }
+}
+
+// Every run's output storage, in run order, copied back; the first run's also into out.host.
+inline std::vector<std::vector<unsigned char>> probe_runs_on_host(const ProbeContext& ctx, Tensor& out) {
+  std::vector<std::vector<unsigned char>> runs(size_t(ctx.repeat), std::vector<unsigned char>(out.storage_bytes()));
+  for (int run = 0; run < ctx.repeat; ++run)
+    REPRO_CUDA_CHECK(cudaMemcpy(runs[size_t(run)].data(), run + 1 < ctx.repeat ? ctx.earlier_runs[size_t(run)] : out.device,
+                                out.storage_bytes(), cudaMemcpyDeviceToHost));
   out.host = runs.front();
   return runs;
 }
@@ -156,23 +161,57 @@ inline void judge_probe(ProbeOutcome& o, const SpecInfo& spec, Tensor& out,
   }
 }
 
-// One analytic probe: inputs already set on the host, `want(l, m, n)` the exact answer.
-template <typename Want>
+// What judging a probe left on the host: nothing when it passed on the device and nobody asked;
+// the runs (one copy when they agree bit for bit) and, when the host judged it, the answers.
+struct ProbeJudgement {
+  std::vector<std::vector<unsigned char>> runs;
+  std::vector<double> want;  // empty when the device judged it
+};
+
+// Judges the probe just launched (probe_launches) against right answers on the device, [L][M]
+// [N]: on the device while it passes and its runs agree bit for bit, which is the common case
+// and crosses PCIe with sums only; otherwise on the host, the runs and the answers copied back,
+// with every reading the host's analysis makes. `keep` asks for the output on the host anyway
+// (the code probes' decoders read it; out.host holds it then).
+inline ProbeJudgement judge_on_device(ProbeOutcome& o, ProbeContext& ctx, Tensor& out, const double* want,
+                                      const Tolerance& tol, bool keep) {
+  const GemmOperands& g = ctx.spec->gemm;
+  ProbeJudgement judged;
+  int64_t differences = 0;
+  for (int run = 0; run + 1 < ctx.repeat; ++run)
+    differences = std::max(differences, device_differences(out, ctx.earlier_runs[size_t(run)]));
+  if (differences == 0) {
+    const Comparison c = device_comparison(out, want, g.L, g.M, g.N, tol, ctx.spec->tile_m, ctx.spec->tile_n, 0.0);
+    if (c.passed) {
+      o.passed = true;
+      o.comparison = c;
+      if (keep) {
+        REPRO_CUDA_CHECK(cudaMemcpy(out.host.data(), out.device, out.storage_bytes(), cudaMemcpyDeviceToHost));
+        judged.runs.push_back(out.host);
+      }
+      return judged;
+    }
+  }
+  judged.runs = probe_runs_on_host(ctx, out);
+  judged.want.resize(size_t(g.L * g.M * g.N));
+  REPRO_CUDA_CHECK(cudaMemcpy(judged.want.data(), want, judged.want.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  judge_probe(o, *ctx.spec, out, judged.runs, judged.want, tol, &ctx.stressed);
+  return judged;
+}
+
+// One analytic probe: operands already set (fill_probe_operand), `want` its exact answers.
 inline ProbeOutcome run_analytic_probe(ProbeContext& ctx, const std::string& name, const std::string& inputs,
-                                       Want want) {
+                                       const ProbeValues& want, bool keep_output = false,
+                                       ProbeJudgement* judged = nullptr) {
   const GemmOperands& g = ctx.spec->gemm;
   Tensor& out = ctx.spec->tensors[g.out];
   ProbeOutcome o;
   o.name = name;
   o.inputs = inputs;
-  const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
-  std::vector<double> expected(size_t(g.L * g.M * g.N));
-  parallel_for(g.L * g.M, std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(g.N, 1)),
-               [&](int64_t first, int64_t last) {
-                 for (int64_t row = first; row < last; ++row)
-                   for (int64_t n = 0; n < g.N; ++n) expected[size_t(row * g.N + n)] = want(row / g.M, row % g.M, n);
-               });
-  judge_probe(o, *ctx.spec, out, runs, expected, Tolerance{0, 0, 0, true}, &ctx.stressed);
+  probe_expected(ctx.answers(), want, g.L, g.M, g.N, ctx.tables);
+  probe_launches(ctx, out);
+  ProbeJudgement j = judge_on_device(o, ctx, out, ctx.want, Tolerance{0, 0, 0, true}, keep_output);
+  if (judged != nullptr) *judged = std::move(j);
   return o;
 }
 
@@ -583,20 +622,36 @@ inline int64_t tile_ramp_period(const std::vector<DType>& operands, DType out, d
 inline ProbeOutcome run_random_probe(ProbeContext& ctx, const std::vector<double>& random_reference,
                                      const Tolerance& random_tolerance,
                                      const std::vector<std::vector<unsigned char>>& random_inputs,
-                                     std::vector<std::vector<unsigned char>>* runs_out = nullptr) {
+                                     ProbeJudgement* judged = nullptr) {
   std::vector<Tensor>& tensors = ctx.spec->tensors;
   Tensor& out = tensors[size_t(ctx.spec->gemm.out)];
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if (!tensors[i].output) tensors[i].host = random_inputs[i];
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Tensor& t = tensors[i];
+    if (t.output) continue;
+    // Inputs made on the device are made there again (the host never had them); the others
+    // come back from the host's copies.
+    if (ctx.inputs_on_device && is_generated_input(t)) {
+      generate_on_device(t);
+      continue;
+    }
+    t.host = random_inputs[i];
+    REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+  }
   ProbeOutcome o;
   o.name = "random";
   o.inputs = "the spec's inputs, fp64 reference";
   const int saved = ctx.repeat;
   ctx.repeat = std::max(3, saved);
-  const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
+  probe_launches(ctx, out);
+  ProbeJudgement j;
+  if (ctx.random_want != nullptr) {
+    j = judge_on_device(o, ctx, out, ctx.random_want, random_tolerance, judged != nullptr);
+  } else {
+    j.runs = probe_runs_on_host(ctx, out);
+    judge_probe(o, *ctx.spec, out, j.runs, random_reference, random_tolerance, &ctx.stressed);
+  }
   ctx.repeat = saved;
-  judge_probe(o, *ctx.spec, out, runs, random_reference, random_tolerance, &ctx.stressed);
-  if (runs_out != nullptr) *runs_out = runs;
+  if (judged != nullptr) *judged = std::move(j);
   return o;
 }
 
@@ -658,16 +713,20 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
   Tensor& A = tensors[g.a];
   Tensor& B = tensors[g.b];
   Tensor& out = tensors[g.out];
+  const auto fill = [&](Tensor& t, const ProbeValues& values) { fill_probe_operand(t, values, ctx.tables); };
+  const ProbeValues one = ProbeValues::constant(1.0);
   for (int index : {g.c, g.bias})
-    if (index >= 0) fill_matrix(tensors[index], [](int64_t, int64_t, int64_t) { return 0.0; });
+    if (index >= 0) fill(tensors[index], ProbeValues::constant(0.0));
   const double alpha = g.alpha, K = double(g.K);
+  // Extents of the operands' tables: A is [M, K], B is [K, N] (logically; any storage order).
+  const int64_t M = g.M, N = g.N;
   std::vector<ProbeOutcome>& probes = ctx.outcomes;
   if (has_scales(g)) fill_unit_scales(spec);  // the plain probes see a plain GEMM
 
   // ones
-  fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
-  fill_matrix(B, [](int64_t, int64_t, int64_t) { return 1.0; });
-  probes.push_back(run_analytic_probe(ctx, "ones", "A = 1, B = 1", [&](int64_t, int64_t, int64_t) { return alpha * K; }));
+  fill(A, one);
+  fill(B, one);
+  probes.push_back(run_analytic_probe(ctx, "ones", "A = 1, B = 1", ProbeValues::constant(alpha * K)));
   print_probe(probes.back());
 
   // K slices, sized by the kernel's K tile.
@@ -675,11 +734,11 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
   const int64_t slice_count = (g.K + tile_k - 1) / tile_k;
   for (int64_t s : slices_to_probe(slice_count)) {
     const int64_t k0 = s * tile_k, k1 = std::min(g.K, k0 + tile_k);
-    fill_matrix(B, [&](int64_t, int64_t k, int64_t) { return k >= k0 && k < k1 ? 1.0 : 0.0; });
+    fill(B, one.with_rows(1, g.K, [&](int64_t, int64_t k) { return k >= k0 && k < k1 ? 1.0 : 0.0; }));
     const double want = alpha * double(k1 - k0);
     ProbeOutcome o = run_analytic_probe(ctx, strprintf("k-slice %lld/%lld", (long long)s, (long long)slice_count),
                                         strprintf("A = 1, B = 1 on k %lld-%lld", (long long)k0, (long long)(k1 - 1)),
-                                        [&](int64_t, int64_t, int64_t) { return want; });
+                                        ProbeValues::constant(want));
     if (!o.passed) o.note = slice_note(o, want);
     probes.push_back(o);
     print_probe(probes.back());
@@ -690,22 +749,24 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
   const auto code = [](int digit, int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
   std::vector<unsigned char> row_outputs[2], col_outputs[2];
   size_t row_probe[2] = {0, 0}, col_probe[2] = {0, 0};
-  fill_matrix(B, [](int64_t, int64_t, int64_t) { return 1.0; });
+  fill(B, one);
   for (int digit = 0; digit < 2; ++digit) {
-    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return code(digit, m); });
+    const auto row_code = [&](int64_t, int64_t m) { return code(digit, m); };
+    fill(A, one.with_rows(1, M, row_code));
     probes.push_back(run_analytic_probe(ctx, strprintf("row code %d", digit),
                                         strprintf("A[m,k] = 2^(digit %d of m, base 4), B = 1", digit),
-                                        [&](int64_t, int64_t m, int64_t) { return alpha * K * code(digit, m); }));
+                                        ProbeValues::constant(alpha * K).with_rows(1, M, row_code), true));
     row_outputs[digit] = out.host;
     row_probe[digit] = probes.size() - 1;
     print_probe(probes.back());
   }
-  fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
+  fill(A, one);
   for (int digit = 0; digit < 2; ++digit) {
-    fill_matrix(B, [&](int64_t, int64_t, int64_t n) { return code(digit, n); });
+    const auto column_code = [&](int64_t, int64_t n) { return code(digit, n); };
+    fill(B, one.with_columns(1, N, column_code));
     probes.push_back(run_analytic_probe(ctx, strprintf("col code %d", digit),
                                         strprintf("A = 1, B[k,n] = 2^(digit %d of n, base 4)", digit),
-                                        [&](int64_t, int64_t, int64_t n) { return alpha * K * code(digit, n); }));
+                                        ProbeValues::constant(alpha * K).with_columns(1, N, column_code), true));
     col_outputs[digit] = out.host;
     col_probe[digit] = probes.size() - 1;
     print_probe(probes.back());
@@ -722,12 +783,12 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
   if (!row_finding.empty()) probes[row_probe[0]].note = row_finding;
   if (!col_finding.empty()) probes[col_probe[0]].note = col_finding;
 
-  // Identity-like B: D[m, n] = alpha * A[m, n mod K], with A a pattern of small integers.
-  const auto a_code = [](int64_t m, int64_t k) { return double((m + 2 * k) % 7 + 1); };
-  fill_matrix(A, [&](int64_t, int64_t m, int64_t k) { return a_code(m, k); });
-  fill_matrix(B, [&](int64_t, int64_t k, int64_t n) { return k == n % g.K ? 1.0 : 0.0; });
+  // Identity-like B: D[m, n] = alpha * A[m, n mod K], A[m, k] = (m + 2k) mod 7 + 1, small
+  // integers.
+  fill(A, ProbeValues::identity(ProbeValues::Kind::identity_a, 1.0, g.K));
+  fill(B, ProbeValues::identity(ProbeValues::Kind::identity_b, 1.0, g.K));
   probes.push_back(run_analytic_probe(ctx, "identity", "A[m,k] = (m+2k) mod 7 + 1, B = I (k = n mod K)",
-                                      [&](int64_t, int64_t m, int64_t n) { return alpha * a_code(m, n % g.K); }));
+                                      ProbeValues::identity(ProbeValues::Kind::identity_output, alpha, g.K)));
   print_probe(probes.back());
 
   // Tile ramp: every output tile holds a value of its own, alpha*K*a*b with a = 1 + (m / tile_m)
@@ -737,15 +798,15 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
   const int64_t ramp = tile_ramp_period({A.dtype, B.dtype}, out.dtype, alpha * K);
   if (ramp > 1) {
     const int64_t tm = std::max<int64_t>(1, spec.tile_m), tn = std::max<int64_t>(1, spec.tile_n);
-    const auto a_of = [&](int64_t m) { return double(1 + (m / tm) % ramp); };
-    const auto b_of = [&](int64_t n) { return double(1 + (n / tn) % ramp); };
-    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return a_of(m); });
-    fill_matrix(B, [&](int64_t, int64_t, int64_t n) { return b_of(n); });
+    const auto a_of = [&](int64_t, int64_t m) { return double(1 + (m / tm) % ramp); };
+    const auto b_of = [&](int64_t, int64_t n) { return double(1 + (n / tn) % ramp); };
+    fill(A, one.with_rows(1, M, a_of));
+    fill(B, one.with_columns(1, N, b_of));
     probes.push_back(run_analytic_probe(
         ctx, "tile ramp",
         strprintf("A = 1 + (m / %lld) mod %lld, B = 1 + (n / %lld) mod %lld", (long long)tm, (long long)ramp,
                   (long long)tn, (long long)ramp),
-        [&](int64_t, int64_t m, int64_t n) { return alpha * K * a_of(m) * b_of(n); }));
+        ProbeValues::constant(alpha * K).with_rows(1, M, a_of).with_columns(1, N, b_of)));
     print_probe(probes.back());
   }
 
@@ -754,6 +815,7 @@ inline int run_probes(SpecInfo& spec, ProbeContext& ctx, const std::vector<doubl
 
   probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs));
   print_probe(probes.back());
+  ctx.release();
   show_first_failure(probes, out);
   const Pattern verdict = probe_verdict(probes, row_finding, col_finding, scale_finding);
   return conclude_probes(probes, verdict);

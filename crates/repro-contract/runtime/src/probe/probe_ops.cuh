@@ -218,6 +218,9 @@ inline void fill_operand_scales(SpecInfo& spec, bool is_a, F value) {
   if (scale.tensor < 0) return;
   Tensor& t = spec.tensors[size_t(scale.tensor)];
   fill_scales(scale_operand(scale, t, t.host.data(), is_a), t, is_a ? g.M : g.N, g.K, value);
+  // Scale tensors are small (one value per block of 128 or more operand elements, packings and
+  // layouts of their own: scales.cuh): set on the host and uploaded.
+  REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
 }
 
 inline void fill_unit_scales(SpecInfo& spec) {
@@ -240,8 +243,9 @@ inline ScaleFinding run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
   ScaleFinding finding;
   std::vector<std::string> findings;
   bool outside = false;  // some output got no block's code
-  fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
-  fill_matrix(B, [](int64_t, int64_t, int64_t) { return 1.0; });
+  const ProbeValues one = ProbeValues::constant(1.0);
+  fill_probe_operand(A, one, ctx.tables);
+  fill_probe_operand(B, one, ctx.tables);
 
   // Row blocks of SA, column blocks of SB: digits of the block index.
   for (bool is_a : {true, false}) {
@@ -259,11 +263,13 @@ inline ScaleFinding run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
       const auto digit = [&](int64_t b) { return int((b >> (bits * d)) & (base - 1)); };
       fill_unit_scales(spec);
       fill_operand_scales(spec, is_a, [&](int64_t ib, int64_t) { return std::ldexp(1.0, digit(ib)); });
+      const auto line_code = [&](int64_t, int64_t line) { return std::ldexp(1.0, digit(line / block)); };
+      const ProbeValues unit = ProbeValues::constant(alpha * K);
       ProbeOutcome o = run_analytic_probe(
           ctx, strprintf("%s %d", side, d),
           strprintf("A = B = 1, %s block code 2^(digit %d, base %lld)", is_a ? "scale_a row" : "scale_b column", d,
                     (long long)base),
-          [&](int64_t, int64_t m, int64_t n) { return alpha * K * std::ldexp(1.0, digit((is_a ? m : n) / block)); });
+          is_a ? unit.with_rows(1, g.M, line_code) : unit.with_columns(1, g.N, line_code), true);
       failed = failed || !o.passed;
       add_scale_digit(decoded, out, d, bits, alpha * K);
       probes.push_back(o);
@@ -296,12 +302,13 @@ inline ScaleFinding run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
     const std::vector<int64_t> probed = slices_to_probe(k_blocks);
     for (int64_t s : probed) {
       const int64_t k0 = s * block_k, k1 = std::min(g.K, k0 + block_k);
-      fill_matrix(A, [&](int64_t, int64_t, int64_t k) { return k >= k0 && k < k1 ? 1.0 : 0.0; });
+      fill_probe_operand(A, one.with_columns(1, g.K, [&](int64_t, int64_t k) { return k >= k0 && k < k1 ? 1.0 : 0.0; }),
+                         ctx.tables);
       const double unit = alpha * double(k1 - k0);
       ProbeOutcome o = run_analytic_probe(
           ctx, strprintf("scale k %lld/%lld", (long long)s, (long long)k_blocks),
           strprintf("A = 1 on k %lld-%lld, K-block scale codes", (long long)k0, (long long)(k1 - 1)),
-          [&](int64_t, int64_t, int64_t) { return unit * std::ldexp(1.0, code(s)); });
+          ProbeValues::constant(unit * std::ldexp(1.0, code(s))));
       if (!o.passed) {
         // What the first wrong output used.
         const Mismatch* first = o.comparison.first.empty() ? nullptr : &o.comparison.first.front();
@@ -342,52 +349,45 @@ inline ScaleFinding run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
 
 // ------------------------------------------------------------------------ grouped GEMMs
 
-// Fills A with 1 and B with value(g, k, n) on each group's part, k counted within the group: B[g]
-// for contiguous and masked, group g's K range of rows for k_grouped (rows of no group: 0).
-template <typename F>
-inline void fill_group_b(const GroupedProblem& p, Tensor& A, Tensor& B, F value) {
-  fill_matrix(A, [](int64_t, int64_t, int64_t) { return 1.0; });
+// Fills A with 1 and B with row_value(g, k) * column_value(n) on each group's part, k counted
+// within the group: B[g] for contiguous and masked, group g's K range of rows for k_grouped
+// (rows of no group: 0).
+template <typename R, typename C>
+inline void fill_group_b(const GroupedProblem& p, Tensor& A, Tensor& B, ProbeTables& tables, R row_value,
+                         C column_value) {
+  const ProbeValues one = ProbeValues::constant(1.0);
+  fill_probe_operand(A, one, tables);
+  ProbeValues b;
   if (p.layout == GroupedLayout::k_grouped) {
     std::vector<int64_t> group_of(size_t(p.K), -1), local_k(size_t(p.K), 0);
     for (int64_t g = 0, k = 0; g < p.G; ++g)
       for (int64_t i = 0; i < p.groups[size_t(g)]; ++i, ++k) group_of[size_t(k)] = g, local_k[size_t(k)] = i;
-    fill_matrix(B, [&](int64_t, int64_t k, int64_t n) {
-      return group_of[size_t(k)] < 0 ? 0.0 : value(group_of[size_t(k)], local_k[size_t(k)], n);
+    b = one.with_rows(1, p.K, [&](int64_t, int64_t k) {
+      return group_of[size_t(k)] < 0 ? 0.0 : row_value(group_of[size_t(k)], local_k[size_t(k)]);
     });
   } else {
-    fill_matrix(B, [&](int64_t g, int64_t k, int64_t n) { return value(g, k, n); });
+    b = one.with_rows(p.G, p.K, row_value);
   }
+  fill_probe_operand(B, b.with_columns(1, p.N, [&](int64_t, int64_t n) { return column_value(n); }), tables);
 }
 
 // The same with B's value a function of the group alone.
 template <typename F>
-inline void fill_group_operands(const GroupedProblem& p, Tensor& A, Tensor& B, F value) {
-  fill_group_b(p, A, B, [&](int64_t g, int64_t, int64_t) { return value(g); });
+inline void fill_group_operands(const GroupedProblem& p, Tensor& A, Tensor& B, ProbeTables& tables, F value) {
+  fill_group_b(p, A, B, tables, [&](int64_t g, int64_t) { return value(g); }, [](int64_t) { return 1.0; });
 }
 
-// The expected [batches][M][N] of a probe: value(gg, m, n) for the outputs group GEMM gg writes
-// (m the output row within its batch), not_compared_value() elsewhere.
-template <typename F>
-inline std::vector<double> grouped_outputs(const GroupedProblem& p, F value) {
-  std::vector<double> want(size_t(p.output_count()), not_compared_value());
-  for (const GroupGemm& gg : group_gemms(p))
-    for (int64_t r = 0; r < gg.rows; ++r)
-      for (int64_t n = 0; n < p.N; ++n)
-        want[size_t(output_offset(p, gg) + r * p.N + n)] = value(gg, gg.row0 + r, n);
-  return want;
-}
-
-// alpha * Kg * code(g) * row(batch, m): a probe whose B of group g is code(g) and whose A has
-// the value row(batch, m) on row m (1 unless the probe varies it).
+// alpha * Kg * code(g) * row(batch, m): the right answers of a probe whose B of group g is
+// code(g) and whose A has the value row(batch, m) on row m (1 unless the probe varies it).
 template <typename F, typename R>
-inline std::vector<double> grouped_expected(const GroupedProblem& p, F code, R row) {
-  return grouped_outputs(p, [&](const GroupGemm& gg, int64_t m, int64_t) {
+inline ProbeValues grouped_expected(const GroupedProblem& p, F code, R row) {
+  return grouped_values(p, [&](const GroupGemm& gg, int64_t m) {
     return p.alpha * double(gg.k) * code(gg.group) * row(gg.batch, m);
   });
 }
 
 template <typename F>
-inline std::vector<double> grouped_expected(const GroupedProblem& p, F code) {
+inline ProbeValues grouped_expected(const GroupedProblem& p, F code) {
   return grouped_expected(p, code, [](int64_t, int64_t) { return 1.0; });
 }
 
@@ -441,16 +441,14 @@ inline std::string store_race_note(const GroupedProblem& p, const Tensor& out,
 }
 
 inline ProbeOutcome run_grouped_probe(ProbeContext& ctx, const GroupedProblem& p, const std::string& name,
-                                      const std::string& inputs, const std::vector<double>& want,
+                                      const std::string& inputs, const ProbeValues& want,
                                       std::vector<std::vector<unsigned char>>* runs_out = nullptr) {
   Tensor& out = ctx.spec->tensors[size_t(ctx.spec->gemm.out)];
-  ProbeOutcome o;
-  o.name = name;
-  o.inputs = inputs;
-  const std::vector<std::vector<unsigned char>> runs = probe_launch(ctx, out);
-  judge_probe(o, *ctx.spec, out, runs, want, Tolerance{0, 0, 0, true}, &ctx.stressed);
-  if (o.differences > 0) o.store_race = store_race_note(p, out, runs, want, Tolerance{0, 0, 0, true}, ctx.spec->tile_m);
-  if (runs_out != nullptr) *runs_out = runs;
+  ProbeJudgement judged;
+  ProbeOutcome o = run_analytic_probe(ctx, name, inputs, want, runs_out != nullptr, &judged);
+  if (o.differences > 0)
+    o.store_race = store_race_note(p, out, judged.runs, judged.want, Tolerance{0, 0, 0, true}, ctx.spec->tile_m);
+  if (runs_out != nullptr) *runs_out = std::move(judged.runs);
   return o;
 }
 
@@ -667,7 +665,8 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   std::vector<ProbeOutcome>& probes = ctx.outcomes;
   std::printf("groups  %s\n", describe_groups(p).c_str());
 
-  fill_group_operands(p, A, B, [](int64_t) { return 1.0; });
+  ProbeTables& tables = ctx.tables;
+  fill_group_operands(p, A, B, tables, [](int64_t) { return 1.0; });
   probes.push_back(run_grouped_probe(ctx, p, "ones", "A = 1, B = 1", grouped_expected(p, [](int64_t) { return 1.0; })));
   print_probe(probes.back());
 
@@ -679,7 +678,7 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   bool codes_failed = false;
   for (int d = 0; d < digits; ++d) {
     const auto code = [&](int64_t group) { return std::ldexp(1.0, int((group >> (bits * d)) & 3)); };
-    fill_group_operands(p, A, B, code);
+    fill_group_operands(p, A, B, tables, code);
     probes.push_back(run_grouped_probe(ctx, p, strprintf("group code %d", d),
                                        strprintf("A = 1, B of group g = 2^(digit %d of g, base 4)", d),
                                        grouped_expected(p, code), &code_runs[size_t(d)]));
@@ -700,11 +699,12 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   const int64_t slice_count = ceil_div(longest_k, tile_k);
   for (int64_t s : slices_to_probe(slice_count)) {
     const int64_t k0 = s * tile_k, k1 = k0 + tile_k;
-    fill_group_b(p, A, B, [&](int64_t, int64_t k, int64_t) { return k >= k0 && k < k1 ? 1.0 : 0.0; });
+    fill_group_b(p, A, B, tables, [&](int64_t, int64_t k) { return k >= k0 && k < k1 ? 1.0 : 0.0; },
+                 [](int64_t) { return 1.0; });
     probes.push_back(run_grouped_probe(
         ctx, p, strprintf("k-slice %lld/%lld", (long long)s, (long long)slice_count),
         strprintf("A = 1, B = 1 on k %lld-%lld of each group", (long long)k0, (long long)(k1 - 1)),
-        grouped_outputs(p, [&](const GroupGemm& gg, int64_t, int64_t) {
+        grouped_values(p, [&](const GroupGemm& gg, int64_t) {
           return p.alpha * double(std::max<int64_t>(0, std::min(gg.k, k1) - k0));
         })));
     print_probe(probes.back());
@@ -713,20 +713,20 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   // Row and column codes within the groups, two base-4 digits each, as in the plain suite.
   const auto line_code = [](int digit, int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
   for (int digit = 0; digit < 2; ++digit) {
-    fill_group_operands(p, A, B, [](int64_t) { return 1.0; });
-    fill_matrix(A, [&](int64_t, int64_t m, int64_t) { return line_code(digit, m); });
+    fill_group_operands(p, A, B, tables, [](int64_t) { return 1.0; });
+    fill_probe_operand(A, ProbeValues::constant(1.0).with_rows(1, p.M, [&](int64_t, int64_t m) { return line_code(digit, m); }),
+                       tables);
     probes.push_back(run_grouped_probe(
         ctx, p, strprintf("row code %d", digit), strprintf("A[m,k] = 2^(digit %d of m, base 4), B = 1", digit),
         grouped_expected(p, [](int64_t) { return 1.0; }, [&](int64_t, int64_t m) { return line_code(digit, m); })));
     print_probe(probes.back());
   }
   for (int digit = 0; digit < 2; ++digit) {
-    fill_group_b(p, A, B, [&](int64_t, int64_t, int64_t n) { return line_code(digit, n); });
+    fill_group_b(p, A, B, tables, [](int64_t, int64_t) { return 1.0; }, [&](int64_t n) { return line_code(digit, n); });
     probes.push_back(run_grouped_probe(
         ctx, p, strprintf("col code %d", digit), strprintf("A = 1, B[k,n] = 2^(digit %d of n, base 4)", digit),
-        grouped_outputs(p, [&](const GroupGemm& gg, int64_t, int64_t n) {
-          return p.alpha * double(gg.k) * line_code(digit, n);
-        })));
+        grouped_values(p, [&](const GroupGemm& gg, int64_t) { return p.alpha * double(gg.k); },
+                       [&](int64_t n) { return line_code(digit, n); })));
     print_probe(probes.back());
   }
 
@@ -736,8 +736,12 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   if (ramp > 1) {
     const int64_t tm = std::max<int64_t>(1, spec.tile_m);
     const auto a_of = [&](int64_t batch, int64_t m) { return double(1 + (m / tm + batch) % ramp); };
-    fill_group_operands(p, A, B, [](int64_t) { return 1.0; });
-    fill_matrix(A, [&](int64_t l, int64_t m, int64_t) { return a_of(p.layout == GroupedLayout::masked ? l : 0, m); });
+    fill_group_operands(p, A, B, tables, [](int64_t) { return 1.0; });
+    const bool masked = p.layout == GroupedLayout::masked;
+    fill_probe_operand(A, ProbeValues::constant(1.0).with_rows(masked ? p.G : 1, p.M, [&](int64_t l, int64_t m) {
+                         return a_of(masked ? l : 0, m);
+                       }),
+                       tables);
     probes.push_back(run_grouped_probe(
         ctx, p, "tile ramp", strprintf("A = 1 + (m / %lld) mod %lld, B = 1", (long long)tm, (long long)ramp),
         grouped_expected(p, [](int64_t) { return 1.0; },
@@ -745,11 +749,14 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
     print_probe(probes.back());
   }
 
-  std::vector<std::vector<unsigned char>> random_runs;
-  probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs, &random_runs));
+  ProbeJudgement random_judged;
+  probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs, &random_judged));
   if (probes.back().differences > 0)
-    probes.back().store_race = store_race_note(p, out, random_runs, random_reference, random_tolerance, spec.tile_m);
+    probes.back().store_race = store_race_note(p, out, random_judged.runs,
+                                               random_judged.want.empty() ? random_reference : random_judged.want,
+                                               random_tolerance, spec.tile_m);
   print_probe(probes.back());
+  ctx.release();
   show_first_failure(probes, out);
   return conclude_probes(probes, grouped_verdict(probes, finding));
 }

@@ -304,11 +304,15 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   // the inputs are made there too and the output compared there; the host sees sums, samples,
   // and the whole output only when something failed. Probes, --dump and --emit-inputs need the
   // inputs on the host, and take the host path.
-  const bool device_path = device_reference && !options.probe && !options.bench && options.dump_dir.empty() &&
-                           options.emit_inputs_dir.empty();
-  if (options.check_device_inputs && !device_path)
+  const bool device_inputs = device_reference && !options.bench && options.dump_dir.empty() &&
+                             options.emit_inputs_dir.empty();
+  const bool device_path = device_inputs && !options.probe;
+  // The probes make their own operands and answers on the device (probe_values.cuh); with the
+  // device reference, the spec's random inputs are made there too and their reference stays there.
+  const bool device_probes = device_inputs && options.probe;
+  if (options.check_device_inputs && !device_inputs)
     usage_error("--check-device-inputs checks inputs made on the device, which happens with the device reference "
-                "(--reference device, or auto at large sizes) and random inputs, without --probe, --dump or --bench");
+                "(--reference device, or auto at large sizes) and random inputs, without --dump or --bench");
   // Inputs read from files (a capture's) are uploaded even on the device path: only generated
   // ones are made there, and only those are checked against the host generator.
   bool any_generated = false;
@@ -317,11 +321,12 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   else if (!analytic)
     inputs_line += device_path && any_generated ? " -> made on the device, fp64 device reference, compared on the device"
                    : device_path ? " -> fp64 device reference, compared on the device"
+                   : device_probes && any_generated ? " -> made on the device, fp64 device reference"
                    : device_reference ? " -> fp64 device reference"
                                       : " -> fp64 host reference";
   const std::string& base_dir = spec.base_dir;
   for (Tensor& t : tensors) {
-    if (device_path && is_generated_input(t)) continue;  // made on the device, after the context
+    if (device_inputs && is_generated_input(t)) continue;  // made on the device, after the context
     std::string error;
     if (!fill_host(t, base_dir, &error)) usage_error(strprintf("tensor %s: %s", t.name.c_str(), error.c_str()));
   }
@@ -354,10 +359,10 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   take_device_buffers(tensors);
   for (Tensor& t : tensors) {
     if (t.output) continue;
-    if (device_path && is_generated_input(t)) generate_on_device(t);
+    if (device_inputs && is_generated_input(t)) generate_on_device(t);
     else REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
   }
-  if (device_path && any_generated) {
+  if (device_inputs && any_generated) {
     REPRO_CUDA_CHECK(cudaDeviceSynchronize());
     int64_t checked = 0;
     for (const Tensor& t : tensors)
@@ -405,9 +410,9 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   std::string reference_line;
   ReferenceCache cache;
   bool from_cache = false;
-  // The device path does not cache: the device recomputes the reference faster than a disk
-  // reads it back (8192^2 doubles are 512 MiB).
-  if (!analytic && !device_path && !is_grouped && !options.reference_cache.empty()) {
+  // The device path (and probes with the device reference) does not cache: the device recomputes
+  // the reference faster than a disk reads it back (8192^2 doubles are 512 MiB).
+  if (!analytic && !device_path && !device_probes && !is_grouped && !options.reference_cache.empty()) {
     cache.dir = options.reference_cache;
     cache.key = reference_key(problem);
   }
@@ -425,7 +430,7 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
                                           : compute_device_reference(problem, reference_method(provider));
     want_device = reference.values;
     std::string where = "kept on the device";
-    if (!device_path) {
+    if (!device_path && !device_probes) {
       const auto copy_start = std::chrono::steady_clock::now();
       want.resize(size_t(output_count));
       REPRO_CUDA_CHECK(cudaMemcpy(want.data(), want_device, want.size() * sizeof(double), cudaMemcpyDeviceToHost));
@@ -463,12 +468,19 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   times.end("reference");
 
   if (options.probe) {
-    ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), Launch(), {}, {}};
+    // The random probe's reference stays where it was computed; the scratch starts empty.
+    ProbeContext context{&spec, stream, start, stop, timeout, std::max(2, repeat), Launch(), {}, {},
+                         want_device, device_probes, ProbeTables(), nullptr, {}, &times};
     std::vector<std::vector<unsigned char>> spec_inputs;
-    for (const Tensor& t : tensors) spec_inputs.push_back(t.host);
-    const Tolerance tolerance = spec_tolerance(spec, reference_rms(want));
+    for (const Tensor& t : tensors) spec_inputs.push_back(t.output || (device_probes && is_generated_input(t))
+                                                              ? std::vector<unsigned char>()
+                                                              : t.host);
+    const double ref_rms = want_device != nullptr ? device_reference_rms(out, want_device, output_count)
+                                                  : reference_rms(want);
+    const Tolerance tolerance = spec_tolerance(spec, ref_rms);
     const int code = is_grouped ? run_grouped_probes(spec, context, grouped, want, tolerance, spec_inputs)
                                 : run_probes(spec, context, want, tolerance, spec_inputs);
+    if (want_device != nullptr) cudaFree(want_device);
     give_device_buffers(tensors);
     return code;
   }

@@ -36,32 +36,6 @@ struct Options {
   std::string queue_path;  // --queue FILE: a queue of checks in this process (queue.cuh)
 };
 
-// Where a run's wall time goes, phase by phase (the `time` line and the report's `timings`):
-// what to speed up when time-to-verdict matters (docs/performance.md).
-struct PhaseTimes {
-  std::chrono::steady_clock::time_point begin = std::chrono::steady_clock::now(), last = begin;
-  std::vector<std::pair<const char*, double>> phases;
-  void end(const char* phase) {
-    const auto now = std::chrono::steady_clock::now();
-    phases.emplace_back(phase, std::chrono::duration<double>(now - last).count());
-    last = now;
-  }
-  void report() const {
-    std::string line;
-    JsonWriter w;
-    w.begin_object();
-    for (const auto& phase : phases) {
-      line += strprintf("%s %.3f s  ", phase.first, phase.second);
-      w.field(phase.first, phase.second);
-    }
-    const double total = std::chrono::duration<double>(last - begin).count();
-    w.field("total", total);
-    w.end_object();
-    std::printf("time    %stotal %.3f s (in this process)\n", line.c_str(), total);
-    report_set("timings", w.str());
-  }
-};
-
 // The device, after the inputs (which need none): the report's name, inputs and mode, then the
 // banner and a context, created here rather than in the first copy. Returns 0 to go on, or the
 // run's exit code when there is no usable device (it then ends as `Not run`).
