@@ -6,7 +6,7 @@
 #   fault    `repro sweep` over sizes where one faults in the middle: that size a fault, the
 #            others pass, the rest of the queue run by a fresh process
 #   rate     the same checks as processes and as one queue: checks per second, side by side
-#   campaign Llama-3.2-1B shapes (the first $SHAPES, ones and random) as `repro campaign` with a
+#   campaign Llama-3.2-1B shapes (the first $SHAPES; $MODES, default "ones, random") as `repro campaign` with a
 #            process per run (REPRO_CAMPAIGN_BATCH=1) and with queues: the same verdicts, runs/s
 #
 #   scripts/gpu-queue.sh [same] [fault] [rate] [campaign]   # target/release/repro; logs in $QUEUE_LOGS
@@ -130,8 +130,8 @@ if wanted campaign; then
   dir=$logs/campaign
   rm -rf "$dir" && mkdir -p "$dir"
   { grep -v '^#' examples/campaigns/llama3_2_1b_shapes.csv | head -n $((1 + ${SHAPES:-40})); } >"$dir/shapes.csv"
-  printf 'version: 1\nname: queue_bench\nspecs:\n  - spec: %s\n    shapes_file: shapes.csv\n    modes: [ones, random]\n' \
-    "$PWD/examples/tiled_gemm_bf16.yaml" >"$dir/campaign.yaml"
+  printf 'version: 1\nname: queue_bench\nspecs:\n  - spec: %s\n    shapes_file: shapes.csv\n    modes: [%s]\n' \
+    "$PWD/examples/tiled_gemm_bf16.yaml" "${MODES:-ones, random}" >"$dir/campaign.yaml"
   # The build first, so that both timings are runs only.
   "$repro" build examples/tiled_gemm_bf16.yaml -o "$dir/build" >"$dir/build.log" 2>&1
   for how in process queue; do
@@ -153,6 +153,9 @@ run = lambda recs: sum(r["times"]["run_s"] for r in recs.values())
 same = sorted(p) == sorted(q) and all(p[k]["verdict"] == q[k]["verdict"] for k in p)
 print(f"campaign  {len(p)} runs as processes: {ps:.1f} s ({len(p)/ps:.1f} runs/s, runs {run(p):.1f} s); "
       f"{len(q)} as queues: {qs:.1f} s ({len(q)/qs:.1f} runs/s, runs {run(q):.1f} s): {ps/qs:.1f}x; verdicts the same: {same}")
+for mode in sorted({r["mode"] for r in p.values()}):
+    mean = lambda recs: sum(r["times"]["run_s"] for r in recs.values() if r["mode"] == mode) / max(1, sum(r["mode"] == mode for r in recs.values()))
+    print(f"campaign  {mode}: mean run {mean(p):.3f} s as processes, {mean(q):.3f} s as queues")
 verdicts = {}
 for r in q.values():
     verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1

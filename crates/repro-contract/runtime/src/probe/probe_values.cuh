@@ -147,11 +147,10 @@ inline void check_tables_fit(const ProbeValues& v, int64_t batches, int64_t rows
   const bool columns_fit =
       v.columns.empty() || (v.column_extent == columns && (v.column_batches == 1 || v.column_batches == batches));
   if (!rows_fit || !columns_fit)
-    fatal(kExitUsage, "usage",
-          strprintf("a bug in repro's probes (please report it): a probe pattern for %s has tables of %lld x %lld rows and %lld x %lld columns, the "
-                    "matrix is %lld x %lld x %lld",
-                    what, (long long)v.row_batches, (long long)v.row_extent, (long long)v.column_batches,
-                    (long long)v.column_extent, (long long)batches, (long long)rows, (long long)columns));
+    usage_error(strprintf("a bug in repro's probes (please report it): a probe pattern for %s has tables of %lld x "
+                          "%lld rows and %lld x %lld columns, the matrix is %lld x %lld x %lld",
+                          what, (long long)v.row_batches, (long long)v.row_extent, (long long)v.column_batches,
+                          (long long)v.column_extent, (long long)batches, (long long)rows, (long long)columns));
 }
 
 // The device's copies of the tables of the pattern being expanded; one pair, reused (every

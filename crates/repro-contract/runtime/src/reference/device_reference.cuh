@@ -73,6 +73,26 @@ inline double* allocate_reference_doubles(int64_t count, const char* what) {
   return data;
 }
 
+// --ones's right answers, alpha * K everywhere (analytic_ones() on the host), made on the device
+// for the device's comparison: [L][M][N] doubles; the caller frees them.
+inline double* device_answers_of_ones(const GemmProblem& p) {
+  const int64_t count = p.L * p.M * p.N;
+  double* want = nullptr;
+  const size_t bytes = size_t(std::max<int64_t>(count, 1)) * sizeof(double);
+  if (cudaMalloc(&want, bytes) != cudaSuccess) {
+    cudaGetLastError();  // clear it: the run ends here with its own message
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    fatal(kExitCudaError, "fault",
+          strprintf("--ones compares on the device, and its right answers need %.2f GiB of device memory; %.2f GiB "
+                    "are free: run smaller sizes (--size)",
+                    double(bytes) / (1 << 30), double(free_bytes) / (1 << 30)));
+  }
+  fill_kernel<double><<<pipeline_blocks(count), kPipelineThreads>>>(want, count, p.alpha * double(p.K));
+  REPRO_CUDA_CHECK(cudaGetLastError());
+  return want;
+}
+
 struct PackedOperand {
   double* data = nullptr;
   int64_t batch_stride = 0;  // Kp * Ip, or 0: one matrix shared by all batches

@@ -300,11 +300,15 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   const bool analytic = options.ones && options.inits.empty();
   const std::string provider = options.reference.empty() ? spec.reference_provider : options.reference;
   const bool device_reference = !analytic && use_device_reference(provider, g);
+  // --ones on a plain GEMM has one right answer, alpha * K, made on the device as easily as on
+  // the host; so its inputs are made there and its output compared there too, as with the device
+  // reference (a grouped GEMM's answers differ by group and row: the host makes those).
+  const bool device_answers = device_reference || (analytic && g.grouped == GroupedLayout::none);
   // The device path (device_inputs.cuh, device_compare.cuh): with the reference on the device,
   // the inputs are made there too and the output compared there; the host sees sums, samples,
   // and the whole output only when something failed. Probes, --dump and --emit-inputs need the
   // inputs on the host, and take the host path.
-  const bool device_inputs = device_reference && !options.bench && options.dump_dir.empty() &&
+  const bool device_inputs = device_answers && !options.bench && options.dump_dir.empty() &&
                              options.emit_inputs_dir.empty();
   const bool device_path = device_inputs && !options.probe;
   // The probes make their own operands and answers on the device (probe_values.cuh); with the
@@ -416,7 +420,9 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
     cache.dir = options.reference_cache;
     cache.key = reference_key(problem);
   }
-  if (analytic) {
+  if (analytic && device_path) {
+    want_device = device_answers_of_ones(problem);
+  } else if (analytic) {
     if (is_grouped) analytic_grouped_ones(grouped, &want);
     else analytic_ones(problem, &want);
   } else if ((from_cache = cache.load(size_t(problem.L * problem.M * problem.N), &want))) {
