@@ -153,6 +153,113 @@ void test_grouped() {
   CHECK_CONTAINS(format_comparison_line("D", c), "(1 not compared)");
 }
 
+// Grouped GEMMs with block scales (issue 61): each group's scales windowed from the tensors
+// as grouped.cuh says, against a naive loop that indexes them directly. K blocks of 4 (K = 13
+// ends in a partial one), B's blocks 4 wide along N.
+void test_grouped_scales() {
+  std::string error;
+  const int64_t N = 11, K = 13, BK = 4, BN = 4, KB = 4, NB = 3;
+  const auto fill_values = [](Tensor& t, double first) {
+    t.host.assign(t.storage_bytes(), 0);
+    for (int64_t i = 0; i < t.numel(); ++i) set_logical(t, i, first + double(i % 5) / 4);
+  };
+  const auto compare = [&](GroupedProblem& p, const char* what, const std::function<double(int64_t, int64_t, int64_t)>& want) {
+    p.groups = read_group_metadata(p);
+    check_group_scale_blocks(p);
+    std::vector<double> got;
+    reference_grouped_gemm(p, &got);
+    int64_t wrong = 0;
+    for (int64_t l = 0; l < p.batches(); ++l)
+      for (int64_t m = 0; m < p.M; ++m)
+        for (int64_t n = 0; n < p.N; ++n) {
+          const double w = want(l, m, n), have = got[size_t((l * p.M + m) * p.N + n)];
+          wrong += is_not_compared(w) ? !is_not_compared(have) : std::fabs(have - w) > 1e-12 * (std::fabs(w) + 1);
+        }
+    record(wrong == 0, __FILE__, __LINE__, strprintf("scaled grouped %s reference vs naive: %lld outputs wrong", what,
+                                                     (long long)wrong));
+  };
+  ScaleSpec spec_a, spec_b;
+  spec_a.block[0] = 1, spec_a.block[1] = BK;
+  spec_b.block[0] = BK, spec_b.block[1] = BN;
+  {  // contiguous: SA [M_total, KB] over A's rows, SB [G, KB, NB] f32
+    const int64_t M = 22, G = 3;
+    Init groups;
+    groups.kind = InitKind::groups;
+    groups.values = {5, 0, 9};
+    groups.align = 4;
+    const std::vector<double> index = listed_values(groups, M);
+    Tensor a = make_tensor("A", DType::bf16, {M, K}), b = make_tensor("B", DType::bf16, {G, K, N});
+    Tensor meta = make_tensor("I", DType::i32, {M}), d = make_tensor("D", DType::f32, {M, N}, {}, true);
+    Tensor sa = make_tensor("SA", DType::f32, {M, KB}), sb = make_tensor("SB", DType::f32, {G, KB, NB});
+    meta.init = groups;
+    fill_host(a, "", &error), fill_host(b, "", &error), fill_host(meta, "", &error);
+    fill_values(sa, 0.5), fill_values(sb, 0.25);
+    GroupedProblem p;
+    p.layout = GroupedLayout::contiguous, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K, p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec = spec_a, p.scale_b_spec = spec_b;
+    compare(p, "contiguous", [&](int64_t, int64_t m, int64_t n) {
+      const int64_t g = int64_t(index[size_t(m)]);
+      if (g < 0) return not_compared_value();
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k)
+        sum += get_logical(a, m * K + k) * get_logical(b, (g * K + k) * N + n) * get_logical(sa, m * KB + k / BK) *
+               get_logical(sb, (g * KB + k / BK) * NB + n / BN);
+      return sum;
+    });
+  }
+  {  // masked: SA [G, M_max, KB] f32, SB [G, 1, NB] ue8m0 packed (four K blocks an i32)
+    const int64_t M = 7, G = 3;
+    Tensor a = make_tensor("A", DType::bf16, {G, M, K}), b = make_tensor("B", DType::bf16, {G, K, N});
+    Tensor meta = make_tensor("MM", DType::i32, {G}), d = make_tensor("D", DType::f32, {G, M, N}, {}, true);
+    Tensor sa = make_tensor("SA", DType::f32, {G, M, KB}), sb = make_tensor("SB", DType::i32, {G, 1, NB});
+    meta.init.kind = InitKind::values;
+    meta.init.values = {7, 0, 3};
+    fill_host(a, "", &error), fill_host(b, "", &error), fill_host(meta, "", &error);
+    fill_values(sa, 0.5);
+    sb.host.assign(sb.storage_bytes(), 0);
+    for (size_t i = 0; i < sb.host.size(); ++i) sb.host[i] = static_cast<unsigned char>(124 + i % 7);
+    GroupedProblem p;
+    p.layout = GroupedLayout::masked, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K, p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec = spec_a, p.scale_b_spec = spec_b;
+    p.scale_b_spec.encoding = ScaleEncoding::ue8m0_packed;
+    const int64_t rows[] = {7, 0, 3};
+    compare(p, "masked, packed ue8m0", [&](int64_t g, int64_t m, int64_t n) {
+      if (m >= rows[g]) return not_compared_value();
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const unsigned byte = sb.host[size_t((g * NB + n / BN) * 4 + (k / BK) % 4)];
+        sum += get_logical(a, (g * M + m) * K + k) * get_logical(b, (g * K + k) * N + n) *
+               get_logical(sa, (g * M + m) * KB + k / BK) * ue8m0_value(byte);
+      }
+      return sum;
+    });
+  }
+  {  // k_grouped: SA [M, K_total / BK], SB [K_total / BK, NB]; K ranges 8, 0, 12 (whole blocks)
+    const int64_t M = 5, G = 3, K_total = 20, KBT = 5;
+    Tensor a = make_tensor("A", DType::bf16, {M, K_total}), b = make_tensor("B", DType::bf16, {K_total, N});
+    Tensor meta = make_tensor("KS", DType::i32, {G}), d = make_tensor("D", DType::f32, {G, M, N}, {}, true);
+    Tensor sa = make_tensor("SA", DType::f32, {M, KBT}), sb = make_tensor("SB", DType::f32, {KBT, NB});
+    meta.init.kind = InitKind::values;
+    meta.init.values = {8, 0, 12};
+    fill_host(a, "", &error), fill_host(b, "", &error), fill_host(meta, "", &error);
+    fill_values(sa, 0.5), fill_values(sb, 0.25);
+    GroupedProblem p;
+    p.layout = GroupedLayout::k_grouped, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K_total, p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec = spec_a, p.scale_b_spec = spec_b;
+    const int64_t k0[] = {0, 8, 8}, kg[] = {8, 0, 12};
+    compare(p, "k_grouped", [&](int64_t g, int64_t m, int64_t n) {
+      double sum = 0;
+      for (int64_t k = k0[g]; k < k0[g] + kg[g]; ++k)
+        sum += get_logical(a, m * K_total + k) * get_logical(b, k * N + n) * get_logical(sa, m * KBT + k / BK) *
+               get_logical(sb, (k / BK) * NB + n / BN);
+      return sum;
+    });
+  }
+}
+
 // Kernels that are no GEMM (custom.cuh): outputs of any rank, localized by index with the
 // launch's block, and the frame, exactness and reference checks around them.
 void test_custom_classify() {

@@ -866,6 +866,7 @@ int main(int argc, char** argv) {
   test_reference();
   test_scales();
   test_grouped();
+  test_grouped_scales();
   test_compare();
   test_json_and_lines();
   test_classify();

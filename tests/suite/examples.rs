@@ -196,3 +196,15 @@ fn every_kind_of_example_compiles_with_nvcc_for_sm90a() {
         }
     });
 }
+
+/// A grouped GEMM's ue8m0 scales are [G, ...]: the harness numbers their blocks on from one
+/// group to the next, and repro's mirror must agree byte for byte (the default suite compiles
+/// one example per kernel, and this one shares its kernel with fp8_grouped_contiguous).
+#[test]
+fn grouped_ue8m0_scales_are_made_as_repro_makes_them() {
+    let work = tempfile::tempdir().unwrap();
+    build_and_check(
+        &common::repo().join("examples/fp8_grouped_masked_ue8m0.yaml"),
+        work.path(),
+    );
+}

@@ -242,3 +242,77 @@ fn the_harness_refuses_metadata_edited_out_of_range() {
         "{stdout}{stderr}"
     );
 }
+
+/// The fp8 grouped GEMM with block scales of examples/ (contiguous, f32 scales).
+fn grouped_scaled() -> String {
+    std::fs::read_to_string(examples_dir().join("fp8_grouped_contiguous.yaml")).unwrap()
+}
+
+#[test]
+fn grouped_scales_are_valid_and_resolved() {
+    let spec = load(&grouped_scaled()).expect("valid grouped scaled spec");
+    let gemm = spec.reference.gemm().expect("a GEMM");
+    assert!(gemm.grouped.is_some());
+    assert_eq!(gemm.scale_a.as_ref().map(|s| s.block), Some([1, 128]));
+    assert_eq!(gemm.scale_b.as_ref().map(|s| s.block), Some([128, 128]));
+}
+
+#[test]
+fn grouped_weight_scales_without_their_group_dimension() {
+    insta::assert_snapshot!(error_for(&replaced(
+        &grouped_scaled(),
+        r#"SB: { dtype: f32, shape: [G, "ceil_div(K, 128)", "ceil_div(N, 128)"]"#,
+        r#"SB: { dtype: f32, shape: ["ceil_div(K, 128)", "ceil_div(N, 128)"]"#
+    )));
+}
+
+#[test]
+fn grouped_rows_that_begin_inside_a_scale_block() {
+    // align 128 with scale_a blocks of 256 rows (and SA sized for them).
+    let text = replaced(
+        &grouped_scaled(),
+        "scale_a: { tensor: SA, block: [1, 128] }",
+        "scale_a: { tensor: SA, block: [256, 128] }",
+    );
+    let text = replaced(
+        &text,
+        r#"SA: { dtype: f32, shape: [M, "ceil_div(K, 128)"]"#,
+        r#"SA: { dtype: f32, shape: ["ceil_div(M, 256)", "ceil_div(K, 128)"]"#,
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn k_grouped_extents_off_the_scale_blocks() {
+    let text = r#"version: 1
+name: kgrouped_scaled
+sizes: { M: 64, N: 128, K: 512, G: 3 }
+source: { include_dirs: [../kernels], includes: [grouped_gemm.cuh] }
+tensors:
+  A: { dtype: e4m3, shape: [M, K] }
+  B: { dtype: e4m3, shape: [K, N] }
+  KS: { dtype: i32, shape: [G], init: { values: [128, 200, 184] } }
+  SA: { dtype: f32, shape: [M, 4] }
+  SB: { dtype: f32, shape: [4, 1] }
+  D: { dtype: f32, shape: [G, M, N], output: true }
+kernel:
+  name: grouped_gemm_k
+  template_args: [128, 128, 32, 8, 8]
+  args: [A, B, KS, D, M, N, K, G]
+  grid: [1, G, 1]
+  block: [256, 1, 1]
+reference:
+  op: grouped_gemm
+  layout: k_grouped
+  a: A
+  b: B
+  out: D
+  k_sizes: KS
+  scale_a: { tensor: SA, block: [1, 128] }
+  scale_b: { tensor: SB, block: [128, 128] }
+build: { arch: sm_90a }
+"#;
+    insta::assert_snapshot!(error_for(text));
+    let fixed = text.replace("[128, 200, 184]", "[128, 256, 128]");
+    assert!(load(&fixed).is_ok(), "whole K blocks are fine");
+}

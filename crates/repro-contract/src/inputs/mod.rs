@@ -103,8 +103,9 @@ pub fn listed_values(source: &InitSource, numel: usize) -> Option<Vec<f64>> {
 /// tensor's generator ([`tensor_storage_bits`]), except for a ue8m0 scale tensor, whose bytes
 /// are exponents made from its init (the runtime's `fill_ue8m0_scales` in scales.cuh): every
 /// byte 127 (1.0), then per scale block 127 for `ones` and 127 + (h mod 7) - 3 for the random
-/// patterns, h the counter hash of the tensor's seed and stream at block i_block * k_blocks +
-/// k_block, draw 0; four K blocks to an i32 element when packed.
+/// patterns, h the counter hash of the tensor's seed and stream at block (g * i_blocks +
+/// i_block) * k_blocks + k_block (g: the group of a grouped GEMM's [G, ...] scales, else 0), draw
+/// 0; four K blocks to an i32 element when packed.
 pub fn input_bits(spec: &ResolvedSpec, index: usize) -> Vec<u8> {
     let tensor = &spec.tensors[index];
     let Some(r) = spec.reference.gemm() else {
@@ -147,24 +148,26 @@ fn ue8m0_scale_bits(
         (k + block_k - 1) / block_k,
     );
     let stream = stream_of(&tensor.name);
-    let columns = tensor.shape[1];
-    for ib in 0..i_blocks {
-        for kb in 0..k_blocks {
-            let k_index = if s.packed { kb / 4 } else { kb };
-            let (row, col) = if is_a { (ib, k_index) } else { (k_index, ib) };
-            let byte = if random {
-                let h = generators::counter_hash(
-                    tensor.init.seed,
-                    stream,
-                    (ib * k_blocks + kb) as u64,
-                    0,
-                );
-                (127 + (h % 7) as i64 - 3) as u8
-            } else {
-                127
-            };
-            let element = (row * columns + col) as usize * bytes;
-            out[element + if s.packed { (kb % 4) as usize } else { 0 }] = byte;
+    // A grouped GEMM's scales of one operand per group: [G, rows, columns], the groups' blocks
+    // numbered on from one group to the next.
+    let rank = tensor.shape.len();
+    let groups = if rank == 3 { tensor.shape[0] } else { 1 };
+    let (rows, columns) = (tensor.shape[rank - 2], tensor.shape[rank - 1]);
+    for group in 0..groups {
+        for ib in 0..i_blocks {
+            for kb in 0..k_blocks {
+                let k_index = if s.packed { kb / 4 } else { kb };
+                let (row, col) = if is_a { (ib, k_index) } else { (k_index, ib) };
+                let byte = if random {
+                    let block = (group * i_blocks + ib) * k_blocks + kb;
+                    let h = generators::counter_hash(tensor.init.seed, stream, block as u64, 0);
+                    (127 + (h % 7) as i64 - 3) as u8
+                } else {
+                    127
+                };
+                let element = ((group * rows + row) * columns + col) as usize * bytes;
+                out[element + if s.packed { (kb % 4) as usize } else { 0 }] = byte;
+            }
         }
     }
     out

@@ -7,6 +7,7 @@
 
 use super::dtype::DType;
 use super::resolved::{Reference, ReferenceGemm, TensorSpecResolved};
+use super::scaled_grouped::ScaledOperand;
 use super::validate::Validator;
 use repro_text::did_you_mean;
 
@@ -293,14 +294,32 @@ impl Validator<'_> {
                 );
             }
         }
-        let scale_a = r
-            .scale_a
-            .as_ref()
-            .and_then(|x| self.scale(tensors, "scale_a", x, [m, k], 1, batched));
-        let scale_b = r
-            .scale_b
-            .as_ref()
-            .and_then(|x| self.scale(tensors, "scale_b", x, [k, n], 0, batched));
+        let scale_a = r.scale_a.as_ref().and_then(|x| {
+            self.scale(
+                tensors,
+                "scale_a",
+                x,
+                ScaledOperand {
+                    extents: [m, k],
+                    k_axis: 1,
+                    batched,
+                    groups: None,
+                },
+            )
+        });
+        let scale_b = r.scale_b.as_ref().and_then(|x| {
+            self.scale(
+                tensors,
+                "scale_b",
+                x,
+                ScaledOperand {
+                    extents: [k, n],
+                    k_axis: 0,
+                    batched,
+                    groups: None,
+                },
+            )
+        });
         Some(ReferenceGemm {
             a,
             b,

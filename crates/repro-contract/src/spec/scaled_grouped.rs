@@ -24,18 +24,34 @@ fn ceil_div(a: i64, b: i64) -> i64 {
     (a + b - 1) / b
 }
 
+/// The operand a scale tensor scales.
+pub(super) struct ScaledOperand {
+    /// Its logical extents: [M, K] for A, [K, N] for B.
+    pub extents: [i64; 2],
+    /// Which of them is K: 1 for A, 0 for B.
+    pub k_axis: usize,
+    /// A batched `op: gemm` (refused: no batched scales yet).
+    pub batched: bool,
+    /// A grouped GEMM's scales of one operand per group: [G, ...] before the blocks
+    /// (`op: grouped_gemm`'s weights, masked activations).
+    pub groups: Option<i64>,
+}
+
 impl Validator<'_> {
-    /// `scale_a` (k_axis 1: blocks of [M, K]) or `scale_b` (k_axis 0: blocks of [K, N]) over an
-    /// operand of logical `extents`.
+    /// `scale_a` (blocks of A [M, K]) or `scale_b` (blocks of B [K, N]) over `operand`.
     pub(super) fn scale(
         &mut self,
         tensors: &[TensorSpecResolved],
         field: &str,
         scale: &ScaleSpec,
-        extents: [i64; 2],
-        k_axis: usize,
-        batched: bool,
+        operand_scaled: ScaledOperand,
     ) -> Option<ScaleResolved> {
+        let ScaledOperand {
+            extents,
+            k_axis,
+            batched,
+            groups,
+        } = operand_scaled;
         let path = format!("reference.{field}");
         let index = self.tensor_index(tensors, &format!("{path}.tensor"), &scale.tensor)?;
         let t = &tensors[index];
@@ -106,14 +122,19 @@ impl Validator<'_> {
             ceil_div(extents[0], block[0]),
             ceil_div(extents[1], block[1]),
         ];
-        let mut want = blocks;
+        let mut per_operand = blocks;
         if packed {
-            want[k_axis] = ceil_div(blocks[k_axis], 4);
+            per_operand[k_axis] = ceil_div(blocks[k_axis], 4);
         }
+        let want: Vec<i64> = groups.into_iter().chain(per_operand).collect();
         if t.shape != want {
             let names = if k_axis == 1 { ["M", "K"] } else { ["K", "N"] };
             let how = format!(
-                "ceil({}/{}) x ceil({}/{}){}",
+                "{}ceil({}/{}) x ceil({}/{}){}",
+                match groups {
+                    Some(g) => format!("G = {g} groups x "),
+                    None => String::new(),
+                },
                 extents[0],
                 block[0],
                 extents[1],
@@ -130,11 +151,12 @@ impl Validator<'_> {
             self.error(
                 &format!("tensors.{}.shape", t.name),
                 format!(
-                    "scale tensor `{}` has shape [{}], but block [{}] over {operand} = [{}] needs [{}] ({how})",
+                    "scale tensor `{}` has shape [{}], but block [{}] over {operand} = [{}]{} needs [{}] ({how})",
                     t.name,
                     shape_list(&t.shape),
                     shape_list(&block),
                     shape_list(&extents),
+                    if groups.is_some() { " of each group" } else { "" },
                     shape_list(&want),
                 ),
             )
@@ -197,8 +219,6 @@ impl Validator<'_> {
             ("c", r.c.is_some()),
             ("bias", r.bias.is_some()),
             ("beta", r.beta.is_some()),
-            ("scale_a", r.scale_a.is_some()),
-            ("scale_b", r.scale_b.is_some()),
         ] {
             if given {
                 self.key_error(
@@ -325,6 +345,33 @@ impl Validator<'_> {
             return None;
         }
         self.grouped_metadata(tm, layout, field, g, m, k);
+        // Block scales follow the group layout: the activations' as A's rows (one tensor over
+        // M_total, or per group over M_max), the weights' per group ([G, K/bk, N/bn]); k_grouped
+        // groups are K ranges of one A and one B, so their scales are one tensor each.
+        let (a_groups, b_groups) = match layout {
+            GroupedLayout::Contiguous => (None, Some(g)),
+            GroupedLayout::Masked => (Some(g), Some(g)),
+            GroupedLayout::KGrouped => (None, None),
+        };
+        let scale_a = r.scale_a.as_ref().and_then(|x| {
+            let operand = ScaledOperand {
+                extents: [m, k],
+                k_axis: 1,
+                batched: false,
+                groups: a_groups,
+            };
+            self.scale(tensors, "scale_a", x, operand)
+        });
+        let scale_b = r.scale_b.as_ref().and_then(|x| {
+            let operand = ScaledOperand {
+                extents: [k, n],
+                k_axis: 0,
+                batched: false,
+                groups: b_groups,
+            };
+            self.scale(tensors, "scale_b", x, operand)
+        });
+        self.grouped_scale_blocks(tm, layout, field, scale_a.as_ref(), scale_b.as_ref());
         let (tile_m, tile_n, tile_k) = self.tile(m, n);
         Some(ReferenceGemm {
             a,
@@ -332,8 +379,8 @@ impl Validator<'_> {
             out,
             c: None,
             bias: None,
-            scale_a: None,
-            scale_b: None,
+            scale_a,
+            scale_b,
             grouped: Some(GroupedResolved {
                 layout,
                 metadata: meta,
@@ -350,6 +397,64 @@ impl Validator<'_> {
             tile_k,
             provider: r.provider,
         })
+    }
+
+    /// A group must begin on a scale block: a contiguous group's first row on a block of
+    /// `scale_a`'s rows, a k_grouped group's first K on a K block of both scales (else two
+    /// groups would share a scale). Checked on the metadata the spec lists; the harness checks
+    /// the rest when it reads it.
+    fn grouped_scale_blocks(
+        &mut self,
+        t: &TensorSpecResolved,
+        layout: GroupedLayout,
+        field: &str,
+        scale_a: Option<&ScaleResolved>,
+        scale_b: Option<&ScaleResolved>,
+    ) {
+        let name = &t.name;
+        match (layout, &t.init.source) {
+            (GroupedLayout::Contiguous, InitSource::Groups { align, .. }) => {
+                let Some(block_m) = scale_a.map(|s| s.block[0]) else {
+                    return;
+                };
+                if align % block_m != 0 {
+                    self.error(
+                        &format!("tensors.{name}.init.groups"),
+                        format!(
+                            "the groups start every {align} rows (align), but scale_a has one scale per {block_m} rows: a group would begin inside another group's scale block"
+                        ),
+                    )
+                    .help = Some(format!("make `align` a multiple of {block_m}"));
+                }
+            }
+            (GroupedLayout::KGrouped, InitSource::Values(values)) => {
+                let block_k = [scale_a.map(|s| s.block[1]), scale_b.map(|s| s.block[0])]
+                    .into_iter()
+                    .flatten()
+                    .max();
+                let Some(block_k) = block_k else {
+                    return;
+                };
+                // Each group starts where the extents before it end: every extent but the
+                // last sets a start.
+                let starts = values.len().saturating_sub(1);
+                for (i, &v) in values.iter().enumerate().take(starts) {
+                    if (v as i64) % block_k != 0 {
+                        self.error(
+                            &format!("tensors.{name}.init.values"),
+                            format!(
+                                "{field} `{name}`[{i}] = {v}, but with block scales every group's K extent but the last must be a multiple of the scales' K block, {block_k}"
+                            ),
+                        )
+                        .help = Some(
+                            "a group's K range begins where the one before ends: an extent off the block would put two groups in one scale block".into(),
+                        );
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The values of group metadata the spec lists: group indices in [-1, G), masked_m in

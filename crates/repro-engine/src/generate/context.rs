@@ -554,22 +554,40 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
         }
     };
     let (out, a, b) = (name_of(r.out), name_of(r.a), name_of(r.b));
+    // ", A scaled per [1, 128] block by SA", for each operand with block scales.
+    let mut scaled = String::new();
+    for (operand, scale) in [(&a, &r.scale_a), (&b, &r.scale_b)] {
+        if let Some(s) = scale {
+            scaled += &format!(
+                ", {operand} scaled per [{}, {}] block by {}",
+                s.block[0],
+                s.block[1],
+                name_of(s.tensor)
+            );
+        }
+    }
     if let Some(g) = &r.grouped {
         let meta = name_of(g.metadata);
-        return match g.layout {
+        let formula = match g.layout {
             GroupedLayout::Contiguous => format!(
-                "{out}[m] = {} * {a}[m] @ {b}[{meta}[m]] for the rows whose group {meta}[m] is not -1, accumulated in f64",
+                "{out}[m] = {} * {a}[m] @ {b}[{meta}[m]] for the rows whose group {meta}[m] is not -1",
                 r.alpha
             ),
             GroupedLayout::Masked => format!(
-                "{out}[g] = {} * {a}[g] @ {b}[g] over the first {meta}[g] rows of each group g, accumulated in f64",
+                "{out}[g] = {} * {a}[g] @ {b}[g] over the first {meta}[g] rows of each group g",
                 r.alpha
             ),
             GroupedLayout::KGrouped => format!(
-                "{out}[g] = {} * {a}[:, Kg] @ {b}[Kg, :] with Kg the g-th range of {meta}[g] columns, accumulated in f64",
+                "{out}[g] = {} * {a}[:, Kg] @ {b}[Kg, :] with Kg the g-th range of {meta}[g] columns",
                 r.alpha
             ),
         };
+        let per_group = if scaled.is_empty() {
+            ""
+        } else {
+            " (each group's own scale blocks)"
+        };
+        return format!("{formula}{scaled}{per_group}, accumulated in f64");
     }
     let mut f = format!("{out} = {} * {a} @ {b}", r.alpha);
     if let Some(c) = r.c {
@@ -578,16 +596,7 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
     if let Some(bias) = r.bias {
         f += &format!(" + {}", name_of(bias));
     }
-    for (operand, scale) in [(&a, &r.scale_a), (&b, &r.scale_b)] {
-        if let Some(s) = scale {
-            f += &format!(
-                ", {operand} scaled per [{}, {}] block by {}",
-                s.block[0],
-                s.block[1],
-                name_of(s.tensor)
-            );
-        }
-    }
+    f += &scaled;
     f += if r.batched {
         ", per batch, accumulated in f64"
     } else {

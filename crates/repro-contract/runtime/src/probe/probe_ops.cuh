@@ -664,6 +664,9 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   Tensor& out = tensors[size_t(g.out)];
   std::vector<ProbeOutcome>& probes = ctx.outcomes;
   std::printf("groups  %s\n", describe_groups(p).c_str());
+  // Block scales all 1: the group probes read the groups, not the scales (a scale read from the
+  // wrong group or block shows in the random probe).
+  if (has_scales(g)) fill_unit_scales(spec);
 
   ProbeTables& tables = ctx.tables;
   fill_group_operands(p, A, B, tables, [](int64_t) { return 1.0; });

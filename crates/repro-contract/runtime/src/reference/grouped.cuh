@@ -11,7 +11,11 @@
 //
 // Each group is a plain GEMM on windows of the operands (a run of rows, one batch of B, a K range)
 // computed by the host or the device reference unchanged, so a grouped reference is as exact,
-// and per multiply-add as fast, as a plain one. Outputs not compared hold not_compared_value().
+// and per multiply-add as fast, as a plain one. Block scales (scale_a, scale_b) are windowed the
+// same way: the activations' follow A's rows (contiguous: one tensor over M_total; masked: per
+// group [G, M_max / bm, ...]), the weights' are per group ([G, K / bk, N / bn]); k_grouped scales
+// are one tensor each, windowed by the group's K range. A group must begin on a scale block
+// (checked when the metadata is read). Outputs not compared hold not_compared_value().
 // The metadata is checked before anything runs: a group index outside [-1, G), a masked_m above
 // M_max or k_sizes past K_total is a spec error (exit 2) naming the element, never a wrong
 // reference.
@@ -37,6 +41,8 @@ inline const char* grouped_layout_name(GroupedLayout layout) {
 struct GroupedProblem {
   GroupedLayout layout = GroupedLayout::none;
   const Tensor *a = nullptr, *b = nullptr, *metadata = nullptr, *out = nullptr;
+  const Tensor *scale_a = nullptr, *scale_b = nullptr;  // null: not scaled
+  ScaleSpec scale_a_spec, scale_b_spec;
   double alpha = 1.0;
   int64_t G = 0, M = 0, N = 0, K = 0;  // M: A's rows (M_total, M_max, M); K: A's K (K_total)
   std::vector<int64_t> groups;          // the checked metadata: per row (contiguous) or per group
@@ -138,10 +144,56 @@ inline std::vector<GroupGemm> group_gemms(const GroupedProblem& p) {
   return out;
 }
 
-// The windows of A and B one group's GEMM reads.
+// Every group begins on a scale block: a contiguous group's first row on a block of scale_a's
+// rows, a k_grouped group's K range on a K block of each scale (on an element's first block when
+// the ue8m0 scales are packed four to an element). Otherwise two groups would share a scale,
+// which no kernel means: exit 2 naming the group (listed metadata is checked by repro already).
+inline void check_group_scale_blocks(const GroupedProblem& p) {
+  for (const GroupGemm& gg : group_gemms(p)) {
+    for (int is_a = 1; is_a >= 0; --is_a) {
+      const Tensor* t = is_a ? p.scale_a : p.scale_b;
+      if (t == nullptr) continue;
+      const ScaleSpec& s = is_a ? p.scale_a_spec : p.scale_b_spec;
+      const char* field = is_a ? "scale_a" : "scale_b";
+      const int64_t block_k = is_a ? s.block[1] : s.block[0];
+      if (is_a && p.layout == GroupedLayout::contiguous && gg.row0 % s.block[0] != 0)
+        usage_error(strprintf("group %lld's rows begin at row %lld, inside a block of %lld rows of %s (%s): align "
+                              "the groups' rows to %lld",
+                              (long long)gg.group, (long long)gg.row0, (long long)s.block[0], field, t->name.c_str(),
+                              (long long)s.block[0]));
+      if (p.layout != GroupedLayout::k_grouped || gg.k == 0) continue;
+      const int64_t per_element = s.encoding == ScaleEncoding::ue8m0_packed ? 4 : 1;
+      if (gg.k0 % (block_k * per_element) != 0)
+        usage_error(strprintf("group %lld's K range begins at k = %lld, not on a%s K block of %s (%s, %lld wide%s): "
+                              "make each k_sizes entry a multiple of %lld",
+                              (long long)gg.group, (long long)gg.k0, per_element > 1 ? " packed element's first" : "",
+                              field, t->name.c_str(), (long long)block_k,
+                              per_element > 1 ? ", four to an i32 element" : "", (long long)(block_k * per_element)));
+    }
+  }
+}
+
+// The windows of A and B one group's GEMM reads, and of their scales.
 struct GroupOperands {
   Tensor a, b;
+  Tensor scale_a, scale_b;  // empty (rank 0) when not scaled
 };
+
+// The window of a scale tensor group gg reads: `i_first` its first block along the operand's
+// non-K axis, `k_first` its first K block (k_grouped), `batch` the [G, ...] batch (-1: the
+// tensor has none). Host bytes always: the host cross-check scales its samples with them.
+inline Tensor scale_window(const Tensor& t, const ScaleSpec& spec, bool is_a, int64_t batch, int64_t i_first,
+                           int64_t k_first) {
+  const int rank = t.rank;
+  const int64_t rows = t.shape[rank - 2], cols = t.shape[rank - 1];
+  const int64_t row_stride = t.strides[rank - 2], col_stride = t.strides[rank - 1];
+  // Packed ue8m0 holds four K blocks an element: k_first is a multiple of 4 (checked).
+  const int64_t k_element = spec.encoding == ScaleEncoding::ue8m0_packed ? k_first / 4 : k_first;
+  // SA is [I blocks, K blocks], SB [K blocks, I blocks] (the operand's logical order).
+  const int64_t row0 = is_a ? i_first : k_element, col0 = is_a ? k_element : i_first;
+  const int64_t base = (batch >= 0 ? batch * t.strides[0] : 0) + row0 * row_stride + col0 * col_stride;
+  return window(t, base, rows - row0, cols - col0, row_stride, col_stride, /*host_bytes*/ true);
+}
 
 // `host_bytes`: copy the windows' host bytes too (the host reference reads them; the device
 // reference, and its cross-check, read the device copies).
@@ -153,8 +205,23 @@ inline GroupOperands group_operands(const GroupedProblem& p, const GroupGemm& gg
   const int64_t a_base = (A.rank == 3 ? gg.batch * A.strides[0] : 0) + gg.row0 * a_row + gg.k0 * a_col;
   const int64_t b_batch = B.rank == 3 ? gg.group * B.strides[0] : 0;
   const int64_t b_row = B.strides[B.rank - 2], b_col = B.strides[B.rank - 1];
-  return GroupOperands{window(A, a_base, gg.rows, gg.k, a_row, a_col, host_bytes),
-                       window(B, b_batch + gg.k0 * b_row, gg.k, p.N, b_row, b_col, host_bytes)};
+  GroupOperands operands{window(A, a_base, gg.rows, gg.k, a_row, a_col, host_bytes),
+                         window(B, b_batch + gg.k0 * b_row, gg.k, p.N, b_row, b_col, host_bytes), Tensor(),
+                         Tensor()};
+  // The scales: A's rows from the group's first row block (of its batch, masked), K from its K
+  // range's first block (k_grouped); B's of its group, or of its K range.
+  const bool k_grouped = p.layout == GroupedLayout::k_grouped;
+  if (p.scale_a != nullptr) {
+    const ScaleSpec& s = p.scale_a_spec;
+    operands.scale_a = scale_window(*p.scale_a, s, true, p.scale_a->rank == 3 ? gg.batch : -1, gg.row0 / s.block[0],
+                                    k_grouped ? gg.k0 / s.block[1] : 0);
+  }
+  if (p.scale_b != nullptr) {
+    const ScaleSpec& s = p.scale_b_spec;
+    operands.scale_b = scale_window(*p.scale_b, s, false, p.scale_b->rank == 3 ? gg.group : -1, 0,
+                                    k_grouped ? gg.k0 / s.block[0] : 0);
+  }
+  return operands;
 }
 
 inline GemmProblem group_problem(const GroupedProblem& p, const GroupGemm& gg, const GroupOperands& operands) {
@@ -171,6 +238,8 @@ inline GemmProblem group_problem(const GroupedProblem& p, const GroupGemm& gg, c
   sub.N = p.N;
   sub.K = gg.k;
   sub.batched = false;
+  if (p.scale_a != nullptr) sub.scale_a = &operands.scale_a, sub.scale_a_spec = p.scale_a_spec;
+  if (p.scale_b != nullptr) sub.scale_b = &operands.scale_b, sub.scale_b_spec = p.scale_b_spec;
   return sub;
 }
 

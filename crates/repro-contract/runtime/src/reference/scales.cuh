@@ -85,13 +85,15 @@ struct ScaleSpec {
 };
 
 // The operand view of scale `spec` over tensor `t`, reading `data` (t's host or device bytes).
+// A grouped GEMM's scales of one operand per group are [G, ...]: this views group 0's (the last
+// two dimensions); scale_groups() and group_scale_data() give the others.
 inline ScaleOperand scale_operand(const ScaleSpec& spec, const Tensor& t, const unsigned char* data, bool is_a) {
   ScaleOperand s;
   s.data = data;
   s.dtype = t.dtype;
   s.encoding = spec.encoding;
-  s.strides[0] = t.strides[0];
-  s.strides[1] = t.strides[1];
+  s.strides[0] = t.strides[t.rank - 2];
+  s.strides[1] = t.strides[t.rank - 1];
   s.i_axis = is_a ? 0 : 1;
   s.block_i = is_a ? spec.block[0] : spec.block[1];
   s.block_k = is_a ? spec.block[1] : spec.block[0];
@@ -104,13 +106,29 @@ inline void scale_blocks(const ScaleOperand& s, int64_t i_extent, int64_t K, int
   *k_blocks = ceil_div(K, s.block_k);
 }
 
-// Sets every scale from f(i_block, k_block) on the host copy of the scale tensor.
+// The groups a scale tensor holds the scales of: G for a grouped GEMM's [G, ...] scales, else 1.
+inline int64_t scale_groups(const Tensor& t) { return t.rank == 3 ? t.shape[0] : 1; }
+
+// The host bytes where group g's scales begin.
+inline unsigned char* group_scale_data(Tensor& t, int64_t g) {
+  return t.host.data() + size_t(t.rank == 3 ? g * t.strides[0] : 0) * dtype_bytes(t.dtype);
+}
+
+// Sets every scale from f(group, i_block, k_block) on the host copy of the scale tensor (group 0
+// when it holds one operand's).
 template <typename F>
-inline void fill_scales(const ScaleOperand& s, Tensor& t, int64_t i_extent, int64_t K, F value) {
+inline void fill_group_scales(const ScaleOperand& s, Tensor& t, int64_t i_extent, int64_t K, F value) {
   int64_t i_blocks = 0, k_blocks = 0;
   scale_blocks(s, i_extent, K, &i_blocks, &k_blocks);
-  for (int64_t ib = 0; ib < i_blocks; ++ib)
-    for (int64_t kb = 0; kb < k_blocks; ++kb) set_scale(s, t.host.data(), ib, kb, value(ib, kb));
+  for (int64_t g = 0; g < scale_groups(t); ++g)
+    for (int64_t ib = 0; ib < i_blocks; ++ib)
+      for (int64_t kb = 0; kb < k_blocks; ++kb) set_scale(s, group_scale_data(t, g), ib, kb, value(g, ib, kb));
+}
+
+// Sets every scale from f(i_block, k_block), the same in every group.
+template <typename F>
+inline void fill_scales(const ScaleOperand& s, Tensor& t, int64_t i_extent, int64_t K, F value) {
+  fill_group_scales(s, t, i_extent, K, [&](int64_t, int64_t ib, int64_t kb) { return value(ib, kb); });
 }
 
 // The scales a ue8m0 tensor gets from its init: 1 for `ones`, random powers of two 2^-3 .. 2^3
@@ -137,9 +155,10 @@ inline void fill_ue8m0_scales(const ScaleOperand& s, Tensor& t, int64_t i_extent
   const uint64_t stream = stream_of(t.name.c_str());
   int64_t i_blocks = 0, k_blocks = 0;
   scale_blocks(s, i_extent, K, &i_blocks, &k_blocks);
-  fill_scales(s, t, i_extent, K, [&](int64_t ib, int64_t kb) {
+  // The blocks numbered on from one group to the next (a grouped GEMM's [G, ...] scales).
+  fill_group_scales(s, t, i_extent, K, [&](int64_t g, int64_t ib, int64_t kb) {
     if (kind == InitKind::ones) return 1.0;
-    const uint64_t bits = counter_hash(t.init.seed, stream, uint64_t(ib * k_blocks + kb), 0);
+    const uint64_t bits = counter_hash(t.init.seed, stream, uint64_t((g * i_blocks + ib) * k_blocks + kb), 0);
     return std::ldexp(1.0, int(bits % 7) - 3);
   });
 }

@@ -348,7 +348,10 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
     grouped.metadata = &tensors[size_t(g.group_metadata)];
     grouped.alpha = g.alpha;
     grouped.G = g.groups, grouped.M = g.M, grouped.N = g.N, grouped.K = g.K;
+    if (g.scale_a.tensor >= 0) grouped.scale_a = &tensors[size_t(g.scale_a.tensor)], grouped.scale_a_spec = g.scale_a;
+    if (g.scale_b.tensor >= 0) grouped.scale_b = &tensors[size_t(g.scale_b.tensor)], grouped.scale_b_spec = g.scale_b;
     grouped.groups = read_group_metadata(grouped);
+    check_group_scale_blocks(grouped);
   }
   times.end("inputs");
   if (!options.emit_inputs_dir.empty()) return emit_inputs(tensors, options.emit_inputs_dir);
