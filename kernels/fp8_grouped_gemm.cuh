@@ -20,6 +20,10 @@
 // the scales), or ue8m0 packed four K-blocks to an int32 along K (byte kb % 4 of element kb / 4,
 // the least significant first): SA then has ceil(KB / 4) elements a row, SB ceil(KB / 4) rows.
 //
+// Accumulate (template parameter, default false): the kernel adds its product into D, as a weight
+// gradient kernel adds into the gradient it is given (D += ...); the spec says
+// `accumulate: true` with D's initial contents as `c`.
+//
 // Launch: block (16, 16, 1); grid (ceil(N / 16), ceil(rows / 16), 1) for contiguous (rows =
 // M_total), (ceil(N / 16), ceil(M_max / 16), G) for masked. Arguments: (A, B, I or MM, SA, SB,
 // D, M, N, K, G) with M = M_total or M_max.
@@ -83,7 +87,7 @@ __device__ __forceinline__ float scale_b_of(const ScaleT<F>* group, int kb, int 
     else return unpack_ue8m0(group[static_cast<size_t>(kb / 4) * num_nb + nb], kb, reversed);
 }
 
-template <Layout L, ScaleFormat F, GroupScaleDefect Defect>
+template <Layout L, ScaleFormat F, GroupScaleDefect Defect, bool Accumulate = false>
 __global__ void fp8_grouped_gemm(const uint8_t* __restrict__ A, const uint8_t* __restrict__ B,
                                  const int32_t* __restrict__ groups, const ScaleT<F>* __restrict__ SA,
                                  const ScaleT<F>* __restrict__ SB, __nv_bfloat16* __restrict__ D, int M, int N,
@@ -140,6 +144,7 @@ __global__ void fp8_grouped_gemm(const uint8_t* __restrict__ A, const uint8_t* _
         for (int k = kb * kBlockK; k < k_end; ++k) partial += e4m3(a[k]) * e4m3(b[k]);
         acc += partial * (scale_a_of<F>(sa, kb, reversed) * scale_b_of<F>(sb_group, kb, nb, num_nb, reversed));
     }
+    if constexpr (Accumulate) acc += __bfloat162float(D[row * N + n]);
     D[row * N + n] = __float2bfloat16_rn(acc);
 }
 

@@ -236,6 +236,53 @@ void test_grouped_scales() {
       return sum;
     });
   }
+  {  // contiguous with beta C (C shaped as the output: every group's rows in place), no scales
+    const int64_t M = 22, G = 3;
+    Init groups;
+    groups.kind = InitKind::groups;
+    groups.values = {5, 0, 9};
+    groups.align = 4;
+    const std::vector<double> index = listed_values(groups, M);
+    Tensor a = make_tensor("A", DType::bf16, {M, K}), b = make_tensor("B", DType::bf16, {G, K, N});
+    Tensor meta = make_tensor("I", DType::i32, {M}), d = make_tensor("D", DType::f32, {M, N}, {}, true);
+    Tensor c = make_tensor("C", DType::f32, {M, N}, {1, M});  // column-major: its own strides
+    meta.init = groups;
+    fill_host(a, "", &error), fill_host(b, "", &error), fill_host(meta, "", &error), fill_host(c, "", &error);
+    GroupedProblem p;
+    p.layout = GroupedLayout::contiguous, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K, p.alpha = 2.0, p.c = &c, p.beta = 0.5;
+    compare(p, "contiguous, beta C", [&](int64_t, int64_t m, int64_t n) {
+      const int64_t g = int64_t(index[size_t(m)]);
+      if (g < 0) return not_compared_value();
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k) sum += get_logical(a, m * K + k) * get_logical(b, (g * K + k) * N + n);
+      return 2.0 * sum + 0.5 * get_logical(c, m * N + n);
+    });
+  }
+  {  // masked with beta C [G, M_max, N] and f32 scales
+    const int64_t M = 7, G = 3;
+    Tensor a = make_tensor("A", DType::bf16, {G, M, K}), b = make_tensor("B", DType::bf16, {G, K, N});
+    Tensor meta = make_tensor("MM", DType::i32, {G}), d = make_tensor("D", DType::f32, {G, M, N}, {}, true);
+    Tensor c = make_tensor("C", DType::f32, {G, M, N});
+    Tensor sa = make_tensor("SA", DType::f32, {G, M, KB}), sb = make_tensor("SB", DType::f32, {G, KB, NB});
+    meta.init.kind = InitKind::values;
+    meta.init.values = {7, 0, 3};
+    fill_host(a, "", &error), fill_host(b, "", &error), fill_host(meta, "", &error), fill_host(c, "", &error);
+    fill_values(sa, 0.5), fill_values(sb, 0.25);
+    GroupedProblem p;
+    p.layout = GroupedLayout::masked, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K, p.c = &c, p.beta = 1.0, p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec = spec_a, p.scale_b_spec = spec_b;
+    const int64_t rows[] = {7, 0, 3};
+    compare(p, "masked, beta C, scaled", [&](int64_t g, int64_t m, int64_t n) {
+      if (m >= rows[g]) return not_compared_value();
+      double sum = 0;
+      for (int64_t k = 0; k < K; ++k)
+        sum += get_logical(a, (g * M + m) * K + k) * get_logical(b, (g * K + k) * N + n) *
+               get_logical(sa, (g * M + m) * KB + k / BK) * get_logical(sb, (g * KB + k / BK) * NB + n / BN);
+      return sum + get_logical(c, (g * M + m) * N + n);
+    });
+  }
   {  // k_grouped: SA [M, K_total / BK], SB [K_total / BK, NB]; K ranges 8, 0, 12 (whole blocks)
     const int64_t M = 5, G = 3, K_total = 20, KBT = 5;
     Tensor a = make_tensor("A", DType::bf16, {M, K_total}), b = make_tensor("B", DType::bf16, {K_total, N});

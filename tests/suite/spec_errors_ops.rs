@@ -316,3 +316,33 @@ build: { arch: sm_90a }
     let fixed = text.replace("[128, 200, 184]", "[128, 256, 128]");
     assert!(load(&fixed).is_ok(), "whole K blocks are fine");
 }
+
+/// The grouped GEMM that adds into its output (examples/fp8_grouped_masked_accumulate.yaml).
+fn grouped_accumulate() -> String {
+    std::fs::read_to_string(examples_dir().join("fp8_grouped_masked_accumulate.yaml")).unwrap()
+}
+
+#[test]
+fn an_output_that_starts_as_c_is_resolved() {
+    let spec = load(&grouped_accumulate()).expect("valid accumulating spec");
+    let gemm = spec.reference.gemm().expect("a GEMM");
+    assert!(gemm.accumulate);
+    assert_eq!(gemm.beta, 1.0);
+    assert!(gemm.c.is_some());
+}
+
+#[test]
+fn accumulate_without_c() {
+    let text = replaced(&grouped_accumulate(), "  c: C\n", "");
+    let text = replaced(&text, "  beta: 1.0\n", "");
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn accumulate_into_an_output_of_another_dtype() {
+    insta::assert_snapshot!(error_for(&replaced(
+        &grouped_accumulate(),
+        "C:  { dtype: bf16, shape: [G, M, N], range: [-8, 8] }",
+        "C:  { dtype: f32, shape: [G, M, N], range: [-8, 8] }"
+    )));
+}

@@ -13,7 +13,7 @@ use super::resolved::{ReferenceCustom, ReferenceFile, TensorSpecResolved};
 use super::validate::Validator;
 
 /// The GEMM ops' fields, none of which a custom or file reference takes.
-pub(super) fn gemm_fields(r: &super::model::ReferenceSpec) -> [(&'static str, bool); 14] {
+pub(super) fn gemm_fields(r: &super::model::ReferenceSpec) -> [(&'static str, bool); 15] {
     [
         ("a", !r.a.is_empty()),
         ("b", !r.b.is_empty()),
@@ -22,6 +22,7 @@ pub(super) fn gemm_fields(r: &super::model::ReferenceSpec) -> [(&'static str, bo
         ("bias", r.bias.is_some()),
         ("alpha", r.alpha.is_some()),
         ("beta", r.beta.is_some()),
+        ("accumulate", r.accumulate.is_some()),
         ("tile", r.tile.is_some()),
         ("scale_a", r.scale_a.is_some()),
         ("scale_b", r.scale_b.is_some()),

@@ -7,7 +7,7 @@
 
 use super::dtype::DType;
 use super::resolved::{Reference, ReferenceGemm, TensorSpecResolved};
-use super::scaled_grouped::ScaledOperand;
+use super::scaled_grouped::{shape_list, ScaledOperand};
 use super::validate::Validator;
 use repro_text::did_you_mean;
 
@@ -277,13 +277,7 @@ impl Validator<'_> {
                 );
             }
         }
-        if r.beta.is_some() && c.is_none() {
-            self.key_error(
-                "reference.beta",
-                "`beta` is given but there is no `c` for it to scale",
-            )
-            .help = Some("add `c: <tensor>` or remove `beta`".into());
-        }
+        let accumulate = self.c_beta_accumulate(tensors, c, out);
         let (tile_m, tile_n, tile_k) = self.tile(m, n);
         for t in [ta, tb] {
             // Whatever the output's type: true and false are no numbers to multiply and sum.
@@ -335,6 +329,7 @@ impl Validator<'_> {
             } else {
                 0.0
             },
+            accumulate,
             batched,
             l,
             m,
@@ -345,5 +340,53 @@ impl Validator<'_> {
             tile_k,
             provider: r.provider,
         })
+    }
+
+    /// `beta` needs `c`; `accumulate: true` needs a `c` the output can start as, byte for byte:
+    /// its dtype, shape and strides. Returns whether the kernel accumulates into the output.
+    pub(super) fn c_beta_accumulate(
+        &mut self,
+        tensors: &[TensorSpecResolved],
+        c: Option<usize>,
+        out: usize,
+    ) -> bool {
+        let r = &self.spec.reference;
+        if r.beta.is_some() && c.is_none() {
+            self.key_error(
+                "reference.beta",
+                "`beta` is given but there is no `c` for it to scale",
+            )
+            .help = Some("add `c: <tensor>` or remove `beta`".into());
+        }
+        if r.accumulate != Some(true) {
+            return false;
+        }
+        let Some(ci) = c else {
+            self.key_error(
+                "reference.accumulate",
+                "`accumulate: true` says the kernel adds into the output, but there is no `c` for the output to start as",
+            )
+            .help = Some("add `c: <tensor>` (its initial contents; `beta: 1` adds it once)".into());
+            return false;
+        };
+        let (tc, to) = (&tensors[ci], &tensors[out]);
+        if tc.dtype != to.dtype || tc.strides != to.strides {
+            self.error(
+                &format!("tensors.{}", tc.name),
+                format!(
+                    "`accumulate: true` copies `{}` into the output `{}` before each launch, byte for byte, but `{}` is {} with strides [{}] and `{}` is {} with strides [{}]",
+                    tc.name,
+                    to.name,
+                    tc.name,
+                    tc.dtype.name(),
+                    shape_list(&tc.strides),
+                    to.name,
+                    to.dtype.name(),
+                    shape_list(&to.strides)
+                ),
+            )
+            .help = Some(format!("give `{}` the output's dtype and layout", tc.name));
+        }
+        true
     }
 }

@@ -342,6 +342,13 @@ impl Validator<'_> {
             .help = Some(format!("give `{missing}` with the kernel's scale granularity too (its blocks; scales of 1 where the production GEMM has none)"));
         }
         if r.op == "grouped_gemm" {
+            if r.c.is_some() {
+                self.key_error(
+                    "reference.c",
+                    "`kind: cutlass3` runs `op: grouped_gemm` without `c` (the harness passes no C pointer arrays)",
+                )
+                .help = Some("write the launch as `kind: global` with kernel.setup building the CUTLASS arguments".into());
+            }
             if let Some(layout) = r.layout {
                 if layout != GroupedLayout::Masked {
                     self.key_error(

@@ -332,6 +332,9 @@ pub struct ReferenceGemm {
     pub grouped: Option<GroupedResolved>,
     pub alpha: f64,
     pub beta: f64,
+    /// `accumulate: true`: the kernel adds into `out`, which the harness fills with `c` before
+    /// each launch.
+    pub accumulate: bool,
     pub batched: bool,
     pub l: i64,
     pub m: i64,

@@ -12,7 +12,7 @@ use super::resolved::{
 };
 use super::validate::Validator;
 
-fn shape_list(shape: &[i64]) -> String {
+pub(super) fn shape_list(shape: &[i64]) -> String {
     shape
         .iter()
         .map(i64::to_string)
@@ -215,11 +215,7 @@ impl Validator<'_> {
                 .help = Some(format!("layout {} takes `{field}`", layout.name()));
             }
         }
-        for (other, given) in [
-            ("c", r.c.is_some()),
-            ("bias", r.bias.is_some()),
-            ("beta", r.beta.is_some()),
-        ] {
+        for (other, given) in [("bias", r.bias.is_some())] {
             if given {
                 self.key_error(
                     &format!("reference.{other}"),
@@ -239,6 +235,10 @@ impl Validator<'_> {
         let b = self.tensor_index(tensors, "reference.b", &r.b);
         let out = self.tensor_index(tensors, "reference.out", &r.out);
         let meta = self.tensor_index(tensors, &format!("reference.{field}"), metadata);
+        let c = match &r.c {
+            Some(name) => Some(self.tensor_index(tensors, "reference.c", name)?),
+            None => None,
+        };
         let (a, b, out, meta) = (a?, b?, out?, meta?);
         let (ta, tb, to, tm) = (&tensors[a], &tensors[b], &tensors[out], &tensors[meta]);
         if !to.output {
@@ -372,12 +372,37 @@ impl Validator<'_> {
             self.scale(tensors, "scale_b", x, operand)
         });
         self.grouped_scale_blocks(tm, layout, field, scale_a.as_ref(), scale_b.as_ref());
+        // C is what the output adds (beta C): the output's shape, every group's rows in place.
+        if let Some(ci) = c {
+            let tc = &tensors[ci];
+            if tc.shape != to.shape {
+                self.error(
+                    "reference.c",
+                    format!(
+                        "c `{}` has shape [{}] but must match the output [{}]",
+                        tc.name,
+                        tc.shape_text.join(", "),
+                        to.shape_text.join(", ")
+                    ),
+                );
+            }
+            if tc.output {
+                self.error(
+                    "reference.c",
+                    format!(
+                        "`{}` is an input of the reference but marked `output: true`",
+                        tc.name
+                    ),
+                );
+            }
+        }
+        let accumulate = self.c_beta_accumulate(tensors, c, out);
         let (tile_m, tile_n, tile_k) = self.tile(m, n);
         Some(ReferenceGemm {
             a,
             b,
             out,
-            c: None,
+            c,
             bias: None,
             scale_a,
             scale_b,
@@ -386,7 +411,12 @@ impl Validator<'_> {
                 metadata: meta,
             }),
             alpha: r.alpha.unwrap_or(1.0),
-            beta: 0.0,
+            beta: if c.is_some() {
+                r.beta.unwrap_or(1.0)
+            } else {
+                0.0
+            },
+            accumulate,
             batched: false,
             l: g,
             m,

@@ -587,7 +587,17 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
         } else {
             " (each group's own scale blocks)"
         };
-        return format!("{formula}{scaled}{per_group}, accumulated in f64");
+        let c =
+            r.c.map(|c| format!(" + {} * {} (its rows)", r.beta, name_of(c)))
+                .unwrap_or_default();
+        let accumulate = match (r.accumulate, r.c) {
+            (true, Some(c)) => format!(
+                "; the kernel adds into {out}, which starts as {}",
+                name_of(c)
+            ),
+            _ => String::new(),
+        };
+        return format!("{formula}{c}{scaled}{per_group}, accumulated in f64{accumulate}");
     }
     let mut f = format!("{out} = {} * {a} @ {b}", r.alpha);
     if let Some(c) = r.c {
@@ -602,6 +612,12 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
     } else {
         ", accumulated in f64"
     };
+    if let (true, Some(c)) = (r.accumulate, r.c) {
+        f += &format!(
+            "; the kernel adds into {out}, which starts as {}",
+            name_of(c)
+        );
+    }
     f
 }
 

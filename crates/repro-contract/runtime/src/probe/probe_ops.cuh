@@ -667,6 +667,9 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   // Block scales all 1: the group probes read the groups, not the scales (a scale read from the
   // wrong group or block shows in the random probe).
   if (has_scales(g)) fill_unit_scales(spec);
+  // C zero: the probes' right answers are the product alone (and an output the kernel adds
+  // into starts as 0).
+  if (g.c >= 0) fill_probe_operand(tensors[size_t(g.c)], ProbeValues::constant(0.0), ctx.tables);
 
   ProbeTables& tables = ctx.tables;
   fill_group_operands(p, A, B, tables, [](int64_t) { return 1.0; });

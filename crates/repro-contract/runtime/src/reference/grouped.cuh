@@ -43,7 +43,8 @@ struct GroupedProblem {
   const Tensor *a = nullptr, *b = nullptr, *metadata = nullptr, *out = nullptr;
   const Tensor *scale_a = nullptr, *scale_b = nullptr;  // null: not scaled
   ScaleSpec scale_a_spec, scale_b_spec;
-  double alpha = 1.0;
+  const Tensor* c = nullptr;  // beta C, C shaped as the output; null: none
+  double alpha = 1.0, beta = 0.0;
   int64_t G = 0, M = 0, N = 0, K = 0;  // M: A's rows (M_total, M_max, M); K: A's K (K_total)
   std::vector<int64_t> groups;          // the checked metadata: per row (contiguous) or per group
   // The output's batches: G for masked and k_grouped ([G, M, N]), 1 for contiguous.
@@ -177,6 +178,7 @@ inline void check_group_scale_blocks(const GroupedProblem& p) {
 struct GroupOperands {
   Tensor a, b;
   Tensor scale_a, scale_b;  // empty (rank 0) when not scaled
+  Tensor c;                 // the group's rows of C; empty when the GEMM has none
 };
 
 // The window of a scale tensor group gg reads: `i_first` its first block along the operand's
@@ -207,7 +209,14 @@ inline GroupOperands group_operands(const GroupedProblem& p, const GroupGemm& gg
   const int64_t b_row = B.strides[B.rank - 2], b_col = B.strides[B.rank - 1];
   GroupOperands operands{window(A, a_base, gg.rows, gg.k, a_row, a_col, host_bytes),
                          window(B, b_batch + gg.k0 * b_row, gg.k, p.N, b_row, b_col, host_bytes), Tensor(),
-                         Tensor()};
+                         Tensor(), Tensor()};
+  // C has the output's shape: the rows this group's GEMM writes, of its batch.
+  if (p.c != nullptr) {
+    const Tensor& C = *p.c;
+    const int64_t c_row = C.strides[C.rank - 2], c_col = C.strides[C.rank - 1];
+    const int64_t c_base = (C.rank == 3 ? gg.batch * C.strides[0] : 0) + gg.row0 * c_row;
+    operands.c = window(C, c_base, gg.rows, p.N, c_row, c_col, host_bytes);
+  }
   // The scales: A's rows from the group's first row block (of its batch, masked), K from its K
   // range's first block (k_grouped); B's of its group, or of its K range.
   const bool k_grouped = p.layout == GroupedLayout::k_grouped;
@@ -228,11 +237,11 @@ inline GemmProblem group_problem(const GroupedProblem& p, const GroupGemm& gg, c
   GemmProblem sub;
   sub.a = &operands.a;
   sub.b = &operands.b;
-  sub.c = nullptr;
+  sub.c = p.c != nullptr ? &operands.c : nullptr;
   sub.bias = nullptr;
   sub.out = p.out;
   sub.alpha = p.alpha;
-  sub.beta = 0.0;
+  sub.beta = p.c != nullptr ? p.beta : 0.0;
   sub.L = 1;
   sub.M = gg.rows;
   sub.N = p.N;

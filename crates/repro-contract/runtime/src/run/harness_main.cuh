@@ -350,6 +350,7 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
     grouped.G = g.groups, grouped.M = g.M, grouped.N = g.N, grouped.K = g.K;
     if (g.scale_a.tensor >= 0) grouped.scale_a = &tensors[size_t(g.scale_a.tensor)], grouped.scale_a_spec = g.scale_a;
     if (g.scale_b.tensor >= 0) grouped.scale_b = &tensors[size_t(g.scale_b.tensor)], grouped.scale_b_spec = g.scale_b;
+    if (g.c >= 0) grouped.c = &tensors[size_t(g.c)], grouped.beta = g.beta;
     grouped.groups = read_group_metadata(grouped);
     check_group_scale_blocks(grouped);
   }
@@ -364,6 +365,9 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   // Device buffers first: the device reference reads the inputs there. Outputs are poisoned
   // before every launch (poison_device_outputs).
   take_device_buffers(tensors);
+  // reference.accumulate: the kernel adds into the output, which starts as C before every launch
+  // (poison_device_outputs copies it there instead of the poison).
+  if (g.accumulate && g.c >= 0) out.initial_device = tensors[size_t(g.c)].device;
   for (Tensor& t : tensors) {
     if (t.output) continue;
     if (device_inputs && is_generated_input(t)) generate_on_device(t);

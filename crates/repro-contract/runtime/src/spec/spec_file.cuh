@@ -501,6 +501,12 @@ inline void read_gemm_reference(const SpecFile& file, const YamlNode& reference_
   if (const YamlNode* bias = reference->get("bias")) g.bias = tensor_index(*spec, file, *bias, "reference.bias");
   if (const YamlNode* alpha = reference->get("alpha")) g.alpha = file.number(*alpha, "reference.alpha");
   if (const YamlNode* beta = reference->get("beta")) g.beta = file.number(*beta, "reference.beta");
+  if (const YamlNode* accumulate = reference->get("accumulate")) {
+    const std::string v = file.text(*accumulate, "reference.accumulate");
+    if (v != "true" && v != "false" && v != "True" && v != "False")
+      file.fail(*accumulate, "reference.accumulate takes true or false");
+    g.accumulate = v == "true" || v == "True";
+  }
   if (const YamlNode* tile = reference->get("tile")) {
     const std::vector<double> t = file.numbers(*tile, "reference.tile");
     if (t.size() < 2 || t.size() > 3) file.fail(*tile, "reference.tile takes [tile_m, tile_n] or [tile_m, tile_n, tile_k]");

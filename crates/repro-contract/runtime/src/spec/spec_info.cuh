@@ -22,6 +22,7 @@ struct GemmOperands {
   // K (K_total for k_grouped), `groups` G.
   int64_t L = 1, M = 0, N = 0, K = 0, groups = 1;
   ScaleSpec scale_a, scale_b;          // reference.scale_a / scale_b; tensor -1: none
+  bool accumulate = false;             // reference.accumulate: out starts as c before each launch
   GroupedLayout grouped = GroupedLayout::none;
   int group_metadata = -1;  // group_index, masked_m or k_sizes
 };

@@ -51,6 +51,10 @@ pub struct ReferenceSpec {
     pub alpha: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beta: Option<f64>,
+    /// `op: gemm` and `op: grouped_gemm`: the kernel adds its product into `out`, which starts
+    /// as `c` (copied into it before each launch, where outputs are otherwise poisoned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accumulate: Option<bool>,
     /// The kernel's output tile [tile_m, tile_n] (and optionally tile_k), for localization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tile: Option<Vec<i64>>,
