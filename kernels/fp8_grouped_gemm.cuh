@@ -148,4 +148,60 @@ __global__ void fp8_grouped_gemm(const uint8_t* __restrict__ A, const uint8_t* _
     D[row * N + n] = __float2bfloat16_rn(acc);
 }
 
+// ------------------------------------------------------------------ k-grouped, stored as blocks
+//
+// The weight-gradient GEMM of an MoE layer (DeepGEMM's sm90 fp8 1d1d k-grouped kernel stores
+// its operands so): group g's K range of k_g = KS[g] tokens, its operands blocks of flat buffers:
+//
+//   A  e4m3, group g's [M, k_g] row-major block at M * k0(g)   (k0(g) = KS[0] + ... + KS[g-1])
+//   B  e4m3, group g's [N, k_g] row-major block at N * k0(g)
+//   SA f32, group g's [M, k_g / 128] block at M * k0(g) / 128   (per row and 128 of K)
+//   SB f32, group g's [N, k_g / 128] block at N * k0(g) / 128   (per column and 128 of K)
+//   D  f32 [G, M, N]: D[g] (+)= sum over K-blocks of SA * SB * (A_g @ B_g^T over the block)
+//
+// Every k_g is a multiple of 128. The row stride of a group's block is its own k_g: one stride
+// pair cannot say where group g's rows are. Accumulate adds into D (the gradient it is given).
+// Launch: block (16, 16, 1), grid (ceil(N / 16), ceil(M / 16), G); args (A, B, KS, SA, SB, D, M,
+// N, G).
+//
+// Planted defect (KBlocksDefect::next_group_block, marked PLANTED DEFECT below): the block is
+// found at the next group's start, k0(g) + k_g, and read with group g's own extent: group g reads
+// the beginning of group g + 1's block with the wrong row stride (the last group, the buffer's
+// tail past the groups). With every input 1 nothing shows (--ones passes).
+enum class KBlocksDefect { none, next_group_block };
+
+template <KBlocksDefect Defect, bool Accumulate>
+__global__ void fp8_k_grouped_blocks_gemm(const uint8_t* __restrict__ A, const uint8_t* __restrict__ B,
+                                          const int32_t* __restrict__ k_sizes, const float* __restrict__ SA,
+                                          const float* __restrict__ SB, float* __restrict__ D, int M, int N, int G)
+{
+    const int n = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    const int m = static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y);
+    const int g = static_cast<int>(blockIdx.z);
+    if (n >= N || m >= M || g >= G) return;
+    size_t k0 = 0;
+    for (int h = 0; h < g; ++h) k0 += static_cast<size_t>(k_sizes[h]);
+    const int kg = k_sizes[g];
+    size_t block_start = k0;
+    if constexpr (Defect == KBlocksDefect::next_group_block) {
+        // PLANTED DEFECT: the group's block is taken to start where the group ends (a prefix sum
+        // that counts the group itself), and read with the group's own extent.
+        block_start = k0 + static_cast<size_t>(kg);
+    }
+    const int num_kb = fp8_gemm::div_up(kg, kBlockK);
+    const uint8_t* a = A + static_cast<size_t>(M) * block_start + static_cast<size_t>(m) * kg;
+    const uint8_t* b = B + static_cast<size_t>(N) * block_start + static_cast<size_t>(n) * kg;
+    const float* sa = SA + static_cast<size_t>(M) * (block_start / kBlockK) + static_cast<size_t>(m) * num_kb;
+    const float* sb = SB + static_cast<size_t>(N) * (block_start / kBlockK) + static_cast<size_t>(n) * num_kb;
+    float acc = 0.0f;
+    for (int kb = 0; kb < num_kb; ++kb) {
+        float partial = 0.0f;
+        const int k_end = min(kg, (kb + 1) * kBlockK);
+        for (int k = kb * kBlockK; k < k_end; ++k) partial += e4m3(a[k]) * e4m3(b[k]);
+        acc += partial * (sa[kb] * sb[kb]);
+    }
+    float* out = D + (static_cast<size_t>(g) * M + m) * N + n;
+    *out = Accumulate ? *out + acc : acc;
+}
+
 }  // namespace fp8_grouped

@@ -283,6 +283,32 @@ void test_grouped_scales() {
       return sum + get_logical(c, (g * M + m) * N + n);
     });
   }
+  {  // k_grouped_blocks: A flat [M * K_total], group g's [M, k_g] block at M * k0; B flat, its
+     // [N, k_g] block at N * k0; SA flat, [M, k_g / BK] blocks; SB flat, [N, k_g / BK] blocks; C
+    const int64_t M = 5, G = 3, K_total = 20;
+    Tensor a = make_tensor("A", DType::bf16, {M * K_total}), b = make_tensor("B", DType::bf16, {N * K_total});
+    Tensor meta = make_tensor("KS", DType::i32, {G}), d = make_tensor("D", DType::f32, {G, M, N}, {}, true);
+    Tensor sa = make_tensor("SA", DType::f32, {M * K_total / BK}), sb = make_tensor("SB", DType::f32, {N * K_total / BK});
+    Tensor c = make_tensor("C", DType::f32, {G, M, N});
+    meta.init.kind = InitKind::values;
+    meta.init.values = {8, 0, 12};
+    fill_host(a, "", &error), fill_host(b, "", &error), fill_host(meta, "", &error), fill_host(c, "", &error);
+    fill_values(sa, 0.5), fill_values(sb, 0.25);
+    GroupedProblem p;
+    p.layout = GroupedLayout::k_grouped_blocks, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K_total, p.scale_a = &sa, p.scale_b = &sb, p.c = &c, p.beta = 1.0;
+    p.scale_a_spec = spec_a;
+    p.scale_b_spec.block[0] = BK, p.scale_b_spec.block[1] = 1;
+    const int64_t k0[] = {0, 8, 8}, kg[] = {8, 0, 12};
+    compare(p, "k_grouped_blocks, scaled, beta C", [&](int64_t g, int64_t m, int64_t n) {
+      double sum = 0;
+      for (int64_t k = 0; k < kg[g]; ++k)
+        sum += get_logical(a, M * k0[g] + m * kg[g] + k) * get_logical(b, N * k0[g] + n * kg[g] + k) *
+               get_logical(sa, M * k0[g] / BK + m * (kg[g] / BK) + k / BK) *
+               get_logical(sb, N * k0[g] / BK + n * (kg[g] / BK) + k / BK);
+      return sum + get_logical(c, (g * M + m) * N + n);
+    });
+  }
   {  // k_grouped: SA [M, K_total / BK], SB [K_total / BK, NB]; K ranges 8, 0, 12 (whole blocks)
     const int64_t M = 5, G = 3, K_total = 20, KBT = 5;
     Tensor a = make_tensor("A", DType::bf16, {M, K_total}), b = make_tensor("B", DType::bf16, {K_total, N});

@@ -346,3 +346,35 @@ fn accumulate_into_an_output_of_another_dtype() {
         "C:  { dtype: f32, shape: [G, M, N], range: [-8, 8] }"
     )));
 }
+
+/// The k-grouped GEMM whose groups are stored as blocks (examples/fp8_k_grouped_blocks.yaml).
+fn k_grouped_blocks() -> String {
+    std::fs::read_to_string(examples_dir().join("fp8_k_grouped_blocks.yaml")).unwrap()
+}
+
+#[test]
+fn k_grouped_blocks_take_m_from_the_output_and_k_from_a() {
+    let spec = load(&k_grouped_blocks()).expect("valid k_grouped_blocks spec");
+    let gemm = spec.reference.gemm().expect("a GEMM");
+    assert_eq!((gemm.l, gemm.m, gemm.n, gemm.k), (4, 200, 136, 1408));
+    assert_eq!(gemm.scale_b.as_ref().map(|s| s.block), Some([128, 1]));
+}
+
+#[test]
+fn k_grouped_blocks_with_a_weight_scale_block_of_many_columns() {
+    let text = replaced(
+        &k_grouped_blocks(),
+        "scale_b: { tensor: SB, block: [128, 1] }",
+        "scale_b: { tensor: SB, block: [128, 128] }",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn k_grouped_blocks_whose_a_is_not_m_rows() {
+    insta::assert_snapshot!(error_for(&replaced(
+        &k_grouped_blocks(),
+        r#"A:  { dtype: e4m3, shape: ["M * K"] }"#,
+        r#"A:  { dtype: e4m3, shape: ["M * K + 1"] }"#
+    )));
+}

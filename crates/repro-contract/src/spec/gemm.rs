@@ -298,6 +298,7 @@ impl Validator<'_> {
                     k_axis: 1,
                     batched,
                     groups: None,
+                    flat: false,
                 },
             )
         });
@@ -311,6 +312,7 @@ impl Validator<'_> {
                     k_axis: 0,
                     batched,
                     groups: None,
+                    flat: false,
                 },
             )
         });

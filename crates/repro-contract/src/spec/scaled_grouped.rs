@@ -35,6 +35,9 @@ pub(super) struct ScaledOperand {
     /// A grouped GEMM's scales of one operand per group: [G, ...] before the blocks
     /// (`op: grouped_gemm`'s weights, masked activations).
     pub groups: Option<i64>,
+    /// `layout: k_grouped_blocks`: one flat tensor of every group's scale block, one scale per
+    /// row (A) or column (B) and K block, so the block is 1 along that axis.
+    pub flat: bool,
 }
 
 impl Validator<'_> {
@@ -51,6 +54,7 @@ impl Validator<'_> {
             k_axis,
             batched,
             groups,
+            flat,
         } = operand_scaled;
         let path = format!("reference.{field}");
         let index = self.tensor_index(tensors, &format!("{path}.tensor"), &scale.tensor)?;
@@ -126,7 +130,22 @@ impl Validator<'_> {
         if packed {
             per_operand[k_axis] = ceil_div(blocks[k_axis], 4);
         }
-        let want: Vec<i64> = groups.into_iter().chain(per_operand).collect();
+        if flat && (scale.format != ScaleFormat::F32 || block[1 - k_axis] != 1) {
+            self.error(
+                &format!("{path}.block"),
+                format!(
+                    "`layout: k_grouped_blocks` keeps one f32 scale per {} and K block, in each group's block: `{field}` needs block {} and format f32",
+                    if k_axis == 1 { "row of A" } else { "column of B" },
+                    if k_axis == 1 { format!("[1, {}]", block[1]) } else { format!("[{}, 1]", block[0]) },
+                ),
+            );
+            return None;
+        }
+        let want: Vec<i64> = if flat {
+            vec![per_operand[0] * per_operand[1]]
+        } else {
+            groups.into_iter().chain(per_operand).collect()
+        };
         if t.shape != want {
             let names = if k_axis == 1 { ["M", "K"] } else { ["K", "N"] };
             let how = format!(
@@ -182,7 +201,9 @@ impl Validator<'_> {
         let r = &self.spec.reference;
         let Some(layout) = r.layout else {
             self.key_error("reference", "`op: grouped_gemm` needs `layout:`")
-                .help = Some("layout: contiguous, masked or k_grouped (docs/spec.md)".into());
+                .help = Some(
+                "layout: contiguous, masked, k_grouped or k_grouped_blocks (docs/spec.md)".into(),
+            );
             return None;
         };
         let (field, metadata, shapes) = match layout {
@@ -200,6 +221,11 @@ impl Validator<'_> {
                 "k_sizes",
                 &r.k_sizes,
                 "a [M, K_total], b [K_total, N], out [G, M, N], k_sizes [G] (i32)",
+            ),
+            GroupedLayout::KGroupedBlocks => (
+                "k_sizes",
+                &r.k_sizes,
+                "a [M * K_total] (group g's [M, k_g] row-major block at M * the K before g), b [N * K_total] (its [N, k_g] block at N * the K before g), out [G, M, N], k_sizes [G] (i32)",
             ),
         };
         for (other, given) in [
@@ -265,6 +291,7 @@ impl Validator<'_> {
             GroupedLayout::Contiguous => [2, 3, 2, 1],
             GroupedLayout::Masked => [3, 3, 3, 1],
             GroupedLayout::KGrouped => [2, 2, 3, 1],
+            GroupedLayout::KGroupedBlocks => [1, 1, 3, 1],
         };
         let mut ok = true;
         for ((f, t), rank) in [("a", ta), ("b", tb), ("out", to), (field, tm)]
@@ -304,6 +331,17 @@ impl Validator<'_> {
             GroupedLayout::Contiguous => (tb.shape[0], ta.shape[0], to.shape[1], ta.shape[1]),
             GroupedLayout::Masked => (ta.shape[0], ta.shape[1], to.shape[2], ta.shape[2]),
             GroupedLayout::KGrouped => (to.shape[0], ta.shape[0], to.shape[2], ta.shape[1]),
+            // A holds M * K_total elements: K_total follows from the output's M.
+            GroupedLayout::KGroupedBlocks => (
+                to.shape[0],
+                to.shape[1],
+                to.shape[2],
+                if to.shape[1] > 0 {
+                    ta.shape[0] / to.shape[1]
+                } else {
+                    0
+                },
+            ),
         };
         let want: [(&str, &TensorSpecResolved, Vec<i64>); 4] = match layout {
             GroupedLayout::Contiguous => [
@@ -321,6 +359,12 @@ impl Validator<'_> {
             GroupedLayout::KGrouped => [
                 ("a", ta, vec![m, k]),
                 ("b", tb, vec![k, n]),
+                ("out", to, vec![g, m, n]),
+                (field, tm, vec![g]),
+            ],
+            GroupedLayout::KGroupedBlocks => [
+                ("a", ta, vec![m * k]),
+                ("b", tb, vec![n * k]),
                 ("out", to, vec![g, m, n]),
                 (field, tm, vec![g]),
             ],
@@ -351,14 +395,18 @@ impl Validator<'_> {
         let (a_groups, b_groups) = match layout {
             GroupedLayout::Contiguous => (None, Some(g)),
             GroupedLayout::Masked => (Some(g), Some(g)),
-            GroupedLayout::KGrouped => (None, None),
+            GroupedLayout::KGrouped | GroupedLayout::KGroupedBlocks => (None, None),
         };
+        // Blocks: each group's scales a block too, flat like its operands (per row of A and per
+        // column of B, per K block).
+        let flat = layout == GroupedLayout::KGroupedBlocks;
         let scale_a = r.scale_a.as_ref().and_then(|x| {
             let operand = ScaledOperand {
                 extents: [m, k],
                 k_axis: 1,
                 batched: false,
                 groups: a_groups,
+                flat,
             };
             self.scale(tensors, "scale_a", x, operand)
         });
@@ -368,6 +416,7 @@ impl Validator<'_> {
                 k_axis: 0,
                 batched: false,
                 groups: b_groups,
+                flat,
             };
             self.scale(tensors, "scale_b", x, operand)
         });
@@ -457,7 +506,10 @@ impl Validator<'_> {
                     .help = Some(format!("make `align` a multiple of {block_m}"));
                 }
             }
-            (GroupedLayout::KGrouped, InitSource::Values(values)) => {
+            (
+                GroupedLayout::KGrouped | GroupedLayout::KGroupedBlocks,
+                InitSource::Values(values),
+            ) => {
                 let block_k = [scale_a.map(|s| s.block[1]), scale_b.map(|s| s.block[0])]
                     .into_iter()
                     .flatten()
@@ -466,14 +518,20 @@ impl Validator<'_> {
                     return;
                 };
                 // Each group starts where the extents before it end: every extent but the
-                // last sets a start.
-                let starts = values.len().saturating_sub(1);
+                // last sets a start (with blocks, every group's scales are whole K blocks, the
+                // last's too).
+                let starts = if layout == GroupedLayout::KGroupedBlocks {
+                    values.len()
+                } else {
+                    values.len().saturating_sub(1)
+                };
                 for (i, &v) in values.iter().enumerate().take(starts) {
                     if (v as i64) % block_k != 0 {
                         self.error(
                             &format!("tensors.{name}.init.values"),
                             format!(
-                                "{field} `{name}`[{i}] = {v}, but with block scales every group's K extent but the last must be a multiple of the scales' K block, {block_k}"
+                                "{field} `{name}`[{i}] = {v}, but with block scales every group's K extent{} must be a multiple of the scales' K block, {block_k}",
+                                if layout == GroupedLayout::KGrouped { " but the last" } else { "" }
                             ),
                         )
                         .help = Some(
@@ -542,7 +600,7 @@ impl Validator<'_> {
                         GroupedLayout::Masked => {
                             (0.0, m as f64, format!("a row count in [0, M_max = {m}]"))
                         }
-                        GroupedLayout::KGrouped => {
+                        GroupedLayout::KGrouped | GroupedLayout::KGroupedBlocks => {
                             (0.0, k as f64, format!("a K extent in [0, K_total = {k}]"))
                         }
                     };
@@ -554,7 +612,7 @@ impl Validator<'_> {
                         return;
                     }
                 }
-                if layout == GroupedLayout::KGrouped {
+                if layout.splits_k() {
                     let total: f64 = values.iter().sum();
                     if total > k as f64 {
                         self.error(

@@ -581,6 +581,10 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
                 "{out}[g] = {} * {a}[:, Kg] @ {b}[Kg, :] with Kg the g-th range of {meta}[g] columns",
                 r.alpha
             ),
+            GroupedLayout::KGroupedBlocks => format!(
+                "{out}[g] = {} * {a}_g @ {b}_g^T with {a}_g the g-th [M, {meta}[g]] block of {a}, {b}_g the g-th [N, {meta}[g]] block of {b}",
+                r.alpha
+            ),
         };
         let per_group = if scaled.is_empty() {
             ""

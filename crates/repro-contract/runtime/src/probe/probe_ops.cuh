@@ -664,6 +664,10 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   Tensor& out = tensors[size_t(g.out)];
   std::vector<ProbeOutcome>& probes = ctx.outcomes;
   std::printf("groups  %s\n", describe_groups(p).c_str());
+  // The group probes set B's rows by K; blocks of flat operands have no rows to set.
+  if (p.layout == GroupedLayout::k_grouped_blocks)
+    usage_error("repro probe does not decode `layout: k_grouped_blocks` yet: run it with --ones and random inputs "
+                "(`repro run`), which check it against the fp64 reference");
   // Block scales all 1: the group probes read the groups, not the scales (a scale read from the
   // wrong group or block shows in the random probe).
   if (has_scales(g)) fill_unit_scales(spec);

@@ -8,6 +8,10 @@
 //               rows m >= MM[g] are not compared
 //   k_grouped   A [M, K_total], B [K_total, N], k_sizes KS [G]:  D[g] = A[:, Kg] @ B[Kg, :],
 //               Kg the g-th range of KS[g] columns (rows of B), the ranges in group order
+//   k_grouped_blocks  the same GEMMs, each group's operands stored as blocks (DeepGEMM's
+//               k-grouped weight gradient): A flat [M * K_total], group g's A an [M, KS[g]]
+//               row-major block at M * k0(g); B flat [N * K_total], its B an [N, KS[g]] block
+//               at N * k0(g): the row stride changes from group to group
 //
 // Each group is a plain GEMM on windows of the operands (a run of rows, one batch of B, a K range)
 // computed by the host or the device reference unchanged, so a grouped reference is as exact,
@@ -26,7 +30,12 @@
 
 namespace repro {
 
-enum class GroupedLayout : int { none, contiguous, masked, k_grouped };
+enum class GroupedLayout : int { none, contiguous, masked, k_grouped, k_grouped_blocks };
+
+// Whether the groups split K: one A and one B, a K range per group, D [G, M, N].
+inline bool splits_k(GroupedLayout layout) {
+  return layout == GroupedLayout::k_grouped || layout == GroupedLayout::k_grouped_blocks;
+}
 
 inline const char* grouped_layout_name(GroupedLayout layout) {
   switch (layout) {
@@ -34,6 +43,7 @@ inline const char* grouped_layout_name(GroupedLayout layout) {
     case GroupedLayout::contiguous: return "contiguous";
     case GroupedLayout::masked: return "masked";
     case GroupedLayout::k_grouped: return "k_grouped";
+    case GroupedLayout::k_grouped_blocks: return "k_grouped_blocks";
   }
   return "?";
 }
@@ -78,7 +88,7 @@ inline std::vector<int64_t> read_group_metadata(const GroupedProblem& p) {
       bad(strprintf("a group index must be in [-1, G = %lld)", (long long)p.G).c_str());
     if (p.layout == GroupedLayout::masked && !(v >= 0 && v <= double(p.M)))
       bad(strprintf("a masked_m must be in [0, M_max = %lld]", (long long)p.M).c_str());
-    if (p.layout == GroupedLayout::k_grouped) {
+    if (splits_k(p.layout)) {
       if (!(v >= 0)) bad("a K extent must not be negative");
       k_total += int64_t(v);
       if (k_total > p.K) bad(strprintf("the K extents up to here sum to %lld, past K_total = %lld", (long long)k_total,
@@ -138,6 +148,7 @@ inline std::vector<GroupGemm> group_gemms(const GroupedProblem& p) {
         if (p.groups[size_t(g)] > 0) out.push_back(GroupGemm{g, g, 0, p.groups[size_t(g)], 0, p.K});
       break;
     case GroupedLayout::k_grouped:
+    case GroupedLayout::k_grouped_blocks:
       for (int64_t g = 0; g < p.G; ++g) out.push_back(GroupGemm{g, g, 0, p.M, p.k_begin(g), p.groups[size_t(g)]});
       break;
     case GroupedLayout::none: break;
@@ -162,8 +173,13 @@ inline void check_group_scale_blocks(const GroupedProblem& p) {
                               "the groups' rows to %lld",
                               (long long)gg.group, (long long)gg.row0, (long long)s.block[0], field, t->name.c_str(),
                               (long long)s.block[0]));
-      if (p.layout != GroupedLayout::k_grouped || gg.k == 0) continue;
+      if (!splits_k(p.layout) || gg.k == 0) continue;
       const int64_t per_element = s.encoding == ScaleEncoding::ue8m0_packed ? 4 : 1;
+      // Blocks: each group's scales are a block of whole K blocks, the last group's too.
+      if (p.layout == GroupedLayout::k_grouped_blocks && gg.k % block_k != 0)
+        usage_error(strprintf("group %lld's K extent is %lld, not a multiple of the K block of %s (%s, %lld): with "
+                              "k_grouped_blocks every group's scales are whole K blocks",
+                              (long long)gg.group, (long long)gg.k, field, t->name.c_str(), (long long)block_k));
       if (gg.k0 % (block_k * per_element) != 0)
         usage_error(strprintf("group %lld's K range begins at k = %lld, not on a%s K block of %s (%s, %lld wide%s): "
                               "make each k_sizes entry a multiple of %lld",
@@ -197,10 +213,33 @@ inline Tensor scale_window(const Tensor& t, const ScaleSpec& spec, bool is_a, in
   return window(t, base, rows - row0, cols - col0, row_stride, col_stride, /*host_bytes*/ true);
 }
 
+// k_grouped_blocks: group gg's operands are blocks of the flat A and B, each with its own row
+// stride (its K extent): A's [M, k] block at M * k0, row-major; B's [N, k] block at N * k0, read
+// as the [k, N] operand (k contiguous). The scales, flat too, are blocks of one scale per row
+// (column) and K block: SA's [M, k / bk] at M * k0 / bk, SB's [N, k / bk] at N * k0 / bk.
+inline GroupOperands group_block_operands(const GroupedProblem& p, const GroupGemm& gg, bool host_bytes) {
+  GroupOperands operands{window(*p.a, p.M * gg.k0, p.M, gg.k, gg.k, 1, host_bytes),
+                         window(*p.b, p.N * gg.k0, gg.k, p.N, 1, gg.k, host_bytes), Tensor(), Tensor(), Tensor()};
+  if (p.scale_a != nullptr) {
+    const int64_t bk = p.scale_a_spec.block[1], blocks = ceil_div(gg.k, bk);
+    operands.scale_a = window(*p.scale_a, p.M * (gg.k0 / bk), p.M, blocks, blocks, 1, /*host_bytes*/ true);
+  }
+  if (p.scale_b != nullptr) {
+    const int64_t bk = p.scale_b_spec.block[0], blocks = ceil_div(gg.k, bk);
+    operands.scale_b = window(*p.scale_b, p.N * (gg.k0 / bk), blocks, p.N, 1, blocks, /*host_bytes*/ true);
+  }
+  if (p.c != nullptr) {
+    const Tensor& C = *p.c;
+    operands.c = window(C, gg.batch * C.strides[0], p.M, p.N, C.strides[1], C.strides[2], host_bytes);
+  }
+  return operands;
+}
+
 // `host_bytes`: copy the windows' host bytes too (the host reference reads them; the device
 // reference, and its cross-check, read the device copies).
 inline GroupOperands group_operands(const GroupedProblem& p, const GroupGemm& gg, bool host_bytes = true) {
   const Tensor &A = *p.a, &B = *p.b;
+  if (p.layout == GroupedLayout::k_grouped_blocks) return group_block_operands(p, gg, host_bytes);
   const int64_t a_row = A.strides[A.rank - 2], a_col = A.strides[A.rank - 1];
   // A: its rows of this batch (masked: of group g), columns k0 ..; B: batch g (contiguous,
   // masked) or rows k0 .. (k_grouped).
@@ -263,8 +302,15 @@ inline void reference_grouped_gemm(const GroupedProblem& p, std::vector<double>*
   want->assign(size_t(p.output_count()), not_compared_value());
   for (const GroupGemm& gg : group_gemms(p)) {
     std::vector<double> values;
-    if (gg.k == 0) values.assign(size_t(gg.rows * p.N), 0.0);
-    else reference_gemm(group_problem(p, gg, group_operands(p, gg)), &values);
+    const GroupOperands operands = group_operands(p, gg);
+    if (gg.k == 0) {  // an empty K range: no product, beta C alone
+      values.assign(size_t(gg.rows * p.N), 0.0);
+      if (p.c != nullptr)
+        for (int64_t i = 0; i < gg.rows * p.N; ++i)
+          values[size_t(i)] = p.beta * decode(operands.c.dtype, operands.c.host.data(), operands.c.logical_offset(i));
+    } else {
+      reference_gemm(group_problem(p, gg, operands), &values);
+    }
     std::copy(values.begin(), values.end(), want->begin() + std::ptrdiff_t(output_offset(p, gg)));
   }
 }
@@ -275,6 +321,13 @@ inline void analytic_grouped_ones(const GroupedProblem& p, std::vector<double>* 
   for (const GroupGemm& gg : group_gemms(p))
     std::fill_n(want->begin() + std::ptrdiff_t(output_offset(p, gg)), size_t(gg.rows * p.N),
                 p.alpha * double(gg.k));
+}
+
+// out[r, n] = beta * C[r, n] over a rows x cols window of C: an empty group's outputs.
+__global__ void beta_c_kernel(double* out, const unsigned char* c, DType dtype, int64_t row_stride, int64_t col_stride,
+                              int64_t rows, int64_t cols, double beta) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < rows * cols; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = beta * decode(dtype, c, (i / cols) * row_stride + (i % cols) * col_stride);
 }
 
 // The device reference: each group's GEMM on the device, written straight into its part of the
@@ -297,9 +350,16 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p,
   std::vector<double*> places;
   for (const GroupGemm& gg : gemms) {
     double* place = total.values + output_offset(p, gg);
-    if (gg.k == 0) {  // an empty K range: zeros, no GEMM
+    if (gg.k == 0) {  // an empty K range: no GEMM, zeros (or beta C)
       fill_kernel<double><<<pipeline_blocks(gg.rows * p.N), kPipelineThreads>>>(place, gg.rows * p.N, 0.0);
       REPRO_CUDA_CHECK(cudaGetLastError());
+      if (p.c != nullptr) {
+        const Tensor c = group_operands(p, gg, /*host_bytes*/ false).c;
+        beta_c_kernel<<<pipeline_blocks(gg.rows * p.N), kPipelineThreads>>>(
+            place, static_cast<const unsigned char*>(c.device), c.dtype, c.strides[0], c.strides[1], gg.rows, p.N,
+            p.beta);
+        REPRO_CUDA_CHECK(cudaGetLastError());
+      }
       continue;
     }
     operands.push_back(group_operands(p, gg, /*host_bytes*/ false));  // the device reads its own copies
@@ -449,11 +509,12 @@ inline std::string describe_groups(const GroupedProblem& p) {
     case GroupedLayout::masked:
       return strprintf("grouped GEMM (masked), %lld groups of up to %lld rows; %lld of %lld rows are past masked_m, not compared",
                        (long long)p.G, (long long)p.M, (long long)skipped_rows, (long long)(p.G * p.M));
-    case GroupedLayout::k_grouped: {
+    case GroupedLayout::k_grouped:
+    case GroupedLayout::k_grouped_blocks: {
       std::string ks;
       for (int64_t k : p.groups) ks += (ks.empty() ? "" : ", ") + std::to_string(k);
-      return strprintf("grouped GEMM (k_grouped), %lld groups, K extents [%s] of K_total %lld", (long long)p.G,
-                       ks.c_str(), (long long)p.K);
+      return strprintf("grouped GEMM (%s), %lld groups, K extents [%s] of K_total %lld", grouped_layout_name(p.layout),
+                       (long long)p.G, ks.c_str(), (long long)p.K);
     }
     case GroupedLayout::none: break;
   }

@@ -218,7 +218,7 @@ inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
 
   const GemmOperands& g = spec.gemm;
   const bool analytic = options.ones && options.inits.empty();
-  if (analytic && g.grouped == GroupedLayout::k_grouped)
+  if (analytic && splits_k(g.grouped))
     return strprintf("ones -> analytic %s[g] == alpha*k_sizes[g]", tensors[g.out].name.c_str());
   if (analytic) {
     return strprintf("ones -> analytic %s == alpha*K == %s%s", tensors[g.out].name.c_str(),

@@ -488,13 +488,14 @@ inline void read_gemm_reference(const SpecFile& file, const YamlNode& reference_
   }
   if (op == "grouped_gemm") {
     const std::string layout = file.text(file.require(*reference, "layout", "reference"), "reference.layout");
-    const char* field = layout == "contiguous" ? "group_index" : layout == "masked" ? "masked_m" : "k_sizes";
+    const char* field = layout == "contiguous" ? "group_index" : layout == "masked" ? "masked_m" : "k_sizes";  // and both k_grouped
     g.grouped = layout == "contiguous" ? GroupedLayout::contiguous
                 : layout == "masked"   ? GroupedLayout::masked
                 : layout == "k_grouped" ? GroupedLayout::k_grouped
+                : layout == "k_grouped_blocks" ? GroupedLayout::k_grouped_blocks
                                         : GroupedLayout::none;
     if (g.grouped == GroupedLayout::none)
-      file.fail(*reference, "reference.layout takes contiguous, masked or k_grouped");
+      file.fail(*reference, "reference.layout takes contiguous, masked, k_grouped or k_grouped_blocks");
     g.group_metadata = tensor_index(*spec, file, file.require(*reference, field, "reference"), field);
   }
   if (const YamlNode* c = reference->get("c")) g.c = tensor_index(*spec, file, *c, "reference.c");

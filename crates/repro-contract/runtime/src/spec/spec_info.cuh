@@ -68,6 +68,12 @@ inline GemmDims gemm_dims(const std::vector<Tensor>& tensors, int a, int out, bo
   const Tensor& A = tensors[size_t(a)];
   const Tensor& D = tensors[size_t(out)];
   GemmDims dims;
+  if (grouped == GroupedLayout::k_grouped_blocks) {
+    // A flat [M * K_total], D [G, M, N]: M from D, K_total from A.
+    dims.L = D.shape[0], dims.M = D.shape[1], dims.N = D.shape[2];
+    dims.K = dims.M > 0 ? A.shape[0] / dims.M : 0;
+    return dims;
+  }
   if (grouped != GroupedLayout::none) {
     // contiguous: A [M_total, K], D [M_total, N]; masked: A [G, M_max, K], D [G, M_max, N];
     // k_grouped: A [M, K_total], D [G, M, N]. G from D (or, contiguous, from B: set by the caller).

@@ -194,14 +194,27 @@ pub enum GroupedLayout {
     Masked,
     /// A [M, K_total] and B [K_total, N] split along K per group, D [G, M, N].
     KGrouped,
+    /// k_grouped with each group's operands stored as blocks (DeepGEMM's k-grouped weight
+    /// gradient): A and B flat, group g's A an [M, k_g] row-major block at M * (the K before
+    /// g), its B an [N, k_g] block at N * (the K before g); D [G, M, N].
+    KGroupedBlocks,
 }
 
 impl GroupedLayout {
+    /// Whether the groups split K (one A and one B, a K range per group, D [G, M, N]).
+    pub fn splits_k(self) -> bool {
+        matches!(
+            self,
+            GroupedLayout::KGrouped | GroupedLayout::KGroupedBlocks
+        )
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             GroupedLayout::Contiguous => "contiguous",
             GroupedLayout::Masked => "masked",
             GroupedLayout::KGrouped => "k_grouped",
+            GroupedLayout::KGroupedBlocks => "k_grouped_blocks",
         }
     }
 }
