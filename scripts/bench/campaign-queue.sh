@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Issue 60's targets on a GPU machine, side by side in one run: one campaign (default the
+# Llama-3.2-1B example: 169 shapes x ones, random, probe = 507 runs of the tiled bf16 GEMM) with
+# one worker, first with a harness process per run (REPRO_CAMPAIGN_BATCH=1, the way before the
+# queue), then with queues (the default), each in a fresh results folder; then a torch loop doing
+# the same checks in one process (scripts/bench/campaign_torch_peer.py). nvidia-smi samples the
+# GPU's utilization every 100 ms during each (the busy share is the mean of the samples).
+#
+#   REPRO=target/release/repro scripts/bench/campaign-queue.sh [CAMPAIGN] [SHAPES_CSV]
+#   MODES=process,queue,torch ...   # which of the three to run (default all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+repro=${REPRO:-$PWD/target/release/repro}
+campaign=${1:-examples/campaigns/llama3_2_1b.yaml}
+shapes=${2:-examples/campaigns/llama3_2_1b_shapes.csv}
+modes=${MODES:-process,queue,torch}
+dir=${BENCH_DIR:-$(mktemp -d)}
+mkdir -p "$dir"
+"$repro" build examples/tiled_gemm_bf16.yaml >/dev/null  # the runtime library, shared by both
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+
+# $1 label, then the command: wall time, the busy share, the command's exit.
+measure() {
+  local label=$1
+  shift
+  nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 >"$dir/util-$label.txt" &
+  local sampler=$! start end code=0
+  start=$(date +%s.%N)
+  "$@" >"$dir/$label.log" 2>&1 || code=$?
+  end=$(date +%s.%N)
+  kill "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
+  local busy
+  busy=$(awk '{ s += $1; n++ } END { if (n) printf "%.1f", s / n; else print "?" }' "$dir/util-$label.txt")
+  printf '%s\t%s\t%s\t%s\n' "$label" "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')" "$busy" "$code" \
+    >>"$dir/summary.tsv"
+}
+
+: >"$dir/summary.tsv"
+[[ ",$modes," == *,process,* ]] &&
+  measure process env REPRO_CAMPAIGN_BATCH=1 "$repro" campaign "$campaign" -o "$dir/process" --devices 0 --workers-per-device 1
+[[ ",$modes," == *,queue,* ]] &&
+  measure queue "$repro" campaign "$campaign" -o "$dir/queue" --devices 0 --workers-per-device 1
+[[ ",$modes," == *,torch,* ]] &&
+  measure torch python3 scripts/bench/campaign_torch_peer.py "$shapes"
+
+python3 - "$dir" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+rows = [l.split("\t") for l in open(os.path.join(d, "summary.tsv")).read().splitlines()]
+print("| how | checks | wall (s) | checks / s | GPU busy | exit |")
+print("|---|---|---|---|---|---|")
+wall = {}
+for label, seconds, busy, code in rows:
+    results = os.path.join(d, label, "results.jsonl")
+    if os.path.exists(results):
+        records = [json.loads(l) for l in open(results)]
+        checks = len(records)
+        verdicts = {}
+        for r in records:
+            verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+        note = f" verdicts {verdicts}"
+    else:
+        log = open(os.path.join(d, label + ".log")).read()
+        checks = next((int(w) for line in log.splitlines() if line.startswith("torch loop:")
+                       for w in line.split()[2:3]), 0)
+        note = ""
+    wall[label] = float(seconds)
+    rate = checks / float(seconds) if float(seconds) > 0 else 0
+    print(f"| {label} | {checks} | {seconds} | {rate:.2f} | {busy} % | {code} |{note}")
+if "process" in wall and "queue" in wall:
+    print(f"queue against a process per run: {wall['process'] / wall['queue']:.1f}x the runs per second")
+if "torch" in wall and "queue" in wall:
+    print(f"queue against the torch loop: {wall['queue'] / wall['torch']:.1f}x its wall time")
+PY
+echo "logs in $dir"
