@@ -60,6 +60,25 @@ void test_scales() {
   record(worst < 1e-13, __FILE__, __LINE__, strprintf("scaled reference_gemm vs naive loop: worst %.3g", worst));
 }
 
+// The grouped reference of `p` (its metadata read and checked, as the harness does) against
+// `want(batch, m, n)`, a naive loop's values or not_compared_value().
+void check_grouped_reference(GroupedProblem& p, const char* what,
+                             const std::function<double(int64_t, int64_t, int64_t)>& want, int line) {
+  p.groups = read_group_metadata(p);
+  check_group_scale_blocks(p);
+  std::vector<double> got;
+  reference_grouped_gemm(p, &got);
+  int64_t wrong = 0;
+  for (int64_t l = 0; l < p.batches(); ++l)
+    for (int64_t m = 0; m < p.M; ++m)
+      for (int64_t n = 0; n < p.N; ++n) {
+        const double w = want(l, m, n), have = got[size_t((l * p.M + m) * p.N + n)];
+        wrong += is_not_compared(w) ? !is_not_compared(have) : std::fabs(have - w) > 1e-12 * (std::fabs(w) + 1);
+      }
+  record(got.size() == size_t(p.output_count()) && wrong == 0, __FILE__, line,
+         strprintf("grouped %s reference vs naive: %lld outputs wrong", what, (long long)wrong));
+}
+
 void test_grouped() {
   std::string error;
   const int64_t N = 11, K = 13;
@@ -76,19 +95,8 @@ void test_grouped() {
     for (int64_t k = k0; k < k0 + kg; ++k) sum += get_logical(a, a_row * a_k + k) * get_logical(b, b_base + k * b_n + n);
     return sum;
   };
-  const auto check_layout = [&](GroupedProblem& p, const char* what, const std::function<double(int64_t, int64_t, int64_t)>& want) {
-    p.groups = read_group_metadata(p);
-    std::vector<double> got;
-    reference_grouped_gemm(p, &got);
-    int64_t wrong = 0;
-    for (int64_t l = 0; l < p.batches(); ++l)
-      for (int64_t m = 0; m < p.M; ++m)
-        for (int64_t n = 0; n < p.N; ++n) {
-          const double w = want(l, m, n), have = got[size_t((l * p.M + m) * p.N + n)];
-          wrong += is_not_compared(w) ? !is_not_compared(have) : std::fabs(have - w) > 1e-12 * (std::fabs(w) + 1);
-        }
-    record(got.size() == size_t(p.output_count()) && wrong == 0, __FILE__, __LINE__,
-           strprintf("grouped %s reference vs naive: %lld outputs wrong", what, (long long)wrong));
+  const auto check_layout = [](GroupedProblem& p, const char* what, const std::function<double(int64_t, int64_t, int64_t)>& want) {
+    check_grouped_reference(p, what, want, __LINE__);
   };
   {
     const int64_t M = 22, G = 3;
@@ -163,20 +171,8 @@ void test_grouped_scales() {
     t.host.assign(t.storage_bytes(), 0);
     for (int64_t i = 0; i < t.numel(); ++i) set_logical(t, i, first + double(i % 5) / 4);
   };
-  const auto compare = [&](GroupedProblem& p, const char* what, const std::function<double(int64_t, int64_t, int64_t)>& want) {
-    p.groups = read_group_metadata(p);
-    check_group_scale_blocks(p);
-    std::vector<double> got;
-    reference_grouped_gemm(p, &got);
-    int64_t wrong = 0;
-    for (int64_t l = 0; l < p.batches(); ++l)
-      for (int64_t m = 0; m < p.M; ++m)
-        for (int64_t n = 0; n < p.N; ++n) {
-          const double w = want(l, m, n), have = got[size_t((l * p.M + m) * p.N + n)];
-          wrong += is_not_compared(w) ? !is_not_compared(have) : std::fabs(have - w) > 1e-12 * (std::fabs(w) + 1);
-        }
-    record(wrong == 0, __FILE__, __LINE__, strprintf("scaled grouped %s reference vs naive: %lld outputs wrong", what,
-                                                     (long long)wrong));
+  const auto compare = [](GroupedProblem& p, const char* what, const std::function<double(int64_t, int64_t, int64_t)>& want) {
+    check_grouped_reference(p, what, want, __LINE__);
   };
   ScaleSpec spec_a, spec_b;
   spec_a.block[0] = 1, spec_a.block[1] = BK;

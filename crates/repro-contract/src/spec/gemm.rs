@@ -250,20 +250,6 @@ impl Validator<'_> {
                 }
             }
         }
-        if let Some(ci) = c {
-            let tc = &tensors[ci];
-            if tc.shape != to.shape {
-                self.error(
-                    "reference.c",
-                    format!(
-                        "c `{}` has shape [{}] but must match the output [{}]",
-                        tc.name,
-                        tc.shape_text.join(", "),
-                        to.shape_text.join(", ")
-                    ),
-                );
-            }
-        }
         if let Some(bi) = bias {
             let tb = &tensors[bi];
             if tb.shape != [n] {
@@ -344,14 +330,29 @@ impl Validator<'_> {
         })
     }
 
-    /// `beta` needs `c`; `accumulate: true` needs a `c` the output can start as, byte for byte:
-    /// its dtype, shape and strides. Returns whether the kernel accumulates into the output.
+    /// `c` has the output's shape; `beta` needs `c`; `accumulate: true` needs a `c` the output
+    /// can start as, byte for byte: its dtype, shape and strides. Returns whether the kernel
+    /// accumulates into the output.
     pub(super) fn c_beta_accumulate(
         &mut self,
         tensors: &[TensorSpecResolved],
         c: Option<usize>,
         out: usize,
     ) -> bool {
+        if let Some(ci) = c {
+            let (tc, to) = (&tensors[ci], &tensors[out]);
+            if tc.shape != to.shape {
+                self.error(
+                    "reference.c",
+                    format!(
+                        "c `{}` has shape [{}] but must match the output [{}]",
+                        tc.name,
+                        tc.shape_text.join(", "),
+                        to.shape_text.join(", ")
+                    ),
+                );
+            }
+        }
         let r = &self.spec.reference;
         if r.beta.is_some() && c.is_none() {
             self.key_error(

@@ -56,9 +56,9 @@ __global__ void fill_kernel(T* out, int64_t count, T value) {
     out[i] = value;
 }
 
-// `count` doubles of device memory for the reference: packed operands and the output. Running
-// out is the user's problem to solve, not a CUDA error to decode, so it says what to do.
-inline double* allocate_reference_doubles(int64_t count, const char* what) {
+// `count` doubles of device memory. Running out is the user's problem to solve, not a CUDA error
+// to decode: the run ends saying what needed the memory, how much, and `what_to_do`.
+inline double* allocate_device_doubles(int64_t count, const std::string& needed_by, const char* what_to_do) {
   double* data = nullptr;
   const size_t bytes = size_t(std::max<int64_t>(count, 1)) * sizeof(double);
   if (cudaMalloc(&data, bytes) != cudaSuccess) {
@@ -66,28 +66,24 @@ inline double* allocate_reference_doubles(int64_t count, const char* what) {
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     fatal(kExitCudaError, "fault",
-          strprintf("the device reference needs %.2f GiB of device memory for %s, and %.2f GiB are free: rerun "
-                    "with --reference host (the fp64 reference on the CPU)",
-                    double(bytes) / (1 << 30), what, double(free_bytes) / (1 << 30)));
+          strprintf("%s needs %.2f GiB of device memory, and %.2f GiB are free: %s", needed_by.c_str(),
+                    double(bytes) / (1 << 30), double(free_bytes) / (1 << 30), what_to_do));
   }
   return data;
+}
+
+// `count` doubles for the reference: packed operands and the output.
+inline double* allocate_reference_doubles(int64_t count, const char* what) {
+  return allocate_device_doubles(count, strprintf("the device reference, for %s,", what),
+                                 "rerun with --reference host (the fp64 reference on the CPU)");
 }
 
 // --ones's right answers, alpha * K everywhere (analytic_ones() on the host), made on the device
 // for the device's comparison: [L][M][N] doubles; the caller frees them.
 inline double* device_answers_of_ones(const GemmProblem& p) {
   const int64_t count = p.L * p.M * p.N;
-  double* want = nullptr;
-  const size_t bytes = size_t(std::max<int64_t>(count, 1)) * sizeof(double);
-  if (cudaMalloc(&want, bytes) != cudaSuccess) {
-    cudaGetLastError();  // clear it: the run ends here with its own message
-    size_t free_bytes = 0, total_bytes = 0;
-    cudaMemGetInfo(&free_bytes, &total_bytes);
-    fatal(kExitCudaError, "fault",
-          strprintf("--ones compares on the device, and its right answers need %.2f GiB of device memory; %.2f GiB "
-                    "are free: run smaller sizes (--size)",
-                    double(bytes) / (1 << 30), double(free_bytes) / (1 << 30)));
-  }
+  double* want = allocate_device_doubles(count, "--ones, which compares on the device, for its right answers,",
+                                         "run smaller sizes (--size)");
   fill_kernel<double><<<pipeline_blocks(count), kPipelineThreads>>>(want, count, p.alpha * double(p.K));
   REPRO_CUDA_CHECK(cudaGetLastError());
   return want;
