@@ -92,8 +92,8 @@ repro::Launch launch(const repro::TensorView* repro_tensors, const int64_t* repr
 }
 
 // ---- traced stages (spec: trace) ----
-// The kernel records them with repro_trace.cuh (templates/instrument/); the runtime clears the
-// buffer before the first launch and reads it after.
+// The kernel records them with repro_trace.cuh (crates/repro-contract/instrument/ in repro's
+// source); the runtime clears the buffer before the first launch and reads it after.
 static_assert(repro::kTraceSamples >= repro_trace::kMaxSamples, "repro: trace samples do not fit");
 
 void reset_trace() {
