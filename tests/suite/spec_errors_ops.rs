@@ -378,3 +378,21 @@ fn k_grouped_blocks_whose_a_is_not_m_rows() {
         r#"A:  { dtype: e4m3, shape: ["M * K + 1"] }"#
     )));
 }
+
+#[test]
+fn a_cutlass_grouped_gemm_with_block_scales() {
+    // repro's CUTLASS launch passes a grouped kernel no per-group scale pointers: refused, not
+    // run with the scales left out.
+    let text = std::fs::read_to_string(examples_dir().join("cutlass_grouped_masked.yaml")).unwrap();
+    let text = replaced(
+        &text,
+        "  D:  { dtype: bf16, shape: [G, M, N], output: true }",
+        "  SA: { dtype: f32, shape: [G, M, \"ceil_div(K, 128)\"] }\n  SB: { dtype: f32, shape: [G, \"ceil_div(K, 128)\", \"ceil_div(N, 128)\"] }\n  D:  { dtype: bf16, shape: [G, M, N], output: true }",
+    );
+    let text = replaced(
+        &text,
+        "  masked_m: MM\n",
+        "  masked_m: MM\n  scale_a: { tensor: SA, block: [1, 128] }\n  scale_b: { tensor: SB, block: [128, 128] }\n",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}

@@ -342,12 +342,20 @@ impl Validator<'_> {
             .help = Some(format!("give `{missing}` with the kernel's scale granularity too (its blocks; scales of 1 where the production GEMM has none)"));
         }
         if r.op == "grouped_gemm" {
-            if r.c.is_some() {
-                self.key_error(
-                    "reference.c",
-                    "`kind: cutlass3` runs `op: grouped_gemm` without `c` (the harness passes no C pointer arrays)",
-                )
-                .help = Some("write the launch as `kind: global` with kernel.setup building the CUTLASS arguments".into());
+            // The harness builds a grouped kernel's A, B and D pointer arrays only: C and the
+            // scales' per-group pointers and layouts are not passed yet.
+            for (field, given) in [
+                ("c", r.c.is_some()),
+                ("scale_a", r.scale_a.is_some()),
+                ("scale_b", r.scale_b.is_some()),
+            ] {
+                if given {
+                    self.key_error(
+                        &format!("reference.{field}"),
+                        format!("`kind: cutlass3` runs `op: grouped_gemm` without `{field}` (the harness passes no per-group pointer arrays for it yet)"),
+                    )
+                    .help = Some("write the launch as `kind: global` with kernel.setup building the CUTLASS arguments".into());
+                }
             }
             if let Some(layout) = r.layout {
                 if layout != GroupedLayout::Masked {

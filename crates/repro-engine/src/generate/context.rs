@@ -554,54 +554,27 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
         }
     };
     let (out, a, b) = (name_of(r.out), name_of(r.a), name_of(r.b));
-    // ", A scaled per [1, 128] block by SA", for each operand with block scales.
-    let mut scaled = String::new();
-    for (operand, scale) in [(&a, &r.scale_a), (&b, &r.scale_b)] {
-        if let Some(s) = scale {
-            scaled += &format!(
-                ", {operand} scaled per [{}, {}] block by {}",
-                s.block[0],
-                s.block[1],
-                name_of(s.tensor)
-            );
-        }
-    }
     if let Some(g) = &r.grouped {
+        // Rendered for `kind: cutlass3`, which runs the masked layout without C or block scales.
         let meta = name_of(g.metadata);
-        let formula = match g.layout {
+        return match g.layout {
             GroupedLayout::Contiguous => format!(
-                "{out}[m] = {} * {a}[m] @ {b}[{meta}[m]] for the rows whose group {meta}[m] is not -1",
+                "{out}[m] = {} * {a}[m] @ {b}[{meta}[m]] for the rows whose group {meta}[m] is not -1, accumulated in f64",
                 r.alpha
             ),
             GroupedLayout::Masked => format!(
-                "{out}[g] = {} * {a}[g] @ {b}[g] over the first {meta}[g] rows of each group g",
+                "{out}[g] = {} * {a}[g] @ {b}[g] over the first {meta}[g] rows of each group g, accumulated in f64",
                 r.alpha
             ),
             GroupedLayout::KGrouped => format!(
-                "{out}[g] = {} * {a}[:, Kg] @ {b}[Kg, :] with Kg the g-th range of {meta}[g] columns",
+                "{out}[g] = {} * {a}[:, Kg] @ {b}[Kg, :] with Kg the g-th range of {meta}[g] columns, accumulated in f64",
                 r.alpha
             ),
             GroupedLayout::KGroupedBlocks => format!(
-                "{out}[g] = {} * {a}_g @ {b}_g^T with {a}_g the g-th [M, {meta}[g]] block of {a}, {b}_g the g-th [N, {meta}[g]] block of {b}",
+                "{out}[g] = {} * {a}_g @ {b}_g^T with {a}_g the g-th [M, {meta}[g]] block of {a}, {b}_g the g-th [N, {meta}[g]] block of {b}, accumulated in f64",
                 r.alpha
             ),
         };
-        let per_group = if scaled.is_empty() {
-            ""
-        } else {
-            " (each group's own scale blocks)"
-        };
-        let c =
-            r.c.map(|c| format!(" + {} * {} (its rows)", r.beta, name_of(c)))
-                .unwrap_or_default();
-        let accumulate = match (r.accumulate, r.c) {
-            (true, Some(c)) => format!(
-                "; the kernel adds into {out}, which starts as {}",
-                name_of(c)
-            ),
-            _ => String::new(),
-        };
-        return format!("{formula}{c}{scaled}{per_group}, accumulated in f64{accumulate}");
     }
     let mut f = format!("{out} = {} * {a} @ {b}", r.alpha);
     if let Some(c) = r.c {
@@ -610,7 +583,16 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
     if let Some(bias) = r.bias {
         f += &format!(" + {}", name_of(bias));
     }
-    f += &scaled;
+    for (operand, scale) in [(&a, &r.scale_a), (&b, &r.scale_b)] {
+        if let Some(s) = scale {
+            f += &format!(
+                ", {operand} scaled per [{}, {}] block by {}",
+                s.block[0],
+                s.block[1],
+                name_of(s.tensor)
+            );
+        }
+    }
     f += if r.batched {
         ", per batch, accumulated in f64"
     } else {

@@ -543,8 +543,9 @@ struct GroupedRunner : Adapter<GemmKernel> {
                    "schedule");
       refuse(problems);
     } else if constexpr (BlockwiseScaled<Mainloop>::value) {
-      problems.add("the kernel's mainloop scales A and B blockwise, but reference op grouped_gemm takes no block "
-                   "scales in repro yet");
+      problems.add("the kernel's mainloop scales A and B blockwise, but repro's CUTLASS launch does not pass a "
+                   "grouped kernel's per-group scale pointers and layouts yet (write the launch as kind: global, "
+                   "kernel.setup building the arguments)");
       refuse(problems);
     } else {
       using Shape = typename ProblemShape::UnderlyingProblemShape;
