@@ -116,6 +116,28 @@ inline std::vector<uint64_t> gather_bits(DType dtype, const void* device, const 
   return bits;
 }
 
+// The first sampled element whose device storage bits differ from the host's, both masked to
+// the dtype's width (index -1: none).
+struct SampleMismatch {
+  int64_t index = -1;
+  uint64_t device_bits = 0, host_bits = 0;
+};
+
+// Gathers the elements at `offsets` of a device buffer and compares each with host_bits(index)
+// for its logical index in `indices`: what every check of device-made values against the host's
+// shares (the generated inputs here, the probes' operands and answers in probe_values.cuh).
+template <typename HostBits>
+inline SampleMismatch compare_sampled_bits(DType dtype, const void* device, const std::vector<int64_t>& indices,
+                                           const std::vector<int64_t>& offsets, HostBits host_bits) {
+  const std::vector<uint64_t> device_bits = gather_bits(dtype, device, offsets);
+  const uint64_t mask = dtype_bytes(dtype) == 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * dtype_bytes(dtype))) - 1;
+  for (size_t s = 0; s < indices.size(); ++s) {
+    const uint64_t host = host_bits(indices[s]) & mask, device_value = device_bits[s] & mask;
+    if (host != device_value) return SampleMismatch{indices[s], device_value, host};
+  }
+  return SampleMismatch();
+}
+
 // How many elements of each device-made tensor are compared with the host's generator.
 constexpr int64_t kInputCheckSamples = 4096;
 
@@ -130,20 +152,17 @@ inline int64_t check_device_inputs(const Tensor& t, bool full) {
     indices[size_t(s)] = full ? s : spread_index(s, numel, 0x5EEDull);
     offsets[size_t(s)] = t.logical_offset(indices[size_t(s)]);
   }
-  const std::vector<uint64_t> device_bits = gather_bits(t.dtype, t.device, offsets);
   const uint64_t stream = stream_of(t.name.c_str());
-  const uint64_t mask = dtype_bytes(t.dtype) == 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * dtype_bytes(t.dtype))) - 1;
-  for (int64_t s = 0; s < count; ++s) {
-    const int64_t i = indices[size_t(s)];
-    const uint64_t host_bits = encode_bits(t.dtype, generate_value(t.init, stream, i, t.rank, t.shape)) & mask;
-    if (host_bits != (device_bits[size_t(s)] & mask))
-      fatal(kExitCudaError, "fault",
-            strprintf("input %s made on the device differs from the host generator at logical element %lld: device "
-                      "bits 0x%llx, host 0x%llx. The harness cannot trust its own inputs on this GPU: rerun with "
-                      "--reference host (inputs made on the host)",
-                      t.name.c_str(), (long long)i, (unsigned long long)(device_bits[size_t(s)] & mask),
-                      (unsigned long long)host_bits));
-  }
+  const SampleMismatch m = compare_sampled_bits(t.dtype, t.device, indices, offsets, [&](int64_t i) {
+    return encode_bits(t.dtype, generate_value(t.init, stream, i, t.rank, t.shape));
+  });
+  if (m.index >= 0)
+    fatal(kExitCudaError, "fault",
+          strprintf("input %s made on the device differs from the host generator at logical element %lld: device "
+                    "bits 0x%llx, host 0x%llx. The harness cannot trust its own inputs on this GPU: rerun with "
+                    "--reference host (inputs made on the host)",
+                    t.name.c_str(), (long long)m.index, (unsigned long long)m.device_bits,
+                    (unsigned long long)m.host_bits));
   return count;
 }
 

@@ -210,23 +210,18 @@ inline void check_expansion(const char* what, DType dtype, const void* device, c
     indices[size_t(s)] = spread_index(s, numel, 0x9B0Eull);
     offsets[size_t(s)] = offset_of(indices[size_t(s)]);
   }
-  const std::vector<uint64_t> device_bits = gather_bits(dtype, device, offsets);
   const ProbeValuesView host = host_view(v);
-  const size_t bytes = dtype_bytes(dtype);
-  const uint64_t mask = bytes == 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * bytes)) - 1;
-  for (int64_t s = 0; s < count; ++s) {
-    const int64_t i = indices[size_t(s)];
+  const SampleMismatch m = compare_sampled_bits(dtype, device, indices, offsets, [&](int64_t i) {
     const double value = host.at(i / (rows * columns), (i / columns) % rows, i % columns);
     // Answers are stored as computed, not encoded: a row not compared keeps its NaN payload,
     // which encode_bits would make the canonical NaN.
-    const uint64_t host_bits = (dtype == DType::f64 ? double_bits(value) : encode_bits(dtype, value)) & mask;
-    if (host_bits != (device_bits[size_t(s)] & mask))
-      fatal(kExitCudaError, "fault",
-            strprintf("the device made %s wrong: element %lld is 0x%llx on the device, 0x%llx on the host; the GPU "
-                      "cannot be trusted to run the probes",
-                      what, (long long)i, (unsigned long long)(device_bits[size_t(s)] & mask),
-                      (unsigned long long)host_bits));
-  }
+    return dtype == DType::f64 ? double_bits(value) : encode_bits(dtype, value);
+  });
+  if (m.index >= 0)
+    fatal(kExitCudaError, "fault",
+          strprintf("the device made %s wrong: element %lld is 0x%llx on the device, 0x%llx on the host; the GPU "
+                    "cannot be trusted to run the probes",
+                    what, (long long)m.index, (unsigned long long)m.device_bits, (unsigned long long)m.host_bits));
 }
 
 // Sets every logical element of a matrix tensor ([rows, cols] or [L, rows, cols], any strides)
