@@ -7,7 +7,9 @@
 # GPU's utilization every 100 ms during each (the busy share is the mean of the samples).
 #
 #   REPRO=target/release/repro scripts/bench/campaign-queue.sh [CAMPAIGN] [SHAPES_CSV]
-#   MODES=process,queue,torch ...   # which of the three to run (default all)
+#   MODES=process,queue,torch ...   # which of the three to run, in this order (default all)
+#   PROCESS_LIMIT=300 ...            # stop the process-per-run campaign after 300 s
+#   PROCESS_UNTIL=EPOCH_SECONDS ...  # or at that time
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 repro=${REPRO:-$PWD/target/release/repro}
@@ -37,12 +39,22 @@ measure() {
 }
 
 : >"$dir/summary.tsv"
-[[ ",$modes," == *,process,* ]] &&
-  measure process env REPRO_CAMPAIGN_BATCH=1 "$repro" campaign "$campaign" -o "$dir/process" --devices 0 --workers-per-device 1
-[[ ",$modes," == *,queue,* ]] &&
-  measure queue "$repro" campaign "$campaign" -o "$dir/queue" --devices 0 --workers-per-device 1
-[[ ",$modes," == *,torch,* ]] &&
-  measure torch python3 scripts/bench/campaign_torch_peer.py "$shapes"
+# In the order MODES names them. PROCESS_LIMIT (seconds) stops the process-per-run campaign early
+# where a call's time is short: its rate is then that of the runs it finished (the campaign
+# interleaves the modes shape by shape, so a prefix has the whole mix).
+for mode in ${modes//,/ }; do
+  case $mode in
+  process)
+    limit=${PROCESS_LIMIT:-100000}
+    [[ -n ${PROCESS_UNTIL:-} ]] && limit=$((PROCESS_UNTIL - $(date +%s)))
+    measure process timeout -k 5 "$limit" env REPRO_CAMPAIGN_BATCH=1 \
+      "$repro" campaign "$campaign" -o "$dir/process" --devices 0 --workers-per-device 1
+    ;;
+  queue) measure queue "$repro" campaign "$campaign" -o "$dir/queue" --devices 0 --workers-per-device 1 ;;
+  torch) measure torch python3 scripts/bench/campaign_torch_peer.py "$shapes" ;;
+  *) echo "unknown mode $mode (process, queue, torch)" >&2 ;;
+  esac
+done
 
 python3 - "$dir" <<'PY'
 import json, os, sys
@@ -51,6 +63,7 @@ rows = [l.split("\t") for l in open(os.path.join(d, "summary.tsv")).read().split
 print("| how | checks | wall (s) | checks / s | GPU busy | exit |")
 print("|---|---|---|---|---|---|")
 wall = {}
+rates = {}
 for label, seconds, busy, code in rows:
     results = os.path.join(d, label, "results.jsonl")
     if os.path.exists(results):
@@ -67,9 +80,10 @@ for label, seconds, busy, code in rows:
         note = ""
     wall[label] = float(seconds)
     rate = checks / float(seconds) if float(seconds) > 0 else 0
+    rates[label] = rate
     print(f"| {label} | {checks} | {seconds} | {rate:.2f} | {busy} % | {code} |{note}")
 if "process" in wall and "queue" in wall:
-    print(f"queue against a process per run: {wall['process'] / wall['queue']:.1f}x the runs per second")
+    print(f"queue against a process per run: {rates['queue'] / rates['process']:.1f}x the runs per second")
 if "torch" in wall and "queue" in wall:
     print(f"queue against the torch loop: {wall['queue'] / wall['torch']:.1f}x its wall time")
 PY
