@@ -120,6 +120,34 @@ double get_logical(const Tensor& t, int64_t i) { return decode(t.dtype, t.host.d
 
 // ------------------------------------------------------------------ generators
 
+// parallel_for's parked workers (base.cuh): every chunk of every call run exactly once, calls
+// of changing sizes back to back (a late worker must not take a chunk of the next call), a call
+// from inside a chunk (the pool is taken: threads of its own), and the pool driven with more
+// chunks than this machine's cores.
+void test_host_workers() {
+  bool every_once = true;
+  for (int round = 0; round < 3000; ++round) {
+    const int64_t chunks = 2 + round % 19;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(chunks));
+    for (auto& h : hits) h.store(0);
+    const auto call = [](const void* context, int64_t t) {
+      (*static_cast<std::vector<std::atomic<int>>*>(const_cast<void*>(context)))[size_t(t)].fetch_add(1);
+    };
+    every_once &= HostWorkers::instance().run(chunks, call, &hits);
+    for (const auto& h : hits) every_once &= h.load() == 1;
+  }
+  CHECK(every_once);
+  std::vector<std::atomic<int>> items(1000);
+  for (auto& item : items) item.store(0);
+  parallel_for(1000, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) items[size_t(i)].fetch_add(1);
+    parallel_for(64, 1, [&](int64_t, int64_t) {});  // nested: must not wait for itself
+  });
+  bool covered = true;
+  for (const auto& item : items) covered &= item.load() == 1;
+  CHECK(covered);
+}
+
 void test_hash_and_log() {
   CHECK_EQ(stream_of(""), uint64_t(0xCBF29CE484222325ull));  // FNV-1a 64 reference values
   CHECK_EQ(stream_of("a"), uint64_t(0xAF63DC4C8601EC8Cull));
@@ -856,6 +884,7 @@ int main(int argc, char** argv) {
   test_round_to_and_ulp();
   test_poison();
   test_device_layout();
+  test_host_workers();
   test_hash_and_log();
   test_generators();
   test_parse_init();

@@ -398,9 +398,9 @@ inline std::vector<std::vector<double>> attention_device_values(const SpecInfo& 
     REPRO_CUDA_CHECK(cudaMemcpy(lse.data(), args.lse, lse.size() * sizeof(double), cudaMemcpyDeviceToHost));
   }
   const double copy_seconds = seconds_since(phase_start);
-  cudaFree(args.out);
-  cudaFree(args.lse);
-  for (int64_t* lengths_device : lengths) cudaFree(lengths_device);
+  give_back_scratch(args.out);
+  give_back_scratch(args.lse);
+  for (int64_t* lengths_device : lengths) give_back_scratch(lengths_device);
   const double max_relative = judge_attention_sample(spec, s, sample, out, lse);
 
   cudaFuncAttributes attributes;

@@ -13,7 +13,7 @@
 // compared bitwise on the device too; when they differ, the host looks at which ones.
 //
 // Every reduction is deterministic: each thread sums its grid-stride elements in order, each
-// block reduces in a fixed tree, and the host adds the block results in block order.
+// block reduces in a fixed tree, and one block adds the blocks' results in a fixed order.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -116,6 +116,21 @@ __device__ inline void add_element(DType dtype, double w, uint64_t bits, uint64_
   }
 }
 
+// A block's threads' sums into *into: a fixed tree, within each warp by shuffles, then the warps'
+// sums in order. (A shared array of every thread's sums, 30 KiB a block, let two blocks at most
+// share an SM.)
+__device__ inline void reduce_block_sums(DeviceSums s, DeviceSums* into) {
+  __shared__ DeviceSums shared[kPipelineThreads / 32];
+  for (int lane_offset = 16; lane_offset > 0; lane_offset /= 2) add_sums(s, shuffle_down(s, lane_offset));
+  const int warp = int(threadIdx.x) / 32;
+  if (threadIdx.x % 32 == 0) shared[warp] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kPipelineThreads / 32; ++w) add_sums(shared[0], shared[w]);
+    *into = shared[0];
+  }
+}
+
 // Each block reduces its threads' sums and writes one DeviceSums. A thread loads kElementsInFlight
 // elements (a grid stride apart) before it adds any: one load at a time per thread left the
 // memory system mostly idle, and the passes ran at a tenth of the bandwidth.
@@ -141,7 +156,6 @@ template <DevicePass pass, bool kDense, int kDtype>
 __global__ void __launch_bounds__(kPipelineThreads, kCompareBlocksPerSm) device_compare_kernel(DeviceLayout out, const unsigned char* storage,
                                       const unsigned char* other_run, const double* want, int64_t count,
                                       Tolerance tol, double ratio, DeviceSums* partials) {
-  __shared__ DeviceSums shared[kPipelineThreads / 32];
   const DType dtype = kDtype == kAnyDtype ? out.dtype : DType(kDtype);
   ThreadSums t = {};
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -164,17 +178,17 @@ __global__ void __launch_bounds__(kPipelineThreads, kCompareBlocksPerSm) device_
     for (int u = 0; u < kElementsInFlight; ++u)
       if (first + u * stride < count) add_element<pass>(dtype, w[u], bits[u], other[u], tol, ratio, t);
   }
-  DeviceSums s = widen(t);
-  // A fixed tree: within each warp by shuffles, then the warps' sums in order. (A shared array
-  // of every thread's sums, 30 KiB a block, let two blocks at most share an SM.)
-  for (int lane_offset = 16; lane_offset > 0; lane_offset /= 2) add_sums(s, shuffle_down(s, lane_offset));
-  const int warp = int(threadIdx.x) / 32;
-  if (threadIdx.x % 32 == 0) shared[warp] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kPipelineThreads / 32; ++w) add_sums(shared[0], shared[w]);
-    partials[blockIdx.x] = shared[0];
-  }
+  reduce_block_sums(widen(t), partials + blockIdx.x);
+}
+
+// The blocks' sums in one: thread t adds blocks t, t + kPipelineThreads, ... in order, then the
+// block's fixed tree. (Copying every block's sums to the host, up to 4096 of them, and adding
+// them there took longer than the pass itself at 1024^2 outputs.)
+__global__ void __launch_bounds__(kPipelineThreads) add_block_sums_kernel(DeviceSums* partials, unsigned blocks) {
+  DeviceSums s = {};
+  for (unsigned b = threadIdx.x; b < blocks; b += kPipelineThreads) add_sums(s, partials[b]);
+  __syncthreads();  // every block's sums read before the total overwrites the first
+  reduce_block_sums(s, partials);
 }
 
 // The kernel of `pass` for this output: dense or not, and for the passes that decode the output
@@ -198,12 +212,11 @@ inline void launch_device_pass(const DeviceLayout& layout, Launch&& launch) {
   }
 }
 
-// One pass over the output (or the reference) on the device; the block results added in order.
+// One pass over the output (or the reference) on the device, its total made there too.
 inline DeviceSums device_pass(DevicePass pass, const Tensor& out, const void* other_run, const double* want,
                               int64_t count, const Tolerance& tol, double ratio) {
   const unsigned blocks = pipeline_blocks(count);
-  DeviceSums* partials = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&partials, blocks * sizeof(DeviceSums)));
+  DeviceSums* partials = take_scratch<DeviceSums>(blocks * sizeof(DeviceSums));
   const DeviceLayout layout = device_layout(out);
   const auto launch = [&](auto kernel) {
     kernel<<<blocks, kPipelineThreads>>>(layout, static_cast<const unsigned char*>(out.device),
@@ -216,12 +229,11 @@ inline DeviceSums device_pass(DevicePass pass, const Tensor& out, const void* ot
     case DevicePass::residual: launch_device_pass<DevicePass::residual>(layout, launch); break;
     case DevicePass::differences: launch_device_pass<DevicePass::differences>(layout, launch); break;
   }
+  add_block_sums_kernel<<<1, kPipelineThreads>>>(partials, blocks);
   REPRO_CUDA_CHECK(cudaGetLastError());
-  std::vector<DeviceSums> host(blocks);
-  REPRO_CUDA_CHECK(cudaMemcpy(host.data(), partials, blocks * sizeof(DeviceSums), cudaMemcpyDeviceToHost));
-  cudaFree(partials);
-  DeviceSums total = {};
-  for (const DeviceSums& part : host) add_sums(total, part);
+  DeviceSums total;
+  REPRO_CUDA_CHECK(cudaMemcpy(&total, partials, sizeof(DeviceSums), cudaMemcpyDeviceToHost));
+  give_back_scratch(partials);
   return total;
 }
 

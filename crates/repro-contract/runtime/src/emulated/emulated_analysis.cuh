@@ -24,9 +24,8 @@ constexpr int kEmulatedTileK = 128;
 // residuals), or exit 4 with the way out: running out is the user's to solve, not a CUDA error
 // to decode.
 inline void* allocate_emulation_bytes(size_t bytes, const char* what) {
-  void* data = nullptr;
-  if (cudaMalloc(&data, std::max<size_t>(bytes, 1)) != cudaSuccess) {
-    cudaGetLastError();  // clear it: the run ends here with its own message
+  void* data = try_take_scratch(bytes);
+  if (data == nullptr) {
     fatal(kExitCudaError, "fault",
           strprintf("the emulated reference needs %.2f GiB of device memory for %s: rerun with --reference device",
                     double(bytes) / (1 << 30), what));

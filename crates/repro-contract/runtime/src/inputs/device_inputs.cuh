@@ -91,10 +91,10 @@ __global__ void gather_bits_kernel(DType dtype, const unsigned char* storage, co
     out[i] = load_bits(dtype, storage, offsets[i]);
 }
 
-// A copy of `values` on the device (at least one element's room); the caller frees it.
+// A copy of `values` on the device (at least one element's room), scratch: the caller gives it
+// back (give_back_scratch).
 inline int64_t* upload_int64(const std::vector<int64_t>& values) {
-  int64_t* device = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&device, std::max<size_t>(values.size(), 1) * sizeof(int64_t)));
+  int64_t* device = take_scratch<int64_t>(values.size() * sizeof(int64_t));
   if (!values.empty())
     REPRO_CUDA_CHECK(cudaMemcpy(device, values.data(), values.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
   return device;
@@ -105,14 +105,13 @@ inline std::vector<uint64_t> gather_bits(DType dtype, const void* device, const 
   std::vector<uint64_t> bits(offsets.size());
   if (offsets.empty()) return bits;
   int64_t* device_offsets = upload_int64(offsets);
-  uint64_t* device_bits = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&device_bits, offsets.size() * sizeof(uint64_t)));
+  uint64_t* device_bits = take_scratch<uint64_t>(offsets.size() * sizeof(uint64_t));
   gather_bits_kernel<<<pipeline_blocks(int64_t(offsets.size())), kPipelineThreads>>>(
       dtype, static_cast<const unsigned char*>(device), device_offsets, int64_t(offsets.size()), device_bits);
   REPRO_CUDA_CHECK(cudaGetLastError());
   REPRO_CUDA_CHECK(cudaMemcpy(bits.data(), device_bits, bits.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost));
-  cudaFree(device_offsets);
-  cudaFree(device_bits);
+  give_back_scratch(device_offsets);
+  give_back_scratch(device_bits);
   return bits;
 }
 

@@ -59,10 +59,9 @@ __global__ void fill_kernel(T* out, int64_t count, T value) {
 // `count` doubles of device memory. Running out is the user's problem to solve, not a CUDA error
 // to decode: the run ends saying what needed the memory, how much, and `what_to_do`.
 inline double* allocate_device_doubles(int64_t count, const std::string& needed_by, const char* what_to_do) {
-  double* data = nullptr;
   const size_t bytes = size_t(std::max<int64_t>(count, 1)) * sizeof(double);
-  if (cudaMalloc(&data, bytes) != cudaSuccess) {
-    cudaGetLastError();  // clear it: the run ends here with its own message
+  double* data = static_cast<double*>(try_take_scratch(bytes));
+  if (data == nullptr) {
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     fatal(kExitCudaError, "fault",
@@ -79,7 +78,7 @@ inline double* allocate_reference_doubles(int64_t count, const char* what) {
 }
 
 // --ones's right answers, alpha * K everywhere (analytic_ones() on the host), made on the device
-// for the device's comparison: [L][M][N] doubles; the caller frees them.
+// for the device's comparison: [L][M][N] doubles, scratch: the caller gives them back.
 inline double* device_answers_of_ones(const GemmProblem& p) {
   const int64_t count = p.L * p.M * p.N;
   double* want = allocate_device_doubles(count, "--ones, which compares on the device, for its right answers,",
@@ -322,7 +321,7 @@ inline std::string reference_engine() {
 // A reference GEMM under way: its output, its scratch buffers (packed or sliced operands, freed
 // when it is done), the events around it, and what computes it.
 struct ReferenceGemmLaunch {
-  double* out = nullptr;  // [L][M][N] doubles; the caller frees it
+  double* out = nullptr;  // [L][M][N] doubles, scratch: the caller gives it back
   std::vector<void*> scratch;
   cudaEvent_t start = nullptr, stop = nullptr;
   std::string engine;     // reference_engine(), or the emulation's slices
@@ -335,7 +334,7 @@ struct ReferenceGemmLaunch {
 // already, on the default stream, after `launch->start` (recorded by the caller). Returns at
 // once: the host works while the GPU computes. The output goes to `into` when given (L*M*N
 // doubles the caller owns: a grouped GEMM's groups write their part of one output), else to a
-// new allocation the caller frees.
+// new allocation (scratch) the caller gives back.
 inline void launch_dmma_reference_gemm(const GemmProblem& p, double* into, ReferenceGemmLaunch* launch) {
   launch->engine = reference_engine();
   DeviceGemmArgs args;
@@ -387,7 +386,7 @@ inline double finish_reference_gemm(ReferenceGemmLaunch* launch) {
   REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, launch->start, launch->stop));
   cudaEventDestroy(launch->start);
   cudaEventDestroy(launch->stop);
-  for (void* buffer : launch->scratch) cudaFree(buffer);
+  for (void* buffer : launch->scratch) give_back_scratch(buffer);
   launch->scratch.clear();
   return ms;
 }

@@ -5,7 +5,9 @@
 // sample of outputs of every device reference (the fp64 tensor cores' or the int8 emulation's)
 // is recomputed on the host: a device reference that disagrees with the host ends the run
 // instead of judging the kernel. The host computes its sample while the GPU computes the
-// reference, so the check costs little more than fetching the sampled rows of A and columns of B.
+// reference (on the device path, while it also runs the kernel and compares: the sample is judged
+// just before the comparison's verdict), so the check costs little more than fetching the sampled
+// rows of A and columns of B.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -84,8 +86,7 @@ inline StoredValues gather_vectors(DType dtype, const void* device, const std::v
   stored.bytes.resize(size_t(total) * width);
   if (total == 0) return stored;
   int64_t* device_bases = upload_int64(bases);
-  void* gathered = nullptr;
-  REPRO_CUDA_CHECK(cudaMalloc(&gathered, size_t(total) * width));
+  void* gathered = take_scratch(size_t(total) * width);
   with_element_word(dtype, [&](auto word) {
     using Word = decltype(word);
     gather_vectors_kernel<Word><<<pipeline_blocks(total), kPipelineThreads>>>(
@@ -93,8 +94,8 @@ inline StoredValues gather_vectors(DType dtype, const void* device, const std::v
   });
   REPRO_CUDA_CHECK(cudaGetLastError());
   REPRO_CUDA_CHECK(cudaMemcpy(stored.bytes.data(), gathered, stored.bytes.size(), cudaMemcpyDeviceToHost));
-  cudaFree(device_bases);
-  cudaFree(gathered);
+  give_back_scratch(device_bases);
+  give_back_scratch(gathered);
   return stored;
 }
 
@@ -256,16 +257,31 @@ inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossChec
   return check;
 }
 
+// The host's half of a cross-check left running on a thread of its own while the device works
+// on (the reference GEMM, then the kernel's launches and the comparison): at 1024^3 the GEMM
+// alone took 0.4 ms and the host's sample about 2 ms more, most of the reference's time. What
+// the host computes is unchanged, and finish_cross_check judges the reference before anything
+// is concluded from it.
+struct PendingCrossCheck {
+  GemmProblem problem;
+  CrossCheckSample sample;
+  std::thread worker;
+  ~PendingCrossCheck() {
+    if (worker.joinable()) worker.join();
+  }
+};
+
 // A device reference and how it was made.
 struct DeviceReference {
-  double* values = nullptr;  // [L][M][N] doubles on the device; the caller frees it
+  double* values = nullptr;  // [L][M][N] doubles on the device, scratch: the caller gives it back
   double kernel_ms = 0;      // analysis, packing or slicing, and GEMM kernels, device events
   double fetch_seconds = 0;  // fetching the sample's rows and columns
-  double check_seconds = 0;  // the host's sample and judging it, beyond the kernel's time
+  double check_seconds = 0;  // the host's sample and judging it, beyond the device's time
   std::string engine;        // what computed it (ReferenceGemmLaunch::engine)
   bool emulated = false;     // int8 tensor cores
   std::string fallback;      // why an emulated reference that was asked for is the fp64 one
   CrossCheck check;
+  std::shared_ptr<PendingCrossCheck> pending;  // a cross-check not judged yet (finish_cross_check)
 
   // One launch's description into the reference's (a grouped GEMM's groups may differ).
   void describe(const ReferenceGemmLaunch& launch) {
@@ -276,9 +292,22 @@ struct DeviceReference {
   }
 };
 
+// Waits for the host's sample of a pending cross-check and judges the reference on it (exit 4
+// when they disagree); nothing to do when there is none.
+inline void finish_cross_check(DeviceReference* reference) {
+  if (reference->pending == nullptr) return;
+  const auto phase_start = std::chrono::steady_clock::now();
+  reference->pending->worker.join();
+  reference->check = judge_cross_check_sample(reference->pending->problem, reference->pending->sample, reference->values);
+  reference->check_seconds = seconds_since(phase_start);
+  reference->pending.reset();
+}
+
 // The reference on the device, cross-checked on the host: fetch the sample, start the GEMM,
-// compute the sample on the host meanwhile, then judge the GEMM's values at the sample.
-inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceMethod method) {
+// compute the sample on the host meanwhile, then judge the GEMM's values at the sample. With
+// `later`, the host's sample goes on while the caller uses the device, and the caller judges it
+// (finish_cross_check) before it concludes anything from the reference.
+inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceMethod method, bool later = false) {
   DeviceReference reference;
   auto phase_start = std::chrono::steady_clock::now();
   CrossCheckSample sample = fetch_cross_check_sample(p);
@@ -286,6 +315,15 @@ inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceM
   ReferenceGemmLaunch launch = launch_reference_gemm(p, method);
   reference.describe(launch);
   reference.values = launch.out;
+  if (later) {
+    reference.pending = std::make_shared<PendingCrossCheck>();
+    PendingCrossCheck* pending = reference.pending.get();
+    pending->problem = p;
+    pending->sample = std::move(sample);
+    pending->worker = std::thread([pending] { compute_cross_check_sample(pending->problem, &pending->sample); });
+    reference.kernel_ms = finish_reference_gemm(&launch);
+    return reference;
+  }
   phase_start = std::chrono::steady_clock::now();
   compute_cross_check_sample(p, &sample);
   const double host_seconds = seconds_since(phase_start);

@@ -19,6 +19,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -112,6 +114,80 @@ inline std::string g_usage_context;
   std::_Exit(kExitUsage);
 }
 
+// The host threads parallel_for runs its chunks on, made once and parked between calls: a
+// thread made per call cost ~40 us each, 0.3-0.7 ms a call for 16 cores, and a check makes
+// several calls (the cross-check's decodes and sums, the comparison's chunks); at 1024^3 those
+// were most of the host's share of a check (docs/performance.md, the per-check floor). The pool
+// is never destroyed (exit leaves its parked threads), and takes one call at a time: a call made
+// while another runs (from another thread, or from inside a chunk) makes threads of its own.
+class HostWorkers {
+ public:
+  static HostWorkers& instance() {
+    static HostWorkers* workers = new HostWorkers();
+    return *workers;
+  }
+
+  // Runs chunk(t) for every t in [0, chunks) on up to `chunks` threads, this one among them;
+  // false (nothing run) when the pool is taken.
+  bool run(int64_t chunks, void (*call)(const void*, int64_t), const void* context) {
+    std::unique_lock<std::mutex> taken(submit_, std::try_to_lock);
+    if (!taken.owns_lock()) return false;
+    {
+      // A worker that woke late for the last call may still be reading its counter.
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, [this] { return working_ == 0; });
+      while (int64_t(threads_.size()) < chunks - 1) threads_.emplace_back([this] { serve(); });
+      call_ = call, context_ = context, chunks_ = chunks, unfinished_ = chunks;
+      next_.store(0);
+      ++generation_;
+    }
+    wake_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return unfinished_ == 0 && working_ == 0; });
+    return true;
+  }
+
+ private:
+  HostWorkers() = default;
+
+  // Takes chunks until none is left; the last to finish one says so.
+  void work() {
+    for (int64_t t = next_.fetch_add(1); t < chunks_; t = next_.fetch_add(1)) {
+      call_(context_, t);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--unfinished_ == 0) done_.notify_one();
+    }
+  }
+
+  // A worker counts itself in before it takes an index and out after: a call ends, and the
+  // next begins, only when no worker is inside work(), so none takes an index of one call
+  // from another's counter.
+  void serve() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return generation_ != seen; });
+        seen = generation_;
+        ++working_;
+      }
+      work();
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--working_ == 0 && unfinished_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex submit_, mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  void (*call_)(const void*, int64_t) = nullptr;
+  const void* context_ = nullptr;
+  int64_t chunks_ = 0, unfinished_ = 0, working_ = 0;  // chunks_ written only between calls
+  std::atomic<int64_t> next_{0};
+  uint64_t generation_ = 0;
+};
+
 // Calls body(begin, end) on contiguous chunks of [0, count), one chunk per host core, and
 // waits for all of them. Work below `min_chunk` items per thread stays on fewer threads.
 template <typename Body>
@@ -124,13 +200,13 @@ void parallel_for(int64_t count, int64_t min_chunk, Body body) {
     body(int64_t(0), count);
     return;
   }
+  const auto chunk = [&](int64_t t) { body(count * t / threads, count * (t + 1) / threads); };
+  using Chunk = decltype(chunk);
+  const auto call = [](const void* context, int64_t t) { (*static_cast<const Chunk*>(context))(t); };
+  if (HostWorkers::instance().run(threads, call, &chunk)) return;
   std::vector<std::thread> workers;
   workers.reserve(static_cast<size_t>(threads));
-  for (int64_t t = 0; t < threads; ++t) {
-    const int64_t begin = count * t / threads;
-    const int64_t end = count * (t + 1) / threads;
-    workers.emplace_back([=] { body(begin, end); });
-  }
+  for (int64_t t = 0; t < threads; ++t) workers.emplace_back([&chunk, t] { chunk(t); });
   for (std::thread& worker : workers) worker.join();
 }
 

@@ -177,8 +177,11 @@ inline void wait_for_kernel(cudaEvent_t done, double timeout_s, const std::strin
   };
   cudaError_t status;
   const double start = wall_seconds();
-  // Start with short naps so fast kernels are timed closely, back off to spare the CPU.
-  int nap_us = 200;
+  // Ask without sleeping for the first 2 ms, then nap, backing off to spare the CPU. (A first
+  // nap of 200 us slept ~0.25 ms past kernels of tens of microseconds: a probe suite's 50
+  // launches at small sizes spent a fifth of their time asleep.)
+  constexpr double kSpinSeconds = 0.002;
+  int nap_us = 100;
   while ((status = cudaEventQuery(done)) != cudaSuccess) {
     if (status != cudaErrorNotReady) device_fault(status);
     if (wall_seconds() - start > timeout_s) {
@@ -190,9 +193,84 @@ inline void wait_for_kernel(cudaEvent_t done, double timeout_s, const std::strin
                       kernel_label.c_str(), format_value(timeout_s).c_str(), launch_text.c_str(),
                       g_command_line.c_str()));
     }
+    if (wall_seconds() - start < kSpinSeconds) {
+      std::this_thread::yield();
+      continue;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
     nap_us = std::min(nap_us * 2, 10000);
   }
+}
+
+// ------------------------------------------------------------ the runtime's own device memory
+//
+// Scratch of the runtime's passes (index lists, gathers, partial sums, packed operands, the
+// reference's values) is stream-ordered on the default stream, from the device's memory pool:
+// cudaFree waits for the whole device and cudaMalloc costs tens of microseconds, and a check
+// made about a dozen such pairs, a probe suite hundreds (docs/performance.md, the per-check
+// floor). The pool keeps up to kScratchKeptBytes of what was freed for the next request and
+// gives the rest back at the next synchronization; an allocation that fails first empties the
+// pool and tries again (trim_scratch_pool), so scratch never keeps memory a tensor needs.
+// Everything that uses scratch runs on the default stream, which orders it after the pool's
+// allocation and before its free.
+constexpr uint64_t kScratchKeptBytes = uint64_t(256) << 20;
+
+inline bool scratch_pool_ready() {
+  static const bool ready = [] {
+    int device = 0, supported = 0;
+    cudaMemPool_t pool = nullptr;
+    uint64_t kept = kScratchKeptBytes;
+    const bool usable = cudaGetDevice(&device) == cudaSuccess &&
+                        cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess &&
+                        supported != 0 && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess &&
+                        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &kept) == cudaSuccess;
+    cudaGetLastError();  // a device without pools is no error: scratch is then cudaMalloc's
+    return usable;
+  }();
+  return ready;
+}
+
+// Gives back everything the pool keeps, once the device is done with it.
+inline void trim_scratch_pool() {
+  if (!scratch_pool_ready()) return;
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  cudaDeviceSynchronize();
+  if (cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+    cudaMemPoolTrimTo(pool, 0);
+  cudaGetLastError();
+}
+
+// `bytes` (at least one) of scratch, or null, the error cleared, when the device has not that much.
+inline void* try_take_scratch(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  void* pointer = nullptr;
+  if (!scratch_pool_ready()) {
+    if (cudaMalloc(&pointer, bytes) == cudaSuccess) return pointer;
+    cudaGetLastError();
+    return nullptr;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (cudaMallocAsync(&pointer, bytes, 0) == cudaSuccess) return pointer;
+    cudaGetLastError();
+    if (attempt == 0) trim_scratch_pool();
+  }
+  return nullptr;
+}
+
+template <typename T = void>
+inline T* take_scratch(size_t bytes) {
+  void* pointer = try_take_scratch(bytes);
+  if (pointer == nullptr) REPRO_CUDA_CHECK(cudaErrorMemoryAllocation);
+  return static_cast<T*>(pointer);
+}
+
+// Scratch back to the pool once the default stream's work before this call is done; null is
+// ignored.
+inline void give_back_scratch(const void* pointer) {
+  if (pointer == nullptr) return;
+  if (scratch_pool_ready()) cudaFreeAsync(const_cast<void*>(pointer), 0);
+  else cudaFree(const_cast<void*>(pointer));
 }
 
 }  // namespace repro

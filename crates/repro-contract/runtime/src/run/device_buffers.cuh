@@ -13,6 +13,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
+#include "device.cuh"
 #include "tensor.cuh"
 
 namespace repro {
@@ -28,7 +29,12 @@ class DeviceBufferPool {
     if (best == free_.size()) {
       release_free();
       Buffer buffer{nullptr, bytes};
-      REPRO_CUDA_CHECK(cudaMalloc(&buffer.pointer, bytes));
+      // What the scratch pool keeps is given back first if the device is short (device.cuh).
+      if (cudaMalloc(&buffer.pointer, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        trim_scratch_pool();
+        REPRO_CUDA_CHECK(cudaMalloc(&buffer.pointer, bytes));
+      }
       in_use_.push_back(buffer);
       return buffer.pointer;
     }

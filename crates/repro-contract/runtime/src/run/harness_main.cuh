@@ -419,6 +419,28 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   const int64_t output_count = problem.L * problem.M * problem.N;
   const auto reference_start = std::chrono::steady_clock::now();
   std::string reference_line;
+  DeviceReference device_reference_result;
+  std::string device_reference_where = "kept on the device";
+  // The device reference's line and its cross-check's numbers, once the cross-check is judged
+  // (at once, or after the comparison on the device path).
+  const auto finish_device_reference = [&](const char* where) {
+    DeviceReference& reference = device_reference_result;
+    if (reference.pending != nullptr) return;
+    reference_line = strprintf(
+        "fp64 device GEMM (%s), %.1f ms, %s; host cross-check of %lld outputs: their rows and columns fetched in "
+        "%.3f s, recomputed while the device worked (%.3f s more), max difference %.1e of the terms' magnitude",
+        reference.engine.c_str(), reference.kernel_ms, where, (long long)reference.check.samples,
+        reference.fetch_seconds, reference.check_seconds, reference.check.max_relative);
+    // An emulated reference that was asked for and not used is said first, with the reason.
+    if (!reference.fallback.empty()) {
+      reference_line = "not emulated: " + reference.fallback + ", so the fp64 tensor cores computed it; " + reference_line;
+      report_set("reference_fallback", json_string(reference.fallback));
+    }
+    // The cross-check's own costs, apart from the GEMM: benchmarks attribute the reference's
+    // phase with them (scripts/bench/emulated-reference.sh).
+    report_set("reference_fetch_ms", JsonWriter().value(reference.fetch_seconds * 1e3).str());
+    report_set("reference_check_ms", JsonWriter().value(reference.check_seconds * 1e3).str());
+  };
   ReferenceCache cache;
   bool from_cache = false;
   // The device path (and probes with the device reference) does not cache: the device recomputes
@@ -437,37 +459,25 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
                                seconds_since(reference_start), cache.path().c_str());
     report_set("reference_provider", json_string("cache"));
   } else if (device_reference) {
-    // Kept on the device on the device path; copied back for the probes and --dump.
-    const DeviceReference reference = is_grouped
-                                          ? compute_device_grouped_reference(grouped, reference_method(provider))
-                                          : compute_device_reference(problem, reference_method(provider));
-    want_device = reference.values;
-    std::string where = "kept on the device";
+    // Kept on the device on the device path; copied back for the probes and --dump. On the
+    // device path the host's cross-check goes on while the kernel runs and is compared, and is
+    // judged before the comparison's verdict (finish_device_reference below).
+    device_reference_result = is_grouped
+                                  ? compute_device_grouped_reference(grouped, reference_method(provider))
+                                  : compute_device_reference(problem, reference_method(provider), device_path);
+    want_device = device_reference_result.values;
     if (!device_path && !device_probes) {
       const auto copy_start = std::chrono::steady_clock::now();
       want.resize(size_t(output_count));
       REPRO_CUDA_CHECK(cudaMemcpy(want.data(), want_device, want.size() * sizeof(double), cudaMemcpyDeviceToHost));
-      cudaFree(want_device);
+      give_back_scratch(want_device);
       want_device = nullptr;
-      where = strprintf("copied back in %.2f s", seconds_since(copy_start));
+      device_reference_where = strprintf("copied back in %.2f s", seconds_since(copy_start));
     }
-    reference_line = strprintf(
-        "fp64 device GEMM (%s), %.1f ms, %s; host cross-check of %lld outputs: their rows and columns fetched in "
-        "%.3f s, recomputed while the GEMM ran (%.3f s more), max difference %.1e of the terms' magnitude",
-        reference.engine.c_str(), reference.kernel_ms, where.c_str(), (long long)reference.check.samples,
-        reference.fetch_seconds, reference.check_seconds, reference.check.max_relative);
-    // An emulated reference that was asked for and not used is said first, with the reason.
-    if (!reference.fallback.empty()) {
-      reference_line = "not emulated: " + reference.fallback + ", so the fp64 tensor cores computed it; " + reference_line;
-      report_set("reference_fallback", json_string(reference.fallback));
-    }
-    report_set("reference_kernel_ms", JsonWriter().value(reference.kernel_ms).str());
-    // The cross-check's own costs, apart from the GEMM: benchmarks attribute the reference's
-    // phase with them (scripts/bench/emulated-reference.sh).
-    report_set("reference_fetch_ms", JsonWriter().value(reference.fetch_seconds * 1e3).str());
-    report_set("reference_check_ms", JsonWriter().value(reference.check_seconds * 1e3).str());
-    report_set("reference_engine", json_string(reference.engine));
-    report_set("reference_provider", json_string(reference.emulated ? "emulated" : "device"));
+    finish_device_reference(device_reference_where.c_str());
+    report_set("reference_kernel_ms", JsonWriter().value(device_reference_result.kernel_ms).str());
+    report_set("reference_engine", json_string(device_reference_result.engine));
+    report_set("reference_provider", json_string(device_reference_result.emulated ? "emulated" : "device"));
   } else {
     if (is_grouped) reference_grouped_gemm(grouped, &want);
     else reference_gemm(problem, &want);
@@ -493,7 +503,7 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
     const Tolerance tolerance = spec_tolerance(spec, ref_rms);
     const int code = is_grouped ? run_grouped_probes(spec, context, grouped, want, tolerance, spec_inputs)
                                 : run_probes(spec, context, want, tolerance, spec_inputs);
-    if (want_device != nullptr) cudaFree(want_device);
+    give_back_scratch(want_device);
     give_device_buffers(tensors);
     return code;
   }
@@ -562,6 +572,11 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   if (device_path) {
     comparison = device_comparison(out, want_device, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m,
                                    spec.tile_n, ref_rms);
+    // The reference judged by the host's sample before its verdict is used (exit 4 if wrong).
+    if (device_reference_result.pending != nullptr) {
+      finish_cross_check(&device_reference_result);
+      finish_device_reference(device_reference_where.c_str());
+    }
     compared_where = "device";
     if (!comparison.passed || device_differences_seen > 0) {
       // Something to locate: the reference and the output come back for the host's analysis
@@ -581,7 +596,7 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
     comparison = compare_output(out, want, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m, spec.tile_n);
   }
   if (first_run_device != nullptr) cudaFree(first_run_device);
-  if (want_device != nullptr) cudaFree(want_device);
+  give_back_scratch(want_device);
   report_set("compared_on", json_string(compared_where));
   times.end("compare");
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Issue 60 point 5's benchmark, side by side in one run on a GPU machine: one check's reference
+# and comparison (--reference device --repeat 1) at M = N = K = 1024, 2048 and 4096 for bf16, f32
+# and e4m3 with ue8m0 block scales, with the repro binaries given (REPRO, and REPRO_BEFORE for a
+# before/after table), rounds interleaved; then torch.matmul in float64 plus a comparison
+# (torch_reference_peer.py) in the same call. The medians of each phase come from the harness's
+# own report: `timings` (reference, compare), `reference_kernel_ms`, `reference_fetch_ms`,
+# `reference_check_ms`.
+#
+#   REPRO=target/release/repro scripts/bench/check-floor.sh
+#   REPRO_BEFORE=/tmp/old/repro REPRO=target/release/repro ROUNDS=5 scripts/bench/check-floor.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${ROUNDS:-3}
+read -r -a sizes <<<"${SIZES:-1024 2048 4096}"
+dir=${BENCH_DIR:-$(mktemp -d)}
+mkdir -p "$dir"
+binaries=()
+[[ -n "${REPRO_BEFORE:-}" ]] && binaries+=("before=$REPRO_BEFORE")
+binaries+=("after=${REPRO:-$PWD/target/release/repro}")
+specs=(tests/gpu/bench_tiled_bf16_8192.yaml tests/gpu/bench_tiled_f32_8192.yaml examples/fp8_scaled_gemm_ue8m0.yaml)
+for entry in "${binaries[@]}"; do
+  label=${entry%%=*}
+  for spec in "${specs[@]}"; do
+    "${entry#*=}" build "$spec" -o "$dir/build-$label/$(basename "$spec" .yaml)" >/dev/null
+  done
+done
+for round in $(seq 1 "$rounds"); do
+  for size in "${sizes[@]}"; do
+    for spec in "${specs[@]}"; do
+      name=$(basename "$spec" .yaml)
+      for entry in "${binaries[@]}"; do
+        label=${entry%%=*}
+        code=0
+        "$dir/build-$label/$name/harness" --size M="$size" --size N="$size" --size K="$size" --repeat 1 \
+          --reference device --json "$dir/$label.$name.$size.$round.json" >"$dir/$label.$name.$size.$round.log" 2>&1 ||
+          code=$?
+        # Exit 0 or 1 both carry timings; anything else is a failure of the benchmark itself.
+        if [[ $code -gt 1 ]]; then cat "$dir/$label.$name.$size.$round.log"; exit "$code"; fi
+      done
+    done
+  done
+done
+python3 - "$dir" "$rounds" "${sizes[*]}" "${binaries[*]}" "${specs[@]}" <<'PY'
+import json, statistics, sys
+folder, rounds, sizes, binaries = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+names = [s.rsplit("/", 1)[1][:-5] for s in sys.argv[5:]]
+labels = [b.split("=")[0] for b in binaries]
+print("| M = N = K | spec | binary | reference + comparison (ms) | fp64 GEMM (ms) | cross-check fetch (ms) | host's share not hidden (ms) | comparison (ms) |")
+print("|---|---|---|---|---|---|---|---|")
+for size in sizes:
+    for name in names:
+        for label in labels:
+            runs = [json.load(open(f"{folder}/{label}.{name}.{size}.{r}.json")) for r in range(1, rounds + 1)]
+            med = lambda f: statistics.median(f(r) for r in runs)
+            ref = med(lambda r: r["timings"]["reference"]) * 1e3
+            cmp_ = med(lambda r: r["timings"]["compare"]) * 1e3
+            total = med(lambda r: (r["timings"]["reference"] + r["timings"]["compare"])) * 1e3
+            kernel = med(lambda r: r.get("reference_kernel_ms", float("nan")))
+            fetch = med(lambda r: r.get("reference_fetch_ms", float("nan")))
+            check = med(lambda r: r.get("reference_check_ms", float("nan")))
+            print(f"| {size} | {name} | {label} | {total:.2f} | {kernel:.2f} | {fetch:.2f} | {check:.2f} | {cmp_:.2f} |")
+PY
+echo
+echo "torch.matmul in float64 + a comparison, the same sizes (scripts/bench/torch_reference_peer.py):"
+python3 scripts/bench/torch_reference_peer.py "$(printf '%s\n' "${sizes[@]}" | paste -sd,)"
+echo "logs in $dir"
