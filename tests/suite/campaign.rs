@@ -89,14 +89,16 @@ specs:
         add_flags: [-DSTANDIN_BROKEN]
 "#;
 
-struct Setup {
+/// A temporary folder with the small spec, CAMPAIGN as campaign.yaml and the nvcc stand-in,
+/// whose harnesses log their runs to `log`.
+pub(crate) struct Setup {
     _tmp: tempfile::TempDir,
-    root: PathBuf,
-    nvcc: PathBuf,
-    log: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) nvcc: PathBuf,
+    pub(crate) log: PathBuf,
 }
 
-fn setup() -> Setup {
+pub(crate) fn setup() -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().to_path_buf();
     common::write_small_spec(&root);
@@ -448,15 +450,22 @@ fn a_killed_campaign_takes_its_running_harness_with_it() {
 
 /// An nvidia-smi stand-in listing two GPUs, on a PATH of its own before the real one.
 fn two_gpus(s: &Setup) -> std::ffi::OsString {
+    stand_in_smi(s, &["GPU-aaaa-0000", "GPU-bbbb-1111"])
+}
+
+/// An nvidia-smi stand-in listing a GPU per UUID (indices 0, 1, ... in that order, each a
+/// "Stand-in GPU"), on a PATH of its own before the real one.
+pub(crate) fn stand_in_smi(s: &Setup, uuids: &[&str]) -> std::ffi::OsString {
     use std::os::unix::fs::PermissionsExt;
     let bin = s.root.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let smi = bin.join("nvidia-smi");
-    std::fs::write(
-        &smi,
-        "#!/bin/sh\necho '0, GPU-aaaa-0000, Stand-in GPU'\necho '1, GPU-bbbb-1111, Stand-in GPU'\n",
-    )
-    .unwrap();
+    let lines: String = uuids
+        .iter()
+        .enumerate()
+        .map(|(i, uuid)| format!("echo '{i}, {uuid}, Stand-in GPU'\n"))
+        .collect();
+    std::fs::write(&smi, format!("#!/bin/sh\n{lines}")).unwrap();
     std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut path = std::ffi::OsString::from(bin);
     path.push(":");

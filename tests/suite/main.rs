@@ -18,6 +18,7 @@ mod bisect_hostile;
 mod bundle;
 mod bundle_hostile;
 mod campaign;
+mod campaign_devices;
 mod campaign_hostile;
 mod cli;
 mod cli_help;
