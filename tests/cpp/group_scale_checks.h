@@ -313,6 +313,32 @@ void test_group_scale_probes() {
   mixed.probes = {failed};
   CHECK_EQ(group_scale_verdict(mixed).cls, std::string("group_mapping"));
 
+  // k_grouped (KS [256, 128, 256], K = 640): a kernel that reads scale_a at the K block counted
+  // from its group's first (kb - k0 / 128) where the scales are one tensor over K_total.
+  Tensor ks = make_tensor("KS", DType::i32, {3});
+  ks.init.kind = InitKind::values;
+  ks.init.values = {256, 128, 256};
+  std::string error;
+  fill_host(ks, "", &error);
+  GroupedProblem kp;
+  kp.layout = GroupedLayout::k_grouped, kp.metadata = &ks, kp.G = 3, kp.M = 8, kp.N = 8, kp.K = 640;
+  kp.groups = read_group_metadata(kp);
+  KBlockCodes kc;
+  const std::vector<int64_t> blocks = slices_to_probe(5);
+  outputs.clear();
+  for (int64_t s : blocks) {
+    out = grouped_output(kp, [&](int64_t g, int64_t, int64_t) {
+      const int64_t k0 = kp.k_begin(g) / 128, k1 = k0 + kp.groups[size_t(g)] / 128;
+      if (s < k0 || s >= k1) return 0.0;
+      return 128.0 * std::ldexp(1.0, int((s - k0) % 4) + (int(s % 4) << 2));
+    });
+    outputs.push_back(out.host);
+  }
+  GroupScaleFinding kf = decode_k_block_scales(kp, blocks, outputs, out, kc, 128, false, false);
+  CHECK_EQ(kf.text, std::string("group 1 rows 0-7: K block 2 used scale_a K block 0 (mod 4) instead of 2; group 2 rows "
+                                "0-7: K blocks 3-4 used scale_a K blocks 0, 1 (mod 4) instead of 3, 0"));
+  CHECK_EQ(kf.scale_rows, int64_t(16));
+
   // The probe fill of packed ue8m0: the bytes past the last K block (K blocks 5-7 of element 1)
   // hold the values of the blocks they would be, through the generated inputs' packing.
   f.set_scales(true, [](int64_t g, int64_t ib, int64_t kb) { return std::ldexp(1.0, int(kb) - int(g) - int(ib % 2)); });

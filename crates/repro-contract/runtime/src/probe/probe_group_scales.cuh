@@ -107,6 +107,7 @@ inline GroupScaleCodes group_scale_codes(int64_t G, DType b, DType scale, ScaleE
 // ------------------------------------------------------------------ reading a row
 
 constexpr int64_t kScaleVaries = -6;  // the row's column blocks read different scale codes
+constexpr int64_t kRowCoded = -7;     // every output of the row (of each column block) alike: one code
 
 // "rows 384-583 (group 1)" (contiguous) or "group 1 rows 0-199" (masked, k_grouped).
 inline std::string group_rows_text(const GroupedProblem& p, int64_t group, const std::vector<int64_t>& rows) {
@@ -116,8 +117,8 @@ inline std::string group_rows_text(const GroupedProblem& p, int64_t group, const
 }
 
 // How a row reads in the probe whose output is `out0` (bytes of `out`) when it holds no code:
-// never written (the poison in every output), zeros, or a mixture; -2 when every output of the
-// row is the same value (the row is one code, to be decoded).
+// never written (the poison in every output), zeros, or a mixture; kRowCoded when the outputs of
+// each column block (from samples[i] on) are alike: one code, to be decoded.
 inline int64_t row_reading_kind(const Tensor& out, const std::vector<unsigned char>& out0, int64_t flat_row, int64_t N,
                                 const std::vector<int64_t>& samples) {
   int64_t poison = 0, zeros = 0;
@@ -137,7 +138,7 @@ inline int64_t row_reading_kind(const Tensor& out, const std::vector<unsigned ch
   }
   if (poison == N) return kRowPoison;
   if (zeros == N) return kRowZeros;
-  return poison == 0 && alike ? -2 : kRowMixture;
+  return poison == 0 && alike ? kRowCoded : kRowMixture;
 }
 
 // One clause of a decode: a group's rows that read alike.
@@ -191,7 +192,7 @@ inline GroupScaleFinding decode_group_scales(const GroupedProblem& p, const std:
       const int64_t flat = gg.batch * p.M + gg.row0 + r;
       int64_t weights = -1, scales = -1;
       int64_t kind = row_reading_kind(out, outputs.front(), flat, p.N, samples);
-      for (size_t s = 0; s < samples.size() && kind == -2; ++s) {
+      for (size_t s = 0; s < samples.size() && kind == kRowCoded; ++s) {
         int64_t w = 0, sc = 0;
         for (size_t d = 0; d < outputs.size(); ++d) {
           const int e = decode_exponent(decode(out.dtype, outputs[d].data(), out.logical_offset(flat * p.N + samples[s])), unit);
@@ -202,14 +203,14 @@ inline GroupScaleFinding decode_group_scales(const GroupedProblem& p, const std:
           w += int64_t(e & (base - 1)) << (codes.bits * int(d));
           sc += int64_t(e >> codes.bits) << (codes.bits * int(d));
         }
-        if (kind != -2) break;
+        if (kind != kRowCoded) break;
         if (s == 0) weights = w, scales = sc;
         if (w != weights) kind = kRowMixture;
         else if (sc != scales) scales = kScaleVaries;
       }
-      if (kind == -2 && (weights >= p.G || scales >= p.G)) kind = kRowMixture;
+      if (kind == kRowCoded && (weights >= p.G || scales >= p.G)) kind = kRowMixture;
       const int64_t row = gg.row0 + r;
-      if (kind != -2) {
+      if (kind != kRowCoded) {
         ++finding.no_code_rows;
         add_to_clause(clauses, gg.group, std::string(row_reading(kind)), row);
         continue;
@@ -281,15 +282,15 @@ inline GroupScaleFinding decode_scale_rows(const GroupedProblem& p, const std::v
       const int64_t row = gg.row0 + r, flat = gg.batch * p.M + row;
       const int64_t own = own_scale_row(s, gg, row);
       int64_t kind = row_reading_kind(out, outputs.front(), flat, p.N, samples), used = 0;
-      for (size_t d = 0; d < outputs.size() && kind == -2; ++d) {
+      for (size_t d = 0; d < outputs.size() && kind == kRowCoded; ++d) {
         const int e = decode_exponent(decode(out.dtype, outputs[d].data(), out.logical_offset(flat * p.N)), unit);
         if (e < 0 || e >= base) kind = kRowMixture;
         else used += int64_t(e) << (bits * int(d));
       }
-      if (kind == -2 && used == own % reach) continue;  // right (codes repeat past the reach)
+      if (kind == kRowCoded && used == own % reach) continue;  // right (codes repeat past the reach)
       std::string key;
       int64_t used_group = -1;
-      if (kind != -2) {
+      if (kind != kRowCoded) {
         ++finding.no_code_rows;
         key = std::string(row_reading(kind)) + " (no scale_a row's code arrived)";
       } else if (used >= lines) {
@@ -308,7 +309,7 @@ inline GroupScaleFinding decode_scale_rows(const GroupedProblem& p, const std::v
         clause = &clauses.back();
       }
       clause->rows.push_back(row);
-      if (kind == -2 && used < lines) {
+      if (kind == kRowCoded && used < lines) {
         clause->used.push_back(used);
         clause->own.push_back(own);
         clause->within = clause->within && used == own - (s.per_group ? 0 : gg.row0 / s.block);
@@ -384,9 +385,9 @@ inline GroupScaleFinding decode_k_block_scales(const GroupedProblem& p, const st
           if (kind != kRowZeros) no_code = kRowMixture;
           continue;
         }
-        const int e = kind == -2 ? decode_exponent(got, p.alpha * double(width)) : -1;
+        const int e = kind == kRowCoded ? decode_exponent(got, p.alpha * double(width)) : -1;
         if (e < 0 || (e >> codes.shift) >= codes.mod || (e & mask) >= codes.mod) {
-          no_code = kind == -2 ? kRowMixture : kind;
+          no_code = kind == kRowCoded ? kRowMixture : kind;
           continue;
         }
         if (e == codes.code(blocks[i])) continue;
@@ -421,15 +422,16 @@ inline GroupScaleFinding decode_k_block_scales(const GroupedProblem& p, const st
       int64_t probed_in_group = 0;
       for (int64_t kb : blocks) probed_in_group += kb * block_k < gg.k0 + gg.k && (kb + 1) * block_k > gg.k0;
       const bool whole = probed_in_group == int64_t(wrong.size());
+      const std::string blocks_of = wrong.size() == 1 ? "K block " : "K blocks ";
       std::string used;
       if (a_wrong && b_wrong && got_a == got_b)
-        used = "the scale_a and scale_b of K blocks " + list(got_a);
+        used = "the scale_a and scale_b of " + blocks_of + list(got_a);
       else if (a_wrong && b_wrong)
-        used = "scale_a K blocks " + list(got_a) + " and scale_b K blocks " + list(got_b);
+        used = "scale_a " + blocks_of + list(got_a) + " and scale_b " + blocks_of + list(got_b);
       else if (a_wrong)
-        used = "scale_a K blocks " + list(got_a);
+        used = "scale_a " + blocks_of + list(got_a);
       else
-        used = "scale_b K blocks " + list(got_b);
+        used = "scale_b " + blocks_of + list(got_b);
       std::vector<int64_t> sorted_wrong = wrong;
       std::string reading = strprintf(": K block%s %s used %s (mod %lld) instead of %s", wrong.size() == 1 ? "" : "s",
                                       ranges_text(sorted_wrong).c_str(), used.c_str(), (long long)codes.mod,
@@ -550,7 +552,7 @@ inline GroupScaleFinding run_group_scale_probes(SpecInfo& spec, ProbeContext& ct
   const int64_t k_blocks = ceil_div(p.K, std::max<int64_t>(block_k, 1));
   KBlockCodes kc;
   kc.a = sa != nullptr, kc.b = sb != nullptr;
-  if (!output_holds(out.dtype, top_unit, 15)) kc.mod = 2, kc.shift = 1;
+  if (!output_holds(out.dtype, p.alpha * double(block_k), 15)) kc.mod = 2, kc.shift = 1;
   const int top = int(kc.mod - 1);
   const bool k_fits = (sa == nullptr || scale_holds(sa->dtype, g.scale_a.encoding, std::ldexp(1.0, top))) &&
                       (sb == nullptr || scale_holds(sb->dtype, g.scale_b.encoding, std::ldexp(1.0, top << kc.shift))) &&
