@@ -339,9 +339,12 @@ inline GroupScaleFinding decode_scale_rows(const GroupedProblem& p, const std::v
     for (int64_t u : c.used) used_rows.push_back(u % s.blocks);
     for (int64_t o : c.own) own_rows.push_back(o % s.blocks);
     const int64_t from = c.used.front() / s.blocks;
-    text += from == c.group ? " used its own " + scale_rows_text(s, sorted(used_rows))
-                            : strprintf(" used group %lld's ", (long long)from) + scale_rows_text(s, sorted(used_rows));
-    text += " instead of " + (from == c.group ? ranges_text(sorted(own_rows)) : strprintf("its own (%s)", ranges_text(sorted(own_rows)).c_str()));
+    const std::string used_text = scale_rows_text(s, sorted(used_rows)), own_text = ranges_text(sorted(own_rows));
+    if (from == c.group)
+      text += " used its own " + used_text + " instead of " + own_text;
+    else
+      text += strprintf(" used group %lld's %s instead of its own (%s)", (long long)from, used_text.c_str(),
+                        own_text.c_str());
   }
   if (clauses.size() > 4) text += strprintf("; and %zu more", clauses.size() - 4);
   finding.text = text;
