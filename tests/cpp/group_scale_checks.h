@@ -150,7 +150,7 @@ GroupScaleRun run_emulated_group_scales(GroupedScaleFixture& f, EmulatedScaleDef
                                                 grouped_expected(p, [&](int64_t g) { return codes.product(g, d); })));
     outputs.push_back(last.host);
   }
-  run.groups = decode_group_scales(p, outputs, last, codes, 128);
+  run.groups = decode_group_scales(p, outputs, last, codes, 128, 16);
 
   // scale_a rows: block i (of group g: g * blocks + i) = 2^(digit d of it, base 16); SB 1.
   ScaleRowBlocks rows;
@@ -286,19 +286,26 @@ void test_group_scale_probes() {
     const int64_t g = l == 1 && m >= 100 ? 0 : l;  // rows 100-199 of group 1: group 0's weights and scales
     return 640.0 * codes.product(g, 0);
   });
-  GroupScaleFinding gf = decode_group_scales(p, {out.host}, out, codes, 128);
+  GroupScaleFinding gf = decode_group_scales(p, {out.host}, out, codes, 128, 128);
   CHECK_EQ(gf.text, std::string("group 1 rows 100-199 hold group 0's product (its weights and its scale_b blocks)"));
   CHECK_EQ(gf.weight_rows, int64_t(100));
+  // The same in the rows group 0's last 128-row tile reaches (grouped_masked_spill): a spill.
+  out = grouped_output(p, [&](int64_t l, int64_t m, int64_t) { return 640.0 * codes.product(l == 1 && m < 56 ? 0 : l, 0); });
+  gf = decode_group_scales(p, {out.host}, out, codes, 128, 128);
+  CHECK_EQ(gf.text, std::string("group 1 rows 0-55 hold group 0's product (its weights and its scale_b blocks): they lie "
+                                "in the footprint of group 0's tile at its rows 128-255, 128 rows tall where group 0 has "
+                                "170 valid rows and M_max is 200: it reaches group 1's rows 0-55, a store that spills "
+                                "across the group boundary"));
   // One column block of another group's scales: the rows read differently across column blocks.
   out = grouped_output(p, [&](int64_t l, int64_t, int64_t n) {
     return 640.0 * codes.weights(l, 0) * codes.scale(l == 1 && n >= 128 ? 2 : l, 0);
   });
-  gf = decode_group_scales(p, {out.host}, out, codes, 128);
+  gf = decode_group_scales(p, {out.host}, out, codes, 128, 128);
   CHECK_EQ(gf.text, std::string("group 1 rows 0-199 used group 1's weights with the scale_b blocks of different groups "
                                 "in different column blocks"));
   // Rows never written: no code, said so.
   out = grouped_output(p, [&](int64_t l, int64_t, int64_t) { return 640.0 * codes.product(l, 0); }, {3 * 200 + 5});
-  gf = decode_group_scales(p, {out.host}, out, codes, 128);
+  gf = decode_group_scales(p, {out.host}, out, codes, 128, 128);
   CHECK_EQ(gf.text, std::string("group 3 rows 5 were never written (they still hold the poison)"));
   CHECK_EQ(gf.no_code_rows, int64_t(1));
   // A weights mix-up the scale probes see is group_mapping, not scale_mapping.
@@ -306,7 +313,7 @@ void test_group_scale_probes() {
   mixed.groups = decode_group_scales(p, {grouped_output(p, [&](int64_t l, int64_t, int64_t) {
                                              return 640.0 * codes.product(l == 1 ? 0 : l, 0);
                                            }).host},
-                                     out, codes, 128);
+                                     out, codes, 128, 128);
   ProbeOutcome failed;
   failed.name = "group scale 0";
   failed.pattern = {"scattered", "200 rows"};

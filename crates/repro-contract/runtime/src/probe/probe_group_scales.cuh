@@ -17,7 +17,8 @@
 // the output's exponent, as the K-block probes' a + 4b do: each row decodes to the group whose
 // weights it was computed with and the group whose scale_b it used, in one run, so a scale
 // mix-up ("rows 384-583 (group 1) used group 1's weights with group 0's scale_b blocks") is told
-// from a group mix-up (another group's weights and its scales) and from a spill. The scale_a row
+// from a group mix-up (another group's weights and its scales) and from a spill (those, where a
+// tile of the other group covers the rows). The scale_a row
 // blocks are numbered over the whole tensor: contiguous over M_total, masked over [G, M_max]
 // (block i of group g is g * blocks + i), so a row that read its row within its group, or
 // another group's rows, decodes to them. The K-block probes (as the plain suite's, per group)
@@ -177,10 +178,12 @@ inline std::vector<int64_t> column_block_starts(int64_t N, int64_t block_n) {
 
 // Row by row: the group whose weights and the group whose scale_b the row used, from the outputs
 // of the probes of every digit (`outputs[d]`, the bytes of `out`), sampled at the first column of
-// each scale_b column block (`block_n` wide). Rows of another group's product are named too (the
-// group codes name the tile that wrote them); rows with no code say what they hold.
+// each scale_b column block (`block_n` wide). Rows of another group's product (its weights and
+// its scales) are a group mix-up, or, where a tile of that group covers them (covering_tile, the
+// spec's tile_m), a store that spills over; rows with no code say what they hold.
 inline GroupScaleFinding decode_group_scales(const GroupedProblem& p, const std::vector<std::vector<unsigned char>>& outputs,
-                                             const Tensor& out, const GroupScaleCodes& codes, int64_t block_n) {
+                                             const Tensor& out, const GroupScaleCodes& codes, int64_t block_n,
+                                             int64_t tile_m) {
   GroupScaleFinding finding;
   std::vector<RowClause> clauses;
   const std::vector<int64_t> samples = column_block_starts(p.N, block_n);
@@ -223,9 +226,11 @@ inline GroupScaleFinding decode_group_scales(const GroupedProblem& p, const std:
         reading = strprintf(" used group %lld's weights with the scale_b blocks of different groups in different "
                             "column blocks",
                             (long long)weights);
-      else if (weights != gg.group && scales == weights)
+      else if (weights != gg.group && scales == weights) {
         reading = strprintf(" hold group %lld's product (its weights and its scale_b blocks)", (long long)weights);
-      else
+        const CoveringTile tile = covering_tile(p, gg, row, row, tile_m, weights);
+        if (tile.group >= 0) reading += spill_clause(p, tile, weights);
+      } else
         reading = strprintf(" used group %lld's weights with group %lld's scale_b blocks", (long long)weights,
                             (long long)scales);
       add_to_clause(clauses, gg.group, reading, row);
@@ -506,7 +511,8 @@ inline GroupScaleFinding run_group_scale_probes(SpecInfo& spec, ProbeContext& ct
         failed = failed || !probes.back().passed;
         print_probe(probes.back());
       }
-      if (failed) note(size_t(codes.digits), decode_group_scales(p, outputs, out, codes, g.scale_b.block[1]));
+      if (failed)
+        note(size_t(codes.digits), decode_group_scales(p, outputs, out, codes, g.scale_b.block[1], spec.tile_m));
     }
   }
 
