@@ -320,6 +320,27 @@ void test_group_scale_probes() {
   mixed.probes = {failed};
   CHECK_EQ(group_scale_verdict(mixed).cls, std::string("group_mapping"));
 
+  // Six groups: two digits (base 4). Group 5 (digits 1, 1) uses group 4's scales (0, 1).
+  Tensor six = make_tensor("MM", DType::i32, {6});
+  six.init.kind = InitKind::values;
+  six.init.values = {4, 4, 4, 4, 4, 4};
+  std::string six_error;
+  fill_host(six, "", &six_error);
+  GroupedProblem sp;
+  sp.layout = GroupedLayout::masked, sp.metadata = &six, sp.G = 6, sp.M = 4, sp.N = 8, sp.K = 640;
+  sp.groups = read_group_metadata(sp);
+  const GroupScaleCodes two = group_scale_codes(6, DType::e4m3, DType::f32, ScaleEncoding::value, DType::bf16, 640);
+  CHECK_EQ(two.digits, 2);
+  outputs.clear();
+  for (int d = 0; d < two.digits; ++d) {
+    out = grouped_output(sp, [&](int64_t l, int64_t, int64_t) {
+      return 640.0 * two.weights(l, d) * two.scale(l == 5 ? 4 : l, d);
+    });
+    outputs.push_back(out.host);
+  }
+  CHECK_EQ(decode_group_scales(sp, outputs, out, two, 128, 16).text,
+           std::string("group 5 rows 0-3 used group 5's weights with group 4's scale_b blocks"));
+
   // k_grouped (KS [256, 128, 256], K = 640): a kernel that reads scale_a at the K block counted
   // from its group's first (kb - k0 / 128) where the scales are one tensor over K_total.
   Tensor ks = make_tensor("KS", DType::i32, {3});
