@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The probe verdicts of issue 38 on the GPU machine: operand_layout (a TMA GEMM reading B from
 # swapped coordinates), grouped spills told apart (zeros written, a store race, another group's
-# product) and the scale probes decoded per tile (scales read past the scale tensor's end), with
-# the examples whose verdicts must not move beside them. Every case prints its full output; a
+# product), the scale probes decoded per tile (scales read past the scale tensor's end) and the
+# grouped GEMMs' group scale probes (issue 61), with the examples whose verdicts must not move
+# beside them. Every case prints its full output; a
 # table at the end says whether each exited as expected and printed the expected verdict line.
 #
 #   scripts/gpu-verdicts.sh 2>&1 | tee gpu-verdicts.log     # uses target/release/repro
@@ -66,6 +67,15 @@ run_case "fp8_scaled_gemm_scale_rows_past_end memcheck" 6 "Failed (sanitizer)" r
 probe_case fp8_scaled_gemm_unswizzled_scales 1 "verdict scale_mapping: the plain probes pass with every scale 1; the scale probes fail: tile"
 probe_case fp8_scaled_gemm_ue8m0_byte_order 1 "verdict scale_mapping:"
 probe_case fp8_scaled_gemm 0 "verdict ok:"
+
+# D. Grouped GEMMs with block scales (issue 61): the group scale probes name which group's scales,
+# which scale_a rows and which K blocks' bytes each group's rows used; the correct kernels stay ok.
+probe_case fp8_grouped_contiguous_previous_group_scales 1 "the group scale probes fail: rows 384-583 (group 1) used group 1's weights with group 0's scale_b blocks; rows 640-1049 (group 3) used group 3's weights with group 2's scale_b blocks"
+probe_case fp8_grouped_contiguous_scale_row_within_group 1 "the group scale probes fail: rows 384-583 (group 1) used scale_a rows 0-199 (the rows within the group) instead of 384-583; rows 640-1049 (group 3) used scale_a rows 0-409 (the rows within the group) instead of 640-1049"
+probe_case fp8_grouped_masked_ue8m0_byte_order_group_1 1 "the group scale probes fail: group 1 rows 0-199: K blocks 0-4 used the scale_a and scale_b of K blocks 3, 2, 1, 0, 3 (mod 4) instead of 0, 1, 2, 3, 0 (scale_a's and scale_b's packed ue8m0 bytes read in reverse order"
+probe_case fp8_grouped_contiguous 0 "verdict ok:"
+probe_case fp8_grouped_masked_ue8m0 0 "verdict ok:"
+probe_case fp8_grouped_masked_accumulate 0 "verdict ok:"
 
 printf '\n| %-44s | %4s | %4s | %-3s | %s |\n' "case" "want" "exit" "ok" "expected text"
 printf '%s\n' "${rows[@]}"

@@ -12,9 +12,9 @@
 //
 // The checks of each concern are in a header of their own beside this file (dtype_checks.h,
 // io_checks.h, compare_checks.h, emulation_checks.h, ops_checks.h, attention_checks.h,
-// verdict_checks.h), included where they run; this file holds the check framework, the
-// generators', reference's and probe reading's checks, the modes tests/suite/runtime.rs calls,
-// and main.
+// verdict_checks.h, group_scale_checks.h), included where they run; this file holds the check
+// framework, the generators', reference's and probe reading's checks, the modes
+// tests/suite/runtime.rs calls, and main.
 //
 // The whole runtime library, as one translation unit (what librepro_runtime.a is built from).
 #include "../../crates/repro-contract/runtime/src/run/runtime.cu"
@@ -825,6 +825,7 @@ inline std::vector<double> expand_on_host(const ProbeValues& v, int64_t L, int64
 
 #include "attention_checks.h"
 #include "verdict_checks.h"
+#include "group_scale_checks.h"
 
 // The probes' patterns (probe_values.cuh): what ProbeValuesView::at gives, on the host, is what
 // the device writes (the same function; the harness compares a sample of every expansion), so
@@ -909,6 +910,7 @@ int main(int argc, char** argv) {
   test_operand_layout_verdict();
   test_scale_tile_decode();
   test_grouped_spills();
+  test_group_scale_probes();
   test_heatmap();
   test_trace_verdicts();
   test_bench_summary();

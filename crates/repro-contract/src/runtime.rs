@@ -70,6 +70,7 @@ pub const FILES: &[RuntimeFile] = &[
     src_file!("inputs", "npy.cuh"),
     src_file!("probe", "probe.cuh"),
     src_file!("probe", "probe_ops.cuh"),
+    src_file!("probe", "probe_group_scales.cuh"),
     src_file!("probe", "probe_values.cuh"),
     src_file!("reference", "reference.cuh"),
     src_file!("reference", "reference_cross_check.cuh"),

@@ -14,7 +14,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "probe_ops.cuh"
+#include "probe_group_scales.cuh"
 
 namespace repro {
 

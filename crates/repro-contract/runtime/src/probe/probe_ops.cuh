@@ -26,7 +26,9 @@
 // so that a row computed with another group's weights, or written by another group's tile,
 // decodes to that group ("rows 300-383 (group 0) hold group 1's product"), and the plain
 // suite's K, row and column probes work within every group. k_grouped puts the codes and slices
-// on group g's own K range of B.
+// on group g's own K range of B. These run with every block scale 1; a grouped GEMM with scales
+// then runs the group scale probes (probe_group_scales.cuh), which decode which group's scales
+// and which scale rows and K blocks each row used.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -592,11 +594,26 @@ inline GroupFinding decode_group_runs(const GroupedProblem& p, const std::vector
   return best;
 }
 
+// What the group scale probes of a grouped GEMM with block scales decoded (probe_group_scales.cuh).
+struct GroupScaleFinding {
+  std::string text;           // their decode ("" when they pass, or decode nothing)
+  int64_t weight_rows = 0;    // rows computed with another group's weights
+  int64_t scale_rows = 0;     // rows that used another group's scale_b, other scale_a rows, other K blocks
+  int64_t no_code_rows = 0;   // rows where no code arrived (0, the poison, a mixture)
+};
+
+// The group scale probes: appends them to ctx.outcomes (probe_group_scales.cuh).
+inline GroupScaleFinding run_group_scale_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedProblem& p);
+template <typename F>
+inline void fill_grouped_scales(SpecInfo& spec, bool is_a, F value);
+
 // The verdict of the grouped suite from its probes (named as run_grouped_probes names them) and
 // the decode of its group codes: a race; rows holding another group's product, or written by
 // another group's tile (group_mapping); ones failing; the group codes failing otherwise; K
-// slices; row codes; column codes; the tile ramp; the random inputs; ok.
-inline Pattern grouped_verdict(const std::vector<ProbeOutcome>& probes, const GroupFinding& finding) {
+// slices; row codes; column codes; the tile ramp; the group scale probes (scale_mapping, or
+// group_mapping where a row decodes to another group's weights); the random inputs; ok.
+inline Pattern grouped_verdict(const std::vector<ProbeOutcome>& probes, const GroupFinding& finding,
+                               const GroupScaleFinding& scales = GroupScaleFinding()) {
   const auto find = [&](const std::string& prefix) {
     std::vector<const ProbeOutcome*> found;
     for (const ProbeOutcome& o : probes)
@@ -647,6 +664,13 @@ inline Pattern grouped_verdict(const std::vector<ProbeOutcome>& probes, const Gr
   if (const ProbeOutcome* ramp = first_failed("tile ramp"))
     return {ramp->pattern.cls, "ones and the group codes pass, the tile ramp (every row tile its own value) fails: " +
                                    ramp->pattern.evidence + " (a tile computed from another tile's rows)"};
+  for (const char* prefix : {"group scale", "scale_a rows", "scale k"})
+    if (const ProbeOutcome* scale = first_failed(prefix)) {
+      const std::string decoded = scales.text.empty() ? scale->name + ": " + scale->pattern.evidence : scales.text;
+      if (scales.weight_rows > 0)
+        return {"group_mapping", "the group probes pass with every scale 1; with group and scale codes: " + decoded};
+      return {"scale_mapping", "the group probes pass with every scale 1; the group scale probes fail: " + decoded};
+    }
   if (const ProbeOutcome* random = first_failed("random"))
     return {random->pattern.cls, "only random inputs fail: " + random->pattern.evidence};
   return {"ok", "every probe passes"};
@@ -668,9 +692,9 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   if (p.layout == GroupedLayout::k_grouped_blocks)
     usage_error("repro probe does not decode `layout: k_grouped_blocks` yet: run it with --ones and random inputs "
                 "(`repro run`), which check it against the fp64 reference");
-  // Block scales all 1: the group probes read the groups, not the scales (a scale read from the
-  // wrong group or block shows in the random probe).
-  if (has_scales(g)) fill_unit_scales(spec);
+  // Block scales all 1 (and the padding bytes of packed ue8m0): the group probes read the groups,
+  // not the scales; the group scale probes, after them, read the scales.
+  for (bool is_a : {true, false}) fill_grouped_scales(spec, is_a, [](int64_t, int64_t, int64_t) { return 1.0; });
   // C zero: the probes' right answers are the product alone (and an output the kernel adds
   // into starts as 0).
   if (g.c >= 0) fill_probe_operand(tensors[size_t(g.c)], ProbeValues::constant(0.0), ctx.tables);
@@ -759,6 +783,9 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
     print_probe(probes.back());
   }
 
+  // Block scales: which group's scale_b, which scale_a rows and which K blocks each row used.
+  const GroupScaleFinding scale_finding = has_scales(g) ? run_group_scale_probes(spec, ctx, p) : GroupScaleFinding();
+
   ProbeJudgement random_judged;
   probes.push_back(run_random_probe(ctx, random_reference, random_tolerance, random_inputs, &random_judged));
   if (probes.back().differences > 0)
@@ -768,7 +795,7 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   print_probe(probes.back());
   ctx.release();
   show_first_failure(probes, out);
-  return conclude_probes(probes, grouped_verdict(probes, finding));
+  return conclude_probes(probes, grouped_verdict(probes, finding, scale_finding));
 }
 
 }  // namespace repro
