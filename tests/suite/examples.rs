@@ -197,6 +197,17 @@ fn every_kind_of_example_compiles_with_nvcc_for_sm90a() {
     });
 }
 
+/// A batched GEMM's ue8m0 scales per batch are [L, ...]: the harness numbers their blocks on from
+/// one batch to the next, as a grouped GEMM's, and repro's mirror must agree byte for byte.
+#[test]
+fn batched_ue8m0_scales_are_made_as_repro_makes_them() {
+    let work = tempfile::tempdir().unwrap();
+    build_and_check(
+        &common::repo().join("examples/fp8_batched_scaled_gemm.yaml"),
+        work.path(),
+    );
+}
+
 /// A grouped GEMM's ue8m0 scales are [G, ...]: the harness numbers their blocks on from one
 /// group to the next, and repro's mirror must agree byte for byte (the default suite compiles
 /// one example per kernel, and this one shares its kernel with fp8_grouped_contiguous).
