@@ -465,3 +465,19 @@ fn scales_with_a_batch_dimension_on_a_gemm_without_one() {
         "SA: { dtype: f32, shape: [2, M, 3] }"
     )));
 }
+
+#[test]
+fn a_cutlass_batched_gemm_with_block_scales() {
+    // cutlass3.h passes CUTLASS one batch's scale layout: refused, not run with batch 0's scales
+    // for every batch.
+    let text = std::fs::read_to_string(examples_dir().join("cutlass_fp8_blockwise.yaml")).unwrap();
+    let text = replaced(&text, "sizes: { M: 1252,", "sizes: { L: 2, M: 1252,")
+        .replace("shape: [M, K]", "shape: [L, M, K]")
+        .replace("shape: [K, N]", "shape: [L, K, N]")
+        .replace("shape: [M, N]", "shape: [L, M, N]")
+        .replace(
+            "shape: [M, \"ceil_div(K, 128)\"]",
+            "shape: [L, M, \"ceil_div(K, 128)\"]",
+        );
+    insta::assert_snapshot!(error_for(&text));
+}
