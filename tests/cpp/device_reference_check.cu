@@ -219,6 +219,37 @@ int run_op_cases() {
            host, r.kernel_ms);
     for (Tensor* t : {&a, &b, &sa, &sb}) cudaFree(t->device);
   }
+  {
+    // Batched, each batch its own scales ([L, ...]): the pack kernel reads batch l's, and the
+    // cross-check (compute_device_reference exits 4 where the host's sample disagrees) scales
+    // each sampled line with its batch's. The emulated reference falls back, saying why.
+    const int64_t L = 3, M = 130, N = 150, K = 600, KB = 5;
+    Tensor a = make_tensor("A", Operand{DType::e4m3, {L, M, K}, {}});
+    Tensor b = make_tensor("B", Operand{DType::e4m3, {L, K, N}, {K * N, 1, K}});
+    Tensor sa = make_tensor("SA", Operand{DType::f32, {L, M, KB}, {M * KB, 1, M}});  // MN-major per batch
+    Tensor sb = make_tensor("SB", Operand{DType::i32, {L, 2, 2}, {}});  // packed: ceil(5 / 4) = 2
+    Tensor d = make_tensor("D", Operand{DType::f32, {L, M, N}, {}}, true);
+    fill(a, true, rng);
+    fill(b, true, rng);
+    for (int64_t i = 0; i < sa.numel(); ++i) encode(sa.dtype, sa.host.data(), sa.logical_offset(i), double(1 + rng.next() % 5));
+    for (unsigned char& byte : sb.host) byte = static_cast<unsigned char>(124 + rng.next() % 7);
+    for (Tensor* t : {&a, &b, &sa, &sb}) upload(*t);
+    GemmProblem p{&a, &b, nullptr, nullptr, &d, 1.0, 0.0, L, M, N, K, true};
+    p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec.tensor = 0, p.scale_a_spec.block[0] = 1, p.scale_a_spec.block[1] = 128;
+    p.scale_b_spec.tensor = 1, p.scale_b_spec.encoding = ScaleEncoding::ue8m0_packed;
+    p.scale_b_spec.block[0] = 128, p.scale_b_spec.block[1] = 128;
+    std::vector<double> host;
+    reference_gemm(p, &host);
+    const DeviceReference r = compute_device_reference(p, ReferenceMethod::dmma);
+    report("batched scaled e4m3 3x130x150x600, SA f32 [L, ...] MN-major, SB packed ue8m0 [L, ...]",
+           fetch(r, host.size()), host, r.kernel_ms);
+    const DeviceReference e = compute_device_reference(p, ReferenceMethod::emulated);
+    std::printf("     emulated asked for, fell back: %s\n", e.fallback.c_str());
+    if (e.fallback.empty()) ++failed;
+    report("batched scaled, emulated asked for (the fp64 fallback)", fetch(e, host.size()), host, e.kernel_ms);
+    for (Tensor* t : {&a, &b, &sa, &sb}) cudaFree(t->device);
+  }
   const int64_t N = 90, K = 64;
   struct Layout {
     const char* name;

@@ -60,6 +60,85 @@ void test_scales() {
   record(worst < 1e-13, __FILE__, __LINE__, strprintf("scaled reference_gemm vs naive loop: worst %.3g", worst));
 }
 
+// A batched scaled GEMM: SA f32 [L, M, KB] and SB packed ue8m0 [L, 1, NB] (one per batch, each
+// batch's different), then SB shared ([1, NB]), against a naive loop over every batch. The fill
+// of [L, ...] ue8m0 scales numbers the blocks on from one batch to the next.
+void test_batched_scales() {
+  const int64_t L = 3, M = 21, N = 19, K = 300, KB = 3, NB = 2;
+  Tensor a = make_tensor("A", DType::bf16, {L, M, K});
+  Tensor b = make_tensor("B", DType::bf16, {L, K, N}, {K * N, 1, K});
+  std::string error;
+  fill_host(a, "", &error);
+  fill_host(b, "", &error);
+  Tensor sa = make_tensor("SA", DType::f32, {L, M, KB});
+  sa.host.assign(sa.storage_bytes(), 0);
+  for (int64_t i = 0; i < L * M * KB; ++i) set_logical(sa, i, 0.5 + double(i % 11) / 8);
+  Tensor sb = make_tensor("SB", DType::i32, {L, 1, NB});
+  sb.host.assign(sb.storage_bytes(), 0x7F);
+  ScaleSpec spec_b;
+  spec_b.tensor = 1, spec_b.encoding = ScaleEncoding::ue8m0_packed;
+  spec_b.block[0] = 128, spec_b.block[1] = 16;  // [bk, bn]
+  const ScaleOperand sb_view = scale_operand(spec_b, sb, sb.host.data(), false);
+  CHECK_EQ(sb_view.batch_stride, NB);
+  // SB(l, kb, nb) = 2^(l - kb + nb): every batch's scales differ.
+  const auto sb_value = [](int64_t l, int64_t kb, int64_t nb) { return std::ldexp(1.0, int(l - kb + nb)); };
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t kb = 0; kb < KB; ++kb)
+      for (int64_t nb = 0; nb < NB; ++nb) set_scale(sb_view, group_scale_data(sb, l), nb, kb, sb_value(l, kb, nb));
+  CHECK(same_bits(scale_of_block(scale_of_batch(sb_view, 2), 1, 2), sb_value(2, 2, 1)));
+  CHECK(same_bits(scale_at(scale_of_batch(sb_view, 1), 17, 130), sb_value(1, 1, 1)));
+  Tensor d = make_tensor("D", DType::f32, {L, M, N}, {}, true);
+  GemmProblem p{&a, &b, nullptr, nullptr, &d, 2.0, 0.0, L, M, N, K, true};
+  p.scale_a = &sa, p.scale_b = &sb;
+  p.scale_a_spec.tensor = 0, p.scale_a_spec.block[0] = 1, p.scale_a_spec.block[1] = 128;
+  p.scale_b_spec = spec_b;
+  const auto check = [&](const char* what, const std::function<double(int64_t, int64_t, int64_t)>& sb_of, int line) {
+    std::vector<double> ref;
+    reference_gemm(p, &ref);
+    double worst = 0.0;
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double sum = 0.0;
+          for (int64_t kb = 0; kb < KB; ++kb) {
+            double partial = 0.0;
+            for (int64_t k = kb * 128; k < std::min(K, kb * 128 + 128); ++k)
+              partial += get_logical(a, (l * M + m) * K + k) * get_logical(b, (l * K + k) * N + n);
+            sum += get_logical(sa, (l * M + m) * KB + kb) * sb_of(l, kb, n / 16) * partial;
+          }
+          const double want = 2.0 * sum, have = ref[size_t((l * M + m) * N + n)];
+          worst = std::max(worst, std::fabs(have - want) / (std::fabs(want) + 1e-300));
+        }
+    record(worst < 1e-13, __FILE__, line, strprintf("%s reference_gemm vs naive loop: worst %.3g", what, worst));
+  };
+  check("batched scaled ([L, ...] scales)", sb_value, __LINE__);
+  // SB shared by every batch: batch 1's scales alone, as a 2-D tensor.
+  Tensor shared = make_tensor("SB", DType::i32, {1, NB});
+  shared.host.assign(group_scale_data(sb, 1), group_scale_data(sb, 1) + NB * 4);
+  p.scale_b = &shared;
+  CHECK_EQ(problem_scales(p, false, false).batch_stride, 0);
+  check("batched scaled (SB shared)", [&](int64_t, int64_t kb, int64_t nb) { return sb_value(1, kb, nb); }, __LINE__);
+
+  // ue8m0 from an init over [L, ...]: the blocks numbered on across the batches (the Rust mirror,
+  // inputs::input_bits, numbers them so); batches get different scales.
+  Tensor su = make_tensor("SU", DType::u8, {L, M, KB});
+  su.host.assign(su.storage_bytes(), 0);
+  su.init.kind = InitKind::uniform, su.init.seed = 7;
+  ScaleSpec spec_u;
+  spec_u.encoding = ScaleEncoding::ue8m0, spec_u.block[0] = 1, spec_u.block[1] = 128;
+  fill_ue8m0_scales(scale_operand(spec_u, su, su.host.data(), true), su, M, K);
+  const uint64_t stream = stream_of("SU");
+  int64_t mismatched = 0, same_as_batch_0 = 0;
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t i = 0; i < M * KB; ++i) {
+      const uint64_t bits = counter_hash(7, stream, uint64_t(l * M * KB + i), 0);
+      mismatched += su.host[size_t(l * M * KB + i)] != 127 + int(bits % 7) - 3;
+      same_as_batch_0 += l > 0 && su.host[size_t(l * M * KB + i)] == su.host[size_t(i)];
+    }
+  CHECK_EQ(mismatched, 0);
+  CHECK(same_as_batch_0 < (L - 1) * M * KB / 2);
+}
+
 // The grouped reference of `p` (its metadata read and checked, as the harness does) against
 // `want(batch, m, n)`, a naive loop's values or not_compared_value().
 void check_grouped_reference(GroupedProblem& p, const char* what,

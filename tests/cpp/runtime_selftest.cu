@@ -895,6 +895,7 @@ int main(int argc, char** argv) {
   test_cross_check_decode();
   test_reference();
   test_scales();
+  test_batched_scales();
   test_grouped();
   test_grouped_scales();
   test_compare();

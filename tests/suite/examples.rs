@@ -197,6 +197,36 @@ fn every_kind_of_example_compiles_with_nvcc_for_sm90a() {
     });
 }
 
+/// A batched GEMM's ue8m0 scales per batch are [L, ...]: the harness numbers their blocks on from
+/// one batch to the next, as a grouped GEMM's, and repro's mirror must agree byte for byte.
+/// The same example with f32 scales [L, ...] (each its generator's values) checks those too.
+#[test]
+fn batched_ue8m0_scales_are_made_as_repro_makes_them() {
+    let work = tempfile::tempdir().unwrap();
+    let example = common::repo().join("examples/fp8_batched_scaled_gemm.yaml");
+    build_and_check(&example, work.path());
+    let text = std::fs::read_to_string(&example).unwrap();
+    let kernels = common::repo().join("kernels");
+    let mut f32_scales = text
+        .replace(
+            "include_dirs: [../kernels]",
+            &format!("include_dirs: [\"{}\"]", kernels.display()),
+        )
+        .replace("ScaleFormat::ue8m0", "ScaleFormat::f32")
+        .replace(", format: ue8m0 }", " }")
+        .replace("\"ceil_div(ceil_div(K, 128), 4)\"", "\"ceil_div(K, 128)\"")
+        .replace("SA: { dtype: i32,", "SA: { dtype: f32, range: [0.5, 2.0],")
+        .replace("SB: { dtype: i32,", "SB: { dtype: f32, range: [0.5, 2.0],");
+    assert!(!f32_scales.contains("format: ue8m0") && !f32_scales.contains("dtype: i32"));
+    f32_scales = f32_scales.replace(
+        "name: fp8_batched_scaled_gemm\n",
+        "name: fp8_batched_scaled_gemm_f32\n",
+    );
+    let spec = work.path().join("fp8_batched_scaled_gemm_f32.yaml");
+    std::fs::write(&spec, f32_scales).unwrap();
+    build_and_check(&spec, work.path());
+}
+
 /// A grouped GEMM's ue8m0 scales are [G, ...]: the harness numbers their blocks on from one
 /// group to the next, and repro's mirror must agree byte for byte (the default suite compiles
 /// one example per kernel, and this one shares its kernel with fp8_grouped_contiguous).

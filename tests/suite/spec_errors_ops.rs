@@ -396,3 +396,88 @@ fn a_cutlass_grouped_gemm_with_block_scales() {
     );
     insta::assert_snapshot!(error_for(&text));
 }
+
+/// SCALED with a batch dimension: L = 3 batches, each with its own scales ([L, ...]).
+fn batched_scaled() -> String {
+    SCALED
+        .replace("sizes: { M: 100,", "sizes: { L: 3, M: 100,")
+        .replace("shape: [M, K]", "shape: [L, M, K]")
+        .replace("shape: [K, N]", "shape: [L, K, N]")
+        .replace("shape: [M, N]", "shape: [L, M, N]")
+        .replace(
+            "SA: { dtype: f32, shape: [M, 3] }",
+            "SA: { dtype: f32, shape: [L, M, 3] }",
+        )
+        .replace(
+            "SB: { dtype: f32, shape: [3, 2] }",
+            "SB: { dtype: f32, shape: [L, 3, 2] }",
+        )
+}
+
+#[test]
+fn a_batched_gemm_takes_scales_per_batch_or_shared() {
+    let per_batch = load(&batched_scaled()).expect("[L, ...] scales");
+    let r = per_batch.reference.gemm().expect("a GEMM");
+    assert!(r.batched && r.l == 3);
+    assert_eq!(r.scale_a.as_ref().expect("scale_a").block, [1, 128]);
+    // SB shared by every batch: the 2-D shape.
+    let shared = replaced(
+        &batched_scaled(),
+        "SB: { dtype: f32, shape: [L, 3, 2] }",
+        "SB: { dtype: f32, shape: [3, 2] }",
+    );
+    assert!(load(&shared).is_ok(), "2-D scales are every batch's");
+    // Packed ue8m0 per batch: [L, ceil(3/4), 2].
+    let packed = replaced(
+        &batched_scaled(),
+        "SB: { dtype: f32, shape: [L, 3, 2] }",
+        "SB: { dtype: i32, shape: [L, 1, 2] }",
+    )
+    .replace("block: [128, 128] }", "block: [128, 128], format: ue8m0 }");
+    let packed = load(&packed).expect("packed ue8m0 [L, ...] scales");
+    let scale_b = packed.reference.gemm().and_then(|r| r.scale_b.clone());
+    assert!(scale_b.expect("scale_b").packed);
+}
+
+#[test]
+fn batched_scales_whose_batch_count_is_not_l() {
+    insta::assert_snapshot!(error_for(&replaced(
+        &batched_scaled(),
+        "SA: { dtype: f32, shape: [L, M, 3] }",
+        "SA: { dtype: f32, shape: [2, M, 3] }"
+    )));
+}
+
+#[test]
+fn batched_scales_whose_blocks_do_not_fit() {
+    insta::assert_snapshot!(error_for(&replaced(
+        &batched_scaled(),
+        "SB: { dtype: f32, shape: [L, 3, 2] }",
+        "SB: { dtype: f32, shape: [L, 2, 2] }"
+    )));
+}
+
+#[test]
+fn scales_with_a_batch_dimension_on_a_gemm_without_one() {
+    insta::assert_snapshot!(error_for(&replaced(
+        SCALED,
+        "SA: { dtype: f32, shape: [M, 3] }",
+        "SA: { dtype: f32, shape: [2, M, 3] }"
+    )));
+}
+
+#[test]
+fn a_cutlass_batched_gemm_with_block_scales() {
+    // cutlass3.h passes CUTLASS one batch's scale layout: refused, not run with batch 0's scales
+    // for every batch.
+    let text = std::fs::read_to_string(examples_dir().join("cutlass_fp8_blockwise.yaml")).unwrap();
+    let text = replaced(&text, "sizes: { M: 1252,", "sizes: { L: 2, M: 1252,")
+        .replace("shape: [M, K]", "shape: [L, M, K]")
+        .replace("shape: [K, N]", "shape: [L, K, N]")
+        .replace("shape: [M, N]", "shape: [L, M, N]")
+        .replace(
+            "shape: [M, \"ceil_div(K, 128)\"]",
+            "shape: [L, M, \"ceil_div(K, 128)\"]",
+        );
+    insta::assert_snapshot!(error_for(&text));
+}

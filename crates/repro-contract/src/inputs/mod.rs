@@ -104,7 +104,8 @@ pub fn listed_values(source: &InitSource, numel: usize) -> Option<Vec<f64>> {
 /// are exponents made from its init (the runtime's `fill_ue8m0_scales` in scales.cuh): every
 /// byte 127 (1.0), then per scale block 127 for `ones` and 127 + (h mod 7) - 3 for the random
 /// patterns, h the counter hash of the tensor's seed and stream at block (g * i_blocks +
-/// i_block) * k_blocks + k_block (g: the group of a grouped GEMM's [G, ...] scales, else 0), draw
+/// i_block) * k_blocks + k_block (g: the group of a grouped GEMM's [G, ...] scales, the batch of a
+/// batched GEMM's [L, ...], else 0), draw
 /// 0; four K blocks to an i32 element when packed.
 pub fn input_bits(spec: &ResolvedSpec, index: usize) -> Vec<u8> {
     let tensor = &spec.tensors[index];
@@ -148,8 +149,8 @@ fn ue8m0_scale_bits(
         (k + block_k - 1) / block_k,
     );
     let stream = stream_of(&tensor.name);
-    // A grouped GEMM's scales of one operand per group: [G, rows, columns], the groups' blocks
-    // numbered on from one group to the next.
+    // A grouped GEMM's scales of one operand per group: [G, rows, columns] (a batched GEMM's per
+    // batch: [L, ...]), the groups' blocks numbered on from one group to the next.
     let rank = tensor.shape.len();
     let groups = if rank == 3 { tensor.shape[0] } else { 1 };
     let (rows, columns) = (tensor.shape[rank - 2], tensor.shape[rank - 1]);

@@ -282,7 +282,7 @@ impl Validator<'_> {
                 ScaledOperand {
                     extents: [m, k],
                     k_axis: 1,
-                    batched,
+                    batch: batched.then_some(l),
                     groups: None,
                     flat: false,
                 },
@@ -296,7 +296,7 @@ impl Validator<'_> {
                 ScaledOperand {
                     extents: [k, n],
                     k_axis: 0,
-                    batched,
+                    batch: batched.then_some(l),
                     groups: None,
                     flat: false,
                 },

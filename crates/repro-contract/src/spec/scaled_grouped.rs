@@ -6,7 +6,7 @@
 //! wrong reference. Metadata read from a file is checked by the harness when it runs.
 
 use super::dtype::DType;
-use super::model::{GroupedLayout, ScaleFormat, ScaleSpec};
+use super::model::{GroupedLayout, KernelKind, ScaleFormat, ScaleSpec};
 use super::resolved::{
     GroupedResolved, InitSource, ReferenceGemm, ScaleResolved, TensorSpecResolved,
 };
@@ -30,8 +30,9 @@ pub(super) struct ScaledOperand {
     pub extents: [i64; 2],
     /// Which of them is K: 1 for A, 0 for B.
     pub k_axis: usize,
-    /// A batched `op: gemm` (refused: no batched scales yet).
-    pub batched: bool,
+    /// A batched `op: gemm`'s batch count L: its scales are [L, ...] (one per batch) or the
+    /// 2-D shape (shared by every batch).
+    pub batch: Option<i64>,
     /// A grouped GEMM's scales of one operand per group: [G, ...] before the blocks
     /// (`op: grouped_gemm`'s weights, masked activations).
     pub groups: Option<i64>,
@@ -52,7 +53,7 @@ impl Validator<'_> {
         let ScaledOperand {
             extents,
             k_axis,
-            batched,
+            batch,
             groups,
             flat,
         } = operand_scaled;
@@ -60,12 +61,13 @@ impl Validator<'_> {
         let index = self.tensor_index(tensors, &format!("{path}.tensor"), &scale.tensor)?;
         let t = &tensors[index];
         let operand = if k_axis == 1 { "A [M, K]" } else { "B [K, N]" };
-        if batched {
+        if batch.is_some() && self.spec.kernel.kind == KernelKind::Cutlass3 {
+            // cutlass3.h's scale_layout gives CUTLASS one batch's scale layout.
             self.key_error(
                 &path,
-                format!("`{field}` with a batched GEMM is not supported"),
+                format!("`{field}` on a batched GEMM is not supported with `kind: cutlass3` yet"),
             )
-            .help = Some("block scales apply to a GEMM without a batch dimension".into());
+            .help = Some("write the launch as `kind: global` with kernel.setup building the CUTLASS arguments".into());
             return None;
         }
         let block = match scale.block.as_slice() {
@@ -141,18 +143,56 @@ impl Validator<'_> {
             );
             return None;
         }
+        // A batched GEMM's scales: [L, ...] when the tensor has a leading dimension, else shared.
+        let per_batch = batch.filter(|_| t.shape.len() == 3);
         let want: Vec<i64> = if flat {
             vec![per_operand[0] * per_operand[1]]
         } else {
-            groups.into_iter().chain(per_operand).collect()
+            groups
+                .or(per_batch)
+                .into_iter()
+                .chain(per_operand)
+                .collect()
         };
+        if groups.is_none() && batch.is_none() && !flat && t.shape.len() == 3 {
+            self.error(
+                &format!("tensors.{}.shape", t.name),
+                format!(
+                    "scale tensor `{}` has shape [{}] (3 dims), but `{field}` scales a GEMM without a batch dimension: it needs [{}]",
+                    t.name,
+                    shape_list(&t.shape),
+                    shape_list(&want),
+                ),
+            )
+            .help = Some("a leading dimension of scales is a batched GEMM's L (its operands and output [L, ...])".into());
+            return None;
+        }
+        if let Some(l) = per_batch {
+            if t.shape[1..] == want[1..] && t.shape[0] != l {
+                self.error(
+                    &format!("tensors.{}.shape[0]", t.name),
+                    format!(
+                        "scale tensor `{}` has {} batches of scales, but the output has batch L = {l}",
+                        t.name, t.shape[0]
+                    ),
+                )
+                .help = Some(format!(
+                    "one [{}] per batch: [{l}, {}]; or [{}] alone, shared by every batch",
+                    shape_list(&want[1..]),
+                    shape_list(&want[1..]),
+                    shape_list(&want[1..]),
+                ));
+                return None;
+            }
+        }
         if t.shape != want {
             let names = if k_axis == 1 { ["M", "K"] } else { ["K", "N"] };
             let how = format!(
                 "{}ceil({}/{}) x ceil({}/{}){}",
-                match groups {
-                    Some(g) => format!("G = {g} groups x "),
-                    None => String::new(),
+                match (groups, per_batch) {
+                    (Some(g), _) => format!("G = {g} groups x "),
+                    (None, Some(l)) => format!("L = {l} batches x "),
+                    (None, None) => String::new(),
                 },
                 extents[0],
                 block[0],
@@ -175,7 +215,13 @@ impl Validator<'_> {
                     shape_list(&t.shape),
                     shape_list(&block),
                     shape_list(&extents),
-                    if groups.is_some() { " of each group" } else { "" },
+                    if groups.is_some() {
+                        " of each group"
+                    } else if per_batch.is_some() {
+                        " of each batch"
+                    } else {
+                        ""
+                    },
                     shape_list(&want),
                 ),
             )
@@ -404,7 +450,7 @@ impl Validator<'_> {
             let operand = ScaledOperand {
                 extents: [m, k],
                 k_axis: 1,
-                batched: false,
+                batch: None,
                 groups: a_groups,
                 flat,
             };
@@ -414,7 +460,7 @@ impl Validator<'_> {
             let operand = ScaledOperand {
                 extents: [k, n],
                 k_axis: 0,
-                batched: false,
+                batch: None,
                 groups: b_groups,
                 flat,
             };

@@ -309,6 +309,10 @@ inline ReferenceGemmLaunch launch_reference_gemm(const GemmProblem& p, Reference
       not_emulated = "the int8 mma.sync it needs runs on sm_80 and later";
     } else if (const std::string why = emulation_extent_limit(p); !why.empty()) {
       not_emulated = why;
+    } else if (p.L > 1 &&
+               (problem_scales(p, true, true).batch_stride != 0 || problem_scales(p, false, true).batch_stride != 0)) {
+      // Its analysis and slicing read one scale tensor for every batch.
+      not_emulated = "its slicing reads one set of block scales for every batch, and these are [L, ...]";
     } else if (const std::string loses =
                    method == ReferenceMethod::automatic ? sampled_plan_loses(p, &launch.scratch) : "";
                !loses.empty()) {

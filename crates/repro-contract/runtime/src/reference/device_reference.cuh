@@ -103,7 +103,7 @@ __global__ void pack_operand_kernel(DeviceMatrix source, int64_t i_stride, int64
     const int64_t i = e % Ip, k = e / Ip % Kp, l = e / (Ip * Kp);
     packed[e] = i < I && k < K
                     ? decode(source.dtype, source.data, l * source.batch_stride + i * i_stride + k * k_stride) *
-                          scale_at(scale, i, k)
+                          scale_at(scale_of_batch(scale, l), i, k)
                     : 0.0;
   }
 }
@@ -112,8 +112,11 @@ __global__ void pack_operand_kernel(DeviceMatrix source, int64_t i_stride, int64
 inline PackedOperand pack_operand(const DeviceMatrix& source, int64_t i_stride, int64_t k_stride, int64_t L,
                                   int64_t I, int64_t K, int64_t Ip, int64_t Kp, const ScaleOperand& scale) {
   PackedOperand packed;
-  const int64_t batches = source.batch_stride == 0 ? 1 : L;
-  packed.batch_stride = source.batch_stride == 0 ? 0 : Kp * Ip;
+  // One copy for all batches only where they share the operand and its scales ([L, ...] scales
+  // make a copy per batch even of a shared operand).
+  const bool shared = source.batch_stride == 0 && scale.batch_stride == 0;
+  const int64_t batches = shared ? 1 : L;
+  packed.batch_stride = shared ? 0 : Kp * Ip;
   const int64_t total = batches * Kp * Ip;
   packed.data = allocate_reference_doubles(total, "an fp64 copy of an operand");
   if (total > 0) {

@@ -106,11 +106,12 @@ REPRO_HOST_HOT inline std::unique_ptr<double[]> pack_panels(const Tensor& t, int
       const int64_t k0 = kb * kGemmKC, kc = std::min(kGemmKC, K - k0), r0 = panel * width;
       const int64_t valid = std::min(width, rows - r0);
       double* block = out + l * padded * K + k0 * padded + panel * kc * width;
+      const ScaleOperand batch_scale = scale_of_batch(scale, l);  // [L, ...] scales: batch l's
       for (int64_t k = 0; k < kc; ++k) {
         for (int64_t r = 0; r < valid; ++r)
           block[k * width + r] =
               (transpose ? matrix_element(t, l, k0 + k, r0 + r) : matrix_element(t, l, r0 + r, k0 + k)) *
-              scale_at(scale, r0 + r, k0 + k);
+              scale_at(batch_scale, r0 + r, k0 + k);
         for (int64_t r = valid; r < width; ++r) block[k * width + r] = 0.0;
       }
     }

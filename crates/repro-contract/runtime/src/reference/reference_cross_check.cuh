@@ -178,16 +178,19 @@ inline void decode_cross_check_sample(const GemmProblem& p, CrossCheckSample* s)
   // the scales (they are made on the host).
   // One scale per K block, decoded once: a million scale_at calls would take as long as the
   // whole fetch.
-  const auto scale_vectors = [&](const ScaleOperand& scale, const std::vector<int64_t>& lines, HostValues& v) {
+  // `per_batch`: the lines of one sampled batch (s->rows, s->cols); [L, ...] scales are its own.
+  const auto scale_vectors = [&](const ScaleOperand& scale, const std::vector<int64_t>& lines, int64_t per_batch,
+                                 HostValues& v) {
     if (scale.data == nullptr) return;
     for (size_t line = 0; line < lines.size(); ++line)
       for (int64_t k0 = 0; k0 < p.K; k0 += scale.block_k) {
-        const double factor = scale_of_block(scale, lines[line] / scale.block_i, k0 / scale.block_k);
+        const ScaleOperand batch_scale = scale_of_batch(scale, s->batch_of[line / size_t(per_batch)]);
+        const double factor = scale_of_block(batch_scale, lines[line] / scale.block_i, k0 / scale.block_k);
         for (int64_t k = k0; k < std::min(p.K, k0 + scale.block_k); ++k) v[line * size_t(p.K) + size_t(k)] *= factor;
       }
   };
-  scale_vectors(problem_scales(p, true, false), s->row_of, s->a);
-  scale_vectors(problem_scales(p, false, false), s->col_of, s->b);
+  scale_vectors(problem_scales(p, true, false), s->row_of, s->rows, s->a);
+  scale_vectors(problem_scales(p, false, false), s->col_of, s->cols, s->b);
 }
 
 // The host's value of every sampled output, on every core (K multiply-adds each), its rows and

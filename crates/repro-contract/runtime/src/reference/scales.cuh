@@ -15,7 +15,8 @@
 // ceil(K/bk)], SB [ceil(K/bk), ceil(N/bn)]. Formats: `f32` (the elements are the scales, any
 // float dtype); `ue8m0` in u8 (2^(e - 127), e = 255 is NaN); `ue8m0` in i32, four K blocks per
 // element (DeepGEMM's packing): K block kb is byte kb % 4 (byte 0 the least significant) of
-// element kb / 4 along the K-block axis.
+// element kb / 4 along the K-block axis. A batched GEMM's scale tensor is [L, ...] (one per batch:
+// scale_of_batch views batch l's) or the 2-D shape (shared by every batch: batch_stride 0).
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -35,7 +36,17 @@ struct ScaleOperand {
   // The operand's block: block_i along its non-K axis (A: M, B: N), block_k along K.
   int64_t block_i = 1, block_k = 1;
   int i_axis = 0;  // which scale-tensor axis is the non-K one: 0 for SA [M, K], 1 for SB [K, N]
+  // Elements from one batch's scales to the next: the leading stride of [L, ...] scales (or a
+  // grouped GEMM's [G, ...]), 0 for scales every batch shares.
+  int64_t batch_stride = 0;
 };
+
+// The scales of batch l (of group l): `s` with its data moved to that batch's; `s` itself when
+// every batch shares them or it has none.
+REPRO_HD inline ScaleOperand scale_of_batch(ScaleOperand s, int64_t l) {
+  if (s.data != nullptr) s.data += l * s.batch_stride * int64_t(dtype_bytes(s.dtype));
+  return s;
+}
 
 // 2^(e - 127) for a ue8m0 byte; e = 255 is NaN (OCP MX).
 REPRO_HD inline double ue8m0_value(unsigned e) { return e == 255 ? NAN : ldexp(1.0, int(e) - 127); }
@@ -85,8 +96,9 @@ struct ScaleSpec {
 };
 
 // The operand view of scale `spec` over tensor `t`, reading `data` (t's host or device bytes).
-// A grouped GEMM's scales of one operand per group are [G, ...]: this views group 0's (the last
-// two dimensions); scale_groups() and group_scale_data() give the others.
+// A grouped GEMM's scales of one operand per group are [G, ...], a batched GEMM's may be
+// [L, ...]: this views group (batch) 0's, the last two dimensions; scale_of_batch() (and, on the
+// host, group_scale_data()) give the others.
 inline ScaleOperand scale_operand(const ScaleSpec& spec, const Tensor& t, const unsigned char* data, bool is_a) {
   ScaleOperand s;
   s.data = data;
@@ -94,6 +106,7 @@ inline ScaleOperand scale_operand(const ScaleSpec& spec, const Tensor& t, const 
   s.encoding = spec.encoding;
   s.strides[0] = t.strides[t.rank - 2];
   s.strides[1] = t.strides[t.rank - 1];
+  s.batch_stride = t.rank == 3 ? t.strides[0] : 0;
   s.i_axis = is_a ? 0 : 1;
   s.block_i = is_a ? spec.block[0] : spec.block[1];
   s.block_k = is_a ? spec.block[1] : spec.block[0];
@@ -106,7 +119,8 @@ inline void scale_blocks(const ScaleOperand& s, int64_t i_extent, int64_t K, int
   *k_blocks = ceil_div(K, s.block_k);
 }
 
-// The groups a scale tensor holds the scales of: G for a grouped GEMM's [G, ...] scales, else 1.
+// The groups a scale tensor holds the scales of: G for a grouped GEMM's [G, ...] scales (L for a
+// batched GEMM's [L, ...]), else 1.
 inline int64_t scale_groups(const Tensor& t) { return t.rank == 3 ? t.shape[0] : 1; }
 
 // The host bytes where group g's scales begin.
@@ -155,7 +169,8 @@ inline void fill_ue8m0_scales(const ScaleOperand& s, Tensor& t, int64_t i_extent
   const uint64_t stream = stream_of(t.name.c_str());
   int64_t i_blocks = 0, k_blocks = 0;
   scale_blocks(s, i_extent, K, &i_blocks, &k_blocks);
-  // The blocks numbered on from one group to the next (a grouped GEMM's [G, ...] scales).
+  // The blocks numbered on from one group to the next (a grouped GEMM's [G, ...] scales, a
+  // batched GEMM's [L, ...]).
   fill_group_scales(s, t, i_extent, K, [&](int64_t g, int64_t ib, int64_t kb) {
     if (kind == InitKind::ones) return 1.0;
     const uint64_t bits = counter_hash(t.init.seed, stream, uint64_t((g * i_blocks + ib) * k_blocks + kb), 0);
