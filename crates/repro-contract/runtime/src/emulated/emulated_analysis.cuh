@@ -21,16 +21,10 @@ constexpr int kEmulationSliceBits = 7;
 constexpr int kEmulatedTileK = 128;
 
 // Device memory of the emulated reference (the analysis, the planes, the step table, residues,
-// residuals), or exit 4 with the way out: running out is the user's to solve, not a CUDA error
-// to decode.
+// residuals), or exit 4 with the way out (take_scratch_or_exit).
 inline void* allocate_emulation_bytes(size_t bytes, const char* what) {
-  void* data = try_take_scratch(bytes);
-  if (data == nullptr) {
-    fatal(kExitCudaError, "fault",
-          strprintf("the emulated reference needs %.2f GiB of device memory for %s: rerun with --reference device",
-                    double(bytes) / (1 << 30), what));
-  }
-  return data;
+  return take_scratch_or_exit(bytes, strprintf("the emulated reference, for %s,", what),
+                              "rerun with --reference device");
 }
 
 // -------------------------------------------------------------------------- reading an operand

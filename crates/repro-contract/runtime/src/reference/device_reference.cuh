@@ -56,11 +56,11 @@ __global__ void fill_kernel(T* out, int64_t count, T value) {
     out[i] = value;
 }
 
-// `count` doubles of device memory. Running out is the user's problem to solve, not a CUDA error
-// to decode: the run ends saying what needed the memory, how much, and `what_to_do`.
-inline double* allocate_device_doubles(int64_t count, const std::string& needed_by, const char* what_to_do) {
-  const size_t bytes = size_t(std::max<int64_t>(count, 1)) * sizeof(double);
-  double* data = static_cast<double*>(try_take_scratch(bytes));
+// `bytes` of scratch (device.cuh) for `needed_by`. Running out is the user's problem to solve, not
+// a CUDA error to decode: the run ends saying what needed the memory, how much, what is free,
+// and `what_to_do`.
+inline void* take_scratch_or_exit(size_t bytes, const std::string& needed_by, const char* what_to_do) {
+  void* data = try_take_scratch(bytes);
   if (data == nullptr) {
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
@@ -69,6 +69,12 @@ inline double* allocate_device_doubles(int64_t count, const std::string& needed_
                     double(bytes) / (1 << 30), double(free_bytes) / (1 << 30), what_to_do));
   }
   return data;
+}
+
+// `count` doubles of device memory (take_scratch_or_exit).
+inline double* allocate_device_doubles(int64_t count, const std::string& needed_by, const char* what_to_do) {
+  return static_cast<double*>(
+      take_scratch_or_exit(size_t(std::max<int64_t>(count, 1)) * sizeof(double), needed_by, what_to_do));
 }
 
 // `count` doubles for the reference: packed operands and the output.
