@@ -9,6 +9,7 @@
 #   scripts/gpu-verdicts.sh 2>&1 | tee gpu-verdicts.log     # uses target/release/repro
 #
 # Artifacts go to a temporary folder (not generated/); logs to $GPU_VERDICT_LOGS (default: one).
+# SECTIONS=D (or A,C) runs only those sections, where a device call's time is short.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repro=${REPRO:-$PWD/target/release/repro}
@@ -16,6 +17,9 @@ work=$(mktemp -d)
 logs=${GPU_VERDICT_LOGS:-$work/logs}
 mkdir -p "$logs"
 rows=()
+sections=${SECTIONS:-A,B,C,D}
+# in_section X: whether section X was asked for.
+in_section() { [[ ",$sections," == *",$1,"* ]]; }
 
 # run_case LABEL EXPECTED_EXIT TEXT ARGS...: runs repro, prints its whole output, and adds a table
 # row: ok when the exit code is EXPECTED_EXIT and the output contains TEXT.
@@ -38,44 +42,52 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 "$repro" --version
 
 # A. operand_layout: B tiles loaded at (n0, k0). The K loop's own defects keep k_coverage.
-run_case "tma_gemm_swapped_b_coords --ones" 1 "Disposition: Failed" run examples/tma_gemm_swapped_b_coords.yaml -o "$work/tma_gemm_swapped_b_coords" --ones
-probe_case tma_gemm_swapped_b_coords 1 "verdict operand_layout: B is read from the wrong place: the identity probe (B = I): whole columns are wrong and every other column is right: columns 64-127 of every 128-column tile"
-probe_case drop_last_k 1 "verdict k_coverage:"
-probe_case k_tile_twice 1 "verdict k_coverage:"
-probe_case tma_gemm_box_too_small 1 "verdict row_mapping:"
-probe_case tma_gemm_swizzle_mismatch 1 "verdict layout:"
-probe_case tma_gemm_bf16 0 "verdict ok:"
-probe_case mbarrier_pipeline_early_release 0 "verdict ok:"
+if in_section A; then
+  run_case "tma_gemm_swapped_b_coords --ones" 1 "Disposition: Failed" run examples/tma_gemm_swapped_b_coords.yaml -o "$work/tma_gemm_swapped_b_coords" --ones
+  probe_case tma_gemm_swapped_b_coords 1 "verdict operand_layout: B is read from the wrong place: the identity probe (B = I): whole columns are wrong and every other column is right: columns 64-127 of every 128-column tile"
+  probe_case drop_last_k 1 "verdict k_coverage:"
+  probe_case k_tile_twice 1 "verdict k_coverage:"
+  probe_case tma_gemm_box_too_small 1 "verdict row_mapping:"
+  probe_case tma_gemm_swizzle_mismatch 1 "verdict layout:"
+  probe_case tma_gemm_bf16 0 "verdict ok:"
+  probe_case mbarrier_pipeline_early_release 0 "verdict ok:"
+fi
 
 # B. Grouped spills: zeros written by the previous group's tile (deterministic, then racing the
 # group's own store), another group's product stored over a group's rows; other group defects.
-run_case "grouped_masked_zero_spill --ones" 1 "Disposition: Failed" run examples/grouped_masked_zero_spill.yaml -o "$work/grouped_masked_zero_spill" --ones
-probe_case grouped_masked_zero_spill 1 "verdict group_mapping: group codes: group 1 rows 0-55 were written with zeros"
-run_case "grouped_masked_store_race --ones --repeat 8" 1 "Disposition: Failed" run examples/grouped_masked_store_race.yaml -o "$work/grouped_masked_store_race" --ones --repeat 8
-probe_case grouped_masked_store_race 1 "verdict group_mapping:"
-probe_case grouped_masked_spill 1 "verdict group_mapping: group codes: group 1 rows 0-55 hold group 0's product: they lie in the footprint of group 0's tile"
-probe_case grouped_contiguous_spill 1 "verdict group_mapping: group codes: rows 256-299 (group 0) hold group 1's product: they lie in the 128-row tile at rows 256-383"
-probe_case grouped_masked_wrong_group 1 "verdict group_mapping:"
-probe_case grouped_contiguous_wrong_group 1 "verdict group_mapping:"
-probe_case grouped_k_short 1 "verdict k_coverage:"
-probe_case grouped_masked 0 "verdict ok:"
+if in_section B; then
+  run_case "grouped_masked_zero_spill --ones" 1 "Disposition: Failed" run examples/grouped_masked_zero_spill.yaml -o "$work/grouped_masked_zero_spill" --ones
+  probe_case grouped_masked_zero_spill 1 "verdict group_mapping: group codes: group 1 rows 0-55 were written with zeros"
+  run_case "grouped_masked_store_race --ones --repeat 8" 1 "Disposition: Failed" run examples/grouped_masked_store_race.yaml -o "$work/grouped_masked_store_race" --ones --repeat 8
+  probe_case grouped_masked_store_race 1 "verdict group_mapping:"
+  probe_case grouped_masked_spill 1 "verdict group_mapping: group codes: group 1 rows 0-55 hold group 0's product: they lie in the footprint of group 0's tile"
+  probe_case grouped_contiguous_spill 1 "verdict group_mapping: group codes: rows 256-299 (group 0) hold group 1's product: they lie in the 128-row tile at rows 256-383"
+  probe_case grouped_masked_wrong_group 1 "verdict group_mapping:"
+  probe_case grouped_contiguous_wrong_group 1 "verdict group_mapping:"
+  probe_case grouped_k_short 1 "verdict k_coverage:"
+  probe_case grouped_masked 0 "verdict ok:"
+fi
 
 # C. Scale probes decoded per tile; scales read past SA's end, and memcheck seeing those reads.
-run_case "fp8_scaled_gemm_scale_rows_past_end --ones" 1 "Disposition: Failed" run examples/fp8_scaled_gemm_scale_rows_past_end.yaml -o "$work/fp8_scaled_gemm_scale_rows_past_end" --ones
-probe_case fp8_scaled_gemm_scale_rows_past_end 1 "verdict scale_mapping:"
-run_case "fp8_scaled_gemm_scale_rows_past_end memcheck" 6 "Failed (sanitizer)" run "$work/fp8_scaled_gemm_scale_rows_past_end" --ones --sanitize memcheck
-probe_case fp8_scaled_gemm_unswizzled_scales 1 "verdict scale_mapping: the plain probes pass with every scale 1; the scale probes fail: tile"
-probe_case fp8_scaled_gemm_ue8m0_byte_order 1 "verdict scale_mapping:"
-probe_case fp8_scaled_gemm 0 "verdict ok:"
+if in_section C; then
+  run_case "fp8_scaled_gemm_scale_rows_past_end --ones" 1 "Disposition: Failed" run examples/fp8_scaled_gemm_scale_rows_past_end.yaml -o "$work/fp8_scaled_gemm_scale_rows_past_end" --ones
+  probe_case fp8_scaled_gemm_scale_rows_past_end 1 "verdict scale_mapping:"
+  run_case "fp8_scaled_gemm_scale_rows_past_end memcheck" 6 "Failed (sanitizer)" run "$work/fp8_scaled_gemm_scale_rows_past_end" --ones --sanitize memcheck
+  probe_case fp8_scaled_gemm_unswizzled_scales 1 "verdict scale_mapping: the plain probes pass with every scale 1; the scale probes fail: tile"
+  probe_case fp8_scaled_gemm_ue8m0_byte_order 1 "verdict scale_mapping:"
+  probe_case fp8_scaled_gemm 0 "verdict ok:"
+fi
 
 # D. Grouped GEMMs with block scales (issue 61): the group scale probes name which group's scales,
 # which scale_a rows and which K blocks' bytes each group's rows used; the correct kernels stay ok.
-probe_case fp8_grouped_contiguous_previous_group_scales 1 "the group scale probes fail: rows 384-583 (group 1) used group 1's weights with group 0's scale_b blocks; rows 640-1049 (group 3) used group 3's weights with group 2's scale_b blocks"
-probe_case fp8_grouped_contiguous_scale_row_within_group 1 "the group scale probes fail: rows 384-583 (group 1) used scale_a rows 0-199 (the rows within the group) instead of 384-583; rows 640-1049 (group 3) used scale_a rows 0-409 (the rows within the group) instead of 640-1049"
-probe_case fp8_grouped_masked_ue8m0_byte_order_group_1 1 "the group scale probes fail: group 1 rows 0-199: K blocks 0-4 used the scale_a and scale_b of K blocks 3, 2, 1, 0, 3 (mod 4) instead of 0, 1, 2, 3, 0 (scale_a's and scale_b's packed ue8m0 bytes read in reverse order"
-probe_case fp8_grouped_contiguous 0 "verdict ok:"
-probe_case fp8_grouped_masked_ue8m0 0 "verdict ok:"
-probe_case fp8_grouped_masked_accumulate 0 "verdict ok:"
+if in_section D; then
+  probe_case fp8_grouped_contiguous_previous_group_scales 1 "the group scale probes fail: rows 384-583 (group 1) used group 1's weights with group 0's scale_b blocks; rows 640-1049 (group 3) used group 3's weights with group 2's scale_b blocks"
+  probe_case fp8_grouped_contiguous_scale_row_within_group 1 "the group scale probes fail: rows 384-583 (group 1) used scale_a rows 0-199 (the rows within the group) instead of 384-583; rows 640-1049 (group 3) used scale_a rows 0-409 (the rows within the group) instead of 640-1049"
+  probe_case fp8_grouped_masked_ue8m0_byte_order_group_1 1 "the group scale probes fail: group 1 rows 0-199: K blocks 0-4 used the scale_a and scale_b of K blocks 3, 2, 1, 0, 3 (mod 4) instead of 0, 1, 2, 3, 0 (scale_a's and scale_b's packed ue8m0 bytes read in reverse order"
+  probe_case fp8_grouped_contiguous 0 "verdict ok:"
+  probe_case fp8_grouped_masked_ue8m0 0 "verdict ok:"
+  probe_case fp8_grouped_masked_accumulate 0 "verdict ok:"
+fi
 
 printf '\n| %-44s | %4s | %4s | %-3s | %s |\n' "case" "want" "exit" "ok" "expected text"
 printf '%s\n' "${rows[@]}"
