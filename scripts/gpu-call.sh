@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# One device call of a session, cut into named steps that each run under what is left of a
+# deadline, so that a call taken back or cut short still returns what finished. The repro
+# binaries come gzipped in a carried folder (BUNDLE, default .gpu-bundles: repro.gz, and
+# repro-before.gz for the before/after tables); everything the steps print goes to $OUT:
+# summary.txt (one line a step: exit, seconds), logs/STEP.log, and the per-case logs in cases.tgz.
+#
+#   DEADLINE=470 STEPS=examples,reference,floor bash scripts/gpu-call.sh
+#
+# Steps (in this order; STEPS picks some, default all):
+#   examples   gpu-check.sh examples probe over $EXAMPLES (default: the grouped fp8 examples)
+#   reference  gpu-check.sh reference (the device reference's op cases)
+#   floor      bench/check-floor.sh, before and after binaries side by side
+#   cublas     bench/cublas_dgemm_cost.py at 1024, 2048, 4096
+#   verdicts   gpu-verdicts.sh, sections $SECTIONS (default D: the grouped scale probes)
+#   campaign   bench/campaign-queue.sh queue, torch, then a process-per-run slice of $PROCESS_LIMIT s
+set -uo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+deadline=$((start + ${DEADLINE:-470}))
+bundle=${BUNDLE:-.gpu-bundles}
+out=${OUT:-$(mktemp -d)}
+mkdir -p "$out/logs" /tmp/bin /tmp/cases
+steps=${STEPS:-examples,reference,floor,cublas,verdicts,campaign}
+summary=$out/summary.txt
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$summary"
+
+for name in repro repro-before; do
+  [[ -f $bundle/$name.gz ]] && gunzip -c "$bundle/$name.gz" >/tmp/bin/$name && chmod +x /tmp/bin/$name
+done
+export REPRO=/tmp/bin/repro
+
+# The runtime library each binary builds on first use (about a minute each): both at once.
+warm() { "$1" build examples/tiled_gemm_bf16.yaml -o "/tmp/warm-$(basename "$1")" >"$out/logs/warm-$(basename "$1").log" 2>&1; }
+t0=$(date +%s)
+warm /tmp/bin/repro &
+[[ -x /tmp/bin/repro-before ]] && warm /tmp/bin/repro-before &
+wait
+echo "warm: $(($(date +%s) - t0)) s" | tee -a "$summary"
+
+# step NAME COMMAND...: runs the command if NAME was asked for, under what is left of the
+# deadline (less 15 s to pack up), and notes its exit and time.
+step() {
+  local name=$1 left code t
+  shift
+  [[ ",$steps," == *",$name,"* ]] || return 0
+  left=$((deadline - $(date +%s) - 15))
+  if ((left < 20)); then echo "$name: skipped, ${left} s left" | tee -a "$summary"; return 0; fi
+  t=$(date +%s)
+  timeout --kill-after=5 "$left" "$@" >"$out/logs/$name.log" 2>&1
+  code=$?
+  echo "$name: exit $code, $(($(date +%s) - t)) s" | tee -a "$summary"
+}
+
+step examples env GPU_CHECK_LOGS=/tmp/cases/examples \
+  EXAMPLES="${EXAMPLES:-fp8_grouped_*|fp8_k_grouped_*|fp8_batched_*|tiled_gemm_bf16|naive_gemm_f32}" \
+  bash scripts/gpu-check.sh examples probe
+step reference env GPU_CHECK_LOGS=/tmp/cases/reference bash scripts/gpu-check.sh reference
+if [[ -x /tmp/bin/repro-before ]]; then
+  step floor env REPRO_BEFORE=/tmp/bin/repro-before ROUNDS="${ROUNDS:-3}" bash scripts/bench/check-floor.sh
+else
+  step floor env ROUNDS="${ROUNDS:-3}" bash scripts/bench/check-floor.sh
+fi
+step cublas python3 scripts/bench/cublas_dgemm_cost.py 1024,2048,4096
+step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh
+step campaign env MODES=queue,torch,process PROCESS_LIMIT="${PROCESS_LIMIT:-40}" bash scripts/bench/campaign-queue.sh
+
+# The tables each step ends with, for the reply's tail.
+grep -h '^| ' "$out/logs/examples.log" >"$out/examples-table.txt" 2>/dev/null
+tar czf "$out/cases.tgz" -C /tmp cases 2>/dev/null
+echo "total: $(($(date +%s) - start)) s" | tee -a "$summary"
