@@ -3,7 +3,8 @@
 # deadline, so that a call taken back or cut short still returns what finished. The repro
 # binaries come gzipped in a carried folder (BUNDLE, default .gpu-bundles: repro.gz, and
 # repro-before.gz for the before/after tables); everything the steps print goes to $OUT:
-# summary.txt (one line a step: exit, seconds), logs/STEP.log, and the per-case logs in cases.tgz.
+# summary.txt (one line a step: exit, seconds), logs/STEP.log, and the per-case logs in cases.tgz:
+# eight files at most, as many as a device call brings back.
 #
 #   DEADLINE=470 STEPS=examples,reference,floor bash scripts/gpu-call.sh
 #
@@ -24,6 +25,8 @@ mkdir -p "$out/logs" /tmp/bin /tmp/cases
 steps=${STEPS:-examples,reference,floor,cublas,verdicts,campaign}
 summary=$out/summary.txt
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$summary"
+# The host's cores, as the harness's thread pool sees them (hardware_concurrency) and as it may run.
+echo "host: $(getconf _NPROCESSORS_ONLN) cores online, $(nproc) usable by this process" | tee -a "$summary"
 
 for name in repro repro-before; do
   [[ -f $bundle/$name.gz ]] && gunzip -c "$bundle/$name.gz" >/tmp/bin/$name && chmod +x /tmp/bin/$name
@@ -31,7 +34,7 @@ done
 export REPRO=/tmp/bin/repro
 
 # The runtime library each binary builds on first use (about a minute each): both at once.
-warm() { "$1" build examples/tiled_gemm_bf16.yaml -o "/tmp/warm-$(basename "$1")" >"$out/logs/warm-$(basename "$1").log" 2>&1; }
+warm() { "$1" build examples/tiled_gemm_bf16.yaml -o "/tmp/warm-$(basename "$1")" >"/tmp/cases/warm-$(basename "$1").log" 2>&1; }
 t0=$(date +%s)
 warm /tmp/bin/repro &
 [[ -x /tmp/bin/repro-before ]] && warm /tmp/bin/repro-before &
@@ -65,7 +68,5 @@ step cublas python3 scripts/bench/cublas_dgemm_cost.py 1024,2048,4096
 step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh
 step campaign env MODES=queue,torch,process PROCESS_LIMIT="${PROCESS_LIMIT:-40}" bash scripts/bench/campaign-queue.sh
 
-# The tables each step ends with, for the reply's tail.
-grep -h '^| ' "$out/logs/examples.log" >"$out/examples-table.txt" 2>/dev/null
 tar czf "$out/cases.tgz" -C /tmp cases 2>/dev/null
 echo "total: $(($(date +%s) - start)) s" | tee -a "$summary"

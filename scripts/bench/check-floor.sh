@@ -46,8 +46,8 @@ import json, statistics, sys
 folder, rounds, sizes, binaries = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 names = [s.rsplit("/", 1)[1][:-5] for s in sys.argv[5:]]
 labels = [b.split("=")[0] for b in binaries]
-print("| M = N = K | spec | binary | reference + comparison (ms) | fp64 GEMM (ms) | cross-check fetch (ms) | host's share not hidden (ms) | comparison (ms) |")
-print("|---|---|---|---|---|---|---|---|")
+print("| M = N = K | spec | binary | reference + comparison (ms) | fp64 GEMM (ms) | cross-check fetch (ms) | host's share not hidden (ms) | host's sample in all (ms) | of which decoding (ms) | comparison (ms) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for size in sizes:
     for name in names:
         for label in labels:
@@ -59,7 +59,9 @@ for size in sizes:
             kernel = med(lambda r: r.get("reference_kernel_ms", float("nan")))
             fetch = med(lambda r: r.get("reference_fetch_ms", float("nan")))
             check = med(lambda r: r.get("reference_check_ms", float("nan")))
-            print(f"| {size} | {name} | {label} | {total:.2f} | {kernel:.2f} | {fetch:.2f} | {check:.2f} | {cmp_:.2f} |")
+            host = med(lambda r: r.get("reference_host_ms", float("nan")))
+            decode = med(lambda r: r.get("reference_decode_ms", float("nan")))
+            print(f"| {size} | {name} | {label} | {total:.2f} | {kernel:.2f} | {fetch:.2f} | {check:.2f} | {host:.2f} | {decode:.2f} | {cmp_:.2f} |")
 PY
 echo
 echo "torch.matmul in float64 + a comparison, the same sizes (scripts/bench/torch_reference_peer.py):"

@@ -124,6 +124,7 @@ struct CrossCheckSample {
   HostValues a, b;                                // their values (scaled), once decoded
   std::vector<double> c_values, bias_values;      // per sample; empty when the GEMM has none
   std::vector<double> host_values, magnitudes;    // per sample: the host's value, sum_k |a b|
+  double decode_seconds = 0, host_seconds = 0;    // the host's time: decoding, and in all
 
   int64_t count() const { return batches * rows * cols; }
   int64_t batch(int64_t sample) const { return batch_of[size_t(sample / (rows * cols))]; }
@@ -198,7 +199,9 @@ inline void decode_cross_check_sample(const GemmProblem& p, CrossCheckSample* s)
 // dependent adds, K add latencies long.
 constexpr int kSampleSums = 4;
 inline void compute_cross_check_sample(const GemmProblem& p, CrossCheckSample* s) {
+  const auto start = std::chrono::steady_clock::now();
   decode_cross_check_sample(p, s);
+  s->decode_seconds = seconds_since(start);
   s->host_values.assign(size_t(s->count()), 0.0);
   s->magnitudes.assign(size_t(s->count()), 0.0);
   parallel_for(s->count(), 64, [&](int64_t begin, int64_t end) {
@@ -227,6 +230,7 @@ inline void compute_cross_check_sample(const GemmProblem& p, CrossCheckSample* s
       s->magnitudes[size_t(sample)] = magnitude;
     }
   });
+  s->host_seconds = seconds_since(start);
 }
 
 struct CrossCheck {
@@ -280,6 +284,8 @@ struct DeviceReference {
   double kernel_ms = 0;      // analysis, packing or slicing, and GEMM kernels, device events
   double fetch_seconds = 0;  // fetching the sample's rows and columns
   double check_seconds = 0;  // the host's sample and judging it, beyond the device's time
+  double host_seconds = 0;   // the host's sample alone, hidden or not (of which decoding: decode_seconds)
+  double decode_seconds = 0;
   std::string engine;        // what computed it (ReferenceGemmLaunch::engine)
   bool emulated = false;     // int8 tensor cores
   std::string fallback;      // why an emulated reference that was asked for is the fp64 one
@@ -301,6 +307,8 @@ inline void finish_cross_check(DeviceReference* reference) {
   if (reference->pending == nullptr) return;
   const auto phase_start = std::chrono::steady_clock::now();
   reference->pending->worker.join();
+  reference->host_seconds = reference->pending->sample.host_seconds;
+  reference->decode_seconds = reference->pending->sample.decode_seconds;
   reference->check = judge_cross_check_sample(reference->pending->problem, reference->pending->sample, reference->values);
   reference->check_seconds = seconds_since(phase_start);
   reference->pending.reset();
@@ -330,6 +338,8 @@ inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceM
   phase_start = std::chrono::steady_clock::now();
   compute_cross_check_sample(p, &sample);
   const double host_seconds = seconds_since(phase_start);
+  reference.host_seconds = sample.host_seconds;
+  reference.decode_seconds = sample.decode_seconds;
   reference.kernel_ms = finish_reference_gemm(&launch);
   // The host's share that the kernels did not hide, then the judging.
   const double not_hidden = std::max(0.0, host_seconds - reference.kernel_ms / 1e3);

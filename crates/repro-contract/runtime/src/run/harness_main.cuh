@@ -440,6 +440,8 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
     // phase with them (scripts/bench/emulated-reference.sh).
     report_set("reference_fetch_ms", JsonWriter().value(reference.fetch_seconds * 1e3).str());
     report_set("reference_check_ms", JsonWriter().value(reference.check_seconds * 1e3).str());
+    report_set("reference_host_ms", JsonWriter().value(reference.host_seconds * 1e3).str());
+    report_set("reference_decode_ms", JsonWriter().value(reference.decode_seconds * 1e3).str());
   };
   ReferenceCache cache;
   bool from_cache = false;
