@@ -28,7 +28,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 # The host's cores, as the harness's thread pool sees them (hardware_concurrency) and as it may run.
 echo "host: $(getconf _NPROCESSORS_ONLN) cores online, $(nproc) usable by this process" | tee -a "$summary"
 
-for name in repro repro-before; do
+# device_reference_check.gz: tests/cpp/device_reference_check.cu built here with the same nvcc
+# (its compile is most of the `reference` step's time there).
+for name in repro repro-before device_reference_check; do
   [[ -f $bundle/$name.gz ]] && gunzip -c "$bundle/$name.gz" >/tmp/bin/$name && chmod +x /tmp/bin/$name
 done
 export REPRO=/tmp/bin/repro
@@ -58,6 +60,7 @@ step() {
 step examples env GPU_CHECK_LOGS=/tmp/cases/examples \
   EXAMPLES="${EXAMPLES:-fp8_grouped_*|fp8_k_grouped_*|fp8_batched_*|tiled_gemm_bf16|naive_gemm_f32}" \
   bash scripts/gpu-check.sh examples probe
+[[ -x /tmp/bin/device_reference_check ]] && export DEVICE_REFERENCE_CHECK=/tmp/bin/device_reference_check
 step reference env GPU_CHECK_LOGS=/tmp/cases/reference bash scripts/gpu-check.sh reference
 if [[ -x /tmp/bin/repro-before ]]; then
   step floor env REPRO_BEFORE=/tmp/bin/repro-before ROUNDS="${ROUNDS:-3}" bash scripts/bench/check-floor.sh
