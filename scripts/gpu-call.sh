@@ -69,7 +69,7 @@ else
 fi
 step cublas python3 scripts/bench/cublas_dgemm_cost.py 1024,2048,4096
 step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh
-step campaign env MODES=queue,torch,process PROCESS_LIMIT="${PROCESS_LIMIT:-40}" bash scripts/bench/campaign-queue.sh
+step campaign env MODES=${CAMPAIGN_MODES:-queue,torch,process} PROCESS_LIMIT="${PROCESS_LIMIT:-40}" bash scripts/bench/campaign-queue.sh
 
 tar czf "$out/cases.tgz" -C /tmp cases 2>/dev/null
 echo "total: $(($(date +%s) - start)) s" | tee -a "$summary"
