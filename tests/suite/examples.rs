@@ -229,12 +229,15 @@ fn batched_ue8m0_scales_are_made_as_repro_makes_them() {
 
 /// A grouped GEMM's ue8m0 scales are [G, ...]: the harness numbers their blocks on from one
 /// group to the next, and repro's mirror must agree byte for byte (the default suite compiles
-/// one example per kernel, and this one shares its kernel with fp8_grouped_contiguous).
+/// one example per kernel, and each of these shares its kernel with a contiguous example: the
+/// CUDA-core one, and the TMA + wgmma one with its 3-D descriptors over [G, M_max, K]).
 #[test]
 fn grouped_ue8m0_scales_are_made_as_repro_makes_them() {
     let work = tempfile::tempdir().unwrap();
-    build_and_check(
-        &common::repo().join("examples/fp8_grouped_masked_ue8m0.yaml"),
-        work.path(),
-    );
+    for example in [
+        "examples/fp8_grouped_masked_ue8m0.yaml",
+        "examples/fp8_grouped_wgmma_masked.yaml",
+    ] {
+        build_and_check(&common::repo().join(example), work.path());
+    }
 }
