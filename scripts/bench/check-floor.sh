@@ -9,6 +9,7 @@
 #
 #   REPRO=target/release/repro scripts/bench/check-floor.sh
 #   REPRO_BEFORE=/tmp/old/repro REPRO=target/release/repro ROUNDS=5 scripts/bench/check-floor.sh
+#   QUEUE=1 ...    # every binary's checks of a spec as one queue in one process
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
@@ -25,6 +26,30 @@ for entry in "${binaries[@]}"; do
     "${entry#*=}" build "$spec" -o "$dir/build-$label/$(basename "$spec" .yaml)" >/dev/null
   done
 done
+if [[ -n "${QUEUE:-}" ]]; then
+  # QUEUE=1: each binary's checks of one spec as one queue in one process (a first check at the
+  # smallest size warms it and is not counted), as a campaign's or a sweep's checks run: what is
+  # kept from check to check (the context, the pools, the host's buffers) is then reused.
+  for entry in "${binaries[@]}"; do
+    label=${entry%%=*}
+    for spec in "${specs[@]}"; do
+      name=$(basename "$spec" .yaml)
+      queue="$dir/$label.$name.queue"
+      line() { printf -- '--size\tM=%s\t--size\tN=%s\t--size\tK=%s\t--repeat\t1\t--reference\tdevice\n' "$1" "$1" "$1"; }
+      { line "${sizes[0]}"; for round in $(seq 1 "$rounds"); do for size in "${sizes[@]}"; do line "$size"; done; done; } >"$queue"
+      code=0
+      "$dir/build-$label/$name/harness" --queue "$queue" --json "$queue.jsonl" >"$queue.log" 2>&1 || code=$?
+      if [[ $code -gt 1 ]]; then tail -n 30 "$queue.log"; exit "$code"; fi
+      python3 - "$queue.jsonl" "$dir/$label.$name" "$rounds" "${sizes[*]}" <<'PY'
+import sys
+lines, prefix, rounds, sizes = open(sys.argv[1]).read().splitlines()[1:], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
+assert len(lines) == rounds * len(sizes), f"{len(lines)} reports for {rounds * len(sizes)} checks"
+for i, report in enumerate(lines):
+    open(f"{prefix}.{sizes[i % len(sizes)]}.{i // len(sizes) + 1}.json", "w").write(report)
+PY
+    done
+  done
+else
 for round in $(seq 1 "$rounds"); do
   for size in "${sizes[@]}"; do
     for spec in "${specs[@]}"; do
@@ -41,6 +66,7 @@ for round in $(seq 1 "$rounds"); do
     done
   done
 done
+fi
 python3 - "$dir" "$rounds" "${sizes[*]}" "${binaries[*]}" "${specs[@]}" <<'PY'
 import json, statistics, sys
 folder, rounds, sizes, binaries = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
