@@ -235,15 +235,18 @@ pub fn run(
     })
 }
 
-/// The most runs one harness process takes at once: enough that its process and context cost
-/// little per run, few enough that the workers share a campaign's runs evenly.
+/// The most runs one harness process takes at once. Each process costs its start and a CUDA
+/// context (0.2-0.3 s): queues of 512 instead of 64 took the Llama-3.2-1B campaign's 507 runs
+/// from 22.4 s to 19.7 s on one H100 (run 97, docs/performance.md). The workers still share a
+/// campaign evenly (take_batch gives each no more than its share of what is ready), and memory
+/// stays bounded however long a queue is (the harness reuses its buffers from check to check).
 /// `REPRO_CAMPAIGN_BATCH` sets it (1: a process per run, as before queues; docs/campaign.md).
 fn max_batch() -> usize {
     std::env::var("REPRO_CAMPAIGN_BATCH")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|&n| n >= 1)
-        .unwrap_or(64)
+        .unwrap_or(512)
 }
 
 /// `first` and the ready runs of the same instantiation (the same harness binary, no sanitizer)
