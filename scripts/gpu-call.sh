@@ -11,8 +11,9 @@
 # Steps (in this order; STEPS picks some, default all):
 #   examples   gpu-check.sh examples probe over $EXAMPLES (default: the grouped fp8 examples)
 #   reference  gpu-check.sh reference (the device reference's op cases)
-#   floor      bench/check-floor.sh, before and after binaries side by side
+#   floor      bench/check-floor.sh, before and after binaries side by side (FLOOR_QUEUE=1: as queues)
 #   cublas     bench/cublas_dgemm_cost.py at 1024, 2048, 4096
+#   probe-phases  bench/probe-phases.sh: where a probe run's time goes
 #   verdicts   gpu-verdicts.sh, sections $SECTIONS (default D: the grouped scale probes)
 #   campaign   bench/campaign-queue.sh queue, torch, then a process-per-run slice of $PROCESS_LIMIT s
 set -uo pipefail
@@ -22,7 +23,7 @@ deadline=$((start + ${DEADLINE:-470}))
 bundle=${BUNDLE:-.gpu-bundles}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out/logs" /tmp/bin /tmp/cases
-steps=${STEPS:-examples,reference,floor,cublas,verdicts,campaign}
+steps=${STEPS:-examples,reference,floor,cublas,probe-phases,verdicts,campaign}
 summary=$out/summary.txt
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$summary"
 # The host's cores, as the harness's thread pool sees them (hardware_concurrency) and as it may run.
@@ -34,6 +35,11 @@ for name in repro repro-before device_reference_check; do
   [[ -f $bundle/$name.gz ]] && gunzip -c "$bundle/$name.gz" >/tmp/bin/$name && chmod +x /tmp/bin/$name
 done
 export REPRO=/tmp/bin/repro
+# cutlass-include.tgz: CUTLASS's include/ and tools/util/include from the project toolchain (the
+# machine has no CUTLASS headers), for the CUTLASS examples.
+if [[ -f $bundle/cutlass-include.tgz ]]; then
+  mkdir -p /tmp/cutlass && tar xzf "$bundle/cutlass-include.tgz" -C /tmp/cutlass && export CUTLASS_DIR=/tmp/cutlass
+fi
 
 # The runtime library each binary builds on first use (about a minute each): both at once.
 warm() { "$1" build examples/tiled_gemm_bf16.yaml -o "/tmp/warm-$(basename "$1")" >"/tmp/cases/warm-$(basename "$1").log" 2>&1; }
@@ -63,11 +69,12 @@ step examples env GPU_CHECK_LOGS=/tmp/cases/examples \
 [[ -x /tmp/bin/device_reference_check ]] && export DEVICE_REFERENCE_CHECK=/tmp/bin/device_reference_check
 step reference env GPU_CHECK_LOGS=/tmp/cases/reference bash scripts/gpu-check.sh reference
 if [[ -x /tmp/bin/repro-before ]]; then
-  step floor env REPRO_BEFORE=/tmp/bin/repro-before ROUNDS="${ROUNDS:-3}" bash scripts/bench/check-floor.sh
+  step floor env REPRO_BEFORE=/tmp/bin/repro-before ROUNDS="${ROUNDS:-3}" QUEUE="${FLOOR_QUEUE:-}" bash scripts/bench/check-floor.sh
 else
-  step floor env ROUNDS="${ROUNDS:-3}" bash scripts/bench/check-floor.sh
+  step floor env ROUNDS="${ROUNDS:-3}" QUEUE="${FLOOR_QUEUE:-}" bash scripts/bench/check-floor.sh
 fi
 step cublas python3 scripts/bench/cublas_dgemm_cost.py 1024,2048,4096
+step probe-phases bash scripts/bench/probe-phases.sh
 step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh
 step campaign env MODES=${CAMPAIGN_MODES:-queue,torch,process} PROCESS_LIMIT="${PROCESS_LIMIT:-40}" bash scripts/bench/campaign-queue.sh
 

@@ -91,6 +91,17 @@ struct ProbeContext {
   // The device scratch back to the pool, and the probes' phase into the report's timings.
   void release() {
     if (times != nullptr) {
+      const ProbeClock& clock = ProbeClock::instance();
+      JsonWriter w;
+      w.begin_object();
+      w.field("probes", double(clock.probes));
+      w.field("operands", clock.operands * 1e3);
+      w.field("answers", clock.answers * 1e3);
+      w.field("launches", clock.launches * 1e3);
+      w.field("judging", clock.judging * 1e3);
+      w.end_object();
+      report_set("probe_phases_ms", w.str());
+      ProbeClock::instance() = ProbeClock{};  // a queue's next probe run counts from zero
       times->end("probes");
       times->report();
       times = nullptr;
@@ -107,6 +118,8 @@ struct ProbeContext {
 // device; every run's output but the last is copied aside on the device (ctx.earlier_runs), the
 // last stays in out.device.
 inline void probe_launches(ProbeContext& ctx, Tensor& out) {
+  const ProbeClock::Scope timed(ProbeClock::instance().launches);
+  ++ProbeClock::instance().probes;
   std::vector<Tensor>& tensors = ctx.spec->tensors;
   const size_t bytes = std::max<size_t>(out.storage_bytes(), 1);
   while (ctx.earlier_runs.size() + 1 < size_t(ctx.repeat)) ctx.earlier_runs.push_back(device_buffer_pool().take(bytes));
@@ -175,6 +188,7 @@ struct ProbeJudgement {
 // (the code probes' decoders read it; out.host holds it then).
 inline ProbeJudgement judge_on_device(ProbeOutcome& o, ProbeContext& ctx, Tensor& out, const double* want,
                                       const Tolerance& tol, bool keep) {
+  const ProbeClock::Scope timed(ProbeClock::instance().judging);
   const GemmOperands& g = ctx.spec->gemm;
   ProbeJudgement judged;
   int64_t differences = 0;

@@ -28,6 +28,26 @@
 
 namespace repro {
 
+// Where a probe suite's time goes, summed over its probes (the report's `probe_phases_ms`): the
+// operands' expansions and their sampled checks, the right answers', the launches (outputs
+// poisoned, launched, waited for, copied aside), and the judging. A probe run is most of a
+// queued campaign's time (docs/performance.md), and these say which part of it.
+struct ProbeClock {
+  double operands = 0, answers = 0, launches = 0, judging = 0;  // seconds
+  int64_t probes = 0;
+  static ProbeClock& instance() {
+    static ProbeClock clock;
+    return clock;
+  }
+  // Adds the time from its making to its end to `phase`.
+  struct Scope {
+    double& phase;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    explicit Scope(double& into) : phase(into) {}
+    ~Scope() { phase += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  };
+};
+
 // What a probe operand holds, or what a probe's outputs must be, at (batch, row, column).
 struct ProbeValues {
   enum class Kind : int {
@@ -230,6 +250,7 @@ inline void check_expansion(const char* what, DType dtype, const void* device, c
 // written on the host, in order, as the last write must win the same way every time, and
 // uploaded.
 inline void fill_probe_operand(Tensor& t, const ProbeValues& v, ProbeTables& tables) {
+  const ProbeClock::Scope timed(ProbeClock::instance().operands);
   const MatrixExtents e = matrix_extents(t);
   const int64_t numel = t.numel();
   if (numel == 0) return;
@@ -252,6 +273,7 @@ inline void fill_probe_operand(Tensor& t, const ProbeValues& v, ProbeTables& tab
 
 // The right answers of a probe, [L][M][N] doubles, made on the device into `want`.
 inline void probe_expected(double* want, const ProbeValues& v, int64_t L, int64_t M, int64_t N, ProbeTables& tables) {
+  const ProbeClock::Scope timed(ProbeClock::instance().answers);
   const int64_t count = L * M * N;
   if (count == 0) return;
   check_tables_fit(v, L, M, N, "the probe's outputs");
