@@ -280,6 +280,14 @@ pub struct Report {
     pub reference_fetch_ms: Option<f64>,
     #[serde(default)]
     pub reference_check_ms: Option<f64>,
+    /// The host's cross-check sample in all, and of it the decoding (ms).
+    #[serde(default)]
+    pub reference_host_ms: Option<f64>,
+    #[serde(default)]
+    pub reference_decode_ms: Option<f64>,
+    /// A probe run's suite by phase (ms; `probes`: how many were launched).
+    #[serde(default)]
+    pub probe_phases_ms: Option<serde_json::Value>,
     /// Where the comparison ran (`device`, `host`).
     #[serde(default)]
     pub compared_on: Option<String>,
