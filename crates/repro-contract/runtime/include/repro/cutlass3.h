@@ -13,7 +13,8 @@
 //                  scale pointers and layouts come from reference.scale_a / scale_b
 //   GroupedRunner  reference op grouped_gemm, layout masked: a grouped GEMM (ProblemShape
 //                  cutlass::gemm::GroupProblemShape<...>, a KernelPtrArray... schedule), one problem
-//                  (masked_m[g], N, K) per group, pointer and stride arrays on the device
+//                  (masked_m[g], N, K) per group, pointer and stride arrays on the device; with
+//                  CUTLASS's sm90 ptr-array FP8 blockwise mainloop, group g's scales SA[g], SB[g]
 // ---------------------------------------------------------------------------------------------
 #include <cstdarg>
 #include <cstdio>
@@ -714,7 +715,8 @@ struct GroupedRunner : Adapter<GemmKernel> {
   // Whether scale tensor `t` (its operand's non-K blocks on axis `i_axis`, K blocks on the other
   // of its last two) holds group g's scales where the kernel reads them, through `layout`, CUTLASS's
   // ((granularity, blocks), (granularity_k, blocks_k), L) layout for the group. Only strides
-  // between two or more blocks matter. Otherwise says how they differ, and what fits.
+  // between two or more blocks matter. Otherwise says how they differ, and what fits. (Public
+  // and static so that it can be checked on the host alone.)
   template <typename LayoutSF>
   static bool group_scale_layout_fits(const char* role, const char* sf, const char* i_name, const TensorView& t,
                                       int i_axis, const LayoutSF& layout, int64_t g, int m, Problems* problems) {
@@ -724,6 +726,8 @@ struct GroupedRunner : Adapter<GemmKernel> {
     const int64_t kernel_strides[2] = {static_cast<int64_t>(cute::get<0, 1>(layout.stride())),
                                        static_cast<int64_t>(cute::get<1, 1>(layout.stride()))};
     const int64_t strides[2] = {t.strides[i_axis], t.strides[k_axis]};
+    // A group of no rows has no tiles: the kernel reads none of its scales.
+    if (m == 0) return true;
     bool fits = true;
     for (int mode = 0; mode < 2; ++mode)
       fits = fits && (kernel_blocks[mode] <= 1 || kernel_strides[mode] == strides[mode]);
