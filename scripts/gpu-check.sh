@@ -335,9 +335,10 @@ SAYS='init: { file:' run_case "import capture (device buffers)" 0 import capture
 fi
 
 if wanted cutlass; then
-section "CUTLASS: a layout pasted wrong, a problem TMA cannot take"
+section "CUTLASS: a layout pasted wrong, a problem TMA cannot take, grouped scales CUTLASS would read elsewhere"
 SAYS="the kernel's StrideB fixes the stride of mode K" run_case "cutlass_layout_mismatch" 2 run tests/gpu/cutlass_layout_mismatch.yaml --ones
 SAYS='1998 B, not a multiple of the 16 B' run_case "cutlass_unaligned (N = 999)" 2 run tests/gpu/cutlass_unaligned.yaml --ones
+SAYS='an MN-major SFA steps' run_case "cutlass_grouped_scales_mn_major (masked SA, MN-major SFA)" 2 run tests/gpu/cutlass_grouped_scales_mn_major.yaml --ones
 
 fi
 

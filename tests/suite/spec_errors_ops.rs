@@ -379,20 +379,50 @@ fn k_grouped_blocks_whose_a_is_not_m_rows() {
     )));
 }
 
+/// A CUTLASS grouped blockwise-scaled fp8 GEMM (examples/cutlass_grouped_fp8_blockwise.yaml).
+fn cutlass_grouped_scaled() -> String {
+    std::fs::read_to_string(examples_dir().join("cutlass_grouped_fp8_blockwise.yaml")).unwrap()
+}
+
 #[test]
-fn a_cutlass_grouped_gemm_with_block_scales() {
-    // repro's CUTLASS launch passes a grouped kernel no per-group scale pointers: refused, not
-    // run with the scales left out.
-    let text = std::fs::read_to_string(examples_dir().join("cutlass_grouped_masked.yaml")).unwrap();
+fn a_cutlass_grouped_gemm_takes_block_scales() {
+    // The harness passes a grouped kernel group g's scale pointers and layouts (cutlass3.h).
+    let spec = load(&cutlass_grouped_scaled()).expect("a CUTLASS grouped GEMM with block scales");
+    let r = spec.reference.gemm().expect("a GEMM");
+    assert!(r.grouped.is_some());
+    assert_eq!(r.scale_a.as_ref().map(|s| s.block), Some([1, 128]));
+    assert_eq!(r.scale_b.as_ref().map(|s| s.block), Some([128, 128]));
+}
+
+#[test]
+fn a_cutlass_grouped_gemm_with_ue8m0_block_scales() {
+    // CUTLASS's blockwise mainloop reads f32 scales: ue8m0 bytes are refused when the spec is
+    // read, not passed as floats.
+    let text = replaced(
+        &cutlass_grouped_scaled(),
+        r#"SA: { dtype: f32, shape: [G, M, "ceil_div(K, 128)"], range: [0.5, 2.0] }"#,
+        r#"SA: { dtype: u8, shape: [G, M, "ceil_div(K, 128)"] }"#,
+    );
     let text = replaced(
         &text,
+        "scale_a: { tensor: SA, block: [1, 128] }",
+        "scale_a: { tensor: SA, block: [1, 128], format: ue8m0 }",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn a_cutlass_grouped_gemm_with_c() {
+    // The harness passes a grouped kernel no per-group C pointers: refused, not run without C.
+    let text = replaced(
+        &cutlass_grouped_scaled(),
         "  D:  { dtype: bf16, shape: [G, M, N], output: true }",
-        "  SA: { dtype: f32, shape: [G, M, \"ceil_div(K, 128)\"] }\n  SB: { dtype: f32, shape: [G, \"ceil_div(K, 128)\", \"ceil_div(N, 128)\"] }\n  D:  { dtype: bf16, shape: [G, M, N], output: true }",
+        "  C:  { dtype: bf16, shape: [G, M, N] }\n  D:  { dtype: bf16, shape: [G, M, N], output: true }",
     );
     let text = replaced(
         &text,
         "  masked_m: MM\n",
-        "  masked_m: MM\n  scale_a: { tensor: SA, block: [1, 128] }\n  scale_b: { tensor: SB, block: [128, 128] }\n",
+        "  masked_m: MM\n  c: C\n  beta: 1.0\n",
     );
     insta::assert_snapshot!(error_for(&text));
 }

@@ -322,7 +322,9 @@ impl Validator<'_> {
         // Block scales drive CUTLASS's sm90 blockwise-scaled mainloop (ptr_SFA/layout_SFA and
         // ptr_SFB/layout_SFB): both operands scaled, by f32 (the accumulator type) scales; the
         // harness checks the blocks against the kernel's granularity. Grouped GEMMs drive a
-        // grouped (ptr-array) kernel, one problem per group of the masked layout.
+        // grouped (ptr-array) kernel, one problem per group of the masked layout; with scales, the
+        // ptr-array blockwise mainloop, group g's scales SA[g] and SB[g] (the harness checks their
+        // strides against the layout CUTLASS derives for each group).
         let r = &self.spec.reference;
         let scales = [("scale_a", &r.scale_a), ("scale_b", &r.scale_b)];
         for (field, scale) in scales {
@@ -342,20 +344,14 @@ impl Validator<'_> {
             .help = Some(format!("give `{missing}` with the kernel's scale granularity too (its blocks; scales of 1 where the production GEMM has none)"));
         }
         if r.op == "grouped_gemm" {
-            // The harness builds a grouped kernel's A, B and D pointer arrays only: C and the
-            // scales' per-group pointers and layouts are not passed yet.
-            for (field, given) in [
-                ("c", r.c.is_some()),
-                ("scale_a", r.scale_a.is_some()),
-                ("scale_b", r.scale_b.is_some()),
-            ] {
-                if given {
-                    self.key_error(
-                        &format!("reference.{field}"),
-                        format!("`kind: cutlass3` runs `op: grouped_gemm` without `{field}` (the harness passes no per-group pointer arrays for it yet)"),
-                    )
-                    .help = Some("write the launch as `kind: global` with kernel.setup building the CUTLASS arguments".into());
-                }
+            // The harness builds a grouped kernel's A, B and D pointer arrays, and the scales'
+            // (SFA, SFB) of a blockwise-scaled one: C's per-group pointers are not passed yet.
+            if r.c.is_some() {
+                self.key_error(
+                    "reference.c",
+                    "`kind: cutlass3` runs `op: grouped_gemm` without `c` (the harness passes no per-group pointer arrays for it yet)",
+                )
+                .help = Some("write the launch as `kind: global` with kernel.setup building the CUTLASS arguments".into());
             }
             if let Some(layout) = r.layout {
                 if layout != GroupedLayout::Masked {

@@ -555,7 +555,8 @@ fn reference_formula(spec: &ResolvedSpec) -> String {
     };
     let (out, a, b) = (name_of(r.out), name_of(r.a), name_of(r.b));
     if let Some(g) = &r.grouped {
-        // Rendered for `kind: cutlass3`, which runs the masked layout without C or block scales.
+        // Also rendered for `kind: cutlass3`, which runs the masked layout without C (its
+        // CUTLASS comment adds the block scales: cutlass_context).
         let meta = name_of(g.metadata);
         return match g.layout {
             GroupedLayout::Contiguous => format!(
@@ -627,8 +628,22 @@ fn cutlass_context(spec: &ResolvedSpec) -> CutlassContext {
         _ => None,
     };
     let masked_m = r.grouped.as_ref().map(|g| g.metadata);
+    let mut formula = reference_formula(spec);
+    if let (Some(_), Some(sa), Some(sb)) = (&r.grouped, &r.scale_a, &r.scale_b) {
+        // The grouped formula names no scales; a scaled grouped kernel reads group g's.
+        let name_of = |i: usize| spec.tensors[i].name.as_str();
+        formula += &format!(
+            ", A scaled per [{}, {}] block by {}[g], B per [{}, {}] block by {}[g]",
+            sa.block[0],
+            sa.block[1],
+            name_of(sa.tensor),
+            sb.block[0],
+            sb.block[1],
+            name_of(sb.tensor)
+        );
+    }
     CutlassContext {
-        formula: comment_text(&reference_formula(spec)),
+        formula: comment_text(&formula),
         a: r.a,
         b: r.b,
         c: r.c.map_or(-1, |c| c as i64),

@@ -13,7 +13,8 @@
 //                  scale pointers and layouts come from reference.scale_a / scale_b
 //   GroupedRunner  reference op grouped_gemm, layout masked: a grouped GEMM (ProblemShape
 //                  cutlass::gemm::GroupProblemShape<...>, a KernelPtrArray... schedule), one problem
-//                  (masked_m[g], N, K) per group, pointer and stride arrays on the device
+//                  (masked_m[g], N, K) per group, pointer and stride arrays on the device; with
+//                  CUTLASS's sm90 ptr-array FP8 blockwise mainloop, group g's scales SA[g], SB[g]
 // ---------------------------------------------------------------------------------------------
 #include <cstdarg>
 #include <cstdio>
@@ -261,6 +262,67 @@ inline void explain_tma_scales(const char* role, const TensorView& t, std::vecto
   }
 }
 
+// A blockwise-scaled mainloop's granularities are part of its type: the spec's blocks must be
+// exactly those (SA [gm, gk], SB [gk, gn]), and the scale tensors of its ElementBlockScale.
+template <typename Mainloop>
+void check_scale_blocks(const BlockScales& scales, Problems* problems) {
+  using ElementScale = typename Mainloop::ElementBlockScale;
+  const TensorView& sa = *scales.a;
+  const TensorView& sb = *scales.b;
+  const int64_t gm = Mainloop::ScaleGranularityM, gn = Mainloop::ScaleGranularityN, gk = Mainloop::ScaleGranularityK;
+  if (scales.block_a[0] != gm || scales.block_a[1] != gk)
+    problems->add(strprintf(
+        "SA: reference.scale_a.block is [%lld, %lld], but the kernel scales A per [%lld, %lld] block "
+        "(ScaleGranularityM = %lld, ScaleGranularityK = %lld in its LayoutSFA); CUTLASS's sm90 blockwise mainloop "
+        "fixes its granularity at compile time: make the block [%lld, %lld], or the kernel's scale config match "
+        "the production scales",
+        static_cast<long long>(scales.block_a[0]), static_cast<long long>(scales.block_a[1]),
+        static_cast<long long>(gm), static_cast<long long>(gk), static_cast<long long>(gm),
+        static_cast<long long>(gk), static_cast<long long>(gm), static_cast<long long>(gk)));
+  if (scales.block_b[0] != gk || scales.block_b[1] != gn)
+    problems->add(strprintf(
+        "SB: reference.scale_b.block is [%lld, %lld], but the kernel scales B per [%lld, %lld] block "
+        "(ScaleGranularityK = %lld, ScaleGranularityN = %lld in its LayoutSFB); CUTLASS's sm90 blockwise mainloop "
+        "fixes its granularity at compile time: make the block [%lld, %lld], or the kernel's scale config match "
+        "the production scales",
+        static_cast<long long>(scales.block_b[0]), static_cast<long long>(scales.block_b[1]),
+        static_cast<long long>(gk), static_cast<long long>(gn), static_cast<long long>(gk),
+        static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gn)));
+  for (const TensorView* t : {&sa, &sb}) {
+    const char* role = t == &sa ? "SA" : "SB";
+    if constexpr (!ElementDType<ElementScale>::known) {
+      problems->add(strprintf("%s: the kernel reads its block scales as ElementBlockScale, a type repro does not map "
+                              "to a spec dtype (%zu bytes); scale tensor %s is %s",
+                              role, sizeof(ElementScale), t->name, dtype_name(t->dtype)));
+    } else if (ElementDType<ElementScale>::value != t->dtype) {
+      problems->add(strprintf("%s: scale tensor %s is %s in the spec, but the kernel reads its block scales as "
+                              "ElementBlockScale = %s (the accumulator type): make %s %s",
+                              role, t->name, dtype_name(t->dtype), dtype_name(ElementDType<ElementScale>::value),
+                              t->name, dtype_name(ElementDType<ElementScale>::value)));
+    }
+  }
+}
+
+// The kernel scales blockwise, the spec gives no scales.
+template <typename Mainloop>
+std::string scales_missing() {
+  return strprintf(
+      "the kernel's mainloop scales A and B blockwise (LayoutSFA/LayoutSFB: one scale per %d x %d block of A, "
+      "per %d x %d block of B), but the reference has no scales: give `reference.scale_a: { tensor: SA, block: "
+      "[%d, %d] }` and `scale_b: { tensor: SB, block: [%d, %d] }` with f32 scale tensors",
+      int(Mainloop::ScaleGranularityM), int(Mainloop::ScaleGranularityK), int(Mainloop::ScaleGranularityK),
+      int(Mainloop::ScaleGranularityN), int(Mainloop::ScaleGranularityM), int(Mainloop::ScaleGranularityK),
+      int(Mainloop::ScaleGranularityK), int(Mainloop::ScaleGranularityN));
+}
+
+// The spec gives scales, the kernel takes none; `schedule` and `layouts` are what would.
+inline std::string kernel_unscaled(const char* schedule, const char* layouts) {
+  return strprintf("reference.scale_a/scale_b: the spec scales A and B per block, but the kernel's mainloop takes no "
+                   "block scales (its CollectiveMainloop has no LayoutSFA/LayoutSFB): build it with a %s schedule "
+                   "and %s layouts, as the production kernel does",
+                   schedule, layouts);
+}
+
 [[noreturn]] inline void refuse(const Problems& problems) {
   for (const std::string& m : problems.messages) std::fprintf(stderr, "spec error: %s\n", m.c_str());
   std::fflush(stderr);
@@ -404,22 +466,11 @@ struct Runner : Adapter<GemmKernel> {
         shape = ProblemShape{static_cast<int>(M), static_cast<int>(N), static_cast<int>(K)};
       }
       if constexpr (BlockwiseScaled<Mainloop>::value) {
-        if (scales == nullptr) {
-          problems.add(strprintf(
-              "the kernel's mainloop scales A and B blockwise (LayoutSFA/LayoutSFB: one scale per %d x %d block of A, "
-              "per %d x %d block of B), but the reference has no scales: give `reference.scale_a: { tensor: SA, block: "
-              "[%d, %d] }` and `scale_b: { tensor: SB, block: [%d, %d] }` with f32 scale tensors",
-              int(Mainloop::ScaleGranularityM), int(Mainloop::ScaleGranularityK), int(Mainloop::ScaleGranularityK),
-              int(Mainloop::ScaleGranularityN), int(Mainloop::ScaleGranularityM), int(Mainloop::ScaleGranularityK),
-              int(Mainloop::ScaleGranularityK), int(Mainloop::ScaleGranularityN)));
-        } else {
-          prepare_scales(*scales, &problems);
-        }
+        if (scales == nullptr) problems.add(scales_missing<Mainloop>());
+        else prepare_scales(*scales, &problems);
       } else if (scales != nullptr) {
-        problems.add("reference.scale_a/scale_b: the spec scales A and B per block, but the kernel's mainloop takes no "
-                     "block scales (its CollectiveMainloop has no LayoutSFA/LayoutSFB): build it with a "
-                     "KernelTmaWarpSpecialized{Cooperative,Pingpong}FP8Blockwise schedule and cute::tuple<Layout, "
-                     "LayoutSF> layouts, as the production kernel does");
+        problems.add(kernel_unscaled("KernelTmaWarpSpecialized{Cooperative,Pingpong}FP8Blockwise",
+                                     "cute::tuple<Layout, LayoutSF>"));
       }
       if (!problems.messages.empty()) refuse(problems);
 
@@ -462,45 +513,13 @@ struct Runner : Adapter<GemmKernel> {
     }
   }
 
-  // The scale pointers and layouts of a blockwise-scaled mainloop. Its granularities are part of
-  // its type: the spec's blocks must be exactly those (SA [gm, gk], SB [gk, gn]).
+  // The scale pointers and layouts of a blockwise-scaled mainloop (SA [gm, gk] blocks, SB [gk, gn]).
   void prepare_scales(const BlockScales& scales, Problems* problems) {
     if constexpr (BlockwiseScaled<Mainloop>::value) {
       using ElementScale = typename Mainloop::ElementBlockScale;
-      const int64_t gm = Mainloop::ScaleGranularityM, gn = Mainloop::ScaleGranularityN, gk = Mainloop::ScaleGranularityK;
+      check_scale_blocks<Mainloop>(scales, problems);
       const TensorView& sa = *scales.a;
       const TensorView& sb = *scales.b;
-      if (scales.block_a[0] != gm || scales.block_a[1] != gk)
-        problems->add(strprintf(
-            "SA: reference.scale_a.block is [%lld, %lld], but the kernel scales A per [%lld, %lld] block "
-            "(ScaleGranularityM = %lld, ScaleGranularityK = %lld in its LayoutSFA); CUTLASS's sm90 blockwise mainloop "
-            "fixes its granularity at compile time: make the block [%lld, %lld], or the kernel's scale config match "
-            "the production scales",
-            static_cast<long long>(scales.block_a[0]), static_cast<long long>(scales.block_a[1]),
-            static_cast<long long>(gm), static_cast<long long>(gk), static_cast<long long>(gm),
-            static_cast<long long>(gk), static_cast<long long>(gm), static_cast<long long>(gk)));
-      if (scales.block_b[0] != gk || scales.block_b[1] != gn)
-        problems->add(strprintf(
-            "SB: reference.scale_b.block is [%lld, %lld], but the kernel scales B per [%lld, %lld] block "
-            "(ScaleGranularityK = %lld, ScaleGranularityN = %lld in its LayoutSFB); CUTLASS's sm90 blockwise mainloop "
-            "fixes its granularity at compile time: make the block [%lld, %lld], or the kernel's scale config match "
-            "the production scales",
-            static_cast<long long>(scales.block_b[0]), static_cast<long long>(scales.block_b[1]),
-            static_cast<long long>(gk), static_cast<long long>(gn), static_cast<long long>(gk),
-            static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gn)));
-      for (const TensorView* t : {&sa, &sb}) {
-        const char* role = t == &sa ? "SA" : "SB";
-        if constexpr (!ElementDType<ElementScale>::known) {
-          problems->add(strprintf("%s: the kernel reads its block scales as ElementBlockScale, a type repro does not map "
-                                  "to a spec dtype (%zu bytes); scale tensor %s is %s",
-                                  role, sizeof(ElementScale), t->name, dtype_name(t->dtype)));
-        } else if (ElementDType<ElementScale>::value != t->dtype) {
-          problems->add(strprintf("%s: scale tensor %s is %s in the spec, but the kernel reads its block scales as "
-                                  "ElementBlockScale = %s (the accumulator type): make %s %s",
-                                  role, t->name, dtype_name(t->dtype), dtype_name(ElementDType<ElementScale>::value),
-                                  t->name, dtype_name(ElementDType<ElementScale>::value)));
-        }
-      }
       using LayoutSFA = typename Mainloop::LayoutSFA;
       using LayoutSFB = typename Mainloop::LayoutSFB;
       // SA [M blocks, K blocks]; SB [K blocks, N blocks].
@@ -517,7 +536,9 @@ struct Runner : Adapter<GemmKernel> {
 // reference op grouped_gemm, layout masked: A [G, M_max, K], B [G, K, N], D [G, M_max, N],
 // masked_m [G]. Group g is the problem (masked_m[g], N, K) at A[g], B[g], D[g] (rows past
 // masked_m[g] are neither computed nor compared); a group of 0 rows is passed as CUTLASS takes
-// it, a problem with M = 0.
+// it, a problem with M = 0. A blockwise-scaled grouped kernel (CUTLASS's sm90 ptr-array FP8
+// blockwise mainloop) also gets group g's scales, SA[g] [M blocks, K blocks] and SB[g] [K blocks,
+// N blocks], as pointer arrays.
 template <typename GemmKernel>
 struct GroupedRunner : Adapter<GemmKernel> {
   using Base = Adapter<GemmKernel>;
@@ -533,19 +554,21 @@ struct GroupedRunner : Adapter<GemmKernel> {
   // initialize.
   std::vector<typename IsGroupProblemShape<ProblemShape>::Underlying> host_shapes;
 
+  // Group g's first element of tensor `t` [G, ...] on the device.
+  static unsigned char* group_at(const TensorView& t, int64_t g) {
+    return static_cast<unsigned char*>(t.device) + size_t(g * t.strides[0]) * dtype_bytes(t.dtype);
+  }
+
+  // scales: the block scales of a blockwise-scaled kernel, SA [G, M blocks, K blocks] and SB [G,
+  // K blocks, N blocks], or none.
   void prepare_masked(const TensorView& a, const TensorView& b, const TensorView& masked_m, const TensorView& d,
-                      double alpha) {
+                      double alpha, const BlockScales* scales = nullptr) {
     Problems problems;
     if constexpr (!IsGroupProblemShape<ProblemShape>::value) {
       problems.add("reference op grouped_gemm: the kernel is not a grouped GEMM (its ProblemShape is one (M, N, K[, L]) "
                    "shape); a grouped kernel has ProblemShape cutlass::gemm::GroupProblemShape<cute::Shape<int, int, "
                    "int>>, layouts given as pointers (LayoutA *, ...) and a KernelPtrArrayTmaWarpSpecialized... "
                    "schedule");
-      refuse(problems);
-    } else if constexpr (BlockwiseScaled<Mainloop>::value) {
-      problems.add("the kernel's mainloop scales A and B blockwise, but repro's CUTLASS launch does not pass a "
-                   "grouped kernel's per-group scale pointers and layouts yet (write the launch as kind: global, "
-                   "kernel.setup building the arguments)");
       refuse(problems);
     } else {
       using Shape = typename ProblemShape::UnderlyingProblemShape;
@@ -586,6 +609,13 @@ struct GroupedRunner : Adapter<GemmKernel> {
       const StrideB stride_b = make_stride<StrideB>("B", b, kModesB, sb, eb, &problems);
       const StrideD stride_d = make_stride<StrideD>("D", d, kModesD, sd, ed, &problems);
       const StrideC stride_c = make_stride<StrideC>("C", d, kModesD, sd, ed, &problems);
+      if constexpr (BlockwiseScaled<Mainloop>::value) {
+        if (scales == nullptr) problems.add(scales_missing<Mainloop>());
+        else prepare_group_scales(*scales, G, N, K, &problems);
+      } else if (scales != nullptr) {
+        problems.add(kernel_unscaled("KernelPtrArrayTmaWarpSpecialized{Cooperative,Pingpong}FP8Blockwise",
+                                     "cute::tuple<Layout *, LayoutSF *>"));
+      }
       if (!problems.messages.empty()) refuse(problems);
 
       std::vector<Shape>& shapes = host_shapes;
@@ -593,14 +623,11 @@ struct GroupedRunner : Adapter<GemmKernel> {
       std::vector<const ElementA*> ptr_a;
       std::vector<const ElementB*> ptr_b;
       std::vector<ElementD*> ptr_d;
-      const auto at = [](const TensorView& t, int64_t g) {
-        return static_cast<unsigned char*>(t.device) + size_t(g * t.strides[0]) * dtype_bytes(t.dtype);
-      };
       for (int64_t g = 0; g < G; ++g) {
         shapes.push_back(Shape{rows[size_t(g)], static_cast<int>(N), static_cast<int>(K)});
-        ptr_a.push_back(reinterpret_cast<const ElementA*>(at(a, g)));
-        ptr_b.push_back(reinterpret_cast<const ElementB*>(at(b, g)));
-        ptr_d.push_back(reinterpret_cast<ElementD*>(at(d, g)));
+        ptr_a.push_back(reinterpret_cast<const ElementA*>(group_at(a, g)));
+        ptr_b.push_back(reinterpret_cast<const ElementB*>(group_at(b, g)));
+        ptr_d.push_back(reinterpret_cast<ElementD*>(group_at(d, g)));
       }
 
       arguments.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
@@ -632,6 +659,107 @@ struct GroupedRunner : Adapter<GemmKernel> {
       }
       this->allocate_workspace();
     }
+  }
+
+  // The per-group scales of CUTLASS's sm90 ptr-array FP8 blockwise mainloop: arrays of group g's
+  // SFA and SFB pointers (SA[g], SB[g]) and layouts. The kernel does not read the layouts it is
+  // given: its load_init builds group g's from the group's (M_g, N, K) alone, with the scale
+  // config's tile_atom_to_shape_SFA/SFB, so the scales at each pointer must be laid out exactly
+  // so. That layout's strides depend on the config's majorness: a K-major SFA steps ceil(K/gk)
+  // between M blocks (the same for every group), an MN-major one ceil(M_g/gm) between K blocks
+  // (the group's own row count, not SA's M_max). Each group's layout is checked against the spec
+  // tensor's strides before anything runs; the arrays passed are those same layouts, as CUTLASS's
+  // grouped examples fill them.
+  void prepare_group_scales(const BlockScales& scales, int64_t G, int64_t N, int64_t K, Problems* problems) {
+    if constexpr (BlockwiseScaled<Mainloop>::value) {
+      using ElementScale = typename Mainloop::ElementBlockScale;
+      using ScaleConfig = typename Mainloop::ScaleConfig;
+      using LayoutSFA = cute::remove_pointer_t<typename Mainloop::LayoutSFA>;
+      using LayoutSFB = cute::remove_pointer_t<typename Mainloop::LayoutSFB>;
+      check_scale_blocks<Mainloop>(scales, problems);
+      const TensorView& sa = *scales.a;
+      const TensorView& sb = *scales.b;
+      // A scale tensor with a leading G (what the spec's masked layout has) gives each group its
+      // own; one without would be every group's.
+      const auto group_scales = [](const TensorView& t, int64_t g) {
+        return reinterpret_cast<const ElementScale*>(t.rank == 3 ? group_at(t, g) : static_cast<unsigned char*>(t.device));
+      };
+      std::vector<const ElementScale*> ptr_sfa, ptr_sfb;
+      std::vector<LayoutSFA> layouts_sfa;
+      std::vector<LayoutSFB> layouts_sfb;
+      bool reported_a = false, reported_b = false;
+      for (int64_t g = 0; g < G; ++g) {
+        const int m = rows[size_t(g)];
+        const auto mnkl = cute::make_shape(m, static_cast<int>(N), static_cast<int>(K), 1);
+        const LayoutSFA layout_sfa = ScaleConfig::tile_atom_to_shape_SFA(mnkl);
+        const LayoutSFB layout_sfb = ScaleConfig::tile_atom_to_shape_SFB(mnkl);
+        // SA [G, M blocks, K blocks]: its M blocks on axis rank-2; SB [G, K blocks, N blocks]: its
+        // N blocks on axis rank-1.
+        if (!reported_a)
+          reported_a = !group_scale_layout_fits("SA", "SFA", "M", sa, sa.rank - 2, layout_sfa, g, m, problems);
+        if (!reported_b)
+          reported_b = !group_scale_layout_fits("SB", "SFB", "N", sb, sb.rank - 1, layout_sfb, g, m, problems);
+        ptr_sfa.push_back(group_scales(sa, g));
+        ptr_sfb.push_back(group_scales(sb, g));
+        layouts_sfa.push_back(layout_sfa);
+        layouts_sfb.push_back(layout_sfb);
+      }
+      auto& mainloop = this->arguments.mainloop;
+      mainloop.ptr_SFA = device_copy(ptr_sfa);
+      mainloop.layout_SFA = device_copy(layouts_sfa);
+      mainloop.ptr_SFB = device_copy(ptr_sfb);
+      mainloop.layout_SFB = device_copy(layouts_sfb);
+    }
+  }
+
+  // Whether scale tensor `t` (its operand's non-K blocks on axis `i_axis`, K blocks on the other
+  // of its last two) holds group g's scales where the kernel reads them, through `layout`, CUTLASS's
+  // ((granularity, blocks), (granularity_k, blocks_k), L) layout for the group. Only strides
+  // between two or more blocks matter. Otherwise says how they differ, and what fits. (Public
+  // and static so that it can be checked on the host alone.)
+  template <typename LayoutSF>
+  static bool group_scale_layout_fits(const char* role, const char* sf, const char* i_name, const TensorView& t,
+                                      int i_axis, const LayoutSF& layout, int64_t g, int m, Problems* problems) {
+    const int k_axis = t.rank == 3 ? 3 - i_axis : 1 - i_axis;
+    const int64_t kernel_blocks[2] = {static_cast<int64_t>(cute::get<0, 1>(layout.shape())),
+                                      static_cast<int64_t>(cute::get<1, 1>(layout.shape()))};
+    const int64_t kernel_strides[2] = {static_cast<int64_t>(cute::get<0, 1>(layout.stride())),
+                                       static_cast<int64_t>(cute::get<1, 1>(layout.stride()))};
+    const int64_t strides[2] = {t.strides[i_axis], t.strides[k_axis]};
+    // A group of no rows has no tiles: the kernel reads none of its scales.
+    if (m == 0) return true;
+    bool fits = true;
+    for (int mode = 0; mode < 2; ++mode)
+      fits = fits && (kernel_blocks[mode] <= 1 || kernel_strides[mode] == strides[mode]);
+    if (fits) return true;
+    // MN-major: the non-K blocks adjacent (stride 1 in the kernel's type).
+    using IStride = cute::remove_cvref_t<decltype(cute::get<0, 1>(layout.stride()))>;
+    constexpr bool mn_major = cute::is_static<IStride>::value;
+    const bool is_a = i_name[0] == 'M';
+    std::string fix;
+    if (mn_major && is_a) {
+      fix = strprintf("an MN-major SFA steps ceil(masked_m[g] / ScaleGranularityM) between a group's K blocks, its own "
+                      "row count, so no [G, M_max blocks, K blocks] tensor fits every group; make the kernel's scale "
+                      "config K-major for SFA (cutlass::detail::Sm90BlockwiseScaleConfig<gm, gn, gk, "
+                      "cute::GMMA::Major::K, ...>) and %s row-major, its K blocks contiguous",
+                      t.name);
+    } else {
+      // The packed layout that matches: the non-K blocks contiguous (MN-major) or the K blocks.
+      const bool i_contiguous = mn_major;
+      const bool row_major = i_contiguous == (i_axis == t.rank - 1);
+      fix = strprintf("give %s `layout: %s` (packed, its %s blocks contiguous), or make the kernel's scale config for "
+                      "%s %s-major",
+                      t.name, row_major ? "row_major" : "col_major", i_contiguous ? i_name : "K", sf,
+                      mn_major ? "K" : "MN");
+    }
+    problems->add(strprintf(
+        "%s: CUTLASS's grouped blockwise mainloop reads group %lld's scales (masked_m = %d) through the layout its "
+        "scale config gives the group's (M, N, K) (ScaleConfig::tile_atom_to_shape_%s, %s-major): stride %lld "
+        "between %s blocks, %lld between K blocks; scale tensor %s has %lld and %lld there: %s",
+        role, static_cast<long long>(g), m, sf, mn_major ? "MN" : "K", static_cast<long long>(kernel_strides[0]),
+        i_name, static_cast<long long>(kernel_strides[1]), t.name, static_cast<long long>(strides[0]),
+        static_cast<long long>(strides[1]), fix.c_str()));
+    return false;
   }
 };
 
