@@ -7,7 +7,8 @@
 //        -gencode=arch=compute_90a,code=sm_90a -o erc tests/cpp/emulated_reference_check.cu
 //   (one -I per folder of the runtime's sources: they include one another by bare name, as the
 //   artifact holds them flat)
-//   ./erc            # the accuracy battery: one line per input class, then "N passed, M failed"
+//   ./erc            # the accuracy battery: one line per input class (plain GEMMs, then grouped
+//                    # GEMMs with block scales), then "N passed, M failed"
 //   ./erc speed [N]  # reference kernels, fp64 tensor cores vs int8 emulation, 2048^3 to 16384^3 (or N^3),
 //                    # then what a residual element costs at 8192^3 (or N^3)
 //   ./erc stages [N] # one emulated reference at N^3 (default 8192) step by step, each step's host time
@@ -19,7 +20,9 @@
 // in units of u = 2^-53. The emulation must stay within the bound it states (its `roundings`,
 // docs/tolerances.md), plus one u for the exact sum's own final rounding; the fp64 tensor cores'
 // and the host's errors are shown beside it. Inputs whose exponent range needs more slices than
-// the emulation takes must make it fall back to the fp64 tensor cores, and say why.
+// the emulation takes must make it fall back to the fp64 tensor cores, and say why. Grouped GEMMs
+// with block scales (issue 61) go through the grouped reference, each output held to its own
+// group's bound (run_grouped_accuracy).
 #include "../../crates/repro-contract/runtime/src/run/runtime.cu"
 #include "test_rng.h"
 #include "test_tensors.h"
