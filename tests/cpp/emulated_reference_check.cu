@@ -7,7 +7,8 @@
 //        -gencode=arch=compute_90a,code=sm_90a -o erc tests/cpp/emulated_reference_check.cu
 //   (one -I per folder of the runtime's sources: they include one another by bare name, as the
 //   artifact holds them flat)
-//   ./erc            # the accuracy battery: one line per input class, then "N passed, M failed"
+//   ./erc            # the accuracy battery: one line per input class (plain GEMMs, then grouped
+//                    # GEMMs with block scales), then "N passed, M failed"
 //   ./erc speed [N]  # reference kernels, fp64 tensor cores vs int8 emulation, 2048^3 to 16384^3 (or N^3),
 //                    # then what a residual element costs at 8192^3 (or N^3)
 //   ./erc stages [N] # one emulated reference at N^3 (default 8192) step by step, each step's host time
@@ -19,10 +20,14 @@
 // in units of u = 2^-53. The emulation must stay within the bound it states (its `roundings`,
 // docs/tolerances.md), plus one u for the exact sum's own final rounding; the fp64 tensor cores'
 // and the host's errors are shown beside it. Inputs whose exponent range needs more slices than
-// the emulation takes must make it fall back to the fp64 tensor cores, and say why.
+// the emulation takes must make it fall back to the fp64 tensor cores, and say why. Grouped GEMMs
+// with block scales (issue 61) go through the grouped reference, each output held to its own
+// group's bound (run_grouped_accuracy).
 #include "../../crates/repro-contract/runtime/src/run/runtime.cu"
 #include "test_rng.h"
 #include "test_tensors.h"
+
+#include <functional>
 
 using namespace repro;
 
@@ -113,6 +118,8 @@ std::vector<double> device_values(const double* device, int64_t count) {
   REPRO_CUDA_CHECK(cudaMemcpy(values.data(), device, values.size() * sizeof(double), cudaMemcpyDeviceToHost));
   return values;
 }
+
+void run_grouped_accuracy(int* passed, int* failed);
 
 int run_accuracy() {
   using F = Fill;
@@ -218,8 +225,410 @@ int run_accuracy() {
     (ok ? passed : failed)++;
     for (Tensor* t : {&a, &b, &cm, &bias}) cudaFree(t->device);
   }
+  run_grouped_accuracy(&passed, &failed);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
+}
+
+// ------------------------------------------------------------------------ grouped, with block scales
+//
+// Grouped GEMMs with block scales (issue 61) through the grouped reference
+// (compute_device_grouped_reference, grouped.cuh): each group's GEMM is a plain one on windows of
+// the operands and of their scales, emulated where the emulation takes it. Every output is judged
+// as above, against the exact sum of its scaled products over its group's K range, indexed
+// straight from the whole tensors rather than through the runtime's windows: a window that reads
+// another group's rows or scales shows as an error instead of being repeated by the check.
+//
+// The operands are e4m3 (4 significant bits) and the scales f32 with random 24-bit significands
+// or ue8m0 powers of two, so SA * A and SB * B have at most 28 significant bits each and are
+// exact in a double; their product (up to 56 bits) is split exactly by TwoProduct, so Dot2's sum
+// is as exact as for unscaled inputs. The scales spread over 2^-8 .. 2^8, so that a scaled row
+// spans ~16 bits more than its elements and the slicing has to carry them.
+//
+// Each group's GEMM is planned on its own inputs and states its own roundings: the battery runs
+// each group's GEMM again alone to learn its plan and bound, checks each output against its own
+// group's bound, and checks that the grouped reference wrote that launch's bits.
+
+// The element of `t` at `index` (one entry per dimension), through its strides, from its host bytes.
+double element_at(const Tensor& t, std::initializer_list<int64_t> index) {
+  int64_t offset = 0, d = 0;
+  for (int64_t i : index) offset += i * t.strides[d++];
+  return decode(t.dtype, t.host.data(), offset);
+}
+
+// K block `kb` of a packed ue8m0 scale tensor (four K blocks to an i32 element, byte kb % 4, the
+// least significant first): `index` names the element, its K-block entry at `k_axis` replaced by
+// kb / 4.
+double packed_ue8m0_at(const Tensor& t, std::vector<int64_t> index, int k_axis, int64_t kb) {
+  index[size_t(k_axis)] = kb / 4;
+  int64_t offset = 0;
+  for (size_t d = 0; d < index.size(); ++d) offset += index[d] * t.strides[d];
+  return ue8m0_value(t.host[size_t(offset * 4 + kb % 4)]);
+}
+
+// An f32 scale with a random significand, 2^-8 .. 2^9; a ue8m0 byte for 2^-8 .. 2^8.
+double spread_scale(TestRng& rng) { return (1.0 + rng.uniform()) * std::ldexp(1.0, int(rng.next() % 17) - 8); }
+unsigned char spread_ue8m0(TestRng& rng) { return static_cast<unsigned char>(127 - 8 + int(rng.next() % 17)); }
+
+void fill_e4m3(Tensor& t, TestRng& rng) {
+  for (int64_t i = 0; i < t.numel(); ++i) encode(t.dtype, t.host.data(), t.logical_offset(i), rng.uniform() * 2 - 1);
+}
+
+// An output's scaled products over its group's K range, x[k] = SA A and y[k] = SB B (the vectors
+// cleared, then filled); false where the output is not compared (padding rows, rows past
+// masked_m).
+using ScaledTerms = std::function<bool(int64_t batch, int64_t m, int64_t n, std::vector<double>* x, std::vector<double>* y)>;
+
+// One group's GEMM run alone, as the grouped reference runs it.
+struct GroupLaunch {
+  int64_t group = 0;
+  bool emulated = false;
+  int roundings = 0;
+  std::string plan, fallback;
+};
+
+// The plan ("exact slices: A 2 x B 2 = 4 int8 GEMMs") out of an emulated launch's engine.
+std::string plan_of(const std::string& engine) {
+  const size_t found = engine.find("exact "), at = found == std::string::npos ? 0 : found;
+  return engine.substr(at, engine.find(", error", at) - at);
+}
+
+// Judges the grouped reference of `p` (its metadata read and checked first, as the harness
+// does) and prints its row. `fallback_group`: the group whose GEMM the emulation must refuse
+// and say why (-1: every group's must be emulated); its outputs, the fp64 tensor cores', are held
+// to 64 u as the plain battery's fallback is.
+bool check_grouped_case(const char* name, GroupedProblem& p, const ScaledTerms& terms, int64_t fallback_group) {
+  p.groups = read_group_metadata(p);
+  check_group_scale_blocks(p);
+  const int64_t count = p.output_count();
+  // beta C: its product and its addition, as the plain battery's epilogue; and the exact sum's
+  // own final rounding.
+  const double extra = (p.c != nullptr ? 2 : 0) + 1;
+  std::vector<double> alone(size_t(count), not_compared_value()), bound(size_t(count), extra);
+  std::vector<GroupLaunch> launches;
+  for (const GroupGemm& gg : group_gemms(p)) {
+    if (gg.k == 0) continue;  // no GEMM: the grouped reference writes zeros (or beta C) itself
+    const GroupOperands operands = group_operands(p, gg, /*host_bytes*/ false);
+    ReferenceGemmLaunch launch = launch_reference_gemm(group_problem(p, gg, operands), ReferenceMethod::emulated);
+    finish_reference_gemm(&launch);
+    const int64_t offset = output_offset(p, gg), outputs = gg.rows * p.N;
+    const std::vector<double> values = device_values(launch.out, outputs);
+    cudaFree(launch.out);
+    std::copy(values.begin(), values.end(), alone.begin() + std::ptrdiff_t(offset));
+    std::fill_n(bound.begin() + std::ptrdiff_t(offset), size_t(outputs), launch.emulated ? launch.roundings + extra : 64.0);
+    launches.push_back({gg.group, launch.emulated, launch.roundings, launch.emulated ? plan_of(launch.engine) : "-",
+                        launch.fallback});
+  }
+  const DeviceReference emulated_reference = compute_device_grouped_reference(p, ReferenceMethod::emulated);
+  const DeviceReference fp64_reference = compute_device_grouped_reference(p, ReferenceMethod::dmma);
+  const std::vector<double> emulated = device_values(emulated_reference.values, count),
+                            fp64 = device_values(fp64_reference.values, count);
+  cudaFree(emulated_reference.values);
+  cudaFree(fp64_reference.values);
+  std::vector<double> host;
+  reference_grouped_gemm(p, &host);
+
+  // Per output: the three errors in u, whether it is over its bound, whether the grouped reference
+  // wrote other bits than its group's GEMM alone, whether a reference wrote where none should.
+  std::vector<double> worst(3 * size_t(count), 0.0);
+  std::vector<unsigned char> over(size_t(count), 0), differ(size_t(count), 0), written(size_t(count), 0);
+  const int64_t per_batch = p.M * p.N;
+  parallel_for(count, 16, [&](int64_t begin, int64_t end) {
+    std::vector<double> x, y;
+    for (int64_t o = begin; o < end; ++o) {
+      const int64_t l = o / per_batch, m = o / p.N % p.M, n = o % p.N;
+      const size_t i = size_t(o);
+      x.clear(), y.clear();
+      if (!terms(l, m, n, &x, &y)) {
+        written[i] = !is_not_compared(emulated[i]) || !is_not_compared(fp64[i]) || !is_not_compared(host[i]);
+        continue;
+      }
+      double s = 0, c = 0, magnitude = 0;
+      for (size_t k = 0; k < x.size(); ++k) {
+        const double product = x[k] * y[k], product_error = std::fma(x[k], y[k], -product);
+        const double t = s + product, z = t - s, sum_error = (s - (t - z)) + (product - z);
+        s = t;
+        c += product_error + sum_error;
+        magnitude += std::fabs(product);
+      }
+      const double cv = p.c != nullptr ? matrix_element(*p.c, l, m, n) : 0.0;
+      const double exact = p.alpha * (s + c) + (p.c != nullptr ? p.beta * cv : 0.0);
+      const double scale = std::fabs(p.alpha) * magnitude + (p.c != nullptr ? std::fabs(p.beta * cv) : 0.0);
+      const double unit = std::ldexp(std::max(scale, 1e-300), -53);
+      worst[3 * i] = std::fabs(emulated[i] - exact) / unit;
+      worst[3 * i + 1] = std::fabs(fp64[i] - exact) / unit;
+      worst[3 * i + 2] = std::fabs(host[i] - exact) / unit;
+      over[i] = !(worst[3 * i] <= bound[i]);
+      // Empty K ranges run no GEMM of their own: nothing alone to compare with.
+      differ[i] = !is_not_compared(alone[i]) && double_bits(alone[i]) != double_bits(emulated[i]);
+    }
+  });
+  double emulated_error = 0, fp64_error = 0, host_error = 0;
+  int64_t over_count = 0, differ_count = 0, written_count = 0;
+  for (int64_t o = 0; o < count; ++o) {
+    const size_t i = size_t(o);
+    emulated_error = std::max(emulated_error, worst[3 * i]);
+    fp64_error = std::max(fp64_error, worst[3 * i + 1]);
+    host_error = std::max(host_error, worst[3 * i + 2]);
+    over_count += over[i], differ_count += differ[i], written_count += written[i];
+  }
+
+  // Which groups were emulated, their plans and bounds; which fell back and why.
+  int64_t emulated_groups = 0;
+  int lowest = 0, highest = 0;
+  std::string plans, fallback, wrong_groups;
+  for (const GroupLaunch& g : launches) {
+    if (g.emulated != (g.group != fallback_group))
+      wrong_groups += strprintf("%sgroup %lld %s", wrong_groups.empty() ? "" : ", ", (long long)g.group,
+                                g.emulated ? "emulated, should have refused" : "fell back");
+    if (!g.emulated) {
+      if (fallback.empty()) fallback = g.fallback;
+      continue;
+    }
+    lowest = emulated_groups == 0 ? g.roundings : std::min(lowest, g.roundings);
+    highest = emulated_groups == 0 ? g.roundings : std::max(highest, g.roundings);
+    ++emulated_groups;
+    if (plans.find(g.plan) == std::string::npos) plans += (plans.empty() ? "" : "; ") + g.plan;
+  }
+  const int64_t gemms = int64_t(launches.size());
+  std::string bound_text = "-";
+  if (emulated_groups > 0)
+    bound_text = lowest == highest ? strprintf("%.0f", highest + extra)
+                                   : strprintf("%.0f-%.0f", lowest + extra, highest + extra);
+  std::string verdict;
+  if (!wrong_groups.empty()) verdict = "FAILED: " + wrong_groups + (fallback.empty() ? "" : ": " + fallback);
+  else if (fallback_group >= 0 && (fallback.empty() || emulated_reference.fallback.empty()))
+    verdict = "FAILED: fell back without saying why";
+  else if (over_count > 0) verdict = strprintf("FAILED: %lld outputs over their group's bound", (long long)over_count);
+  else if (differ_count > 0)
+    verdict = strprintf("FAILED: %lld outputs differ from their group's GEMM alone", (long long)differ_count);
+  else if (written_count > 0)
+    verdict = strprintf("FAILED: %lld outputs not compared were written", (long long)written_count);
+  else verdict = fallback_group >= 0 ? strprintf("ok; group %lld falls back: %s", (long long)fallback_group, fallback.c_str())
+                                      : "ok";
+  const std::string emulated_text =
+      emulated_groups == gemms ? strprintf("yes, all %lld GEMMs", (long long)gemms)
+                               : strprintf("%lld of %lld GEMMs", (long long)emulated_groups, (long long)gemms);
+  std::printf("| %s | %s | %s | %s | %.2f | %.2f | %.2f | %s |\n", name, emulated_text.c_str(),
+              plans.empty() ? "-" : plans.c_str(), bound_text.c_str(), emulated_error, fp64_error, host_error,
+              verdict.c_str());
+  std::fflush(stdout);
+  return verdict.rfind("ok", 0) == 0;
+}
+
+// A group-index (contiguous) or per-group (masked, k_grouped) metadata tensor holding `values`.
+Tensor metadata_tensor(const char* name, const std::vector<int64_t>& values) {
+  Tensor t = make_tensor(name, Operand{DType::i32, {int64_t(values.size())}, {}});
+  for (size_t i = 0; i < values.size(); ++i) encode(DType::i32, t.host.data(), int64_t(i), double(values[i]));
+  return t;
+}
+
+void run_grouped_accuracy(int* passed, int* failed) {
+  const DType e4m3 = DType::e4m3, f32 = DType::f32, i32 = DType::i32, u8 = DType::u8;
+  constexpr int64_t BK = 128, BN = 128;  // DeepGEMM's blocks: 128 of K, 128 of N for the weights
+  const auto tally = [&](bool ok) { (ok ? *passed : *failed) += 1; };
+  const auto free_all = [](std::initializer_list<Tensor*> tensors) {
+    for (Tensor* t : tensors) cudaFree(t->device);
+  };
+  TestRng rng{0x61u};
+  {
+    // Contiguous: groups of 200, 0, 333 and 64 rows, each padded to 16 (rows of index -1), then
+    // 32 rows of padding. B [G, K, N] K-major (DeepGEMM's [G, N, K] weights); SA f32 [M_total,
+    // KB] per row and 128 of K, MN-major; SB f32 [G, KB, NB] per 128 x 128. K = 1000 ends in a
+    // partial block, N = 384.
+    const int64_t G = 4, M = 640, N = 384, K = 1000, KB = ceil_div(K, BK), NB = ceil_div(N, BN);
+    std::vector<int64_t> index(size_t(M), -1);
+    const int64_t starts[] = {0, 200, 208, 544}, sizes[] = {200, 0, 333, 64};
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t m = starts[g]; m < starts[g] + sizes[g]; ++m) index[size_t(m)] = g;
+    Tensor a = make_tensor("A", Operand{e4m3, {M, K}, {}});
+    Tensor b = make_tensor("B", Operand{e4m3, {G, K, N}, {K * N, 1, K}});
+    Tensor sa = make_tensor("SA", Operand{f32, {M, KB}, {1, M}});
+    Tensor sb = make_tensor("SB", Operand{f32, {G, KB, NB}, {}});
+    Tensor meta = metadata_tensor("I", index);
+    Tensor d = make_tensor("D", Operand{f32, {M, N}, {}}, true);
+    fill_e4m3(a, rng), fill_e4m3(b, rng);
+    for (Tensor* s : {&sa, &sb})
+      for (int64_t i = 0; i < s->numel(); ++i) encode(f32, s->host.data(), s->logical_offset(i), spread_scale(rng));
+    for (Tensor* t : {&a, &b, &sa, &sb, &meta}) upload(*t);
+    GroupedProblem p;
+    p.layout = GroupedLayout::contiguous, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K, p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec.tensor = 0, p.scale_a_spec.block[0] = 1, p.scale_a_spec.block[1] = BK;
+    p.scale_b_spec.tensor = 1, p.scale_b_spec.block[0] = BK, p.scale_b_spec.block[1] = BN;
+    tally(check_grouped_case(
+        "grouped contiguous e4m3, groups 200 / 0 / 333 / 64 of 640 rows, K 1000, SA f32 [1, 128] SB f32 [128, 128] "
+        "2^-8..2^8",
+        p,
+        [&](int64_t, int64_t m, int64_t n, std::vector<double>* x, std::vector<double>* y) {
+          const int64_t g = index[size_t(m)];
+          if (g < 0) return false;
+          for (int64_t k = 0; k < K; ++k) {
+            x->push_back(element_at(a, {m, k}) * element_at(sa, {m, k / BK}));
+            y->push_back(element_at(b, {g, k, n}) * element_at(sb, {g, k / BK, n / BN}));
+          }
+          return true;
+        },
+        -1));
+    free_all({&a, &b, &sa, &sb, &meta});
+  }
+  {
+    // Masked: 4 groups of up to 256 rows, masked_m 256, 0, 77, 1; SA and SB packed ue8m0 (four K
+    // blocks to an i32; K = 896 is 7 blocks, so each row's second element has a byte no block
+    // reads); alpha 1.5, beta -0.5 C.
+    const int64_t G = 4, M = 256, N = 320, K = 896, KB = ceil_div(K, BK), KP = ceil_div(KB, 4), NB = ceil_div(N, BN);
+    const std::vector<int64_t> masked_m = {256, 0, 77, 1};
+    Tensor a = make_tensor("A", Operand{e4m3, {G, M, K}, {}});
+    Tensor b = make_tensor("B", Operand{e4m3, {G, K, N}, {K * N, 1, K}});
+    Tensor sa = make_tensor("SA", Operand{i32, {G, M, KP}, {}});
+    Tensor sb = make_tensor("SB", Operand{i32, {G, KP, NB}, {}});
+    Tensor c = make_tensor("C", Operand{f32, {G, M, N}, {}});
+    Tensor meta = metadata_tensor("MM", masked_m);
+    Tensor d = make_tensor("D", Operand{f32, {G, M, N}, {}}, true);
+    fill_e4m3(a, rng), fill_e4m3(b, rng);
+    // Every byte a spread scale, the unread ones too (a kernel reading them would show).
+    for (Tensor* s : {&sa, &sb})
+      for (unsigned char& byte : s->host) byte = spread_ue8m0(rng);
+    for (int64_t i = 0; i < c.numel(); ++i) encode(f32, c.host.data(), i, rng.uniform() - 0.5);
+    for (Tensor* t : {&a, &b, &sa, &sb, &c, &meta}) upload(*t);
+    GroupedProblem p;
+    p.layout = GroupedLayout::masked, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K, p.scale_a = &sa, p.scale_b = &sb, p.c = &c, p.alpha = 1.5, p.beta = -0.5;
+    p.scale_a_spec.tensor = 0, p.scale_a_spec.encoding = ScaleEncoding::ue8m0_packed;
+    p.scale_a_spec.block[0] = 1, p.scale_a_spec.block[1] = BK;
+    p.scale_b_spec.tensor = 1, p.scale_b_spec.encoding = ScaleEncoding::ue8m0_packed;
+    p.scale_b_spec.block[0] = BK, p.scale_b_spec.block[1] = BN;
+    tally(check_grouped_case(
+        "grouped masked e4m3, 4 x 256 rows, masked_m 256 / 0 / 77 / 1, K 896, SA SB packed ue8m0 2^-8..2^8, alpha "
+        "1.5, beta C",
+        p,
+        [&](int64_t g, int64_t m, int64_t n, std::vector<double>* x, std::vector<double>* y) {
+          if (m >= masked_m[size_t(g)]) return false;
+          for (int64_t k = 0; k < K; ++k) {
+            x->push_back(element_at(a, {g, m, k}) * packed_ue8m0_at(sa, {g, m, 0}, 2, k / BK));
+            y->push_back(element_at(b, {g, k, n}) * packed_ue8m0_at(sb, {g, 0, n / BN}, 1, k / BK));
+          }
+          return true;
+        },
+        -1));
+    free_all({&a, &b, &sa, &sb, &c, &meta});
+  }
+  {
+    // k_grouped (a weight gradient): K ranges 512, 0, 128, 640 of K_total 1408 (the last 128
+    // columns in no group); A [M, K_total] and B [K_total, N] both MN-major; SA f32 [M, KB]
+    // per row, SB f32 [KB, NB], each group's scales from its K range's first block.
+    const int64_t G = 4, M = 256, N = 200, K = 1408, KB = ceil_div(K, BK), NB = ceil_div(N, BN);
+    const std::vector<int64_t> k_sizes = {512, 0, 128, 640};
+    Tensor a = make_tensor("A", Operand{e4m3, {M, K}, {1, M}});
+    Tensor b = make_tensor("B", Operand{e4m3, {K, N}, {}});
+    Tensor sa = make_tensor("SA", Operand{f32, {M, KB}, {}});
+    Tensor sb = make_tensor("SB", Operand{f32, {KB, NB}, {}});
+    Tensor meta = metadata_tensor("KS", k_sizes);
+    Tensor d = make_tensor("D", Operand{f32, {G, M, N}, {}}, true);
+    fill_e4m3(a, rng), fill_e4m3(b, rng);
+    for (Tensor* s : {&sa, &sb})
+      for (int64_t i = 0; i < s->numel(); ++i) encode(f32, s->host.data(), s->logical_offset(i), spread_scale(rng));
+    for (Tensor* t : {&a, &b, &sa, &sb, &meta}) upload(*t);
+    GroupedProblem p;
+    p.layout = GroupedLayout::k_grouped, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K, p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec.tensor = 0, p.scale_a_spec.block[0] = 1, p.scale_a_spec.block[1] = BK;
+    p.scale_b_spec.tensor = 1, p.scale_b_spec.block[0] = BK, p.scale_b_spec.block[1] = BN;
+    std::vector<int64_t> k_first(size_t(G), 0);
+    for (int64_t g = 1; g < G; ++g) k_first[size_t(g)] = k_first[size_t(g - 1)] + k_sizes[size_t(g - 1)];
+    tally(check_grouped_case(
+        "grouped k_grouped e4m3, K ranges 512 / 0 / 128 / 640 of 1408, MN-major A and B, SA SB f32 2^-8..2^8", p,
+        [&](int64_t g, int64_t m, int64_t n, std::vector<double>* x, std::vector<double>* y) {
+          for (int64_t k = k_first[size_t(g)]; k < k_first[size_t(g)] + k_sizes[size_t(g)]; ++k) {
+            x->push_back(element_at(a, {m, k}) * element_at(sa, {m, k / BK}));
+            y->push_back(element_at(b, {k, n}) * element_at(sb, {k / BK, n / BN}));
+          }
+          return true;
+        },
+        -1));
+    free_all({&a, &b, &sa, &sb, &meta});
+  }
+  {
+    // k_grouped_blocks (DeepGEMM's k-grouped weight gradient): A flat, group g's [M, k_g] block
+    // at M * k0(g); B flat, its [N, k_g] block at N * k0(g); SA flat f32, [M, k_g / 128] blocks;
+    // SB flat ue8m0 in u8, [N, k_g / 128] blocks (one scale per column of B and 128 of K).
+    const int64_t G = 4, M = 128, N = 160, K = 768;
+    const std::vector<int64_t> k_sizes = {256, 0, 384, 128};
+    Tensor a = make_tensor("A", Operand{e4m3, {M * K}, {}});
+    Tensor b = make_tensor("B", Operand{e4m3, {N * K}, {}});
+    Tensor sa = make_tensor("SA", Operand{f32, {M * K / BK}, {}});
+    Tensor sb = make_tensor("SB", Operand{u8, {N * K / BK}, {}});
+    Tensor meta = metadata_tensor("KS", k_sizes);
+    Tensor d = make_tensor("D", Operand{f32, {G, M, N}, {}}, true);
+    fill_e4m3(a, rng), fill_e4m3(b, rng);
+    for (int64_t i = 0; i < sa.numel(); ++i) encode(f32, sa.host.data(), i, spread_scale(rng));
+    for (unsigned char& byte : sb.host) byte = spread_ue8m0(rng);
+    for (Tensor* t : {&a, &b, &sa, &sb, &meta}) upload(*t);
+    GroupedProblem p;
+    p.layout = GroupedLayout::k_grouped_blocks, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K, p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec.tensor = 0, p.scale_a_spec.block[0] = 1, p.scale_a_spec.block[1] = BK;
+    p.scale_b_spec.tensor = 1, p.scale_b_spec.encoding = ScaleEncoding::ue8m0;
+    p.scale_b_spec.block[0] = BK, p.scale_b_spec.block[1] = 1;
+    std::vector<int64_t> k_first(size_t(G), 0);
+    for (int64_t g = 1; g < G; ++g) k_first[size_t(g)] = k_first[size_t(g - 1)] + k_sizes[size_t(g - 1)];
+    tally(check_grouped_case(
+        "grouped k_grouped_blocks e4m3, K ranges 256 / 0 / 384 / 128, SA f32 SB ue8m0 per row and 128 of K, "
+        "2^-8..2^8",
+        p,
+        [&](int64_t g, int64_t m, int64_t n, std::vector<double>* x, std::vector<double>* y) {
+          const int64_t k0 = k_first[size_t(g)], kg = k_sizes[size_t(g)];
+          for (int64_t k = 0; k < kg; ++k) {
+            x->push_back(element_at(a, {M * k0 + m * kg + k}) * element_at(sa, {M * k0 / BK + m * (kg / BK) + k / BK}));
+            y->push_back(element_at(b, {N * k0 + n * kg + k}) *
+                         ue8m0_value(sb.host[size_t(N * k0 / BK + n * (kg / BK) + k / BK)]));
+          }
+          return true;
+        },
+        -1));
+    free_all({&a, &b, &sa, &sb, &meta});
+  }
+  {
+    // k_grouped where one group cannot be emulated: group 1's K range of 2^17 has scales over
+    // 2^-60 .. 2^60 (per row and 128 of K), so most of its scaled elements lie more than 8
+    // slices (or 52 bits) below their row's largest: more than the 2^22 residuals carried. That
+    // group falls back to the fp64 tensor cores and says why; group 0 stays emulated.
+    const int64_t G = 2, M = 64, N = 64, K0 = 512, K = K0 + (int64_t(1) << 17), KB = ceil_div(K, BK);
+    const std::vector<int64_t> k_sizes = {K0, K - K0};
+    Tensor a = make_tensor("A", Operand{e4m3, {M, K}, {}});
+    Tensor b = make_tensor("B", Operand{e4m3, {K, N}, {1, K}});
+    Tensor sa = make_tensor("SA", Operand{f32, {M, KB}, {}});
+    Tensor sb = make_tensor("SB", Operand{f32, {KB, 1}, {}});
+    Tensor meta = metadata_tensor("KS", k_sizes);
+    Tensor d = make_tensor("D", Operand{f32, {G, M, N}, {}}, true);
+    fill_e4m3(a, rng), fill_e4m3(b, rng);
+    const auto wide_scale = [&](int64_t kb) {
+      if (kb < K0 / BK) return spread_scale(rng);
+      return (1.0 + rng.uniform()) * std::ldexp(1.0, int(rng.next() % 121) - 60);
+    };
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t kb = 0; kb < KB; ++kb) encode(f32, sa.host.data(), m * KB + kb, wide_scale(kb));
+    for (int64_t kb = 0; kb < KB; ++kb) encode(f32, sb.host.data(), kb, wide_scale(kb));
+    for (Tensor* t : {&a, &b, &sa, &sb, &meta}) upload(*t);
+    GroupedProblem p;
+    p.layout = GroupedLayout::k_grouped, p.a = &a, p.b = &b, p.metadata = &meta, p.out = &d;
+    p.G = G, p.M = M, p.N = N, p.K = K, p.scale_a = &sa, p.scale_b = &sb;
+    p.scale_a_spec.tensor = 0, p.scale_a_spec.block[0] = 1, p.scale_a_spec.block[1] = BK;
+    p.scale_b_spec.tensor = 1, p.scale_b_spec.block[0] = BK, p.scale_b_spec.block[1] = N;
+    tally(check_grouped_case(
+        "grouped k_grouped e4m3, K ranges 512 / 2^17, group 1's f32 scales 2^-60..2^60: more residuals than carried",
+        p,
+        [&](int64_t g, int64_t m, int64_t n, std::vector<double>* x, std::vector<double>* y) {
+          const int64_t k_begin = g == 0 ? 0 : K0, k_end = g == 0 ? K0 : K;
+          for (int64_t k = k_begin; k < k_end; ++k) {
+            x->push_back(element_at(a, {m, k}) * element_at(sa, {m, k / BK}));
+            y->push_back(element_at(b, {k, n}) * element_at(sb, {k / BK, 0}));
+          }
+          return true;
+        },
+        1));
+    free_all({&a, &b, &sa, &sb, &meta});
+  }
 }
 
 // ------------------------------------------------------------------------ speed
