@@ -3,12 +3,14 @@
 # deadline, so that a call taken back or cut short still returns what finished. The repro
 # binaries come gzipped in a carried folder (BUNDLE, default .gpu-bundles: repro.gz, and
 # repro-before.gz for the before/after tables); everything the steps print goes to $OUT:
-# summary.txt (one line a step: exit, seconds), logs/STEP.log, and the per-case logs in cases.tgz:
-# eight files at most, as many as a device call brings back.
+# summary.txt (one line a step: exit, seconds), logs.tgz (logs/STEP.log), and the per-case logs
+# in cases.tgz: three files, where a device call brings back eight at most.
 #
 #   DEADLINE=470 STEPS=examples,reference,floor bash scripts/gpu-call.sh
 #
 # Steps (in this order; STEPS picks some, default all):
+#   prebuilt   gpu-prebuilt.sh over the artifact folders in $BUNDLE/prebuilt.tgz
+#   erc        the emulated reference's accuracy battery, built here ($BUNDLE/erc.gz)
 #   examples   gpu-check.sh examples probe over $EXAMPLES (default: the grouped fp8 examples)
 #   reference  gpu-check.sh reference (the device reference's op cases)
 #   floor      bench/check-floor.sh, before and after binaries side by side (FLOOR_QUEUE=1: as queues)
@@ -23,7 +25,7 @@ deadline=$((start + ${DEADLINE:-470}))
 bundle=${BUNDLE:-.gpu-bundles}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out/logs" /tmp/bin /tmp/cases
-steps=${STEPS:-examples,reference,floor,cublas,probe-phases,verdicts,campaign}
+steps=${STEPS:-prebuilt,erc,examples,reference,floor,cublas,probe-phases,verdicts,campaign}
 summary=$out/summary.txt
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$summary"
 # The host's cores, as the harness's thread pool sees them (hardware_concurrency) and as it may run.
@@ -31,7 +33,7 @@ echo "host: $(getconf _NPROCESSORS_ONLN) cores online, $(nproc) usable by this p
 
 # device_reference_check.gz: tests/cpp/device_reference_check.cu built here with the same nvcc
 # (its compile is most of the `reference` step's time there).
-for name in repro repro-before device_reference_check; do
+for name in repro repro-before device_reference_check erc; do
   [[ -f $bundle/$name.gz ]] && gunzip -c "$bundle/$name.gz" >/tmp/bin/$name && chmod +x /tmp/bin/$name
 done
 export REPRO=/tmp/bin/repro
@@ -63,6 +65,13 @@ step() {
   echo "$name: exit $code, $(($(date +%s) - t)) s" | tee -a "$summary"
 }
 
+# prebuilt.tgz: artifact folders built here (`repro build SPEC -o DIR`), run by gpu-prebuilt.sh.
+if [[ -f $bundle/prebuilt.tgz ]]; then
+  mkdir -p /tmp/prebuilt && tar xzf "$bundle/prebuilt.tgz" -C /tmp/prebuilt
+  step prebuilt env PREBUILT_LOGS=/tmp/cases/prebuilt bash scripts/gpu-prebuilt.sh /tmp/prebuilt
+fi
+# erc.gz: tests/cpp/emulated_reference_check.cu built here; its accuracy battery.
+[[ -x /tmp/bin/erc ]] && step erc /tmp/bin/erc
 step examples env GPU_CHECK_LOGS=/tmp/cases/examples \
   EXAMPLES="${EXAMPLES:-fp8_grouped_*|fp8_k_grouped_*|fp8_batched_*|tiled_gemm_bf16|naive_gemm_f32}" \
   bash scripts/gpu-check.sh examples probe
@@ -80,3 +89,5 @@ step campaign env MODES=${CAMPAIGN_MODES:-queue,torch,process} PROCESS_LIMIT="${
 
 tar czf "$out/cases.tgz" -C /tmp cases 2>/dev/null
 echo "total: $(($(date +%s) - start)) s" | tee -a "$summary"
+# One file for the steps' logs: a call brings back eight files at most.
+tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
