@@ -12,11 +12,13 @@ root=${1:?a folder of artifact folders}
 logs=${PREBUILT_LOGS:-$(mktemp -d)}
 mkdir -p "$logs"
 rows=()
-# expect MODE FOLDER: what the spec's expect says for ones, random or verdict ('?' when silent).
+# expect MODE FOLDER: what the spec's expect says for ones, random or verdict ('?' when silent);
+# the artifact's spec.yaml writes it as a block (`expect:` then indented lines), a spec as
+# written may use the flow form on one line.
 expect() {
-  local line
-  line=$(grep -E '^expect:' "$2/spec.yaml" 2>/dev/null | head -1)
-  [[ $line =~ $1:\ *([a-z_]+) ]] && echo "${BASH_REMATCH[1]}" || echo '?'
+  local block
+  block=$(awk '/^expect:/ { on = 1; print; next } on && /^ / { print; next } { on = 0 }' "$2/spec.yaml" 2>/dev/null)
+  [[ $block =~ $1:\ *([a-z_]+) ]] && echo "${BASH_REMATCH[1]}" || echo '?'
 }
 for dir in "$root"/*/; do
   name=$(basename "$dir")

@@ -20,61 +20,6 @@ namespace repro {
 // How many outputs the host recomputes to vouch for a device reference.
 constexpr int64_t kCrossCheckSamples = 4096;
 
-// Blocks of host memory kept from one check's cross-check to the next, so that a queue's checks
-// decode their samples into pages already touched: a fresh block is first touched page by page,
-// a fault every 4 KiB, and that was most of the host's sample at 1024^3 (decoding 2^17 elements
-// into new doubles took 1.05 ms, run 97). At most kKeptBlocks blocks and kKeptBytes in all are
-// kept; a block is reused for any request it holds, the smallest such first.
-class KeptHostBlocks {
- public:
-  static constexpr size_t kKeptBlocks = 8;
-  static constexpr size_t kKeptBytes = size_t(256) << 20;
-  static KeptHostBlocks& instance() {
-    static KeptHostBlocks* blocks = new KeptHostBlocks();  // never destroyed: exit drops it
-    return *blocks;
-  }
-  // A block of at least `bytes`, and its real size (what give_back must be told).
-  std::pair<void*, size_t> take(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    size_t best = free_.size();
-    for (size_t i = 0; i < free_.size(); ++i)
-      if (free_[i].second >= bytes && (best == free_.size() || free_[i].second < free_[best].second)) best = i;
-    if (best == free_.size()) {
-      void* data = std::malloc(bytes);
-      if (data == nullptr) throw std::bad_alloc();
-      live_.push_back({data, bytes});
-      return {data, bytes};
-    }
-    const std::pair<void*, size_t> block = free_[best];
-    free_.erase(free_.begin() + std::ptrdiff_t(best));
-    kept_bytes_ -= block.second;
-    live_.push_back(block);
-    return block;
-  }
-  void give_back(void* data) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto found = std::find_if(live_.begin(), live_.end(), [&](const auto& b) { return b.first == data; });
-    if (found == live_.end()) return;
-    const std::pair<void*, size_t> block = *found;
-    live_.erase(found);
-    free_.push_back(block);
-    kept_bytes_ += block.second;
-    // Over the bounds: the smallest blocks go first (the large ones are the ones worth keeping).
-    while (free_.size() > kKeptBlocks || kept_bytes_ > kKeptBytes) {
-      const auto smallest = std::min_element(free_.begin(), free_.end(),
-                                             [](const auto& x, const auto& y) { return x.second < y.second; });
-      kept_bytes_ -= smallest->second;
-      std::free(smallest->first);
-      free_.erase(smallest);
-    }
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::pair<void*, size_t>> free_, live_;
-  size_t kept_bytes_ = 0;
-};
-
 // Host memory that its owner fills before reading: not zeroed at allocation, so that its pages
 // are first touched by the threads that fill it. (A zeroed vector of the sampled rows, 4 MiB at
 // K = 8192, costs its one thread a page fault every 4 KiB before any data arrives; the fetch
@@ -83,11 +28,9 @@ class KeptHostBlocks {
 // would take every fault in turn (the fetch of 8192^3's sample, 2 MiB: 2.1 -> 1.4 ms, run 85);
 // not for what several threads fill at once, where the faults go in parallel (with the decoded
 // doubles populated too, 2048^3 and 4096^3 waited 0.4-1.4 ms longer for the host, run 85).
-// Without kPopulated, blocks from 64 KiB on come from KeptHostBlocks, reused by later checks.
 template <typename T, bool kPopulated = false>
 struct UninitializedAllocator : std::allocator<T> {
   static constexpr size_t kPopulatedBytes = size_t(64) << 10;
-  static constexpr size_t kKeptFromBytes = size_t(64) << 10;
   template <typename U>
   struct rebind {
     using other = UninitializedAllocator<U, kPopulated>;
@@ -97,14 +40,12 @@ struct UninitializedAllocator : std::allocator<T> {
   UninitializedAllocator(const UninitializedAllocator<U, kPopulated>&) noexcept {}
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (!kPopulated && bytes >= kKeptFromBytes) return static_cast<T*>(KeptHostBlocks::instance().take(bytes).first);
     if (!kPopulated || bytes < kPopulatedBytes) return std::allocator<T>::allocate(n);
     void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (data == MAP_FAILED) throw std::bad_alloc();
     return static_cast<T*>(data);
   }
   void deallocate(T* data, size_t n) {
-    if (!kPopulated && n * sizeof(T) >= kKeptFromBytes) return KeptHostBlocks::instance().give_back(data);
     if (!kPopulated || n * sizeof(T) < kPopulatedBytes) return std::allocator<T>::deallocate(data, n);
     munmap(data, n * sizeof(T));
   }
