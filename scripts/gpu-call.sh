@@ -17,6 +17,7 @@
 #   cublas     bench/cublas_dgemm_cost.py at 1024, 2048, 4096
 #   probe-phases  bench/probe-phases.sh: where a probe run's time goes
 #   verdicts   gpu-verdicts.sh, sections $SECTIONS (default D: the grouped scale probes)
+#   campaign-before  bench/campaign-queue.sh's queues with the before binary
 #   campaign   bench/campaign-queue.sh queue, torch, then a process-per-run slice of $PROCESS_LIMIT s
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,7 @@ deadline=$((start + ${DEADLINE:-470}))
 bundle=${BUNDLE:-.gpu-bundles}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out/logs" /tmp/bin /tmp/cases
-steps=${STEPS:-prebuilt,erc,examples,reference,floor,cublas,probe-phases,verdicts,campaign}
+steps=${STEPS:-prebuilt,erc,examples,reference,floor,cublas,probe-phases,verdicts,campaign-before,campaign}
 summary=$out/summary.txt
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$summary"
 # The host's cores, as the harness's thread pool sees them (hardware_concurrency) and as it may run.
@@ -85,6 +86,8 @@ fi
 step cublas python3 scripts/bench/cublas_dgemm_cost.py 1024,2048,4096
 step probe-phases bash scripts/bench/probe-phases.sh
 step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh
+# campaign-before: the same campaign's queues with the before binary, for a side-by-side.
+[[ -x /tmp/bin/repro-before ]] && step campaign-before env REPRO=/tmp/bin/repro-before MODES=queue bash scripts/bench/campaign-queue.sh
 step campaign env MODES=${CAMPAIGN_MODES:-queue,torch,process} PROCESS_LIMIT="${PROCESS_LIMIT:-40}" bash scripts/bench/campaign-queue.sh
 
 tar czf "$out/cases.tgz" -C /tmp cases 2>/dev/null
