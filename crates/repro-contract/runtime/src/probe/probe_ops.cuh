@@ -26,7 +26,10 @@
 // so that a row computed with another group's weights, or written by another group's tile,
 // decodes to that group ("rows 300-383 (group 0) hold group 1's product"), and the plain
 // suite's K, row and column probes work within every group. k_grouped puts the codes and slices
-// on group g's own K range of B. These run with every block scale 1; a grouped GEMM with scales
+// on group g's own K range of B; k_grouped_blocks on group g's block of the flat B (and A), and
+// codes A's blocks and B's blocks in probes of their own (group code A d, group code B d), the
+// tail past the last group as group G, so that each row of A and column of B a group read decodes
+// to the block it came from. These run with every block scale 1; a grouped GEMM with scales
 // then runs the group scale probes (probe_group_scales.cuh), which decode which group's scales
 // and which scale rows and K blocks each row used.
 // ---------------------------------------------------------------------------------------------
