@@ -87,6 +87,9 @@ if in_section D; then
   probe_case fp8_grouped_contiguous 0 "verdict ok:"
   probe_case fp8_grouped_masked_ue8m0 0 "verdict ok:"
   probe_case fp8_grouped_masked_accumulate 0 "verdict ok:"
+  # k_grouped_blocks: A's and B's blocks coded apart, the tail past the groups as group G.
+  probe_case fp8_k_grouped_blocks_next_group_block 1 "verdict group_mapping: group codes: every group read from where its own block ends (its A and B taken to begin at k0(g) + k_g, read with its own row stride k_g): group 0 (k 256) read A rows 0-99 from group 1's block, rows 100-199 from group 2's block, and B columns 0-67 from group 1's block, columns 68-135 from group 2's block; group 1 (k 128) read group 2's A and B blocks; group 2 (k 384) read A rows 0-132 from group 3's block, row 133 from no single block (a mixture), rows 134-199 from the tail past the last group (k 1024-1407), and B columns 0-89 from group 3's block, column 90 from no single block (a mixture), columns 91-135 from the tail past the last group (k 1024-1407); group 3 (k 256) read its A and B from the tail past the last group (k 1024-1407)"
+  probe_case fp8_k_grouped_blocks 0 "verdict ok:"
 fi
 
 printf '\n| %-44s | %4s | %4s | %-3s | %s |\n' "case" "want" "exit" "ok" "expected text"

@@ -374,3 +374,119 @@ void test_group_scale_probes() {
   CHECK_EQ(f.scale(true, 2 * 200 + 7, 4, 0, false), std::ldexp(1.0, 4 - 2 - 1));
   CHECK_EQ(f.scale(true, 2 * 200 + 7, 0, 0, true), std::ldexp(1.0, 3 - 2 - 1));
 }
+
+// ------------------------------------------------------------------ k_grouped_blocks
+
+// The group code probes of k_grouped_blocks on examples/fp8_k_grouped_blocks*.yaml's shapes (M
+// 200, N 136, k_sizes [256, 128, 384, 256], K_total 1408: a tail of 384 past the groups), the
+// kernel of kernels/fp8_grouped_gemm.cuh emulated on the host on the probes' own operands (the
+// k_blocks patterns expanded by the host's view, the one the device's fill is checked against),
+// with and without KBlocksDefect::next_group_block; every scale 1, as in the group probes.
+void test_k_grouped_blocks_probes() {
+  Tensor ks = make_tensor("KS", DType::i32, {4});
+  ks.init.kind = InitKind::values;
+  ks.init.values = {256, 128, 384, 256};
+  std::string error;
+  fill_host(ks, "", &error);
+  GroupedProblem p;
+  p.layout = GroupedLayout::k_grouped_blocks, p.metadata = &ks, p.G = 4, p.M = 200, p.N = 136, p.K = 1408;
+  p.groups = read_group_metadata(p);
+  CHECK(k_block_bounds(p) == std::vector<int64_t>({0, 256, 384, 768, 1024, 1408}));
+
+  // The patterns: group g's block [lines, k_g] at lines * k0(g), row-major; the tail is group G.
+  const auto expand = [](const ProbeValues& v, int64_t numel) {
+    const ProbeValuesView view = host_view(v);
+    std::vector<double> values(static_cast<size_t>(numel));
+    for (int64_t i = 0; i < numel; ++i) values[size_t(i)] = view.at(0, 0, i);
+    return values;
+  };
+  const std::vector<double> probe = expand(
+      block_probe_values(p, p.M, [](int64_t m) { return double(m + 1); },
+                         [](int64_t g, int64_t k) { return double(1000 * (g + 1) + k); }),
+      p.M * p.K);
+  CHECK_EQ(probe[size_t(p.M * 384 + 3 * 384 + 5)], 4.0 * 3005.0);   // group 2, row 3, k 5
+  CHECK_EQ(probe[size_t(p.M * 1024 + 7 * 384 + 383)], 8.0 * 5383.0);  // the tail, line 7, k 383
+  CHECK_EQ(probe[size_t(p.M * 256 - 1)], 200.0 * 1255.0);             // group 0's last element
+
+  // Block scales: group g's [lines, k_g / 128] block at lines * k0(g) / 128, K blocks over K_total.
+  Tensor sa = make_tensor("SA", DType::f32, {p.M * p.K / 128});
+  sa.host.assign(sa.storage_bytes(), 0);
+  set_block_probe_scales(p, sa, p.M, 128,
+                         [](int64_t g, int64_t line, int64_t kb) { return double(1000 * g + 10 * line + kb); });
+  CHECK_EQ(decode(DType::f32, sa.host.data(), p.M * 3 + 5 * 3 + 1), 2000.0 + 50.0 + 4.0);  // group 2, row 5, block 4
+  CHECK_EQ(decode(DType::f32, sa.host.data(), p.M * 8 + 2 * 3 + 2), 4000.0 + 20.0 + 10.0);  // the tail's last block
+
+  // fp8_k_grouped_blocks_gemm: group g's block taken at k0(g) (+ k_g with the defect).
+  const auto emulate = [&](bool defect, const std::vector<double>& a, const std::vector<double>& b) {
+    std::vector<double> d(size_t(p.G * p.M * p.N), 0.0);
+    for (int64_t g = 0; g < p.G; ++g) {
+      const int64_t kg = p.groups[size_t(g)], start = p.k_begin(g) + (defect ? kg : 0);
+      for (int64_t m = 0; m < p.M; ++m)
+        for (int64_t n = 0; n < p.N; ++n) {
+          const double* a_row = a.data() + p.M * start + m * kg;
+          const double* b_col = b.data() + p.N * start + n * kg;
+          double acc = 0;
+          for (int64_t k = 0; k < kg; ++k) acc += a_row[k] * b_col[k];
+          d[size_t((g * p.M + m) * p.N + n)] = acc;
+        }
+    }
+    return output_with(DType::f32, {p.G, p.M, p.N}, d);
+  };
+  const std::vector<double> a_ones(size_t(p.M * p.K), 1.0), b_ones(size_t(p.N * p.K), 1.0);
+  for (bool defect : {false, true}) {
+    // Ones passes either way: every block, the tail too, holds 1.
+    const Tensor ones = emulate(defect, a_ones, b_ones);
+    std::vector<ProbeOutcome> probes = {
+        emulated_grouped_probe(p, "ones", ones, grouped_expected(p, [](int64_t) { return 1.0; }))};
+    CHECK(probes.back().passed);
+    // The group codes, two digits (five codes: four groups and the tail), A's then B's.
+    std::vector<std::vector<unsigned char>> outputs;
+    Tensor last;
+    for (const char* operand : {"A", "B"})
+      for (int d = 0; d < 2; ++d) {
+        const auto code = [&](int64_t group) { return std::ldexp(1.0, int((group >> (2 * d)) & 3)); };
+        const bool is_a = operand[0] == 'A';
+        const std::vector<double> coded =
+            expand(block_probe_values(p, is_a ? p.M : p.N, [](int64_t) { return 1.0; },
+                                      [&](int64_t group, int64_t) { return code(group); }),
+                   (is_a ? p.M : p.N) * p.K);
+        last = emulate(defect, is_a ? coded : a_ones, is_a ? b_ones : coded);
+        probes.push_back(emulated_grouped_probe(p, strprintf("group code %s %d", operand, d), last, grouped_expected(p, code)));
+        outputs.push_back(last.host);
+      }
+    const GroupFinding f = decode_group_blocks(p, outputs, last, 2);
+    if (!defect) {
+      bool all_pass = true;
+      for (const ProbeOutcome& o : probes) all_pass = all_pass && o.passed;
+      CHECK(all_pass);
+      CHECK_EQ(f.text, std::string());
+      CHECK_EQ(grouped_verdict(probes, f).cls, std::string("ok"));
+      continue;
+    }
+    const std::string expected =
+        "every group read from where its own block ends (its A and B taken to begin at k0(g) + k_g, read with its own "
+        "row stride k_g): group 0 (k 256) read A rows 0-99 from group 1's block, rows 100-199 from group 2's block, and "
+        "B columns 0-67 from group 1's block, columns 68-135 from group 2's block; group 1 (k 128) read group 2's A and "
+        "B blocks; group 2 (k 384) read A rows 0-132 from group 3's block, row 133 from no single block (a mixture), "
+        "rows 134-199 from the tail past the last group (k 1024-1407), and B columns 0-89 from group 3's block, column "
+        "90 from no single block (a mixture), columns 91-135 from the tail past the last group (k 1024-1407); group 3 "
+        "(k 256) read its A and B from the tail past the last group (k 1024-1407)";
+    CHECK_EQ(f.text, expected);
+    CHECK_EQ(f.rows, int64_t(4 * 200));
+    const Pattern v = grouped_verdict(probes, f);
+    CHECK_EQ(v.cls, std::string("group_mapping"));
+    CHECK_EQ(v.evidence, "group codes: " + expected);
+  }
+
+  // One group reading another's block whole, the others right: no "every group" summary.
+  std::vector<std::vector<unsigned char>> outputs;
+  Tensor out;
+  for (int d = 0; d < 4; ++d) {
+    out = grouped_output(p, [&](int64_t l, int64_t, int64_t) {
+      const int64_t source = l == 1 ? 3 : l;
+      return double(p.groups[size_t(l)]) * std::ldexp(1.0, int((source >> (2 * (d % 2))) & 3));
+    });
+    outputs.push_back(out.host);
+  }
+  CHECK_EQ(decode_group_blocks(p, outputs, out, 2).text, std::string("group 1 (k 128) read group 3's A and B blocks"));
+}

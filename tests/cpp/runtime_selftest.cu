@@ -912,6 +912,7 @@ int main(int argc, char** argv) {
   test_scale_tile_decode();
   test_grouped_spills();
   test_group_scale_probes();
+  test_k_grouped_blocks_probes();
   test_heatmap();
   test_trace_verdicts();
   test_bench_summary();

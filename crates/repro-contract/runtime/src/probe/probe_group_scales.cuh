@@ -28,7 +28,9 @@
 // output (the digits shrink for a narrow output or scale dtype). Scales are set through
 // fill_group_scales, the packing the generated inputs use; packed ue8m0 also gets the bytes past
 // the last K block, as the blocks they would be, so a kernel that reads them decodes to a block.
-// k_grouped runs the K-block probes only (its scales are windows of one tensor by K range).
+// k_grouped runs the K-block probes only (its scales are windows of one tensor by K range), and
+// so does k_grouped_blocks, its A and its scales set block by block (the K blocks counted over
+// K_total; the tail past the last group set as the blocks it would hold).
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -50,14 +52,34 @@ inline void set_group_probe_scales(const ScaleSpec& spec, Tensor& t, bool is_a, 
   fill_group_scales(s, t, i_extent, padded, value);
 }
 
+// k_grouped_blocks: the flat scale tensor of A (`lines` M) or B (N), group g's [lines, k_g / bk]
+// block at lines * k0(g) / bk (docs/spec.md), set from value(group, line, K block), the K block
+// counted over K_total as the other layouts count it; the tail past the last group is group G.
+template <typename F>
+inline void set_block_probe_scales(const GroupedProblem& p, Tensor& t, int64_t lines, int64_t block_k, F value) {
+  const std::vector<int64_t> bounds = k_block_bounds(p);
+  const int64_t numel = t.numel(), bk = std::max<int64_t>(block_k, 1);
+  for (size_t b = 0; b + 1 < bounds.size(); ++b) {
+    const int64_t kb0 = bounds[b] / bk, blocks = bounds[b + 1] / bk - kb0;
+    for (int64_t line = 0; line < lines; ++line)
+      for (int64_t j = 0; j < blocks; ++j) {
+        const int64_t index = lines * kb0 + line * blocks + j;
+        if (index < numel) encode(t.dtype, t.host.data(), t.logical_offset(index), value(int64_t(b), line, kb0 + j));
+      }
+  }
+}
+
 // The same on the spec's scale tensor, uploaded; a GEMM without that scale is left alone.
 template <typename F>
-inline void fill_grouped_scales(SpecInfo& spec, bool is_a, F value) {
+inline void fill_grouped_scales(SpecInfo& spec, const GroupedProblem& p, bool is_a, F value) {
   const GemmOperands& g = spec.gemm;
   const ScaleSpec& scale = is_a ? g.scale_a : g.scale_b;
   if (scale.tensor < 0) return;
   Tensor& t = spec.tensors[size_t(scale.tensor)];
-  set_group_probe_scales(scale, t, is_a, is_a ? g.M : g.N, g.K, value);
+  if (p.layout == GroupedLayout::k_grouped_blocks)
+    set_block_probe_scales(p, t, is_a ? g.M : g.N, is_a ? scale.block[1] : scale.block[0], value);
+  else
+    set_group_probe_scales(scale, t, is_a, is_a ? g.M : g.N, g.K, value);
   REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
 }
 
@@ -471,7 +493,7 @@ inline GroupScaleFinding run_group_scale_probes(SpecInfo& spec, ProbeContext& ct
   std::vector<ProbeOutcome>& probes = ctx.outcomes;
   ProbeTables& tables = ctx.tables;
   GroupScaleFinding finding;
-  const auto unit_scales = [&](bool is_a) { fill_grouped_scales(spec, is_a, [](int64_t, int64_t, int64_t) { return 1.0; }); };
+  const auto unit_scales = [&](bool is_a) { fill_grouped_scales(spec, p, is_a, [](int64_t, int64_t, int64_t) { return 1.0; }); };
   const bool k_split = splits_k(p.layout);
   int64_t longest_k = 0;
   for (const GroupGemm& gg : group_gemms(p)) longest_k = std::max(longest_k, gg.k);
@@ -503,7 +525,7 @@ inline GroupScaleFinding run_group_scale_probes(SpecInfo& spec, ProbeContext& ct
       bool failed = false;
       for (int d = 0; d < codes.digits; ++d) {
         fill_group_operands(p, A, B, tables, [&](int64_t group) { return codes.weights(group, d); });
-        fill_grouped_scales(spec, false, [&](int64_t group, int64_t, int64_t) { return codes.scale(group, d); });
+        fill_grouped_scales(spec, p, false, [&](int64_t group, int64_t, int64_t) { return codes.scale(group, d); });
         outputs.push_back(probe(strprintf("group scale %d", d),
                                 strprintf("A = 1, B of group g = 2^w, its scale_b 2^(%lld w) (w: digit %d of g, base %lld)",
                                           (long long)codes.base(), d, (long long)codes.base()),
@@ -539,7 +561,7 @@ inline GroupScaleFinding run_group_scale_probes(SpecInfo& spec, ProbeContext& ct
       bool failed = false;
       for (int d = 0; d < digits; ++d) {
         const auto code = [&](int64_t line) { return std::ldexp(1.0, int((line >> (bits * d)) & (base - 1))); };
-        fill_grouped_scales(spec, true, [&](int64_t group, int64_t ib, int64_t) {
+        fill_grouped_scales(spec, p, true, [&](int64_t group, int64_t ib, int64_t) {
           return code((rows.per_group ? group * rows.blocks : 0) + ib);
         });
         outputs.push_back(probe(
@@ -567,8 +589,8 @@ inline GroupScaleFinding run_group_scale_probes(SpecInfo& spec, ProbeContext& ct
                       (sb == nullptr || scale_holds(sb->dtype, g.scale_b.encoding, std::ldexp(1.0, top << kc.shift))) &&
                       output_holds(out.dtype, p.alpha * double(block_k), top + (top << kc.shift));
   if (k_blocks > 1 && k_fits) {
-    fill_grouped_scales(spec, true, [&](int64_t, int64_t, int64_t kb) { return std::ldexp(1.0, int(kb % kc.mod)); });
-    fill_grouped_scales(spec, false,
+    fill_grouped_scales(spec, p, true, [&](int64_t, int64_t, int64_t kb) { return std::ldexp(1.0, int(kb % kc.mod)); });
+    fill_grouped_scales(spec, p, false,
                         [&](int64_t, int64_t, int64_t kb) { return std::ldexp(1.0, int(kb % kc.mod) << kc.shift); });
     const std::vector<int64_t> blocks = slices_to_probe(k_blocks);
     std::vector<std::vector<unsigned char>> outputs;
@@ -576,10 +598,13 @@ inline GroupScaleFinding run_group_scale_probes(SpecInfo& spec, ProbeContext& ct
     fill_group_operands(p, A, B, tables, [](int64_t) { return 1.0; });
     for (int64_t s : blocks) {
       const int64_t k0 = s * block_k, k1 = std::min(p.K, k0 + block_k);
-      fill_probe_operand(A, ProbeValues::constant(1.0).with_columns(1, p.K, [&](int64_t, int64_t k) {
-                           return k >= k0 && k < k1 ? 1.0 : 0.0;
-                         }),
-                         tables);
+      const auto in_block = [&](int64_t k) { return k >= k0 && k < k1 ? 1.0 : 0.0; };
+      if (p.layout == GroupedLayout::k_grouped_blocks)
+        fill_block_operand(p, A, p.M, tables, [](int64_t) { return 1.0; },
+                           [&](int64_t group, int64_t k) { return in_block(p.k_begin(group) + k); });
+      else
+        fill_probe_operand(A, ProbeValues::constant(1.0).with_columns(1, p.K, [&](int64_t, int64_t k) { return in_block(k); }),
+                           tables);
       outputs.push_back(probe(strprintf("scale k %lld/%lld", (long long)s, (long long)k_blocks),
                               strprintf("A = 1 on k %lld-%lld, K-block scale codes", (long long)k0, (long long)(k1 - 1)),
                               grouped_values(p, [&](const GroupGemm& gg, int64_t) {

@@ -26,7 +26,10 @@
 // so that a row computed with another group's weights, or written by another group's tile,
 // decodes to that group ("rows 300-383 (group 0) hold group 1's product"), and the plain
 // suite's K, row and column probes work within every group. k_grouped puts the codes and slices
-// on group g's own K range of B. These run with every block scale 1; a grouped GEMM with scales
+// on group g's own K range of B; k_grouped_blocks on group g's block of the flat B (and A), and
+// codes A's blocks and B's blocks in probes of their own (group code A d, group code B d), the
+// tail past the last group as group G, so that each row of A and column of B a group read decodes
+// to the block it came from. These run with every block scale 1; a grouped GEMM with scales
 // then runs the group scale probes (probe_group_scales.cuh), which decode which group's scales
 // and which scale rows and K blocks each row used.
 // ---------------------------------------------------------------------------------------------
@@ -351,14 +354,56 @@ inline ScaleFinding run_scale_probes(SpecInfo& spec, ProbeContext& ctx) {
 
 // ------------------------------------------------------------------------ grouped GEMMs
 
+// ------------------------------------------------------------------ k_grouped_blocks operands
+//
+// A and B (and their scales) are flat, group g's part an [M, k_g] (B: [N, k_g]) row-major block at
+// M * k0(g): there are no rows of K to set. The probes set the blocks instead, on the device, from
+// a value per line (row of A, column of B) and per K index (ProbeValues::k_blocks). What lies past
+// the last group's block (K_total beyond the sum of k_sizes) is block G, a group that does not
+// exist: a kernel that reads it decodes to "the tail past the last group".
+
+// The K bounds of the blocks: k0(0) = 0, k0(1), ..., k0(G) (the sum of k_sizes), K_total.
+inline std::vector<int64_t> k_block_bounds(const GroupedProblem& p) {
+  std::vector<int64_t> bounds;
+  for (int64_t g = 0; g <= p.G; ++g) bounds.push_back(p.k_begin(g));
+  bounds.push_back(std::max(p.K, bounds.back()));
+  return bounds;
+}
+
+// The pattern of a flat operand of `lines` lines (M for A, N for B): line_value(line) *
+// k_value(group, k within the group), group G the tail.
+template <typename L, typename V>
+inline ProbeValues block_probe_values(const GroupedProblem& p, int64_t lines, L line_value, V k_value) {
+  const std::vector<int64_t> bounds = k_block_bounds(p);
+  std::vector<int64_t> group_of(size_t(bounds.back()), p.G);
+  for (int64_t g = 0; g < p.G; ++g)
+    for (int64_t k = bounds[size_t(g)]; k < bounds[size_t(g) + 1]; ++k) group_of[size_t(k)] = g;
+  return ProbeValues::k_blocks(lines, bounds)
+      .with_rows(1, lines, [&](int64_t, int64_t line) { return line_value(line); })
+      .with_columns(1, bounds.back(), [&](int64_t, int64_t k) {
+        const int64_t g = group_of[size_t(k)];
+        return k_value(g, k - bounds[size_t(g)]);
+      });
+}
+
+template <typename L, typename V>
+inline void fill_block_operand(const GroupedProblem& p, Tensor& t, int64_t lines, ProbeTables& tables, L line_value,
+                               V k_value) {
+  fill_probe_operand(t, block_probe_values(p, lines, line_value, k_value), tables);
+}
+
 // Fills A with 1 and B with row_value(g, k) * column_value(n) on each group's part, k counted
 // within the group: B[g] for contiguous and masked, group g's K range of rows for k_grouped
-// (rows of no group: 0).
+// (rows of no group: 0), group g's block for k_grouped_blocks (the tail as group G).
 template <typename R, typename C>
 inline void fill_group_b(const GroupedProblem& p, Tensor& A, Tensor& B, ProbeTables& tables, R row_value,
                          C column_value) {
   const ProbeValues one = ProbeValues::constant(1.0);
   fill_probe_operand(A, one, tables);
+  if (p.layout == GroupedLayout::k_grouped_blocks) {
+    fill_block_operand(p, B, p.N, tables, column_value, row_value);
+    return;
+  }
   ProbeValues b;
   if (p.layout == GroupedLayout::k_grouped) {
     std::vector<int64_t> group_of(size_t(p.K), -1), local_k(size_t(p.K), 0);
@@ -377,6 +422,18 @@ inline void fill_group_b(const GroupedProblem& p, Tensor& A, Tensor& B, ProbeTab
 template <typename F>
 inline void fill_group_operands(const GroupedProblem& p, Tensor& A, Tensor& B, ProbeTables& tables, F value) {
   fill_group_b(p, A, B, tables, [&](int64_t g, int64_t) { return value(g); }, [](int64_t) { return 1.0; });
+}
+
+// A with the value row(batch, m) on row m (of every group's block, for k_grouped_blocks), where
+// batches is 1 but for masked.
+template <typename R>
+inline void fill_group_a_rows(const GroupedProblem& p, Tensor& A, ProbeTables& tables, R row) {
+  if (p.layout == GroupedLayout::k_grouped_blocks) {
+    fill_block_operand(p, A, p.M, tables, [&](int64_t m) { return row(0, m); }, [](int64_t, int64_t) { return 1.0; });
+    return;
+  }
+  const bool masked = p.layout == GroupedLayout::masked;
+  fill_probe_operand(A, ProbeValues::constant(1.0).with_rows(masked ? p.G : 1, p.M, row), tables);
 }
 
 // alpha * Kg * code(g) * row(batch, m): the right answers of a probe whose B of group g is
@@ -575,6 +632,161 @@ inline GroupFinding decode_groups(const GroupedProblem& p, const std::vector<std
   return finding;
 }
 
+// ------------------------------------------------------------------ k_grouped_blocks: the blocks each group read
+//
+// The group codes of k_grouped_blocks code A's blocks (B = 1) and B's blocks (A = 1) in separate
+// probes, the tail past the last group as group G. Output (m, n) of group g sums A's row m (or
+// B's column n) as the kernel read it, so row m of the A probes says which block that row of A
+// came from, column n of the B probes which block that column of B came from: "group 0 (k 256)
+// read A rows 0-99 from group 1's block, rows 100-199 from group 2's block". A line that spans
+// two blocks holds no single code (a mixture).
+
+// A block a line read, as block_reading gives it, over a run of lines.
+struct BlockRun {
+  int64_t source, first, last;
+};
+
+// A prediction's "anything": the line lies past the end of the operand.
+constexpr int64_t kBlockAnywhere = -8;
+
+// The block whose code arrived at output `index` of the code probes (`outputs[d]`: digit d): a
+// group, G for the tail (when there is one), or kRowZeros, kRowPoison, kRowMixture.
+inline int64_t block_reading(const GroupedProblem& p, const std::vector<std::vector<unsigned char>>& outputs,
+                             const Tensor& out, int64_t index, double unit, int bits) {
+  const int64_t at = out.logical_offset(index), base = int64_t(1) << bits;
+  if (is_poison(out.dtype, outputs.front().data(), at)) return kRowPoison;
+  int64_t code = 0;
+  for (size_t d = 0; d < outputs.size(); ++d) {
+    const double got = decode(out.dtype, outputs[d].data(), at);
+    if (d == 0 && got == 0.0) return kRowZeros;
+    const int e = decode_exponent(got, unit);
+    if (e < 0 || e >= base) return kRowMixture;
+    code += int64_t(e) << (bits * int(d));
+  }
+  const bool tail = p.K > p.k_begin(p.G);
+  return code < p.G || (code == p.G && tail) ? code : kRowMixture;
+}
+
+inline std::vector<BlockRun> block_runs(const std::vector<int64_t>& sources) {
+  std::vector<BlockRun> runs;
+  for (int64_t i = 0; i < int64_t(sources.size()); ++i) {
+    if (!runs.empty() && runs.back().source == sources[size_t(i)]) runs.back().last = i;
+    else runs.push_back(BlockRun{sources[size_t(i)], i, i});
+  }
+  return runs;
+}
+
+// The block each line of a group of extent k reads when its block is taken to begin at K index
+// `start` with row stride k: a block (G: the tail), kRowMixture where the line spans two, and
+// kBlockAnywhere past the operand's end.
+inline std::vector<int64_t> predicted_blocks(const std::vector<int64_t>& bounds, int64_t lines, int64_t start, int64_t k) {
+  const int64_t end = lines * bounds.back();
+  const auto block_of = [&](int64_t index) {
+    int64_t b = 0;
+    while (b + 2 < int64_t(bounds.size()) && index >= lines * bounds[size_t(b) + 1]) ++b;
+    return b;
+  };
+  std::vector<int64_t> blocks(static_cast<size_t>(lines));
+  for (int64_t line = 0; line < lines; ++line) {
+    const int64_t first = lines * start + line * k, last = first + k - 1;
+    blocks[size_t(line)] = last >= end ? kBlockAnywhere : block_of(first) == block_of(last) ? block_of(first) : kRowMixture;
+  }
+  return blocks;
+}
+
+inline bool matches_prediction(const std::vector<int64_t>& got, const std::vector<int64_t>& predicted) {
+  for (size_t i = 0; i < got.size(); ++i)
+    if (predicted[i] != kBlockAnywhere && predicted[i] != got[i]) return false;
+  return true;
+}
+
+inline std::string block_source_text(const GroupedProblem& p, int64_t own, int64_t source) {
+  if (source == own) return "its own block";
+  if (source >= 0 && source < p.G) return strprintf("group %lld's block", (long long)source);
+  if (source == p.G)
+    return strprintf("the tail past the last group (k %lld-%lld)", (long long)p.k_begin(p.G), (long long)(p.K - 1));
+  if (source == kRowZeros) return "no block (the outputs are 0, stored: not the poison)";
+  if (source == kRowPoison) return "no block (the outputs were never written: the poison)";
+  return "no single block (a mixture)";
+}
+
+// "A rows 0-99 from group 1's block, rows 100-199 from group 2's block".
+inline std::string block_runs_text(const GroupedProblem& p, int64_t own, const char* operand, const char* line,
+                                   const std::vector<BlockRun>& runs) {
+  std::string text = operand;
+  for (size_t i = 0; i < runs.size() && i < 4; ++i) {
+    const BlockRun& r = runs[i];
+    const std::string span = r.first == r.last ? std::to_string(r.first) : strprintf("%lld-%lld", (long long)r.first, (long long)r.last);
+    text += strprintf("%s%s%s %s from %s", i ? ", " : " ", line, r.first == r.last ? "" : "s", span.c_str(),
+                      block_source_text(p, own, r.source).c_str());
+  }
+  if (runs.size() > 4) text += strprintf(" and %zu more runs of %ss", runs.size() - 4, line);
+  return text;
+}
+
+// The group code probes of k_grouped_blocks: `outputs` the A probes' (one per digit), then the B
+// probes'. Each group's A rows and B columns decoded to the blocks they came from; where every
+// group read from where its own block ends (k0(g) + k_g) with its own row stride, that is said
+// first: it is the whole pattern (the next group's block, and past it; the last group the tail).
+inline GroupFinding decode_group_blocks(const GroupedProblem& p, const std::vector<std::vector<unsigned char>>& outputs,
+                                        const Tensor& out, int bits) {
+  GroupFinding finding;
+  const size_t digits = outputs.size() / 2;
+  const std::vector<std::vector<unsigned char>> a_outputs(outputs.begin(), outputs.begin() + std::ptrdiff_t(digits)),
+      b_outputs(outputs.begin() + std::ptrdiff_t(digits), outputs.end());
+  const std::vector<int64_t> bounds = k_block_bounds(p);
+  std::vector<std::string> clauses;
+  bool at_block_end = true;  // every group read as if its block began where it ends
+  int64_t groups_read = 0;   // groups with a K extent
+  for (const GroupGemm& gg : group_gemms(p)) {
+    if (gg.k == 0) continue;
+    ++groups_read;
+    const double unit = p.alpha * double(gg.k);
+    const int64_t first_row = gg.batch * p.M;
+    std::vector<int64_t> a_sources(size_t(p.M)), b_sources(size_t(p.N));
+    for (int64_t m = 0; m < p.M; ++m) a_sources[size_t(m)] = block_reading(p, a_outputs, out, (first_row + m) * p.N, unit, bits);
+    for (int64_t n = 0; n < p.N; ++n) b_sources[size_t(n)] = block_reading(p, b_outputs, out, first_row * p.N + n, unit, bits);
+    const int64_t end = gg.k0 + gg.k;
+    at_block_end = at_block_end && matches_prediction(a_sources, predicted_blocks(bounds, p.M, end, gg.k)) &&
+                   matches_prediction(b_sources, predicted_blocks(bounds, p.N, end, gg.k));
+    const std::vector<BlockRun> a_runs = block_runs(a_sources), b_runs = block_runs(b_sources);
+    const bool a_own = a_runs.size() == 1 && a_runs[0].source == gg.group;
+    const bool b_own = b_runs.size() == 1 && b_runs[0].source == gg.group;
+    if (a_own && b_own) continue;
+    // Rows: those whose A row came from another block, every row when a B column did.
+    int64_t coded_rows = 0, wrong_rows = 0;
+    bool b_coded = false, b_wrong = false;
+    for (int64_t source : b_sources) b_coded = b_coded || (source >= 0 && source != gg.group), b_wrong = b_wrong || source != gg.group;
+    for (int64_t source : a_sources) {
+      coded_rows += b_coded || (source >= 0 && source != gg.group);
+      wrong_rows += b_wrong || source != gg.group;
+    }
+    finding.rows += coded_rows, finding.wrong_rows += wrong_rows;
+    const std::string group = strprintf("group %lld (k %lld)", (long long)gg.group, (long long)gg.k);
+    if (a_runs.size() == 1 && b_runs.size() == 1 && a_runs[0].source == b_runs[0].source) {
+      const int64_t source = a_runs[0].source;
+      if (source >= 0 && source < p.G)
+        clauses.push_back(strprintf("%s read group %lld's A and B blocks", group.c_str(), (long long)source));
+      else if (source == p.G)
+        clauses.push_back(group + " read its A and B from " + block_source_text(p, gg.group, source));
+      else
+        clauses.push_back(strprintf("group %lld rows 0-%lld%s", (long long)gg.group, (long long)(p.M - 1), row_reading(source)));
+      continue;
+    }
+    std::string text = group + " read ";
+    if (!a_own) text += block_runs_text(p, gg.group, "A", "row", a_runs);
+    if (!b_own) text += (a_own ? "" : ", and ") + block_runs_text(p, gg.group, "B", "column", b_runs);
+    clauses.push_back(text);
+  }
+  for (size_t i = 0; i < clauses.size() && i < 4; ++i) finding.text += (i ? "; " : "") + clauses[i];
+  if (clauses.size() > 4) finding.text += strprintf("; and %zu more groups", clauses.size() - 4);
+  if (!clauses.empty() && at_block_end && groups_read == int64_t(clauses.size()))
+    finding.text = "every group read from where its own block ends (its A and B taken to begin at k0(g) + k_g, read "
+                   "with its own row stride k_g): " +
+                   finding.text;
+  return finding;
+}
+
 // The decode of the run (launch) of the group code probes whose rows are most wrong: a spill
 // that races with the group's own store may land in one run and not in another. `runs[d][r]`:
 // run r of the probe of digit d.
@@ -585,7 +797,8 @@ inline GroupFinding decode_group_runs(const GroupedProblem& p, const std::vector
   for (size_t r = 0; r < count; ++r) {
     std::vector<std::vector<unsigned char>> outputs;
     for (const auto& digit : runs) outputs.push_back(digit[r]);
-    GroupFinding f = decode_groups(p, outputs, out, bits, tile_m);
+    GroupFinding f = p.layout == GroupedLayout::k_grouped_blocks ? decode_group_blocks(p, outputs, out, bits)
+                                                                 : decode_groups(p, outputs, out, bits, tile_m);
     if (r == 0 || f.wrong_rows > best.wrong_rows) best = f, best_run = r;
   }
   if (best_run > 0 && !best.text.empty())
@@ -605,7 +818,7 @@ struct GroupScaleFinding {
 // The group scale probes: appends them to ctx.outcomes (probe_group_scales.cuh).
 inline GroupScaleFinding run_group_scale_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedProblem& p);
 template <typename F>
-inline void fill_grouped_scales(SpecInfo& spec, bool is_a, F value);
+inline void fill_grouped_scales(SpecInfo& spec, const GroupedProblem& p, bool is_a, F value);
 
 // The verdict of the grouped suite from its probes (named as run_grouped_probes names them) and
 // the decode of its group codes: a race; rows holding another group's product, or written by
@@ -688,13 +901,11 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   Tensor& out = tensors[size_t(g.out)];
   std::vector<ProbeOutcome>& probes = ctx.outcomes;
   std::printf("groups  %s\n", describe_groups(p).c_str());
-  // The group probes set B's rows by K; blocks of flat operands have no rows to set.
-  if (p.layout == GroupedLayout::k_grouped_blocks)
-    usage_error("repro probe does not decode `layout: k_grouped_blocks` yet: run it with --ones and random inputs "
-                "(`repro run`), which check it against the fp64 reference");
-  // Block scales all 1 (and the padding bytes of packed ue8m0): the group probes read the groups,
-  // not the scales; the group scale probes, after them, read the scales.
-  for (bool is_a : {true, false}) fill_grouped_scales(spec, is_a, [](int64_t, int64_t, int64_t) { return 1.0; });
+  const bool blocks = p.layout == GroupedLayout::k_grouped_blocks;
+  // Block scales all 1 (and the padding bytes of packed ue8m0, the tail of k_grouped_blocks): the
+  // group probes read the groups, not the scales; the group scale probes, after them, read the
+  // scales.
+  for (bool is_a : {true, false}) fill_grouped_scales(spec, p, is_a, [](int64_t, int64_t, int64_t) { return 1.0; });
   // C zero: the probes' right answers are the product alone (and an output the kernel adds
   // into starts as 0).
   if (g.c >= 0) fill_probe_operand(tensors[size_t(g.c)], ProbeValues::constant(0.0), ctx.tables);
@@ -704,29 +915,47 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   probes.push_back(run_grouped_probe(ctx, p, "ones", "A = 1, B = 1", grouped_expected(p, [](int64_t) { return 1.0; })));
   print_probe(probes.back());
 
-  // Group codes, base 4 (2^3 is exact in every B dtype, fp8 included).
+  // Group codes, base 4 (2^3 is exact in every B dtype, fp8 included). k_grouped_blocks codes A's
+  // blocks and B's blocks in probes of their own (the tail past the groups as group G), as a
+  // kernel can take either from the wrong place.
   const int bits = 2;
+  const int64_t codes = blocks ? p.G + 1 : p.G;
   int digits = 1;
-  for (int64_t reach = 4; reach < p.G && digits < 4; reach *= 4) ++digits;
-  std::vector<std::vector<std::vector<unsigned char>>> code_runs(static_cast<size_t>(digits));
+  for (int64_t reach = 4; reach < codes && digits < 4; reach *= 4) ++digits;
+  std::vector<std::vector<std::vector<unsigned char>>> code_runs;
   bool codes_failed = false;
-  for (int d = 0; d < digits; ++d) {
-    const auto code = [&](int64_t group) { return std::ldexp(1.0, int((group >> (bits * d)) & 3)); };
-    fill_group_operands(p, A, B, tables, code);
-    probes.push_back(run_grouped_probe(ctx, p, strprintf("group code %d", d),
-                                       strprintf("A = 1, B of group g = 2^(digit %d of g, base 4)", d),
-                                       grouped_expected(p, code), &code_runs[size_t(d)]));
-    codes_failed = codes_failed || !probes.back().passed;
-    print_probe(probes.back());
+  const size_t first_code_probe = probes.size();
+  for (const char* operand : blocks ? std::vector<const char*>{"A", "B"} : std::vector<const char*>{""}) {
+    for (int d = 0; d < digits; ++d) {
+      const auto code = [&](int64_t group) { return std::ldexp(1.0, int((group >> (bits * d)) & 3)); };
+      std::string name = strprintf("group code %d", d), inputs = strprintf("A = 1, B of group g = 2^(digit %d of g, base 4)", d);
+      if (!blocks) {
+        fill_group_operands(p, A, B, tables, code);
+      } else if (operand[0] == 'A') {
+        fill_probe_operand(B, ProbeValues::constant(1.0), tables);
+        fill_block_operand(p, A, p.M, tables, [](int64_t) { return 1.0; }, [&](int64_t group, int64_t) { return code(group); });
+        name = strprintf("group code A %d", d);
+        inputs = strprintf("B = 1, A's block of group g = 2^(digit %d of g, base 4), the tail's g = G", d);
+      } else {
+        fill_group_operands(p, A, B, tables, code);
+        name = strprintf("group code B %d", d);
+        inputs = strprintf("A = 1, B's block of group g = 2^(digit %d of g, base 4), the tail's g = G", d);
+      }
+      code_runs.emplace_back();
+      probes.push_back(run_grouped_probe(ctx, p, name, inputs, grouped_expected(p, code), &code_runs.back()));
+      codes_failed = codes_failed || !probes.back().passed;
+      print_probe(probes.back());
+    }
   }
   GroupFinding finding;
   if (codes_failed) {
     finding = decode_group_runs(p, code_runs, out, bits, spec.tile_m);
-    if (!finding.text.empty()) probes[probes.size() - size_t(digits)].note = finding.text;
+    if (!finding.text.empty()) probes[first_code_probe].note = finding.text;
   }
 
   // K slices of every group, sized by the kernel's K tile: B = 1 on slice s of each group's K
-  // (the whole K for contiguous and masked, the group's own range for k_grouped), else 0.
+  // (the whole K for contiguous and masked, the group's own range for k_grouped, its block for
+  // k_grouped_blocks), else 0.
   const int64_t tile_k = spec.tile_k > 0 ? spec.tile_k : 32;
   int64_t longest_k = 0;
   for (const GroupGemm& gg : group_gemms(p)) longest_k = std::max(longest_k, gg.k);
@@ -748,8 +977,7 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
   const auto line_code = [](int digit, int64_t i) { return double(1 << ((i >> (2 * digit)) & 3)); };
   for (int digit = 0; digit < 2; ++digit) {
     fill_group_operands(p, A, B, tables, [](int64_t) { return 1.0; });
-    fill_probe_operand(A, ProbeValues::constant(1.0).with_rows(1, p.M, [&](int64_t, int64_t m) { return line_code(digit, m); }),
-                       tables);
+    fill_group_a_rows(p, A, tables, [&](int64_t, int64_t m) { return line_code(digit, m); });
     probes.push_back(run_grouped_probe(
         ctx, p, strprintf("row code %d", digit), strprintf("A[m,k] = 2^(digit %d of m, base 4), B = 1", digit),
         grouped_expected(p, [](int64_t) { return 1.0; }, [&](int64_t, int64_t m) { return line_code(digit, m); })));
@@ -772,10 +1000,7 @@ inline int run_grouped_probes(SpecInfo& spec, ProbeContext& ctx, const GroupedPr
     const auto a_of = [&](int64_t batch, int64_t m) { return double(1 + (m / tm + batch) % ramp); };
     fill_group_operands(p, A, B, tables, [](int64_t) { return 1.0; });
     const bool masked = p.layout == GroupedLayout::masked;
-    fill_probe_operand(A, ProbeValues::constant(1.0).with_rows(masked ? p.G : 1, p.M, [&](int64_t l, int64_t m) {
-                         return a_of(masked ? l : 0, m);
-                       }),
-                       tables);
+    fill_group_a_rows(p, A, tables, [&](int64_t l, int64_t m) { return a_of(masked ? l : 0, m); });
     probes.push_back(run_grouped_probe(
         ctx, p, "tile ramp", strprintf("A = 1 + (m / %lld) mod %lld, B = 1", (long long)tm, (long long)ramp),
         grouped_expected(p, [](int64_t) { return 1.0; },

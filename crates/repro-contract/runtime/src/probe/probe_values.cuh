@@ -55,6 +55,7 @@ struct ProbeValues {
     identity_a,       // factor * ((row + 2 column) mod 7 + 1): A[m, k] of the identity probe
     identity_b,       // factor * (row == column mod modulus): B[k, n] = I, repeated every K columns
     identity_output,  // factor * ((row + 2 (column mod modulus)) mod 7 + 1): its right answers
+    k_blocks,         // a flat operand of k_grouped_blocks (below): factor * rows[line] * columns[k]
   };
   Kind kind = Kind::product;
   double factor = 1.0;
@@ -64,10 +65,23 @@ struct ProbeValues {
   std::vector<double> rows, columns;
   int64_t row_batches = 0, row_extent = 0, column_batches = 0, column_extent = 0;
   int64_t modulus = 1;  // the identity kinds: K
+  // k_blocks: the flat operand is blocks of `lines` rows, block b [lines, bounds[b + 1] - bounds[b]]
+  // row-major from element lines * bounds[b]; its element (line, k) is the operand's K index
+  // bounds[b] + k. The rows table is per line, the columns table per K index (K_total long): a
+  // group's block of A or B, each with its own row stride, from tables O(M + K_total) long.
+  std::vector<double> bounds;
+  int64_t lines = 0;
 
   static ProbeValues constant(double value) {
     ProbeValues v;
     v.factor = value;
+    return v;
+  }
+  static ProbeValues k_blocks(int64_t lines, const std::vector<int64_t>& bounds) {
+    ProbeValues v;
+    v.kind = Kind::k_blocks;
+    v.lines = lines;
+    v.bounds.assign(bounds.begin(), bounds.end());
     return v;
   }
   static ProbeValues identity(Kind kind, double factor, int64_t K) {
@@ -106,12 +120,33 @@ struct ProbeValuesView {
   const double* rows;     // null: 1
   const double* columns;  // null: 1
   int64_t row_batches, row_extent, column_batches, column_extent, modulus;
+  const double* bounds;  // k_blocks: its bounds (bound_count of them)
+  int64_t bound_count, lines;
+
+  // k_blocks: element `index` of the flat operand. The block holding it by bisection (the last
+  // block beginning at or before it, so an empty block is never the one), its line and K index.
+  REPRO_HD double block_at(int64_t index) const {
+    int64_t lo = 0, hi = bound_count - 1;
+    if (bound_count < 2 || index >= lines * int64_t(bounds[hi])) return 0.0;  // past every block
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (index >= lines * int64_t(bounds[mid])) lo = mid;
+      else hi = mid;
+    }
+    const int64_t begin = int64_t(bounds[lo]), extent = int64_t(bounds[lo + 1]) - begin;
+    const int64_t local = index - lines * begin;
+    double value = factor;
+    if (rows != nullptr) value *= rows[local / extent];
+    if (columns != nullptr) value *= columns[begin + local % extent];
+    return value;
+  }
 
   REPRO_HD double at(int64_t batch, int64_t row, int64_t column) const {
     switch (kind) {
       case ProbeValues::Kind::identity_a: return factor * double((row + 2 * column) % 7 + 1);
       case ProbeValues::Kind::identity_b: return row == column % modulus ? factor : 0.0;
       case ProbeValues::Kind::identity_output: return factor * double((row + 2 * (column % modulus)) % 7 + 1);
+      case ProbeValues::Kind::k_blocks: return block_at(column);  // a flat operand: one row
       case ProbeValues::Kind::product: break;
     }
     double value = factor;
@@ -127,10 +162,18 @@ struct ProbeValuesView {
 
 // The host's view: its tables in host memory.
 inline ProbeValuesView host_view(const ProbeValues& v) {
-  return ProbeValuesView{v.kind,          v.factor,       v.rows.empty() ? nullptr : v.rows.data(),
+  return ProbeValuesView{v.kind,
+                         v.factor,
+                         v.rows.empty() ? nullptr : v.rows.data(),
                          v.columns.empty() ? nullptr : v.columns.data(),
-                         v.row_batches,   v.row_extent,   v.column_batches,
-                         v.column_extent, v.modulus};
+                         v.row_batches,
+                         v.row_extent,
+                         v.column_batches,
+                         v.column_extent,
+                         v.modulus,
+                         v.bounds.empty() ? nullptr : v.bounds.data(),
+                         int64_t(v.bounds.size()),
+                         v.lines};
 }
 
 // Whether no two logical elements share storage (no stride 0 on an extent above 1, no dimension
@@ -163,6 +206,18 @@ inline MatrixExtents matrix_extents(const Tensor& t) {
 // Whether the tables fit a matrix of these extents with `batches` batches: a pattern built for
 // another shape is a bug here, not something to read past the end of a table for.
 inline void check_tables_fit(const ProbeValues& v, int64_t batches, int64_t rows, int64_t columns, const char* what) {
+  if (v.kind == ProbeValues::Kind::k_blocks) {
+    // One row: the flat operand. Its blocks within it, a row value per line, a column value per K.
+    const int64_t k_total = v.bounds.empty() ? 0 : int64_t(v.bounds.back());
+    if (batches * rows != 1 || v.lines * k_total > columns || (!v.rows.empty() && v.row_extent != v.lines) ||
+        (!v.columns.empty() && v.column_extent != k_total))
+      usage_error(strprintf("a bug in repro's probes (please report it): a probe pattern for %s has blocks of %lld "
+                            "lines over K %lld and tables of %lld rows and %lld columns, the operand is %lld x %lld "
+                            "x %lld",
+                            what, (long long)v.lines, (long long)k_total, (long long)v.row_extent,
+                            (long long)v.column_extent, (long long)batches, (long long)rows, (long long)columns));
+    return;
+  }
   const bool rows_fit = v.rows.empty() || (v.row_extent == rows && (v.row_batches == 1 || v.row_batches == batches));
   const bool columns_fit =
       v.columns.empty() || (v.column_extent == columns && (v.column_batches == 1 || v.column_batches == batches));
@@ -180,7 +235,7 @@ struct ProbeTables {
   size_t capacity = 0;  // doubles
 
   ProbeValuesView upload(const ProbeValues& v) {
-    const size_t need = v.rows.size() + v.columns.size();
+    const size_t need = v.rows.size() + v.columns.size() + v.bounds.size();
     if (need > capacity) {
       device_buffer_pool().give(device);
       device = static_cast<double*>(device_buffer_pool().take(need * sizeof(double)));
@@ -191,9 +246,13 @@ struct ProbeTables {
     if (!v.columns.empty())
       REPRO_CUDA_CHECK(cudaMemcpy(device + v.rows.size(), v.columns.data(), v.columns.size() * sizeof(double),
                                   cudaMemcpyHostToDevice));
+    if (!v.bounds.empty())
+      REPRO_CUDA_CHECK(cudaMemcpy(device + v.rows.size() + v.columns.size(), v.bounds.data(),
+                                  v.bounds.size() * sizeof(double), cudaMemcpyHostToDevice));
     ProbeValuesView view = host_view(v);
     view.rows = v.rows.empty() ? nullptr : device;
     view.columns = v.columns.empty() ? nullptr : device + v.rows.size();
+    view.bounds = v.bounds.empty() ? nullptr : device + v.rows.size() + v.columns.size();
     return view;
   }
   void release() {
@@ -251,8 +310,9 @@ inline void check_expansion(const char* what, DType dtype, const void* device, c
 // uploaded.
 inline void fill_probe_operand(Tensor& t, const ProbeValues& v, ProbeTables& tables) {
   const ProbeClock::Scope timed(ProbeClock::instance().operands);
-  const MatrixExtents e = matrix_extents(t);
   const int64_t numel = t.numel();
+  // A k_blocks pattern reads its operand as flat: one row of every element.
+  const MatrixExtents e = v.kind == ProbeValues::Kind::k_blocks ? MatrixExtents{1, numel} : matrix_extents(t);
   if (numel == 0) return;
   const int64_t batches = numel / std::max<int64_t>(e.rows * e.columns, 1);
   check_tables_fit(v, batches, e.rows, e.columns, t.name.c_str());
