@@ -716,7 +716,8 @@ inline std::string block_runs_text(const GroupedProblem& p, int64_t own, const c
   std::string text = operand;
   for (size_t i = 0; i < runs.size() && i < 4; ++i) {
     const BlockRun& r = runs[i];
-    const std::string span = r.first == r.last ? std::to_string(r.first) : strprintf("%lld-%lld", (long long)r.first, (long long)r.last);
+    const std::string span =
+        r.first == r.last ? std::to_string(r.first) : strprintf("%lld-%lld", (long long)r.first, (long long)r.last);
     text += strprintf("%s%s%s %s from %s", i ? ", " : " ", line, r.first == r.last ? "" : "s", span.c_str(),
                       block_source_text(p, own, r.source).c_str());
   }
@@ -756,7 +757,10 @@ inline GroupFinding decode_group_blocks(const GroupedProblem& p, const std::vect
     // Rows: those whose A row came from another block, every row when a B column did.
     int64_t coded_rows = 0, wrong_rows = 0;
     bool b_coded = false, b_wrong = false;
-    for (int64_t source : b_sources) b_coded = b_coded || (source >= 0 && source != gg.group), b_wrong = b_wrong || source != gg.group;
+    for (int64_t source : b_sources) {
+      b_coded = b_coded || (source >= 0 && source != gg.group);
+      b_wrong = b_wrong || source != gg.group;
+    }
     for (int64_t source : a_sources) {
       coded_rows += b_coded || (source >= 0 && source != gg.group);
       wrong_rows += b_wrong || source != gg.group;

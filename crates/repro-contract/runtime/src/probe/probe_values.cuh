@@ -6,8 +6,9 @@
 // else: at Llama-3-8B's gate_up shape (M 2048, N 28672, K 4096) B alone is 117 M elements, set
 // about twenty times, and every answer is 58 M doubles; a probe run took 27 s there, the GPU idle
 // nearly all of it. So the host only states each pattern (ProbeValues: a factor times a value
-// per row and a value per column, each table O(rows) or O(columns) long, or one of the identity
-// patterns), and kernels expand it: into the operand's storage (fill_probe_operand) and into the
+// per row and a value per column, each table O(rows) or O(columns) long, one of the identity
+// patterns, or k_grouped_blocks' blocks of a flat operand from tables O(M + K_total) long), and
+// kernels expand it: into the operand's storage (fill_probe_operand) and into the
 // right answers (probe_expected). The same REPRO_HD function (ProbeValuesView::at) computes an
 // element on both sides, and a spread sample of every expansion is read back and compared with
 // the host's value of it, bit for bit, as device-made random inputs are (check_device_inputs):
