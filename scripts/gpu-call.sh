@@ -8,7 +8,7 @@
 #
 #   DEADLINE=470 STEPS=examples,reference,floor bash scripts/gpu-call.sh
 #
-# Steps (in this order; STEPS picks some, default all):
+# Steps (STEPS names them, in the order they run; default all, in this order):
 #   prebuilt   gpu-prebuilt.sh over the artifact folders in $BUNDLE/prebuilt.tgz
 #   erc        the emulated reference's accuracy battery, built here ($BUNDLE/erc.gz)
 #   examples   gpu-check.sh examples probe over $EXAMPLES (default: the grouped fp8 examples)
@@ -52,12 +52,11 @@ warm /tmp/bin/repro &
 wait
 echo "warm: $(($(date +%s) - t0)) s" | tee -a "$summary"
 
-# step NAME COMMAND...: runs the command if NAME was asked for, under what is left of the
-# deadline (less 15 s to pack up), and notes its exit and time.
+# step NAME COMMAND...: runs the command under what is left of the deadline (less 15 s to pack
+# up), and notes its exit and time.
 step() {
   local name=$1 left code t
   shift
-  [[ ",$steps," == *",$name,"* ]] || return 0
   left=$((deadline - $(date +%s) - 15))
   if ((left < 20)); then echo "$name: skipped, ${left} s left" | tee -a "$summary"; return 0; fi
   t=$(date +%s)
@@ -66,29 +65,44 @@ step() {
   echo "$name: exit $code, $(($(date +%s) - t)) s" | tee -a "$summary"
 }
 
-# prebuilt.tgz: artifact folders built here (`repro build SPEC -o DIR`), run by gpu-prebuilt.sh.
-if [[ -f $bundle/prebuilt.tgz ]]; then
-  mkdir -p /tmp/prebuilt && tar xzf "$bundle/prebuilt.tgz" -C /tmp/prebuilt
-  step prebuilt env PREBUILT_LOGS=/tmp/cases/prebuilt bash scripts/gpu-prebuilt.sh /tmp/prebuilt
-fi
-# erc.gz: tests/cpp/emulated_reference_check.cu built here; its accuracy battery.
-[[ -x /tmp/bin/erc ]] && step erc /tmp/bin/erc
-step examples env GPU_CHECK_LOGS=/tmp/cases/examples \
-  EXAMPLES="${EXAMPLES:-fp8_grouped_*|fp8_k_grouped_*|fp8_batched_*|tiled_gemm_bf16|naive_gemm_f32}" \
-  bash scripts/gpu-check.sh examples probe
-[[ -x /tmp/bin/device_reference_check ]] && export DEVICE_REFERENCE_CHECK=/tmp/bin/device_reference_check
-step reference env GPU_CHECK_LOGS=/tmp/cases/reference bash scripts/gpu-check.sh reference
-if [[ -x /tmp/bin/repro-before ]]; then
-  step floor env REPRO_BEFORE=/tmp/bin/repro-before ROUNDS="${ROUNDS:-3}" QUEUE="${FLOOR_QUEUE:-}" bash scripts/bench/check-floor.sh
-else
-  step floor env ROUNDS="${ROUNDS:-3}" QUEUE="${FLOOR_QUEUE:-}" bash scripts/bench/check-floor.sh
-fi
-step cublas python3 scripts/bench/cublas_dgemm_cost.py 1024,2048,4096
-step probe-phases bash scripts/bench/probe-phases.sh
-step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh
-# campaign-before: the same campaign's queues with the before binary, for a side-by-side.
-[[ -x /tmp/bin/repro-before ]] && step campaign-before env REPRO=/tmp/bin/repro-before MODES=queue bash scripts/bench/campaign-queue.sh
-step campaign env MODES=${CAMPAIGN_MODES:-queue,torch,process} PROCESS_LIMIT="${PROCESS_LIMIT:-40}" bash scripts/bench/campaign-queue.sh
+# run_step NAME: the step of that name (see the list at the top).
+run_step() {
+  case $1 in
+  prebuilt)
+    # prebuilt.tgz: artifact folders built here (`repro build SPEC -o DIR`), run by gpu-prebuilt.sh.
+    [[ -f $bundle/prebuilt.tgz ]] || return 0
+    mkdir -p /tmp/prebuilt && tar xzf "$bundle/prebuilt.tgz" -C /tmp/prebuilt
+    step prebuilt env PREBUILT_LOGS=/tmp/cases/prebuilt bash scripts/gpu-prebuilt.sh /tmp/prebuilt ;;
+  erc)
+    # erc.gz: tests/cpp/emulated_reference_check.cu built here; its accuracy battery.
+    [[ -x /tmp/bin/erc ]] && step erc /tmp/bin/erc ;;
+  examples)
+    step examples env GPU_CHECK_LOGS=/tmp/cases/examples \
+      EXAMPLES="${EXAMPLES:-fp8_grouped_*|fp8_k_grouped_*|fp8_batched_*|tiled_gemm_bf16|naive_gemm_f32}" \
+      bash scripts/gpu-check.sh examples probe ;;
+  reference)
+    [[ -x /tmp/bin/device_reference_check ]] && export DEVICE_REFERENCE_CHECK=/tmp/bin/device_reference_check
+    step reference env GPU_CHECK_LOGS=/tmp/cases/reference bash scripts/gpu-check.sh reference ;;
+  floor)
+    if [[ -x /tmp/bin/repro-before ]]; then
+      step floor env REPRO_BEFORE=/tmp/bin/repro-before ROUNDS="${ROUNDS:-3}" QUEUE="${FLOOR_QUEUE:-}" bash scripts/bench/check-floor.sh
+    else
+      step floor env ROUNDS="${ROUNDS:-3}" QUEUE="${FLOOR_QUEUE:-}" bash scripts/bench/check-floor.sh
+    fi ;;
+  cublas) step cublas python3 scripts/bench/cublas_dgemm_cost.py 1024,2048,4096 ;;
+  probe-phases) step probe-phases bash scripts/bench/probe-phases.sh ;;
+  verdicts) step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh ;;
+  campaign-before)
+    # The same campaign's queues with the before binary, for a side-by-side.
+    [[ -x /tmp/bin/repro-before ]] && step campaign-before env REPRO=/tmp/bin/repro-before MODES=queue bash scripts/bench/campaign-queue.sh ;;
+  campaign)
+    step campaign env MODES="${CAMPAIGN_MODES:-queue,torch,process}" PROCESS_LIMIT="${PROCESS_LIMIT:-40}" bash scripts/bench/campaign-queue.sh ;;
+  *) echo "$1: no such step" | tee -a "$summary" ;;
+  esac
+}
+
+# In the order STEPS names them.
+for name in ${steps//,/ }; do run_step "$name"; done
 
 tar czf "$out/cases.tgz" -C /tmp cases 2>/dev/null
 echo "total: $(($(date +%s) - start)) s" | tee -a "$summary"
