@@ -270,24 +270,20 @@ void check_scale_blocks(const BlockScales& scales, Problems* problems) {
   const TensorView& sa = *scales.a;
   const TensorView& sb = *scales.b;
   const int64_t gm = Mainloop::ScaleGranularityM, gn = Mainloop::ScaleGranularityN, gk = Mainloop::ScaleGranularityK;
-  if (scales.block_a[0] != gm || scales.block_a[1] != gk)
+  // One operand's block against the kernel's compile-time granularity (rows, columns).
+  const auto check_block = [&](const char* role, const char* field, const int64_t* block, int64_t rows,
+                               int64_t cols, const char* row_name, const char* col_name, const char* layout) {
+    if (block[0] == rows && block[1] == cols) return;
     problems->add(strprintf(
-        "SA: reference.scale_a.block is [%lld, %lld], but the kernel scales A per [%lld, %lld] block "
-        "(ScaleGranularityM = %lld, ScaleGranularityK = %lld in its LayoutSFA); CUTLASS's sm90 blockwise mainloop "
-        "fixes its granularity at compile time: make the block [%lld, %lld], or the kernel's scale config match "
-        "the production scales",
-        static_cast<long long>(scales.block_a[0]), static_cast<long long>(scales.block_a[1]),
-        static_cast<long long>(gm), static_cast<long long>(gk), static_cast<long long>(gm),
-        static_cast<long long>(gk), static_cast<long long>(gm), static_cast<long long>(gk)));
-  if (scales.block_b[0] != gk || scales.block_b[1] != gn)
-    problems->add(strprintf(
-        "SB: reference.scale_b.block is [%lld, %lld], but the kernel scales B per [%lld, %lld] block "
-        "(ScaleGranularityK = %lld, ScaleGranularityN = %lld in its LayoutSFB); CUTLASS's sm90 blockwise mainloop "
-        "fixes its granularity at compile time: make the block [%lld, %lld], or the kernel's scale config match "
-        "the production scales",
-        static_cast<long long>(scales.block_b[0]), static_cast<long long>(scales.block_b[1]),
-        static_cast<long long>(gk), static_cast<long long>(gn), static_cast<long long>(gk),
-        static_cast<long long>(gn), static_cast<long long>(gk), static_cast<long long>(gn)));
+        "%s: reference.%s.block is [%lld, %lld], but the kernel scales %c per [%lld, %lld] block "
+        "(%s = %lld, %s = %lld in its %s); CUTLASS's sm90 blockwise mainloop fixes its granularity at compile "
+        "time: make the block [%lld, %lld], or the kernel's scale config match the production scales",
+        role, field, static_cast<long long>(block[0]), static_cast<long long>(block[1]), role[1],
+        static_cast<long long>(rows), static_cast<long long>(cols), row_name, static_cast<long long>(rows), col_name,
+        static_cast<long long>(cols), layout, static_cast<long long>(rows), static_cast<long long>(cols)));
+  };
+  check_block("SA", "scale_a", scales.block_a, gm, gk, "ScaleGranularityM", "ScaleGranularityK", "LayoutSFA");
+  check_block("SB", "scale_b", scales.block_b, gk, gn, "ScaleGranularityK", "ScaleGranularityN", "LayoutSFB");
   for (const TensorView* t : {&sa, &sb}) {
     const char* role = t == &sa ? "SA" : "SB";
     if constexpr (!ElementDType<ElementScale>::known) {
