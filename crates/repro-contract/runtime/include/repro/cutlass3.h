@@ -711,8 +711,7 @@ struct GroupedRunner : Adapter<GemmKernel> {
   // Whether scale tensor `t` (its operand's non-K blocks on axis `i_axis`, K blocks on the other
   // of its last two) holds group g's scales where the kernel reads them, through `layout`, CUTLASS's
   // ((granularity, blocks), (granularity_k, blocks_k), L) layout for the group. Only strides
-  // between two or more blocks matter. Otherwise says how they differ, and what fits. (Public
-  // and static so that it can be checked on the host alone.)
+  // between two or more blocks matter. Otherwise says how they differ, and what fits.
   template <typename LayoutSF>
   static bool group_scale_layout_fits(const char* role, const char* sf, const char* i_name, const TensorView& t,
                                       int i_axis, const LayoutSF& layout, int64_t g, int m, Problems* problems) {

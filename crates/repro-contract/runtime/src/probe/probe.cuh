@@ -101,11 +101,11 @@ struct ProbeContext {
       w.field("judging", clock.judging * 1e3);
       w.end_object();
       report_set("probe_phases_ms", w.str());
-      ProbeClock::instance() = ProbeClock{};  // a queue's next probe run counts from zero
       times->end("probes");
       times->report();
       times = nullptr;
     }
+    ProbeClock::instance() = ProbeClock{};  // a queue's next probe run counts from zero
     tables.release();
     device_buffer_pool().give(want);
     want = nullptr;

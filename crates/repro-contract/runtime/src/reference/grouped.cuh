@@ -375,7 +375,7 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p,
     return double(kp) * double(ceil_div(sub.M, kRefTileM) * kRefTileM + ceil_div(sub.N, kRefTileN) * kRefTileN);
   };
   constexpr double kRoundDoubles = double(int64_t(1) << 30);  // 8 GiB of doubles
-  double host_seconds = 0, judge_seconds = 0;
+  double judge_seconds = 0;
   for (size_t first = 0; first < problems.size();) {
     size_t end = first + 1;
     for (double doubles = packed_doubles(problems[first]);
@@ -390,9 +390,11 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p,
       launches.push_back(launch_reference_gemm(problems[i], method, places[i]));
       total.describe(launches.back());
     }
-    phase_start = std::chrono::steady_clock::now();
-    for (size_t i = first; i < end; ++i) compute_cross_check_sample(problems[i], &samples[i - first]);
-    host_seconds += seconds_since(phase_start);
+    for (size_t i = first; i < end; ++i) {
+      compute_cross_check_sample(problems[i], &samples[i - first]);
+      total.host_seconds += samples[i - first].host_seconds;
+      total.decode_seconds += samples[i - first].decode_seconds;
+    }
     for (ReferenceGemmLaunch& launch : launches) total.kernel_ms += finish_reference_gemm(&launch);
     phase_start = std::chrono::steady_clock::now();
     for (size_t i = first; i < end; ++i) {
@@ -403,7 +405,7 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p,
     judge_seconds += seconds_since(phase_start);
     first = end;
   }
-  total.check_seconds = std::max(0.0, host_seconds - total.kernel_ms / 1e3) + judge_seconds;
+  total.check_seconds = std::max(0.0, total.host_seconds - total.kernel_ms / 1e3) + judge_seconds;
   if (total.engine.empty()) total.engine = "no GEMM: every group's K is 0";
   return total;
 }
