@@ -249,17 +249,20 @@ inline Tolerance spec_tolerance(const SpecInfo& spec, double ref_rms) {
   return tolerance;
 }
 
-// auto: the device above 2^27 multiply-adds (512^3), where the host's fp64 GEMM starts to take
-// longer than the device's fixed costs (a kernel, a copy back, the cross-check). (Skinny GEMMs
-// below it still make their inputs on the host, ~4 ns an element: 27 ms of a queued probe run at
-// M 1, N 3072, K 2048, run 98. Taking the device from 2^18 elements of A and B too is the next
-// cut for a campaign's time, not made until it can run on a GPU: docs/performance.md.)
+// auto: the device from 2^27 multiply-adds (512^3), where the host's fp64 GEMM starts to take
+// longer than the device's fixed costs (a kernel, a copy back, the cross-check); and from 2^18
+// elements of A and B whatever the multiply-adds, where making the inputs on the host does: the
+// device path makes them on the device too, where the host path spends ~4 ns an element (a
+// queued probe run at M 1, N 3072, K 2048, 2^22.6 elements for as many multiply-adds, spent 27 ms
+// making its inputs and 11 ms on its reference on the host, run 98).
 constexpr double kDeviceReferenceMinMacs = 134217728.0;
-
+constexpr double kDeviceReferenceMinElements = 262144.0;
 inline bool use_device_reference(const std::string& provider, const GemmOperands& g) {
   if (provider == "device" || provider == "emulated") return true;
   if (provider == "host") return false;
-  return double(g.L) * double(g.M) * double(g.N) * double(g.K) >= kDeviceReferenceMinMacs;
+  const double macs = double(g.L) * double(g.M) * double(g.N) * double(g.K);
+  const double elements = double(g.L) * (double(g.M) * double(g.K) + double(g.K) * double(g.N));
+  return macs >= kDeviceReferenceMinMacs || elements >= kDeviceReferenceMinElements;
 }
 
 // One check: the spec's tensors made afresh for `options`, then inputs, reference, launches,
