@@ -92,6 +92,26 @@ if in_section D; then
   probe_case fp8_k_grouped_blocks 0 "verdict ok:"
 fi
 
+# S. Operators of several kernels (issue 56): split-K (partials + reduce), stream-K with a
+# persistent tile-counter intermediate, the attention backward as preprocess + main + dQ convert.
+if in_section S; then
+  for name in split_k_gemm stream_k_gemm flash_attention_backward_split; do
+    run_case "$name --ones" 0 "Disposition: Passed" run "examples/$name.yaml" -o "$work/$name" --ones
+    run_case "$name (random)" 0 "Disposition: Passed" run "examples/$name.yaml" -o "$work/$name"
+  done
+  probe_case split_k_gemm 0 "verdict ok:"
+  probe_case split_k_gemm_drop_last_split 1 "verdict k_coverage:"
+  probe_case split_k_gemm_bf16_partials 1 "verdict precision:"
+  run_case "split_k_gemm_bf16_partials --ones" 0 "Disposition: Passed" run examples/split_k_gemm_bf16_partials.yaml -o "$work/split_k_gemm_bf16_partials" --ones
+  # Right on the first call, wrong on the second: the counters it leaves behind.
+  run_case "stream_k_gemm_counters_not_reset (random)" 1 "pattern state_across_calls: call 1 matches the reference; call 2 is the first wrong one" run examples/stream_k_gemm_counters_not_reset.yaml -o "$work/stream_k_gemm_counters_not_reset"
+  run_case "stream_k_gemm_counters_not_reset --repeat 1" 0 "Disposition: Passed" run examples/stream_k_gemm_counters_not_reset.yaml -o "$work/stream_k_gemm_counters_not_reset" --repeat 1
+  run_case "stream_k_gemm_fixup_without_wait --repeat 5" 1 "Disposition: Failed" run examples/stream_k_gemm_fixup_without_wait.yaml -o "$work/stream_k_gemm_fixup_without_wait" --repeat 5
+  run_case "flash_attention_backward_split_preprocess_half_d" 1 "Disposition: Failed" run examples/flash_attention_backward_split_preprocess_half_d.yaml -o "$work/fabs_half_d"
+  probe_case flash_attention_backward_split 0 "verdict ok:"
+  run_case "stream_k_gemm --sanitize memcheck" 0 "Disposition: Passed" run examples/stream_k_gemm.yaml -o "$work/stream_k_gemm_memcheck" --ones --sanitize memcheck
+fi
+
 printf '\n| %-44s | %4s | %4s | %-3s | %s |\n' "case" "want" "exit" "ok" "expected text"
 printf '%s\n' "${rows[@]}"
 bad=$(printf '%s\n' "${rows[@]}" | grep -c '| NO  |')

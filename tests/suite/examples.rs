@@ -151,18 +151,19 @@ fn examples_to_compile() -> Vec<PathBuf> {
         .filter(|path| {
             let spec =
                 repro::spec::load(path, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
-            let cutlass = matches!(spec.kernel.kind, repro::spec::LaunchKind::Cutlass3 { .. });
+            let cutlass = matches!(spec.kernel().kind, repro::spec::LaunchKind::Cutlass3 { .. });
             seen.insert((
                 cutlass,
                 spec.reference.op(),
                 if cutlass {
                     String::new()
                 } else {
-                    spec.kernel.name.clone()
+                    spec.kernel().name.clone()
                 },
                 spec.tma.is_empty(),
                 spec.trace.is_empty(),
-                spec.kernel.cluster.is_some(),
+                spec.kernel().cluster.is_some(),
+                spec.launches.len(),
             ))
         })
         .collect()

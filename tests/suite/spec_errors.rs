@@ -53,7 +53,7 @@ fn the_base_spec_is_valid() {
     let spec = load(GOOD).expect("valid");
     assert_eq!(spec.reference.gemm().unwrap().m, 100);
     assert_eq!(spec.reference.gemm().unwrap().k, 70);
-    assert_eq!(spec.kernel.instantiation(), "naive_gemm_bf16");
+    assert_eq!(spec.kernel().instantiation(), "naive_gemm_bf16");
 }
 
 #[test]
@@ -362,7 +362,7 @@ fn tma_descriptor_is_resolved_innermost_first() {
     assert_eq!(b.box_dims, vec![64, 32]);
     assert_eq!(a.data_type, "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16");
     assert_eq!(
-        spec.kernel.args[0],
+        spec.kernel().args[0],
         repro::spec::KernelArg::Tma(0),
         "a descriptor's name passes the CUtensorMap"
     );
@@ -490,7 +490,7 @@ fn with_tma_over_d(args: &str, setup: Option<&str>) -> String {
 fn an_output_passed_through_its_tma_map_is_passed() {
     let spec =
         load(&with_tma_over_d("[A, B, map_d, M, N, K]", None)).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(spec.kernel.args[2], repro::spec::KernelArg::Tma(0));
+    assert_eq!(spec.kernel().args[2], repro::spec::KernelArg::Tma(0));
 }
 
 #[test]
@@ -848,4 +848,90 @@ fn a_flags_from_line_with_a_newline() {
     .replace("include_dirs: [../kernels]", "include_dirs: []");
     std::fs::write(dir.path().join("spec.yaml"), spec).unwrap();
     insta::assert_snapshot!(error_for_file(dir.path(), "spec.yaml"));
+}
+
+/// The good spec as an operator of two launches: the same kernel twice, the second into an
+/// intermediate it never reads (enough for the checks of `launches:`).
+fn sequence(second_args: &str, tensors: &str) -> String {
+    replace(
+        "kernel:\n  name: naive_gemm_bf16\n  args: [A, B, D, M, N, K]\n  grid: [\"ceil_div(N, 16)\", \"ceil_div(M, 16)\", 1]\n  block: [16, 16, 1]\n",
+        &format!(
+            "{tensors}launches:\n  - name: naive_gemm_bf16\n    args: [A, B, D, M, N, K]\n    grid: [\"ceil_div(N, 16)\", \"ceil_div(M, 16)\", 1]\n    block: [16, 16, 1]\n  - name: naive_gemm_bf16\n    args: {second_args}\n    grid: [\"ceil_div(N, 16)\", \"ceil_div(M, 16)\", 1]\n    block: [16, 16, 1]\n"
+        ),
+    )
+    .replace(
+        "  D: { dtype: bf16, shape: [M, N], output: true }\n",
+        "  D: { dtype: bf16, shape: [M, N], output: true }\n  W: { dtype: bf16, shape: [M, N], intermediate: true }\n",
+    )
+}
+
+#[test]
+fn a_sequence_of_launches_is_valid() {
+    let spec = load(&sequence("[A, B, W, M, N, K]", "")).unwrap();
+    assert!(spec.is_sequence());
+    assert_eq!(spec.launches.len(), 2);
+    let w = spec.tensors.iter().find(|t| t.name == "W").unwrap();
+    assert_eq!(w.intermediate, Some(repro::spec::model::Lifetime::Call));
+    assert!(!w.output);
+    // An intermediate starts as zeros unless its init says otherwise, whatever `inputs:` says.
+    assert_eq!(
+        w.init.source,
+        repro::spec::InitSource::Generator(repro::spec::model::Generator::Zeros)
+    );
+}
+
+#[test]
+fn a_typo_in_a_later_launch_is_named_by_its_index() {
+    insta::assert_snapshot!(error_for(&sequence("[A, B, WW, M, N, K]", "")));
+}
+
+#[test]
+fn kernel_and_launches_both_given() {
+    let text = sequence("[A, B, W, M, N, K]", "").replace(
+        "launches:\n",
+        "kernel: { name: naive_gemm_bf16, args: [A, B, D, M, N, K], grid: [1, 1, 1], block: [16, 16, 1] }\nlaunches:\n",
+    );
+    insta::assert_snapshot!(error_for(&text));
+}
+
+#[test]
+fn neither_kernel_nor_launches() {
+    let text = sequence("[A, B, W, M, N, K]", "");
+    let start = text.find("launches:\n").unwrap();
+    let end = text.find("reference:").unwrap();
+    insta::assert_snapshot!(error_for(&format!("{}{}", &text[..start], &text[end..])));
+}
+
+#[test]
+fn an_output_no_launch_is_given() {
+    insta::assert_snapshot!(error_for(&sequence("[A, B, W, M, N, K]", "").replacen(
+        "args: [A, B, D, M, N, K]",
+        "args: [A, B, W, M, N, K]",
+        1
+    )));
+}
+
+#[test]
+fn a_lifetime_without_intermediate() {
+    insta::assert_snapshot!(error_for(&replace(
+        "D: { dtype: bf16, shape: [M, N], output: true }",
+        "D: { dtype: bf16, shape: [M, N], output: true, lifetime: persist }"
+    )));
+}
+
+#[test]
+fn an_output_that_is_an_intermediate_too() {
+    insta::assert_snapshot!(error_for(&replace(
+        "D: { dtype: bf16, shape: [M, N], output: true }",
+        "D: { dtype: bf16, shape: [M, N], output: true, intermediate: true }"
+    )));
+}
+
+#[test]
+fn a_cutlass_kernel_in_a_sequence() {
+    insta::assert_snapshot!(error_for(&sequence("[A, B, W, M, N, K]", "").replacen(
+        "  - name: naive_gemm_bf16\n    args: [A, B, W",
+        "  - kind: cutlass3\n    name: naive_gemm_bf16\n    args: [A, B, W",
+        1
+    )));
 }

@@ -364,7 +364,7 @@ fn copy_capture(
     dir: &Path,
     names: &[String],
 ) -> Result<(), BundleError> {
-    if let LaunchKind::Replay(replay) = &mut bundled.kernel.kind {
+    if let LaunchKind::Replay(replay) = &mut bundled.kernel_mut().kind {
         sources.bring(
             listing,
             dir,

@@ -566,8 +566,10 @@ impl Reader<'_> {
             model.build.flags_from = None;
         }
         model.build.flags.extend(variant.add_flags.iter().cloned());
-        if let Some(args) = &variant.template_args {
-            model.kernel.template_args = args.clone();
+        // A variant's template arguments are the first launch's (the only one unless the spec
+        // gives `launches:`).
+        if let (Some(args), Some(kernel)) = (&variant.template_args, model.first_launch_mut()) {
+            kernel.template_args = args.clone();
         }
         for (name, value) in sizes {
             model.sizes.insert(name.clone(), *value);

@@ -65,6 +65,7 @@ pub const FILES: &[RuntimeFile] = &[
     src_file!("reference", "grouped.cuh"),
     src_file!("run", "harness_main.cuh"),
     src_file!("run", "queue.cuh"),
+    src_file!("run", "operator_calls.cuh"),
     src_file!("run", "device_buffers.cuh"),
     src_file!("launch", "launch.cuh"),
     src_file!("inputs", "npy.cuh"),

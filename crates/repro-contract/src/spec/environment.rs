@@ -144,13 +144,11 @@ impl Environment {
             .capture
             .iter()
             .flat_map(|c| c.before.values().chain(c.after.values()));
-        for file in spec
-            .kernel
-            .cubin
-            .iter()
-            .chain(spec.kernel.params.iter())
-            .chain(capture)
-        {
+        let replay = spec
+            .launch_entries()
+            .into_iter()
+            .flat_map(|(_, k)| k.cubin.iter().chain(k.params.iter()));
+        for file in replay.chain(capture) {
             input_files
                 .entry(file.clone())
                 .or_insert_with(|| input_file(&dir.join(file)));
@@ -201,7 +199,7 @@ impl Environment {
 
 /// CUTLASS kernels, and kernels that include CUTLASS or CuTe headers, build against CUTLASS.
 fn needs_cutlass(spec: &Spec) -> bool {
-    spec.kernel.kind == KernelKind::Cutlass3
+    spec.first_launch().map(|k| k.kind) == Some(KernelKind::Cutlass3)
         || spec
             .source
             .includes

@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 
 use super::environment::Cutlass;
 use super::expr;
-use super::model::{GroupedLayout, KernelKind, ScaleFormat, Value};
+use super::model::{GroupedLayout, KernelKind, KernelSpec, ScaleFormat, Value};
 use super::resolved::{KernelArg, KernelLaunch, LaunchKind, TensorSpecResolved, TmaDescriptor};
 use super::validate::Validator;
 use repro_text::did_you_mean;
@@ -22,6 +22,7 @@ impl Validator<'_> {
     /// expressions repro cannot evaluate are checked by the harness at launch.
     fn cluster(
         &mut self,
+        path: &str,
         cluster: &[String; 3],
         grid: Option<&[String; 3]>,
         sizes: &IndexMap<String, i64>,
@@ -38,7 +39,7 @@ impl Validator<'_> {
             .unwrap_or(i64::MAX);
         if blocks > 16 {
             self.error(
-                "kernel.cluster",
+                &format!("{path}.cluster"),
                 format!("a cluster of {} = {blocks} blocks; sm_90 allows at most 8 (portable) or 16 (non-portable)", numbers.iter().map(i64::to_string).collect::<Vec<_>>().join(" x ")),
             );
             return;
@@ -48,7 +49,7 @@ impl Validator<'_> {
             if let Ok(g) = expr::evaluate(g, sizes) {
                 if g % c != 0 {
                     self.error(
-                        &format!("kernel.cluster[{axis}]"),
+                        &format!("{path}.cluster[{axis}]"),
                         format!("grid.{name} = {g} is not a multiple of cluster.{name} = {c}; a grid must be made of whole clusters"),
                     )
                     .help = Some(format!("round the grid up (e.g. {} blocks) and let the kernel skip the extra ones, as production code must", (g + c - 1) / c * c));
@@ -65,11 +66,9 @@ impl Validator<'_> {
     ) -> Option<[String; 3]> {
         let Some(values) = values else {
             if required {
-                self.error(
-                    "kernel",
-                    format!("`kernel.{}` is missing", path.trim_start_matches("kernel.")),
-                )
-                .help =
+                let (owner, field) = path.rsplit_once('.').unwrap_or(("kernel", path));
+                self.error(owner, format!("`{owner}.{field}` is missing"))
+                    .help =
                     Some("write it as [x, y, z]; entries are integers or C++ expressions".into());
             }
             return None;
@@ -101,21 +100,157 @@ impl Validator<'_> {
         Some(out)
     }
 
-    pub(super) fn kernel(
+    /// Every launch: `kernel:` alone, or each entry of `launches:` in order. Either is given,
+    /// never both; a sequence's entries are built from source (`global` or `device`).
+    pub(super) fn launches(
         &mut self,
         sizes: &IndexMap<String, i64>,
         tensors: &[TensorSpecResolved],
         tma: &[TmaDescriptor],
+    ) -> Option<Vec<KernelLaunch>> {
+        let spec = self.spec;
+        match (&spec.kernel, spec.launches.is_empty()) {
+            (Some(_), false) => {
+                self.key_error(
+                    "launches",
+                    "`kernel:` and `launches:` are both given; a spec has one or the other",
+                )
+                .help = Some(
+                    "keep `kernel:` for one launch, or move it into `launches:` as its first entry"
+                        .into(),
+                );
+                return None;
+            }
+            (None, true) => {
+                self.error("", "`kernel:` is missing").help = Some(
+                    "say what is launched: `kernel:` with its name, args, grid and block (or \
+                     `launches:`, a list of them, for an operator of several kernels)"
+                        .into(),
+                );
+                return None;
+            }
+            (Some(kernel), true) => {
+                return match kernel.kind {
+                    KernelKind::Cutlass3 => self.cutlass3_kernel().map(|k| vec![k]),
+                    KernelKind::Replay => self.replay_kernel(tensors).map(|k| vec![k]),
+                    _ => {
+                        let launch = self.source_launch(kernel, "kernel", sizes, tensors, tma);
+                        self.outputs_reached(&[("kernel".to_string(), kernel)]);
+                        launch.map(|k| vec![k])
+                    }
+                };
+            }
+            (None, false) => {}
+        }
+        let entries = spec.launch_entries();
+        let mut launches = Vec::new();
+        for (path, entry) in &entries {
+            if matches!(entry.kind, KernelKind::Cutlass3 | KernelKind::Replay) {
+                let kind = if entry.kind == KernelKind::Cutlass3 {
+                    "cutlass3"
+                } else {
+                    "replay"
+                };
+                self.error(
+                    &format!("{path}.kind"),
+                    format!("`kind: {kind}` is not supported in `launches:` yet; a sequence's launches are `kind: global` or `kind: device`"),
+                )
+                .help = Some(format!("run the `{kind}` kernel as a spec of its own (`kernel:`), or launch it from a `global` entry's `setup`"));
+                continue;
+            }
+            launches.push(self.source_launch(entry, path, sizes, tensors, tma));
+        }
+        self.outputs_reached(&entries);
+        // An intermediate no launch is given is state nothing keeps: most likely a forgotten
+        // argument.
+        for t in tensors.iter().filter(|t| t.intermediate.is_some()) {
+            if !entries
+                .iter()
+                .any(|(_, k)| launch_names(k).contains(&t.name))
+            {
+                self.warnings.push(format!(
+                    "tensor `{}` is an intermediate that no launch is given (in its args or setup)",
+                    t.name
+                ));
+            }
+        }
+        launches.into_iter().collect()
+    }
+
+    /// Every output must be reachable from some launch: one the kernels cannot reach is never
+    /// written, and every check of it would fail for a reason that is not the kernel's. It is
+    /// reached when passed itself, named in an argument expression or in a `setup` (which may
+    /// wrap it in a library's descriptor), or through a `tma:` entry over it that is passed or
+    /// named there (a kernel that writes D only with TMA stores takes `map_d`, not D).
+    fn outputs_reached(&mut self, entries: &[(String, &KernelSpec)]) {
+        let names: Vec<String> = entries.iter().flat_map(|(_, k)| launch_names(k)).collect();
+        let reaches = |name: &String| names.contains(name);
+        let first = entries
+            .first()
+            .map(|(path, _)| path.as_str())
+            .unwrap_or("kernel");
+        let place = if entries.len() > 1 {
+            "any of the launches"
+        } else {
+            "the kernel"
+        };
+        let outputs: Vec<String> = self
+            .spec
+            .tensors
+            .iter()
+            .filter(|(_, t)| t.output)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in outputs {
+            let through_tma = self
+                .spec
+                .tma
+                .iter()
+                .any(|(map, entry)| entry.tensor == name && reaches(map));
+            if reaches(&name) || through_tma {
+                continue;
+            }
+            let maps: Vec<&str> = self
+                .spec
+                .tma
+                .iter()
+                .filter(|(_, entry)| entry.tensor == name)
+                .map(|(map, _)| map.as_str())
+                .collect();
+            let help = match maps.as_slice() {
+                [] => format!(
+                    "add it (or a `tma:` entry over it) to `{first}.args`, or drop `output: true`"
+                ),
+                maps => format!(
+                    "add it or its TMA map (`{}`) to `{first}.args` (or name one of them in \
+                     `{first}.setup`), or drop `output: true`",
+                    maps.join("`, `")
+                ),
+            };
+            self.key_error(
+                &format!("tensors.{name}"),
+                format!("output `{name}` is never passed to {place}"),
+            )
+            .help = Some(help);
+        }
+    }
+
+    /// One launch built from source (`kind: global` or `kind: device`), its errors under `path`
+    /// (`kernel` or `launches[i]`).
+    fn source_launch(
+        &mut self,
+        k: &KernelSpec,
+        path: &str,
+        sizes: &IndexMap<String, i64>,
+        tensors: &[TensorSpecResolved],
+        tma: &[TmaDescriptor],
     ) -> Option<KernelLaunch> {
-        let k = &self.spec.kernel;
         let kind = match k.kind {
-            KernelKind::Global => LaunchKind::Global,
             KernelKind::Device => LaunchKind::Device,
-            KernelKind::Cutlass3 => return self.cutlass3_kernel(),
-            KernelKind::Replay => return self.replay_kernel(tensors),
+            _ => LaunchKind::Global,
         };
         let Some(name) = k.name.clone() else {
-            self.error("kernel", "`kernel.name` is missing").help = Some(match kind {
+            self.error(path, format!("`{path}.name` is missing")).help = Some(match kind {
                 LaunchKind::Device => {
                     "name the __device__ function (the task body), e.g. `name: gemm_task`".into()
                 }
@@ -128,7 +263,7 @@ impl Validator<'_> {
             .all(|part| part.is_empty() || super::names::is_cpp_identifier(part));
         if !qualified_ok {
             self.error(
-                "kernel.name",
+                &format!("{path}.name"),
                 format!("`{name}` is not a (qualified) C++ function name"),
             )
             .help = Some("template arguments go in `template_args`".into());
@@ -146,7 +281,7 @@ impl Validator<'_> {
             .map(expr::identifiers)
             .unwrap_or_default();
         for (i, a) in k.args.iter().enumerate() {
-            let path = format!("kernel.args[{i}]");
+            let arg_path = format!("{path}.args[{i}]");
             let arg = match a {
                 Value::Text(t) if tensors.iter().any(|x| &x.name == t) => {
                     KernelArg::Tensor(tensors.iter().position(|x| &x.name == t).expect("checked"))
@@ -158,10 +293,10 @@ impl Validator<'_> {
                 Value::Text(t) => {
                     // A bare identifier one typo away from a tensor or size is almost surely a typo,
                     // not a C++ constant: say so rather than let nvcc report it in harness.cu.
-                    // Names that kernel.setup mentions (a descriptor it builds) are meant.
+                    // Names that the setup mentions (a descriptor it builds) are meant.
                     if super::names::is_cpp_identifier(t) && !setup_names.contains(t) {
                         if let Some(best) = did_you_mean(t, declared.iter().copied()) {
-                            self.error(&path, format!("`{t}` is neither a tensor nor a size"))
+                            self.error(&arg_path, format!("`{t}` is neither a tensor nor a size"))
                                 .help = Some(format!("did you mean `{best}`? (a C++ expression that is meant as such can be written in parentheses: `({t})`)"));
                             continue;
                         }
@@ -172,59 +307,14 @@ impl Validator<'_> {
             };
             args.push(arg);
         }
-        // An output the kernel cannot reach is never written, and every check of it would fail
-        // for a reason that is not the kernel's. It is reached when passed itself, named in an
-        // argument expression or in kernel.setup (which may wrap it in a library's descriptor),
-        // or through a `tma:` entry over it that is passed or named there (a kernel that writes D
-        // only with TMA stores takes `map_d`, not D).
-        let arg_names: Vec<String> = k
-            .args
-            .iter()
-            .flat_map(|a| match a {
-                Value::Text(t) => expr::identifiers(t),
-                _ => Vec::new(),
-            })
-            .collect();
-        let reaches = |name: &String| arg_names.contains(name) || setup_names.contains(name);
-        for t in tensors.iter().filter(|t| t.output) {
-            let through_tma = self
-                .spec
-                .tma
-                .iter()
-                .any(|(map, entry)| entry.tensor == t.name && reaches(map));
-            if !reaches(&t.name) && !through_tma {
-                let maps: Vec<&str> = self
-                    .spec
-                    .tma
-                    .iter()
-                    .filter(|(_, entry)| entry.tensor == t.name)
-                    .map(|(map, _)| map.as_str())
-                    .collect();
-                let help = match maps.as_slice() {
-                    [] => "add it (or a `tma:` entry over it) to `kernel.args`, or drop \
-                           `output: true`"
-                        .to_string(),
-                    maps => format!(
-                        "add it or its TMA map (`{}`) to `kernel.args` (or name one of them in \
-                         `kernel.setup`), or drop `output: true`",
-                        maps.join("`, `")
-                    ),
-                };
-                self.key_error(
-                    &format!("tensors.{}", t.name),
-                    format!("output `{}` is never passed to the kernel", t.name),
-                )
-                .help = Some(help);
-            }
-        }
-        let grid = self.launch_triple("kernel.grid", k.grid.as_ref(), true);
-        let block = self.launch_triple("kernel.block", k.block.as_ref(), true);
-        let cluster = self.launch_triple("kernel.cluster", k.cluster.as_ref(), false);
+        let grid = self.launch_triple(&format!("{path}.grid"), k.grid.as_ref(), true);
+        let block = self.launch_triple(&format!("{path}.block"), k.block.as_ref(), true);
+        let cluster = self.launch_triple(&format!("{path}.cluster"), k.cluster.as_ref(), false);
         if let Some(block) = &block {
             let threads: Option<i64> = block.iter().map(|b| b.parse::<i64>().ok()).product();
             if let Some(threads) = threads.filter(|t| *t > 1024) {
                 self.error(
-                    "kernel.block",
+                    &format!("{path}.block"),
                     format!("{threads} threads per block; CUDA allows at most 1024"),
                 );
             }
@@ -232,36 +322,39 @@ impl Validator<'_> {
         let smem = match &k.smem {
             None => "0".to_string(),
             Some(Value::Int(n)) if *n < 0 => {
-                self.error("kernel.smem", format!("{n} bytes of shared memory?"));
+                self.error(
+                    &format!("{path}.smem"),
+                    format!("{n} bytes of shared memory?"),
+                );
                 return None;
             }
             Some(Value::Int(n)) if *n > SM90_MAX_DYNAMIC_SMEM => {
                 // Not an error: asking for too much is a legitimate thing to reproduce (the launch
                 // fails, exit 4). But it is worth saying now.
                 self.warnings.push(format!(
-                    "kernel.smem = {n} B is more than the {SM90_MAX_DYNAMIC_SMEM} B of dynamic shared memory an sm_90 block can have; the launch will fail"
+                    "{path}.smem = {n} B is more than the {SM90_MAX_DYNAMIC_SMEM} B of dynamic shared memory an sm_90 block can have; the launch will fail"
                 ));
                 n.to_string()
             }
             Some(Value::Float(x)) => {
-                self.error("kernel.smem", format!("{x} is not a byte count"));
+                self.error(&format!("{path}.smem"), format!("{x} is not a byte count"));
                 return None;
             }
             Some(v) => v.to_cpp(),
         };
         if let Some(cluster) = &cluster {
-            self.cluster(cluster, grid.as_ref(), sizes);
+            self.cluster(path, cluster, grid.as_ref(), sizes);
         }
-        // A descriptor neither passed nor used by kernel.setup is most likely a forgotten argument.
-        for name in self.spec.tma.keys() {
-            let passed = k
-                .args
-                .iter()
-                .any(|a| matches!(a, Value::Text(t) if t == name));
-            if !passed && !setup_names.contains(name) {
-                self.warnings.push(format!(
-                    "tma.{name} is neither in kernel.args nor used by kernel.setup; the harness encodes and prints it anyway"
-                ));
+        // A descriptor neither passed nor used by a setup is most likely a forgotten argument
+        // (said once, for the first launch: in a sequence another launch may take it).
+        if path == "kernel" || path == "launches[0]" {
+            let entries = self.spec.launch_entries();
+            for name in self.spec.tma.keys() {
+                if !entries.iter().any(|(_, k)| launch_names(k).contains(name)) {
+                    self.warnings.push(format!(
+                        "tma.{name} is neither in {path}.args nor used by {path}.setup; the harness encodes and prints it anyway"
+                    ));
+                }
             }
         }
         Some(KernelLaunch {
@@ -279,7 +372,8 @@ impl Validator<'_> {
 
     /// `kind: cutlass3`: the kernel is a `GemmUniversal` type; CUTLASS chooses the launch.
     fn cutlass3_kernel(&mut self) -> Option<KernelLaunch> {
-        let k = &self.spec.kernel;
+        let spec = self.spec;
+        let Some(k) = &spec.kernel else { return None };
         let launch_fields = [
             ("name", k.name.is_some()),
             ("template_args", !k.template_args.is_empty()),
@@ -382,4 +476,21 @@ impl Validator<'_> {
             smem: String::new(),
         })
     }
+}
+
+/// The names a launch mentions: its arguments' identifiers and its setup's.
+fn launch_names(k: &KernelSpec) -> Vec<String> {
+    k.args
+        .iter()
+        .flat_map(|a| match a {
+            Value::Text(t) => expr::identifiers(t),
+            _ => Vec::new(),
+        })
+        .chain(
+            k.setup
+                .as_deref()
+                .map(expr::identifiers)
+                .unwrap_or_default(),
+        )
+        .collect()
 }

@@ -43,7 +43,8 @@ pub const TENSOR_MAP_TYPES: [(&str, u64); 16] = [
 impl Validator<'_> {
     /// `kind: replay`: a cubin, the mangled symbol, the parameter bytes and their relocations.
     pub(super) fn replay_kernel(&mut self, tensors: &[TensorSpecResolved]) -> Option<KernelLaunch> {
-        let k = &self.spec.kernel;
+        let spec = self.spec;
+        let Some(k) = &spec.kernel else { return None };
         for (field, given) in [
             ("gemm", k.gemm.is_some()),
             ("template_args", !k.template_args.is_empty()),
@@ -198,7 +199,9 @@ impl Validator<'_> {
         let mut out = Vec::new();
         let mut ok = true;
         let mut taken: Vec<(u64, u64)> = Vec::new();
-        for (i, r) in self.spec.kernel.relocate.iter().enumerate() {
+        let spec = self.spec;
+        let relocate = spec.kernel.iter().flat_map(|k| k.relocate.iter());
+        for (i, r) in relocate.enumerate() {
             let path = format!("kernel.relocate[{i}]");
             let Some(tensor) = self.tensor_index(tensors, &format!("{path}.tensor"), &r.tensor)
             else {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use indexmap::IndexMap;
 
 use super::dtype::DType;
-use super::model::{ExpectSpec, Generator, Spec};
+use super::model::{ExpectSpec, Generator, Lifetime, Spec};
 
 #[derive(Debug, Clone)]
 pub struct ResolvedSpec {
@@ -28,7 +28,9 @@ pub struct ResolvedSpec {
     pub dir: PathBuf,
     pub sizes: IndexMap<String, i64>,
     pub tensors: Vec<TensorSpecResolved>,
-    pub kernel: KernelLaunch,
+    /// What runs for one call, in order: the one `kernel:`, or every entry of `launches:`.
+    /// Never empty.
+    pub launches: Vec<KernelLaunch>,
     pub tma: Vec<TmaDescriptor>,
     /// `trace:` stages as (stage index, name, role).
     pub trace: Vec<(u32, String, crate::spec::model::TraceRole)>,
@@ -54,6 +56,21 @@ impl ResolvedSpec {
     pub fn tensor(&self, index: usize) -> &TensorSpecResolved {
         &self.tensors[index]
     }
+
+    /// The first launch: the only one unless the spec gives `launches:`.
+    pub fn kernel(&self) -> &KernelLaunch {
+        &self.launches[0]
+    }
+
+    /// The first launch, mutably (a bundle rewrites a replay's paths).
+    pub fn kernel_mut(&mut self) -> &mut KernelLaunch {
+        &mut self.launches[0]
+    }
+
+    /// An operator of several kernels (`launches:`), rather than one `kernel:`.
+    pub fn is_sequence(&self) -> bool {
+        self.document.kernel.is_none()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +87,9 @@ pub struct TensorSpecResolved {
     /// `layout: col_major` (packed strides with the last two dimensions swapped).
     pub col_major: bool,
     pub output: bool,
+    /// `intermediate: true`: the operator's own state, made from `init` before every call or
+    /// once per check; never an input of the reference, never compared.
+    pub intermediate: Option<Lifetime>,
     pub init: InitResolved,
 }
 

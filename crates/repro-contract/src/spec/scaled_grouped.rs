@@ -61,7 +61,8 @@ impl Validator<'_> {
         let index = self.tensor_index(tensors, &format!("{path}.tensor"), &scale.tensor)?;
         let t = &tensors[index];
         let operand = if k_axis == 1 { "A [M, K]" } else { "B [K, N]" };
-        if batch.is_some() && self.spec.kernel.kind == KernelKind::Cutlass3 {
+        if batch.is_some() && self.spec.first_launch().map(|k| k.kind) == Some(KernelKind::Cutlass3)
+        {
             // cutlass3.h's scale_layout gives CUTLASS one batch's scale layout.
             self.key_error(
                 &path,

@@ -10,7 +10,7 @@ use indexmap::IndexMap;
 
 use super::environment::InputFile;
 use super::expr::{self, ExprError};
-use super::model::{Generator, InitPattern, Layout, TensorSpec, Value};
+use super::model::{Generator, InitPattern, Layout, Lifetime, TensorSpec, Value};
 use super::names::identifier_problem;
 use super::resolved::{InitResolved, InitSource, TensorSpecResolved};
 use super::validate::{is_positive, Validator};
@@ -223,6 +223,7 @@ impl Validator<'_> {
                 packed_strides(&shape, col_major)
             }
         };
+        let intermediate = self.intermediate(name, t, path);
         let init = self.init(name, t, path);
         if let Some(InitSource::Values(values)) = init.as_ref().map(|i| &i.source) {
             let numel: i64 = shape.iter().product();
@@ -251,14 +252,52 @@ impl Validator<'_> {
             strides_text,
             col_major,
             output: t.output,
+            intermediate,
             init: init?,
         })
     }
 
+    /// `intermediate:` and `lifetime:`: an intermediate is neither an input nor an output, and
+    /// only an intermediate has a lifetime.
+    fn intermediate(&mut self, name: &str, t: &TensorSpec, path: &str) -> Option<Lifetime> {
+        if t.intermediate && t.output {
+            self.key_error(
+                &format!("{path}.intermediate"),
+                format!("`{name}` is both an output and an intermediate"),
+            )
+            .help = Some(
+                "an output is compared with the reference; an intermediate (a workspace, partial \
+                 sums, a semaphore) is the operator's own state and is not: keep one of the two"
+                    .into(),
+            );
+        }
+        if !t.intermediate {
+            if t.lifetime.is_some() {
+                self.key_error(
+                    &format!("{path}.lifetime"),
+                    format!("`lifetime` is for intermediates, and `{name}` is not one"),
+                )
+                .help = Some(
+                    "add `intermediate: true` (a tensor the kernels keep their state in), or drop \
+                     `lifetime`"
+                        .into(),
+                );
+            }
+            return None;
+        }
+        Some(t.lifetime.unwrap_or(Lifetime::Call))
+    }
+
     fn init(&mut self, name: &str, t: &TensorSpec, path: &str) -> Option<InitResolved> {
         let inputs = &self.spec.inputs;
-        // Per-tensor fields win over `inputs:`; outputs are poisoned, their init unused.
-        let pattern = t.init.clone().unwrap_or_else(|| inputs.init.clone());
+        // Per-tensor fields win over `inputs:`; outputs are poisoned, their init unused; an
+        // intermediate starts as zeros unless it says otherwise (a semaphore, a counter, an
+        // accumulator: never the inputs' random values).
+        let pattern = match (&t.init, t.intermediate) {
+            (Some(init), _) => init.clone(),
+            (None, true) => InitPattern::Generator(Generator::Zeros),
+            (None, false) => inputs.init.clone(),
+        };
         let seed = t.seed.or(inputs.seed).unwrap_or(2024);
         let (field_path, source, p0, p1) = match pattern {
             InitPattern::File(f) => {

@@ -50,7 +50,7 @@ pub fn validate(
     let include_dirs = v.source();
     let tma = v.tma(&sizes, &tensors);
     let trace = v.trace();
-    let kernel = v.kernel(&sizes, &tensors, &tma);
+    let launches = v.launches(&sizes, &tensors, &tma);
     let reference = v.reference(&tensors);
     let check = v.check();
     let capture = v.capture(&tensors);
@@ -62,8 +62,8 @@ pub fn validate(
         }
     }
     let (errors, warnings) = (v.errors, v.warnings);
-    match (kernel, reference, build) {
-        (Some(kernel), Some(reference), Some(build)) if errors.is_empty() => {
+    match (launches, reference, build) {
+        (Some(launches), Some(reference), Some(build)) if errors.is_empty() => {
             let mut resolved = ResolvedSpec {
                 name: spec.name.clone(),
                 about: spec.about.clone(),
@@ -75,7 +75,7 @@ pub fn validate(
                 dir: environment.dir.clone(),
                 sizes,
                 tensors,
-                kernel,
+                launches,
                 tma,
                 trace,
                 reference,

@@ -26,22 +26,25 @@ pub struct CompiledSizeUse {
 pub fn compiled_size_uses(spec: &ResolvedSpec) -> Vec<CompiledSizeUse> {
     let is_size = |id: &str| spec.sizes.contains_key(id);
     let mut uses = Vec::new();
-    for (i, arg) in spec.kernel.template_args.iter().enumerate() {
-        let sizes = named_sizes(arg, false, &is_size);
-        if !sizes.is_empty() {
-            uses.push(CompiledSizeUse {
-                place: format!("kernel.template_args[{i}] (`{}`)", arg.trim()),
-                sizes,
-            });
+    let launch_paths = launch_paths(spec);
+    for (path, launch) in launch_paths.iter().zip(&spec.launches) {
+        for (i, arg) in launch.template_args.iter().enumerate() {
+            let sizes = named_sizes(arg, false, &is_size);
+            if !sizes.is_empty() {
+                uses.push(CompiledSizeUse {
+                    place: format!("{path}.template_args[{i}] (`{}`)", arg.trim()),
+                    sizes,
+                });
+            }
         }
-    }
-    if let Some(setup) = &spec.kernel.setup {
-        let sizes = named_sizes(setup, true, &is_size);
-        if !sizes.is_empty() {
-            uses.push(CompiledSizeUse {
-                place: "kernel.setup, inside <...>".into(),
-                sizes,
-            });
+        if let Some(setup) = &launch.setup {
+            let sizes = named_sizes(setup, true, &is_size);
+            if !sizes.is_empty() {
+                uses.push(CompiledSizeUse {
+                    place: format!("{path}.setup, inside <...>"),
+                    sizes,
+                });
+            }
         }
     }
     if let Some(prelude) = &spec.prelude {
@@ -54,6 +57,17 @@ pub fn compiled_size_uses(spec: &ResolvedSpec) -> Vec<CompiledSizeUse> {
         }
     }
     uses
+}
+
+/// Each launch's field path, as the spec writes it: `kernel`, or `launches[i]`.
+pub fn launch_paths(spec: &ResolvedSpec) -> Vec<String> {
+    if spec.is_sequence() {
+        (0..spec.launches.len())
+            .map(|i| format!("launches[{i}]"))
+            .collect()
+    } else {
+        vec!["kernel".to_string()]
+    }
 }
 
 impl CompiledSizeUse {

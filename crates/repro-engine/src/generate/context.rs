@@ -6,10 +6,10 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::command::{ArgGroup, BuildCommand, RUNTIME_FLAGS};
-use super::compiled_sizes::{compiled_size_uses, sizes_fixed_reason};
+use super::compiled_sizes::{compiled_size_uses, launch_paths, sizes_fixed_reason};
 use crate::engine_error::EngineError as Error;
-use crate::spec::model::GroupedLayout;
-use crate::spec::{KernelArg, LaunchKind, Reference, ResolvedSpec, TmaDescriptor};
+use crate::spec::model::{GroupedLayout, Lifetime};
+use crate::spec::{KernelArg, KernelLaunch, LaunchKind, Reference, ResolvedSpec, TmaDescriptor};
 use repro_text::paths::relative_to;
 use repro_text::quote::{
     cmake_cache_path, cmake_include_dir, cmake_quote, cmake_shell_option, comment_text, shell_quote,
@@ -35,7 +35,14 @@ pub struct HarnessContext {
     /// Each place that compiles the sizes in, for a comment: "kernel.setup, inside <...>: `N`".
     pub sizes_fixed_uses: Vec<String>,
     pub tensors: Vec<TensorContext>,
+    /// The first launch (the only one unless the spec gives `launches:`).
     pub kernel: KernelContext,
+    /// Every launch built from source, in order: the `kernel:` alone, or each of `launches:`.
+    pub launches: Vec<KernelContext>,
+    /// `launches:`: harness.cu writes one function a launch and hands the runtime their table.
+    pub sequence: bool,
+    /// Some tensor is `intermediate: true`.
+    pub has_intermediates: bool,
     pub tma: Vec<TmaContext>,
     /// `trace:` stages: index, name (a C++ string literal's content), role enumerator.
     pub trace: Vec<TraceContext>,
@@ -97,6 +104,9 @@ pub struct TensorContext {
     pub layout_cpp: String,
     /// `col_major`, `strides [K, 1]`, or empty for packed row-major (a comment).
     pub layout_text: String,
+    /// An intermediate's `repro::Lifetime` enumerator, and what it means (a comment).
+    pub intermediate: Option<&'static str>,
+    pub intermediate_text: Option<&'static str>,
 }
 
 /// `kind: cutlass3`: which tensors are the GEMM's operands, and its scalars.
@@ -118,8 +128,11 @@ pub struct CutlassContext {
 
 #[derive(Debug, Serialize)]
 pub struct KernelContext {
-    /// `global` or `cutlass3`.
+    /// `global`, `device`, `cutlass3` or `replay`.
     pub kind: &'static str,
+    /// Its place in `launches:` (0 for `kernel:`), and the path errors name it by.
+    pub index: usize,
+    pub path: String,
     /// cutlass3: the GemmUniversal type.
     pub gemm: String,
     pub instantiation: String,
@@ -220,6 +233,9 @@ pub struct DeviceEntryContext {
     pub forward: Vec<String>,
     /// `repro_device_entry` or `repro_device_entry<decltype(...)...>`, as launched.
     pub instantiation: String,
+    /// The entry's own name: `repro_device_entry`, or `repro_device_entry_1` for a sequence's
+    /// second launch.
+    pub name: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -407,7 +423,7 @@ fn replay_context(spec: &ResolvedSpec, replay: &crate::spec::ReplayLaunch) -> Re
         });
     }
     ReplayContext {
-        symbol: spec.kernel.name.clone(),
+        symbol: spec.kernel().name.clone(),
         pointers,
         tensor_maps,
     }
@@ -418,8 +434,7 @@ fn replay_context(spec: &ResolvedSpec, replay: &crate::spec::ReplayLaunch) -> Re
 /// `CUtensorMap`, and anything else (a descriptor wrapper built in kernel.setup, a scalar) with
 /// the type of its expression. Everything passed by value is `__grid_constant__`: the task body
 /// may take the address of a descriptor (TMA wants the parameter's own address, not a copy).
-fn device_entry(spec: &ResolvedSpec) -> DeviceEntryContext {
-    let k = &spec.kernel;
+fn device_entry(spec: &ResolvedSpec, k: &KernelLaunch, entry: &str) -> DeviceEntryContext {
     let mut template_params = Vec::new();
     let mut template_args = Vec::new();
     let mut parameters = Vec::new();
@@ -461,18 +476,93 @@ fn device_entry(spec: &ResolvedSpec) -> DeviceEntryContext {
         forward.push(name);
     }
     let (template_header, instantiation) = if template_params.is_empty() {
-        (String::new(), "repro_device_entry".to_string())
+        (String::new(), entry.to_string())
     } else {
         (
             format!("template <{}>", template_params.join(", ")),
-            format!("repro_device_entry<{}>", template_args.join(", ")),
+            format!("{entry}<{}>", template_args.join(", ")),
         )
     };
     DeviceEntryContext {
+        name: entry.to_string(),
         template_header,
         parameters,
         forward,
         instantiation,
+    }
+}
+
+/// One launch as harness.cu writes it: `launches[index]`, or the `kernel:`.
+fn kernel_context(spec: &ResolvedSpec, index: usize) -> KernelContext {
+    let k = &spec.launches[index];
+    let paths = launch_paths(spec);
+    let entry = if spec.is_sequence() {
+        format!("repro_device_entry_{index}")
+    } else {
+        "repro_device_entry".to_string()
+    };
+    let args = k
+        .args
+        .iter()
+        .map(|a| match a {
+            KernelArg::Tensor(i) => spec.tensors[*i].name.clone(),
+            KernelArg::Size(s) => s.clone(),
+            KernelArg::Tma(i) => spec.tma[*i].name.clone(),
+            KernelArg::Expr(e) => e.clone(),
+        })
+        .collect();
+    KernelContext {
+        index,
+        path: paths[index].clone(),
+        kind: match k.kind {
+            LaunchKind::Global => "global",
+            LaunchKind::Device => "device",
+            LaunchKind::Cutlass3 { .. } => "cutlass3",
+            LaunchKind::Replay(_) => "replay",
+        },
+        gemm: match &k.kind {
+            LaunchKind::Cutlass3 { gemm } => gemm.clone(),
+            _ => String::new(),
+        },
+        instantiation: k.instantiation(),
+        label: cpp_string(&match k.kind {
+            LaunchKind::Device => format!("{} (kind: device, in {entry})", k.instantiation()),
+            LaunchKind::Replay(_) => {
+                let capture = spec.document.capture.as_ref();
+                let name = capture
+                    .map(|c| c.kernel.clone())
+                    .filter(|k| !k.is_empty())
+                    .unwrap_or_else(|| k.name.clone());
+                match capture.map(|c| c.config.as_str()).filter(|c| !c.is_empty()) {
+                    Some(config) => format!("{name} [{config}]"),
+                    None => name,
+                }
+            }
+            _ => k.instantiation(),
+        }),
+        args,
+        grid: k.grid.to_vec(),
+        block: k.block.to_vec(),
+        cluster: k.cluster.as_ref().map(|c| c.to_vec()),
+        smem: k.smem.clone(),
+        // Indented into launch_kernel's body, so the generated code reads as one function.
+        setup: k.setup.as_ref().map(|s| {
+            s.lines()
+                .map(|l| {
+                    if l.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  {l}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
+        device_entry: (k.kind == LaunchKind::Device).then(|| device_entry(spec, k, &entry)),
+        replay: match &k.kind {
+            LaunchKind::Replay(replay) => Some(replay_context(spec, replay)),
+            _ => None,
+        },
     }
 }
 
@@ -730,18 +820,15 @@ pub fn harness_context(
                     None if t.col_major => "col_major".into(),
                     None => String::new(),
                 },
+                intermediate: t.intermediate.map(|l| match l {
+                    Lifetime::Call => "repro::Lifetime::call",
+                    Lifetime::Persist => "repro::Lifetime::persist",
+                }),
+                intermediate_text: t.intermediate.map(|l| match l {
+                    Lifetime::Call => "intermediate, made afresh before every call",
+                    Lifetime::Persist => "intermediate, kept across the calls of a check",
+                }),
             }
-        })
-        .collect();
-    let k = &spec.kernel;
-    let args = k
-        .args
-        .iter()
-        .map(|a| match a {
-            KernelArg::Tensor(i) => spec.tensors[*i].name.clone(),
-            KernelArg::Size(s) => s.clone(),
-            KernelArg::Tma(i) => spec.tma[*i].name.clone(),
-            KernelArg::Expr(e) => e.clone(),
         })
         .collect();
     let tolerance = |v: Option<f64>| cpp_double(v.unwrap_or(-1.0));
@@ -755,7 +842,7 @@ pub fn harness_context(
         spec_display: comment_text(&relative_to(&spec.path, artifact)),
         includes: spec.includes.clone(),
         prelude: spec.prelude.clone(),
-        cutlass: match k.kind {
+        cutlass: match spec.kernel().kind {
             LaunchKind::Cutlass3 { .. } => Some(cutlass_context(spec)),
             _ => None,
         },
@@ -779,60 +866,15 @@ pub fn harness_context(
             .map(|u| comment_text(&format!("{}: {}", u.place, u.names())))
             .collect(),
         tensors,
-        kernel: KernelContext {
-            kind: match k.kind {
-                LaunchKind::Global => "global",
-                LaunchKind::Device => "device",
-                LaunchKind::Cutlass3 { .. } => "cutlass3",
-                LaunchKind::Replay(_) => "replay",
-            },
-            gemm: match &k.kind {
-                LaunchKind::Cutlass3 { gemm } => gemm.clone(),
-                _ => String::new(),
-            },
-            instantiation: k.instantiation(),
-            label: cpp_string(&match k.kind {
-                LaunchKind::Device => format!(
-                    "{} (kind: device, in repro_device_entry)",
-                    k.instantiation()
-                ),
-                LaunchKind::Replay(_) => {
-                    let capture = spec.document.capture.as_ref();
-                    let name = capture
-                        .map(|c| c.kernel.clone())
-                        .filter(|k| !k.is_empty())
-                        .unwrap_or_else(|| k.name.clone());
-                    match capture.map(|c| c.config.as_str()).filter(|c| !c.is_empty()) {
-                        Some(config) => format!("{name} [{config}]"),
-                        None => name,
-                    }
-                }
-                _ => k.instantiation(),
-            }),
-            args,
-            grid: k.grid.to_vec(),
-            block: k.block.to_vec(),
-            cluster: k.cluster.as_ref().map(|c| c.to_vec()),
-            smem: k.smem.clone(),
-            // Indented into launch_kernel's body, so the generated code reads as one function.
-            setup: k.setup.as_ref().map(|s| {
-                s.lines()
-                    .map(|l| {
-                        if l.is_empty() {
-                            String::new()
-                        } else {
-                            format!("  {l}")
-                        }
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            }),
-            device_entry: (k.kind == LaunchKind::Device).then(|| device_entry(spec)),
-            replay: match &k.kind {
-                LaunchKind::Replay(replay) => Some(replay_context(spec, replay)),
-                _ => None,
-            },
+        kernel: kernel_context(spec, 0),
+        launches: match spec.kernel().kind {
+            LaunchKind::Global | LaunchKind::Device => (0..spec.launches.len())
+                .map(|i| kernel_context(spec, i))
+                .collect(),
+            _ => Vec::new(),
         },
+        sequence: spec.is_sequence(),
+        has_intermediates: spec.tensors.iter().any(|t| t.intermediate.is_some()),
         tma: spec.tma.iter().map(|d| tma_context(spec, d)).collect(),
         trace: spec
             .trace

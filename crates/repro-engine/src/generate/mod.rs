@@ -178,9 +178,11 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
         }
         crate::spec::Reference::Gemm(_) | crate::spec::Reference::Attention(_) => {}
     }
-    if let crate::spec::LaunchKind::Replay(replay) = &spec.kernel.kind {
-        s.kernel.cubin = Some(paths::relative_to(&replay.cubin, dir));
-        s.kernel.params = Some(paths::relative_to(&replay.params, dir));
+    if let (crate::spec::LaunchKind::Replay(replay), Some(kernel)) =
+        (&spec.kernel().kind, &mut s.kernel)
+    {
+        kernel.cubin = Some(paths::relative_to(&replay.cubin, dir));
+        kernel.params = Some(paths::relative_to(&replay.params, dir));
     }
     if let (Some(written), Some(resolved)) = (&mut s.capture, &spec.capture) {
         let names = |files: &[(usize, std::path::PathBuf)]| {

@@ -80,11 +80,16 @@ REPRO_HD inline size_t dtype_bytes(DType dtype) {
   return 1;
 }
 
+// An intermediate tensor's lifetime (spec: intermediate, lifetime): the operator's own state, made
+// from its init before every call (call) or once per check (persist). Inputs and outputs: none.
+enum class Lifetime : int { none, call, persist };
+
 // One tensor as harness.cu declares it.
 struct TensorDecl {
   const char* name;
   DType dtype;
-  bool output;  // outputs are poisoned (every byte 0xFF) before each launch
+  bool output;            // outputs are poisoned (every byte 0xFF) before each launch
+  Lifetime intermediate;  // none unless harness.cu names it (aggregate initialization zeroes it)
 };
 
 // A tensor's shape at the run's sizes, computed by harness.cu from the spec's shape expressions.
@@ -136,6 +141,14 @@ struct TraceStage {
 using LaunchFunction = Launch (*)(const TensorView* tensors, const int64_t* sizes, cudaStream_t stream,
                                   cudaEvent_t start, cudaEvent_t stop);
 
+// One launch of an operator of several kernels (spec: launches), without events: the runtime runs
+// every step of a call in order on one stream, between its own pair of events.
+using LaunchStepFunction = Launch (*)(const TensorView* tensors, const int64_t* sizes, cudaStream_t stream);
+struct LaunchStep {
+  const char* label;
+  LaunchStepFunction run;
+};
+
 // Everything harness.cu tells the runtime.
 struct HarnessSpec {
   const char* name;
@@ -170,6 +183,10 @@ struct HarnessSpec {
   // (kDelayPointCount calls, then as many nanoseconds slept).
   void (*set_delays)(cudaStream_t stream, unsigned max_ns, unsigned seed);
   void (*read_delays)(unsigned long long* calls, unsigned long long* slept_ns);
+  // spec: launches. An operator of several kernels gives its launches here, in order, and no
+  // `launch`; a spec of one kernel gives `launch` and a count of 0.
+  int launch_count;
+  const LaunchStep* launch_steps;
 };
 
 // repro_trace.cuh's delay points (repro::kDelayPoints there; the harness checks they agree).

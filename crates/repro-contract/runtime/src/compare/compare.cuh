@@ -467,6 +467,7 @@ struct RunDifferences {
   int64_t total = 0;  // outputs whose bits differ
   int64_t stale = 0;  // of those, wrong in both runs
   int64_t wrong = 0;  // outputs wrong in at least one of the two runs (differing or not)
+  int64_t first_wrong = 0, later_wrong = 0;  // outputs wrong in the first run, in the later one
 };
 
 inline RunDifferences run_differences(const Tensor& out, const std::vector<unsigned char>& first,
@@ -489,19 +490,24 @@ inline RunDifferences run_differences(const Tensor& out, const std::vector<unsig
           return std::isfinite(got) && std::isfinite(w) && element_matches(out.dtype, got, w, tol);
         };
         const bool first_right = right(first);
+        d.first_wrong += !first_right;
         if (std::memcmp(later.data() + size_t(offset) * bytes, first.data() + size_t(offset) * bytes, bytes) == 0) {
-          if (!first_right) ++d.wrong;
+          if (!first_right) ++d.wrong, ++d.later_wrong;
           continue;
         }
         ++d.total;
         const bool later_right = right(later);
+        d.later_wrong += !later_right;
         if (!first_right || !later_right) ++d.wrong;
         if (!first_right && !later_right) ++d.stale;
       }
     }
   });
   RunDifferences d;
-  for (const RunDifferences& part : parts) d.total += part.total, d.stale += part.stale, d.wrong += part.wrong;
+  for (const RunDifferences& part : parts) {
+    d.total += part.total, d.stale += part.stale, d.wrong += part.wrong;
+    d.first_wrong += part.first_wrong, d.later_wrong += part.later_wrong;
+  }
   return d;
 }
 

@@ -58,7 +58,7 @@ __global__ void generate_kernel(DeviceLayout layout, InitValues init, uint64_t s
 
 // Whether fill_host() would generate this tensor's values (rather than poison or read a file).
 inline bool is_generated_input(const Tensor& t) {
-  return !t.output && t.init.kind != InitKind::file && t.init.kind != InitKind::values &&
+  return is_input(t) && t.init.kind != InitKind::file && t.init.kind != InitKind::values &&
          t.init.kind != InitKind::groups && !t.scale_tensor;
 }
 

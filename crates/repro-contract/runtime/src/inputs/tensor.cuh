@@ -29,6 +29,7 @@ struct Tensor {
   int64_t shape[4] = {0, 0, 0, 0};
   int64_t strides[4] = {0, 0, 0, 0};  // in elements
   bool output = false;
+  Lifetime intermediate = Lifetime::none;  // an operator's own state (spec: intermediate): made from init
   Init init;
   bool scale_tensor = false;  // a scaled GEMM's scales (scales.cuh): made on the host, also on the device path
   std::vector<unsigned char> host;  // storage_bytes() bytes, laid out as on the device
@@ -60,6 +61,10 @@ struct Tensor {
   // Storage offset of the element at logical row-major index `logical_index`.
   int64_t logical_offset(int64_t logical_index) const { return repro::logical_offset(rank, shape, strides, logical_index); }
 };
+
+// An input: neither an output nor an intermediate. --ones, --init, the probes and the device's
+// input generator set inputs; an intermediate always starts as its init says.
+inline bool is_input(const Tensor& t) { return !t.output && t.intermediate == Lifetime::none; }
 
 // Packed strides for the tensor's shape; col_major swaps the last two dimensions (a leading
 // batch dimension stays outermost), as the spec's `layout: col_major` means.

@@ -41,7 +41,7 @@ inline int64_t iota_period(DType dtype) {
 template <typename F>
 inline void fill_float_inputs(SpecInfo& spec, F value) {
   for (Tensor& t : spec.tensors) {
-    if (t.output || is_structure(t)) continue;
+    if (!is_input(t) || is_structure(t)) continue;
     for (int64_t i = 0; i < t.numel(); ++i) encode(t.dtype, t.host.data(), t.logical_offset(i), value(t, i));
   }
 }

@@ -14,6 +14,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
+#include "operator_calls.cuh"
 #include "output_order.cuh"
 #include "production.cuh"
 #include "run_options.cuh"
@@ -69,7 +70,7 @@ inline std::string element_name(const Tensor& t, int64_t i) {
 
 // Integer-typed inputs are structure (row pointers, indices, group ids): --ones, the probes'
 // inputs and every analytic pattern leave them as the spec makes them.
-inline bool is_structure(const Tensor& t) { return !t.output && !dtype_is_float(t.dtype); }
+inline bool is_structure(const Tensor& t) { return is_input(t) && !dtype_is_float(t.dtype); }
 
 // Where the reference of each output comes from, for the report.
 inline std::string describe_custom_reference(const SpecInfo& spec) {
@@ -481,11 +482,11 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   std::vector<Tensor>& tensors = spec.tensors;
   if (options.ones)
     for (Tensor& t : tensors)
-      if (!t.output && !is_structure(t)) t.init = Init{InitKind::ones, 0, 0, 0, "", {}, 1};
+      if (is_input(t) && !is_structure(t)) t.init = Init{InitKind::ones, 0, 0, 0, "", {}, 1};
   apply_init_options(tensors, options);
   std::string inputs_line;
   for (const Tensor& t : tensors)
-    if (!t.output) inputs_line += (inputs_line.empty() ? "" : ", ") + t.name + " " + describe_init(t.init);
+    if (is_input(t)) inputs_line += (inputs_line.empty() ? "" : ", ") + t.name + " " + describe_init(t.init);
   inputs_line += " -> " + describe_custom_reference(spec);
   for (Tensor& t : tensors) {
     std::string error;
@@ -553,6 +554,7 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   const double median_ms = 0.5 * (sorted_ms[(sorted_ms.size() - 1) / 2] + sorted_ms[sorted_ms.size() / 2]);
   std::printf("launch  %s   kernel %.3f ms%s\n", describe(launch).c_str(), median_ms,
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
+  print_call_launches(spec);
   std::printf("ref     %s, %.2f s%s\n", describe_custom_reference(spec).c_str(), reference_seconds,
               c.reference_note.empty() ? "" : (": " + c.reference_note).c_str());
 
@@ -611,6 +613,7 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
       write_reference_npy(options.dump_dir, tensors[size_t(c.outputs[k])], want[k]);
   }
   report_launch(launch, kernel_ms);
+  report_call_launches(spec);
   report_set("reference_seconds", JsonWriter().value(reference_seconds).str());
   report_set("repeat", JsonWriter().value(repeat).str());
   times.end("report");

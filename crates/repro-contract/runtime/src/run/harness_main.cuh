@@ -9,6 +9,7 @@
 
 #include "probe_custom.cuh"
 #include "attention.cuh"
+#include "operator_calls.cuh"
 #include "queue.cuh"
 
 namespace repro {
@@ -228,7 +229,7 @@ inline std::string apply_input_options(SpecInfo& spec, const Options& options) {
   std::string line;
   for (int i = 0; i < int(tensors.size()); ++i) {
     const Tensor& t = tensors[size_t(i)];
-    if (t.output) continue;
+    if (!is_input(t)) continue;
     // ue8m0 scales are exponents made from the init's kind (scales.cuh, fill_ue8m0_scales).
     const bool ue8m0 = (i == g.scale_a.tensor && g.scale_a.encoding != ScaleEncoding::value) ||
                        (i == g.scale_b.tensor && g.scale_b.encoding != ScaleEncoding::value);
@@ -316,7 +317,11 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   // inputs on the host, and take the host path.
   const bool device_inputs = device_answers && !options.bench && options.dump_dir.empty() &&
                              options.emit_inputs_dir.empty();
-  const bool device_path = device_inputs && !options.probe;
+  // An operator with intermediates is judged call by call when it runs more than once (which call
+  // first went wrong is the evidence of state kept between calls): on the host, which keeps
+  // every call's output.
+  const bool judged_per_call = has_intermediates(tensors) && repeat > 1;
+  const bool device_path = device_inputs && !options.probe && !judged_per_call;
   // The probes make their own operands and answers on the device (probe_values.cuh); with the
   // device reference, the spec's random inputs are made there too and their reference stays there.
   const bool device_probes = device_inputs && options.probe;
@@ -524,6 +529,7 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   Tolerance tolerance = spec_tolerance(spec, ref_rms);
   tolerance.exact = analytic;
   RunDifferences repeat_differences;  // the most any later run differs from the first
+  CallJudgement calls;                // which call first went wrong (judged_per_call)
   void* first_run_device = nullptr;   // the device path's copy of the first run's output
   int64_t device_differences_seen = 0;
   StressSplit stress_split;  // under --stress: the differences of stressed and unstressed launches
@@ -559,6 +565,8 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
       const RunDifferences differences = run_differences(out, first_run, out.host, want, tolerance);
       keep_most(repeat_differences, differences);
       stress_split.add(stressed, differences.total);
+      // A later call went wrong when it has more wrong outputs than the first.
+      calls.record(run, differences.first_wrong, differences.later_wrong);
     }
   }
   times.end("launches");
@@ -610,6 +618,7 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
 
   std::printf("launch  %s   kernel %.3f ms%s\n", describe(launch).c_str(), median_ms,
               repeat > 1 ? strprintf(" (median of %d)", repeat).c_str() : "");
+  print_call_launches(spec);
   if (!analytic) std::printf("ref     %s\n", reference_line.c_str());
   if (is_grouped) std::printf("groups  %s\n", describe_groups(grouped).c_str());
   print_comparison_line(out.name.c_str(), comparison);
@@ -635,6 +644,11 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
       report_set("trace_evidence", json_string(stage.evidence));
     }
   }
+  if (judged_per_call) {
+    calls.first_run_wrong = !comparison.passed;
+    std::printf("calls   %s\n", calls.describe(repeat).c_str());
+    report_set("first_wrong_call", JsonWriter().value(calls.first_wrong_call()).str());
+  }
   if (repeat > 1) {
     if (repeat_differences.total == 0)
       std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
@@ -655,6 +669,8 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
     pattern = classify(comparison, race ? repeat_differences.total : 0, tolerance);
     if (repeat_differences.total > 0 && !race)
       pattern.evidence += "; " + stale_note(repeat_differences, "");
+    if (judged_per_call && comparison.passed && calls.all_later_wrong(repeat) && has_persistent_intermediates(tensors))
+      pattern = state_across_calls(calls, tensors, repeat);
     std::printf("pattern %s: %s\n", pattern.cls.c_str(), pattern.evidence.c_str());
   }
 
@@ -672,6 +688,7 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
 
   const int exit_code = passed ? kExitPassed : kExitMismatch;
   report_launch(launch, kernel_ms);
+  report_call_launches(spec);
   if (!analytic) report_set("reference_seconds", JsonWriter().value(reference_seconds).str());
   {
     JsonWriter w;

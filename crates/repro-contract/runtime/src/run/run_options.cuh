@@ -110,7 +110,7 @@ inline void apply_init_options(std::vector<Tensor>& tensors, const Options& opti
     std::string names;
     for (Tensor& t : tensors) {
       if (t.name == override_init.first) target = &t;
-      if (!t.output) names += (names.empty() ? "" : ", ") + t.name;
+      if (is_input(t)) names += (names.empty() ? "" : ", ") + t.name;
     }
     if (target == nullptr)
       usage_error(strprintf("--init %s=...: no tensor `%s`; inputs are: %s", override_init.first.c_str(),

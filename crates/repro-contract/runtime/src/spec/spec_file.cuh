@@ -662,6 +662,7 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
     spec->tensors[size_t(i)].name = decl.name;
     spec->tensors[size_t(i)].dtype = decl.dtype;
     spec->tensors[size_t(i)].output = decl.output;
+    spec->tensors[size_t(i)].intermediate = decl.intermediate;
     const YamlNode* t = tensors ? tensors->get(decl.name) : nullptr;
     if (t == nullptr)
       spec_file_error(strprintf("%s: tensors has no `%s`, which the harness was built with", path.c_str(), decl.name));

@@ -148,7 +148,33 @@ inline void make_tensors(SpecInfo& spec) {
   }
 }
 
-// Launches the kernel under test through harness.cu over the tensors' device memory.
+// A sequence's launches as one label: "partials<...> -> reduce<...>" (spec: launches).
+inline const char* sequence_label(const SpecInfo& spec) {
+  static std::string label;
+  label.clear();
+  for (int i = 0; i < spec.harness->launch_count; ++i)
+    label += (i ? " -> " : "") + std::string(spec.harness->launch_steps[i].label);
+  return label.c_str();
+}
+
+// The launches of the last call, one per launch of the sequence (spec: launches), or the one
+// launch: what the report's `launches` lists.
+inline std::vector<Launch>& last_call_launches() {
+  static std::vector<Launch> launches;
+  return launches;
+}
+
+// An operator's intermediates of lifetime `call` start every call as their init made them (the
+// host keeps that content: intermediates are filled on the host, never replaced by probes or
+// --ones), ordered on the call's stream before its first launch.
+inline void remake_call_intermediates(const std::vector<Tensor>& tensors, cudaStream_t stream) {
+  for (const Tensor& t : tensors)
+    if (t.intermediate == Lifetime::call && t.storage_bytes() > 0)
+      REPRO_CUDA_CHECK(cudaMemcpyAsync(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice, stream));
+}
+
+// Launches the kernel under test through harness.cu over the tensors' device memory: one call of
+// the operator, every launch of a sequence in order between `start` and `stop`.
 inline Launch launch_kernel(const SpecInfo& spec, const std::vector<Tensor>& tensors, cudaStream_t stream,
                             cudaEvent_t start, cudaEvent_t stop) {
   std::vector<TensorView> views(tensors.size());
@@ -161,9 +187,23 @@ inline Launch launch_kernel(const SpecInfo& spec, const std::vector<Tensor>& ten
     for (int d = 0; d < 4; ++d) v.shape[d] = t.shape[d], v.strides[d] = t.strides[d];
     v.device = t.device;
   }
+  remake_call_intermediates(tensors, stream);
   // Under --stress every second launch runs beside the stressor (stress.cuh).
   stress_before_launch(stream);
-  const Launch launch = spec.harness->launch(views.data(), spec.sizes.data(), stream, start, stop);
+  std::vector<Launch>& launches = last_call_launches();
+  launches.clear();
+  Launch launch;
+  if (spec.harness->launch_count > 0) {
+    REPRO_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < spec.harness->launch_count; ++i)
+      launches.push_back(spec.harness->launch_steps[i].run(views.data(), spec.sizes.data(), stream));
+    REPRO_CUDA_CHECK(cudaEventRecord(stop, stream));
+    launch = launches.front();
+    launch.label = sequence_label(spec);
+  } else {
+    launch = spec.harness->launch(views.data(), spec.sizes.data(), stream, start, stop);
+    launches.push_back(launch);
+  }
   stress_after_launch(stream);
   stress_state().last_grid_blocks = launch.grid.x * launch.grid.y * launch.grid.z;
   return launch;

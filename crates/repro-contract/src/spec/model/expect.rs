@@ -41,6 +41,9 @@ pub enum Verdict {
     Unwritten,
     Nonfinite,
     Nondeterministic,
+    /// An operator right on its first call and wrong on every later one of a check: what it
+    /// keeps between calls (`lifetime: persist`) is not left as it found it.
+    StateAcrossCalls,
     Scattered,
     Precision,
     Fault,
@@ -67,6 +70,7 @@ impl Verdict {
             Verdict::Unwritten => "unwritten",
             Verdict::Nonfinite => "nonfinite",
             Verdict::Nondeterministic => "nondeterministic",
+            Verdict::StateAcrossCalls => "state_across_calls",
             Verdict::Scattered => "scattered",
             Verdict::Precision => "precision",
             Verdict::Fault => "fault",

@@ -28,7 +28,8 @@ pub use reference::{
     CausalMask, GroupedLayout, ReferenceProvider, ReferenceSpec, ScaleFormat, ScaleSpec,
 };
 pub use tensors::{
-    FileInit, Generator, GroupsInit, InitPattern, InputsSpec, Layout, TensorSpec, Value, ValuesInit,
+    FileInit, Generator, GroupsInit, InitPattern, InputsSpec, Layout, Lifetime, TensorSpec, Value,
+    ValuesInit,
 };
 pub use tma::{TmaInterleave, TmaL2Promotion, TmaOobFill, TmaSpec, TmaSwizzle};
 pub use trace::{TraceRole, TraceStageSpec};
@@ -50,7 +51,13 @@ pub struct Spec {
     /// CUtensorMap descriptors the harness encodes (cuTensorMapEncodeTiled), by name.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub tma: IndexMap<String, TmaSpec>,
-    pub kernel: KernelSpec,
+    /// The one launch of a single-kernel spec; `launches:` gives several instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelSpec>,
+    /// An operator of several kernels: each entry a launch as `kernel:` writes one, run in
+    /// order on one stream for every call (docs/spec.md, `launches`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launches: Vec<KernelSpec>,
     /// Stages an instrumented kernel records with repro_trace.cuh, in stage-index order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace: Vec<TraceStageSpec>,
@@ -64,6 +71,35 @@ pub struct Spec {
     /// A spec written by `repro capture`: provenance and production's own output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capture: Option<CaptureSpec>,
+}
+
+impl Spec {
+    /// The launches as written, each with the path its errors name: `kernel` alone, or
+    /// `launches[i]`.
+    pub fn launch_entries(&self) -> Vec<(String, &KernelSpec)> {
+        match &self.kernel {
+            Some(kernel) => vec![("kernel".to_string(), kernel)],
+            None => self
+                .launches
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (format!("launches[{i}]"), k))
+                .collect(),
+        }
+    }
+
+    /// The first launch as written (the only one unless `launches:`), if any.
+    pub fn first_launch(&self) -> Option<&KernelSpec> {
+        self.kernel.as_ref().or(self.launches.first())
+    }
+
+    /// The first launch, mutably: what `repro campaign` and `repro capture` rewrite.
+    pub fn first_launch_mut(&mut self) -> Option<&mut KernelSpec> {
+        match &mut self.kernel {
+            Some(kernel) => Some(kernel),
+            None => self.launches.first_mut(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

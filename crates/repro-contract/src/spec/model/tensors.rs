@@ -37,6 +37,25 @@ pub enum Layout {
     ColMajor,
 }
 
+/// When an intermediate tensor is made from its init (docs/spec.md, `intermediate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifetime {
+    /// Before every call of the operator (every launch of the sequence, every repeat).
+    Call,
+    /// Once per check: what one call leaves is what the next call finds.
+    Persist,
+}
+
+impl Lifetime {
+    pub fn name(self) -> &'static str {
+        match self {
+            Lifetime::Call => "call",
+            Lifetime::Persist => "persist",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TensorSpec {
@@ -48,6 +67,14 @@ pub struct TensorSpec {
     pub strides: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output: bool,
+    /// The operator's own state between its launches (a workspace, partial sums, a semaphore):
+    /// neither an input nor compared, made from its init (zeros unless given) as `lifetime` says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intermediate: bool,
+    /// An intermediate's lifetime: made afresh before every call (`call`, the default), or once
+    /// per check and kept across its calls (`persist`), as a production allocator keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifetime: Option<Lifetime>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<InitPattern>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
