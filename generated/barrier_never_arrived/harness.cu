@@ -38,9 +38,9 @@ const char* const kSizeNames[] = {"M", "N", "K"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::f32, false},  // f32 [M, K]
-    {"B", repro::DType::f32, false},  // f32 [K, N]
-    {"D", repro::DType::f32, true},  // f32 [M, N]
+    {"A", repro::DType::f32, false, repro::Lifetime::none},  // f32 [M, K]
+    {"B", repro::DType::f32, false, repro::Lifetime::none},  // f32 [K, N]
+    {"D", repro::DType::f32, true, repro::Lifetime::none},  // f32 [M, N]
 };
 
 // Shapes and strides at the run's sizes.

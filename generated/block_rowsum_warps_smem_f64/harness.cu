@@ -38,9 +38,9 @@ const char* const kSizeNames[] = {"M", "N", "K"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::f64, false},  // f64 [M, K]
-    {"x", repro::DType::f64, false},  // f64 [K, N]
-    {"y", repro::DType::f64, true},  // f64 [M, N]
+    {"A", repro::DType::f64, false, repro::Lifetime::none},  // f64 [M, K]
+    {"x", repro::DType::f64, false, repro::Lifetime::none},  // f64 [K, N]
+    {"y", repro::DType::f64, true, repro::Lifetime::none},  // f64 [M, N]
 };
 
 // Shapes and strides at the run's sizes.

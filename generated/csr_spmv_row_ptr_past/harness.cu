@@ -38,11 +38,11 @@ const char* const kSizeNames[] = {"R", "C", "NNZ"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"row_ptr", repro::DType::i32, false},  // i32 [R + 1]
-    {"col_idx", repro::DType::i32, false},  // i32 [NNZ]
-    {"values", repro::DType::f32, false},  // f32 [NNZ]
-    {"x", repro::DType::f32, false},  // f32 [C]
-    {"y", repro::DType::f32, true},  // f32 [R]
+    {"row_ptr", repro::DType::i32, false, repro::Lifetime::none},  // i32 [R + 1]
+    {"col_idx", repro::DType::i32, false, repro::Lifetime::none},  // i32 [NNZ]
+    {"values", repro::DType::f32, false, repro::Lifetime::none},  // f32 [NNZ]
+    {"x", repro::DType::f32, false, repro::Lifetime::none},  // f32 [C]
+    {"y", repro::DType::f32, true, repro::Lifetime::none},  // f32 [R]
 };
 
 // Shapes and strides at the run's sizes.

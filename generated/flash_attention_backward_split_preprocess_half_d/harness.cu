@@ -39,17 +39,17 @@ const char* const kSizeNames[] = {"B", "S", "HQ", "HK", "D"};
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch;
 // intermediates are made from their init before every call, or once per check (persist).
 const repro::TensorDecl kTensors[] = {
-    {"Q", repro::DType::bf16, false},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
-    {"K", repro::DType::bf16, false},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
-    {"V", repro::DType::bf16, false},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
-    {"O", repro::DType::bf16, false},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
-    {"LSE", repro::DType::f32, false},  // f32 [B, HQ, S]
-    {"DO", repro::DType::bf16, false},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"Q", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"K", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"V", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"O", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"LSE", repro::DType::f32, false, repro::Lifetime::none},  // f32 [B, HQ, S]
+    {"DO", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
     {"DELTA", repro::DType::f32, false, repro::Lifetime::call},  // f32 [B, HQ, S], intermediate, made afresh before every call
     {"DQ_ACCUM", repro::DType::f32, false, repro::Lifetime::call},  // f32 [B, HQ, S, D], intermediate, made afresh before every call
-    {"DQ", repro::DType::bf16, true},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
-    {"DK", repro::DType::f32, true},  // f32 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
-    {"DV", repro::DType::f32, true},  // f32 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"DQ", repro::DType::bf16, true, repro::Lifetime::none},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"DK", repro::DType::f32, true, repro::Lifetime::none},  // f32 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"DV", repro::DType::f32, true, repro::Lifetime::none},  // f32 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
 };
 
 // Shapes and strides at the run's sizes.

@@ -38,11 +38,11 @@ const char* const kSizeNames[] = {"B", "S", "HQ", "HK", "D"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"Q", repro::DType::bf16, false},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
-    {"K", repro::DType::bf16, false},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
-    {"V", repro::DType::bf16, false},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
-    {"O", repro::DType::bf16, true},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
-    {"LSE", repro::DType::f32, true},  // f32 [B, HQ, S]
+    {"Q", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"K", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"V", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [B, HK, S, D], strides [S * HK * D, D, HK * D, 1]
+    {"O", repro::DType::bf16, true, repro::Lifetime::none},  // bf16 [B, HQ, S, D], strides [S * HQ * D, D, HQ * D, 1]
+    {"LSE", repro::DType::f32, true, repro::Lifetime::none},  // f32 [B, HQ, S]
 };
 
 // Shapes and strides at the run's sizes.

@@ -38,13 +38,13 @@ const char* const kSizeNames[] = {"TQ", "TK", "SMAX", "B", "HQ", "HK", "D"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"Q", repro::DType::bf16, false},  // bf16 [HQ, TQ, D], strides [D, HQ * D, 1]
-    {"K", repro::DType::bf16, false},  // bf16 [HK, TK, D], strides [D, HK * D, 1]
-    {"V", repro::DType::bf16, false},  // bf16 [HK, TK, D], strides [D, HK * D, 1]
-    {"CQ", repro::DType::i32, false},  // i32 [4]
-    {"CK", repro::DType::i32, false},  // i32 [4]
-    {"O", repro::DType::bf16, true},  // bf16 [HQ, TQ, D], strides [D, HQ * D, 1]
-    {"LSE", repro::DType::f32, true},  // f32 [HQ, TQ]
+    {"Q", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [HQ, TQ, D], strides [D, HQ * D, 1]
+    {"K", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [HK, TK, D], strides [D, HK * D, 1]
+    {"V", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [HK, TK, D], strides [D, HK * D, 1]
+    {"CQ", repro::DType::i32, false, repro::Lifetime::none},  // i32 [4]
+    {"CK", repro::DType::i32, false, repro::Lifetime::none},  // i32 [4]
+    {"O", repro::DType::bf16, true, repro::Lifetime::none},  // bf16 [HQ, TQ, D], strides [D, HQ * D, 1]
+    {"LSE", repro::DType::f32, true, repro::Lifetime::none},  // f32 [HQ, TQ]
 };
 
 // Shapes and strides at the run's sizes.

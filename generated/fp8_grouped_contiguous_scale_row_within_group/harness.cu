@@ -38,12 +38,12 @@ const char* const kSizeNames[] = {"M", "N", "K", "G"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::e4m3, false},  // e4m3 [M, K]
-    {"B", repro::DType::e4m3, false},  // e4m3 [G, K, N], col_major
-    {"I", repro::DType::i32, false},  // i32 [M]
-    {"SA", repro::DType::f32, false},  // f32 [M, ceil_div(K, 128)]
-    {"SB", repro::DType::f32, false},  // f32 [G, ceil_div(K, 128), ceil_div(N, 128)]
-    {"D", repro::DType::bf16, true},  // bf16 [M, N]
+    {"A", repro::DType::e4m3, false, repro::Lifetime::none},  // e4m3 [M, K]
+    {"B", repro::DType::e4m3, false, repro::Lifetime::none},  // e4m3 [G, K, N], col_major
+    {"I", repro::DType::i32, false, repro::Lifetime::none},  // i32 [M]
+    {"SA", repro::DType::f32, false, repro::Lifetime::none},  // f32 [M, ceil_div(K, 128)]
+    {"SB", repro::DType::f32, false, repro::Lifetime::none},  // f32 [G, ceil_div(K, 128), ceil_div(N, 128)]
+    {"D", repro::DType::bf16, true, repro::Lifetime::none},  // bf16 [M, N]
 };
 
 // Shapes and strides at the run's sizes.

@@ -38,11 +38,11 @@ const char* const kSizeNames[] = {"M", "N", "K"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::e4m3, false},  // e4m3 [M, K]
-    {"B", repro::DType::e4m3, false},  // e4m3 [K, N], col_major
-    {"D", repro::DType::bf16, true},  // bf16 [M, N]
-    {"SB", repro::DType::f32, false},  // f32 [ceil_div(K, 128), ceil_div(N, 128)]
-    {"SA", repro::DType::f32, false},  // f32 [M, ceil_div(K, 128)]
+    {"A", repro::DType::e4m3, false, repro::Lifetime::none},  // e4m3 [M, K]
+    {"B", repro::DType::e4m3, false, repro::Lifetime::none},  // e4m3 [K, N], col_major
+    {"D", repro::DType::bf16, true, repro::Lifetime::none},  // bf16 [M, N]
+    {"SB", repro::DType::f32, false, repro::Lifetime::none},  // f32 [ceil_div(K, 128), ceil_div(N, 128)]
+    {"SA", repro::DType::f32, false, repro::Lifetime::none},  // f32 [M, ceil_div(K, 128)]
 };
 
 // Shapes and strides at the run's sizes.

@@ -38,11 +38,11 @@ const char* const kSizeNames[] = {"M", "N", "K"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::e4m3, false},  // e4m3 [M, K]
-    {"B", repro::DType::e4m3, false},  // e4m3 [K, N], col_major
-    {"SA", repro::DType::i32, false},  // i32 [M, ceil_div(ceil_div(K, 128), 4)]
-    {"SB", repro::DType::i32, false},  // i32 [ceil_div(ceil_div(K, 128), 4), ceil_div(N, 128)]
-    {"D", repro::DType::bf16, true},  // bf16 [M, N]
+    {"A", repro::DType::e4m3, false, repro::Lifetime::none},  // e4m3 [M, K]
+    {"B", repro::DType::e4m3, false, repro::Lifetime::none},  // e4m3 [K, N], col_major
+    {"SA", repro::DType::i32, false, repro::Lifetime::none},  // i32 [M, ceil_div(ceil_div(K, 128), 4)]
+    {"SB", repro::DType::i32, false, repro::Lifetime::none},  // i32 [ceil_div(ceil_div(K, 128), 4), ceil_div(N, 128)]
+    {"D", repro::DType::bf16, true, repro::Lifetime::none},  // bf16 [M, N]
 };
 
 // Shapes and strides at the run's sizes.

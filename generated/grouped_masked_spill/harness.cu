@@ -38,10 +38,10 @@ const char* const kSizeNames[] = {"M", "N", "K", "G"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::bf16, false},  // bf16 [G, M, K]
-    {"B", repro::DType::bf16, false},  // bf16 [G, K, N]
-    {"MM", repro::DType::i32, false},  // i32 [G]
-    {"D", repro::DType::bf16, true},  // bf16 [G, M, N]
+    {"A", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [G, M, K]
+    {"B", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [G, K, N]
+    {"MM", repro::DType::i32, false, repro::Lifetime::none},  // i32 [G]
+    {"D", repro::DType::bf16, true, repro::Lifetime::none},  // bf16 [G, M, N]
 };
 
 // Shapes and strides at the run's sizes.

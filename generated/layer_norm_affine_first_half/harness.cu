@@ -38,12 +38,12 @@ const char* const kSizeNames[] = {"R", "N"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"X", repro::DType::f32, false},  // f32 [R, N]
-    {"W", repro::DType::f32, false},  // f32 [N]
-    {"B", repro::DType::f32, false},  // f32 [N]
-    {"Y", repro::DType::f32, true},  // f32 [R, N]
-    {"Mean", repro::DType::f32, true},  // f32 [R]
-    {"Rstd", repro::DType::f32, true},  // f32 [R]
+    {"X", repro::DType::f32, false, repro::Lifetime::none},  // f32 [R, N]
+    {"W", repro::DType::f32, false, repro::Lifetime::none},  // f32 [N]
+    {"B", repro::DType::f32, false, repro::Lifetime::none},  // f32 [N]
+    {"Y", repro::DType::f32, true, repro::Lifetime::none},  // f32 [R, N]
+    {"Mean", repro::DType::f32, true, repro::Lifetime::none},  // f32 [R]
+    {"Rstd", repro::DType::f32, true, repro::Lifetime::none},  // f32 [R]
 };
 
 // Shapes and strides at the run's sizes.

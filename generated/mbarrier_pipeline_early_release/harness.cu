@@ -38,9 +38,9 @@ const char* const kSizeNames[] = {"R", "K", "CTAS"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"X", repro::DType::f32, false},  // f32 [R, K]
-    {"w", repro::DType::f32, false},  // f32 [K]
-    {"y", repro::DType::f32, true},  // f32 [R]
+    {"X", repro::DType::f32, false, repro::Lifetime::none},  // f32 [R, K]
+    {"w", repro::DType::f32, false, repro::Lifetime::none},  // f32 [K]
+    {"y", repro::DType::f32, true, repro::Lifetime::none},  // f32 [R]
 };
 
 // Shapes and strides at the run's sizes.

@@ -38,8 +38,8 @@ const char* const kSizeNames[] = {"R", "N", "LD"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"X", repro::DType::f32, false},  // f32 [R, N], strides [LD, 1]
-    {"Y", repro::DType::f32, true},  // f32 [R, N]
+    {"X", repro::DType::f32, false, repro::Lifetime::none},  // f32 [R, N], strides [LD, 1]
+    {"Y", repro::DType::f32, true, repro::Lifetime::none},  // f32 [R, N]
 };
 
 // Shapes and strides at the run's sizes.

@@ -53,9 +53,9 @@ const int64_t kFixedSizes[] = {M, N, K};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::bf16, false},  // bf16 [M, K]
-    {"B", repro::DType::bf16, false},  // bf16 [K, N], col_major
-    {"D", repro::DType::bf16, true},  // bf16 [M, N]
+    {"A", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [M, K]
+    {"B", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [K, N], col_major
+    {"D", repro::DType::bf16, true, repro::Lifetime::none},  // bf16 [M, N]
 };
 
 // Shapes and strides at the run's sizes.

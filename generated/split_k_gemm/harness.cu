@@ -39,10 +39,10 @@ const char* const kSizeNames[] = {"M", "N", "K", "SPLITS"};
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch;
 // intermediates are made from their init before every call, or once per check (persist).
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::bf16, false},  // bf16 [M, K]
-    {"B", repro::DType::bf16, false},  // bf16 [K, N]
+    {"A", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [M, K]
+    {"B", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [K, N]
     {"workspace", repro::DType::f32, false, repro::Lifetime::call},  // f32 [SPLITS, M, N], intermediate, made afresh before every call
-    {"D", repro::DType::f32, true},  // f32 [M, N]
+    {"D", repro::DType::f32, true, repro::Lifetime::none},  // f32 [M, N]
 };
 
 // Shapes and strides at the run's sizes.

@@ -38,8 +38,8 @@ const char* const kSizeNames[] = {"H", "W"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"image", repro::DType::f32, false},  // f32 [H, W]
-    {"blurred", repro::DType::f32, true},  // f32 [H, W]
+    {"image", repro::DType::f32, false, repro::Lifetime::none},  // f32 [H, W]
+    {"blurred", repro::DType::f32, true, repro::Lifetime::none},  // f32 [H, W]
 };
 
 // Shapes and strides at the run's sizes.

@@ -39,11 +39,11 @@ const char* const kSizeNames[] = {"M", "N", "K", "CTAS"};
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch;
 // intermediates are made from their init before every call, or once per check (persist).
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::bf16, false},  // bf16 [M, K]
-    {"B", repro::DType::bf16, false},  // bf16 [K, N]
+    {"A", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [M, K]
+    {"B", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [K, N]
     {"workspace", repro::DType::f32, false, repro::Lifetime::call},  // f32 [CTAS, 4096], intermediate, made afresh before every call
     {"tile_counters", repro::DType::i32, false, repro::Lifetime::persist},  // i32 [ceil_div(M, 64) * ceil_div(N, 64)], intermediate, kept across the calls of a check
-    {"D", repro::DType::f32, true},  // f32 [M, N]
+    {"D", repro::DType::f32, true, repro::Lifetime::none},  // f32 [M, N]
 };
 
 // Shapes and strides at the run's sizes.

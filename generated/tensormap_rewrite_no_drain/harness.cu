@@ -40,11 +40,11 @@ const char* const kSizeNames[] = {"G", "M", "N", "K", "CTAS"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"A", repro::DType::bf16, false},  // bf16 [M, K]
-    {"B", repro::DType::bf16, false},  // bf16 [K, N], col_major
-    {"KS", repro::DType::i32, false},  // i32 [G]
-    {"workspace", repro::DType::u8, false},  // u8 [CTAS, 256]
-    {"D", repro::DType::f32, true},  // f32 [G, M, N]
+    {"A", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [M, K]
+    {"B", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [K, N], col_major
+    {"KS", repro::DType::i32, false, repro::Lifetime::none},  // i32 [G]
+    {"workspace", repro::DType::u8, false, repro::Lifetime::none},  // u8 [CTAS, 256]
+    {"D", repro::DType::f32, true, repro::Lifetime::none},  // f32 [G, M, N]
 };
 
 // Shapes and strides at the run's sizes.

@@ -42,10 +42,10 @@ const char* const kSizeNames[] = {"M", "N", "K"};
 // ---- tensors (spec: tensors) ----
 // Inputs get their init from spec.yaml; outputs are poisoned (every byte 0xFF) before each launch.
 const repro::TensorDecl kTensors[] = {
-    {"X", repro::DType::bf16, false},  // bf16 [M, K]
-    {"W", repro::DType::bf16, false},  // bf16 [K, N], col_major
-    {"Y", repro::DType::bf16, true},  // bf16 [M, N]
-    {"bias", repro::DType::f32, false},  // f32 [N]
+    {"X", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [M, K]
+    {"W", repro::DType::bf16, false, repro::Lifetime::none},  // bf16 [K, N], col_major
+    {"Y", repro::DType::bf16, true, repro::Lifetime::none},  // bf16 [M, N]
+    {"bias", repro::DType::f32, false, repro::Lifetime::none},  // f32 [N]
 };
 
 // Shapes and strides at the run's sizes.

@@ -104,8 +104,9 @@ pub struct TensorContext {
     pub layout_cpp: String,
     /// `col_major`, `strides [K, 1]`, or empty for packed row-major (a comment).
     pub layout_text: String,
-    /// An intermediate's `repro::Lifetime` enumerator, and what it means (a comment).
-    pub intermediate: Option<&'static str>,
+    /// The tensor's `repro::Lifetime` enumerator (`none` for inputs and outputs), and for an
+    /// intermediate what it means (a comment).
+    pub intermediate: &'static str,
     pub intermediate_text: Option<&'static str>,
 }
 
@@ -820,10 +821,11 @@ pub fn harness_context(
                     None if t.col_major => "col_major".into(),
                     None => String::new(),
                 },
-                intermediate: t.intermediate.map(|l| match l {
-                    Lifetime::Call => "repro::Lifetime::call",
-                    Lifetime::Persist => "repro::Lifetime::persist",
-                }),
+                intermediate: match t.intermediate {
+                    None => "repro::Lifetime::none",
+                    Some(Lifetime::Call) => "repro::Lifetime::call",
+                    Some(Lifetime::Persist) => "repro::Lifetime::persist",
+                },
                 intermediate_text: t.intermediate.map(|l| match l {
                     Lifetime::Call => "intermediate, made afresh before every call",
                     Lifetime::Persist => "intermediate, kept across the calls of a check",

@@ -89,7 +89,7 @@ struct TensorDecl {
   const char* name;
   DType dtype;
   bool output;            // outputs are poisoned (every byte 0xFF) before each launch
-  Lifetime intermediate;  // none unless harness.cu names it (aggregate initialization zeroes it)
+  Lifetime intermediate;  // none for inputs and outputs
 };
 
 // A tensor's shape at the run's sizes, computed by harness.cu from the spec's shape expressions.
