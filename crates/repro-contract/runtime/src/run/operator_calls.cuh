@@ -65,14 +65,12 @@ inline Pattern state_across_calls(const CallJudgement& calls, const std::vector<
   std::string kept;
   for (const Tensor& t : tensors)
     if (t.intermediate == Lifetime::persist) kept += (kept.empty() ? "" : ", ") + t.name;
-  Pattern pattern;
-  pattern.cls = "state_across_calls";
-  pattern.evidence = strprintf(
-      "call 1 matches the reference; call %d is the first wrong one (%lld outputs), and every later call of the %d "
-      "is wrong too: the operator does not leave what it keeps between calls (%s, lifetime: persist) as it found it",
-      calls.first_wrong_call(), (long long)(calls.wrong_outputs.empty() ? 0 : calls.wrong_outputs.front()), repeat,
-      kept.c_str());
-  return pattern;
+  const int64_t first_outputs = calls.wrong_outputs.empty() ? 0 : calls.wrong_outputs.front();
+  return Pattern{"state_across_calls",
+                 strprintf("call 1 matches the reference; call %d is the first wrong one (%lld outputs), and every "
+                           "later call of the %d is wrong too: the operator does not leave what it keeps between "
+                           "calls (%s, lifetime: persist) as it found it",
+                           calls.first_wrong_call(), (long long)first_outputs, repeat, kept.c_str())};
 }
 
 // An operator of several kernels: each launch of a call on a line of its own.
