@@ -110,6 +110,11 @@ if in_section S; then
   run_case "flash_attention_backward_split_preprocess_half_d" 1 "Disposition: Failed" run examples/flash_attention_backward_split_preprocess_half_d.yaml -o "$work/fabs_half_d"
   probe_case flash_attention_backward_split 0 "verdict ok:"
   run_case "stream_k_gemm --sanitize memcheck" 0 "Disposition: Passed" run examples/stream_k_gemm.yaml -o "$work/stream_k_gemm_memcheck" --ones --sanitize memcheck
+  # Every launch of a sequence under the sanitizers; its sizes as a queue (sweep).
+  run_case "split_k_gemm --sanitize memcheck" 0 "Disposition: Passed" run examples/split_k_gemm.yaml -o "$work/split_k_gemm_memcheck" --sanitize memcheck
+  run_case "split_k_gemm --sanitize async-race" 0 "Disposition: Passed" run examples/split_k_gemm.yaml -o "$work/split_k_gemm_async_race" --ones --sanitize async-race
+  run_case "sweep split_k_gemm" 0 "every size passes" sweep examples/split_k_gemm.yaml
+  probe_case stream_k_gemm 0 "verdict ok:"
 fi
 
 printf '\n| %-44s | %4s | %4s | %-3s | %s |\n' "case" "want" "exit" "ok" "expected text"
