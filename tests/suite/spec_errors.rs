@@ -935,3 +935,13 @@ fn a_cutlass_kernel_in_a_sequence() {
         1
     )));
 }
+
+#[test]
+fn too_many_launches() {
+    let one = "  - name: naive_gemm_bf16\n    args: [A, B, W, M, N, K]\n    grid: [1, 1, 1]\n    block: [16, 16, 1]\n";
+    let text = sequence("[A, B, W, M, N, K]", "").replace(
+        "launches:\n",
+        &format!("launches:\n{}", one.repeat(repro::spec::MAX_LAUNCHES)),
+    );
+    insta::assert_snapshot!(error_for(&text));
+}

@@ -13,6 +13,10 @@ use super::resolved::{KernelArg, KernelLaunch, LaunchKind, TensorSpecResolved, T
 use super::validate::Validator;
 use repro_text::did_you_mean;
 
+/// Most launches of one operator (`launches:`): each is a function of harness.cu, so the bound
+/// keeps the generated code's size bounded whatever the spec holds.
+pub const MAX_LAUNCHES: usize = 64;
+
 /// Largest dynamic shared memory a block may ask for on sm_90 (227 KiB).
 const SM90_MAX_DYNAMIC_SMEM: i64 = 227 * 1024;
 
@@ -141,6 +145,17 @@ impl Validator<'_> {
                 };
             }
             (None, false) => {}
+        }
+        if spec.launches.len() > MAX_LAUNCHES {
+            self.key_error(
+                "launches",
+                format!(
+                    "{} launches; an operator has at most {MAX_LAUNCHES}",
+                    spec.launches.len()
+                ),
+            )
+            .help = Some("each launch is a function of harness.cu: reproduce the operator's launches around the defect, or split it into specs".into());
+            return None;
         }
         let entries = spec.launch_entries();
         let mut launches = Vec::new();

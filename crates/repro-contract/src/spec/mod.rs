@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, Location, SpecErrors};
 pub use environment::{CompileLine, Environment, Lookups};
+pub use launch::MAX_LAUNCHES;
 pub use model::Spec;
 pub use replay::{MAX_PARAM_BYTES, TENSOR_MAP_TYPES};
 pub use resolved::*;
