@@ -387,6 +387,17 @@ impl Validator<'_> {
             .help = Some("rename the header or its folder".into());
             return None;
         }
+        // The environment's help for a file that is not regular speaks of input files (.npy).
+        if let Some(InputFile::Unusable { problem, .. }) = self.environment.input_files.get(source)
+        {
+            if problem.starts_with("is not a regular file") {
+                let message = format!("reference header `{source}` {problem}");
+                self.error(field, message).help = Some(
+                    "name the header itself (e.g. references/my_op.h), relative to the spec".into(),
+                );
+                return None;
+            }
+        }
         self.reference_file(field, source, "reference header")
     }
 
