@@ -954,7 +954,10 @@ fn an_intermediate_reference_is_resolved() {
     let reference = w.intermediate_reference.as_ref().unwrap();
     assert!(reference.source.ends_with("references/split_k_partials.h"));
     assert_eq!(reference.function, "refs::split_k_partials_reference");
-    assert!(spec.tensors.iter().all(|t| t.name == "W" || t.intermediate_reference.is_none()));
+    assert!(spec
+        .tensors
+        .iter()
+        .all(|t| t.name == "W" || t.intermediate_reference.is_none()));
 }
 
 #[test]
