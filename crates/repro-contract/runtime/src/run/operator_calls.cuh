@@ -130,10 +130,10 @@ inline void report_call_launches(const SpecInfo& spec) {
 // the launch that first changed it (its producer).
 struct IntermediateTrace {
   int tensor = -1;
-  std::vector<double> want;        // logical row-major, from its reference
-  std::string unjudged;            // why it is not judged (a reference that left elements unwritten)
+  std::vector<double> want;            // logical row-major, from its reference
+  std::string unjudged;                // why it is not judged (a reference that left elements unwritten)
   std::vector<unsigned char> initial;  // its storage as made from its init
-  int producer = -1;               // 0-based launch that first changed it; -1: none did
+  int producer = -1;                   // 0-based launch that first changed it; -1: none did
   int64_t wrong = 0, first_wrong = -1;
   double got_first = 0, want_first = 0;
 };
@@ -148,8 +148,8 @@ inline std::vector<unsigned char> device_storage(const Tensor& t) {
 // The intermediate's reference values: its function given every input as the kernels read them
 // (copied back from the device: on the device path the host may not hold them) and the
 // intermediate's elements as "not written" markers.
-inline void intermediate_reference_values(const SpecInfo& spec, const std::vector<Tensor>& tensors,
-                                          const IntermediateReference& reference, IntermediateTrace* trace) {
+inline void intermediate_reference_values(const std::vector<Tensor>& tensors, const IntermediateReference& reference,
+                                          IntermediateTrace* trace) {
   std::vector<std::vector<double>> values(tensors.size());
   std::vector<ReferenceTensor> views(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -232,13 +232,13 @@ inline LaunchDiagnosis diagnose_launches(const SpecInfo& spec, const std::vector
                                          const std::vector<std::string>& wrong_outputs, cudaStream_t stream,
                                          cudaEvent_t done, double timeout) {
   const HarnessSpec& harness = *spec.harness;
+  REPRO_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<IntermediateTrace> traces(size_t(harness.intermediate_reference_count));
   for (int r = 0; r < harness.intermediate_reference_count; ++r) {
     traces[size_t(r)].tensor = harness.intermediate_references[r].tensor;
-    intermediate_reference_values(spec, tensors, harness.intermediate_references[r], &traces[size_t(r)]);
+    intermediate_reference_values(tensors, harness.intermediate_references[r], &traces[size_t(r)]);
   }
   // Every intermediate as its init made it (the host keeps that content), every output poisoned.
-  REPRO_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (const Tensor& t : tensors)
     if (t.intermediate != Lifetime::none && t.storage_bytes() > 0)
       REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
@@ -342,7 +342,7 @@ inline LaunchDiagnosis diagnose_launches(const SpecInfo& spec, const std::vector
       labels += (labels.empty() ? "" : ", ") + std::string(harness.launch_steps[launch].label);
     diagnosis.evidence = strprintf("launches %d to %d of %d (%s): their ", from + 1, harness.launch_count,
                                    harness.launch_count, labels.c_str()) +
-                         inputs + ", their " + outputs + "; the first of them is named";
+                         inputs + ", their " + outputs;
   }
   diagnosis.evidence += unjudged;
   return diagnosis;
