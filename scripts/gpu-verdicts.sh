@@ -115,6 +115,10 @@ if in_section S; then
   run_case "split_k_gemm --sanitize async-race" 0 "Disposition: Passed" run examples/split_k_gemm.yaml -o "$work/split_k_gemm_async_race" --ones --sanitize async-race
   run_case "sweep split_k_gemm" 0 "every size passes" sweep examples/split_k_gemm.yaml
   probe_case stream_k_gemm 0 "verdict ok:"
+  # The first launch whose result is wrong, from the intermediates' own references (workspace,
+  # DELTA): the reduce with a right workspace, the preprocess with a wrong DELTA.
+  run_case "split_k_gemm_drop_last_split: first wrong launch" 1 "launches launch 2 of 2 (split_k_kernels::reduce" run examples/split_k_gemm_drop_last_split.yaml -o "$work/split_k_gemm_drop_last_split"
+  run_case "preprocess_half_d: first wrong launch" 1 "launches launch 1 of 3 (attention_kernels::flash_backward_preprocess" run examples/flash_attention_backward_split_preprocess_half_d.yaml -o "$work/fabs_half_d"
 fi
 
 printf '\n| %-44s | %4s | %4s | %-3s | %s |\n' "case" "want" "exit" "ok" "expected text"

@@ -208,6 +208,15 @@ const repro::LaunchStep kLaunches[] = {
     {"attention_kernels::flash_backward_convert_dq<64, 256>", &launch_2},
 };
 
+// ---- the intermediates' own references (spec: tensors.X.reference) ----
+// In reference.cu, built with the runtime's flags. When the operator's outputs are wrong, the
+// runtime runs its launches one by one and compares each of these intermediates with its
+// reference, to name the first launch whose result is wrong.
+void intermediate_reference_6(const repro::ReferenceTensor* tensors);  // DELTA
+const repro::IntermediateReference kIntermediateReferences[] = {
+    {6, &intermediate_reference_6},
+};
+
 }  // namespace repro_spec
 
 int main(int argc, char** argv) {
@@ -229,6 +238,8 @@ int main(int argc, char** argv) {
   spec.layout = &repro_spec::layout;
   spec.launch_count = 3;
   spec.launch_steps = repro_spec::kLaunches;
+  spec.intermediate_reference_count = 1;
+  spec.intermediate_references = repro_spec::kIntermediateReferences;
   repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

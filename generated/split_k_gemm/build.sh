@@ -37,6 +37,12 @@ if [[ ! -f "$runtime" ]]; then
   mv "$runtime.partial" "$runtime"
 fi
 
+# 1b. reference.cu, your intermediates' references (workspace), with the runtime's flags as well.
+mkdir -p .repro/build
+reference_args=("$gencode" -std=c++17 -O3 "${host_compiler[@]}" -Iruntime/include -c -o .repro/build/reference.o reference.cu)
+echo "$NVCC ${reference_args[*]}"
+"$NVCC" "${reference_args[@]}"
+
 # 2. harness.cu, the kernel under test, with the production flags; linked with the runtime.
 args=(
   "$gencode"
@@ -46,8 +52,8 @@ args=(
   -O3 -DNDEBUG
   # source.include_dirs, relative to this folder
   -I../../kernels
-  # the runtime's headers, the harness, the runtime library
-  -Iruntime/include "${ptx[@]}" -o harness harness.cu "$runtime"
+  # the runtime's headers, the harness, the reference, the runtime library
+  -Iruntime/include "${ptx[@]}" -o harness harness.cu .repro/build/reference.o "$runtime"
 )
 echo "$NVCC ${args[*]}"
 exec "$NVCC" "${args[@]}"

@@ -133,6 +133,15 @@ const repro::LaunchStep kLaunches[] = {
     {"split_k_kernels::reduce<split_k_kernels::SplitKDefect::drop_last_split>", &launch_1},
 };
 
+// ---- the intermediates' own references (spec: tensors.X.reference) ----
+// In reference.cu, built with the runtime's flags. When the operator's outputs are wrong, the
+// runtime runs its launches one by one and compares each of these intermediates with its
+// reference, to name the first launch whose result is wrong.
+void intermediate_reference_2(const repro::ReferenceTensor* tensors);  // workspace
+const repro::IntermediateReference kIntermediateReferences[] = {
+    {2, &intermediate_reference_2},
+};
+
 }  // namespace repro_spec
 
 int main(int argc, char** argv) {
@@ -154,6 +163,8 @@ int main(int argc, char** argv) {
   spec.layout = &repro_spec::layout;
   spec.launch_count = 2;
   spec.launch_steps = repro_spec::kLaunches;
+  spec.intermediate_reference_count = 1;
+  spec.intermediate_references = repro_spec::kIntermediateReferences;
   repro::wire_delay_points(spec);  // --stress jitter
   return repro::harness_main(argc, argv, spec);
 }

@@ -944,4 +944,84 @@ fn too_many_launches() {
         &format!("launches:\n{}", one.repeat(repro::spec::MAX_LAUNCHES)),
     );
     insta::assert_snapshot!(error_for(&text));
+
+/// The sequence's intermediate W with `reference: { ... }` as written.
+fn with_intermediate_reference(reference: &str) -> String {
+    sequence("[A, B, W, M, N, K]", "").replace(
+        "W: { dtype: bf16, shape: [M, N], intermediate: true }",
+        &format!("W: {{ dtype: bf16, shape: [M, N], intermediate: true, reference: {reference} }}"),
+    )
+}
+
+#[test]
+fn an_intermediate_reference_is_resolved() {
+    let spec = load(&with_intermediate_reference(
+        "{ source: references/split_k_partials.h, function: refs::split_k_partials_reference }",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let w = spec.tensors.iter().find(|t| t.name == "W").unwrap();
+    let reference = w.intermediate_reference.as_ref().unwrap();
+    assert!(reference.source.ends_with("references/split_k_partials.h"));
+    assert_eq!(reference.function, "refs::split_k_partials_reference");
+    assert!(spec
+        .tensors
+        .iter()
+        .all(|t| t.name == "W" || t.intermediate_reference.is_none()));
+}
+
+#[test]
+fn a_reference_on_a_tensor_that_is_no_intermediate() {
+    insta::assert_snapshot!(error_for(&replace(
+        "D: { dtype: bf16, shape: [M, N], output: true }",
+        "D: { dtype: bf16, shape: [M, N], output: true, reference: { source: references/split_k_partials.h, function: f } }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_without_its_function() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ source: references/split_k_partials.h }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_without_its_source() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ function: split_k_partials_reference }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_header_that_does_not_exist() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ source: references/no_such.h, function: split_k_partials_reference }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_header_that_is_a_folder() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ source: references, function: split_k_partials_reference }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_function_that_is_no_cpp_name() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ source: references/split_k_partials.h, function: \"f(); system(1)\" }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_header_no_include_can_name() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ source: \"references/a\\\"b.h\", function: f }"
+    )));
+}
+
+#[test]
+fn a_misspelt_field_of_an_intermediate_reference() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ source: references/split_k_partials.h, functoin: f }"
+    )));
 }

@@ -179,6 +179,7 @@ pub fn make_bundle(plan: &Plan, dir: &Path, nvcc: &Path) -> Result<Collected, Bu
         }
     }
     copy_reference(&sources, &mut listing, &mut bundled, dir, &names)?;
+    copy_intermediate_references(&sources, &mut listing, &mut bundled, dir)?;
     copy_capture(&sources, &mut listing, &mut bundled, dir, &names)?;
     // CUTLASS is the receiver's: build.sh reads $CUTLASS_DIR, or a cutlass/ folder in the bundle.
     let cutlass = bundled.cutlass.is_some();
@@ -251,6 +252,41 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// The headers of intermediates' own references (`tensors.X.reference.source`) into
+/// `reference/`, the spec pointed at the copies. Only the header itself: unlike op: custom's, no
+/// compile has listed what it includes yet, so a header that includes others of the user's must
+/// be self-contained to build in the bundle.
+fn copy_intermediate_references(
+    sources: &Sources,
+    listing: &mut Listing,
+    bundled: &mut ResolvedSpec,
+    dir: &Path,
+) -> Result<(), BundleError> {
+    let tree = &sources.tree;
+    for t in bundled.tensors.iter_mut() {
+        let Some(reference) = &mut t.intermediate_reference else {
+            continue;
+        };
+        let reached_by = format!("tensor {}'s reference.source", t.name);
+        let source = tree.admit(&reference.source, &tree.roots, &reached_by, Claim::Header)?;
+        let name = file_name(&reference.source);
+        let header = listing.place("reference", &name, &source);
+        if listing.add(
+            header.clone(),
+            &source,
+            tree.origin(&reference.source),
+            format!(
+                "the reference of intermediate {} (reference.source)",
+                t.name
+            ),
+        ) {
+            copy_checked(&source, &dir.join(&header))?;
+        }
+        reference.source = dir.join(header);
+    }
+    Ok(())
 }
 
 /// The reference's own files into the bundle, the spec pointed at the copies: `op: custom`'s

@@ -3,13 +3,17 @@
 //! expected outputs saved as `.npy`. Both judge every tensor marked `output: true`, localized by
 //! `reference.block` (the launch's block of outputs) where a GEMM has its tile.
 //!
+//! An intermediate's own reference (`tensors.X.reference`, for naming the first launch of an
+//! operator whose result is wrong) names a header and a function the same way.
+//!
 //! The function's name becomes C++ in the artifact's reference.cu, so it must be a plain
 //! (optionally namespace-qualified) identifier: nothing else of the spec reaches that file.
 
 use std::path::PathBuf;
 
 use super::environment::InputFile;
-use super::resolved::{ReferenceCustom, ReferenceFile, TensorSpecResolved};
+use super::model::TensorSpec;
+use super::resolved::{IntermediateReference, ReferenceCustom, ReferenceFile, TensorSpecResolved};
 use super::validate::Validator;
 
 /// The GEMM ops' fields, none of which a custom or file reference takes.
@@ -174,16 +178,7 @@ impl Validator<'_> {
                     .help = Some("the header with your host C++ reference, relative to the spec: `source: references/my_op.h`".into());
                 None
             }
-            // The header is named by an `#include "..."` in reference.cu, which knows no escapes.
-            Some(source) if source.contains(['"', '\\', '\n', '\r', '>', '<']) => {
-                self.error(
-                    "reference.source",
-                    format!("`{}` cannot be named by an #include: it holds a quote, backslash, angle bracket or line break", source.escape_debug()),
-                )
-                .help = Some("rename the header or its folder".into());
-                None
-            }
-            Some(source) => self.reference_file("reference.source", &source, "reference header"),
+            Some(source) => self.reference_header("reference.source", &source),
         };
         let function = match function {
             None => {
@@ -377,6 +372,86 @@ impl Validator<'_> {
         ok.then_some(ReferenceFile {
             expected: files,
             block,
+        })
+    }
+
+    /// A header of the user's that reference.cu includes: a file, and a path an `#include "..."`
+    /// can name.
+    fn reference_header(&mut self, field: &str, source: &str) -> Option<PathBuf> {
+        // The header is named by an `#include "..."` in reference.cu, which knows no escapes.
+        if source.contains(['"', '\\', '\n', '\r', '>', '<']) {
+            self.error(
+                field,
+                format!("`{}` cannot be named by an #include: it holds a quote, backslash, angle bracket or line break", source.escape_debug()),
+            )
+            .help = Some("rename the header or its folder".into());
+            return None;
+        }
+        // The environment's help for a file that is not regular speaks of input files (.npy).
+        if let Some(InputFile::Unusable { problem, .. }) = self.environment.input_files.get(source)
+        {
+            if problem.starts_with("is not a regular file") {
+                let message = format!("reference header `{source}` {problem}");
+                self.error(field, message).help = Some(
+                    "name the header itself (e.g. references/my_op.h), relative to the spec".into(),
+                );
+                return None;
+            }
+        }
+        self.reference_file(field, source, "reference header")
+    }
+
+    /// An intermediate's `reference: { source, function }` (tensor `name`, at `path`): only an
+    /// intermediate has one, and it names a header and a C++ function as `op: custom` does.
+    pub(super) fn intermediate_reference(
+        &mut self,
+        name: &str,
+        t: &TensorSpec,
+        path: &str,
+    ) -> Option<IntermediateReference> {
+        let written = t.reference.as_ref()?;
+        let field = format!("{path}.reference");
+        if !t.intermediate {
+            self.key_error(
+                &field,
+                format!("`reference` is for intermediates, and `{name}` is not one"),
+            )
+            .help = Some(
+                "outputs are judged by the spec's own `reference:`; an intermediate's reference \
+                 says what the operator's state should hold once the launch that writes it has run"
+                    .into(),
+            );
+            return None;
+        }
+        let source = match &written.source {
+            None => {
+                self.key_error(&field, format!("`{name}`'s reference needs `source:`"))
+                    .help = Some("the header with your host C++ function, relative to the spec: `source: references/my_partials.h`".into());
+                None
+            }
+            Some(source) => self.reference_header(&format!("{field}.source"), source),
+        };
+        let function = match &written.function {
+            None => {
+                self.key_error(&field, format!("`{name}`'s reference needs `function:`"))
+                    .help = Some(format!(
+                    "the function in `source` that computes `{name}`: void NAME(repro::In X, ..., repro::Out {name}), every input in the spec's order, then `{name}`"
+                ));
+                None
+            }
+            Some(f) if !is_cpp_name(f) => {
+                self.error(
+                    &format!("{field}.function"),
+                    format!("`{f}` is not a C++ function name"),
+                )
+                .help = Some(format!("a name such as `{}_reference` or `refs::{}`; the function takes every input, then `{name}`", name.to_lowercase(), name.to_lowercase()));
+                None
+            }
+            Some(f) => Some(f.clone()),
+        };
+        Some(IntermediateReference {
+            source: source?,
+            function: function?,
         })
     }
 

@@ -57,8 +57,8 @@ pub struct Environment {
     /// Each `source.include_dirs` entry, by position: the canonical folder, or `None` when it is
     /// not a folder.
     pub include_dirs: Vec<Option<PathBuf>>,
-    /// Each input file an `init: { file }` names, and the files `reference.source` and
-    /// `reference.expected` name, by the path as written.
+    /// Each input file an `init: { file }` names, and the files `reference.source`,
+    /// `reference.expected` and an intermediate's `reference.source` name, by the path as written.
     pub input_files: HashMap<String, InputFile>,
     /// What `build.flags_from` gave, when the spec has one.
     pub flags_from: Option<Result<FlagsFromLine, String>>,
@@ -128,12 +128,18 @@ impl Environment {
                 .entry(f.file.clone())
                 .or_insert_with(|| input_file(&dir.join(&f.file)));
         }
-        // `op: custom`'s header and `op: file`'s expected outputs, looked up the same way.
+        // `op: custom`'s header, `op: file`'s expected outputs and the headers of intermediates'
+        // own references, looked up the same way.
         let reference = &spec.reference;
+        let intermediate_headers = spec
+            .tensors
+            .values()
+            .filter_map(|t| t.reference.as_ref()?.source.as_ref());
         for file in reference
             .source
             .iter()
             .chain(reference.expected.iter().flat_map(|e| e.values()))
+            .chain(intermediate_headers)
         {
             input_files
                 .entry(file.clone())

@@ -90,7 +90,19 @@ pub struct TensorSpecResolved {
     /// `intermediate: true`: the operator's own state, made from `init` before every call or
     /// once per check; never an input of the reference, never compared.
     pub intermediate: Option<Lifetime>,
+    /// An intermediate's own reference (`reference: { source, function }`), for naming the first
+    /// launch whose result is wrong; only intermediates have one.
+    pub intermediate_reference: Option<IntermediateReference>,
     pub init: InitResolved,
+}
+
+/// An intermediate's own reference: a host function of the user's that is given every input
+/// (`repro::In`, in the spec's order) and then the intermediate (`repro::Out`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntermediateReference {
+    /// The header, absolute.
+    pub source: PathBuf,
+    pub function: String,
 }
 
 impl TensorSpecResolved {

@@ -224,6 +224,7 @@ impl Validator<'_> {
             }
         };
         let intermediate = self.intermediate(name, t, path);
+        let intermediate_reference = self.intermediate_reference(name, t, path);
         let init = self.init(name, t, path);
         if let Some(InitSource::Values(values)) = init.as_ref().map(|i| &i.source) {
             let numel: i64 = shape.iter().product();
@@ -253,6 +254,7 @@ impl Validator<'_> {
             col_major,
             output: t.output,
             intermediate,
+            intermediate_reference,
             init: init?,
         })
     }

@@ -277,8 +277,8 @@ pub fn build_variant(
     })
 }
 
-/// `op: custom`: reference.cu (the call of the user's reference function, which includes their
-/// header) compiled with the runtime's flags into REFERENCE_OBJECT, cached like the harness. A
+/// `op: custom` or intermediates' references: reference.cu (the calls of the user's reference
+/// functions, which includes their headers) compiled with the runtime's flags into REFERENCE_OBJECT, cached like the harness. A
 /// reference that does not compile is exit 3 with nvcc's message, which names the header.
 fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
     let dir = &plan.dir;
@@ -297,16 +297,28 @@ fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
         fresh_dir: None,
     };
     compile.run(|output| {
-        let (header, function) = match &plan.spec.reference {
-            crate::spec::Reference::Custom(c) => (
-                repro_text::paths::relative_to(&c.source, dir),
-                c.function.clone(),
-            ),
-            _ => Default::default(),
+        // Every reference reference.cu calls: op: custom's, then the intermediates' own.
+        let custom = match &plan.spec.reference {
+            crate::spec::Reference::Custom(c) => Some((&c.source, &c.function)),
+            _ => None,
         };
+        let intermediates = plan
+            .spec
+            .tensors
+            .iter()
+            .filter_map(|t| t.intermediate_reference.as_ref())
+            .map(|r| (&r.source, &r.function));
+        let (mut headers, mut functions) = (Vec::new(), Vec::new());
+        for (source, function) in custom.into_iter().chain(intermediates) {
+            let header = repro_text::paths::relative_to(source, dir);
+            if !headers.contains(&header) {
+                headers.push(header);
+            }
+            functions.push(function.clone());
+        }
         Error::ReferenceBuild {
-            header,
-            function,
+            header: headers.join(", "),
+            function: functions.join("`, `"),
             code: exit_text(output),
             command: format!("{} {}", nvcc.display(), args.join(" ")),
         }

@@ -43,9 +43,9 @@ pub struct BuildCommand {
     /// The production line's host compiler (`-ccbin X`): the runtime is built with it too, since
     /// the two must link, and it is part of the runtime's cache key.
     pub host_compiler: Vec<String>,
-    /// `op: custom`: the user's reference is a translation unit of its own (reference.cu),
-    /// compiled like the runtime (its flags, never the production ones) into REFERENCE_OBJECT
-    /// and linked into the harness.
+    /// `op: custom`, or an intermediate with a reference of its own: the user's references are a
+    /// translation unit of their own (reference.cu), compiled like the runtime (its flags, never
+    /// the production ones) into REFERENCE_OBJECT and linked into the harness.
     pub custom_reference: bool,
 }
 
@@ -57,7 +57,8 @@ pub const RUNTIME_DIR: &str = "runtime";
 pub const RUNTIME_SOURCE: &str = "runtime/src/runtime.cu";
 pub const RUNTIME_INCLUDE: &str = "runtime/include";
 pub const RUNTIME_LIBRARY: &str = "librepro_runtime.a";
-/// `op: custom`: the glue that calls the user's reference, and its object.
+/// `op: custom` and intermediates' references: the glue that calls the user's references, and
+/// its object.
 pub const REFERENCE_SOURCE: &str = "reference.cu";
 pub const REFERENCE_OBJECT: &str = ".repro/build/reference.o";
 
@@ -98,7 +99,11 @@ impl BuildCommand {
                 .collect(),
             cutlass: spec.cutlass.as_ref().map(|c| relative_to(c, dir)),
             host_compiler: host_compiler_flags(&spec.build.flags),
-            custom_reference: matches!(spec.reference, crate::spec::Reference::Custom(_)),
+            custom_reference: matches!(spec.reference, crate::spec::Reference::Custom(_))
+                || spec
+                    .tensors
+                    .iter()
+                    .any(|t| t.intermediate_reference.is_some()),
         }
     }
 
@@ -160,7 +165,7 @@ impl BuildCommand {
         args
     }
 
-    /// `op: custom`: every argument of the reference object's build (run in the artifact
+    /// `op: custom` or intermediates' references: every argument of the reference object's build (run in the artifact
     /// folder): the runtime's flags, its headers, the harness's host compiler (they link).
     pub fn reference_arguments(&self, output: &str) -> Vec<String> {
         let mut args = vec![self.gencode()];

@@ -250,6 +250,27 @@ pub struct ReferenceContext {
     pub block: String,
     /// `op: custom`: the call reference.cu makes.
     pub custom: Option<CustomReferenceContext>,
+    /// The intermediates' own references (`tensors.X.reference`), in the spec's tensor order:
+    /// one function of reference.cu each, handed to the runtime as a table.
+    pub intermediates: Vec<IntermediateReferenceContext>,
+    /// The distinct headers reference.cu includes (op: custom's and the intermediates'), as
+    /// `#include "..."` names them, in order of first use.
+    pub headers: Vec<String>,
+    /// reference.cu is written and compiled: `op: custom`, or some intermediate's reference.
+    pub compiled: bool,
+}
+
+/// An intermediate's own reference: reference.cu's `intermediate_reference_<tensor>` calls the
+/// user's function with every input (`repro::In`) and then the intermediate (`repro::Out`).
+#[derive(Debug, Serialize)]
+pub struct IntermediateReferenceContext {
+    /// The intermediate's index among the spec's tensors.
+    pub tensor: usize,
+    pub name: String,
+    pub function: String,
+    /// The header, safe for a comment.
+    pub header_comment: String,
+    pub arguments: Vec<CustomArgument>,
 }
 
 /// `op: custom`: reference.cu includes the user's header and calls their function with every
@@ -771,7 +792,58 @@ fn reference_context(spec: &ResolvedSpec, artifact: &Path) -> ReferenceContext {
         }),
         _ => None,
     };
+    let argument = |index: usize, view: &'static str| {
+        let t = &spec.tensors[index];
+        CustomArgument {
+            view,
+            index,
+            comment: comment_text(&format!(
+                "{} {} [{}]",
+                t.name,
+                t.dtype.name(),
+                t.shape_text.join(", ")
+            )),
+        }
+    };
+    // Inputs are what no launch writes: neither outputs nor intermediates.
+    let inputs: Vec<usize> = (0..spec.tensors.len())
+        .filter(|&i| !spec.tensors[i].output && spec.tensors[i].intermediate.is_none())
+        .collect();
+    let intermediates: Vec<IntermediateReferenceContext> = spec
+        .tensors
+        .iter()
+        .enumerate()
+        .filter_map(|(index, t)| {
+            let reference = t.intermediate_reference.as_ref()?;
+            Some(IntermediateReferenceContext {
+                tensor: index,
+                name: t.name.clone(),
+                function: reference.function.clone(),
+                header_comment: comment_text(&relative_to(&reference.source, artifact)),
+                arguments: inputs
+                    .iter()
+                    .map(|&i| argument(i, "repro::In"))
+                    .chain([argument(index, "repro::Out")])
+                    .collect(),
+            })
+        })
+        .collect();
+    let mut headers: Vec<String> = Vec::new();
+    let sources = custom.iter().map(|c| c.header.clone()).chain(
+        spec.tensors
+            .iter()
+            .filter_map(|t| t.intermediate_reference.as_ref())
+            .map(|r| relative_to(&r.source, artifact)),
+    );
+    for header in sources {
+        if !headers.contains(&header) {
+            headers.push(header);
+        }
+    }
     ReferenceContext {
+        compiled: custom.is_some() || !intermediates.is_empty(),
+        intermediates,
+        headers,
         op: spec.reference.op(),
         formula: comment_text(&reference_formula(spec)),
         block: if block.is_empty() {

@@ -74,7 +74,8 @@ pub fn file_list(names: &[&str]) -> String {
     out.join(", ")
 }
 
-/// `op: custom` only: reference.cu, which includes the user's header and calls their function.
+/// `op: custom` and intermediates' references only: reference.cu, which includes the user's
+/// headers and calls their functions.
 const REFERENCE_TEMPLATE: (&str, &str) = (
     "reference.cu",
     include_str!("../../../../templates/reference.cu.tera"),
@@ -114,8 +115,9 @@ pub fn render(spec: &ResolvedSpec, dir: &Path, command: &BuildCommand) -> Result
             executable: *name == "build.sh",
         });
     }
-    // `op: custom`: the call of the user's reference, in a translation unit of its own.
-    if context.reference.custom.is_some() {
+    // `op: custom` and intermediates' references: the calls of the user's references, in a
+    // translation unit of their own.
+    if context.reference.compiled {
         files.push(GeneratedFile {
             name: command::REFERENCE_SOURCE,
             content: tera
@@ -177,6 +179,13 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
             );
         }
         crate::spec::Reference::Gemm(_) | crate::spec::Reference::Attention(_) => {}
+    }
+    for (t, resolved) in s.tensors.values_mut().zip(&spec.tensors) {
+        if let (Some(written), Some(reference)) =
+            (&mut t.reference, &resolved.intermediate_reference)
+        {
+            written.source = Some(paths::relative_to(&reference.source, dir));
+        }
     }
     if let (crate::spec::LaunchKind::Replay(replay), Some(kernel)) =
         (&spec.kernel().kind, &mut s.kernel)

@@ -149,6 +149,14 @@ struct LaunchStep {
   LaunchStepFunction run;
 };
 
+// An intermediate's own reference (spec: tensors.X.reference), in reference.cu: given every tensor
+// (as custom_reference is), it writes what tensor `tensor` holds once the launch that produces it
+// has run. The runtime uses it to name the first launch of an operator whose result is wrong.
+struct IntermediateReference {
+  int tensor;
+  void (*compute)(const ReferenceTensor* tensors);
+};
+
 // Everything harness.cu tells the runtime.
 struct HarnessSpec {
   const char* name;
@@ -187,6 +195,10 @@ struct HarnessSpec {
   // `launch`; a spec of one kernel gives `launch` and a count of 0.
   int launch_count;
   const LaunchStep* launch_steps;
+  // spec: tensors.X.reference. The intermediates that have a reference of their own, in the spec's
+  // tensor order; a count of 0 when none has.
+  int intermediate_reference_count;
+  const IntermediateReference* intermediate_references;
 };
 
 // repro_trace.cuh's delay points (repro::kDelayPoints there; the harness checks they agree).

@@ -30,9 +30,6 @@ namespace repro {
   fatal(kExitUsage, "reference", "error: " + message);
 }
 
-// An element a custom reference left unwritten: a NaN whose payload no arithmetic makes.
-constexpr uint64_t kReferenceUnwrittenBits = 0x7FF5EF0000C0FFEEull;
-
 // The comparison frame of an output: [L, M, N] and the block over [M, N].
 struct OutputFrame {
   int64_t L = 1, M = 1, N = 1, block_m = 0, block_n = 0;
@@ -49,23 +46,6 @@ inline OutputFrame output_frame(const Tensor& t, const std::vector<int64_t>& blo
   if (block.size() == 1) f.block_m = 1, f.block_n = block[0];
   if (block.size() == 2) f.block_m = r >= 2 ? block[0] : 1, f.block_n = block[1];
   return f;
-}
-
-// A tensor's values as f64, logical row-major: what a custom reference reads.
-inline std::vector<double> logical_values(const Tensor& t) {
-  std::vector<double> values(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) values[size_t(i)] = decode(t.dtype, t.host.data(), t.logical_offset(i));
-  return values;
-}
-
-// "D[3, 17]" for logical element i of t.
-inline std::string element_name(const Tensor& t, int64_t i) {
-  std::string index;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    index = std::to_string(i % t.shape[d]) + (index.empty() ? "" : ", ") + index;
-    i /= t.shape[d];
-  }
-  return t.name + "[" + index + "]";
 }
 
 // Integer-typed inputs are structure (row pointers, indices, group ids): --ones, the probes'
@@ -601,6 +581,12 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   report_set("outputs", outputs_json.str());
   report_outputs_judgement(spec, judged);
   if (c.outputs.size() > 1) verdict.evidence += followers_text(spec, judged);
+  // An operator of several kernels with wrong outputs: which launch went wrong first, from the
+  // intermediates' own references (operator_calls.cuh).
+  std::vector<std::string> wrong_outputs;
+  for (size_t k = 0; k < c.outputs.size(); ++k)
+    if (!judged.outputs[k].comparison.passed) wrong_outputs.push_back(tensors[size_t(c.outputs[k])].name);
+  report_first_wrong_launch(spec, tensors, wrong_outputs, stream, stop, timeout);
   if (repeat > 1 && passed) std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
   report_stress();
   stress_split.report();

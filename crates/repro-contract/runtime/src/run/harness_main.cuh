@@ -673,6 +673,11 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
       pattern = state_across_calls(calls, tensors, repeat);
     std::printf("pattern %s: %s\n", pattern.cls.c_str(), pattern.evidence.c_str());
   }
+  // An operator of several kernels whose output is wrong: which launch went wrong first, from the
+  // intermediates' own references (operator_calls.cuh).
+  report_first_wrong_launch(spec, tensors,
+                            comparison.passed ? std::vector<std::string>{} : std::vector<std::string>{out.name},
+                            stream, stop, timeout);
 
   if (!options.dump_dir.empty()) {
     make_directories_or_die(options.dump_dir);

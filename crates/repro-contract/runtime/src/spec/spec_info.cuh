@@ -173,10 +173,8 @@ inline void remake_call_intermediates(const std::vector<Tensor>& tensors, cudaSt
       REPRO_CUDA_CHECK(cudaMemcpyAsync(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice, stream));
 }
 
-// Launches the kernel under test through harness.cu over the tensors' device memory: one call of
-// the operator, every launch of a sequence in order between `start` and `stop`.
-inline Launch launch_kernel(const SpecInfo& spec, const std::vector<Tensor>& tensors, cudaStream_t stream,
-                            cudaEvent_t start, cudaEvent_t stop) {
+// The tensors as harness.cu's launch functions see them: layouts and device memory.
+inline std::vector<TensorView> tensor_views(const std::vector<Tensor>& tensors) {
   std::vector<TensorView> views(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
@@ -187,6 +185,14 @@ inline Launch launch_kernel(const SpecInfo& spec, const std::vector<Tensor>& ten
     for (int d = 0; d < 4; ++d) v.shape[d] = t.shape[d], v.strides[d] = t.strides[d];
     v.device = t.device;
   }
+  return views;
+}
+
+// Launches the kernel under test through harness.cu over the tensors' device memory: one call of
+// the operator, every launch of a sequence in order between `start` and `stop`.
+inline Launch launch_kernel(const SpecInfo& spec, const std::vector<Tensor>& tensors, cudaStream_t stream,
+                            cudaEvent_t start, cudaEvent_t stop) {
+  const std::vector<TensorView> views = tensor_views(tensors);
   remake_call_intermediates(tensors, stream);
   // Under --stress every second launch runs beside the stressor (stress.cuh).
   stress_before_launch(stream);

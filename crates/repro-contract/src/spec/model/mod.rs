@@ -28,8 +28,8 @@ pub use reference::{
     CausalMask, GroupedLayout, ReferenceProvider, ReferenceSpec, ScaleFormat, ScaleSpec,
 };
 pub use tensors::{
-    FileInit, Generator, GroupsInit, InitPattern, InputsSpec, Layout, Lifetime, TensorSpec, Value,
-    ValuesInit,
+    FileInit, Generator, GroupsInit, InitPattern, InputsSpec, IntermediateReferenceSpec, Layout,
+    Lifetime, TensorSpec, Value, ValuesInit,
 };
 pub use tma::{TmaInterleave, TmaL2Promotion, TmaOobFill, TmaSpec, TmaSwizzle};
 pub use trace::{TraceRole, TraceStageSpec};

@@ -75,6 +75,10 @@ pub struct TensorSpec {
     /// per check and kept across its calls (`persist`), as a production allocator keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifetime: Option<Lifetime>,
+    /// An intermediate's own reference: what it should hold once the launch that writes it has
+    /// run, for naming the first launch whose result is wrong (docs/spec.md, `launches`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<IntermediateReferenceSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<InitPattern>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +89,18 @@ pub struct TensorSpec {
     pub std: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+}
+
+/// An intermediate's `reference: { source, function }`: a host C++ function in a header beside the
+/// spec, called with every input and then the intermediate (as `op: custom`'s reference is). Both
+/// fields are options so that a missing one is named by validation, at the tensor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntermediateReferenceSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
 }
 
 /// `init:` — a generator name, or `{ file: PATH }`.
