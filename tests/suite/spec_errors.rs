@@ -944,6 +944,7 @@ fn too_many_launches() {
         &format!("launches:\n{}", one.repeat(repro::spec::MAX_LAUNCHES)),
     );
     insta::assert_snapshot!(error_for(&text));
+}
 
 /// The sequence's intermediate W with `reference: { ... }` as written.
 fn with_intermediate_reference(reference: &str) -> String {
