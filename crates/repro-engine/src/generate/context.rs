@@ -769,29 +769,6 @@ fn cutlass_context(spec: &ResolvedSpec) -> CutlassContext {
 
 fn reference_context(spec: &ResolvedSpec, artifact: &Path) -> ReferenceContext {
     let block = spec.reference.block();
-    let custom = match &spec.reference {
-        Reference::Custom(c) => Some(CustomReferenceContext {
-            function: c.function.clone(),
-            header: relative_to(&c.source, artifact),
-            header_comment: comment_text(&relative_to(&c.source, artifact)),
-            arguments: spec
-                .tensors
-                .iter()
-                .enumerate()
-                .map(|(index, t)| CustomArgument {
-                    view: if t.output { "repro::Out" } else { "repro::In" },
-                    index,
-                    comment: comment_text(&format!(
-                        "{} {} [{}]",
-                        t.name,
-                        t.dtype.name(),
-                        t.shape_text.join(", ")
-                    )),
-                })
-                .collect(),
-        }),
-        _ => None,
-    };
     let argument = |index: usize, view: &'static str| {
         let t = &spec.tensors[index];
         CustomArgument {
@@ -805,6 +782,23 @@ fn reference_context(spec: &ResolvedSpec, artifact: &Path) -> ReferenceContext {
             )),
         }
     };
+    let custom = match &spec.reference {
+        Reference::Custom(c) => Some(CustomReferenceContext {
+            function: c.function.clone(),
+            header: relative_to(&c.source, artifact),
+            header_comment: comment_text(&relative_to(&c.source, artifact)),
+            arguments: spec
+                .tensors
+                .iter()
+                .enumerate()
+                .map(|(index, t)| {
+                    argument(index, if t.output { "repro::Out" } else { "repro::In" })
+                })
+                .collect(),
+        }),
+        _ => None,
+    };
+
     // Inputs are what no launch writes: neither outputs nor intermediates.
     let inputs: Vec<usize> = (0..spec.tensors.len())
         .filter(|&i| !spec.tensors[i].output && spec.tensors[i].intermediate.is_none())

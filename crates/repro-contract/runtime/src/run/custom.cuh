@@ -134,15 +134,7 @@ inline std::vector<std::vector<double>> custom_reference_values(const SpecInfo& 
     if (!is_given[i])
       values[i] = t.output ? std::vector<double>(size_t(t.numel()), double_from_bits(kReferenceUnwrittenBits))
                            : logical_values(t);
-    ReferenceTensor& v = views[i];
-    v.name = t.name.c_str();
-    v.rank = t.rank;
-    for (int d = 0; d < 4; ++d) v.shape[d] = d < t.rank ? t.shape[d] : 1, v.strides[d] = 0;
-    // Packed row-major strides over the f64 copy, whatever the tensor's own.
-    for (int64_t d = t.rank - 1, stride = 1; d >= 0; --d) v.strides[d] = stride, stride *= t.shape[d];
-    v.values = values[i].data();
-    v.output = t.output;
-    v.given = is_given[i] ? values[i].data() : nullptr;
+    views[i] = reference_view(t, values[i], t.output, is_given[i] ? values[i].data() : nullptr);
   }
   spec.harness->custom_reference(views.data());
   for (size_t k = 0; k < c.outputs.size(); ++k) {

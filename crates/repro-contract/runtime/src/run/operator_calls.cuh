@@ -138,6 +138,20 @@ struct IntermediateTrace {
   double got_first = 0, want_first = 0;
 };
 
+// Tensor t as a reference function sees it: packed row-major over its f64 copy `values`,
+// whatever the tensor's own strides.
+inline ReferenceTensor reference_view(const Tensor& t, std::vector<double>& values, bool output, const double* given) {
+  ReferenceTensor v;
+  v.name = t.name.c_str();
+  v.rank = t.rank;
+  for (int d = 0; d < 4; ++d) v.shape[d] = d < t.rank ? t.shape[d] : 1, v.strides[d] = 0;
+  for (int64_t d = t.rank - 1, stride = 1; d >= 0; --d) v.strides[d] = stride, stride *= t.shape[d];
+  v.values = values.data();
+  v.output = output;
+  v.given = given;
+  return v;
+}
+
 // Tensor t's storage on the device, copied back (the stream is idle).
 inline std::vector<unsigned char> device_storage(const Tensor& t) {
   std::vector<unsigned char> storage(t.storage_bytes());
@@ -162,14 +176,7 @@ inline void intermediate_reference_values(const std::vector<Tensor>& tensors, co
       for (int64_t e = 0; e < t.numel(); ++e) values[i][size_t(e)] = decode(t.dtype, storage.data(), t.logical_offset(e));
     }
     // Outputs and the other intermediates are not passed to the intermediate's function.
-    ReferenceTensor& v = views[i];
-    v.name = t.name.c_str();
-    v.rank = t.rank;
-    for (int d = 0; d < 4; ++d) v.shape[d] = d < t.rank ? t.shape[d] : 1, v.strides[d] = 0;
-    for (int64_t d = t.rank - 1, stride = 1; d >= 0; --d) v.strides[d] = stride, stride *= t.shape[d];
-    v.values = values[i].data();
-    v.output = int(i) == reference.tensor;
-    v.given = nullptr;
+    views[i] = reference_view(t, values[i], int(i) == reference.tensor, nullptr);
   }
   reference.compute(views.data());
   const Tensor& t = tensors[size_t(reference.tensor)];
