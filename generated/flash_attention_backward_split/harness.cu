@@ -73,8 +73,8 @@ void layout(const int64_t* sizes, repro::TensorLayout* tensors) {
 }
 
 // ---- launch 1 of 3 (spec: launches[0]) ----
-// As the others: sizes and tensors are locals with the spec's names. The runtime runs the launches
-// in order on one stream, between one pair of events (kLaunches below).
+// Sizes and tensors are locals with the spec's names. The runtime runs every launch of a call in
+// order on one stream, between one pair of events (kLaunches, below the last).
 repro::Launch launch_0(const repro::TensorView* repro_tensors, const int64_t* repro_sizes, cudaStream_t repro_stream) {
   [[maybe_unused]] const int B = static_cast<int>(repro_sizes[0]);
   [[maybe_unused]] const int S = static_cast<int>(repro_sizes[1]);
@@ -116,8 +116,8 @@ repro::Launch launch_0(const repro::TensorView* repro_tensors, const int64_t* re
 }
 
 // ---- launch 2 of 3 (spec: launches[1]) ----
-// As the others: sizes and tensors are locals with the spec's names. The runtime runs the launches
-// in order on one stream, between one pair of events (kLaunches below).
+// Sizes and tensors are locals with the spec's names. The runtime runs every launch of a call in
+// order on one stream, between one pair of events (kLaunches, below the last).
 repro::Launch launch_1(const repro::TensorView* repro_tensors, const int64_t* repro_sizes, cudaStream_t repro_stream) {
   [[maybe_unused]] const int B = static_cast<int>(repro_sizes[0]);
   [[maybe_unused]] const int S = static_cast<int>(repro_sizes[1]);
@@ -159,8 +159,8 @@ repro::Launch launch_1(const repro::TensorView* repro_tensors, const int64_t* re
 }
 
 // ---- launch 3 of 3 (spec: launches[2]) ----
-// As the others: sizes and tensors are locals with the spec's names. The runtime runs the launches
-// in order on one stream, between one pair of events (kLaunches below).
+// Sizes and tensors are locals with the spec's names. The runtime runs every launch of a call in
+// order on one stream, between one pair of events (kLaunches, below the last).
 repro::Launch launch_2(const repro::TensorView* repro_tensors, const int64_t* repro_sizes, cudaStream_t repro_stream) {
   [[maybe_unused]] const int B = static_cast<int>(repro_sizes[0]);
   [[maybe_unused]] const int S = static_cast<int>(repro_sizes[1]);
