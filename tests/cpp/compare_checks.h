@@ -389,3 +389,43 @@ void test_classify() {
   CHECK_EQ(p.cls, std::string("scale"));
   CHECK_CONTAINS(p.evidence, "every output is 0.992x the reference");
 }
+
+// ------------------------------------------------------------------ an operator's calls
+
+// Repeated calls judged one by one (operator_calls.cuh): run_differences counts the outputs wrong
+// in each of the two runs it compares, CallJudgement names the first wrong call, and right on the
+// first call and wrong on every later one is state_across_calls, naming the persistent state.
+void test_operator_calls() {
+  const std::vector<double> want = {1, 2, 3, 4, 5, 6, 7, 8};
+  const Tensor first = output_with(DType::f32, {2, 4}, want);
+  const Tensor later = output_with(DType::f32, {2, 4}, {1, 2, 0, 4, 5, 0, 7, 8});
+  const RunDifferences d = run_differences(first, first.host, later.host, want, kExact);
+  CHECK(d.total == 2 && d.first_wrong == 0 && d.later_wrong == 2 && d.stale == 0);
+  const RunDifferences same = run_differences(later, later.host, later.host, want, kExact);
+  CHECK(same.total == 0 && same.first_wrong == 2 && same.later_wrong == 2);
+
+  CallJudgement calls;  // repeat 3: call 1 right, calls 2 and 3 wrong
+  calls.record(1, d.first_wrong, d.later_wrong);
+  calls.record(2, d.first_wrong, d.later_wrong);
+  CHECK(calls.first_wrong_call() == 2 && calls.all_later_wrong(3));
+  CHECK(calls.describe(3) == "call 1 right; call 2: 2 outputs wrong; call 3: 2 outputs wrong");
+  std::vector<Tensor> tensors(2);
+  tensors[0].name = "tile_counters", tensors[0].intermediate = Lifetime::persist;
+  tensors[1].name = "workspace", tensors[1].intermediate = Lifetime::call;
+  CHECK(has_intermediates(tensors) && has_persistent_intermediates(tensors));
+  const Pattern state = state_across_calls(calls, tensors, 3);
+  CHECK(state.cls == "state_across_calls");
+  CHECK(state.evidence.find("call 2 is the first wrong one (2 outputs)") != std::string::npos);
+  CHECK(state.evidence.find("(tile_counters, lifetime: persist)") != std::string::npos);
+
+  CallJudgement some;  // repeat 3: only call 3 wrong, no more wrong outputs than call 1 elsewhere
+  some.record(1, 0, 0);
+  some.record(2, 0, 5);
+  CHECK(some.first_wrong_call() == 3 && !some.all_later_wrong(3));
+  CHECK(some.describe(3) == "call 1 right; call 3: 5 outputs wrong; the other calls right");
+  CallJudgement right;
+  right.record(1, 0, 0);
+  CHECK(right.first_wrong_call() == 0 && right.describe(2) == "all 2 calls right");
+  right.first_run_wrong = true;
+  CHECK(right.first_wrong_call() == 1);
+}
