@@ -133,18 +133,13 @@ impl Validator<'_> {
                 );
                 return None;
             }
-            (Some(kernel), true) => {
-                return match kernel.kind {
-                    KernelKind::Cutlass3 => self.cutlass3_kernel().map(|k| vec![k]),
-                    KernelKind::Replay => self.replay_kernel(tensors).map(|k| vec![k]),
-                    _ => {
-                        let launch = self.source_launch(kernel, "kernel", sizes, tensors, tma);
-                        self.outputs_reached(&[("kernel".to_string(), kernel)]);
-                        launch.map(|k| vec![k])
-                    }
-                };
+            (Some(kernel), true) if kernel.kind == KernelKind::Cutlass3 => {
+                return self.cutlass3_kernel().map(|k| vec![k]);
             }
-            (None, false) => {}
+            (Some(kernel), true) if kernel.kind == KernelKind::Replay => {
+                return self.replay_kernel(tensors).map(|k| vec![k]);
+            }
+            _ => {}
         }
         if spec.launches.len() > MAX_LAUNCHES {
             self.key_error(
@@ -157,6 +152,7 @@ impl Validator<'_> {
             .help = Some("each launch is a function of harness.cu: reproduce the operator's launches around the defect, or split it into specs".into());
             return None;
         }
+        // From here on every launch is built from source: the `kernel:`, or each of `launches:`.
         let entries = spec.launch_entries();
         let mut launches = Vec::new();
         for (path, entry) in &entries {
@@ -176,20 +172,35 @@ impl Validator<'_> {
             launches.push(self.source_launch(entry, path, sizes, tensors, tma));
         }
         self.outputs_reached(&entries);
-        // An intermediate no launch is given is state nothing keeps: most likely a forgotten
-        // argument.
-        for t in tensors.iter().filter(|t| t.intermediate.is_some()) {
-            if !entries
-                .iter()
-                .any(|(_, k)| launch_names(k).contains(&t.name))
-            {
+        self.unused_state(&entries, tensors);
+        launches.into_iter().collect()
+    }
+
+    /// A `tma:` descriptor or an intermediate that no launch is given (in its args or setup) is
+    /// most likely a forgotten argument: a warning, since the harness still encodes the one and
+    /// keeps the other.
+    fn unused_state(&mut self, entries: &[(String, &KernelSpec)], tensors: &[TensorSpecResolved]) {
+        let names: Vec<String> = entries.iter().flat_map(|(_, k)| launch_names(k)).collect();
+        let given = |name: &String| names.contains(name);
+        let place = match entries {
+            [(path, _)] => format!("neither in {path}.args nor used by {path}.setup"),
+            _ => "in no launch's args or setup".to_string(),
+        };
+        for name in self.spec.tma.keys() {
+            if !given(name) {
                 self.warnings.push(format!(
-                    "tensor `{}` is an intermediate that no launch is given (in its args or setup)",
+                    "tma.{name} is {place}; the harness encodes and prints it anyway"
+                ));
+            }
+        }
+        for t in tensors.iter().filter(|t| t.intermediate.is_some()) {
+            if !given(&t.name) {
+                self.warnings.push(format!(
+                    "tensor `{}` is an intermediate {place}; the harness makes it all the same",
                     t.name
                 ));
             }
         }
-        launches.into_iter().collect()
     }
 
     /// Every output must be reachable from some launch: one the kernels cannot reach is never
@@ -359,18 +370,6 @@ impl Validator<'_> {
         };
         if let Some(cluster) = &cluster {
             self.cluster(path, cluster, grid.as_ref(), sizes);
-        }
-        // A descriptor neither passed nor used by a setup is most likely a forgotten argument
-        // (said once, for the first launch: in a sequence another launch may take it).
-        if path == "kernel" || path == "launches[0]" {
-            let entries = self.spec.launch_entries();
-            for name in self.spec.tma.keys() {
-                if !entries.iter().any(|(_, k)| launch_names(k).contains(name)) {
-                    self.warnings.push(format!(
-                        "tma.{name} is neither in {path}.args nor used by {path}.setup; the harness encodes and prints it anyway"
-                    ));
-                }
-            }
         }
         Some(KernelLaunch {
             kind,
