@@ -298,23 +298,13 @@ fn reference_object(plan: &Plan, nvcc: &Path) -> Result<(), Error> {
     };
     compile.run(|output| {
         // Every reference reference.cu calls: op: custom's, then the intermediates' own.
-        let custom = match &plan.spec.reference {
-            crate::spec::Reference::Custom(c) => Some((&c.source, &c.function)),
-            _ => None,
-        };
-        let intermediates = plan
-            .spec
-            .tensors
-            .iter()
-            .filter_map(|t| t.intermediate_reference.as_ref())
-            .map(|r| (&r.source, &r.function));
         let (mut headers, mut functions) = (Vec::new(), Vec::new());
-        for (source, function) in custom.into_iter().chain(intermediates) {
+        for (source, function) in crate::generate::context::user_references(&plan.spec) {
             let header = repro_text::paths::relative_to(source, dir);
             if !headers.contains(&header) {
                 headers.push(header);
             }
-            functions.push(function.clone());
+            functions.push(function.to_string());
         }
         Error::ReferenceBuild {
             header: headers.join(", "),

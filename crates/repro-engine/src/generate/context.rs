@@ -256,8 +256,10 @@ pub struct ReferenceContext {
     /// The distinct headers reference.cu includes (op: custom's and the intermediates'), as
     /// `#include "..."` names them, in order of first use.
     pub headers: Vec<String>,
-    /// reference.cu is written and compiled: `op: custom`, or some intermediate's reference.
-    pub compiled: bool,
+    /// What reference.cu calls, for build.sh's and CMakeLists.txt's comments ("your reference
+    /// (refs/norm.h)", "your intermediates' references (workspace)"); `None` when there is no
+    /// reference.cu (neither `op: custom` nor an intermediate's reference).
+    pub compiled: Option<String>,
 }
 
 /// An intermediate's own reference: reference.cu's `intermediate_reference_<tensor>` calls the
@@ -767,6 +769,24 @@ fn cutlass_context(spec: &ResolvedSpec) -> CutlassContext {
     }
 }
 
+/// The user's reference functions reference.cu calls, as (header, function): `op: custom`'s, then
+/// each intermediate's own, in the spec's tensor order.
+pub fn user_references(spec: &ResolvedSpec) -> Vec<(&Path, &str)> {
+    let custom = match &spec.reference {
+        Reference::Custom(c) => Some((c.source.as_path(), c.function.as_str())),
+        _ => None,
+    };
+    custom
+        .into_iter()
+        .chain(
+            spec.tensors
+                .iter()
+                .filter_map(|t| t.intermediate_reference.as_ref())
+                .map(|r| (r.source.as_path(), r.function.as_str())),
+        )
+        .collect()
+}
+
 fn reference_context(spec: &ResolvedSpec, artifact: &Path) -> ReferenceContext {
     let block = spec.reference.block();
     let argument = |index: usize, view: &'static str| {
@@ -823,19 +843,28 @@ fn reference_context(spec: &ResolvedSpec, artifact: &Path) -> ReferenceContext {
         })
         .collect();
     let mut headers: Vec<String> = Vec::new();
-    let sources = custom.iter().map(|c| c.header.clone()).chain(
-        spec.tensors
-            .iter()
-            .filter_map(|t| t.intermediate_reference.as_ref())
-            .map(|r| relative_to(&r.source, artifact)),
-    );
-    for header in sources {
+    for (source, _) in user_references(spec) {
+        let header = relative_to(source, artifact);
         if !headers.contains(&header) {
             headers.push(header);
         }
     }
+    let names: Vec<&str> = intermediates.iter().map(|i| i.name.as_str()).collect();
+    let compiled = match (&custom, names.is_empty()) {
+        (Some(c), true) => Some(format!("your reference ({})", c.header_comment)),
+        (Some(c), false) => Some(format!(
+            "your reference ({}) and your intermediates' ({})",
+            c.header_comment,
+            names.join(", ")
+        )),
+        (None, false) => Some(format!(
+            "your intermediates' references ({})",
+            names.join(", ")
+        )),
+        (None, true) => None,
+    };
     ReferenceContext {
-        compiled: custom.is_some() || !intermediates.is_empty(),
+        compiled,
         intermediates,
         headers,
         op: spec.reference.op(),

@@ -117,7 +117,7 @@ pub fn render(spec: &ResolvedSpec, dir: &Path, command: &BuildCommand) -> Result
     }
     // `op: custom` and intermediates' references: the calls of the user's references, in a
     // translation unit of their own.
-    if context.reference.compiled {
+    if context.reference.compiled.is_some() {
         files.push(GeneratedFile {
             name: command::REFERENCE_SOURCE,
             content: tera
