@@ -19,6 +19,7 @@
 
 #include "device_inputs.cuh"
 #include "report.cuh"
+#include "run_options.cuh"
 #include "spec_info.cuh"
 
 namespace repro {
@@ -26,10 +27,12 @@ namespace repro {
 // An element a custom reference left unwritten: a NaN whose payload no arithmetic makes.
 constexpr uint64_t kReferenceUnwrittenBits = 0x7FF5EF0000C0FFEEull;
 
-// A tensor's values as f64, logical row-major: what a custom reference reads.
-inline std::vector<double> logical_values(const Tensor& t) {
+// A tensor's values as f64, logical row-major: what a custom reference reads. From `storage`
+// laid out as t is on the device (its host copy unless given).
+inline std::vector<double> logical_values(const Tensor& t, const unsigned char* storage = nullptr) {
+  if (storage == nullptr) storage = t.host.data();
   std::vector<double> values(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) values[size_t(i)] = decode(t.dtype, t.host.data(), t.logical_offset(i));
+  for (int64_t i = 0; i < t.numel(); ++i) values[size_t(i)] = decode(t.dtype, storage, t.logical_offset(i));
   return values;
 }
 
@@ -114,10 +117,7 @@ inline void report_call_launches(const SpecInfo& spec) {
   w.begin_array();
   for (const Launch& launch : last_call_launches()) {
     w.begin_object();
-    w.field("kernel", std::string(launch.label));
-    w.key("grid").begin_array().value(launch.grid.x).value(launch.grid.y).value(launch.grid.z).end_array();
-    w.key("block").begin_array().value(launch.block.x).value(launch.block.y).value(launch.block.z).end_array();
-    w.field("smem_bytes", launch.smem_bytes);
+    write_launch_shape(w, launch);
     w.end_object();
   }
   w.end_array();
@@ -171,9 +171,7 @@ inline void intermediate_reference_values(const std::vector<Tensor>& tensors, co
     if (int(i) == reference.tensor) {
       values[i].assign(size_t(t.numel()), double_from_bits(kReferenceUnwrittenBits));
     } else if (is_input(t)) {
-      const std::vector<unsigned char> storage = device_storage(t);
-      values[i].resize(size_t(t.numel()));
-      for (int64_t e = 0; e < t.numel(); ++e) values[i][size_t(e)] = decode(t.dtype, storage.data(), t.logical_offset(e));
+      values[i] = logical_values(t, device_storage(t).data());
     }
     // Outputs and the other intermediates are not passed to the intermediate's function.
     views[i] = reference_view(t, values[i], int(i) == reference.tensor, nullptr);
@@ -245,10 +243,8 @@ inline LaunchDiagnosis diagnose_launches(const SpecInfo& spec, const std::vector
     traces[size_t(r)].tensor = harness.intermediate_references[r].tensor;
     intermediate_reference_values(tensors, harness.intermediate_references[r], &traces[size_t(r)]);
   }
-  // Every intermediate as its init made it (the host keeps that content), every output poisoned.
-  for (const Tensor& t : tensors)
-    if (t.intermediate != Lifetime::none && t.storage_bytes() > 0)
-      REPRO_CUDA_CHECK(cudaMemcpy(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice));
+  // Every intermediate as its init made it, persistent ones too, every output poisoned.
+  remake_intermediates(tensors, stream, /*persistent_too*/ true);
   poison_device_outputs(tensors);
   REPRO_CUDA_CHECK(cudaDeviceSynchronize());
   for (IntermediateTrace& trace : traces) trace.initial = device_storage(tensors[size_t(trace.tensor)]);

@@ -148,14 +148,20 @@ inline void write_reference_npy(const std::string& dir, const Tensor& out, const
 }
 
 // The report's `launch`: the shape the kernel was launched with and each launch's time.
-inline void report_launch(const Launch& launch, const std::vector<double>& kernel_ms) {
-  JsonWriter w;
-  w.begin_object();
+// A launch's shape as the report writes it, into an open object: kernel, grid, block, cluster,
+// smem_bytes.
+inline void write_launch_shape(JsonWriter& w, const Launch& launch) {
   w.field("kernel", std::string(launch.label));
   w.key("grid").begin_array().value(launch.grid.x).value(launch.grid.y).value(launch.grid.z).end_array();
   w.key("block").begin_array().value(launch.block.x).value(launch.block.y).value(launch.block.z).end_array();
   w.key("cluster").begin_array().value(launch.cluster.x).value(launch.cluster.y).value(launch.cluster.z).end_array();
   w.field("smem_bytes", launch.smem_bytes);
+}
+
+inline void report_launch(const Launch& launch, const std::vector<double>& kernel_ms) {
+  JsonWriter w;
+  w.begin_object();
+  write_launch_shape(w, launch);
   w.key("kernel_ms").begin_array();
   for (double ms : kernel_ms) w.value(ms);
   w.end_array();

@@ -164,13 +164,15 @@ inline std::vector<Launch>& last_call_launches() {
   return launches;
 }
 
-// An operator's intermediates of lifetime `call` start every call as their init made them (the
-// host keeps that content: intermediates are filled on the host, never replaced by probes or
-// --ones), ordered on the call's stream before its first launch.
-inline void remake_call_intermediates(const std::vector<Tensor>& tensors, cudaStream_t stream) {
-  for (const Tensor& t : tensors)
-    if (t.intermediate == Lifetime::call && t.storage_bytes() > 0)
+// An operator's intermediates of lifetime `call` (and `persist` ones too when asked) made again
+// as their init made them (the host keeps that content: intermediates are filled on the host,
+// never replaced by probes or --ones), ordered on `stream` before the call's first launch.
+inline void remake_intermediates(const std::vector<Tensor>& tensors, cudaStream_t stream, bool persistent_too) {
+  for (const Tensor& t : tensors) {
+    const bool remade = t.intermediate == Lifetime::call || (persistent_too && t.intermediate == Lifetime::persist);
+    if (remade && t.storage_bytes() > 0)
       REPRO_CUDA_CHECK(cudaMemcpyAsync(t.device, t.host.data(), t.storage_bytes(), cudaMemcpyHostToDevice, stream));
+  }
 }
 
 // The tensors as harness.cu's launch functions see them: layouts and device memory.
@@ -193,7 +195,7 @@ inline std::vector<TensorView> tensor_views(const std::vector<Tensor>& tensors) 
 inline Launch launch_kernel(const SpecInfo& spec, const std::vector<Tensor>& tensors, cudaStream_t stream,
                             cudaEvent_t start, cudaEvent_t stop) {
   const std::vector<TensorView> views = tensor_views(tensors);
-  remake_call_intermediates(tensors, stream);
+  remake_intermediates(tensors, stream, /*persistent_too*/ false);
   // Under --stress every second launch runs beside the stressor (stress.cuh).
   stress_before_launch(stream);
   std::vector<Launch>& launches = last_call_launches();
