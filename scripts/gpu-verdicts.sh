@@ -115,6 +115,9 @@ if in_section S; then
   run_case "split_k_gemm --sanitize async-race" 0 "Disposition: Passed" run examples/split_k_gemm.yaml -o "$work/split_k_gemm_async_race" --ones --sanitize async-race
   run_case "sweep split_k_gemm" 0 "every size passes" sweep examples/split_k_gemm.yaml
   probe_case stream_k_gemm 0 "verdict ok:"
+  # Every launch feature in one operator (a cluster, a device task, a size-specialized TMA store).
+  run_case "operator_launches --ones" 0 "Disposition: Passed" run tests/gpu/operator_launches.yaml -o "$work/operator_launches" --ones
+  run_case "operator_launches (random)" 0 "Disposition: Passed" run tests/gpu/operator_launches.yaml -o "$work/operator_launches"
   # The first launch whose result is wrong, from the intermediates' own references (workspace,
   # DELTA): the reduce with a right workspace, the preprocess with a wrong DELTA.
   run_case "split_k_gemm_drop_last_split: first wrong launch" 1 "launches launch 2 of 2 (split_k_kernels::reduce" run examples/split_k_gemm_drop_last_split.yaml -o "$work/split_k_gemm_drop_last_split"

@@ -49,3 +49,36 @@ fn a_tensor_of_every_dtype_builds_with_nvcc() {
         &tmp.path().join("art"),
     );
 }
+
+/// tests/gpu/operator_launches.yaml: an operator of three launches with every launch feature a
+/// sequence may use (a cluster, a `kind: device` task whose setup reads a size, a size in
+/// `template_args`, an output reached only through a `tma:` descriptor) builds with nvcc; each
+/// launch has its own function, the device entries their own names, and the descriptor is
+/// encoded by the one launch that takes it.
+#[test]
+fn an_operator_of_several_launches_with_every_launch_feature_builds_with_nvcc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("art");
+    common::build_with_nvcc(
+        &common::repo().join("tests/gpu/operator_launches.yaml"),
+        &out,
+    );
+    let harness = std::fs::read_to_string(out.join("harness.cu")).unwrap();
+    for expected in [
+        "repro::Launch launch_0(",
+        "repro::Launch launch_2(",
+        "cudaLaunchAttributeClusterDimension",
+        "__global__ void repro_device_entry_1(",
+        "//   launches[2].template_args[0] (`N`): `N`",
+        "constexpr int N = 256;",
+        "{\"W\", repro::DType::f32, false, repro::Lifetime::call}",
+        "const repro::LaunchStep kLaunches[] = {",
+    ] {
+        assert!(harness.contains(expected), "{expected}\n{harness}");
+    }
+    assert_eq!(
+        harness.matches("= repro::encode_tma(map_d_request").count(),
+        1,
+        "map_d is encoded by launch 3 alone\n{harness}"
+    );
+}

@@ -144,6 +144,9 @@ pub struct KernelContext {
     pub cluster: Option<Vec<String>>,
     pub smem: String,
     pub setup: Option<String>,
+    /// The `tma:` descriptors this launch encodes: every one for `kernel:`; in a sequence, those
+    /// its args or setup name (one that no launch names, the first launch).
+    pub tma: Vec<TmaContext>,
     /// `kind: device` only.
     pub device_entry: Option<DeviceEntryContext>,
     /// `kind: replay` only.
@@ -535,9 +538,33 @@ fn kernel_context(spec: &ResolvedSpec, index: usize) -> KernelContext {
             KernelArg::Expr(e) => e.clone(),
         })
         .collect();
+    let names = |k: &KernelLaunch| -> Vec<String> {
+        let in_setup = k
+            .setup
+            .as_deref()
+            .map(crate::spec::expr::identifiers)
+            .unwrap_or_default();
+        spec.tma
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| k.args.contains(&KernelArg::Tma(*i)) || in_setup.contains(&d.name))
+            .map(|(_, d)| d.name.clone())
+            .collect()
+    };
+    let named_by_some = |name: &String| spec.launches.iter().any(|l| names(l).contains(name));
+    let own = names(k);
+    let tma = spec
+        .tma
+        .iter()
+        .filter(|d| {
+            !spec.is_sequence() || own.contains(&d.name) || (index == 0 && !named_by_some(&d.name))
+        })
+        .map(|d| tma_context(spec, d))
+        .collect();
     KernelContext {
         index,
         path: paths[index].clone(),
+        tma,
         kind: match k.kind {
             LaunchKind::Global => "global",
             LaunchKind::Device => "device",
