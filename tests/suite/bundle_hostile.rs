@@ -212,6 +212,46 @@ fn an_init_file_symlinked_out_of_the_spec_folder_is_refused() {
     assert!(hits.is_empty(), "the private input is in {hits:?}");
 }
 
+/// An intermediate's reference header (`tensors.X.reference.source`) that is a symlink to a file
+/// outside the spec's folder: refused, naming the tensor's field, and its bytes are nowhere in
+/// what was written.
+#[test]
+fn an_intermediate_reference_symlinked_out_of_the_spec_folder_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let spec = common::write_small_spec(&project);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "  D: { dtype: f32, shape: [M, N], output: true }\n",
+        "  D: { dtype: f32, shape: [M, N], output: true }\n  W: { dtype: f32, shape: [M, N], intermediate: true, reference: { source: references/w.h, function: w_reference } }\n",
+    ).replace("args: [A, B, D, M, N, K]", "args: [A, B, D, M, N, K]\n  setup: \"(void)W;\"");
+    std::fs::write(&spec, text).unwrap();
+    std::fs::create_dir_all(tmp.path().join("private")).unwrap();
+    let secret = "TOKEN=hunter2-intermediate";
+    std::fs::write(
+        tmp.path().join("private/w.h"),
+        format!("#pragma once\n// {secret}\n"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(project.join("references")).unwrap();
+    std::os::unix::fs::symlink(
+        tmp.path().join("private/w.h"),
+        project.join("references/w.h"),
+    )
+    .unwrap();
+    let out = project.join("bundles/report");
+    bundle(&project, &spec, &out, &quick_nvcc(tmp.path()))
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("references/w.h")
+                .and(predicate::str::contains("tensor W's reference.source"))
+                .and(predicate::str::contains("symlink")),
+        );
+    assert_nothing_written(&project.join("bundles"), "report");
+    let hits = found_below(&project, secret.as_bytes());
+    assert!(hits.is_empty(), "the secret is in {hits:?}");
+}
+
 /// An init file called `.npy` that is no NumPy file (here a copy of a password file): refused.
 #[test]
 fn an_init_file_that_is_not_npy_is_refused() {
