@@ -106,7 +106,7 @@ pub struct TensorContext {
     pub layout_text: String,
     /// The tensor's `repro::Lifetime` enumerator (`none` for inputs and outputs), and for an
     /// intermediate what it means (a comment).
-    pub intermediate: &'static str,
+    pub intermediate: String,
     pub intermediate_text: Option<&'static str>,
 }
 
@@ -943,11 +943,10 @@ pub fn harness_context(
                     None if t.col_major => "col_major".into(),
                     None => String::new(),
                 },
-                intermediate: match t.intermediate {
-                    None => "repro::Lifetime::none",
-                    Some(Lifetime::Call) => "repro::Lifetime::call",
-                    Some(Lifetime::Persist) => "repro::Lifetime::persist",
-                },
+                intermediate: format!(
+                    "repro::Lifetime::{}",
+                    t.intermediate.map_or("none", Lifetime::name)
+                ),
                 intermediate_text: t.intermediate.map(|l| match l {
                     Lifetime::Call => "intermediate, made afresh before every call",
                     Lifetime::Persist => "intermediate, kept across the calls of a check",

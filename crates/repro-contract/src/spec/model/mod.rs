@@ -93,7 +93,7 @@ impl Spec {
         self.kernel.as_ref().or(self.launches.first())
     }
 
-    /// The first launch, mutably: what `repro campaign` and `repro capture` rewrite.
+    /// The first launch, mutably: what a campaign variant's `template_args` rewrite.
     pub fn first_launch_mut(&mut self) -> Option<&mut KernelSpec> {
         match &mut self.kernel {
             Some(kernel) => Some(kernel),
