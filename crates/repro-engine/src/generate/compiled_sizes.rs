@@ -61,13 +61,11 @@ pub fn compiled_size_uses(spec: &ResolvedSpec) -> Vec<CompiledSizeUse> {
 
 /// Each launch's field path, as the spec writes it: `kernel`, or `launches[i]`.
 pub fn launch_paths(spec: &ResolvedSpec) -> Vec<String> {
-    if spec.is_sequence() {
-        (0..spec.launches.len())
-            .map(|i| format!("launches[{i}]"))
-            .collect()
-    } else {
-        vec!["kernel".to_string()]
-    }
+    spec.document
+        .launch_entries()
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
 }
 
 impl CompiledSizeUse {
