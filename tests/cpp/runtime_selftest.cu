@@ -454,19 +454,18 @@ void test_reference() {
 
 // What the cross-check fetched is decoded on every core, behind the reference GEMM
 // (reference_cross_check.cuh): the same values as one decode per element, across the threads'
-// chunk boundaries, for a narrow and a wide dtype.
+// chunk boundaries, for every dtype.
 void test_cross_check_decode() {
-  for (DType dtype : {DType::bf16, DType::e4m3, DType::f32}) {
-    StoredValues stored;
-    stored.dtype = dtype;
+  for (DType dtype : {DType::f64, DType::f32, DType::tf32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2, DType::i8,
+                      DType::u8, DType::i32, DType::u32, DType::i64, DType::boolean}) {
     const int64_t count = 3 * 65536 + 17;
-    stored.bytes.resize(size_t(count) * dtype_bytes(dtype));
+    const StoredValues stored = host_stored_values(dtype, count);
     TestRng rng{0x5EED ^ uint64_t(dtype)};
-    for (int64_t i = 0; i < count; ++i) store_bits(dtype, stored.bytes.data(), i, rng.next());
+    for (int64_t i = 0; i < count; ++i) store_bits(dtype, stored.data(), i, rng.next());
     const HostValues values = decode_stored(stored);
     int64_t differing = 0;
     for (int64_t i = 0; i < count; ++i) {
-      const double want = decode(dtype, stored.bytes.data(), i), got = values[size_t(i)];
+      const double want = decode(dtype, stored.data(), i), got = values[size_t(i)];
       differing += !(same_bits(got, want) || (std::isnan(got) && std::isnan(want)));
     }
     CHECK_EQ(stored.count(), count);

@@ -6,12 +6,11 @@
 // is recomputed on the host: a device reference that disagrees with the host ends the run
 // instead of judging the kernel. The host computes its sample while the GPU computes the
 // reference (on the device path, while it also runs the kernel and compares: the sample is judged
-// just before the comparison's verdict), so the check costs little more than fetching the sampled
-// rows of A and columns of B.
+// just before the comparison's verdict). Its rows of A and columns of B are copied back on the
+// device's stream, ahead of the GEMM, into page-locked memory, so the host waits for no copy
+// either: the check costs the device a gather and the host the enqueuing.
 // ---------------------------------------------------------------------------------------------
 #pragma once
-
-#include <sys/mman.h>
 
 #include "emulated_reference.cuh"
 
@@ -23,32 +22,16 @@ constexpr int64_t kCrossCheckSamples = 4096;
 // Host memory that its owner fills before reading: not zeroed at allocation, so that its pages
 // are first touched by the threads that fill it. (A zeroed vector of the sampled rows, 4 MiB at
 // K = 8192, costs its one thread a page fault every 4 KiB before any data arrives; the fetch
-// took ~0.8 ms a MiB of doubles in run 68.) With kPopulated, from 64 KiB on it is mapped whole
-// at allocation (mmap's MAP_POPULATE, one call): for what cudaMemcpy fills, on one thread that
-// would take every fault in turn (the fetch of 8192^3's sample, 2 MiB: 2.1 -> 1.4 ms, run 85);
-// not for what several threads fill at once, where the faults go in parallel (with the decoded
-// doubles populated too, 2048^3 and 4096^3 waited 0.4-1.4 ms longer for the host, run 85).
-template <typename T, bool kPopulated = false>
+// took ~0.8 ms a MiB of doubles in run 68.)
+template <typename T>
 struct UninitializedAllocator : std::allocator<T> {
-  static constexpr size_t kPopulatedBytes = size_t(64) << 10;
   template <typename U>
   struct rebind {
-    using other = UninitializedAllocator<U, kPopulated>;
+    using other = UninitializedAllocator<U>;
   };
   UninitializedAllocator() = default;
   template <typename U>
-  UninitializedAllocator(const UninitializedAllocator<U, kPopulated>&) noexcept {}
-  T* allocate(size_t n) {
-    const size_t bytes = n * sizeof(T);
-    if (!kPopulated || bytes < kPopulatedBytes) return std::allocator<T>::allocate(n);
-    void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (data == MAP_FAILED) throw std::bad_alloc();
-    return static_cast<T*>(data);
-  }
-  void deallocate(T* data, size_t n) {
-    if (!kPopulated || n * sizeof(T) < kPopulatedBytes) return std::allocator<T>::deallocate(data, n);
-    munmap(data, n * sizeof(T));
-  }
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
   template <typename U, typename... Args>
   void construct(U* place, Args&&... args) {
     if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(place)) U;
@@ -68,24 +51,73 @@ __global__ void gather_vectors_kernel(const Word* storage, const int64_t* bases,
     out[i] = storage[bases[i / count] + (i % count) * step];
 }
 
-// Elements as stored (each dtype_bytes(dtype) wide), copied from the device, not yet decoded.
+// Elements as stored (each dtype_bytes(dtype) wide), not yet decoded: copied from the device
+// into a page-locked block while the host went on (fetch_vectors: wait() before reading), or
+// plain host memory (host_stored_values).
 struct StoredValues {
   DType dtype = DType::f64;
-  std::vector<unsigned char, UninitializedAllocator<unsigned char, true>> bytes;
-  int64_t count() const { return int64_t(bytes.size() / dtype_bytes(dtype)); }
+  int64_t elements = 0;
+  std::shared_ptr<unsigned char> block;  // holds the elements from byte `offset` on
+  size_t offset = 0;
+  std::shared_ptr<CUevent_st> fetched;   // marks the copy into `block` done; null when there is none
+
+  int64_t count() const { return elements; }
+  unsigned char* data() const { return block.get() + offset; }
+  // Returns once the elements are there to read.
+  void wait() const {
+    if (fetched != nullptr) REPRO_CUDA_CHECK(cudaEventSynchronize(fetched.get()));
+  }
 };
 
-// The vectors' elements as stored: gathered on the device at the element's width (a quarter of
-// the bytes of doubles for bf16) and copied.
-inline StoredValues gather_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases, int64_t step,
-                                   int64_t count) {
-  const int64_t total = int64_t(bases.size()) * count;
-  const size_t width = dtype_bytes(dtype);
+// `count` elements of plain host memory, for the host to fill.
+inline StoredValues host_stored_values(DType dtype, int64_t count) {
   StoredValues stored;
   stored.dtype = dtype;
-  stored.bytes.resize(size_t(total) * width);
+  stored.elements = count;
+  stored.block.reset(new unsigned char[std::max<size_t>(size_t(count) * dtype_bytes(dtype), 1)],
+                     std::default_delete<unsigned char[]>());
+  return stored;
+}
+
+// An event for copies enqueued on the default stream, recorded after them (record_copies); the
+// blocks they fill wait for it before they go back.
+inline std::shared_ptr<CUevent_st> copies_event() {
+  cudaEvent_t event = nullptr;
+  REPRO_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return std::shared_ptr<CUevent_st>(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
+}
+
+inline void record_copies(const std::shared_ptr<CUevent_st>& copies) {
+  REPRO_CUDA_CHECK(cudaEventRecord(copies.get(), 0));
+}
+
+// The vectors' elements as stored, enqueued on the default stream and not waited for: gathered
+// on the device at the element's width (a quarter of the bytes of doubles for bf16) and copied
+// into a page-locked block. The caller records `copies` once every fetch of a sample is
+// enqueued. On the default stream the fetch runs before the reference GEMM that the caller
+// launches next, so the GEMM waits for nothing but the device's own copies and the host waits
+// for nothing (a pageable copy back held the host ~0.2 ms a check at 1024^3, run 98).
+inline StoredValues fetch_vectors(DType dtype, const void* device, const std::vector<int64_t>& bases, int64_t step,
+                                  int64_t count, const std::shared_ptr<CUevent_st>& copies) {
+  const int64_t total = int64_t(bases.size()) * count;
+  const size_t width = dtype_bytes(dtype), base_bytes = bases.size() * sizeof(int64_t);
+  StoredValues stored;
+  stored.dtype = dtype;
+  stored.elements = total;
+  stored.fetched = copies;
+  // One block: the bases going up (a pageable upload waits for its copy too), then the elements
+  // coming back. It goes back to PinnedBlocks only after the copies: a sample dropped on an
+  // error path must not hand out a block that a copy still reads or writes.
+  stored.offset = (base_bytes + 15) / 16 * 16;
+  stored.block = std::shared_ptr<unsigned char>(PinnedBlocks::instance().take(stored.offset + size_t(total) * width),
+                                                [copies](unsigned char* data) {
+                                                  cudaEventSynchronize(copies.get());
+                                                  PinnedBlocks::instance().give_back(data);
+                                                });
   if (total == 0) return stored;
-  int64_t* device_bases = upload_int64(bases);
+  std::memcpy(stored.block.get(), bases.data(), base_bytes);
+  int64_t* device_bases = take_scratch<int64_t>(base_bytes);
+  REPRO_CUDA_CHECK(cudaMemcpyAsync(device_bases, stored.block.get(), base_bytes, cudaMemcpyHostToDevice, 0));
   void* gathered = take_scratch(size_t(total) * width);
   with_element_word(dtype, [&](auto word) {
     using Word = decltype(word);
@@ -93,25 +125,33 @@ inline StoredValues gather_vectors(DType dtype, const void* device, const std::v
         static_cast<const Word*>(device), device_bases, int64_t(bases.size()), step, count, static_cast<Word*>(gathered));
   });
   REPRO_CUDA_CHECK(cudaGetLastError());
-  REPRO_CUDA_CHECK(cudaMemcpy(stored.bytes.data(), gathered, stored.bytes.size(), cudaMemcpyDeviceToHost));
+  REPRO_CUDA_CHECK(cudaMemcpyAsync(stored.data(), gathered, size_t(total) * width, cudaMemcpyDeviceToHost, 0));
   give_back_scratch(device_bases);
   give_back_scratch(gathered);
   return stored;
 }
 
-// Their values, decoded on every host core (a cross-check's 64 rows of K = 1024 are 2^16
-// elements: at a grain of 2^16 they were decoded by one thread).
+// Elements [begin, end) of `bytes` as doubles into values[begin, end).
+inline void decode_range(DType dtype, const unsigned char* bytes, int64_t begin, int64_t end, double* values) {
+  for (int64_t i = begin; i < end; ++i) values[i] = decode(dtype, bytes, i);
+}
+
+// Their values, decoded on every host core once the copy is there.
 inline HostValues decode_stored(const StoredValues& stored) {
+  stored.wait();
   HostValues values(static_cast<size_t>(stored.count()));
-  parallel_for(stored.count(), 1 << 12, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) values[size_t(i)] = decode(stored.dtype, stored.bytes.data(), i);
+  parallel_for(stored.count(), 1 << 13, [&](int64_t begin, int64_t end) {
+    decode_range(stored.dtype, stored.data(), begin, end, values.data());
   });
   return values;
 }
 
-// The decoded values of the elements at `offsets` of a device buffer.
+// The decoded values of the elements at `offsets` of a device buffer, waited for.
 inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
-  const HostValues values = decode_stored(gather_vectors(dtype, device, offsets, 0, 1));
+  const std::shared_ptr<CUevent_st> copies = copies_event();
+  const StoredValues stored = fetch_vectors(dtype, device, offsets, 0, 1, copies);
+  record_copies(copies);
+  const HostValues values = decode_stored(stored);
   return std::vector<double>(values.begin(), values.end());
 }
 
@@ -122,8 +162,9 @@ struct CrossCheckSample {
   int64_t batches = 0, rows = 0, cols = 0;
   std::vector<int64_t> batch_of, row_of, col_of;  // the sampled batches, rows and columns
   StoredValues stored_a, stored_b;                // as fetched: [batch][row][K], [batch][column][K]
+  StoredValues stored_c, stored_bias;             // as fetched: per sample; empty when the GEMM has none
   HostValues a, b;                                // their values (scaled), once decoded
-  std::vector<double> c_values, bias_values;      // per sample; empty when the GEMM has none
+  std::vector<double> c_values, bias_values;      // per sample, once decoded
   std::vector<double> host_values, magnitudes;    // per sample: the host's value, sum_k |a b|
   double decode_seconds = 0, host_seconds = 0;    // the host's time: decoding, and in all
 
@@ -136,11 +177,11 @@ struct CrossCheckSample {
   }
 };
 
-// Chooses the sample and fetches its operands (before the reference GEMM starts: the fetch
-// would otherwise wait for it on the default stream). Only the copies: decoding them, on the
-// host, waits until the GEMM runs (decode_cross_check_sample). Decoded here, 2^20 sampled
-// elements took 3 ms of a fetch of 6 (run 77: the first touch of 8 MiB of doubles, and a
-// decode then 8 ns an element).
+// Chooses the sample and enqueues the fetch of its operands on the default stream (before the
+// reference GEMM starts, which then runs after it), waiting for nothing: the host decodes them
+// once they are there (decode_cross_check_sample), while the GEMM runs. Decoded here, 2^20
+// sampled elements took 3 ms of a fetch of 6 (run 77: the first touch of 8 MiB of doubles, and
+// a decode then 8 ns an element).
 // `samples`: how many outputs at most (a grouped GEMM shares kCrossCheckSamples among its groups).
 inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t samples = kCrossCheckSamples) {
   CrossCheckSample s;
@@ -165,17 +206,38 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t s
     if (p.bias != nullptr) bias_offsets.push_back(s.col(sample) * p.bias->strides[0]);
   }
   // A row of A steps along K by A's column stride; a column of B by B's row stride.
-  s.stored_a = gather_vectors(p.a->dtype, p.a->device, a_bases, matrix_offset(*p.a, 0, 0, 1), p.K);
-  s.stored_b = gather_vectors(p.b->dtype, p.b->device, b_bases, matrix_offset(*p.b, 0, 1, 0), p.K);
-  if (reads_c(p)) s.c_values = gather_values(p.c->dtype, p.c->device, c_offsets);
-  if (p.bias != nullptr) s.bias_values = gather_values(p.bias->dtype, p.bias->device, bias_offsets);
+  const std::shared_ptr<CUevent_st> copies = copies_event();
+  s.stored_a = fetch_vectors(p.a->dtype, p.a->device, a_bases, matrix_offset(*p.a, 0, 0, 1), p.K, copies);
+  s.stored_b = fetch_vectors(p.b->dtype, p.b->device, b_bases, matrix_offset(*p.b, 0, 1, 0), p.K, copies);
+  if (reads_c(p)) s.stored_c = fetch_vectors(p.c->dtype, p.c->device, c_offsets, 0, 1, copies);
+  if (p.bias != nullptr) s.stored_bias = fetch_vectors(p.bias->dtype, p.bias->device, bias_offsets, 0, 1, copies);
+  record_copies(copies);
   return s;
 }
 
-// The sampled rows and columns decoded and, for a scaled GEMM, scaled.
+// The sampled rows and columns decoded and, for a scaled GEMM, scaled; C's and the bias's
+// sampled values decoded.
 inline void decode_cross_check_sample(const GemmProblem& p, CrossCheckSample* s) {
-  s->a = decode_stored(s->stored_a);
-  s->b = decode_stored(s->stored_b);
+  const StoredValues &a = s->stored_a, &b = s->stored_b;
+  a.wait();
+  b.wait();
+  s->a = HostValues(size_t(a.count()));
+  s->b = HostValues(size_t(b.count()));
+  // A's rows and B's columns in one pass over the host's cores: every pass wakes the parked
+  // threads again.
+  parallel_for(a.count() + b.count(), 1 << 13, [&](int64_t begin, int64_t end) {
+    if (begin < a.count()) decode_range(a.dtype, a.data(), begin, std::min(end, a.count()), s->a.data());
+    if (end > a.count())
+      decode_range(b.dtype, b.data(), std::max(begin, a.count()) - a.count(), end - a.count(), s->b.data());
+  });
+  const auto decode_small = [](const StoredValues& stored, std::vector<double>* values) {
+    if (stored.block == nullptr) return;
+    stored.wait();
+    values->resize(size_t(stored.count()));
+    decode_range(stored.dtype, stored.data(), 0, stored.count(), values->data());
+  };
+  decode_small(s->stored_c, &s->c_values);
+  decode_small(s->stored_bias, &s->bias_values);
   // A scaled GEMM: the host scales the fetched rows and columns itself, from its own copies of
   // the scales (they are made on the host).
   // One scale per K block, decoded once: a million scale_at calls would take as long as the
@@ -296,7 +358,7 @@ struct PendingCrossCheck {
 struct DeviceReference {
   double* values = nullptr;  // [L][M][N] doubles on the device, scratch: the caller gives it back
   double kernel_ms = 0;      // analysis, packing or slicing, and GEMM kernels, device events
-  double fetch_seconds = 0;  // fetching the sample's rows and columns
+  double fetch_seconds = 0;  // enqueuing the fetch of the sample's rows and columns
   double check_seconds = 0;  // the host's sample and judging it, beyond the device's time
   double host_seconds = 0;   // the host's sample alone, hidden or not (of which decoding: decode_seconds)
   double decode_seconds = 0;

@@ -273,4 +273,71 @@ inline void give_back_scratch(const void* pointer) {
   else cudaFree(const_cast<void*>(pointer));
 }
 
+// ------------------------------------------------------------------ page-locked host blocks
+//
+// What the device copies to the host while the host goes on: a copy into pageable memory
+// returns only when it is done, so the host's cross-check sample (reference_cross_check.cuh) is
+// copied into page-locked blocks instead. cudaHostAlloc maps and locks its pages (about a
+// millisecond a MiB), so blocks given back are kept for the next check of a queue, up to
+// kPinnedKeptBytes in all; a block is reused for a request of at most its size and at least half.
+constexpr size_t kPinnedKeptBytes = size_t(64) << 20;
+
+class PinnedBlocks {
+ public:
+  static PinnedBlocks& instance() {
+    static PinnedBlocks* blocks = new PinnedBlocks();  // never destroyed: blocks outlive exit's order
+    return *blocks;
+  }
+
+  // `bytes` (at least one) of page-locked host memory; exits through REPRO_CUDA_CHECK when the
+  // host has none to give.
+  unsigned char* take(size_t bytes) {
+    bytes = std::max<size_t>(bytes, 1);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (size_t i = 0; i < kept_.size(); ++i)
+        if (kept_[i].bytes >= bytes && kept_[i].bytes / 2 <= bytes) {
+          const Block block = kept_[i];
+          kept_.erase(kept_.begin() + int64_t(i));
+          kept_bytes_ -= block.bytes;
+          in_use_.emplace_back(block);
+          return block.data;
+        }
+    }
+    void* data = nullptr;
+    REPRO_CUDA_CHECK(cudaHostAlloc(&data, bytes, cudaHostAllocDefault));
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_.push_back(Block{static_cast<unsigned char*>(data), bytes});
+    return static_cast<unsigned char*>(data);
+  }
+
+  // A block back, once nothing copies into or out of it any more; null is ignored.
+  void give_back(unsigned char* data) {
+    if (data == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < in_use_.size(); ++i) {
+      if (in_use_[i].data != data) continue;
+      const Block block = in_use_[i];
+      in_use_.erase(in_use_.begin() + int64_t(i));
+      if (kept_bytes_ + block.bytes <= kPinnedKeptBytes) {
+        kept_.push_back(block);
+        kept_bytes_ += block.bytes;
+      } else {
+        cudaFreeHost(block.data);
+      }
+      return;
+    }
+  }
+
+ private:
+  struct Block {
+    unsigned char* data;
+    size_t bytes;
+  };
+  PinnedBlocks() = default;
+  std::mutex mutex_;
+  std::vector<Block> in_use_, kept_;  // the blocks in use, and those kept for reuse
+  size_t kept_bytes_ = 0;
+};
+
 }  // namespace repro

@@ -438,8 +438,9 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
     DeviceReference& reference = device_reference_result;
     if (reference.pending != nullptr) return;
     reference_line = strprintf(
-        "fp64 device GEMM (%s), %.1f ms, %s; host cross-check of %lld outputs: their rows and columns fetched in "
-        "%.3f s, recomputed while the device worked (%.3f s more), max difference %.1e of the terms' magnitude",
+        "fp64 device GEMM (%s), %.1f ms, %s; host cross-check of %lld outputs: their rows and columns copied "
+        "back behind the GEMM (%.3f s to enqueue), recomputed while the device worked (%.3f s more), max difference "
+        "%.1e of the terms' magnitude",
         reference.engine.c_str(), reference.kernel_ms, where, (long long)reference.check.samples,
         reference.fetch_seconds, reference.check_seconds, reference.check.max_relative);
     // An emulated reference that was asked for and not used is said first, with the reason.
