@@ -15,6 +15,7 @@
 #   reference  gpu-check.sh reference (the device reference's op cases)
 #   floor      bench/check-floor.sh, before and after binaries side by side (FLOOR_QUEUE=1: as queues)
 #   cublas     bench/cublas_dgemm_cost.py at 1024, 2048, 4096
+#   cublas-load  bench/cublas_loading.cu: cuBLAS opened at run time by a C++ process, and its DGEMM
 #   probe-phases  bench/probe-phases.sh: where a probe run's time goes
 #   verdicts   gpu-verdicts.sh, sections $SECTIONS (default D: the grouped scale probes)
 #   campaign-before  bench/campaign-queue.sh's queues with the before binary
@@ -90,6 +91,9 @@ run_step() {
       step floor env ROUNDS="${ROUNDS:-3}" QUEUE="${FLOOR_QUEUE:-}" bash scripts/bench/check-floor.sh
     fi ;;
   cublas) step cublas python3 scripts/bench/cublas_dgemm_cost.py 1024,2048,4096 ;;
+  cublas-load)
+    step cublas-load bash -c '"${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
+      -o /tmp/bin/cublas_loading scripts/bench/cublas_loading.cu -ldl && /tmp/bin/cublas_loading 1024,2048,4096' ;;
   probe-phases) step probe-phases bash scripts/bench/probe-phases.sh ;;
   verdicts) step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh ;;
   campaign-before)

@@ -373,6 +373,12 @@ fi
 harness_case "device reference = host, 9 cases" 0 '9 passed, 0 failed' "$check_exe"
 harness_case "device reference damaged: refused" 4 'the device reference disagrees with the host' "$check_exe" corrupt
 harness_case "device reference = host: scaled, batched scaled, grouped" 0 '6 passed, 0 failed' "$check_exe" ops
+# cuBLAS's DGEMM (reference/cublas_gemm.cuh) for every GEMM of the same cases, then for none.
+harness_case "cuBLAS reference = host, 9 cases" 0 'cuBLAS' env REPRO_CUBLAS=all "$check_exe"
+harness_case "cuBLAS reference = host, 9 cases: all pass" 0 '9 passed, 0 failed' env REPRO_CUBLAS=all "$check_exe"
+harness_case "cuBLAS reference damaged: refused" 4 'the device reference disagrees with the host' env REPRO_CUBLAS=all "$check_exe" corrupt
+harness_case "cuBLAS reference = host: scaled, batched scaled, grouped" 0 '6 passed, 0 failed' env REPRO_CUBLAS=all "$check_exe" ops
+harness_case "own kernel at 1024^3 too (REPRO_CUBLAS=off)" 0 '9 passed, 0 failed' env REPRO_CUBLAS=off "$check_exe"
 harness_case "device comparison = host's, timed" 0 '4 passed, 0 failed' "$check_exe" compare
 # A reference too large for the device (60000 x 300000 doubles: 134 GiB): said, with the way out.
 "$repro" build examples/index_overflow_fixed.yaml >/dev/null 2>&1

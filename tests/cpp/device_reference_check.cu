@@ -13,6 +13,7 @@
 //   ./drc corrupt                       # damages one sampled output: the cross-check must exit 4
 //   ./drc ops                           # scaled and grouped GEMMs (docs/spec.md, `reference`), bit for bit
 //   ./drc compare                       # the device comparison against the host's, and its time
+//   REPRO_CUBLAS=all ./drc [ops|corrupt] # the same with cuBLAS's DGEMM for every GEMM (off: never)
 //
 // Integer-valued cases must agree bit for bit (their sums are exact in any order); the others
 // within 1e-13 of the magnitude of their terms (fp64 sums in two orders).
@@ -127,7 +128,7 @@ int run_cases() {
        1.0, 0.0},
   };
   int passed = 0, failed = 0;
-  std::printf("device reference engine: %s\n", reference_engine().c_str());
+  std::printf("device reference kernel: %s\n", reference_engine().c_str());
   for (const Case& k : cases) {
     Problem p;
     build(k, &p);
@@ -142,9 +143,10 @@ int run_cases() {
     const bool ok = k.integers ? a.differing == 0 : a.worst <= 1e-13;
     (ok ? passed : failed) += 1;
     std::printf("%-4s %s: %lld outputs, %lld differ from the host (worst %.1e of the terms' magnitude; %s), "
-                "kernel %.3f ms, cross-check of %lld samples\n",
+                "%s %.3f ms, cross-check of %lld samples\n",
                 ok ? "ok" : "FAIL", k.name, (long long)host.size(), (long long)a.differing, a.worst,
-                k.integers ? "must be 0" : "bound 1e-13", reference.kernel_ms, (long long)reference.check.samples);
+                k.integers ? "must be 0" : "bound 1e-13", reference.engine.c_str(), reference.kernel_ms,
+                (long long)reference.check.samples);
   }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -51,6 +51,7 @@ pub const FILES: &[RuntimeFile] = &[
     src_file!("launch", "driver.cuh"),
     src_file!("compare", "device_compare.cuh"),
     src_file!("inputs", "device_inputs.cuh"),
+    src_file!("reference", "cublas_gemm.cuh"),
     src_file!("reference", "device_reference.cuh"),
     src_file!("emulated", "emulated_analysis.cuh"),
     src_file!("emulated", "emulated_moduli.cuh"),

@@ -4,7 +4,9 @@
 // The same formula as the host reference (reference.cuh), computed from the operands already on
 // the device, in their own dtypes and strides. Every operand element widens exactly to double,
 // every product and sum is fp64: on sm_80 and later on the fp64 tensor cores (DMMA: mma.sync
-// .f64, whose products and sums are IEEE fp64), before sm_80 with fp64 FMAs on the CUDA cores.
+// .f64, whose products and sums are IEEE fp64), before sm_80 with fp64 FMAs on the CUDA cores;
+// from 1024^3 multiply-adds on, where cuBLAS is installed, by cuBLAS's DGEMM (cublas_gemm.cuh)
+// from the same packed copies.
 // The summation order differs from the host's, so the two agree to ~1e-15 of the terms'
 // magnitude, far below any kernel's error. The int8 emulation (emulated_reference.cuh) shares
 // its operand views, copies and epilogue; the host cross-check of both is
@@ -12,7 +14,7 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
-#include "device_inputs.cuh"
+#include "cublas_gemm.cuh"
 
 namespace repro {
 
@@ -358,6 +360,14 @@ inline void launch_dmma_reference_gemm(const GemmProblem& p, double* into, Refer
   args.alpha = p.alpha;
   const size_t count = size_t(p.L * p.M * p.N);
   args.out = into != nullptr ? into : allocate_reference_doubles(int64_t(count), "its output");
+  // cuBLAS's DGEMM from the same packed copies where it computes a GEMM of this size
+  // (cublas_gemm.cuh), else repro's own kernel.
+  if (count > 0 && p.K > 0 && cublas_computes(p.L, p.M, p.N, p.K) &&
+      cublas_reference_gemm(args.a.data, args.a.batch_stride, args.b.data, args.b.batch_stride, args.out, args.alpha,
+                            p.L, p.M, p.N, p.K, args.Mp, args.Np, &launch->engine)) {
+    launch->out = args.out;
+    return;
+  }
   if (count > 0) {
     int device = 0, shared_limit = 0;
     REPRO_CUDA_CHECK(cudaGetDevice(&device));

@@ -307,6 +307,10 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   const bool analytic = options.ones && options.inits.empty();
   const std::string provider = options.reference.empty() ? spec.reference_provider : options.reference;
   const bool device_reference = !analytic && use_device_reference(provider, g);
+  // A GEMM that cuBLAS will compute: the library opens on a thread of its own while the inputs
+  // and the context are made (cublas_gemm.cuh). (A grouped GEMM's L M N K is all its groups'
+  // work: each group's own GEMM decides, and this only opens the library ahead.)
+  if (device_reference) start_loading_cublas(g.L, g.M, g.N, g.K);
   // --ones on a plain GEMM has one right answer, alpha * K, made on the device as easily as on
   // the host; so its inputs are made there and its output compared there too, as with the device
   // reference (a grouped GEMM's answers differ by group and row: the host makes those).
