@@ -93,7 +93,8 @@ run_step() {
   cublas) step cublas python3 scripts/bench/cublas_dgemm_cost.py 1024,2048,4096 ;;
   cublas-load)
     step cublas-load bash -c '"${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
-      -o /tmp/bin/cublas_loading scripts/bench/cublas_loading.cu -ldl && /tmp/bin/cublas_loading 1024,2048,4096' ;;
+      -o /tmp/bin/cublas_loading scripts/bench/cublas_loading.cu -ldl && /tmp/bin/cublas_loading 1024,2048,4096 &&
+      echo "a second process:" && /tmp/bin/cublas_loading 1024' ;;
   probe-phases) step probe-phases bash scripts/bench/probe-phases.sh ;;
   verdicts) step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh ;;
   campaign-before)

@@ -9,11 +9,16 @@
 // REPRO_CUBLAS=off, repro's own kernel computes the GEMM as before. What computed a reference is
 // in the report's `reference_engine`.
 //
-// Which GEMM takes cuBLAS depends on its size alone (kCublasMinimumProducts), never on whether a
-// check runs alone or in a queue, so that a check's report is the same both ways. Opening the
-// library and making a handle takes tens of milliseconds, once a process: it starts on a thread
-// of its own as soon as a check knows it will need it (start_loading_cublas, before the
-// context and the inputs), and the reference waits for it only if it is not done by then.
+// Opening it costs more than it saves one check: on an H100 (run 102) dlopen took 0.41 s,
+// cublasCreate 0.03 s and the first DGEMM 0.10 s (its kernels loaded), where the GEMM of a
+// 4096^3 check takes 2.2 ms by cuBLAS against 3.9 by repro's kernel. So a process of one check
+// keeps repro's kernel, and a queue of checks (run/queue.cuh: campaigns, sweeps, bisects) takes
+// cuBLAS for every GEMM from kCublasMinimumProducts on, the library opened on a thread of its
+// own from the first check that needs it (start_loading_cublas, before its context and inputs).
+// A queued check's reference may therefore differ from the same check's alone in the last bits
+// (another summation order, both within the fp64 bound of docs/tolerances.md): its verdict and
+// outputs are the same, `reference_engine` says which ran, and the error figures measured
+// against the reference may differ past their 15th digit.
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -25,8 +30,8 @@
 
 namespace repro {
 
-// The GEMMs, counted in multiply-adds (L * M * N * K), from which cuBLAS computes the reference:
-// 1024^3. Below it the GEMM takes under 0.3 ms either way.
+// The GEMMs, counted in multiply-adds (L * M * N * K), from which cuBLAS computes a queued
+// check's reference: 1024^3. Below it the GEMM takes under 0.3 ms either way.
 constexpr double kCublasMinimumProducts = double(int64_t(1) << 30);
 
 // cuBLAS's v2 entry points, as its header declares them: a handle is an opaque pointer, an
@@ -49,9 +54,9 @@ struct CublasLibrary {
   std::string why_not;  // empty when usable
 };
 
-// REPRO_CUBLAS: unset or empty, cuBLAS from kCublasMinimumProducts on; `off`, never; `all`,
-// for every GEMM (what tests/cpp/device_reference_check.cu checks it with); anything else, the
-// library file to open, from kCublasMinimumProducts on.
+// REPRO_CUBLAS: unset or empty, cuBLAS in a queue from kCublasMinimumProducts on; `off`, never;
+// `all`, for every GEMM, a check alone too (what tests/cpp/device_reference_check.cu checks it
+// with); anything else, the library file to open, as unset.
 inline std::string cublas_setting() {
   const char* setting = std::getenv("REPRO_CUBLAS");
   return setting != nullptr ? setting : "";
@@ -132,11 +137,13 @@ class CublasLoader {
   std::shared_future<CublasLibrary> loaded_;
 };
 
-// Whether a reference GEMM of this size takes cuBLAS when it is there.
+// Whether a reference GEMM of this size takes cuBLAS when it is there: in a queue of checks from
+// kCublasMinimumProducts on, or for every GEMM with REPRO_CUBLAS=all.
 inline bool cublas_computes(int64_t L, int64_t M, int64_t N, int64_t K) {
   static const std::string setting = cublas_setting();
   if (setting == "off") return false;
-  return setting == "all" || double(L) * double(M) * double(N) * double(K) >= kCublasMinimumProducts;
+  if (setting == "all") return true;
+  return g_queue_check >= 0 && double(L) * double(M) * double(N) * double(K) >= kCublasMinimumProducts;
 }
 
 // Starts opening cuBLAS on a thread of its own when a GEMM of this size will need it.

@@ -219,6 +219,7 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t s
 // sampled values decoded.
 inline void decode_cross_check_sample(const GemmProblem& p, CrossCheckSample* s) {
   const StoredValues &a = s->stored_a, &b = s->stored_b;
+  HostWorkers::instance().alert();  // the threads wake while the copy comes
   a.wait();
   b.wait();
   s->a = HostValues(size_t(a.count()));

@@ -127,6 +127,17 @@ class HostWorkers {
     return *workers;
   }
 
+  // Wakes the parked threads to spin for work that comes within kSpin: a caller about to wait
+  // for data it will then split over the threads (the cross-check's copy back) calls it first,
+  // so that the threads' waking overlaps the wait.
+  void alert() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++alerts_;
+    }
+    wake_.notify_all();
+  }
+
   // Runs chunk(t) for every t in [0, chunks) on up to `chunks` threads, this one among them;
   // false (nothing run) when the pool is taken.
   bool run(int64_t chunks, void (*call)(const void*, int64_t), const void* context) {
@@ -179,12 +190,14 @@ class HostWorkers {
   // next begins, only when no worker is inside work(), so none takes an index of one call
   // from another's counter.
   void serve() {
-    uint64_t seen = 0;
+    uint64_t seen = 0, alerts_seen = 0;
     for (;;) {
       spin_while([&] { return published_.load(std::memory_order_acquire) == seen; });
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
+        wake_.wait(lock, [&] { return generation_ != seen || alerts_ != alerts_seen; });
+        alerts_seen = alerts_;
+        if (generation_ == seen) continue;  // woken ahead of work (alert): spin for it
         seen = generation_;
         ++working_;
       }
@@ -201,7 +214,7 @@ class HostWorkers {
   const void* context_ = nullptr;
   int64_t chunks_ = 0, unfinished_ = 0, working_ = 0;  // chunks_ written only between calls
   std::atomic<int64_t> next_{0};
-  uint64_t generation_ = 0;
+  uint64_t generation_ = 0, alerts_ = 0;
   // What spinning threads read without the mutex: the generation published, chunks unfinished.
   std::atomic<uint64_t> published_{0};
   std::atomic<int64_t> remaining_{0};
