@@ -1,8 +1,9 @@
 //! `kernel:` for kernels built from source: `kind: global` and `kind: device` (a name that is a
 //! C++ function, arguments resolved to tensors, sizes, TMA maps or C++ expressions, every output
 //! reachable from the launch, grid, block, cluster and shared memory within what CUDA allows) and
-//! `kind: cutlass3` (a `GemmUniversal` type whose launch CUTLASS chooses). `kind: replay` is in
-//! replay.rs.
+//! `kind: cutlass3` (a `GemmUniversal` type whose launch CUTLASS chooses); which launches a
+//! spec has (`kernel:` or `launches:`) and what holds across a sequence's. `kind: replay` (alone
+//! or in a sequence) is in replay.rs.
 
 use indexmap::IndexMap;
 
@@ -105,7 +106,8 @@ impl Validator<'_> {
     }
 
     /// Every launch: `kernel:` alone, or each entry of `launches:` in order. Either is given,
-    /// never both; a sequence's entries are built from source (`global` or `device`).
+    /// never both; a sequence's entries are built from source (`global` or `device`) or
+    /// replayed (`replay`), never CUTLASS's own (`cutlass3`).
     pub(super) fn launches(
         &mut self,
         sizes: &IndexMap<String, i64>,
@@ -137,7 +139,9 @@ impl Validator<'_> {
                 return self.cutlass3_kernel().map(|k| vec![k]);
             }
             (Some(kernel), true) if kernel.kind == KernelKind::Replay => {
-                return self.replay_kernel(tensors).map(|k| vec![k]);
+                return self
+                    .replay_launch(kernel, "kernel", tensors)
+                    .map(|k| vec![k]);
             }
             _ => {}
         }
@@ -152,24 +156,22 @@ impl Validator<'_> {
             .help = Some("each launch is a function of harness.cu: reproduce the operator's launches around the defect, or split it into specs".into());
             return None;
         }
-        // From here on every launch is built from source: the `kernel:`, or each of `launches:`.
         let entries = spec.launch_entries();
         let mut launches = Vec::new();
         for (path, entry) in &entries {
-            if matches!(entry.kind, KernelKind::Cutlass3 | KernelKind::Replay) {
-                let kind = if entry.kind == KernelKind::Cutlass3 {
-                    "cutlass3"
-                } else {
-                    "replay"
-                };
-                self.error(
-                    &format!("{path}.kind"),
-                    format!("`kind: {kind}` is not supported in `launches:` yet; a sequence's launches are `kind: global` or `kind: device`"),
-                )
-                .help = Some(format!("run the `{kind}` kernel as a spec of its own (`kernel:`), or launch it from a `global` entry's `setup`"));
-                continue;
+            match entry.kind {
+                KernelKind::Cutlass3 => {
+                    self.error(
+                        &format!("{path}.kind"),
+                        "`kind: cutlass3` is not supported in `launches:` yet; a sequence's launches are `kind: global` or `kind: device`",
+                    )
+                    .help = Some("run the `cutlass3` kernel as a spec of its own (`kernel:`), or launch it from a `global` entry's `setup`".into());
+                }
+                KernelKind::Replay => launches.push(self.replay_launch(entry, path, tensors)),
+                KernelKind::Global | KernelKind::Device => {
+                    launches.push(self.source_launch(entry, path, sizes, tensors, tma))
+                }
             }
-            launches.push(self.source_launch(entry, path, sizes, tensors, tma));
         }
         self.outputs_reached(&entries);
         self.unused_state(&entries, tensors);
@@ -492,8 +494,14 @@ impl Validator<'_> {
     }
 }
 
-/// The names a launch mentions: its arguments' identifiers and its setup's.
+/// The names a launch mentions: its arguments' identifiers and its setup's, and a replayed
+/// launch's relocated tensors (what its parameter bytes point into).
 fn launch_names(k: &KernelSpec) -> Vec<String> {
+    let relocated = k
+        .relocate
+        .iter()
+        .filter(|_| k.kind == KernelKind::Replay)
+        .map(|r| r.tensor.clone());
     k.args
         .iter()
         .flat_map(|a| match a {
@@ -506,5 +514,6 @@ fn launch_names(k: &KernelSpec) -> Vec<String> {
                 .map(expr::identifiers)
                 .unwrap_or_default(),
         )
+        .chain(relocated)
         .collect()
 }
