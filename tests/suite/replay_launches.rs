@@ -132,22 +132,88 @@ fn a_replayed_launch_may_follow_one_built_from_source() {
         .ends_with("replay/square_add.cubin"));
 }
 
-/// `tma:` is refused beside a `kernel:` that is replayed (its maps are relocations), but in a
-/// sequence it is for the launches built from source: one that no launch takes is the usual
-/// warning, not an error.
+/// `tma:` is for launches built from source (a replayed launch's maps are its relocations): a
+/// sequence of replayed launches alone is refused one, as a replayed `kernel:` is.
 #[test]
-fn a_tma_entry_beside_replayed_launches_is_a_warning() {
-    let spec = load(&sequence_with(
+fn a_tma_entry_beside_replayed_launches_alone() {
+    insta::assert_snapshot!(error_for(&sequence_with(
         "launches:\n",
         "tma:\n  map_x: { tensor: X, box: [64] }\nlaunches:\n",
-    ))
-    .unwrap_or_else(|e| panic!("{e}"));
+    )));
+}
+
+/// An output that no launch reaches: the help says a replayed launch reaches it by a relocation.
+#[test]
+fn an_output_no_replayed_launch_relocates() {
+    insta::assert_snapshot!(error_for(&sequence_with(
+        "      - { at: 16, tensor: Y, offset: 0 }\n",
+        ""
+    )));
+}
+
+/// The fixtures of tests/gpu/ the sequences read, copied into `dir` (the same relative paths),
+/// so that a test may write a spec beside them.
+fn copy_fixtures(dir: &Path) {
+    for file in [
+        "replay/scale_add.cubin",
+        "replay/scale_add.params.bin",
+        "replay/square_add.cubin",
+        "replay/square_add.params.bin",
+        "references/replay_sequence.h",
+        "kernels/replay_sequence.cuh",
+    ] {
+        let to = dir.join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(gpu_specs().join(file), to).unwrap();
+    }
+}
+
+/// A replayed launch, then one built from source: a `tma:` map that no launch names is encoded
+/// by the launch built from source (a replayed one encodes only its relocations), and the
+/// harness builds with nvcc.
+#[test]
+fn a_map_no_launch_names_is_encoded_by_the_first_launch_built_from_source() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_fixtures(tmp.path());
+    let spec = tmp.path().join("sequence.yaml");
+    let second = "  - kind: replay\n    name: _ZN23replay_sequence_kernels10square_addEPKfS1_Pf\n    cubin: replay/square_add.cubin\n    params: replay/square_add.params.bin\n    grid: [16, 1, 1]\n    block: [256, 1, 1]\n    relocate:\n      - { at: 0, tensor: W, offset: 0 }\n      - { at: 8, tensor: X, offset: 0 }\n      - { at: 16, tensor: Y, offset: 0 }\n";
+    let text = sequence_with(
+        second,
+        "  - name: replay_sequence_kernels::square_add\n    args: [W, X, Y]\n    grid: [\"ceil_div(N, 256)\", 1, 1]\n    block: [256, 1, 1]\n",
+    )
+    .replace(
+        "tensors:\n",
+        "source: { include_dirs: [kernels], includes: [replay_sequence.cuh] }\ntensors:\n",
+    )
+    .replace(
+        "launches:\n",
+        "tma:\n  map_x: { tensor: X, box: [64] }\nlaunches:\n",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let resolved =
+        repro::spec::load(&spec, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        spec.warnings
+        resolved
+            .warnings
             .iter()
             .any(|w| w.contains("tma.map_x is in no launch's args or setup")),
         "{:?}",
-        spec.warnings
+        resolved.warnings
+    );
+    let out = tmp.path().join("art");
+    common::build_with_nvcc(&spec, &out);
+    let harness = std::fs::read_to_string(out.join("harness.cu")).unwrap();
+    let launch_1 = harness
+        .split("// ---- launch 2 of 2")
+        .nth(1)
+        .expect("launch 2's function");
+    assert!(
+        launch_1.contains("= repro::encode_tma(map_x_request"),
+        "{harness}"
+    );
+    assert_eq!(
+        harness.matches("repro::encode_tma(map_x_request").count(),
+        1
     );
 }
 
@@ -243,28 +309,11 @@ fn a_bundle_carries_every_replayed_launchs_files() {
 fn a_bundle_refuses_a_replayed_launchs_cubin_from_outside_the_spec_folder() {
     let tmp = tempfile::tempdir().unwrap();
     let project = tmp.path().join("project");
-    std::fs::create_dir_all(project.join("references")).unwrap();
+    copy_fixtures(&project);
     std::fs::create_dir_all(tmp.path().join("elsewhere")).unwrap();
-    for file in [
-        "scale_add.cubin",
-        "scale_add.params.bin",
-        "square_add.params.bin",
-    ] {
-        std::fs::create_dir_all(project.join("replay")).unwrap();
-        std::fs::copy(
-            gpu_specs().join("replay").join(file),
-            project.join("replay").join(file),
-        )
-        .unwrap();
-    }
-    std::fs::copy(
-        gpu_specs().join("replay/square_add.cubin"),
+    std::fs::rename(
+        project.join("replay/square_add.cubin"),
         tmp.path().join("elsewhere/square_add.cubin"),
-    )
-    .unwrap();
-    std::fs::copy(
-        gpu_specs().join("references/replay_sequence.h"),
-        project.join("references/replay_sequence.h"),
     )
     .unwrap();
     let spec = project.join("sequence.yaml");

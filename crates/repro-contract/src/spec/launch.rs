@@ -173,6 +173,13 @@ impl Validator<'_> {
                 }
             }
         }
+        // A replayed launch's tensor maps are its relocations; `tma:` is for launches built from
+        // source, and a sequence of replayed launches alone has none to encode it.
+        if !spec.tma.is_empty() && entries.iter().all(|(_, k)| k.kind == KernelKind::Replay) {
+            self.key_error("tma", "`tma:` does not apply to a sequence of `kind: replay` launches alone").help = Some(
+                "a replayed launch's tensor maps are `relocate:` entries with `tensor_map:`, encoded as production encoded them; `tma:` is for launches built from source".into(),
+            );
+        }
         self.outputs_reached(&entries);
         self.unused_state(&entries, tensors);
         launches.into_iter().collect()
@@ -209,14 +216,17 @@ impl Validator<'_> {
     /// written, and every check of it would fail for a reason that is not the kernel's. It is
     /// reached when passed itself, named in an argument expression or in a `setup` (which may
     /// wrap it in a library's descriptor), or through a `tma:` entry over it that is passed or
-    /// named there (a kernel that writes D only with TMA stores takes `map_d`, not D).
+    /// named there (a kernel that writes D only with TMA stores takes `map_d`, not D), or
+    /// relocated into a replayed launch's parameter bytes.
     fn outputs_reached(&mut self, entries: &[(String, &KernelSpec)]) {
         let names: Vec<String> = entries.iter().flat_map(|(_, k)| launch_names(k)).collect();
         let reaches = |name: &String| names.contains(name);
+        // The help names the first launch built from source (a replayed one has no args).
         let first = entries
-            .first()
-            .map(|(path, _)| path.as_str())
-            .unwrap_or("kernel");
+            .iter()
+            .find(|(_, k)| k.kind != KernelKind::Replay)
+            .map(|(path, _)| path.as_str());
+        let replayed = entries.iter().any(|(_, k)| k.kind == KernelKind::Replay);
         let place = if entries.len() > 1 {
             "any of the launches"
         } else {
@@ -245,15 +255,22 @@ impl Validator<'_> {
                 .filter(|(_, entry)| entry.tensor == name)
                 .map(|(map, _)| map.as_str())
                 .collect();
-            let help = match maps.as_slice() {
-                [] => format!(
+            let relocate =
+                "give a replayed launch a `relocate:` entry at the bytes that point at it";
+            let help = match (first, maps.as_slice()) {
+                (None, _) => format!("{relocate}, or drop `output: true`"),
+                (Some(first), []) => format!(
                     "add it (or a `tma:` entry over it) to `{first}.args`, or drop `output: true`"
                 ),
-                maps => format!(
+                (Some(first), maps) => format!(
                     "add it or its TMA map (`{}`) to `{first}.args` (or name one of them in \
                      `{first}.setup`), or drop `output: true`",
                     maps.join("`, `")
                 ),
+            };
+            let help = match (first, replayed) {
+                (Some(_), true) => format!("{help}; or {relocate}"),
+                _ => help,
             };
             self.key_error(
                 &format!("tensors.{name}"),

@@ -574,12 +574,22 @@ fn kernel_context(spec: &ResolvedSpec, index: usize) -> KernelContext {
             .collect()
     };
     let named_by_some = |name: &String| spec.launches.iter().any(|l| names(l).contains(name));
+    // A map no launch names is encoded (and printed) by the first launch built from source: a
+    // replayed one encodes only its relocations (validation refuses `tma:` when every launch is
+    // replayed).
+    let holds_unnamed = spec
+        .launches
+        .iter()
+        .position(|l| !matches!(l.kind, LaunchKind::Replay(_)))
+        == Some(index);
     let own = names(k);
     let tma = spec
         .tma
         .iter()
         .filter(|d| {
-            !spec.is_sequence() || own.contains(&d.name) || (index == 0 && !named_by_some(&d.name))
+            !spec.is_sequence()
+                || own.contains(&d.name)
+                || (holds_unnamed && !named_by_some(&d.name))
         })
         .map(|d| tma_context(spec, d))
         .collect();
