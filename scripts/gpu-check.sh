@@ -272,6 +272,12 @@ run_case "tma_store_only (random)" 0 run tests/gpu/tma_store_only.yaml
 SAYS='tma     map_interleaved = Y' run_case "tma_options --ones" 0 run tests/gpu/tma_options.yaml --ones
 run_case "tma_options (random)" 0 run tests/gpu/tma_options.yaml
 run_case "probe tma_options" 0 probe tests/gpu/tma_options.yaml
+# Replayed launches in a sequence (kind: replay in launches:): two launches from two cubins, each
+# its own module and bytes; then one built from source followed by a replayed one. --ones: Y = 10.
+SAYS='square_add.cubin, 24 parameter bytes, 3 addresses' run_case "replay_sequence --ones" 0 run tests/gpu/replay_sequence.yaml --ones
+run_case "replay_sequence (random)" 0 run tests/gpu/replay_sequence.yaml
+run_case "replay_sequence_mixed --ones" 0 run tests/gpu/replay_sequence_mixed.yaml --ones
+run_case "replay_sequence_mixed (random)" 0 run tests/gpu/replay_sequence_mixed.yaml
 
 fi
 

@@ -82,3 +82,81 @@ fn an_operator_of_several_launches_with_every_launch_feature_builds_with_nvcc() 
         "map_d is encoded by launch 3 alone\n{harness}"
     );
 }
+
+/// tests/gpu/replay_sequence.yaml: an operator of two replayed launches (`kind: replay` in
+/// `launches:`), each from its own cubin with its own parameter bytes (tests/gpu/replay/), builds
+/// with nvcc: one function a launch, each with its own relocation table and its path in
+/// spec.yaml, and none records events (the runtime times the call around both). On a GPU:
+/// `repro run tests/gpu/replay_sequence.yaml --ones` gives Y = 10 everywhere, bit for bit.
+#[test]
+fn an_operator_of_two_replayed_launches_builds_with_nvcc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("art");
+    let spec = common::repo().join("tests/gpu/replay_sequence.yaml");
+    common::build_with_nvcc(&spec, &out);
+    let harness = std::fs::read_to_string(out.join("harness.cu")).unwrap();
+    for expected in [
+        "#include <repro/replay.h>",
+        "// ---- launch 1 of 2 (spec: launches[0], kind: replay) ----",
+        "const repro::ReplayPointer kReplayPointers_0[] = {",
+        "const repro::ReplayPointer kReplayPointers_1[] = {",
+        "repro_kernel.path = \"launches[0]\";",
+        "repro_kernel.path = \"launches[1]\";",
+        "repro::Launch launch_1(const repro::TensorView* repro_tensors, const int64_t* /*sizes*/, cudaStream_t repro_stream) {",
+        "repro::replay_launch(repro_kernel, repro_tensors, repro_launch, repro_stream);",
+        "{\"_ZN23replay_sequence_kernels10square_addEPKfS1_Pf\", &launch_1},",
+    ] {
+        assert!(harness.contains(expected), "{expected}\n{harness}");
+    }
+    assert!(!harness.contains("cudaEventRecord"), "{harness}");
+    // The artifact's spec.yaml gives each launch its own files, which the harness reads.
+    let written = std::fs::read_to_string(out.join("spec.yaml")).unwrap();
+    for file in [
+        "scale_add.cubin",
+        "scale_add.params.bin",
+        "square_add.cubin",
+        "square_add.params.bin",
+    ] {
+        assert!(
+            written.contains(&format!("replay/{file}")),
+            "{file}\n{written}"
+        );
+    }
+    // Each committed cubin holds the symbol its launch names (replay/make.sh compiles one kernel
+    // into each): a module with both would hide a launch loading the other's.
+    let resolved = repro::spec::load(&spec, &repro::machine::Machine).unwrap();
+    for (launch, other) in [(0, 1), (1, 0)] {
+        let repro::spec::LaunchKind::Replay(replay) = &resolved.launches[launch].kind else {
+            panic!("launch {launch} is replayed");
+        };
+        let cubin = std::fs::read(&replay.cubin).unwrap();
+        let holds = |symbol: &str| cubin.windows(symbol.len()).any(|w| w == symbol.as_bytes());
+        assert!(holds(&resolved.launches[launch].name), "launch {launch}");
+        assert!(!holds(&resolved.launches[other].name), "launch {launch}");
+    }
+}
+
+/// tests/gpu/replay_sequence_mixed.yaml: a launch built from source, then a replayed one, build
+/// with nvcc into one sequence. On a GPU: `repro run tests/gpu/replay_sequence_mixed.yaml --ones`
+/// gives Y = 10 everywhere.
+#[test]
+fn a_sequence_of_a_source_launch_and_a_replayed_one_builds_with_nvcc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("art");
+    common::build_with_nvcc(
+        &common::repo().join("tests/gpu/replay_sequence_mixed.yaml"),
+        &out,
+    );
+    let harness = std::fs::read_to_string(out.join("harness.cu")).unwrap();
+    for expected in [
+        "#include <repro/replay.h>",
+        "repro::Launch launch_0(const repro::TensorView* repro_tensors, const int64_t* repro_sizes, cudaStream_t repro_stream) {",
+        "cudaLaunchKernelEx(&repro_config, repro_kernel, X, W);",
+        "// ---- launch 2 of 2 (spec: launches[1], kind: replay) ----",
+        "repro_kernel.path = \"launches[1]\";",
+        "const repro::LaunchStep kLaunches[] = {",
+    ] {
+        assert!(harness.contains(expected), "{expected}\n{harness}");
+    }
+    assert!(!harness.contains("cudaEventRecord"), "{harness}");
+}

@@ -42,6 +42,7 @@ mod import_rust_rules;
 mod layers;
 mod nvcc_shell;
 mod queue;
+mod replay_launches;
 mod runtime;
 mod runtime_library;
 mod spec_errors;

@@ -389,8 +389,8 @@ fn common_folder(a: &Path, b: &Path) -> PathBuf {
         .collect()
 }
 
-/// A captured launch's files into the bundle, the spec pointed at the copies: `kind: replay`'s
-/// cubin and parameter bytes into `replay/`, production's outputs (`capture.before`/`after`)
+/// A captured launch's files into the bundle, the spec pointed at the copies: every `kind:
+/// replay` launch's cubin and parameter bytes into `replay/`, production's outputs (`capture.before`/`after`)
 /// into `production/`. Without them the receiver could neither launch the kernel nor see
 /// whether it reproduced production.
 fn copy_capture(
@@ -400,14 +400,24 @@ fn copy_capture(
     dir: &Path,
     names: &[String],
 ) -> Result<(), BundleError> {
-    if let LaunchKind::Replay(replay) = &mut bundled.kernel_mut().kind {
+    // Every replayed launch's, each named by its path (`kernel`, or `launches[i]` of a sequence).
+    let paths: Vec<String> = bundled
+        .document
+        .launch_entries()
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
+    for (launch, path) in bundled.launches.iter_mut().zip(&paths) {
+        let LaunchKind::Replay(replay) = &mut launch.kind else {
+            continue;
+        };
         sources.bring(
             listing,
             dir,
             "replay",
             &mut replay.cubin,
-            "kernel.cubin",
-            "the replayed kernel's module (kernel.cubin)".into(),
+            &format!("{path}.cubin"),
+            format!("the replayed kernel's module ({path}.cubin)"),
             Claim::Cubin,
         )?;
         sources.bring(
@@ -415,8 +425,8 @@ fn copy_capture(
             dir,
             "replay",
             &mut replay.params,
-            "kernel.params",
-            "the launch's parameter bytes (kernel.params)".into(),
+            &format!("{path}.params"),
+            format!("the launch's parameter bytes ({path}.params)"),
             Claim::Bytes,
         )?;
     }

@@ -1,8 +1,9 @@
 //! `kernel:` for kernels built from source: `kind: global` and `kind: device` (a name that is a
 //! C++ function, arguments resolved to tensors, sizes, TMA maps or C++ expressions, every output
 //! reachable from the launch, grid, block, cluster and shared memory within what CUDA allows) and
-//! `kind: cutlass3` (a `GemmUniversal` type whose launch CUTLASS chooses). `kind: replay` is in
-//! replay.rs.
+//! `kind: cutlass3` (a `GemmUniversal` type whose launch CUTLASS chooses); which launches a
+//! spec has (`kernel:` or `launches:`) and what holds across a sequence's. `kind: replay` (alone
+//! or in a sequence) is in replay.rs.
 
 use indexmap::IndexMap;
 
@@ -105,7 +106,8 @@ impl Validator<'_> {
     }
 
     /// Every launch: `kernel:` alone, or each entry of `launches:` in order. Either is given,
-    /// never both; a sequence's entries are built from source (`global` or `device`).
+    /// never both; a sequence's entries are built from source (`global` or `device`) or
+    /// replayed (`replay`), never CUTLASS's own (`cutlass3`).
     pub(super) fn launches(
         &mut self,
         sizes: &IndexMap<String, i64>,
@@ -137,7 +139,9 @@ impl Validator<'_> {
                 return self.cutlass3_kernel().map(|k| vec![k]);
             }
             (Some(kernel), true) if kernel.kind == KernelKind::Replay => {
-                return self.replay_kernel(tensors).map(|k| vec![k]);
+                return self
+                    .replay_launch(kernel, "kernel", tensors)
+                    .map(|k| vec![k]);
             }
             _ => {}
         }
@@ -152,24 +156,29 @@ impl Validator<'_> {
             .help = Some("each launch is a function of harness.cu: reproduce the operator's launches around the defect, or split it into specs".into());
             return None;
         }
-        // From here on every launch is built from source: the `kernel:`, or each of `launches:`.
         let entries = spec.launch_entries();
         let mut launches = Vec::new();
         for (path, entry) in &entries {
-            if matches!(entry.kind, KernelKind::Cutlass3 | KernelKind::Replay) {
-                let kind = if entry.kind == KernelKind::Cutlass3 {
-                    "cutlass3"
-                } else {
-                    "replay"
-                };
-                self.error(
-                    &format!("{path}.kind"),
-                    format!("`kind: {kind}` is not supported in `launches:` yet; a sequence's launches are `kind: global` or `kind: device`"),
-                )
-                .help = Some(format!("run the `{kind}` kernel as a spec of its own (`kernel:`), or launch it from a `global` entry's `setup`"));
-                continue;
+            match entry.kind {
+                KernelKind::Cutlass3 => {
+                    self.error(
+                        &format!("{path}.kind"),
+                        "`kind: cutlass3` is not supported in `launches:` yet; a sequence's launches are `kind: global` or `kind: device`",
+                    )
+                    .help = Some("run the `cutlass3` kernel as a spec of its own (`kernel:`), or launch it from a `global` entry's `setup`".into());
+                }
+                KernelKind::Replay => launches.push(self.replay_launch(entry, path, tensors)),
+                KernelKind::Global | KernelKind::Device => {
+                    launches.push(self.source_launch(entry, path, sizes, tensors, tma))
+                }
             }
-            launches.push(self.source_launch(entry, path, sizes, tensors, tma));
+        }
+        // A replayed launch's tensor maps are its relocations; `tma:` is for launches built from
+        // source, and a sequence of replayed launches alone has none to encode it.
+        if !spec.tma.is_empty() && entries.iter().all(|(_, k)| k.kind == KernelKind::Replay) {
+            self.key_error("tma", "`tma:` does not apply to a sequence of `kind: replay` launches alone").help = Some(
+                "a replayed launch's tensor maps are `relocate:` entries with `tensor_map:`, encoded as production encoded them; `tma:` is for launches built from source".into(),
+            );
         }
         self.outputs_reached(&entries);
         self.unused_state(&entries, tensors);
@@ -207,14 +216,17 @@ impl Validator<'_> {
     /// written, and every check of it would fail for a reason that is not the kernel's. It is
     /// reached when passed itself, named in an argument expression or in a `setup` (which may
     /// wrap it in a library's descriptor), or through a `tma:` entry over it that is passed or
-    /// named there (a kernel that writes D only with TMA stores takes `map_d`, not D).
+    /// named there (a kernel that writes D only with TMA stores takes `map_d`, not D), or
+    /// relocated into a replayed launch's parameter bytes.
     fn outputs_reached(&mut self, entries: &[(String, &KernelSpec)]) {
         let names: Vec<String> = entries.iter().flat_map(|(_, k)| launch_names(k)).collect();
         let reaches = |name: &String| names.contains(name);
+        // The help names the first launch built from source (a replayed one has no args).
         let first = entries
-            .first()
-            .map(|(path, _)| path.as_str())
-            .unwrap_or("kernel");
+            .iter()
+            .find(|(_, k)| k.kind != KernelKind::Replay)
+            .map(|(path, _)| path.as_str());
+        let replayed = entries.iter().any(|(_, k)| k.kind == KernelKind::Replay);
         let place = if entries.len() > 1 {
             "any of the launches"
         } else {
@@ -243,15 +255,22 @@ impl Validator<'_> {
                 .filter(|(_, entry)| entry.tensor == name)
                 .map(|(map, _)| map.as_str())
                 .collect();
-            let help = match maps.as_slice() {
-                [] => format!(
+            let relocate =
+                "give a replayed launch a `relocate:` entry at the bytes that point at it";
+            let help = match (first, maps.as_slice()) {
+                (None, _) => format!("{relocate}, or drop `output: true`"),
+                (Some(first), []) => format!(
                     "add it (or a `tma:` entry over it) to `{first}.args`, or drop `output: true`"
                 ),
-                maps => format!(
+                (Some(first), maps) => format!(
                     "add it or its TMA map (`{}`) to `{first}.args` (or name one of them in \
                      `{first}.setup`), or drop `output: true`",
                     maps.join("`, `")
                 ),
+            };
+            let help = match (first, replayed) {
+                (Some(_), true) => format!("{help}; or {relocate}"),
+                _ => help,
             };
             self.key_error(
                 &format!("tensors.{name}"),
@@ -492,8 +511,14 @@ impl Validator<'_> {
     }
 }
 
-/// The names a launch mentions: its arguments' identifiers and its setup's.
+/// The names a launch mentions: its arguments' identifiers and its setup's, and a replayed
+/// launch's relocated tensors (what its parameter bytes point into).
 fn launch_names(k: &KernelSpec) -> Vec<String> {
+    let relocated = k
+        .relocate
+        .iter()
+        .filter(|_| k.kind == KernelKind::Replay)
+        .map(|r| r.tensor.clone());
     k.args
         .iter()
         .flat_map(|a| match a {
@@ -506,5 +531,6 @@ fn launch_names(k: &KernelSpec) -> Vec<String> {
                 .map(expr::identifiers)
                 .unwrap_or_default(),
         )
+        .chain(relocated)
         .collect()
 }

@@ -1,15 +1,16 @@
 //! What `repro capture` writes into a spec (docs/spec.md, `kind: replay` and `capture`):
 //! `kind: replay`, a captured module's own machine code launched with the captured parameter
-//! bytes, and `capture:`, production's outputs before and after its launch.
+//! bytes (the `kernel:`, or any entry of `launches:`), and `capture:`, production's outputs
+//! before and after its launch.
 //!
 //! A replayed launch has no source: the harness loads the cubin, takes the parameter bytes as
-//! they were, and rewrites only what points into production's memory (`kernel.relocate`): each
+//! they were, and rewrites only what points into production's memory (`relocate:`): each
 //! address becomes the same byte of the harness's tensor, each CUtensorMap is encoded again, with
 //! the parameters production encoded it with, over the harness's tensor.
 
 use std::path::PathBuf;
 
-use super::model::{TensorMapSpec, Value};
+use super::model::{KernelSpec, TensorMapSpec, Value};
 use super::resolved::{
     CaptureResolved, KernelLaunch, LaunchKind, Relocation, ReplayLaunch, TensorSpecResolved,
 };
@@ -41,10 +42,15 @@ pub const TENSOR_MAP_TYPES: [(&str, u64); 16] = [
 ];
 
 impl Validator<'_> {
-    /// `kind: replay`: a cubin, the mangled symbol, the parameter bytes and their relocations.
-    pub(super) fn replay_kernel(&mut self, tensors: &[TensorSpecResolved]) -> Option<KernelLaunch> {
-        let spec = self.spec;
-        let Some(k) = &spec.kernel else { return None };
+    /// `kind: replay`: a cubin, the mangled symbol, the parameter bytes and their relocations;
+    /// `k` is the `kernel:` or an entry of `launches:`, its errors named under `path` (`kernel`
+    /// or `launches[i]`).
+    pub(super) fn replay_launch(
+        &mut self,
+        k: &KernelSpec,
+        path: &str,
+        tensors: &[TensorSpecResolved],
+    ) -> Option<KernelLaunch> {
         for (field, given) in [
             ("gemm", k.gemm.is_some()),
             ("template_args", !k.template_args.is_empty()),
@@ -53,13 +59,15 @@ impl Validator<'_> {
         ] {
             if given {
                 self.key_error(
-                    &format!("kernel.{field}"),
-                    format!("`kernel.{field}` does not apply to `kind: replay`"),
+                    &format!("{path}.{field}"),
+                    format!("`{path}.{field}` does not apply to `kind: replay`"),
                 )
                 .help = Some("a replayed kernel is the captured machine code with the captured parameter bytes (`params:`); pointers and tensor maps in them are rewritten by `relocate:`".into());
             }
         }
-        if !self.spec.tma.is_empty() {
+        // In a sequence, `tma:` is for the launches built from source; a replayed launch's own
+        // maps are its relocations either way.
+        if self.spec.kernel.is_some() && !self.spec.tma.is_empty() {
             self.key_error("tma", "`tma:` does not apply to `kind: replay`").help = Some(
                 "a replayed launch's tensor maps are `relocate:` entries with `tensor_map:`, encoded as production encoded them".into(),
             );
@@ -67,7 +75,7 @@ impl Validator<'_> {
         let name = k.name.clone();
         if name.is_none() {
             self.error(
-                "kernel",
+                path,
                 "`kind: replay` needs `name:`, the kernel's mangled symbol",
             )
             .help = Some(
@@ -81,26 +89,28 @@ impl Validator<'_> {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == '.')
             {
-                self.error("kernel.name", format!("`{n}` is not a mangled symbol"))
+                self.error(&format!("{path}.name"), format!("`{n}` is not a mangled symbol"))
                     .help = Some("`kind: replay` loads the function by its symbol in the cubin (letters, digits, `_`, `$`, `.`); the demangled name goes in `capture.kernel`".into());
             }
         }
+        let cubin_field = format!("{path}.cubin");
         let cubin = match &k.cubin {
-            Some(file) => self.reference_file("kernel.cubin", file, "kernel.cubin"),
+            Some(file) => self.reference_file(&cubin_field, file, &cubin_field),
             None => {
                 self.error(
-                    "kernel",
+                    path,
                     "`kind: replay` needs `cubin:`, the module's machine code",
                 )
                 .help = Some("the module.cubin `repro capture` wrote".into());
                 None
             }
         };
+        let params_field = format!("{path}.params");
         let params = match &k.params {
-            Some(file) => self.reference_file("kernel.params", file, "kernel.params"),
+            Some(file) => self.reference_file(&params_field, file, &params_field),
             None => {
                 self.error(
-                    "kernel",
+                    path,
                     "`kind: replay` needs `params:`, the launch's parameter bytes",
                 )
                 .help = Some("the params.bin `repro capture` wrote".into());
@@ -114,21 +124,21 @@ impl Validator<'_> {
         if let Some(size) = params_size {
             if size > MAX_PARAM_BYTES {
                 self.error(
-                    "kernel.params",
+                    &params_field,
                     format!("{size} bytes of parameters; a kernel takes at most {MAX_PARAM_BYTES}"),
                 );
             }
         }
-        let relocations = self.relocations(tensors, params_size);
-        let grid = self.replay_triple("kernel.grid", k.grid.as_ref(), true);
-        let block = self.replay_triple("kernel.block", k.block.as_ref(), true);
-        let cluster = self.replay_triple("kernel.cluster", k.cluster.as_ref(), false);
+        let relocations = self.relocations(k, path, tensors, params_size);
+        let grid = self.replay_triple(path, "grid", k.grid.as_ref(), true);
+        let block = self.replay_triple(path, "block", k.block.as_ref(), true);
+        let cluster = self.replay_triple(path, "cluster", k.cluster.as_ref(), false);
         let smem = match &k.smem {
             None => "0".to_string(),
             Some(Value::Int(n)) if *n >= 0 => n.to_string(),
             Some(_) => {
                 self.error(
-                    "kernel.smem",
+                    &format!("{path}.smem"),
                     "a replayed launch's dynamic shared memory is a byte count",
                 );
                 return None;
@@ -156,20 +166,22 @@ impl Validator<'_> {
     /// no source for an expression to mean anything in).
     fn replay_triple(
         &mut self,
-        path: &str,
+        owner: &str,
+        field: &str,
         values: Option<&Vec<Value>>,
         required: bool,
     ) -> Option<[String; 3]> {
+        let path = format!("{owner}.{field}");
         let Some(list) = values else {
             if required {
-                self.error("kernel", format!("`{path}` is missing")).help =
+                self.error(owner, format!("`{path}` is missing")).help =
                     Some("the launch's [x, y, z] as production launched it".into());
             }
             return None;
         };
         if list.is_empty() || list.len() > 3 {
             self.error(
-                path,
+                &path,
                 format!("expected 1 to 3 entries, found {}", list.len()),
             );
             return None;
@@ -191,18 +203,20 @@ impl Validator<'_> {
         Some(out)
     }
 
+    /// `relocate:` of the launch `k` at `owner`: each names a tensor of the spec (shared by name
+    /// with every other launch) and bytes inside the parameters that no other entry rewrites.
     fn relocations(
         &mut self,
+        k: &KernelSpec,
+        owner: &str,
         tensors: &[TensorSpecResolved],
         params_size: Option<u64>,
     ) -> Option<Vec<Relocation>> {
         let mut out = Vec::new();
         let mut ok = true;
         let mut taken: Vec<(u64, u64)> = Vec::new();
-        let spec = self.spec;
-        let relocate = spec.kernel.iter().flat_map(|k| k.relocate.iter());
-        for (i, r) in relocate.enumerate() {
-            let path = format!("kernel.relocate[{i}]");
+        for (i, r) in k.relocate.iter().enumerate() {
+            let path = format!("{owner}.relocate[{i}]");
             let Some(tensor) = self.tensor_index(tensors, &format!("{path}.tensor"), &r.tensor)
             else {
                 ok = false;

@@ -62,11 +62,6 @@ impl ResolvedSpec {
         &self.launches[0]
     }
 
-    /// The first launch, mutably (a bundle rewrites a replay's paths).
-    pub fn kernel_mut(&mut self) -> &mut KernelLaunch {
-        &mut self.launches[0]
-    }
-
     /// An operator of several kernels (`launches:`), rather than one `kernel:`.
     pub fn is_sequence(&self) -> bool {
         self.document.kernel.is_none()

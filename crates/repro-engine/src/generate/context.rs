@@ -37,8 +37,12 @@ pub struct HarnessContext {
     pub tensors: Vec<TensorContext>,
     /// The first launch (the only one unless the spec gives `launches:`).
     pub kernel: KernelContext,
-    /// Every launch built from source, in order: the `kernel:` alone, or each of `launches:`.
+    /// Every launch harness.cu writes a function for, in order: the `kernel:` alone, or each of
+    /// `launches:` (built from source or replayed); empty for `kind: cutlass3`, whose launch is
+    /// CUTLASS's.
     pub launches: Vec<KernelContext>,
+    /// Some launch is `kind: replay` (harness.cu includes repro/replay.h).
+    pub has_replay: bool,
     /// `launches:`: harness.cu writes one function a launch and hands the runtime their table.
     pub sequence: bool,
     /// Some tensor is `intermediate: true`.
@@ -154,11 +158,16 @@ pub struct KernelContext {
 }
 
 /// `kind: replay`: the relocations of the captured parameter bytes, as C++ initializers. The
-/// cubin and the parameter file are read from spec.yaml at run time.
+/// cubin and the parameter file are read from spec.yaml at run time (the launch's own, under
+/// its path).
 #[derive(Debug, Serialize)]
 pub struct ReplayContext {
     /// The mangled symbol (validated: letters, digits, `_`, `$`, `.`).
     pub symbol: String,
+    /// The C++ names of its tables of pointers and tensor maps: `kReplayPointers`, or in a
+    /// sequence `kReplayPointers_1` (each replayed launch has its own).
+    pub pointers_table: String,
+    pub tensor_maps_table: String,
     pub pointers: Vec<ReplayPointerContext>,
     pub tensor_maps: Vec<ReplayMapContext>,
 }
@@ -390,8 +399,14 @@ fn tma_context(spec: &ResolvedSpec, d: &TmaDescriptor) -> TmaContext {
     }
 }
 
-/// `kind: replay`: pointers and tensor maps to rewrite in the captured parameter bytes.
-fn replay_context(spec: &ResolvedSpec, replay: &crate::spec::ReplayLaunch) -> ReplayContext {
+/// `kind: replay`: pointers and tensor maps to rewrite in the captured parameter bytes of
+/// `launches[index]` (`k`).
+fn replay_context(
+    spec: &ResolvedSpec,
+    index: usize,
+    k: &KernelLaunch,
+    replay: &crate::spec::ReplayLaunch,
+) -> ReplayContext {
     let list = |values: &[u64]| brace_list(&values.iter().map(|&v| v as i64).collect::<Vec<_>>());
     let mut pointers = Vec::new();
     let mut tensor_maps = Vec::new();
@@ -449,8 +464,15 @@ fn replay_context(spec: &ResolvedSpec, replay: &crate::spec::ReplayLaunch) -> Re
             tensor_name,
         });
     }
+    let suffix = if spec.is_sequence() {
+        format!("_{index}")
+    } else {
+        String::new()
+    };
     ReplayContext {
-        symbol: spec.kernel().name.clone(),
+        symbol: k.name.clone(),
+        pointers_table: format!("kReplayPointers{suffix}"),
+        tensor_maps_table: format!("kReplayTensorMaps{suffix}"),
         pointers,
         tensor_maps,
     }
@@ -552,12 +574,22 @@ fn kernel_context(spec: &ResolvedSpec, index: usize) -> KernelContext {
             .collect()
     };
     let named_by_some = |name: &String| spec.launches.iter().any(|l| names(l).contains(name));
+    // A map no launch names is encoded (and printed) by the first launch built from source: a
+    // replayed one encodes only its relocations (validation refuses `tma:` when every launch is
+    // replayed).
+    let holds_unnamed = spec
+        .launches
+        .iter()
+        .position(|l| !matches!(l.kind, LaunchKind::Replay(_)))
+        == Some(index);
     let own = names(k);
     let tma = spec
         .tma
         .iter()
         .filter(|d| {
-            !spec.is_sequence() || own.contains(&d.name) || (index == 0 && !named_by_some(&d.name))
+            !spec.is_sequence()
+                || own.contains(&d.name)
+                || (holds_unnamed && !named_by_some(&d.name))
         })
         .map(|d| tma_context(spec, d))
         .collect();
@@ -578,6 +610,9 @@ fn kernel_context(spec: &ResolvedSpec, index: usize) -> KernelContext {
         instantiation: k.instantiation(),
         label: cpp_string(&match k.kind {
             LaunchKind::Device => format!("{} (kind: device, in {entry})", k.instantiation()),
+            // A capture names the one kernel it recorded; a sequence's replayed launches are
+            // named by their symbols.
+            LaunchKind::Replay(_) if spec.is_sequence() => k.name.clone(),
             LaunchKind::Replay(_) => {
                 let capture = spec.document.capture.as_ref();
                 let name = capture
@@ -611,7 +646,7 @@ fn kernel_context(spec: &ResolvedSpec, index: usize) -> KernelContext {
         }),
         device_entry: (k.kind == LaunchKind::Device).then(|| device_entry(spec, k, &entry)),
         replay: match &k.kind {
-            LaunchKind::Replay(replay) => Some(replay_context(spec, replay)),
+            LaunchKind::Replay(replay) => Some(replay_context(spec, index, k, replay)),
             _ => None,
         },
     }
@@ -991,11 +1026,15 @@ pub fn harness_context(
         tensors,
         kernel: kernel_context(spec, 0),
         launches: match spec.kernel().kind {
-            LaunchKind::Global | LaunchKind::Device => (0..spec.launches.len())
+            LaunchKind::Cutlass3 { .. } => Vec::new(),
+            _ => (0..spec.launches.len())
                 .map(|i| kernel_context(spec, i))
                 .collect(),
-            _ => Vec::new(),
         },
+        has_replay: spec
+            .launches
+            .iter()
+            .any(|l| matches!(l.kind, LaunchKind::Replay(_))),
         sequence: spec.is_sequence(),
         has_intermediates: spec.tensors.iter().any(|t| t.intermediate.is_some()),
         tma: spec.tma.iter().map(|d| tma_context(spec, d)).collect(),

@@ -187,11 +187,11 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
             written.source = Some(paths::relative_to(&reference.source, dir));
         }
     }
-    if let (crate::spec::LaunchKind::Replay(replay), Some(kernel)) =
-        (&spec.kernel().kind, &mut s.kernel)
-    {
-        kernel.cubin = Some(paths::relative_to(&replay.cubin, dir));
-        kernel.params = Some(paths::relative_to(&replay.params, dir));
+    for (launch, written) in spec.launches.iter().zip(s.launch_entries_mut()) {
+        if let crate::spec::LaunchKind::Replay(replay) = &launch.kind {
+            written.cubin = Some(paths::relative_to(&replay.cubin, dir));
+            written.params = Some(paths::relative_to(&replay.params, dir));
+        }
     }
     if let (Some(written), Some(resolved)) = (&mut s.capture, &spec.capture) {
         let names = |files: &[(usize, std::path::PathBuf)]| {

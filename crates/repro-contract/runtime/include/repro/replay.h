@@ -4,7 +4,8 @@
 // `repro capture` records one launch of a running program: the module's cubin, the parameter
 // bytes, and where those bytes pointed into production's memory. harness.cu lists the places to
 // rewrite (ReplayPointer, ReplayTensorMap); the runtime loads the cubin and the bytes named by
-// spec.yaml's kernel.cubin and kernel.params, rewrites each address to the same byte of the
+// spec.yaml's kernel.cubin and kernel.params (a sequence's launches[i].cubin and
+// launches[i].params: each replayed launch its own), rewrites each address to the same byte of the
 // harness's tensor, encodes each CUtensorMap again as production encoded it but over the
 // harness's tensor, and launches the symbol with cuLaunchKernelEx. Driver functions are looked
 // up through the runtime (cudaGetDriverEntryPointByVersion): the harness needs no -lcuda.
@@ -48,6 +49,8 @@ struct ReplayKernel {
   int pointer_count;
   const ReplayTensorMap* tensor_maps;
   int tensor_map_count;
+  // Where spec.yaml gives its cubin and params: "launches[1]" in a sequence; null for `kernel:`.
+  const char* path;
 };
 
 // Launches the replayed kernel on `stream` between `start` and `stop` with `launch`'s shape:
@@ -55,5 +58,9 @@ struct ReplayKernel {
 // module does not load or the launch fails.
 void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream,
                    cudaEvent_t start, cudaEvent_t stop);
+
+// The same without events: one launch of a sequence (spec: launches), whose call the runtime
+// times as a whole, between one pair of events around every launch.
+void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream);
 
 }  // namespace repro

@@ -7,6 +7,10 @@
 // nothing here relies on that), and launches. A production program may have raised the kernel's
 // dynamic shared memory limit or allowed non-portable clusters: the same attributes are set
 // from the launch's own shape, as prepare_launch does for a compiled kernel.
+//
+// A sequence (spec: launches) may replay several launches: each has its own module, function and
+// bytes, found by its path in spec.yaml (`launches[1]`; `kernel` for the one kernel), and goes
+// through the same code, without events of its own (the runtime times the call around them all).
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
@@ -28,14 +32,22 @@ struct LoadedReplay {
   std::vector<unsigned char> params;
 };
 
+// Where spec.yaml gives the launch's files: `kernel`, or `launches[i]` in a sequence.
+inline std::string replay_path(const ReplayKernel& kernel) { return kernel.path ? kernel.path : "kernel"; }
+
 inline const LoadedReplay& load_replay(const ReplayKernel& kernel) {
-  static LoadedReplay loaded;
+  static std::map<std::string, LoadedReplay> every;  // by path; std::map: references stay put
+  const std::string path = replay_path(kernel);
+  LoadedReplay& loaded = every[path];
   if (loaded.function != nullptr) return loaded;
-  const ReplayFiles& files = replay_files();
+  const ReplayFiles& files = replay_files(path);
+  if (files.cubin.empty() || files.params.empty())
+    usage_error(strprintf("%s: spec.yaml gives no `%s` for this replayed launch", path.c_str(),
+                          files.cubin.empty() ? "cubin" : "params"));
   std::vector<unsigned char> cubin;
   std::string error;
-  if (!read_file_bytes(files.cubin, &cubin, &error)) usage_error("kernel.cubin: " + error);
-  if (!read_file_bytes(files.params, &loaded.params, &error, 32 * 1024)) usage_error("kernel.params: " + error);
+  if (!read_file_bytes(files.cubin, &cubin, &error)) usage_error(path + ".cubin: " + error);
+  if (!read_file_bytes(files.params, &loaded.params, &error, 32 * 1024)) usage_error(path + ".params: " + error);
   // The runtime made the context current (cudaFree(0) in open_device); the module loads into it.
   auto load_data = driver_function<PFN_cuModuleLoadData_v2000>("cuModuleLoadData", 2000, "kind: replay");
   auto get_function = driver_function<PFN_cuModuleGetFunction_v2000>("cuModuleGetFunction", 2000, "kind: replay");
@@ -46,11 +58,11 @@ inline const LoadedReplay& load_replay(const ReplayKernel& kernel) {
                strprintf("kind: replay: cuModuleGetFunction(%s) in %s", kernel.symbol, files.cubin.c_str()));
   for (int i = 0; i < kernel.pointer_count; ++i)
     if (size_t(kernel.pointers[i].at) + 8 > loaded.params.size())
-      usage_error(strprintf("kernel.relocate: an address at byte %u is past the %zu parameter bytes of %s",
+      usage_error(strprintf("%s.relocate: an address at byte %u is past the %zu parameter bytes of %s", path.c_str(),
                             kernel.pointers[i].at, loaded.params.size(), files.params.c_str()));
   for (int i = 0; i < kernel.tensor_map_count; ++i)
     if (size_t(kernel.tensor_maps[i].at) + sizeof(CUtensorMap) > loaded.params.size())
-      usage_error(strprintf("kernel.relocate: a tensor map at byte %u is past the %zu parameter bytes of %s",
+      usage_error(strprintf("%s.relocate: a tensor map at byte %u is past the %zu parameter bytes of %s", path.c_str(),
                             kernel.tensor_maps[i].at, loaded.params.size(), files.params.c_str()));
   std::printf("replay  %s from %s, %zu parameter bytes, %d addresses and %d tensor maps relocated\n", kernel.symbol,
               files.cubin_as_written.c_str(), loaded.params.size(), kernel.pointer_count, kernel.tensor_map_count);
@@ -58,11 +70,12 @@ inline const LoadedReplay& load_replay(const ReplayKernel& kernel) {
 }
 
 // A CUtensorMap as production encoded it, over the harness's tensor.
-inline CUtensorMap encode_replayed_map(const ReplayTensorMap& m, const TensorView& tensor) {
-  // The runtime prints each map once by name: one name per relocation (std::map keeps them put).
-  static std::map<unsigned, std::string> names;
-  std::string& name = names[m.at];
-  if (name.empty()) name = strprintf("relocate@%u", m.at);
+inline CUtensorMap encode_replayed_map(const ReplayTensorMap& m, const TensorView& tensor, const ReplayKernel& kernel) {
+  // The runtime prints each map once by name: one name per relocation (std::map keeps them put),
+  // `relocate@112`, or in a sequence `launches[1].relocate@112`.
+  static std::map<std::pair<std::string, unsigned>, std::string> names;
+  std::string& name = names[{replay_path(kernel), m.at}];
+  if (name.empty()) name = kernel.path ? strprintf("%s.relocate@%u", kernel.path, m.at) : strprintf("relocate@%u", m.at);
   TmaRequest request = {};
   request.name = name.c_str();
   request.tensor = tensor.name;
@@ -82,8 +95,10 @@ inline CUtensorMap encode_replayed_map(const ReplayTensorMap& m, const TensorVie
   return encode_tma(request, static_cast<char*>(tensor.device) + m.offset);
 }
 
-void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream,
-                   cudaEvent_t start, cudaEvent_t stop) {
+// Both forms of replay_launch: `start` and `stop` are recorded just around the launch itself (the
+// copy and relocation of the bytes are host work, not the kernel's), or not at all when null.
+inline void replay_launch_between(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch,
+                                  cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop) {
   const LoadedReplay& loaded = load_replay(kernel);
   std::vector<unsigned char> params = loaded.params;
   for (int i = 0; i < kernel.pointer_count; ++i) {
@@ -93,7 +108,7 @@ void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const 
   }
   for (int i = 0; i < kernel.tensor_map_count; ++i) {
     const ReplayTensorMap& m = kernel.tensor_maps[i];
-    const CUtensorMap map = encode_replayed_map(m, tensors[m.tensor]);
+    const CUtensorMap map = encode_replayed_map(m, tensors[m.tensor], kernel);
     std::memcpy(params.data() + m.at, &map, sizeof map);
   }
 
@@ -124,13 +139,22 @@ void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const 
     config.attrs = &cluster;
     config.numAttrs = 1;
   }
-  REPRO_CUDA_CHECK(cudaEventRecord(start, stream));
+  if (start != nullptr) REPRO_CUDA_CHECK(cudaEventRecord(start, stream));
   const CUresult result = launch_ex(&config, loaded.function, nullptr, extra);
   if (result != CUDA_SUCCESS)
     fatal(kExitCudaError, "fault",
           strprintf("kind: replay: cuLaunchKernelEx(%s) failed: %s\n  %s", kernel.symbol, cu_result_name(result).c_str(),
                     describe(launch).c_str()));
-  REPRO_CUDA_CHECK(cudaEventRecord(stop, stream));
+  if (stop != nullptr) REPRO_CUDA_CHECK(cudaEventRecord(stop, stream));
+}
+
+void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream,
+                   cudaEvent_t start, cudaEvent_t stop) {
+  replay_launch_between(kernel, tensors, launch, stream, start, stop);
+}
+
+void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream) {
+  replay_launch_between(kernel, tensors, launch, stream, nullptr, nullptr);
 }
 
 }  // namespace repro

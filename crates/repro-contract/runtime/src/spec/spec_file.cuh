@@ -669,13 +669,21 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
     if (!decl.output) spec->inits[size_t(i)] = read_init(file, *t, decl.name);
   }
 
-  // kind: replay's module and parameter bytes (replay.cuh), relative to spec.yaml.
-  if (const YamlNode* kernel = file.section("kernel")) {
-    if (const YamlNode* v = kernel->get("cubin")) {
-      replay_files().cubin_as_written = file.text(*v, "kernel.cubin");
-      replay_files().cubin = join_path(spec->base_dir, replay_files().cubin_as_written);
+  // kind: replay's module and parameter bytes (replay.cuh), relative to spec.yaml: the kernel's,
+  // or each replayed launch's of a sequence.
+  const auto read_replay_files = [&](const YamlNode& launch, const std::string& path) {
+    ReplayFiles& files = replay_files(path);
+    if (const YamlNode* v = launch.get("cubin")) {
+      files.cubin_as_written = file.text(*v, (path + ".cubin").c_str());
+      files.cubin = join_path(spec->base_dir, files.cubin_as_written);
     }
-    if (const YamlNode* v = kernel->get("params")) replay_files().params = join_path(spec->base_dir, file.text(*v, "kernel.params"));
+    if (const YamlNode* v = launch.get("params")) files.params = join_path(spec->base_dir, file.text(*v, (path + ".params").c_str()));
+  };
+  if (const YamlNode* kernel = file.section("kernel")) read_replay_files(*kernel, "kernel");
+  if (const YamlNode* launches = file.section("launches")) {
+    if (launches->kind != YamlNode::Kind::seq) file.fail(*launches, "launches is a list of launches");
+    for (size_t i = 0; i < launches->items.size(); ++i)
+      read_replay_files(launches->items[i], strprintf("launches[%zu]", i));
   }
   // A captured launch's outputs before and after it (production.cuh).
   if (const YamlNode* capture = file.section("capture")) {

@@ -11,6 +11,8 @@
 #include "grouped.cuh"
 #include "stress.cuh"
 
+#include <map>
+
 namespace repro {
 
 // Indices into SpecInfo::tensors; -1 where the reference has no such operand.
@@ -110,16 +112,18 @@ struct SpecInfo {
   bool arch_specific = false;
 };
 
-// kind: replay's kernel.cubin and kernel.params from spec.yaml, joined to its folder
-// (spec_file.cuh sets them, replay.cuh reads them).
+// A kind: replay launch's cubin and params from spec.yaml, joined to its folder (spec_file.cuh
+// sets them, replay.cuh reads them).
 struct ReplayFiles {
   std::string cubin, params;
   std::string cubin_as_written;  // as spec.yaml gives it: what the report prints, no machine's path
 };
 
-inline ReplayFiles& replay_files() {
-  static ReplayFiles files;
-  return files;
+// The files of the launch at `path`: "kernel", or "launches[1]" in a sequence, where every
+// replayed launch has its own. A path spec.yaml gives none for holds empty names.
+inline ReplayFiles& replay_files(const std::string& path) {
+  static std::map<std::string, ReplayFiles> files;  // std::map: references stay put
+  return files[path];
 }
 
 // --size NAME=VALUE; false for a name the spec does not declare.

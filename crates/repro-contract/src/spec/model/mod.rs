@@ -93,6 +93,15 @@ impl Spec {
         self.kernel.as_ref().or(self.launches.first())
     }
 
+    /// Every launch as written, mutably, in the order of [`Spec::launch_entries`]: what an
+    /// artifact's spec.yaml points at its own copies of files.
+    pub fn launch_entries_mut(&mut self) -> Vec<&mut KernelSpec> {
+        match &mut self.kernel {
+            Some(kernel) => vec![kernel],
+            None => self.launches.iter_mut().collect(),
+        }
+    }
+
     /// The first launch, mutably: what a campaign variant's `template_args` rewrite.
     pub fn first_launch_mut(&mut self) -> Option<&mut KernelSpec> {
         match &mut self.kernel {
