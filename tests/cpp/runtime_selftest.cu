@@ -121,12 +121,17 @@ double get_logical(const Tensor& t, int64_t i) { return decode(t.dtype, t.host.d
 // ------------------------------------------------------------------ generators
 
 // parallel_for's parked workers (base.cuh): every chunk of every call run exactly once, calls
-// of changing sizes back to back (a late worker must not take a chunk of the next call), a call
-// from inside a chunk (the pool is taken: threads of its own), and the pool driven with more
-// chunks than this machine's cores.
+// of changing sizes back to back (a late worker must not take a chunk of the next call), alerts
+// before some calls, between calls and with no call after them (a woken worker must go back to
+// waiting, not run a chunk twice or miss the next call), pauses past the spin so that some
+// calls find the workers parked, a call from inside a chunk (the pool is taken: threads of its
+// own), and the pool driven with more chunks than this machine's cores.
 void test_host_workers() {
   bool every_once = true;
   for (int round = 0; round < 3000; ++round) {
+    if (round % 3 == 0) HostWorkers::instance().alert();
+    if (round % 500 == 7) HostWorkers::instance().alert(), HostWorkers::instance().alert();
+    if (round % 250 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     const int64_t chunks = 2 + round % 19;
     std::vector<std::atomic<int>> hits(static_cast<size_t>(chunks));
     for (auto& h : hits) h.store(0);
