@@ -12,17 +12,7 @@ fn bundle_without_a_run(
     spec: &std::path::Path,
     out: &std::path::Path,
 ) -> assert_cmd::assert::Assert {
-    Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(cwd)
-        .arg("bundle")
-        .arg(spec)
-        .arg("-o")
-        .arg(out)
-        .arg("--no-run")
-        .arg("--nvcc")
-        .arg(common::nvcc())
-        .assert()
+    common::bundle_command(cwd, spec, out, &common::nvcc()).assert()
 }
 
 #[test]

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use crate::common;
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
 /// An nvcc stand-in that compiles nothing: answers `--version`, writes a placeholder at `-o`
@@ -31,21 +30,6 @@ exit 0
     .unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
-}
-
-/// `repro bundle SPEC -o OUT --no-run --nvcc NVCC`, run from `cwd`.
-fn bundle(cwd: &Path, spec: &Path, out: &Path, nvcc: &Path) -> Command {
-    let mut command = Command::cargo_bin("repro").unwrap();
-    command
-        .current_dir(cwd)
-        .arg("bundle")
-        .arg(spec)
-        .arg("-o")
-        .arg(out)
-        .arg("--no-run")
-        .arg("--nvcc")
-        .arg(nvcc);
-    command
 }
 
 /// A `.npy` of f32 values of `shape`, each `fill`.
@@ -169,7 +153,7 @@ fn a_header_symlinked_out_of_the_include_dir_is_refused() {
     let text = std::fs::read_to_string(&kernel).unwrap();
     std::fs::write(&kernel, format!("#include \"settings.h\"\n{text}")).unwrap();
     let out = project.join("bundles/report");
-    bundle(&project, &spec, &out, &common::nvcc())
+    common::bundle_command(&project, &spec, &out, &common::nvcc())
         .assert()
         .code(2)
         .stderr(
@@ -198,7 +182,7 @@ fn an_init_file_symlinked_out_of_the_spec_folder_is_refused() {
     )
     .unwrap();
     let out = project.join("bundles/report");
-    bundle(&project, &spec, &out, &quick_nvcc(tmp.path()))
+    common::bundle_command(&project, &spec, &out, &quick_nvcc(tmp.path()))
         .assert()
         .code(2)
         .stderr(
@@ -239,7 +223,7 @@ fn an_intermediate_reference_symlinked_out_of_the_spec_folder_is_refused() {
     )
     .unwrap();
     let out = project.join("bundles/report");
-    bundle(&project, &spec, &out, &quick_nvcc(tmp.path()))
+    common::bundle_command(&project, &spec, &out, &quick_nvcc(tmp.path()))
         .assert()
         .code(2)
         .stderr(
@@ -263,7 +247,7 @@ fn an_init_file_that_is_not_npy_is_refused() {
         "root:x:0:0:root:/root:/bin/bash\n",
     )
     .unwrap();
-    bundle(
+    common::bundle_command(
         tmp.path(),
         &spec,
         &tmp.path().join("out"),
@@ -287,7 +271,7 @@ fn a_bin_input_of_the_wrong_size_is_refused() {
     std::fs::create_dir_all(tmp.path().join("inputs")).unwrap();
     std::fs::write(tmp.path().join("inputs/a.bin"), vec![0u8; 33 * 9 * 4 + 1]).unwrap();
     let nvcc = quick_nvcc(tmp.path());
-    bundle(tmp.path(), &spec, &tmp.path().join("out"), &nvcc)
+    common::bundle_command(tmp.path(), &spec, &tmp.path().join("out"), &nvcc)
         .assert()
         .code(2)
         .stderr(
@@ -296,7 +280,7 @@ fn a_bin_input_of_the_wrong_size_is_refused() {
         );
     assert_nothing_written(tmp.path(), "out");
     std::fs::write(tmp.path().join("inputs/a.bin"), vec![0u8; 33 * 9 * 4]).unwrap();
-    bundle(tmp.path(), &spec, &tmp.path().join("out"), &nvcc)
+    common::bundle_command(tmp.path(), &spec, &tmp.path().join("out"), &nvcc)
         .assert()
         .success();
     assert!(tmp.path().join("out/inputs/a.bin").is_file());
@@ -338,7 +322,7 @@ build: { arch: sm_90a }
 "#,
     )
     .unwrap();
-    let assert = bundle(dir, &spec, &dir.join("out"), &quick_nvcc(dir)).assert();
+    let assert = common::bundle_command(dir, &spec, &dir.join("out"), &quick_nvcc(dir)).assert();
     let output = assert.get_output();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
@@ -374,7 +358,7 @@ fn the_home_folder_in_the_spec_text_is_exit_2_and_a_retry_works() {
     .unwrap();
     let nvcc = quick_nvcc(tmp.path());
     let out = project.join("bundles/report");
-    bundle(&project, &spec, &out, &nvcc)
+    common::bundle_command(&project, &spec, &out, &nvcc)
         .env("HOME", &home)
         .assert()
         .code(2)
@@ -386,7 +370,7 @@ fn the_home_folder_in_the_spec_text_is_exit_2_and_a_retry_works() {
         );
     assert_nothing_written(&project.join("bundles"), "report");
     std::fs::write(&spec, text).unwrap();
-    bundle(&project, &spec, &out, &nvcc)
+    common::bundle_command(&project, &spec, &out, &nvcc)
         .env("HOME", &home)
         .assert()
         .success();
@@ -399,7 +383,7 @@ fn an_existing_tarball_beside_a_free_folder_is_never_overwritten() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = common::write_small_spec(tmp.path());
     std::fs::write(tmp.path().join("report.tar.gz"), "mine").unwrap();
-    bundle(
+    common::bundle_command(
         tmp.path(),
         &spec,
         &tmp.path().join("report"),
@@ -423,7 +407,7 @@ fn a_dotted_output_name_keeps_its_dots_in_the_tarball() {
     let tmp = tempfile::tempdir().unwrap();
     let spec = common::write_small_spec(tmp.path());
     std::fs::write(tmp.path().join("notes.tar.gz"), "mine").unwrap();
-    bundle(
+    common::bundle_command(
         tmp.path(),
         &spec,
         Path::new("notes.v2"),
@@ -449,7 +433,7 @@ fn two_inputs_of_one_name_stay_two_files() {
     f32_npy(&tmp.path().join("d1/x.npy"), &[33, 9], 1.0);
     f32_npy(&tmp.path().join("d2/x.npy"), &[9, 17], 2.0);
     let out = tmp.path().join("report");
-    bundle(tmp.path(), &spec, &out, &quick_nvcc(tmp.path()))
+    common::bundle_command(tmp.path(), &spec, &out, &quick_nvcc(tmp.path()))
         .assert()
         .success()
         .stdout(
@@ -512,7 +496,7 @@ fn an_nvcc_wrapper_in_the_home_folder_keeps_the_kernel_headers() {
         .unwrap();
         std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
         let out = project.join(format!("report{n}"));
-        bundle(&project, &spec, &out, &wrapper)
+        common::bundle_command(&project, &spec, &out, &wrapper)
             .assert()
             .success()
             .stderr(predicate::str::contains("warning").not())
@@ -537,10 +521,10 @@ fn an_artifact_folder_bundles_the_inputs_beside_its_spec() {
     let spec = spec_with_inputs(tmp.path(), Some("d1/x.npy"), None);
     f32_npy(&tmp.path().join("d1/x.npy"), &[33, 9], 1.0);
     let nvcc = quick_nvcc(tmp.path());
-    bundle(tmp.path(), &spec, &tmp.path().join("first"), &nvcc)
+    common::bundle_command(tmp.path(), &spec, &tmp.path().join("first"), &nvcc)
         .assert()
         .success();
-    bundle(
+    common::bundle_command(
         tmp.path(),
         &tmp.path().join("generated/small_gemm"),
         &tmp.path().join("second"),

@@ -199,3 +199,18 @@ pub fn spec_error_for(text: &str) -> String {
         }
     }
 }
+
+/// `repro bundle SPEC -o OUT --no-run --nvcc NVCC`, run from `cwd`.
+pub fn bundle_command(cwd: &Path, spec: &Path, out: &Path, nvcc: &Path) -> assert_cmd::Command {
+    let mut command = assert_cmd::Command::cargo_bin("repro").unwrap();
+    command
+        .current_dir(cwd)
+        .arg("bundle")
+        .arg(spec)
+        .arg("-o")
+        .arg(out)
+        .arg("--no-run")
+        .arg("--nvcc")
+        .arg(nvcc);
+    command
+}

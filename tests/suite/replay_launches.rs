@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use crate::common;
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
 /// Two replayed launches of the fixtures in tests/gpu/replay/ (made by its make.sh), the second
@@ -261,17 +260,7 @@ fn a_replayed_launch_whose_relocation_is_past_its_own_parameters() {
 /// `repro bundle SPEC -o OUT --no-run` with an nvcc that compiles nothing.
 fn bundle(spec: &Path, out: &Path, dir: &Path) -> assert_cmd::assert::Assert {
     let nvcc = common::stand_in_nvcc(dir, &dir.join("nvcc.log"));
-    Command::cargo_bin("repro")
-        .unwrap()
-        .current_dir(dir)
-        .arg("bundle")
-        .arg(spec)
-        .arg("-o")
-        .arg(out)
-        .arg("--no-run")
-        .arg("--nvcc")
-        .arg(nvcc)
-        .assert()
+    common::bundle_command(dir, spec, out, &nvcc).assert()
 }
 
 /// A bundle of tests/gpu/replay_sequence.yaml carries both launches' cubins and parameter bytes,

@@ -163,7 +163,7 @@ impl Validator<'_> {
                 KernelKind::Cutlass3 => {
                     self.error(
                         &format!("{path}.kind"),
-                        "`kind: cutlass3` is not supported in `launches:` yet; a sequence's launches are `kind: global` or `kind: device`",
+                        "`kind: cutlass3` is not supported in `launches:` yet; a sequence's launches are `kind: global`, `kind: device` or `kind: replay`",
                     )
                     .help = Some("run the `cutlass3` kernel as a spec of its own (`kernel:`), or launch it from a `global` entry's `setup`".into());
                 }
