@@ -109,11 +109,17 @@ inline StoredValues fetch_vectors(DType dtype, const void* device, const std::ve
   // coming back. It goes back to PinnedBlocks only after the copies: a sample dropped on an
   // error path must not hand out a block that a copy still reads or writes.
   stored.offset = (base_bytes + 15) / 16 * 16;
-  stored.block = std::shared_ptr<unsigned char>(PinnedBlocks::instance().take(stored.offset + size_t(total) * width),
-                                                [copies](unsigned char* data) {
-                                                  cudaEventSynchronize(copies.get());
-                                                  PinnedBlocks::instance().give_back(data);
-                                                });
+  const size_t block_bytes = stored.offset + size_t(total) * width;
+  unsigned char* block = PinnedBlocks::instance().take(block_bytes);
+  if (block == nullptr)
+    fatal(kExitCudaError, "fault",
+          strprintf("the host cross-check of the device reference needs %.2f GiB of host memory for its sampled rows "
+                    "and columns, and the host has not that much: rerun with --reference host",
+                    double(block_bytes) / (1 << 30)));
+  stored.block = std::shared_ptr<unsigned char>(block, [copies](unsigned char* data) {
+    cudaEventSynchronize(copies.get());
+    PinnedBlocks::instance().give_back(data);
+  });
   if (total == 0) return stored;
   std::memcpy(stored.block.get(), bases.data(), base_bytes);
   int64_t* device_bases = take_scratch<int64_t>(base_bytes);

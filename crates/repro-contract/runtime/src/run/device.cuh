@@ -289,8 +289,9 @@ class PinnedBlocks {
     return *blocks;
   }
 
-  // `bytes` (at least one) of page-locked host memory; exits through REPRO_CUDA_CHECK when the
-  // host has none to give.
+  // `bytes` (at least one) of page-locked host memory, or of plain memory where the host will
+  // not lock that much (copies into it then wait, as before page-locked blocks), or null when
+  // it has neither.
   unsigned char* take(size_t bytes) {
     bytes = std::max<size_t>(bytes, 1);
     {
@@ -305,9 +306,15 @@ class PinnedBlocks {
         }
     }
     void* data = nullptr;
-    REPRO_CUDA_CHECK(cudaHostAlloc(&data, bytes, cudaHostAllocDefault));
+    bool locked = true;
+    if (cudaHostAlloc(&data, bytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();  // no sticky error: the context is fine
+      data = std::malloc(bytes);
+      locked = false;
+      if (data == nullptr) return nullptr;
+    }
     std::lock_guard<std::mutex> lock(mutex_);
-    in_use_.push_back(Block{static_cast<unsigned char*>(data), bytes});
+    in_use_.push_back(Block{static_cast<unsigned char*>(data), bytes, locked});
     return static_cast<unsigned char*>(data);
   }
 
@@ -319,11 +326,13 @@ class PinnedBlocks {
       if (in_use_[i].data != data) continue;
       const Block block = in_use_[i];
       in_use_.erase(in_use_.begin() + int64_t(i));
-      if (kept_bytes_ + block.bytes <= kPinnedKeptBytes) {
+      if (block.locked && kept_bytes_ + block.bytes <= kPinnedKeptBytes) {
         kept_.push_back(block);
         kept_bytes_ += block.bytes;
-      } else {
+      } else if (block.locked) {
         cudaFreeHost(block.data);
+      } else {
+        std::free(block.data);
       }
       return;
     }
@@ -333,6 +342,7 @@ class PinnedBlocks {
   struct Block {
     unsigned char* data;
     size_t bytes;
+    bool locked;  // cudaHostAlloc's, else malloc's
   };
   PinnedBlocks() = default;
   std::mutex mutex_;
