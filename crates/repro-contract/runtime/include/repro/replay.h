@@ -55,12 +55,9 @@ struct ReplayKernel {
 
 // Launches the replayed kernel on `stream` between `start` and `stop` with `launch`'s shape:
 // exit 2 if the cubin or the parameters cannot be read, exit 4 naming the driver's error if the
-// module does not load or the launch fails.
+// module does not load or the launch fails. Without events for one launch of a sequence (spec:
+// launches), whose call the runtime times as a whole, between one pair around every launch.
 void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream,
-                   cudaEvent_t start, cudaEvent_t stop);
-
-// The same without events: one launch of a sequence (spec: launches), whose call the runtime
-// times as a whole, between one pair of events around every launch.
-void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream);
+                   cudaEvent_t start = nullptr, cudaEvent_t stop = nullptr);
 
 }  // namespace repro

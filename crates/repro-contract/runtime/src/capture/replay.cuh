@@ -95,10 +95,10 @@ inline CUtensorMap encode_replayed_map(const ReplayTensorMap& m, const TensorVie
   return encode_tma(request, static_cast<char*>(tensor.device) + m.offset);
 }
 
-// Both forms of replay_launch: `start` and `stop` are recorded just around the launch itself (the
-// copy and relocation of the bytes are host work, not the kernel's), or not at all when null.
-inline void replay_launch_between(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch,
-                                  cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop) {
+// `start` and `stop` are recorded just around the launch itself (the copy and relocation of the
+// bytes are host work, not the kernel's), or not at all when null (a launch of a sequence).
+void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream,
+                   cudaEvent_t start, cudaEvent_t stop) {
   const LoadedReplay& loaded = load_replay(kernel);
   std::vector<unsigned char> params = loaded.params;
   for (int i = 0; i < kernel.pointer_count; ++i) {
@@ -146,15 +146,6 @@ inline void replay_launch_between(const ReplayKernel& kernel, const TensorView* 
           strprintf("kind: replay: cuLaunchKernelEx(%s) failed: %s\n  %s", kernel.symbol, cu_result_name(result).c_str(),
                     describe(launch).c_str()));
   if (stop != nullptr) REPRO_CUDA_CHECK(cudaEventRecord(stop, stream));
-}
-
-void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream,
-                   cudaEvent_t start, cudaEvent_t stop) {
-  replay_launch_between(kernel, tensors, launch, stream, start, stop);
-}
-
-void replay_launch(const ReplayKernel& kernel, const TensorView* tensors, const Launch& launch, cudaStream_t stream) {
-  replay_launch_between(kernel, tensors, launch, stream, nullptr, nullptr);
 }
 
 }  // namespace repro
