@@ -16,6 +16,7 @@
 #   floor      bench/check-floor.sh, before and after binaries side by side (FLOOR_QUEUE=1: as queues)
 #   cublas     bench/cublas_dgemm_cost.py at 1024, 2048, 4096
 #   cublas-load  bench/cublas_loading.cu: cuBLAS opened at run time by a C++ process, and its DGEMM
+#   reference-parts  device_reference_check parts: the fp64 reference's packing and cuBLAS timed apart
 #   probe-phases  bench/probe-phases.sh: where a probe run's time goes
 #   verdicts   gpu-verdicts.sh, sections $SECTIONS (default D: the grouped scale probes)
 #   campaign-before  bench/campaign-queue.sh's queues with the before binary
@@ -48,7 +49,7 @@ fi
 # The runtime library each binary builds on first use (about a minute each): both at once.
 warm() { "$1" build examples/tiled_gemm_bf16.yaml -o "/tmp/warm-$(basename "$1")" >"/tmp/cases/warm-$(basename "$1").log" 2>&1; }
 t0=$(date +%s)
-warm /tmp/bin/repro &
+[[ -x /tmp/bin/repro ]] && warm /tmp/bin/repro &
 [[ -x /tmp/bin/repro-before ]] && warm /tmp/bin/repro-before &
 wait
 echo "warm: $(($(date +%s) - t0)) s" | tee -a "$summary"
@@ -95,6 +96,8 @@ run_step() {
     step cublas-load bash -c '"${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
       -o /tmp/bin/cublas_loading scripts/bench/cublas_loading.cu -ldl && /tmp/bin/cublas_loading 1024,2048,4096 &&
       echo "a second process:" && /tmp/bin/cublas_loading 1024' ;;
+  reference-parts)
+    [[ -x /tmp/bin/device_reference_check ]] && step reference-parts /tmp/bin/device_reference_check parts 1024,2048,4096 ;;
   probe-phases) step probe-phases bash scripts/bench/probe-phases.sh ;;
   verdicts) step verdicts env SECTIONS="${SECTIONS:-D}" GPU_VERDICT_LOGS=/tmp/cases/verdicts bash scripts/gpu-verdicts.sh ;;
   campaign-before)

@@ -13,6 +13,7 @@
 //   ./drc corrupt                       # damages one sampled output: the cross-check must exit 4
 //   ./drc ops                           # scaled and grouped GEMMs (docs/spec.md, `reference`), bit for bit
 //   ./drc compare                       # the device comparison against the host's, and its time
+//   ./drc parts 1024,2048,4096          # the fp64 reference's parts timed: packing, cuBLAS, in all
 //   REPRO_CUBLAS=all ./drc [ops|corrupt] # the same with cuBLAS's DGEMM for every GEMM (off: never)
 //
 // Integer-valued cases must agree bit for bit (their sums are exact in any order); the others
@@ -386,6 +387,88 @@ int run_compare_cases() {
   return failed == 0 ? 0 : 1;
 }
 
+// The "fp64 GEMM" phase of a queued check (launch_reference_gemm with --reference device), timed
+// whole and part by part on the default stream (CUDA events, median of 5 after a warm-up): the
+// packing of A and of B into fp64 copies, and cuBLAS's DGEMM on them, at square bf16 sizes laid
+// out as tests/gpu/bench_tiled_bf16_8192.yaml's (A [M, K], B [K, N], both row-major). Prints
+// times only: what docs/performance.md's per-check floor reads beside check-floor.sh.
+int run_reference_parts(const char* list) {
+  g_queue_check = 0;  // a queued check: cuBLAS from kCublasMinimumProducts on (cublas_gemm.cuh)
+  std::vector<int64_t> sizes;
+  for (const char* p = list; *p;) {
+    sizes.push_back(std::atoll(p));
+    while (*p && *p != ',') ++p;
+    if (*p) ++p;
+  }
+  cudaEvent_t start, stop;
+  REPRO_CUDA_CHECK(cudaEventCreate(&start));
+  REPRO_CUDA_CHECK(cudaEventCreate(&stop));
+  const auto median_ms = [&](const auto& body) {
+    std::vector<float> times;
+    for (int round = 0; round < 6; ++round) {
+      REPRO_CUDA_CHECK(cudaEventRecord(start, 0));
+      body();
+      REPRO_CUDA_CHECK(cudaEventRecord(stop, 0));
+      REPRO_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      REPRO_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (round > 0) times.push_back(ms);  // the first warms up
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  std::printf("| M = N = K | pack A (ms) | pack B (ms) | cuBLAS DGEMM on the copies (ms) | launch_reference_gemm (ms) | "
+              "its own event time (ms) | engine |\n|---|---|---|---|---|---|---|\n");
+  for (const int64_t n : sizes) {
+    TestRng rng{0xFA57ull + uint64_t(n)};
+    Tensor a = make_tensor("A", Operand{DType::bf16, {n, n}, {}});
+    Tensor b = make_tensor("B", Operand{DType::bf16, {n, n}, {}});
+    Tensor d = make_tensor("D", Operand{DType::bf16, {n, n}, {}}, true);
+    for (Tensor* t : {&a, &b}) {
+      for (int64_t i = 0; i < t->numel(); ++i) encode(t->dtype, t->host.data(), i, rng.uniform() * 2 - 1);
+      upload(*t);
+    }
+    upload(d);
+    const GemmProblem p{&a, &b, nullptr, nullptr, &d, 1.0, 0.0, 1, n, n, n, false};
+    start_loading_cublas(p.L, p.M, p.N, p.K);
+    const DeviceMatrix da = device_matrix(a), db = device_matrix(b);
+    const int64_t Mp = ceil_div(n, kRefTileM) * kRefTileM, Np = ceil_div(n, kRefTileN) * kRefTileN;
+    const int64_t Kp = ceil_div(n, kRefTileK) * kRefTileK;
+    PackedOperand pa, pb;
+    const double pack_a = median_ms([&] {
+      give_back_scratch(pa.data);
+      pa = pack_operand(da, da.row_stride, da.col_stride, 1, n, n, Mp, Kp, problem_scales(p, true, true));
+    });
+    const double pack_b = median_ms([&] {
+      give_back_scratch(pb.data);
+      pb = pack_operand(db, db.col_stride, db.row_stride, 1, n, n, Np, Kp, problem_scales(p, false, true));
+    });
+    double* out = allocate_reference_doubles(n * n, "its output");
+    std::string engine;
+    const double gemm = median_ms([&] {
+      engine.clear();
+      if (!cublas_reference_gemm(pa.data, pa.batch_stride, pb.data, pb.batch_stride, out, 1.0, 1, n, n, n, Mp, Np,
+                                 &engine))
+        engine = "(no cuBLAS: " + engine + ")";
+    });
+    double own = 0;
+    const double whole = median_ms([&] {
+      ReferenceGemmLaunch launch = launch_reference_gemm(p, ReferenceMethod::dmma);
+      own = finish_reference_gemm(&launch);
+      give_back_scratch(launch.out);
+      engine = launch.engine;
+    });
+    std::printf("| %lld | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", (long long)n, pack_a, pack_b, gemm, whole, own,
+                engine.c_str());
+    for (void* buffer : {static_cast<void*>(pa.data), static_cast<void*>(pb.data), static_cast<void*>(out)})
+      give_back_scratch(buffer);
+    pa = PackedOperand(), pb = PackedOperand();
+    REPRO_CUDA_CHECK(cudaDeviceSynchronize());
+    for (Tensor* t : {&a, &b, &d}) cudaFree(t->device), t->device = nullptr;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -394,8 +477,9 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "corrupt") return corrupt_one_output();
   if (argc == 2 && std::string(argv[1]) == "ops") return run_op_cases();
   if (argc == 2 && std::string(argv[1]) == "compare") return run_compare_cases();
+  if (argc == 3 && std::string(argv[1]) == "parts") return run_reference_parts(argv[2]);
   if (argc != 1) {
-    std::fprintf(stderr, "usage: %s [corrupt | ops | compare]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [corrupt | ops | compare | parts SIZES]\n", argv[0]);
     return kExitUsage;
   }
   return run_cases();
