@@ -16,6 +16,7 @@
 #   floor      bench/check-floor.sh, before and after binaries side by side (FLOOR_QUEUE=1: as queues)
 #   cublas     bench/cublas_dgemm_cost.py at 1024, 2048, 4096
 #   cublas-load  bench/cublas_loading.cu: cuBLAS opened at run time by a C++ process, and its DGEMM
+#   queue      gpu-queue.sh $QUEUE_PARTS (default: same held)
 #   reference-parts  device_reference_check parts: the fp64 reference's packing and cuBLAS timed apart
 #   probe-phases  bench/probe-phases.sh: where a probe run's time goes
 #   verdicts   gpu-verdicts.sh, sections $SECTIONS (default D: the grouped scale probes)
@@ -96,6 +97,7 @@ run_step() {
     step cublas-load bash -c '"${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
       -o /tmp/bin/cublas_loading scripts/bench/cublas_loading.cu -ldl && /tmp/bin/cublas_loading 1024,2048,4096 &&
       echo "a second process:" && /tmp/bin/cublas_loading 1024' ;;
+  queue) step queue env QUEUE_LOGS=/tmp/cases/queue bash scripts/gpu-queue.sh ${QUEUE_PARTS:-same held} ;;
   reference-parts)
     [[ -x /tmp/bin/device_reference_check ]] && step reference-parts /tmp/bin/device_reference_check parts 1024,2048,4096 ;;
   probe-phases) step probe-phases bash scripts/bench/probe-phases.sh ;;

@@ -5,11 +5,15 @@
 #            every report field that is not a time equal, every dumped tensor equal bit for bit
 #   fault    `repro sweep` over sizes where one faults in the middle: that size a fault, the
 #            others pass, the rest of the queue run by a fresh process
+#   held     device references judged while the next check runs (deferred_check.cuh): the same
+#            reports as processes, each check's text whole and in order, and a damaged
+#            reference (REPRO_TEST_CORRUPT_REFERENCE) refused as its own check's fault, from a
+#            file and from standard input
 #   rate     the same checks as processes and as one queue: checks per second, side by side
 #   campaign Llama-3.2-1B shapes (the first $SHAPES; $MODES, default "ones, random") as `repro campaign` with a
 #            process per run (REPRO_CAMPAIGN_BATCH=1) and with queues: the same verdicts, runs/s
 #
-#   scripts/gpu-queue.sh [same] [fault] [rate] [campaign]   # target/release/repro; logs in $QUEUE_LOGS
+#   scripts/gpu-queue.sh [same] [held] [fault] [rate] [campaign]   # target/release/repro; logs in $QUEUE_LOGS
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repro=${REPRO:-$PWD/target/release/repro}
@@ -93,6 +97,93 @@ if wanted same; then
   printf '%s\n' '--probe' '--ones' '--probe' >"$logs/probe-checks.txt"
   "$repro" build examples/k_tile_twice.yaml -o "$logs/ktt" >"$logs/build-ktt.log" 2>&1
   same "$logs/probe-checks.txt" "$logs/ktt" k_tile_twice_probe
+fi
+
+if wanted held; then
+  "$repro" build examples/naive_gemm_f32.yaml -o "$logs/naive" >"$logs/build-naive.log" 2>&1
+  sizes=$'--size\tM=512\t--size\tN=512\t--size\tK=512'
+  # Device references back to back (each judged at the next one's reference), one before a
+  # check with none (judged at that check's end), and the last (judged at once).
+  printf '%s\n' "--reference"$'\t'"device"$'\t'"$sizes" "--reference"$'\t'"device"$'\t'"--seed"$'\t'"9"$'\t'"$sizes" \
+    "--ones" "--reference"$'\t'"device"$'\t'"$sizes"$'\t'"--repeat"$'\t'"2" "--reference"$'\t'"device"$'\t'"$sizes" \
+    >"$logs/held-checks.txt"
+  out=$logs/held && rm -rf "$out" && mkdir -p "$out/alone"
+  i=0
+  while IFS= read -r line; do
+    IFS=$'\t' read -ra words <<<"$line"
+    "$logs/naive/harness" "${words[@]}" --json "$out/alone/$i.json" >"$out/alone/$i.log" 2>&1
+    i=$((i + 1))
+  done <"$logs/held-checks.txt"
+  "$logs/naive/harness" --queue "$logs/held-checks.txt" --json "$out/file.jsonl" >"$out/file.log" 2>&1
+  echo "exit $?" >>"$out/file.log"
+  "$logs/naive/harness" --queue - --json "$out/stdin.jsonl" <"$logs/held-checks.txt" >"$out/stdin.log" 2>&1
+  echo "exit $?" >>"$out/stdin.log"
+  REPRO_TEST_CORRUPT_REFERENCE=2 "$logs/naive/harness" --queue "$logs/held-checks.txt" --json "$out/corrupt-file.jsonl" \
+    >"$out/corrupt-file.log" 2>&1
+  echo "exit $?" >>"$out/corrupt-file.log"
+  REPRO_TEST_CORRUPT_REFERENCE=2 "$logs/naive/harness" --queue - --json "$out/corrupt-stdin.jsonl" \
+    <"$logs/held-checks.txt" >"$out/corrupt-stdin.log" 2>&1
+  echo "exit $?" >>"$out/corrupt-stdin.log"
+  python3 - "$out" "$i" <<'PY'
+import json, os, re, sys
+out, n = sys.argv[1], int(sys.argv[2])
+bad = 0
+def fail(message):
+    global bad
+    print("  " + message); bad += 1
+def is_time(k):
+    return k in ("timings", "check", "bytes") or k.endswith(("_ms", "_seconds", "_ns", "_s"))
+def strip(v):
+    if isinstance(v, dict): return {k: strip(x) for k, x in v.items() if not is_time(k)}
+    if isinstance(v, list): return [strip(x) for x in v]
+    return v
+def checks_in_order(log, count):
+    # Each check's text from its marker to its end line, none inside another's.
+    lines = open(log).read().splitlines()
+    marks = [(i, l) for i, l in enumerate(lines) if l.startswith("queue   check ") or l.startswith("queue   end of check ")]
+    want = []
+    for c in range(1, count + 1):
+        want += [f"check {c}", f"end of check {c}"]
+    got = [re.sub(r"^queue   ((end of )?check \d+).*", r"\1", l) for _, l in marks]
+    return got == want[:len(got)], got, lines
+for mode in ("file", "stdin"):
+    log = os.path.join(out, f"{mode}.log")
+    text = open(log).read()
+    if not text.rstrip().endswith("exit 0"): fail(f"{mode}: the queue did not exit 0")
+    ok, got, lines = checks_in_order(log, n)
+    if not ok or len(got) != 2 * n: fail(f"{mode}: markers out of order: {got}")
+    held = text.count("judged while the next check ran")
+    # Checks 1, 2 and 4 have a check after them; the last is judged at once.
+    if held != 3: fail(f"{mode}: {held} checks judged while the next ran, 3 expected")
+    # A held check's text ends in its judgement, then its disposition.
+    for i, l in enumerate(lines):
+        if "judged while the next check ran" in l and not lines[i + 1].startswith("Disposition: Passed"):
+            fail(f"{mode}: after a judgement: {lines[i + 1]!r}")
+    queue = [json.loads(l) for l in open(os.path.join(out, f"{mode}.jsonl"))]
+    if [q.get("check") for q in queue] != list(range(n)): fail(f"{mode}: reports {[q.get('check') for q in queue]}")
+    for i in range(min(n, len(queue))):
+        alone = json.load(open(os.path.join(out, "alone", f"{i}.json")))
+        a, q = strip(alone), strip(queue[i])
+        for key in sorted(set(a) | set(q)):
+            if a.get(key) != q.get(key):
+                fail(f"{mode} check {i}: `{key}` differs: alone {json.dumps(a.get(key))[:160]} queue {json.dumps(q.get(key))[:160]}")
+        if "reference_check_ms" not in queue[i] and queue[i].get("reference_provider") == "device":
+            fail(f"{mode} check {i}: no reference_check_ms")
+    print(f"  {mode}: {len(queue)} reports, {held} judged while the next check ran")
+for mode in ("file", "stdin"):
+    log = os.path.join(out, f"corrupt-{mode}.log")
+    text = open(log).read()
+    reports = [json.loads(l) for l in open(os.path.join(out, f"corrupt-{mode}.jsonl"))]
+    summary = [(r["check"], r["exit_code"]) for r in reports]
+    if summary != [(0, 0), (1, 4)] or reports[1]["class"] != "fault": fail(f"corrupt {mode}: reports {summary}")
+    if not text.rstrip().endswith("exit 4"): fail(f"corrupt {mode}: not exit 4")
+    if "the device reference disagrees with the host" not in text: fail(f"corrupt {mode}: no disagreement said")
+    if "queue   end of check 1" not in text or "queue   end of check 2" in text: fail(f"corrupt {mode}: end lines")
+    if "queue   check 3" in text: fail(f"corrupt {mode}: check 3's held output came out")
+    print(f"  corrupt {mode}: reports {summary}")
+sys.exit(1 if bad else 0)
+PY
+  verdict $? "held: device references judged while the next check runs, from a file and standard input, and a damaged one refused"
 fi
 
 if wanted fault; then

@@ -27,25 +27,31 @@ for entry in "${binaries[@]}"; do
   done
 done
 if [[ -n "${QUEUE:-}" ]]; then
-  # QUEUE=1: each binary's checks of one spec as one queue in one process (a first check at the
-  # smallest size warms it and is not counted), as a campaign's or a sweep's checks run: what is
-  # kept from check to check (the context, the pools, the host's buffers) is then reused.
+  # QUEUE=1: each binary's checks of one spec as one queue in one process, as a campaign's or a
+  # sweep's checks run: what is kept from check to check (the context, the pools, the host's
+  # buffers) is then reused. A queued check's host cross-check may be judged while the next
+  # check runs, which then waits for what is left of it (docs/cli.md): so each size runs as a
+  # block of ROUNDS + 2 checks, of which the first (it waits for the size before) and the last
+  # (it waits for none) are not counted, and every counted check pays for its predecessor's
+  # sample, of the same size: the steady state of a queue of that size.
   for entry in "${binaries[@]}"; do
     label=${entry%%=*}
     for spec in "${specs[@]}"; do
       name=$(basename "$spec" .yaml)
       queue="$dir/$label.$name.queue"
       line() { printf -- '--size\tM=%s\t--size\tN=%s\t--size\tK=%s\t--repeat\t1\t--reference\tdevice\n' "$1" "$1" "$1"; }
-      { line "${sizes[0]}"; for round in $(seq 1 "$rounds"); do for size in "${sizes[@]}"; do line "$size"; done; done; } >"$queue"
+      for size in "${sizes[@]}"; do for round in $(seq 0 $((rounds + 1))); do line "$size"; done; done >"$queue"
       code=0
       "$dir/build-$label/$name/harness" --queue "$queue" --json "$queue.jsonl" >"$queue.log" 2>&1 || code=$?
       if [[ $code -gt 1 ]]; then tail -n 30 "$queue.log"; exit "$code"; fi
       python3 - "$queue.jsonl" "$dir/$label.$name" "$rounds" "${sizes[*]}" <<'PY'
 import sys
-lines, prefix, rounds, sizes = open(sys.argv[1]).read().splitlines()[1:], sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
-assert len(lines) == rounds * len(sizes), f"{len(lines)} reports for {rounds * len(sizes)} checks"
-for i, report in enumerate(lines):
-    open(f"{prefix}.{sizes[i % len(sizes)]}.{i // len(sizes) + 1}.json", "w").write(report)
+lines, prefix, rounds, sizes = open(sys.argv[1]).read().splitlines(), sys.argv[2], int(sys.argv[3]), sys.argv[4].split()
+block = rounds + 2
+assert len(lines) == block * len(sizes), f"{len(lines)} reports for {block * len(sizes)} checks"
+for b, size in enumerate(sizes):
+    for round in range(1, rounds + 1):
+        open(f"{prefix}.{size}.{round}.json", "w").write(lines[b * block + round])
 PY
     done
   done

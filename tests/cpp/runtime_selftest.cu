@@ -464,7 +464,7 @@ void test_cross_check_decode() {
   for (DType dtype : {DType::f64, DType::f32, DType::tf32, DType::f16, DType::bf16, DType::e4m3, DType::e5m2, DType::i8,
                       DType::u8, DType::i32, DType::u32, DType::i64, DType::boolean}) {
     const int64_t count = 3 * 65536 + 17;
-    const StoredValues stored = host_stored_values(dtype, count);
+    StoredValues stored = host_stored_values(dtype, count);
     TestRng rng{0x5EED ^ uint64_t(dtype)};
     for (int64_t i = 0; i < count; ++i) store_bits(dtype, stored.data(), i, rng.next());
     const HostValues values = decode_stored(stored);

@@ -24,7 +24,7 @@ fn scaffold_writes_the_artifact_and_is_idempotent() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "wrote harness.cu, build.sh, CMakeLists.txt, README.md, runtime/ (58 files), spec.yaml",
+            "wrote harness.cu, build.sh, CMakeLists.txt, README.md, runtime/ (59 files), spec.yaml",
         ));
     for f in [
         "harness.cu",

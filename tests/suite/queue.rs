@@ -13,7 +13,10 @@ use repro::run::queue::{run_queue, CheckOutcome, Flow};
 /// A harness that reads its queue from standard input (`--queue -`, as repro holds it) and runs
 /// each line by its first word: `pass`, `fail` (a mismatch),
 /// `fault` (fatal: its report, then exit 4), `crash` (killed by a signal, no report), `hang`
-/// (sleeps past any limit), `nodevice`, `taint` (passes, then says its context holds an error).
+/// (sleeps past any limit), `nodevice`, `taint` (passes, then says its context holds an error),
+/// `held` (a check whose host cross-check the real harness judges while the next check runs: its
+/// disposition and end line wait for the next check's line, and it fails as `not_sent_ahead`
+/// when that line does not come within 5 s).
 fn stand_in_harness(dir: &Path) -> PathBuf {
     let path = dir.join("harness");
     std::fs::write(
@@ -27,13 +30,23 @@ done
 echo started >> "$(dirname "$0")/processes"
 : > "$json"
 report() { printf '{"check":%d,"name":"x","disposition":"%s","class":"%s","exit_code":%d,"message":""}\n' "$1" "$2" "$3" "$4" >> "$json"; }
-i=0
-while IFS= read -r line; do
+i=0 pending= have_pending=
+while true; do
+  if [[ -n $have_pending ]]; then line=$pending have_pending=; else IFS= read -r line || break; fi
   word=${line%%$'\t'*}
   echo "queue   check $((i + 1)): $line"
   echo "D       relL2 0.000e+00  max_abs 0  ratio 1.0000  bad 0/4  nan 0  unwritten 0"
   case $word in
     pass|taint) echo "Disposition: Passed"; report "$i" passed ok 0;;
+    held)
+      echo "ref     fp64 device GEMM ...; host cross-check of its outputs: ... judged below"
+      if IFS= read -r -t 5 pending; then
+        have_pending=1
+        echo "ref     host cross-check of 4096 outputs, judged while the next check ran"
+        echo "Disposition: Passed"; report "$i" passed ok 0
+      else
+        echo "Disposition: Failed (not_sent_ahead)"; report "$i" failed not_sent_ahead 1
+      fi;;
     fail) echo "pattern row_mapping: rows 1-2 wrong"; echo "Disposition: Failed (row_mapping)"; report "$i" failed row_mapping 1;;
     fault) echo "device fault: an illegal address"; echo "Disposition: Failed (fault)"; report "$i" failed fault 4; exit 4;;
     crash) kill -SEGV $$;;
@@ -152,6 +165,36 @@ fn every_way_a_process_ends_is_recorded_and_the_rest_runs_in_a_fresh_one() {
         processes, 4,
         "one process, and a fresh one after each of three ends"
     );
+}
+
+/// The next check's line goes out before a check's result is read, so that the harness may
+/// hold a check back until it has the next one to run; a check that ends its process takes the
+/// line sent ahead with it, and the fresh process is sent it again.
+#[test]
+fn the_next_check_is_sent_before_the_last_ones_result() {
+    let (seen, processes, _) = run(
+        &["held", "held", "pass", "held", "fault", "held", "pass"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        classes(&seen),
+        [
+            (0, "ok".to_string(), 0),
+            (1, "ok".to_string(), 0),
+            (2, "ok".to_string(), 0),
+            (3, "ok".to_string(), 0),
+            (4, "fault".to_string(), 4),
+            (5, "ok".to_string(), 0),
+            (6, "ok".to_string(), 0),
+        ]
+    );
+    assert!(
+        seen[0].text.contains("judged while the next check ran"),
+        "{}",
+        seen[0].text
+    );
+    assert!(!seen[0].text.contains("queue   check"), "{}", seen[0].text);
+    assert_eq!(processes, 2, "one process, and a fresh one after the fault");
 }
 
 #[test]

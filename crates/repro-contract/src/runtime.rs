@@ -66,6 +66,7 @@ pub const FILES: &[RuntimeFile] = &[
     src_file!("reference", "grouped.cuh"),
     src_file!("run", "harness_main.cuh"),
     src_file!("run", "queue.cuh"),
+    src_file!("run", "deferred_check.cuh"),
     src_file!("run", "operator_calls.cuh"),
     src_file!("run", "device_buffers.cuh"),
     src_file!("launch", "launch.cuh"),

@@ -88,8 +88,10 @@ pub fn run_queue(
         refuse_word(word)?;
     }
     let mut session = QueueSession::new(binary, shared, limit, work_dir, prepare)?;
-    for words in checks {
-        let check = session.check(words)?;
+    for (at, words) in checks.iter().enumerate() {
+        // The next check goes out with this one, so that the harness may judge this one's host
+        // cross-check while the next runs (the harness's deferred_check.cuh).
+        let check = session.check_sending_next(words, checks.get(at + 1).map(Vec::as_slice))?;
         let no_device = check.outcome.code == exit::NO_DEVICE;
         if on_check(check) == Flow::Stop || no_device {
             break;
@@ -139,6 +141,8 @@ struct Live {
     reports: ReportLines,
     /// The next check's index in this process.
     next: usize,
+    /// A check's line sent before the last check's result came, not yet asked for.
+    sent_ahead: Option<Vec<String>>,
 }
 
 impl<'a> QueueSession<'a> {
@@ -172,7 +176,19 @@ impl<'a> QueueSession<'a> {
 
     /// Runs one check (its harness options) and returns how it ended.
     pub fn check(&mut self, words: &[String]) -> Result<CheckOutcome, Error> {
-        for word in words {
+        self.check_sending_next(words, None)
+    }
+
+    /// Runs one check and returns how it ended, with `next` (the check the caller asks for
+    /// after this one) sent to the harness before this one's result is read: a harness that
+    /// sees another check waiting judges this one's host cross-check while that one runs. If
+    /// this check ends its process, the next goes to the fresh one again.
+    pub fn check_sending_next(
+        &mut self,
+        words: &[String],
+        next: Option<&[String]>,
+    ) -> Result<CheckOutcome, Error> {
+        for word in words.iter().chain(next.into_iter().flatten()) {
             refuse_word(word)?;
         }
         if self.live.is_none() {
@@ -190,7 +206,19 @@ impl<'a> QueueSession<'a> {
         self.checks += 1;
         // A harness that died before reading the line leaves the pipe closed: what it printed
         // and its exit say why, below.
-        let sent = writeln!(live.stdin, "{}", words.join("\t")).and_then(|()| live.stdin.flush());
+        let sent = match live.sent_ahead.take() {
+            Some(ahead) if ahead == words => Ok(()),
+            Some(_) => Err(std::io::Error::other("a check was sent ahead out of order")),
+            None => writeln!(live.stdin, "{}", words.join("\t")),
+        }
+        .and_then(|()| match next {
+            Some(next) => {
+                live.sent_ahead = Some(next.to_vec());
+                writeln!(live.stdin, "{}", next.join("\t"))
+            }
+            None => Ok(()),
+        })
+        .and_then(|()| live.stdin.flush());
         // Whether the check ended with its end line (the process lives on) or with its process.
         let ended_with_its_line = sent.is_ok() && {
             loop {
@@ -285,6 +313,7 @@ impl<'a> QueueSession<'a> {
             errors,
             reports: ReportLines::new(&self.files.reports),
             next: 0,
+            sent_ahead: None,
         })
     }
 
@@ -378,7 +407,10 @@ impl Drop for QueueSession<'_> {
         if let Some(live) = self.live.take() {
             let mut child = live.child;
             drop(live.stdin);
-            if !matches!(child.wait_timeout(Duration::from_secs(30)), Ok(Some(_))) {
+            // A check sent ahead that the caller no longer wants (it stopped the queue) is not
+            // waited for.
+            let wait = if live.sent_ahead.is_some() { 0 } else { 30 };
+            if !matches!(child.wait_timeout(Duration::from_secs(wait)), Ok(Some(_))) {
                 let _ = child.kill();
                 let _ = child.wait();
             }

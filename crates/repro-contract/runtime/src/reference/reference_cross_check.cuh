@@ -14,6 +14,8 @@
 
 #include "emulated_reference.cuh"
 
+#include <future>
+
 namespace repro {
 
 // How many outputs the host recomputes to vouch for a device reference.
@@ -63,9 +65,13 @@ struct StoredValues {
 
   int64_t count() const { return elements; }
   unsigned char* data() const { return block.get() + offset; }
-  // Returns once the elements are there to read.
-  void wait() const {
-    if (fetched != nullptr) REPRO_CUDA_CHECK(cudaEventSynchronize(fetched.get()));
+  // Returns once the elements are there to read. Once they are, it calls CUDA no more: a
+  // cross-check judged while the next check of a queue runs (deferred_check.cuh) must not see
+  // an error that check's kernel left in the context.
+  void wait() {
+    if (fetched == nullptr) return;
+    REPRO_CUDA_CHECK(cudaEventSynchronize(fetched.get()));
+    fetched.reset();
   }
 };
 
@@ -143,7 +149,7 @@ inline void decode_range(DType dtype, const unsigned char* bytes, int64_t begin,
 }
 
 // Their values, decoded on every host core once the copy is there.
-inline HostValues decode_stored(const StoredValues& stored) {
+inline HostValues decode_stored(StoredValues& stored) {
   stored.wait();
   HostValues values(static_cast<size_t>(stored.count()));
   parallel_for(stored.count(), 1 << 13, [&](int64_t begin, int64_t end) {
@@ -155,7 +161,7 @@ inline HostValues decode_stored(const StoredValues& stored) {
 // The decoded values of the elements at `offsets` of a device buffer, waited for.
 inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
   const std::shared_ptr<CUevent_st> copies = copies_event();
-  const StoredValues stored = fetch_vectors(dtype, device, offsets, 0, 1, copies);
+  StoredValues stored = fetch_vectors(dtype, device, offsets, 0, 1, copies);
   record_copies(copies);
   const HostValues values = decode_stored(stored);
   return std::vector<double>(values.begin(), values.end());
@@ -175,6 +181,10 @@ struct CrossCheckSample {
   double decode_seconds = 0, host_seconds = 0;    // the host's time: decoding, and in all
 
   int64_t count() const { return batches * rows * cols; }
+  // Returns once every fetched operand is on the host; from then on the sample needs no CUDA.
+  void wait_for_copies() {
+    for (StoredValues* stored : {&stored_a, &stored_b, &stored_c, &stored_bias}) stored->wait();
+  }
   int64_t batch(int64_t sample) const { return batch_of[size_t(sample / (rows * cols))]; }
   int64_t row(int64_t sample) const { return row_of[size_t(sample / (rows * cols) * rows + sample / cols % rows)]; }
   int64_t col(int64_t sample) const { return col_of[size_t(sample / (rows * cols) * cols + sample % cols)]; }
@@ -224,10 +234,9 @@ inline CrossCheckSample fetch_cross_check_sample(const GemmProblem& p, int64_t s
 // The sampled rows and columns decoded and, for a scaled GEMM, scaled; C's and the bias's
 // sampled values decoded.
 inline void decode_cross_check_sample(const GemmProblem& p, CrossCheckSample* s) {
-  const StoredValues &a = s->stored_a, &b = s->stored_b;
+  StoredValues &a = s->stored_a, &b = s->stored_b;
   HostWorkers::instance().alert();  // the threads wake while the copy comes
-  a.wait();
-  b.wait();
+  s->wait_for_copies();
   s->a = HostValues(size_t(a.count()));
   s->b = HostValues(size_t(b.count()));
   // A's rows and B's columns in one pass over the host's cores: every pass wakes the parked
@@ -237,9 +246,8 @@ inline void decode_cross_check_sample(const GemmProblem& p, CrossCheckSample* s)
     if (end > a.count())
       decode_range(b.dtype, b.data(), std::max(begin, a.count()) - a.count(), end - a.count(), s->b.data());
   });
-  const auto decode_small = [](const StoredValues& stored, std::vector<double>* values) {
+  const auto decode_small = [](StoredValues& stored, std::vector<double>* values) {
     if (stored.block == nullptr) return;
-    stored.wait();
     values->resize(size_t(stored.count()));
     decode_range(stored.dtype, stored.data(), 0, stored.count(), values->data());
   };
@@ -321,29 +329,61 @@ struct CrossCheck {
   double max_relative = 0;  // max |device - host| / sum_k |a b|, over the samples
 };
 
-// Judges the device reference on the sample. The bound: fp64 sums of K terms in two different
-// orders differ by at most ~K * 2^-53 of the sum of |terms|; 1e-10 of it leaves room and still
-// catches any real fault (a wrong element is off by a sizeable fraction of its terms).
-inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossCheckSample& s, const double* want_device) {
+// REPRO_TEST_CORRUPT_REFERENCE=N, a testing aid (docs/cli.md): the N-th check of this process
+// (1 for a check alone) sees its device reference's first sampled value damaged, as a faulty
+// GPU would leave it, so that the cross-check's refusal can be shown on a healthy one.
+inline bool reference_damage_requested() {
+  static const long long check = [] {
+    const char* value = std::getenv("REPRO_TEST_CORRUPT_REFERENCE");
+    return value == nullptr ? 0LL : std::atoll(value);
+  }();
+  return check > 0 && check == (g_queue_check >= 0 ? g_queue_check + 1 : 1);
+}
+
+// The device reference's values at the sample's outputs, copied back (waited for).
+inline std::vector<double> sampled_device_values(const GemmProblem& p, const CrossCheckSample& s,
+                                                 const double* want_device) {
   std::vector<int64_t> want_offsets;
   for (int64_t sample = 0; sample < s.count(); ++sample) want_offsets.push_back(s.output_offset(p, sample));
-  const std::vector<double> want = gather_values(DType::f64, want_device, want_offsets);
+  std::vector<double> values = gather_values(DType::f64, want_device, want_offsets);
+  if (!values.empty() && reference_damage_requested()) values[0] += 1.0 + std::fabs(values[0]);
+  return values;
+}
+
+// Judges the device reference's sampled values (sampled_device_values) against the host's, on
+// the host alone. The bound: fp64 sums of K terms in two different orders differ by at most
+// ~K * 2^-53 of the sum of |terms|; 1e-10 of it leaves room and still catches any real fault (a
+// wrong element is off by a sizeable fraction of its terms). A disagreement is said in
+// `disagreement` (empty when there is none), with what it means.
+inline CrossCheck judge_sampled_values(const GemmProblem& p, const CrossCheckSample& s,
+                                       const std::vector<double>& want, std::string* disagreement) {
   CrossCheck check;
+  disagreement->clear();
   for (int64_t sample = 0; sample < s.count(); ++sample) {
     const double host = s.host_values[size_t(sample)], device = want[size_t(sample)];
     // The same value, or NaN on both sides: agreement (inf - inf would read as a NaN distance).
     const bool same = device == host || (std::isnan(device) && std::isnan(host));
     const double scale = std::fabs(p.alpha) * s.magnitudes[size_t(sample)] + std::fabs(host) + 1e-300;
     const double difference = same ? 0.0 : std::fabs(device - host) / scale;
-    if (!(difference <= 1e-10))
-      fatal(kExitCudaError, "fault",
-            strprintf("the device reference disagrees with the host at output [%lld, %lld, %lld]: device %s, host "
-                      "%s. A reference computed on a faulty GPU cannot judge the kernel: rerun with --reference host",
-                      (long long)s.batch(sample), (long long)s.row(sample), (long long)s.col(sample),
-                      format_value(device).c_str(), format_value(host).c_str()));
+    if (!(difference <= 1e-10)) {
+      *disagreement = strprintf(
+          "the device reference disagrees with the host at output [%lld, %lld, %lld]: device %s, host %s. A "
+          "reference computed on a faulty GPU cannot judge the kernel: rerun with --reference host",
+          (long long)s.batch(sample), (long long)s.row(sample), (long long)s.col(sample),
+          format_value(device).c_str(), format_value(host).c_str());
+      return check;
+    }
     check.max_relative = std::max(check.max_relative, difference);
     ++check.samples;
   }
+  return check;
+}
+
+// Judges the device reference on the sample: exit 4 when they disagree.
+inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossCheckSample& s, const double* want_device) {
+  std::string disagreement;
+  const CrossCheck check = judge_sampled_values(p, s, sampled_device_values(p, s, want_device), &disagreement);
+  if (!disagreement.empty()) fatal(kExitCudaError, "fault", disagreement);
   return check;
 }
 
@@ -352,12 +392,23 @@ inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossChec
 // alone took 0.4 ms and the host's sample about 2 ms more, most of the reference's time. What
 // the host computes is unchanged, and finish_cross_check judges the reference before anything
 // is concluded from it.
+// It may outlive the check's tensors (deferred_check.cuh: judged while the next check of a queue
+// runs), so what its host half reads of them, the scales' host copies, is its own; the
+// operands' pointers are not followed after the fetch.
 struct PendingCrossCheck {
   GemmProblem problem;
   CrossCheckSample sample;
   std::thread worker;
+  std::promise<void> copied;  // set once the sample's operands are on the host (no CUDA after)
+  Tensor scale_a, scale_b;    // copies of the problem's scale tensors, which `problem` points to
   ~PendingCrossCheck() {
     if (worker.joinable()) worker.join();
+  }
+
+  void take(const GemmProblem& p) {
+    problem = p;
+    if (p.scale_a != nullptr) scale_a = *p.scale_a, problem.scale_a = &scale_a;
+    if (p.scale_b != nullptr) scale_b = *p.scale_b, problem.scale_b = &scale_b;
   }
 };
 
@@ -412,12 +463,19 @@ inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceM
   if (later) {
     reference.pending = std::make_shared<PendingCrossCheck>();
     PendingCrossCheck* pending = reference.pending.get();
-    pending->problem = p;
+    pending->take(p);
     pending->sample = std::move(sample);
-    pending->worker = std::thread([pending] { compute_cross_check_sample(pending->problem, &pending->sample); });
+    pending->worker = std::thread([pending] {
+      HostWorkers::instance().alert();  // the threads wake while the copy comes
+      pending->sample.wait_for_copies();
+      pending->copied.set_value();
+      compute_cross_check_sample(pending->problem, &pending->sample);
+    });
+    host_idle();
     reference.kernel_ms = finish_reference_gemm(&launch);
     return reference;
   }
+  host_idle();
   compute_cross_check_sample(p, &sample);
   reference.host_seconds = sample.host_seconds;
   reference.decode_seconds = sample.decode_seconds;

@@ -140,30 +140,74 @@ inline std::string json_string(const std::string& s) {
   return w.str();
 }
 
-// Writes the report with its disposition ("passed" / "failed"), class and message; on failure
-// to write, says so on stderr and returns false.
-inline bool write_json_report(int exit_code, const std::string& disposition, const std::string& cls,
-                              const std::string& message) {
-  if (g_json_path.empty()) return true;
+// A check's report as it ends: its members, disposition, class and message, and the line that
+// says its disposition. A queued check whose device reference is still being cross-checked on
+// the host keeps it back (deferred_check.cuh) until the cross-check is judged.
+struct FinishedReport {
+  long long check = -1;  // g_queue_check when it ended
+  std::vector<std::pair<std::string, std::string>> fields;
+  int exit_code = 0;
+  std::string disposition, cls, message;
+  std::string disposition_line;  // "Disposition: Passed"
+};
+
+// While non-null, a check's end (conclude) fills it instead of printing its disposition and
+// writing its report.
+inline FinishedReport* g_report_held = nullptr;
+
+// While non-null, a check that ends after a held one (its output held too) adds its report here
+// instead of writing it: the reports file keeps the checks' order.
+inline std::vector<FinishedReport>* g_reports_waiting = nullptr;
+
+// The report's JSON text, one line.
+inline std::string format_json_report(const FinishedReport& report) {
   JsonWriter w;
   w.begin_object();
-  if (g_queue_check >= 0) w.field("check", int64_t(g_queue_check));
-  for (const auto& field : g_report_fields) {
+  if (report.check >= 0) w.field("check", int64_t(report.check));
+  for (const auto& field : report.fields) {
     w.key(field.first);
     w.raw(field.second);
   }
-  w.field("disposition", disposition);
-  w.field("class", cls);
-  w.field("exit_code", exit_code);
-  w.field("message", message);
+  w.field("disposition", report.disposition);
+  w.field("class", report.cls);
+  w.field("exit_code", report.exit_code);
+  w.field("message", report.message);
   w.end_object();
+  return w.str();
+}
+
+// Writes the report to the --json file (appended, one line, in a queue); on failure to write,
+// says so on stderr and returns false.
+inline bool emit_json_report(const FinishedReport& report) {
+  if (g_json_path.empty()) return true;
   std::string error;
-  if (g_queue_check >= 0 ? !append_line(g_json_path, w.str(), &error)
-                         : !write_text_file(g_json_path, w.str() + "\n", &error)) {
+  const std::string text = format_json_report(report);
+  if (report.check >= 0 ? !append_line(g_json_path, text, &error) : !write_text_file(g_json_path, text + "\n", &error)) {
     std::fprintf(stderr, "warning: no JSON report: %s\n", error.c_str());
     return false;
   }
   return true;
+}
+
+// The report of the check that ends now, with its disposition ("passed" / "failed"), class and
+// message.
+inline FinishedReport finished_report(int exit_code, const std::string& disposition, const std::string& cls,
+                                      const std::string& message) {
+  FinishedReport report;
+  report.check = g_queue_check;
+  report.fields = g_report_fields;
+  report.exit_code = exit_code;
+  report.disposition = disposition;
+  report.cls = cls;
+  report.message = message;
+  return report;
+}
+
+// Writes the report with its disposition ("passed" / "failed"), class and message; on failure
+// to write, says so on stderr and returns false.
+inline bool write_json_report(int exit_code, const std::string& disposition, const std::string& cls,
+                              const std::string& message) {
+  return emit_json_report(finished_report(exit_code, disposition, cls, message));
 }
 
 // ------------------------------------------------------------------ text report lines

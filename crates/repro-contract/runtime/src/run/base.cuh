@@ -107,11 +107,38 @@ inline std::string make_directories(const std::string& dir) {
 // a queue's lines are read (queue.cuh); empty otherwise.
 inline std::string g_usage_context;
 
+// What must happen before the process ends early (a fatal error, a usage error in a queue's
+// line): a queued check whose report waits for its host cross-check is judged and printed, and
+// the output held behind it released (deferred_check.cuh). Null when nothing waits.
+inline void (*g_before_exit)() = nullptr;
+
+inline void before_exit() {
+  if (void (*hook)() = g_before_exit) {
+    g_before_exit = nullptr;  // once: what it calls may end the process itself
+    hook();
+  }
+}
+
+// A moment the host would otherwise wait for the device (a check's own reference GEMM under way):
+// work held back for such a moment is done now (deferred_check.cuh). Null when there is none.
+inline void (*g_host_idle)() = nullptr;
+
+inline void host_idle() {
+  if (void (*hook)() = g_host_idle) hook();
+}
+
+// Ends the process at once, with what before_exit() settles first.
+[[noreturn]] inline void exit_now(int code) {
+  before_exit();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
 // A usage or spec error found by the harness: exit 2.
 [[noreturn]] inline void usage_error(const std::string& message) {
   std::fprintf(stderr, "error: %s%s\n(run with --help for the options)\n", g_usage_context.c_str(), message.c_str());
-  std::fflush(stderr);
-  std::_Exit(kExitUsage);
+  exit_now(kExitUsage);
 }
 
 // The host threads parallel_for runs its chunks on, made once and parked between calls: a

@@ -42,11 +42,19 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
 // exit_code: main ends with `return conclude(...)`.
 inline int conclude(int exit_code, const std::string& cls, const std::string& message) {
   const char* disposition = exit_code == kExitPassed ? "passed" : exit_code == kExitNoDevice ? "not run" : "failed";
-  if (exit_code == kExitPassed) std::printf("Disposition: Passed\n");
-  else if (exit_code == kExitNoDevice) std::printf("Disposition: Not run (%s)\n", cls.c_str());
-  else std::printf("Disposition: Failed (%s)\n", cls.c_str());
+  FinishedReport report = finished_report(exit_code, disposition, cls, message);
+  report.disposition_line = exit_code == kExitPassed     ? std::string("Disposition: Passed")
+                            : exit_code == kExitNoDevice ? "Disposition: Not run (" + cls + ")"
+                                                         : "Disposition: Failed (" + cls + ")";
+  // A queued check whose reference is judged while the next check runs: both wait for that.
+  if (g_report_held != nullptr) {
+    *g_report_held = std::move(report);
+    return exit_code;
+  }
+  std::printf("%s\n", report.disposition_line.c_str());
   std::fflush(stdout);
-  write_json_report(exit_code, disposition, cls, message);
+  if (g_reports_waiting != nullptr) g_reports_waiting->push_back(std::move(report));
+  else emit_json_report(report);
   return exit_code;
 }
 
@@ -62,7 +70,11 @@ inline int conclude_timed() {
 // For a run that cannot go on (fault, hang, CUDA error): the message, the disposition, the
 // report, and an exit that runs no destructors or atexit handlers, since those would
 // synchronize with a device that may never answer.
+// A queued check held back until its cross-check is judged is settled first, as its own
+// (before_exit, base.cuh), and this check's report then follows it, never held.
 [[noreturn]] inline void fatal(int exit_code, const char* cls, const std::string& message) {
+  before_exit();
+  g_report_held = nullptr;
   std::printf("%s\n", message.c_str());
   conclude(exit_code, cls, message);
   std::fflush(stdout);

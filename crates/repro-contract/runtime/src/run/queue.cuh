@@ -36,7 +36,10 @@
 // ---------------------------------------------------------------------------------------------
 #pragma once
 
+#include "deferred_check.cuh"
 #include "run_options.cuh"
+
+#include <poll.h>
 
 namespace repro {
 
@@ -126,22 +129,66 @@ inline std::vector<QueuedCheck> read_queue(const std::string& path) {
   return checks;
 }
 
-// The next line of standard input, at most kMaxQueueLineBytes; false at its end.
 constexpr size_t kMaxQueueLineBytes = size_t(1) << 20;
-inline bool read_standard_input_line(long long line_number, std::string* line) {
-  line->clear();
-  for (int c; (c = std::fgetc(stdin)) != EOF;) {
-    if (c == '\n') return true;
-    if (line->size() == kMaxQueueLineBytes)
-      usage_error(strprintf("--queue - line %lld: longer than %zu bytes", line_number, kMaxQueueLineBytes));
-    line->push_back(char(c));
+
+// Standard input read line by line, and whether a whole line is already there: a check may then
+// be held back while the next one runs (deferred_check.cuh). Read with read(2) into a buffer of
+// its own, so that what stdio would have buffered is visible here.
+class StandardInputLines {
+ public:
+  // The next line, at most kMaxQueueLineBytes; false at the end of the input. A held check is
+  // settled before the read would block: whoever feeds the queue may wait for its end line.
+  bool next(long long line_number, std::string* line) {
+    for (;;) {
+      const size_t newline = buffer_.find('\n');
+      if (newline != std::string::npos) {
+        *line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        check_length(line_number, *line);
+        return true;
+      }
+      check_length(line_number, buffer_);
+      if (ended_) {
+        *line = std::move(buffer_);
+        buffer_.clear();
+        return !line->empty();
+      }
+      if (!readable()) settle_held_check();
+      fill();
+    }
   }
-  return !line->empty();
-}
+
+  // Whether a whole line is there to read without waiting.
+  bool line_ready() {
+    while (buffer_.find('\n') == std::string::npos && !ended_ && readable()) fill();
+    return buffer_.find('\n') != std::string::npos;
+  }
+
+ private:
+  static bool readable() {
+    pollfd input{STDIN_FILENO, POLLIN, 0};
+    return poll(&input, 1, 0) > 0;
+  }
+  void fill() {
+    char chunk[1 << 12];
+    ssize_t n;
+    while ((n = read(STDIN_FILENO, chunk, sizeof(chunk))) < 0 && errno == EINTR) {
+    }
+    if (n <= 0) ended_ = true;
+    else buffer_.append(chunk, size_t(n));
+  }
+  static void check_length(long long line_number, const std::string& line) {
+    if (line.size() > kMaxQueueLineBytes)
+      usage_error(strprintf("--queue - line %lld: longer than %zu bytes", line_number, kMaxQueueLineBytes));
+  }
+  std::string buffer_;
+  bool ended_ = false;
+};
 
 // A new check: nothing of the one before but the context, the stream and the buffers to reuse.
 inline void begin_queued_check(long long index) {
   g_queue_check = index;
+  g_report_held = nullptr;  // a check held back concluded into its own
   g_report_fields.clear();
   stress_begin_check();
   tma_printed() = TmaPrinted();
@@ -158,8 +205,7 @@ inline void require_clean_context(long long index) {
   std::printf("queue   the context holds an error after check %lld: %s (%s); the rest of the queue needs a fresh "
               "process\n",
               index + 1, cudaGetErrorName(error), cudaGetErrorString(error));
-  std::fflush(stdout);
-  std::_Exit(kExitCudaError);
+  exit_now(kExitCudaError);
 }
 
 inline std::string queue_words_text(const std::vector<std::string>& words) {
@@ -202,27 +248,38 @@ inline int run_queue(int argc, char** argv, const Options& command_line, const H
   size_t passed = 0, failed = 0, index = 0;
   // One check: its marker, its run, the context checked, and the line that says it is over (a
   // program feeding standard input waits for it before it sends the next).
+  // A check held back (deferred_check.cuh) ends with its cross-check's judgement, which prints its
+  // disposition and end line; the check after it runs with its output held until then.
   const auto run_check_of_queue = [&](const QueuedCheck& check, const Options& options, const std::string& of) {
     begin_queued_check((long long)index);
+    if (check_held()) hold_output();
     std::printf("queue   check %zu%s: %s\n", index + 1, of.c_str(), queue_words_text(check.words).c_str());
     std::fflush(stdout);
     const int code = run_one(options, harness);
     std::fflush(stdout);
+    // The check before, if this one's run gave it no moment to be judged in, is judged now.
+    const bool this_one_held = check_held() && deferred_checks().held->index == (long long)index;
+    if (!this_one_held) settle_before_exit();
     if (code == kExitNoDevice) return code;  // nothing of the queue can run here
     (code == kExitPassed ? passed : failed) += 1;
     require_clean_context((long long)index);
-    std::printf("queue   end of check %zu\n", index + 1);
-    std::fflush(stdout);
+    if (!this_one_held) {
+      std::printf("queue   end of check %zu\n", index + 1);
+      std::fflush(stdout);
+    }
     ++index;
     return 0;
   };
   if (path == "-") {
     // Standard input: each line is read and run as it comes (a program holds the harness open
     // and sends its next check when the last one's result is in), so a bad line ends the queue
-    // when it comes.
+    // when it comes. A program that sends a check's line before the last one's result lets that
+    // one's cross-check be judged while the next runs.
+    StandardInputLines input;
+    deferred_checks().next_check_ready = [&input] { return input.line_ready(); };
     std::string line;
     QueuedCheck check;
-    for (long long line_number = 1; read_standard_input_line(line_number, &line); ++line_number) {
+    for (long long line_number = 1; input.next(line_number, &line); ++line_number) {
       if (!parse_queue_line(path, line_number, line, &check)) continue;
       if (const int code = run_check_of_queue(check, options_of(check), "")) return code;
     }
@@ -230,9 +287,12 @@ inline int run_queue(int argc, char** argv, const Options& command_line, const H
     const std::vector<QueuedCheck> checks = read_queue(path);
     std::vector<Options> options;
     for (const QueuedCheck& check : checks) options.push_back(options_of(check));
+    deferred_checks().next_check_ready = [&] { return index + 1 < checks.size(); };
     for (size_t i = 0; i < checks.size(); ++i)
       if (const int code = run_check_of_queue(checks[i], options[i], strprintf(" of %zu", checks.size()))) return code;
   }
+  settle_before_exit();
+  deferred_checks().next_check_ready = nullptr;
   std::printf("queue   %zu checks: %zu passed, %zu failed\n", index, passed, failed);
   return failed > 0 ? kExitMismatch : kExitPassed;
 }

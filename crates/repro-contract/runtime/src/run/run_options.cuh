@@ -99,7 +99,7 @@ inline void write_npy_or_die(const std::string& path, const Tensor& t) {
   std::string error;
   if (!write_npy(path, t, t.host.data(), &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
-    std::_Exit(kExitUsage);
+    exit_now(kExitUsage);
   }
 }
 

@@ -19,8 +19,7 @@ namespace repro {
 // spec.yaml cannot be used as it is: exit 2.
 [[noreturn]] inline void spec_file_error(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
-  std::fflush(stderr);
-  std::_Exit(kExitUsage);
+  exit_now(kExitUsage);
 }
 
 struct YamlNode {
@@ -74,8 +73,7 @@ class YamlReader {
 
   [[noreturn]] void fail(int line, const std::string& message) const {
     std::fprintf(stderr, "error: %s:%d: %s\n", path_.c_str(), line, message.c_str());
-    std::fflush(stderr);
-    std::_Exit(kExitUsage);
+    exit_now(kExitUsage);
   }
 
  private:
