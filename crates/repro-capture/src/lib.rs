@@ -1,8 +1,9 @@
 //! `repro capture` (docs/cli.md, `repro capture`): runs the user's program unmodified under CUDA's tool-injection
-//! interface, records one launch of the kernel it names (inject.rs builds the library,
-//! repro_inject.cpp is it, record.rs reads what it wrote), and turns the
-//! record into a spec folder (layout.rs decides tensors and arguments, write.rs writes them),
-//! scaffolded in place so that `repro run DIR` runs it.
+//! interface, records one launch of the kernel it names, or a window of launches from it
+//! (`--launches`, `--through`) (inject.rs builds the library, repro_inject.cpp is it, record.rs
+//! reads what it wrote), and turns the record into a spec folder (layout.rs decides tensors and
+//! arguments, write.rs writes them, sequence.rs a window's `launches:`), scaffolded in place so
+//! that `repro run DIR` runs it.
 //!
 //! A crate of its own (README.md, "Layout"), above the engine, `repro-flags` (the machine that
 //! answers the spec's lookups) and `repro-import` (the `--source` declaration parser and the
@@ -12,6 +13,7 @@ pub mod error;
 pub mod inject;
 pub mod layout;
 pub mod record;
+pub mod sequence;
 pub mod tensor;
 pub mod triton;
 pub mod views;
@@ -39,9 +41,44 @@ pub struct CaptureRequest {
     pub device: Option<u32>,
     pub stop: bool,
     pub source: Option<PathBuf>,
+    /// `--launches`/`--through`: a window of launches; `None` records the one launch.
+    pub window: Option<WindowRequest>,
     pub spec: write::SpecRequest,
     pub program: Vec<String>,
 }
+
+/// `--launches N` and/or `--through REGEX`: the window that starts at the recorded launch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WindowRequest {
+    /// N consecutive launches (any kernel), or with `through` the most the window may hold.
+    pub launches: Option<u64>,
+    /// The window ends with the first later launch whose demangled name matches.
+    pub through: Option<String>,
+}
+
+impl WindowRequest {
+    /// The window the flags ask for: `None` for the one launch (neither flag, or `--launches 1`),
+    /// so that such a capture is the one-launch capture it always was.
+    pub fn from_flags(launches: Option<u64>, through: Option<String>) -> Result<Option<Self>, String> {
+        if let Some(n) = launches {
+            if n == 0 || n > MAX_WINDOW_LAUNCHES {
+                return Err(format!(
+                    "--launches {n}: a window holds 1 to {MAX_WINDOW_LAUNCHES} launches (a spec's `launches:` holds at most {MAX_WINDOW_LAUNCHES})"
+                ));
+            }
+        }
+        if let Some(t) = &through {
+            regex_check(t).map_err(|e| e.replace("--kernel", "--through"))?;
+        }
+        Ok(match (launches, through) {
+            (None | Some(1), None) => None,
+            (launches, through) => Some(WindowRequest { launches, through }),
+        })
+    }
+}
+
+/// The most launches a window may hold: a spec's `launches:` limit (docs/spec.md, `launches`).
+pub const MAX_WINDOW_LAUNCHES: u64 = 64;
 
 /// Largest cubin (or parameter file) copied from the raw folder: a module of a large library
 /// is tens of MiB.
@@ -63,6 +100,9 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
     }
     if let Err(e) = regex_check(&request.kernel) {
         return Err(fail(e));
+    }
+    if request.window.is_some() {
+        sequence::refuse_unsupported(&request).map_err(fail)?;
     }
     let out = &request.output;
     if out.exists()
@@ -87,10 +127,27 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
         .split_first()
         .ok_or_else(|| fail("no program to run: give it after `--`"))?;
     eprintln!(
-        "capture: running {} (recording launch {} of kernels matching `{}`)",
-        request.spec.command, request.launch, request.kernel
+        "capture: running {} (recording launch {} of kernels matching `{}`{})",
+        request.spec.command,
+        request.launch,
+        request.kernel,
+        request
+            .window
+            .as_ref()
+            .map(sequence::describe)
+            .unwrap_or_default()
     );
-    let status = Command::new(program)
+    let mut command = Command::new(program);
+    if let Some(window) = &request.window {
+        if let Some(n) = window.launches {
+            command.env("REPRO_CAPTURE_LAUNCHES", n.to_string());
+        }
+        if let Some(through) = &window.through {
+            command.env("REPRO_CAPTURE_THROUGH", through);
+        }
+        command.env("REPRO_CAPTURE_WINDOW_MAX", MAX_WINDOW_LAUNCHES.to_string());
+    }
+    let status = command
         .args(args)
         .env("CUDA_INJECTION64_PATH", &library)
         .env("REPRO_CAPTURE_OUT", &raw)
@@ -112,6 +169,18 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
         None => "a signal".to_string(),
     };
     let session: Option<record::Session> = record::read(&raw.join("session.json")).map_err(fail)?;
+    if request.window.is_some() {
+        let window: Option<record::Window> = record::read(&raw.join("window.json")).map_err(fail)?;
+        let Some(window) = window else {
+            return Err(fail(no_capture(&request, session.as_ref(), &exited)));
+        };
+        if !status.success() && !request.stop {
+            eprintln!(
+                "capture: the program ended with {exited} after the capture; the capture is kept"
+            );
+        }
+        return sequence::finish(&raw, out, &window, &request);
+    }
     let capture: Option<record::Capture> = record::read(&raw.join("capture.json")).map_err(fail)?;
     let Some(capture) = capture else {
         return Err(fail(no_capture(&request, session.as_ref(), &exited)));
@@ -147,6 +216,11 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
         }
     }
     let written = write::write(&raw, out, &capture, &request.spec).map_err(fail)?;
+    scaffold(&raw, out, &written)
+}
+
+/// Says what was written and scaffolds the folder, so that `repro run DIR` runs it.
+fn scaffold(raw: &Path, out: &Path, written: &write::Written) -> Result<u8, CaptureError> {
     // The raw buffer copies are now the .npy files.
     let _ = std::fs::remove_dir_all(raw.join("buffers"));
     eprintln!(
@@ -171,7 +245,7 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
 
 /// What Triton's cache holds for the captured cubin, when Triton compiled it. The program ran
 /// with this process's environment, so its `TRITON_CACHE_DIR` is ours.
-fn triton_kernel(raw: &Path, capture: &record::Capture) -> Option<triton::TritonKernel> {
+pub(crate) fn triton_kernel(raw: &Path, capture: &record::Capture) -> Option<triton::TritonKernel> {
     let module = capture.module.as_ref()?;
     let path = record::raw_file(raw, &module.file).ok()?;
     let cubin = record::read_file(&path, MAX_CUBIN_BYTES).ok()?;
@@ -180,7 +254,7 @@ fn triton_kernel(raw: &Path, capture: &record::Capture) -> Option<triton::Triton
 }
 
 /// The regex is the library's (ECMAScript), so only what would surely fail is refused here.
-fn regex_check(pattern: &str) -> Result<(), String> {
+pub(crate) fn regex_check(pattern: &str) -> Result<(), String> {
     if pattern.is_empty() {
         return Err(
             "--kernel is empty: give a pattern of the kernel's demangled name, e.g. 'tma_gemm<'"
@@ -209,7 +283,26 @@ fn no_capture(request: &CaptureRequest, session: Option<&record::Session>, exite
                 .to_string()
         }
         "cupti_error" | "bad_environment" => return format!("the capture library could not start: {}", s.message),
+        // A window that grew past its bound, or could not be recorded: the library says which.
+        "window_too_long" | "window_broken" => return format!("{}; nothing was written", s.message),
         _ => {}
+    }
+    if let (Some(r), Some(_)) = (&s.refused, &request.window) {
+        return format!(
+            "{}; raise --max-bytes if the disk holds twice that ({} allocations: {})",
+            s.message,
+            r.buffers.len(),
+            r.buffers
+                .iter()
+                .take(8)
+                .map(|b| format!("{} bytes at {}", b.size, b.base))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if request.window.is_some() && !s.message.is_empty() && s.status == "attached" && s.matched >= request.launch {
+        // The window opened and the program ended inside it.
+        return format!("{}", s.message);
     }
     if let Some(r) = &s.refused {
         let sizes: Vec<String> = r

@@ -1,0 +1,504 @@
+//! A window of launches (`repro capture --launches N` / `--through REGEX`, docs/cli.md) as a spec
+//! of `launches:`, each a `kind: replay` entry (docs/spec.md, `kind: replay`, "In a sequence").
+//!
+//! The injection library records each launch of the window as it records one launch (a launch
+//! record: module, symbol, parameter bytes, shape, pointers, tensor maps) and the allocations
+//! they point into once for the whole window (record.rs, `Window`). Each launch is laid out by
+//! the one-launch code (layout.rs, over its own record with the window's buffers it reaches) and
+//! written by write.rs's replay writer; this module merges their tensors, one per allocation,
+//! shared by name across the launches, and decides what each allocation is to the operator:
+//!
+//! - changed by the window (its copy after the last launch differs from the one before the first
+//!   launch that reached it): an output, with `capture.before`/`after`;
+//! - changed by a launch and left as it was found: an intermediate (`intermediate: true`), made
+//!   from its captured contents before every call;
+//! - never changed: an input.
+//!
+//! Views (`--tensor`) and `--source` are one launch's, and refused here with the reason.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::spec::dtype::DType;
+
+use super::layout;
+use super::record::{self, read_buffer, Window};
+use super::tensor::BufferTensor;
+use super::triton::TritonKernel;
+use super::write::{self, ReplayEntry, SpecRequest, Written};
+use super::{CaptureError, CaptureRequest, WindowRequest};
+
+/// What a window cannot be captured with (exit 2 before the program runs).
+pub fn refuse_unsupported(request: &CaptureRequest) -> Result<(), String> {
+    if request.source.is_some() {
+        return Err("--source rebuilds one launch from its source (kind: global); a window (--launches, --through) \
+                    replays each of its launches from production's cubin: drop --source, or capture one launch"
+            .into());
+    }
+    if !request.spec.views.is_empty() {
+        return Err("--tensor views name one launch's parameters, and are not supported with a window (--launches, \
+                    --through) yet: each allocation the window reaches is one tensor; capture without --tensor and \
+                    edit the tensors' dtype and shape in capture.yaml"
+            .into());
+    }
+    Ok(())
+}
+
+/// `, and the window after it: 3 launches` for the line that starts the program.
+pub fn describe(window: &WindowRequest) -> String {
+    match (&window.launches, &window.through) {
+        (Some(n), None) => format!(", and the {n} launches from it, whatever their kernel"),
+        (None, Some(t)) => format!(", and the launches after it through the first matching `{t}`"),
+        (Some(n), Some(t)) => {
+            format!(", and the launches after it through the first matching `{t}`, at most {n}")
+        }
+        (None, None) => String::new(),
+    }
+}
+
+/// Writes the window's spec and scaffolds it, as `capture` does for one launch.
+pub fn finish(
+    raw: &Path,
+    out: &Path,
+    window: &Window,
+    request: &CaptureRequest,
+) -> Result<u8, CaptureError> {
+    let fail = |m: String| CaptureError::Run(m);
+    let tritons: Vec<Option<TritonKernel>> = window
+        .launches
+        .iter()
+        .map(|launch| super::triton_kernel(raw, launch))
+        .collect();
+    eprintln!(
+        "capture: a window of {} launches:",
+        window.launches.len()
+    );
+    for (k, launch) in window.launches.iter().enumerate() {
+        eprintln!(
+            "capture:   launch {}: {} (grid {}, block {}){}",
+            k + 1,
+            launch.kernel.demangled,
+            write::list(&launch.grid),
+            write::list(&launch.block),
+            tritons[k]
+                .as_ref()
+                .map(|t| format!(", Triton: {}", t.config_text()))
+                .unwrap_or_default()
+        );
+        if let Some(error) = &launch.launch_error {
+            eprintln!("capture:   launch {} failed in production: {error}", k + 1);
+        }
+    }
+    for note in memory_notes(window, None) {
+        eprintln!("capture: note: {note}");
+    }
+    let written = write_sequence(raw, out, window, &request.spec, &tritons).map_err(fail)?;
+    super::scaffold(raw, out, &written)
+}
+
+/// The memsets and copies the window made into memory it had already copied, in words.
+/// `names` gives each buffer's tensor name once the tensors are known.
+fn memory_notes(window: &Window, names: Option<&[(usize, String)]>) -> Vec<String> {
+    window
+        .memory_operations
+        .iter()
+        .map(|m| {
+            let buffer = names
+                .and_then(|n| n.iter().find(|(id, _)| *id == m.buffer))
+                .map(|(_, name)| format!("{name} (buffer {})", m.buffer))
+                .unwrap_or_else(|| format!("buffer {}", m.buffer));
+            let between = if m.after_launch as usize >= window.launches.len() {
+                format!("after launch {}", m.after_launch)
+            } else {
+                format!("between launches {} and {}", m.after_launch, m.after_launch + 1)
+            };
+            format!(
+                "{} wrote into {buffer} at {} {between} of the window: replaying the launches does not repeat it, \
+                 so a tensor it wrote may not reproduce bit for bit",
+                m.api, m.address
+            )
+        })
+        .collect()
+}
+
+/// One tensor per allocation of the window, from the launches' own layouts: the first launch
+/// that types it (a tensor map, a pointer's element type) gives its dtype and shape, the first
+/// that names it (a parameter's name) its name; the rest stay the allocation's bytes.
+fn merge_tensors(window: &Window, per_launch: &[Vec<BufferTensor>]) -> Vec<BufferTensor> {
+    let mut taken: Vec<String> = Vec::new();
+    let mut merged = Vec::new();
+    for buffer in &window.buffers {
+        let fallback = format!("buffer{}", buffer.id);
+        let candidates: Vec<&BufferTensor> = per_launch
+            .iter()
+            .flatten()
+            .filter(|t| t.buffer == buffer.id && !t.view)
+            .collect();
+        let Some(first) = candidates.first() else {
+            continue;
+        };
+        let typed = candidates
+            .iter()
+            .find(|t| t.dtype != DType::U8)
+            .unwrap_or(first);
+        let named = candidates
+            .iter()
+            .map(|t| t.name.as_str())
+            .find(|n| !n.starts_with(&fallback))
+            .unwrap_or(&fallback);
+        let mut tensor = (*typed).clone();
+        tensor.name = unique(named, &mut taken);
+        tensor.output = buffer.after.is_some();
+        merged.push(tensor);
+    }
+    merged
+}
+
+/// `name`, or `name_2`, `name_3`... when another allocation took it.
+fn unique(name: &str, taken: &mut Vec<String>) -> String {
+    let mut candidate = name.to_string();
+    let mut k = 2;
+    while taken.contains(&candidate) {
+        candidate = format!("{name}_{k}");
+        k += 1;
+    }
+    taken.push(candidate.clone());
+    candidate
+}
+
+/// What the window did to an allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Input,
+    Intermediate,
+    Output,
+}
+
+fn launches_text(launches: &[usize]) -> String {
+    let numbers: Vec<String> = launches.iter().map(usize::to_string).collect();
+    match numbers.as_slice() {
+        [one] => format!("launch {one}"),
+        _ => format!("launches {}", numbers.join(", ")),
+    }
+}
+
+/// Writes the spec folder `out` of a window: `capture.yaml` with `launches:`, the inputs, the
+/// outputs before and after the window, each launch's parameter bytes and each module's cubin
+/// under `replay/`.
+pub fn write_sequence(
+    raw: &Path,
+    out: &Path,
+    window: &Window,
+    request: &SpecRequest,
+    tritons: &[Option<TritonKernel>],
+) -> Result<Written, String> {
+    let Some(first) = window.launches.first() else {
+        return Err("the window holds no launch".into());
+    };
+    // Each launch laid out by the one-launch code, over the window's buffers it reaches.
+    let mut records = Vec::new();
+    let mut per_launch = Vec::new();
+    for k in 0..window.launches.len() {
+        let capture = window.launch(k);
+        let label = format!("launch {} of the window ({})", k + 1, capture.kernel.demangled);
+        let params_path = record::raw_file(raw, &capture.params.file)?;
+        let params = record::read_file(&params_path, crate::spec::MAX_PARAM_BYTES)
+            .map_err(|e| format!("{label}: {e}"))?;
+        let template_args = layout::parse_demangled(&capture.kernel.demangled)
+            .map(|d| d.template_args)
+            .unwrap_or_default();
+        let decl = tritons.get(k).and_then(Option::as_ref).map(TritonKernel::declaration);
+        let launch = layout::lay_out(raw, &capture, &params, decl.as_ref(), &template_args, &[])
+            .map_err(|e| format!("{label}: {e}"))?;
+        per_launch.push(launch.tensors);
+        records.push(capture);
+    }
+    let mut tensors = merge_tensors(window, &per_launch);
+    if let Some(r) = &request.reference {
+        if matches!(r.op.as_str(), "gemm" | "grouped_gemm")
+            && !r.a.is_empty()
+            && !r.b.is_empty()
+            && !r.out.is_empty()
+        {
+            layout::shape_as_gemm(&mut tensors, &r.a, &r.b, &r.out)?;
+        }
+    }
+
+    // Files first: a spec never names a file that is not there.
+    for dir in ["inputs", "production", "replay"] {
+        let path = out.join(dir);
+        std::fs::create_dir_all(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    }
+    let mut tensor_lines = String::new();
+    let mut before = Vec::new();
+    let mut after = Vec::new();
+    for t in &tensors {
+        let buffer = window
+            .buffers
+            .iter()
+            .find(|b| b.id == t.buffer)
+            .expect("every tensor is a buffer");
+        let Some(before_file) = &buffer.before else {
+            return Err(format!(
+                "buffer {} ({} bytes) could not be copied before launch {} of the window: {}",
+                buffer.id,
+                buffer.size,
+                buffer.first_launch,
+                buffer.error.as_deref().unwrap_or("no reason given")
+            ));
+        };
+        let all_bytes = read_buffer(raw, before_file, buffer.size)?;
+        let bytes = &all_bytes[t.start as usize..];
+        let role = match (&buffer.after, buffer.written_by.is_empty()) {
+            (Some(_), _) => Role::Output,
+            (None, false) => Role::Intermediate,
+            (None, true) => Role::Input,
+        };
+        let shape = write::list(&t.shape);
+        let layout = if t.col_major {
+            ", layout: col_major"
+        } else {
+            ""
+        };
+        let managed = if buffer.managed {
+            "; managed memory in production"
+        } else {
+            ""
+        };
+        let first_seen = format!("first reached by launch {}", buffer.first_launch);
+        match role {
+            Role::Output => {
+                let after_file = buffer.after.as_deref().expect("an output has its after");
+                let after_bytes = read_buffer(raw, after_file, buffer.size)?;
+                let (b, a) = (
+                    format!("production/{}.before.npy", t.name),
+                    format!("production/{}.after.npy", t.name),
+                );
+                write::write_npy(&out.join(&b), t, bytes)?;
+                write::write_npy(&out.join(&a), t, &after_bytes[t.start as usize..])?;
+                before.push((t.name.clone(), b));
+                after.push((t.name.clone(), a));
+                let _ = writeln!(
+                    tensor_lines,
+                    "  {}: {{ dtype: {}, shape: {shape}{layout}, output: true }}   # {} bytes changed by the window ({} wrote it), {first_seen}; shape from {}{managed}",
+                    t.name,
+                    t.dtype.name(),
+                    buffer.changed_bytes,
+                    launches_text(&buffer.written_by),
+                    t.origin
+                );
+            }
+            Role::Intermediate | Role::Input => {
+                let file = format!("inputs/{}.npy", t.name);
+                write::write_npy(&out.join(&file), t, bytes)?;
+                let (field, why) = if role == Role::Intermediate {
+                    (
+                        ", intermediate: true",
+                        format!(
+                            "{} wrote it and the window left it as it found it: the operator's own state, made from this file before every call; ",
+                            launches_text(&buffer.written_by)
+                        ),
+                    )
+                } else {
+                    ("", String::new())
+                };
+                let _ = writeln!(
+                    tensor_lines,
+                    "  {}: {{ dtype: {}, shape: {shape}{layout}{field}, init: {{ file: {file} }} }}   # {why}{first_seen}; shape from {}{managed}",
+                    t.name,
+                    t.dtype.name(),
+                    t.origin
+                );
+            }
+        }
+    }
+    if after.is_empty() {
+        return Err(format!(
+            "the window's {} launches changed no buffer they can reach: there is no output to reproduce (did a launch fault, or write only through memory no parameter points into?)",
+            window.launches.len()
+        ));
+    }
+
+    let demangled = layout::parse_demangled(&first.kernel.demangled);
+    let name = request.name.clone().unwrap_or_else(|| {
+        write::default_name(
+            demangled
+                .as_ref()
+                .map_or(first.kernel.mangled.as_str(), |d| d.name.as_str()),
+        )
+    });
+    let one_line = |text: &str| text.replace('\n', " ");
+    let mut y = String::new();
+    let _ = writeln!(
+        y,
+        "# Captured by `repro capture` from: {}",
+        one_line(&request.command)
+    );
+    let bounds = &window.window;
+    let _ = writeln!(
+        y,
+        "# A window of {} launches, from launch {} of the kernels matching `{}`{}, on {} (compute capability {}.{}):",
+        window.launches.len(),
+        bounds.first,
+        one_line(&bounds.kernel),
+        bounds
+            .through
+            .as_deref()
+            .map(|t| format!(" through the first later launch matching `{}`", one_line(t)))
+            .unwrap_or_default(),
+        one_line(&first.device.name),
+        first.device.cc[0],
+        first.device.cc[1]
+    );
+    for (k, launch) in window.launches.iter().enumerate() {
+        let _ = writeln!(
+            y,
+            "#   launch {}: {}, through {}{}",
+            k + 1,
+            one_line(&launch.kernel.demangled),
+            launch.api,
+            tritons
+                .get(k)
+                .and_then(Option::as_ref)
+                .map(|t| format!(" (a Triton kernel, {}; {})", t.location.as_deref().unwrap_or("its source unknown"), t.config_text()))
+                .unwrap_or_default()
+        );
+        if let Some(error) = &launch.launch_error {
+            let _ = writeln!(y, "#   launch {} failed in production: {}", k + 1, one_line(error));
+        }
+    }
+    let names: Vec<(usize, String)> = tensors.iter().map(|t| (t.buffer, t.name.clone())).collect();
+    for note in memory_notes(window, Some(&names)) {
+        let _ = writeln!(y, "# Note: {note}.");
+    }
+    let _ = writeln!(y, "# `repro run` on this folder first runs the whole sequence once on production's inputs and says");
+    let _ = writeln!(y, "# whether each output is reproduced bit for bit (capture.after), then runs the usual checks.");
+    let _ = writeln!(y, "# Each launch is replayed from production's machine code (replay/*.cubin) with its own parameter");
+    let _ = writeln!(y, "# bytes; the tensors are the allocations the launches point into, shared by name.");
+    let _ = writeln!(y, "version: 1");
+    let _ = writeln!(y, "name: {}", write::yaml_scalar(&name));
+    let short: Vec<String> = window
+        .launches
+        .iter()
+        .map(|l| {
+            layout::parse_demangled(&l.kernel.demangled)
+                .map(|d| d.name)
+                .unwrap_or_else(|| l.kernel.demangled.chars().take(60).collect())
+        })
+        .collect();
+    let _ = writeln!(
+        y,
+        "about: {}",
+        write::yaml_scalar(&format!(
+            "a window of {} launches from launch {} of `{}`: {}",
+            window.launches.len(),
+            bounds.first,
+            bounds.kernel,
+            short.join(" -> ").chars().take(400).collect::<String>()
+        ))
+    );
+    let _ = writeln!(y, "tensors:");
+    y.push_str(&tensor_lines);
+    let _ = writeln!(y, "launches:");
+    for (k, capture) in records.iter().enumerate() {
+        let module = capture.module.as_ref().ok_or_else(|| {
+            format!(
+                "launch {} of the window ({}): no cubin of its module was captured ({}), so it cannot be replayed",
+                k + 1,
+                capture.kernel.demangled,
+                capture
+                    .module_note
+                    .as_deref()
+                    .unwrap_or("CUPTI did not hand it over")
+            )
+        })?;
+        // launches/m2.cubin -> replay/module2.cubin: launches of one module share its file.
+        let stem = Path::new(&module.file)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.strip_prefix('m'))
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("_of_launch{}", k + 1));
+        let cubin = format!("replay/module{stem}.cubin");
+        let params = format!("replay/launch{}.params.bin", k + 1);
+        let opening = format!("  - kind: replay   # launch {}: {}", k + 1, short[k]);
+        write::write_replay(
+            &mut y,
+            out,
+            raw,
+            capture,
+            &tensors,
+            &ReplayEntry {
+                opening: &opening,
+                indent: "    ",
+                cubin: &cubin,
+                params: &params,
+            },
+        )
+        .map_err(|e| format!("launch {} of the window ({}): {e}", k + 1, capture.kernel.demangled))?;
+    }
+    match &request.reference {
+        Some(r) => {
+            let _ = writeln!(y, "reference:   # given with --reference");
+            y.push_str(&crate::spec::yaml::reference_block(r));
+        }
+        None => {
+            let _ = writeln!(y, "# What production wrote is the expected value: this checks that the harness computes what");
+            let _ = writeln!(y, "# production computed. To judge the math itself, give the op (docs/spec.md).");
+            let expected: Vec<String> = after.iter().map(|(n, f)| format!("{n}: {f}")).collect();
+            let _ = writeln!(
+                y,
+                "reference:\n  op: file\n  expected: {{ {} }}",
+                expected.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(y, "check: {{ repeat: 2 }}");
+    let cc = first.device.cc;
+    let _ = writeln!(
+        y,
+        "build: {{ arch: sm_{}{}{} }}   # harness.cu holds no kernel: flags change nothing of a replay",
+        cc[0],
+        cc[1],
+        if cc[0] >= 9 { "a" } else { "" }
+    );
+    let _ = writeln!(y, "capture:");
+    let _ = writeln!(y, "  command: {}", write::yaml_scalar(&request.command));
+    let _ = writeln!(y, "  kernel: {}", write::yaml_scalar(&first.kernel.demangled));
+    let _ = writeln!(y, "  launch: {}", bounds.first);
+    let _ = writeln!(y, "  window:");
+    let _ = writeln!(y, "    kernel: {}   # --kernel", write::yaml_scalar(&bounds.kernel));
+    if let Some(n) = bounds.launches {
+        let _ = writeln!(y, "    launches: {n}   # --launches");
+    }
+    if let Some(t) = &bounds.through {
+        let _ = writeln!(y, "    through: {}   # --through", write::yaml_scalar(t));
+    }
+    let _ = writeln!(y, "    kernels:");
+    for launch in &window.launches {
+        let _ = writeln!(y, "      - {}", write::yaml_scalar(&launch.kernel.demangled));
+    }
+    let pairs = |files: &[(String, String)]| {
+        files
+            .iter()
+            .map(|(n, f)| format!("{n}: {f}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(y, "  before: {{ {} }}", pairs(&before));
+    let _ = writeln!(y, "  after: {{ {} }}", pairs(&after));
+
+    let spec = out.join("capture.yaml");
+    std::fs::write(&spec, y).map_err(|e| format!("cannot write {}: {e}", spec.display()))?;
+    Ok(Written {
+        spec,
+        kind: "replay",
+        replay_reason: Some(format!(
+            "a window of {} launches is replayed launch by launch",
+            window.launches.len()
+        )),
+        tensors,
+    })
+}
