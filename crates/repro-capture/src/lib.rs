@@ -59,7 +59,10 @@ pub struct WindowRequest {
 impl WindowRequest {
     /// The window the flags ask for: `None` for the one launch (neither flag, or `--launches 1`),
     /// so that such a capture is the one-launch capture it always was.
-    pub fn from_flags(launches: Option<u64>, through: Option<String>) -> Result<Option<Self>, String> {
+    pub fn from_flags(
+        launches: Option<u64>,
+        through: Option<String>,
+    ) -> Result<Option<Self>, String> {
         if let Some(n) = launches {
             if n == 0 || n > MAX_WINDOW_LAUNCHES {
                 return Err(format!(
@@ -170,7 +173,8 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
     };
     let session: Option<record::Session> = record::read(&raw.join("session.json")).map_err(fail)?;
     if request.window.is_some() {
-        let window: Option<record::Window> = record::read(&raw.join("window.json")).map_err(fail)?;
+        let window: Option<record::Window> =
+            record::read(&raw.join("window.json")).map_err(fail)?;
         let Some(window) = window else {
             return Err(fail(no_capture(&request, session.as_ref(), &exited)));
         };
@@ -300,9 +304,13 @@ fn no_capture(request: &CaptureRequest, session: Option<&record::Session>, exite
                 .join(", ")
         );
     }
-    if request.window.is_some() && !s.message.is_empty() && s.status == "attached" && s.matched >= request.launch {
+    if request.window.is_some()
+        && !s.message.is_empty()
+        && s.status == "attached"
+        && s.matched >= request.launch
+    {
         // The window opened and the program ended inside it.
-        return format!("{}", s.message);
+        return s.message.clone();
     }
     if let Some(r) = &s.refused {
         let sizes: Vec<String> = r
@@ -368,5 +376,100 @@ fn find_declaration(
             eprintln!("capture: {} declarations of `{}` under {}; replaying it (narrow --source to one file)", many.len(), parsed.name, source.display());
             Ok(None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(window: Option<WindowRequest>) -> CaptureRequest {
+        CaptureRequest {
+            kernel: "partials".into(),
+            launch: 2,
+            output: PathBuf::from("cap"),
+            max_bytes: 1000,
+            device: None,
+            stop: false,
+            source: None,
+            window,
+            spec: write::SpecRequest::default(),
+            program: vec!["./app".into()],
+        }
+    }
+
+    fn session(json: &str) -> record::Session {
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// Neither flag, or `--launches 1`, is the one-launch capture it always was.
+    #[test]
+    fn one_launch_is_no_window() {
+        assert_eq!(WindowRequest::from_flags(None, None), Ok(None));
+        assert_eq!(WindowRequest::from_flags(Some(1), None), Ok(None));
+        assert_eq!(
+            WindowRequest::from_flags(Some(3), None),
+            Ok(Some(WindowRequest {
+                launches: Some(3),
+                through: None
+            }))
+        );
+        assert_eq!(
+            WindowRequest::from_flags(Some(1), Some("reduce".into())),
+            Ok(Some(WindowRequest {
+                launches: Some(1),
+                through: Some("reduce".into())
+            }))
+        );
+        assert!(WindowRequest::from_flags(Some(65), None)
+            .unwrap_err()
+            .contains("a window holds 1 to 64 launches"));
+        assert!(WindowRequest::from_flags(None, Some(String::new()))
+            .unwrap_err()
+            .contains("--through is empty"));
+    }
+
+    /// The library's refusals of a window (too long, over --max-bytes, the program ended inside
+    /// it) are said in its words, with what to change.
+    #[test]
+    fn a_refused_window_says_why() {
+        let window = Some(WindowRequest {
+            launches: None,
+            through: Some("reduce".into()),
+        });
+        let too_long = session(
+            r#"{"status": "window_too_long", "message": "the window held 64 launches (the most a window may hold) and none of them after the first matched 'reduce'", "matched": 2}"#,
+        );
+        let said = no_capture(&request(window.clone()), Some(&too_long), "exit status 0");
+        assert!(
+            said.contains("none of them after the first matched 'reduce'; nothing was written"),
+            "{said}"
+        );
+        let refused = session(
+            r#"{"status": "refused", "message": "launch 2 of the window (reduce) brings the allocations it points into to 2 of 2048 bytes in all, over REPRO_CAPTURE_MAX_BYTES=1000",
+                "matched": 2, "refused": {"total": 2048, "max_bytes": 1000, "buffers": [{"base": "0x7f00", "size": 1024}, {"base": "0x7f80", "size": 1024}]}}"#,
+        );
+        let said = no_capture(&request(window.clone()), Some(&refused), "exit status 0");
+        for says in [
+            "launch 2 of the window (reduce)",
+            "raise --max-bytes",
+            "1024 bytes at 0x7f80",
+        ] {
+            assert!(said.contains(says), "{says}: {said}");
+        }
+        let ended = session(
+            r#"{"status": "attached", "message": "the program exited inside the window, after 1 of its launches (none of them matching 'reduce'); nothing was written", "matched": 2}"#,
+        );
+        let said = no_capture(&request(window), Some(&ended), "exit status 0");
+        assert!(
+            said.starts_with("the program exited inside the window"),
+            "{said}"
+        );
+        // One launch's refusal is as it was.
+        let said = no_capture(&request(None), Some(&refused), "exit status 0");
+        assert!(
+            said.starts_with("launch 2 reaches 2048 bytes of device memory"),
+            "{said}"
+        );
     }
 }

@@ -69,10 +69,7 @@ pub fn finish(
         .iter()
         .map(|launch| super::triton_kernel(raw, launch))
         .collect();
-    eprintln!(
-        "capture: a window of {} launches:",
-        window.launches.len()
-    );
+    eprintln!("capture: a window of {} launches:", window.launches.len());
     for (k, launch) in window.launches.iter().enumerate() {
         eprintln!(
             "capture:   launch {}: {} (grid {}, block {}){}",
@@ -105,7 +102,10 @@ fn memory_notes(window: &Window, names: Option<&[(usize, String)]>) -> Vec<Strin
         .map(|m| {
             let buffer = names
                 .and_then(|n| n.iter().find(|(id, _)| *id == m.buffer))
-                .map(|(_, name)| format!("{name} (buffer {})", m.buffer))
+                .map(|(_, name)| match *name == format!("buffer{}", m.buffer) {
+                    true => name.clone(),
+                    false => format!("{name} (buffer {})", m.buffer),
+                })
                 .unwrap_or_else(|| format!("buffer {}", m.buffer));
             let between = if m.after_launch as usize >= window.launches.len() {
                 format!("after launch {}", m.after_launch)
@@ -200,14 +200,21 @@ pub fn write_sequence(
     let mut per_launch = Vec::new();
     for k in 0..window.launches.len() {
         let capture = window.launch(k);
-        let label = format!("launch {} of the window ({})", k + 1, capture.kernel.demangled);
+        let label = format!(
+            "launch {} of the window ({})",
+            k + 1,
+            capture.kernel.demangled
+        );
         let params_path = record::raw_file(raw, &capture.params.file)?;
         let params = record::read_file(&params_path, crate::spec::MAX_PARAM_BYTES)
             .map_err(|e| format!("{label}: {e}"))?;
         let template_args = layout::parse_demangled(&capture.kernel.demangled)
             .map(|d| d.template_args)
             .unwrap_or_default();
-        let decl = tritons.get(k).and_then(Option::as_ref).map(TritonKernel::declaration);
+        let decl = tritons
+            .get(k)
+            .and_then(Option::as_ref)
+            .map(TritonKernel::declaration);
         let launch = layout::lay_out(raw, &capture, &params, decl.as_ref(), &template_args, &[])
             .map_err(|e| format!("{label}: {e}"))?;
         per_launch.push(launch.tensors);
@@ -361,11 +368,20 @@ pub fn write_sequence(
             tritons
                 .get(k)
                 .and_then(Option::as_ref)
-                .map(|t| format!(" (a Triton kernel, {}; {})", t.location.as_deref().unwrap_or("its source unknown"), t.config_text()))
+                .map(|t| format!(
+                    " (a Triton kernel, {}; {})",
+                    t.location.as_deref().unwrap_or("its source unknown"),
+                    t.config_text()
+                ))
                 .unwrap_or_default()
         );
         if let Some(error) = &launch.launch_error {
-            let _ = writeln!(y, "#   launch {} failed in production: {}", k + 1, one_line(error));
+            let _ = writeln!(
+                y,
+                "#   launch {} failed in production: {}",
+                k + 1,
+                one_line(error)
+            );
         }
     }
     let names: Vec<(usize, String)> = tensors.iter().map(|t| (t.buffer, t.name.clone())).collect();
@@ -375,7 +391,10 @@ pub fn write_sequence(
     let _ = writeln!(y, "# `repro run` on this folder first runs the whole sequence once on production's inputs and says");
     let _ = writeln!(y, "# whether each output is reproduced bit for bit (capture.after), then runs the usual checks.");
     let _ = writeln!(y, "# Each launch is replayed from production's machine code (replay/*.cubin) with its own parameter");
-    let _ = writeln!(y, "# bytes; the tensors are the allocations the launches point into, shared by name.");
+    let _ = writeln!(
+        y,
+        "# bytes; the tensors are the allocations the launches point into, shared by name."
+    );
     let _ = writeln!(y, "version: 1");
     let _ = writeln!(y, "name: {}", write::yaml_scalar(&name));
     let short: Vec<String> = window
@@ -437,7 +456,13 @@ pub fn write_sequence(
                 params: &params,
             },
         )
-        .map_err(|e| format!("launch {} of the window ({}): {e}", k + 1, capture.kernel.demangled))?;
+        .map_err(|e| {
+            format!(
+                "launch {} of the window ({}): {e}",
+                k + 1,
+                capture.kernel.demangled
+            )
+        })?;
     }
     match &request.reference {
         Some(r) => {
@@ -446,7 +471,10 @@ pub fn write_sequence(
         }
         None => {
             let _ = writeln!(y, "# What production wrote is the expected value: this checks that the harness computes what");
-            let _ = writeln!(y, "# production computed. To judge the math itself, give the op (docs/spec.md).");
+            let _ = writeln!(
+                y,
+                "# production computed. To judge the math itself, give the op (docs/spec.md)."
+            );
             let expected: Vec<String> = after.iter().map(|(n, f)| format!("{n}: {f}")).collect();
             let _ = writeln!(
                 y,
@@ -466,10 +494,18 @@ pub fn write_sequence(
     );
     let _ = writeln!(y, "capture:");
     let _ = writeln!(y, "  command: {}", write::yaml_scalar(&request.command));
-    let _ = writeln!(y, "  kernel: {}", write::yaml_scalar(&first.kernel.demangled));
+    let _ = writeln!(
+        y,
+        "  kernel: {}",
+        write::yaml_scalar(&first.kernel.demangled)
+    );
     let _ = writeln!(y, "  launch: {}", bounds.first);
     let _ = writeln!(y, "  window:");
-    let _ = writeln!(y, "    kernel: {}   # --kernel", write::yaml_scalar(&bounds.kernel));
+    let _ = writeln!(
+        y,
+        "    kernel: {}   # --kernel",
+        write::yaml_scalar(&bounds.kernel)
+    );
     if let Some(n) = bounds.launches {
         let _ = writeln!(y, "    launches: {n}   # --launches");
     }
@@ -478,7 +514,11 @@ pub fn write_sequence(
     }
     let _ = writeln!(y, "    kernels:");
     for launch in &window.launches {
-        let _ = writeln!(y, "      - {}", write::yaml_scalar(&launch.kernel.demangled));
+        let _ = writeln!(
+            y,
+            "      - {}",
+            write::yaml_scalar(&launch.kernel.demangled)
+        );
     }
     let pairs = |files: &[(String, String)]| {
         files
