@@ -446,7 +446,7 @@ mod tests {
             "{said}"
         );
         let refused = session(
-            r#"{"status": "refused", "message": "launch 2 of the window (reduce) brings the allocations it points into to 2 of 2048 bytes in all, over REPRO_CAPTURE_MAX_BYTES=1000",
+            r#"{"status": "refused", "message": "launch 2 of the window (reduce) brings the window's allocations to 2, of 2048 bytes in all, over REPRO_CAPTURE_MAX_BYTES=1000",
                 "matched": 2, "refused": {"total": 2048, "max_bytes": 1000, "buffers": [{"base": "0x7f00", "size": 1024}, {"base": "0x7f80", "size": 1024}]}}"#,
         );
         let said = no_capture(&request(window.clone()), Some(&refused), "exit status 0");

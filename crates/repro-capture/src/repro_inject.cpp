@@ -1488,8 +1488,8 @@ void window_launch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb, const La
       for (const Buffer& b : r->bufs) g->refused_buffers.emplace_back(b.base, b.size);
     }
     return abandon_window("refused", "launch " + std::to_string(r->index) + " of the window (" + r->demangled +
-                                         ") brings the allocations it points into to " + std::to_string(r->bufs.size()) +
-                                         " of " + std::to_string(total) + " bytes in all, over REPRO_CAPTURE_MAX_BYTES=" +
+                                         ") brings the window's allocations to " + std::to_string(r->bufs.size()) +
+                                         ", of " + std::to_string(total) + " bytes in all, over REPRO_CAPTURE_MAX_BYTES=" +
                                          std::to_string(g->cfg.max_bytes));
   }
   std::string dir = g->cfg.out + "/launches";

@@ -137,9 +137,30 @@ fn merge_tensors(window: &Window, per_launch: &[Vec<BufferTensor>]) -> Vec<Buffe
         let Some(first) = candidates.first() else {
             continue;
         };
+        // The furthest byte any launch's pointer or map reaches into it: a tensor that a map
+        // typed over part of the allocation cannot hold another launch's pointer past that part.
+        let reach = window
+            .launches
+            .iter()
+            .flat_map(|l| {
+                l.pointers
+                    .iter()
+                    .filter(|p| p.buffer == buffer.id)
+                    .map(|p| p.byte_offset)
+                    .chain(
+                        l.tensor_maps
+                            .iter()
+                            .filter(|m| m.buffer == Some(buffer.id))
+                            .map(|m| m.byte_offset),
+                    )
+            })
+            .max()
+            .unwrap_or(0);
+        let holds = |t: &&&BufferTensor| t.bytes > reach;
         let typed = candidates
             .iter()
-            .find(|t| t.dtype != DType::U8)
+            .find(|t| t.dtype != DType::U8 && holds(t))
+            .or_else(|| candidates.iter().find(holds))
             .unwrap_or(first);
         let named = candidates
             .iter()
@@ -541,4 +562,91 @@ pub fn write_sequence(
         )),
         tensors,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two launches over one allocation of 64 bytes: launch 1 points at byte 0, launch 2 at
+    /// byte 48.
+    fn window() -> Window {
+        let launch = |index: usize, at: u64| {
+            format!(
+                r#"{{"kernel": {{"mangled": "k{index}", "demangled": "k{index}"}}, "launch_number": {index},
+                    "device": {{"ordinal": 0, "name": "H100", "cc": [9, 0]}},
+                    "grid": [1, 1, 1], "block": [32, 1, 1], "smem": 0,
+                    "params": {{"file": "launches/l{index}.params.bin", "size": 8,
+                               "layout": [{{"index": 0, "offset": 0, "size": 8}}]}},
+                    "pointers": [{{"param": 0, "offset": 0, "buffer": 0, "byte_offset": {at}}}],
+                    "buffers": []}}"#
+            )
+        };
+        serde_json::from_str(&format!(
+            r#"{{"window": {{"kernel": "k1", "first": 1, "launches": 2}},
+                "launches": [{}, {}],
+                "buffers": [{{"id": 0, "size": 64, "before": "buffers/b0.before.bin",
+                             "after": "buffers/b0.after.bin", "first_launch": 1, "written_by": [2]}}]}}"#,
+            launch(1, 0),
+            launch(2, 48)
+        ))
+        .unwrap()
+    }
+
+    fn tensor(name: &str, dtype: DType, bytes: u64) -> BufferTensor {
+        BufferTensor {
+            buffer: 0,
+            name: name.into(),
+            dtype,
+            shape: vec![bytes / dtype.bytes() as u64],
+            col_major: false,
+            view: false,
+            start: 0,
+            bytes,
+            output: false,
+            origin: String::new(),
+        }
+    }
+
+    /// The first name that is not the allocation's fallback, the first type that holds every
+    /// launch's pointer: a map's 32 typed bytes cannot hold launch 2's pointer at byte 48.
+    #[test]
+    fn one_tensor_per_allocation_named_and_typed_by_the_launches() {
+        let window = window();
+        let merged = merge_tensors(
+            &window,
+            &[
+                vec![tensor("buffer0", DType::Bf16, 32)],
+                vec![tensor("x_ptr", DType::F32, 64)],
+            ],
+        );
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].name, "x_ptr");
+        assert_eq!(merged[0].dtype, DType::F32);
+        assert!(merged[0].output);
+        let merged = merge_tensors(
+            &window,
+            &[
+                vec![tensor("buffer0", DType::Bf16, 32)],
+                vec![tensor("buffer0", DType::U8, 64)],
+            ],
+        );
+        assert_eq!((merged[0].dtype, merged[0].bytes), (DType::U8, 64));
+        assert_eq!(merged[0].name, "buffer0");
+    }
+
+    #[test]
+    fn the_window_is_described_as_asked() {
+        let describe_flags = |launches, through: Option<&str>| {
+            describe(&WindowRequest {
+                launches,
+                through: through.map(str::to_string),
+            })
+        };
+        assert_eq!(
+            describe_flags(Some(3), None),
+            ", and the 3 launches from it, whatever their kernel"
+        );
+        assert!(describe_flags(Some(8), Some("reduce")).ends_with("matching `reduce`, at most 8"));
+    }
 }
