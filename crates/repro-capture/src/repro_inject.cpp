@@ -1506,6 +1506,7 @@ void finish_window(Window& w) {
   std::sort(w.launches.begin(), w.launches.end(),
             [](const std::unique_ptr<Recording>& a, const std::unique_ptr<Recording>& b) { return a->index < b->index; });
   Recording& last = *w.launches.back();
+  for (Buffer& b : *w.memory) std::vector<uint8_t>().swap(b.current);  // the last copy below replaces them
   CUresult e = g->drv.ctxSynchronize ? g->drv.ctxSynchronize() : g->drv.streamSynchronize(sync_stream(last.L));
   if (e != CUDA_SUCCESS) add_note(last, cu_name(e) + " (synchronizing after the window's last launch)");
   copy_after(last);  // the window's memory: every allocation, against its copy before its first launch
