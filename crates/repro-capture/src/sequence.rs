@@ -175,6 +175,45 @@ fn merge_tensors(window: &Window, per_launch: &[Vec<BufferTensor>]) -> Vec<Buffe
     merged
 }
 
+/// A C++ kernel's allocations typed by its demangled name, when nothing else types them: a whole
+/// pointer parameter `__nv_bfloat16 const*` at an allocation's first byte makes it bf16 (a window
+/// has no `--source`; the one-launch capture keeps its bytes, as it always did).
+fn type_by_demangled_name(tensors: &mut [BufferTensor], capture: &record::Capture) {
+    let Some(demangled) = layout::parse_demangled(&capture.kernel.demangled) else {
+        return;
+    };
+    for t in tensors
+        .iter_mut()
+        .filter(|t| !t.view && t.dtype == DType::U8 && t.start == 0)
+    {
+        let whole_parameter = capture.pointers.iter().find(|p| {
+            p.buffer == t.buffer
+                && p.byte_offset == 0
+                && capture
+                    .params
+                    .layout
+                    .get(p.param)
+                    .is_some_and(|slot| slot.offset == p.offset && slot.size == 8)
+        });
+        let Some(text) = whole_parameter.and_then(|p| demangled.params.get(p.param)) else {
+            continue;
+        };
+        let Some(pointee) = text.trim().strip_suffix('*').filter(|e| !e.contains('*')) else {
+            continue;
+        };
+        let element: Vec<&str> = pointee
+            .split_whitespace()
+            .filter(|word| !matches!(*word, "const" | "volatile" | "__restrict__"))
+            .collect();
+        let dtype = crate::import::cuda::spec_dtype(&element.join(" ")).and_then(DType::from_name);
+        if let Some(dtype) = dtype.filter(|d| *d != DType::U8 && t.bytes % d.bytes() as u64 == 0) {
+            t.dtype = dtype;
+            t.shape = vec![t.bytes / dtype.bytes() as u64];
+            t.origin = "the demangled name's pointer type, over the whole allocation".into();
+        }
+    }
+}
+
 /// `name`, or `name_2`, `name_3`... when another allocation took it.
 fn unique(name: &str, taken: &mut Vec<String>) -> String {
     let mut candidate = name.to_string();
@@ -236,8 +275,12 @@ pub fn write_sequence(
             .get(k)
             .and_then(Option::as_ref)
             .map(TritonKernel::declaration);
-        let launch = layout::lay_out(raw, &capture, &params, decl.as_ref(), &template_args, &[])
-            .map_err(|e| format!("{label}: {e}"))?;
+        let mut launch =
+            layout::lay_out(raw, &capture, &params, decl.as_ref(), &template_args, &[])
+                .map_err(|e| format!("{label}: {e}"))?;
+        if decl.is_none() {
+            type_by_demangled_name(&mut launch.tensors, &capture);
+        }
         per_launch.push(launch.tensors);
         records.push(capture);
     }
