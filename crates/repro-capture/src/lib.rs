@@ -183,6 +183,11 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
                 "capture: the program ended with {exited} after the capture; the capture is kept"
             );
         }
+        // What the library noted on the way (a launch in another context left out of the
+        // window, a callback it could not enable): the window may then not be the operator.
+        for note in session.iter().flat_map(|s| &s.notes) {
+            eprintln!("capture: note: {note}");
+        }
         return sequence::finish(&raw, out, &window, &request);
     }
     let capture: Option<record::Capture> = record::read(&raw.join("capture.json")).map_err(fail)?;
