@@ -7,7 +7,8 @@
 //!   launch 3  scale_add(X, W)      the first module again, W left as the window found it
 //! so X is an input, W an intermediate (written, and left as found) and Y the output; a memset
 //! into Y between launches 2 and 3 is named. The bounds of a window (its length, --max-bytes),
-//! the flags it refuses and a one-launch capture left as it was are checked here too.
+//! the flags it refuses and a one-launch capture left as it was are checked here too, and the
+//! whole command, with a stand-in program that writes the library's records.
 
 use std::path::Path;
 
@@ -287,5 +288,71 @@ fn a_window_of_a_program_without_cuda_says_so() {
         ))
         .stderr(predicate::str::contains(
             "and the launches after it through the first matching `reduce`",
+        ));
+}
+
+/// The whole command without a GPU: a stand-in program writes what the injection library would
+/// (session.json, window.json and the files they name) into `$REPRO_CAPTURE_OUT`, after checking
+/// that the window's bounds reached it; `repro capture` writes and scaffolds the spec from them.
+#[test]
+fn the_command_writes_a_window_from_the_librarys_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let records = tmp.path().join("records");
+    window_raw(&records);
+    std::fs::write(
+        records.join("session.json"),
+        r#"{"status": "captured", "message": "recorded a window of 3 launches", "launches_seen": 9, "matched": 2,
+            "kernels": [], "notes": ["a launch in another context than the window's was left out of it"]}"#,
+    )
+    .unwrap();
+    let program = format!(
+        "test \"$REPRO_CAPTURE_LAUNCHES\" = 3 && test \"$REPRO_CAPTURE_WINDOW_MAX\" = 64 && test -z \"$REPRO_CAPTURE_THROUGH\" \
+         && cp -r '{}'/. \"$REPRO_CAPTURE_OUT\"/",
+        records.display()
+    );
+    let out = tmp.path().join("cap");
+    repro()
+        .env("REPRO_CACHE_DIR", tmp.path().join("cache"))
+        .args(["capture", "--kernel", "scale_add", "--launch", "2", "--launches", "3", "-o"])
+        .arg(&out)
+        .args(["--", "bash", "-c", &program])
+        .assert()
+        .code(0)
+        .stderr(predicate::str::contains("capture: a window of 3 launches:"))
+        .stderr(predicate::str::contains(
+            "capture:   launch 2: replay_sequence_kernels::square_add(float const*, float const*, float*) (grid [16, 1, 1], block [256, 1, 1])",
+        ))
+        .stderr(predicate::str::contains(
+            "capture: note: a launch in another context than the window's was left out of it",
+        ))
+        .stderr(predicate::str::contains(
+            "capture: note: cuMemsetD32Async wrote into buffer 2 at 0x7f0000200000 between launches 2 and 3 of the window",
+        ))
+        .stderr(predicate::str::contains("(kind: replay, because a window of 3 launches is replayed launch by launch) and 3 tensors"));
+    let spec = std::fs::read_to_string(out.join("capture.yaml")).unwrap();
+    assert!(spec.contains("  command: \"bash -c "), "{spec}");
+    assert!(spec.contains("    launches: 3   # --launches"), "{spec}");
+    assert!(
+        !out.join("raw/buffers").exists(),
+        "the raw copies are now .npy files"
+    );
+    repro::spec::load(&out.join("capture.yaml"), &repro::machine::Machine)
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The library's refusal of a window that grew past its bound is the command's (exit 2).
+#[test]
+fn a_window_the_library_refused_is_said_with_its_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let program = "printf '%s' '{\"status\": \"window_too_long\", \"message\": \"the window held 64 launches (the most a window may hold) and none of them after the first matched '\"'\"'reduce'\"'\"'\", \"matched\": 1}' > \"$REPRO_CAPTURE_OUT/session.json\"";
+    repro()
+        .env("REPRO_CACHE_DIR", tmp.path().join("cache"))
+        .args(["capture", "--kernel", "partials", "--through", "reduce", "-o"])
+        .arg(tmp.path().join("cap"))
+        .args(["--", "bash", "-c", program])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "repro capture: the window held 64 launches (the most a window may hold) and none of them after the first matched 'reduce'; nothing was written",
         ));
 }
