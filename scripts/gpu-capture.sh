@@ -155,5 +155,5 @@ overhead() {
   done
 }
 step overhead overhead
-tar -C "$work" -czf "$out/captures.tgz" --exclude='*.npy' --exclude='*.bin' --exclude='*.cubin' --exclude='*.tar.gz' --exclude=harness --exclude=capture_app --exclude=runtime --exclude=.repro --exclude=elsewhere --exclude='idle*' --exclude='rec*' . 2>/dev/null
+tar -C "$work" -czf "$out/captures.tgz" --exclude='*.npy' --exclude='*.bin' --exclude='*.cubin' --exclude='*.tar.gz' --exclude=harness --exclude=capture_app --exclude=capture_split_k --exclude=runtime --exclude=.repro --exclude=elsewhere --exclude='idle*' --exclude='rec*' . 2>/dev/null
 

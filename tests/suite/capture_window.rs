@@ -6,9 +6,10 @@
 //!   launch 2  square_add(W, X, Y)  Y = W^2 + X
 //!   launch 3  scale_add(X, W)      the first module again, W left as the window found it
 //! so X is an input, W an intermediate (written, and left as found) and Y the output; a memset
-//! into Y between launches 2 and 3 is named. The bounds of a window (its length, --max-bytes),
-//! the flags it refuses and a one-launch capture left as it was are checked here too, and the
-//! whole command, with a stand-in program that writes the library's records.
+//! into Y between launches 2 and 3 is named. The flags a window refuses before the program runs
+//! (a length past 64, --source, --tensor) are checked here too, and the whole command, with a
+//! stand-in program that writes the library's records (a window, and a window it refused); the
+//! refusal over --max-bytes and `--launches 1` being the one-launch capture are lib.rs's tests.
 
 use std::path::Path;
 
