@@ -116,7 +116,7 @@ wstep sdpa-list 2 "kernels it launched" -- "$repro" capture --kernel 'no_such_ke
 read -r sdpa_first sdpa_through < <(python3 - "$work/sdpa-list/raw/session.json" <<'PY'
 import json, re, sys
 kernels = json.load(open(sys.argv[1]))["kernels"]
-bwd = [k for k in kernels if "bwd" in k["name"]]
+bwd = [k for k in kernels if "bwd" in k["name"]] or [{"name": "no_bwd_kernel_launched", "launches": 0}]
 per_call = sum(k["launches"] for k in bwd) // 2
 # The kernels are listed in the order of their first launch: the last one matching `bwd` ends
 # the backward. Its function name without namespace, template arguments or parameters (plain
