@@ -99,7 +99,7 @@ wstep splitk-fill-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" r
 wstep splitk-defect-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel 'split_k_kernels::partials' --launch 2 \
   --through 'split_k_kernels::reduce' -o "$work/splitk-defect" -- "$work/capture_split_k" --defect drop_last_split
 wstep splitk-defect-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/splitk-defect"
-wstep splitk-memcheck 0 "reproduced bit for bit" -- "$repro" run "$work/splitk" --sanitize memcheck
+wstep splitk-memcheck 0 "Disposition: Passed" -- "$repro" run "$work/splitk" --sanitize memcheck
 # Refusals (exit 2, nothing written): a --through that never comes, a window over --max-bytes.
 wstep splitk-too-long 2 "none of them after the first matched" -- "$repro" capture --kernel 'split_k_kernels::partials' \
   --through 'no_such_kernel' -o "$work/splitk-too-long" -- "$work/capture_split_k" --calls 40
