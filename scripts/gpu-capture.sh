@@ -130,7 +130,7 @@ wstep sdpa-capture 0 "capture: a window of" -- "$repro" capture --kernel 'bwd' -
   -o "$work/sdpa" -- python3 "$root/examples/capture_torch/sdpa_backward.py"
 wstep sdpa-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/sdpa"
 # The same window as a count (robust to a --through that names a kernel launched twice).
-sdpa_count=$(grep -c '^  - kind: replay' "$work/sdpa/capture.yaml" 2>/dev/null || echo 3)
+sdpa_count=$(grep -c '^  - kind: replay' "$work/sdpa/capture.yaml" 2>/dev/null); [[ ${sdpa_count:-0} -ge 1 ]] || sdpa_count=3
 wstep sdpa-count-capture 0 "capture: a window of $sdpa_count launches" -- "$repro" capture --kernel 'bwd' --launch "$sdpa_first" \
   --launches "$sdpa_count" -o "$work/sdpa-count" -- python3 "$root/examples/capture_torch/sdpa_backward.py"
 wstep sdpa-count-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/sdpa-count"
