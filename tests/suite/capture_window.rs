@@ -6,8 +6,8 @@
 //!   launch 2  square_add(W, X, Y)  Y = W^2 + X
 //!   launch 3  scale_add(X, W)      the first module again, W left as the window found it
 //! so X is an input, W an intermediate (written, and left as found) and Y the output; a memset
-//! into Y between launches 2 and 3 is named. The flags a window refuses before the program runs
-//! (a length past 64, --source, --tensor) are checked here too, and the whole command, with a
+//! into Y between launches 2 and 3 is named; `--tensor` views of the launches' parameters. The
+//! flags a window refuses before the program runs (a length past 64, --source) are checked too, and the whole command, with a
 //! stand-in program that writes the library's records (a window, and a window it refused); the
 //! refusal over --max-bytes and `--launches 1` being the one-launch capture are lib.rs's tests.
 
@@ -232,8 +232,9 @@ fn repro() -> assert_cmd::Command {
     cmd
 }
 
-/// A window longer than a spec's `launches:` may be, a `--through` that is no pattern, and the
-/// one-launch flags a window cannot take are refused before the program runs (exit 2).
+/// A window longer than a spec's `launches:` may be, a `--through` that is no pattern, the
+/// one-launch flag a window cannot take and a window's view without a window are refused before
+/// the program runs (exit 2).
 #[test]
 fn a_window_past_its_bounds_or_with_one_launchs_flags_is_refused_before_the_program_runs() {
     let tmp = tempfile::tempdir().unwrap();
@@ -243,8 +244,8 @@ fn a_window_past_its_bounds_or_with_one_launchs_flags_is_refused_before_the_prog
         (vec!["--launches", "0"], "0 is not in 1..=64"),
         (vec!["--through", ""], "--through is empty"),
         (
-            vec!["--launches", "2", "--tensor", "x=[4]"],
-            "--tensor views name one launch's parameters",
+            vec!["--tensor", "launch1.x=[4]"],
+            "`launchK.` names a launch of a window",
         ),
         (
             vec!["--through", "reduce", "--source", "."],
@@ -356,4 +357,100 @@ fn a_window_the_library_refused_is_said_with_its_reason() {
         .stderr(predicate::str::contains(
             "repro capture: the window held 64 launches (the most a window may hold) and none of them after the first matched 'reduce'; nothing was written",
         ));
+}
+
+/// The launches' parameters named as a Triton kernel's signature names them.
+fn named(kernel: &str, params: &[&str]) -> Option<repro::capture::triton::TritonKernel> {
+    let list: Vec<String> = params
+        .iter()
+        .map(|p| format!("%{p}: !tt.ptr<f32> loc(\"{p}\"(#loc))"))
+        .collect();
+    let ir = format!(
+        "#loc = loc(\"/app/op.py\":1:0)\n  tt.func public @{kernel}({}) attributes {{noinline = false}} {{",
+        list.join(", ")
+    );
+    Some(repro::capture::triton::TritonKernel {
+        name: kernel.into(),
+        entry: std::path::PathBuf::from("/cache/E"),
+        params: repro::capture::triton::signature(&ir, kernel),
+        options: serde_json::from_str(r#"{"num_warps": 4, "num_ctas": 1, "num_stages": 3}"#)
+            .unwrap(),
+        location: Some("/app/op.py:1".into()),
+        autotuned: None,
+        notes: Vec::new(),
+    })
+}
+
+fn named_launches() -> Vec<Option<repro::capture::triton::TritonKernel>> {
+    vec![
+        named("scale_add", &["x_ptr", "w_ptr"]),
+        named("square_add", &["w_ptr", "x_ptr", "y_ptr"]),
+        named("scale_add", &["x_ptr", "w_ptr"]),
+    ]
+}
+
+/// `NAME=...` carves at every launch's parameter of that name (one tensor where they point at
+/// the same bytes), `launchK.NAME=...` at launch K's; a view is an output where the window
+/// changed its bytes, and what it changed outside every view is refused.
+#[test]
+fn views_name_the_launches_parameters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+    let window = window_raw(&raw);
+    std::fs::create_dir_all(&out).unwrap();
+    let request = SpecRequest {
+        views: vec![
+            repro::capture::views::parse("x_ptr=[64, 64]").unwrap(),
+            repro::capture::views::parse("launch2.y_ptr=[64, 64]").unwrap(),
+        ],
+        ..request()
+    };
+    let written = write_sequence(&raw, &out, &window, &request, &named_launches()).unwrap();
+    let spec = std::fs::read_to_string(&written.spec).unwrap();
+    for expected in [
+        "  x_ptr: { dtype: f32, shape: [64, 64], init: { file: inputs/x_ptr.npy } }",
+        "  w_ptr: { dtype: f32, shape: [4096], intermediate: true, init: { file: inputs/w_ptr.npy } }",
+        "  y_ptr: { dtype: f32, shape: [64, 64], output: true }   # 16384 bytes changed by the window",
+        "      - { at: 8, tensor: x_ptr, offset: 0 }   # parameter 1",
+        "      - { at: 16, tensor: y_ptr, offset: 0 }   # parameter 2",
+    ] {
+        assert!(spec.contains(expected), "{expected}\n{spec}");
+    }
+    assert_eq!(spec.matches("  x_ptr: {").count(), 1, "{spec}");
+    repro::spec::load(&written.spec, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn views_a_window_cannot_hold_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+    let window = window_raw(&raw);
+    std::fs::create_dir_all(&out).unwrap();
+    for (views, says) in [
+        (
+            vec!["launch1.y_ptr=[4]"],
+            "launch 1 of the window: --tensor launch1.y_ptr=[4]: `y_ptr` is no pointer parameter of scale_add",
+        ),
+        (vec!["z_ptr=[4]"], "no launch of the window has a pointer parameter `z_ptr`"),
+        (vec!["launch4.x_ptr=[4]"], "the window has 3 launches, no launch 4"),
+        (
+            vec!["launch1.x_ptr=[4096]", "launch2.x_ptr=[2048]"],
+            "launch 2's view overlaps the view x_ptr",
+        ),
+        (vec!["x_ptr=[5000]"], "reaches past it"),
+        (
+            vec!["launch2.y_ptr=[2048]"],
+            "the window changed 8192 bytes of the allocation y_ptr is carved from outside every view (bytes 8192 to 16383)",
+        ),
+    ] {
+        let request = SpecRequest {
+            views: views
+                .iter()
+                .map(|v| repro::capture::views::parse(v).unwrap())
+                .collect(),
+            ..request()
+        };
+        let e = write_sequence(&raw, &out, &window, &request, &named_launches()).unwrap_err();
+        assert!(e.contains(says), "{views:?}: {e}");
+    }
 }

@@ -106,6 +106,11 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
     }
     if request.window.is_some() {
         sequence::refuse_unsupported(&request).map_err(fail)?;
+    } else if let Some(view) = request.spec.views.iter().find(|v| v.launch.is_some()) {
+        return Err(fail(format!(
+            "--tensor {}: `launchK.` names a launch of a window (--launches, --through); one launch's view is NAME=...",
+            view.text
+        )));
     }
     let out = &request.output;
     if out.exists()

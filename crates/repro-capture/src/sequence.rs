@@ -14,7 +14,8 @@
 //!   from its captured contents before every call;
 //! - never changed: an input.
 //!
-//! Views (`--tensor`) and `--source` are one launch's, and refused here with the reason.
+//! `--tensor` views name a launch's parameters (`NAME=...` every launch's, `launchK.NAME=...` one
+//! launch's), each made by views.rs; `--source` is one launch's, and refused here.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -35,16 +36,10 @@ pub fn refuse_unsupported(request: &CaptureRequest) -> Result<(), String> {
                     replays each of its launches from production's cubin: drop --source, or capture one launch"
             .into());
     }
-    if !request.spec.views.is_empty() {
-        return Err("--tensor views name one launch's parameters, and are not supported with a window (--launches, \
-                    --through) yet: each allocation the window reaches is one tensor; capture without --tensor and \
-                    edit the tensors' dtype and shape in capture.yaml"
-            .into());
-    }
     Ok(())
 }
 
-/// `, and the window after it: 3 launches` for the line that starts the program.
+/// `, and the 3 launches from it, whatever their kernel` for the line that starts the program.
 pub fn describe(window: &WindowRequest) -> String {
     match (&window.launches, &window.through) {
         (Some(n), None) => format!(", and the {n} launches from it, whatever their kernel"),
@@ -214,6 +209,179 @@ fn type_by_demangled_name(tensors: &mut [BufferTensor], capture: &record::Captur
     }
 }
 
+/// `--tensor` in a window: `NAME=...` carves a tensor at the pointer parameter NAME of every
+/// launch that has one (they must point at the same bytes, or the views are told apart with
+/// `launchK.NAME`), `launchK.NAME=...` at launch K's only. Each launch's view is made by the
+/// one-launch code (views.rs, with its checks and messages); views of several launches over the
+/// same bytes are one tensor. An allocation a view is carved from is then its views alone: every
+/// pointer and tensor map of every launch into it must land in one (else exit 2, naming it).
+fn apply_views(
+    tensors: &mut Vec<BufferTensor>,
+    raw: &Path,
+    window: &Window,
+    records: &[record::Capture],
+    params: &[Vec<u8>],
+    tritons: &[Option<TritonKernel>],
+    views: &[super::views::TensorView],
+) -> Result<(), String> {
+    let mut carved: Vec<BufferTensor> = Vec::new();
+    for view in views {
+        if let Some(k) = view.launch.filter(|k| *k > records.len()) {
+            return Err(format!(
+                "--tensor {}: the window has {} launches, no launch {k}",
+                view.text,
+                records.len()
+            ));
+        }
+        let mut found = false;
+        for (k, capture) in records.iter().enumerate() {
+            if view.launch.is_some_and(|wanted| wanted != k + 1) {
+                continue;
+            }
+            let decl = tritons
+                .get(k)
+                .and_then(Option::as_ref)
+                .map(TritonKernel::declaration);
+            let has_it = decl.as_ref().is_some_and(|d| {
+                d.params.iter().any(|p| {
+                    p.name.as_deref() == Some(view.name.as_str())
+                        && matches!(p.ty, crate::import::cuda::ParamType::Pointer { .. })
+                })
+            });
+            // A view for every launch skips those without the parameter; one for launch K says
+            // why launch K has none (views.rs's message).
+            if !has_it && view.launch.is_none() {
+                continue;
+            }
+            found = true;
+            let mut scratch = Vec::new();
+            super::views::apply(
+                &mut scratch,
+                raw,
+                capture,
+                &params[k],
+                decl.as_ref(),
+                &[],
+                std::slice::from_ref(view),
+            )
+            .map_err(|e| format!("launch {} of the window: {e}", k + 1))?;
+            let origin = format!("--tensor {}", view.text);
+            let Some(mut tensor) = scratch.into_iter().find(|t| t.view && t.origin == origin)
+            else {
+                continue;
+            };
+            let same = |t: &BufferTensor| {
+                t.buffer == tensor.buffer && t.start == tensor.start && t.bytes == tensor.bytes
+            };
+            if carved.iter().any(|t| same(t) && t.name == tensor.name) {
+                continue;
+            }
+            if let Some(other) = carved.iter().find(|t| {
+                t.buffer == tensor.buffer
+                    && t.start < tensor.start + tensor.bytes
+                    && tensor.start < t.start + t.bytes
+            }) {
+                return Err(format!(
+                    "--tensor {}: launch {}'s view overlaps the view {} ({}); views of several launches over one \
+                     allocation must be the same bytes, or apart",
+                    view.text,
+                    k + 1,
+                    other.name,
+                    other.origin
+                ));
+            }
+            if carved.iter().any(|t| t.name == tensor.name) {
+                tensor.name = format!("{}_launch{}", tensor.name, k + 1);
+            }
+            tensor.origin = format!("{origin} (launch {})", k + 1);
+            carved.push(tensor);
+        }
+        if !found {
+            return Err(format!(
+                "--tensor {}: no launch of the window has a pointer parameter `{}` (parameters are named by a \
+                 Triton kernel's signature; a window's C++ kernels have no names)",
+                view.text, view.name
+            ));
+        }
+    }
+    if carved.is_empty() {
+        return Ok(());
+    }
+    // Every launch's pointers and maps into an allocation with views must land in a view.
+    for (k, capture) in records.iter().enumerate() {
+        let reaches = capture
+            .pointers
+            .iter()
+            .map(|p| (p.buffer, p.byte_offset, format!("parameter {}", p.param)))
+            .chain(capture.tensor_maps.iter().filter_map(|m| {
+                Some((
+                    m.buffer?,
+                    m.byte_offset,
+                    format!("the tensor map of parameter {}", m.param),
+                ))
+            }));
+        for (buffer, at, what) in reaches {
+            let viewed = carved.iter().any(|t| t.buffer == buffer);
+            let inside = carved
+                .iter()
+                .any(|t| t.buffer == buffer && t.start <= at && at < t.start + t.bytes);
+            if viewed && !inside {
+                return Err(format!(
+                    "launch {} of the window ({}): its {what} points at byte {at} of an allocation that views are \
+                     carved from, outside every view: give it a view too (--tensor launch{}.NAME=[...])",
+                    k + 1,
+                    capture.kernel.demangled,
+                    k + 1
+                ));
+            }
+        }
+    }
+    // What the window wrote outside every view would be written past the views' tensors in the
+    // harness: a view too small, or a tensor the kernels write that has no view.
+    for buffer in window
+        .buffers
+        .iter()
+        .filter(|b| carved.iter().any(|v| v.buffer == b.id))
+    {
+        let (Some(before), Some(after)) = (&buffer.before, &buffer.after) else {
+            continue;
+        };
+        let before = read_buffer(raw, before, buffer.size)?;
+        let after = read_buffer(raw, after, buffer.size)?;
+        let outside: Vec<usize> = (0..before.len())
+            .filter(|&at| before[at] != after[at])
+            .filter(|&at| {
+                !carved.iter().any(|v| {
+                    v.buffer == buffer.id && v.start <= at as u64 && (at as u64) < v.start + v.bytes
+                })
+            })
+            .collect();
+        if let (Some(first), Some(last)) = (outside.first(), outside.last()) {
+            let names: Vec<&str> = carved
+                .iter()
+                .filter(|v| v.buffer == buffer.id)
+                .map(|v| v.name.as_str())
+                .collect();
+            return Err(format!(
+                "the window changed {} bytes of the allocation {} is carved from outside every view (bytes {first} to \
+                 {last}): a view too small, or a tensor the launches write with no view of its own",
+                outside.len(),
+                names.join(", ")
+            ));
+        }
+    }
+    tensors.retain(|t| !carved.iter().any(|v| v.buffer == t.buffer));
+    for t in tensors.iter_mut() {
+        if carved.iter().any(|v| v.name == t.name) {
+            t.name = format!("buffer{}", t.buffer);
+        }
+    }
+    tensors.extend(carved);
+    // In the allocations' order, a view where its allocation was.
+    tensors.sort_by_key(|t| (t.buffer, t.start));
+    Ok(())
+}
+
 /// `name`, or `name_2`, `name_3`... when another allocation took it.
 fn unique(name: &str, taken: &mut Vec<String>) -> String {
     let mut candidate = name.to_string();
@@ -258,6 +426,7 @@ pub fn write_sequence(
     // Each launch laid out by the one-launch code, over the window's buffers it reaches.
     let mut records = Vec::new();
     let mut per_launch = Vec::new();
+    let mut launch_params = Vec::new();
     for k in 0..window.launches.len() {
         let capture = window.launch(k);
         let label = format!(
@@ -283,8 +452,18 @@ pub fn write_sequence(
         }
         per_launch.push(launch.tensors);
         records.push(capture);
+        launch_params.push(params);
     }
     let mut tensors = merge_tensors(window, &per_launch);
+    apply_views(
+        &mut tensors,
+        raw,
+        window,
+        &records,
+        &launch_params,
+        tritons,
+        &request.views,
+    )?;
     if let Some(r) = &request.reference {
         if matches!(r.op.as_str(), "gemm" | "grouped_gemm")
             && !r.a.is_empty()
@@ -321,10 +500,31 @@ pub fn write_sequence(
         };
         let all_bytes = read_buffer(raw, before_file, buffer.size)?;
         let bytes = &all_bytes[t.start as usize..];
-        let role = match (&buffer.after, buffer.written_by.is_empty()) {
+        let after_bytes = match &buffer.after {
+            Some(after_file) => Some(read_buffer(raw, after_file, buffer.size)?),
+            None => None,
+        };
+        // A view is an output where the window changed its own bytes, else an input: which
+        // launch wrote which part of an allocation is not known, so no view is an intermediate.
+        let span = t.start as usize..(t.start + t.bytes) as usize;
+        let view_changed = after_bytes.as_ref().map_or(0, |after| {
+            after[span.clone()]
+                .iter()
+                .zip(&all_bytes[span.clone()])
+                .filter(|(a, b)| a != b)
+                .count() as u64
+        });
+        let role = match (&after_bytes, buffer.written_by.is_empty()) {
+            _ if t.view && view_changed > 0 => Role::Output,
+            _ if t.view => Role::Input,
             (Some(_), _) => Role::Output,
             (None, false) => Role::Intermediate,
             (None, true) => Role::Input,
+        };
+        let changed_bytes = if t.view {
+            view_changed
+        } else {
+            buffer.changed_bytes
         };
         let shape = write::list(&t.shape);
         let layout = if t.col_major {
@@ -340,8 +540,7 @@ pub fn write_sequence(
         let first_seen = format!("first reached by launch {}", buffer.first_launch);
         match role {
             Role::Output => {
-                let after_file = buffer.after.as_deref().expect("an output has its after");
-                let after_bytes = read_buffer(raw, after_file, buffer.size)?;
+                let after_bytes = after_bytes.as_deref().expect("an output has its after");
                 let (b, a) = (
                     format!("production/{}.before.npy", t.name),
                     format!("production/{}.after.npy", t.name),
@@ -355,7 +554,7 @@ pub fn write_sequence(
                     "  {}: {{ dtype: {}, shape: {shape}{layout}, output: true }}   # {} bytes changed by the window ({} wrote it), {first_seen}; shape from {}{managed}",
                     t.name,
                     t.dtype.name(),
-                    buffer.changed_bytes,
+                    changed_bytes,
                     launches_text(&buffer.written_by),
                     t.origin
                 );
