@@ -554,6 +554,10 @@ mod tests {
         let v = parse("x=[300, n_cols]").unwrap();
         assert_eq!(v.dtype, None);
         assert!(!v.col_major);
+        assert_eq!(v.launch, None);
+        // A window's launch 2 only.
+        let v = parse("launch2.o=[8, 16]").unwrap();
+        assert_eq!((v.launch, v.name.as_str()), (Some(2), "o"));
     }
 
     #[test]
@@ -568,6 +572,9 @@ mod tests {
             ("a_ptr=[M]:col_major", "col_major is for 2-D"),
             ("a_ptr=[M]:diagonal", "no layout"),
             ("=[M]", "no parameter name"),
+            ("launch0.o=[M]", "no parameter name (nor launchK.NAME"),
+            ("step2.o=[M]", "no parameter name (nor launchK.NAME"),
+            ("launch2.=[M]", "no parameter name"),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.contains(says) && e.contains("the form is"), "{text}: {e}");
