@@ -140,6 +140,13 @@ wstep triton2-capture 0 "capture: a window of 2 launches" -- "$repro" capture --
   -o "$work/triton2" -- python3 "$root/examples/capture_torch/triton_two_kernels.py"
 wstep triton2-spec 0 "Triton" -- grep -n "Triton\|partial_ptr\|intermediate\|output: true" "$work/triton2/capture.yaml"
 wstep triton2-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/triton2"
+# The same window with views of the launches' parameters (x and y in every launch that has them,
+# the partials by launch 2's count): three tensors instead of the caching allocator's segment.
+wstep triton2-views-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel 'partial_sums' --launch 2 \
+  --through 'finish_rms' --tensor 'x_ptr=[n]' --tensor 'y_ptr=[n]' --tensor 'launch2.partial_ptr=[num_partials]' \
+  -o "$work/triton2-views" -- python3 "$root/examples/capture_torch/triton_two_kernels.py"
+wstep triton2-views-spec 0 "y_ptr: { dtype: f32, shape: [100000], output: true }" -- cat "$work/triton2-views/capture.yaml"
+wstep triton2-views-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/triton2-views"
 # Overhead (issue 20): the program alone, under capture recording nothing (a name that never
 # launches), and under capture recording launch 100 of 200; rounds alternate, so drift on the
 # machine falls on all three alike. Each repro capture also runs its own steps (the cached
