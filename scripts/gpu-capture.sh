@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # repro capture on the GPU machine (issue 20): the capture app (rebuilt from source, correct and
-# defective, and replayed), and PyTorch's torch.matmul replayed from cuBLAS's machine code.
+# defective, and replayed), and PyTorch's torch.matmul replayed from cuBLAS's machine code; then
+# windows of launches (issue 56, point 3): a split-K GEMM, PyTorch's flash attention backward
+# and a Triton operator of two kernels, each captured as one spec and replayed (PASS/FAIL lines).
 # Usage: scripts/gpu-capture.sh REPRO_BINARY OUT_DIR. Each case's log goes to OUT_DIR/<case>.log.
 set -uo pipefail
 repro=$(realpath "$1"); out=$2; root=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,6 +67,86 @@ step under-sanitizer "$repro" capture --kernel 'tma_gemm<' -o "$work/sanitizer" 
 # A capture's bundle, unpacked in another folder and built there with the toolkit alone.
 step matmul-bundle "$repro" bundle "$work/matmul" -o "$work/bundle-mm"
 step matmul-bundle-elsewhere bash -c "mkdir -p '$work/elsewhere' && tar -xzf '$work/bundle-mm.tar.gz' -C '$work/elsewhere' && cd \"\$(ls -d '$work/elsewhere'/*/ | head -n 1)\" && ls && ./build.sh && ./harness"
+# ---- Windows of launches (issue 56, point 3): an operator of several kernels captured as one
+# spec of replayed launches. Each `wstep` prints PASS when the command exits EXPECTED_EXIT and
+# its log holds PATTERN (a second pattern, after `!`, must be absent), else FAIL with why.
+#   wstep NAME EXPECTED_EXIT PATTERN [!ABSENT] -- COMMAND...
+wstep() {
+  local name=$1 want=$2 pattern=$3 absent=""; shift 3
+  if [[ $1 == !* ]]; then absent=${1#!}; shift; fi
+  [[ $1 == -- ]] && shift
+  echo "== $name: $*"; ( "$@" ) > "$out/$name.log" 2>&1; local rc=$?
+  tail -n 25 "$out/$name.log"
+  if [[ $rc -ne $want ]]; then echo "   FAIL $name: exit $rc, expected $want"
+  elif ! grep -qF -- "$pattern" "$out/$name.log"; then echo "   FAIL $name: no \`$pattern\` in its log"
+  elif [[ -n $absent ]] && grep -qF -- "$absent" "$out/$name.log"; then echo "   FAIL $name: \`$absent\` in its log"
+  else echo "   PASS $name (exit $rc, \`$pattern\`)"; fi
+}
+# The split-K GEMM of kernels/split_k_gemm.cuh (partials, then reduce), called twice; the window
+# is the second call's two kernels (--through), then the fill kernel before them as well
+# (--launches 3: whatever kernel). Production's D and workspace are compared bit for bit.
+nvcc -std=c++17 -O3 -arch=sm_90a -lineinfo -I"$root/kernels" -o "$work/capture_split_k" \
+  "$root/examples/capture_app/capture_split_k.cu" && echo "   PASS split-k-build" || echo "   FAIL split-k-build"
+wstep splitk-app 0 "call 2: sum of D" -- "$work/capture_split_k"
+wstep splitk-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel 'split_k_kernels::partials' --launch 2 \
+  --through 'split_k_kernels::reduce' -o "$work/splitk" -- "$work/capture_split_k"
+wstep splitk-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/splitk"
+wstep splitk-run-repeat 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/splitk" --repeat 5
+wstep splitk-fill-capture 0 "capture: a window of 3 launches" -- "$repro" capture --kernel 'capture_split_k::fill_batch' --launch 2 \
+  --launches 3 -o "$work/splitk-fill" -- "$work/capture_split_k"
+wstep splitk-fill-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/splitk-fill"
+# The planted defect is production's too: the window reproduces it bit for bit.
+wstep splitk-defect-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel 'split_k_kernels::partials' --launch 2 \
+  --through 'split_k_kernels::reduce' -o "$work/splitk-defect" -- "$work/capture_split_k" --defect drop_last_split
+wstep splitk-defect-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/splitk-defect"
+wstep splitk-memcheck 0 "Disposition: Passed" -- "$repro" run "$work/splitk" --sanitize memcheck
+# Refusals (exit 2, nothing written): a --through that never comes, a window over --max-bytes.
+wstep splitk-too-long 2 "none of them after the first matched" -- "$repro" capture --kernel 'split_k_kernels::partials' \
+  --through 'no_such_kernel' -o "$work/splitk-too-long" -- "$work/capture_split_k" --calls 40
+wstep splitk-too-many-bytes 2 "raise --max-bytes" -- "$repro" capture --kernel 'split_k_kernels::partials' --launch 2 \
+  --through 'split_k_kernels::reduce' --max-bytes 1000000 -o "$work/splitk-bytes" -- "$work/capture_split_k"
+wstep splitk-ended-inside 2 "the program exited inside the window" -- "$repro" capture --kernel 'split_k_kernels::reduce' --launch 2 \
+  --launches 5 -o "$work/splitk-ended" -- "$work/capture_split_k"
+# PyTorch's flash attention backward: first the kernels the program launches (a capture of a
+# kernel that never comes lists them in raw/session.json), then the window from the second call's
+# first kernel matching `bwd` through the last one, both read from that list.
+wstep sdpa-app 0 "call 2:" -- python3 "$root/examples/capture_torch/sdpa_backward.py"
+wstep sdpa-list 2 "kernels it launched" -- "$repro" capture --kernel 'no_such_kernel' -o "$work/sdpa-list" \
+  -- python3 "$root/examples/capture_torch/sdpa_backward.py"
+read -r sdpa_first sdpa_through < <(python3 - "$work/sdpa-list/raw/session.json" <<'PY'
+import json, re, sys
+kernels = json.load(open(sys.argv[1]))["kernels"]
+bwd = [k for k in kernels if "bwd" in k["name"]] or [{"name": "no_bwd_kernel_launched", "launches": 0}]
+per_call = sum(k["launches"] for k in bwd) // 2
+# The kernels are listed in the order of their first launch: the last one matching `bwd` ends
+# the backward. Its function name without namespace, template arguments or parameters (plain
+# word characters, a regex that matches itself).
+head = re.split(r"[<(]", bwd[-1]["name"])[0]
+print(per_call + 1, head.split("::")[-1].split()[-1])
+PY
+)
+echo "   sdpa window: --kernel bwd --launch $sdpa_first --through $sdpa_through"
+wstep sdpa-capture 0 "capture: a window of" -- "$repro" capture --kernel 'bwd' --launch "$sdpa_first" --through "$sdpa_through" \
+  -o "$work/sdpa" -- python3 "$root/examples/capture_torch/sdpa_backward.py"
+wstep sdpa-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/sdpa"
+# The same window as a count (robust to a --through that names a kernel launched twice).
+sdpa_count=$(grep -c '^  - kind: replay' "$work/sdpa/capture.yaml" 2>/dev/null); [[ ${sdpa_count:-0} -ge 1 ]] || sdpa_count=3
+wstep sdpa-count-capture 0 "capture: a window of $sdpa_count launches" -- "$repro" capture --kernel 'bwd' --launch "$sdpa_first" \
+  --launches "$sdpa_count" -o "$work/sdpa-count" -- python3 "$root/examples/capture_torch/sdpa_backward.py"
+wstep sdpa-count-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/sdpa-count"
+# A Triton operator of two @triton.jit kernels (partial sums, then the normalization reading them).
+wstep triton2-app 0 "call 2:" -- python3 "$root/examples/capture_torch/triton_two_kernels.py"
+wstep triton2-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel 'partial_sums' --launch 2 --through 'finish_rms' \
+  -o "$work/triton2" -- python3 "$root/examples/capture_torch/triton_two_kernels.py"
+wstep triton2-spec 0 "Triton" -- grep -n "Triton\|partial_ptr\|intermediate\|output: true" "$work/triton2/capture.yaml"
+wstep triton2-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/triton2"
+# The same window with views of the launches' parameters (x and y in every launch that has them,
+# the partials by launch 2's count): three tensors instead of the caching allocator's segment.
+wstep triton2-views-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel 'partial_sums' --launch 2 \
+  --through 'finish_rms' --tensor 'x_ptr=[n]' --tensor 'y_ptr=[n]' --tensor 'launch2.partial_ptr=[num_partials]' \
+  -o "$work/triton2-views" -- python3 "$root/examples/capture_torch/triton_two_kernels.py"
+wstep triton2-views-spec 0 "y_ptr: { dtype: f32, shape: [100000], output: true }" -- cat "$work/triton2-views/capture.yaml"
+wstep triton2-views-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/triton2-views"
 # Overhead (issue 20): the program alone, under capture recording nothing (a name that never
 # launches), and under capture recording launch 100 of 200; rounds alternate, so drift on the
 # machine falls on all three alike. Each repro capture also runs its own steps (the cached
@@ -80,5 +162,5 @@ overhead() {
   done
 }
 step overhead overhead
-tar -C "$work" -czf "$out/captures.tgz" --exclude='*.npy' --exclude='*.bin' --exclude='*.cubin' --exclude='*.tar.gz' --exclude=harness --exclude=capture_app --exclude=runtime --exclude=.repro --exclude=elsewhere --exclude='idle*' --exclude='rec*' . 2>/dev/null
+tar -C "$work" -czf "$out/captures.tgz" --exclude='*.npy' --exclude='*.bin' --exclude='*.cubin' --exclude='*.tar.gz' --exclude=harness --exclude=capture_app --exclude=capture_split_k --exclude=runtime --exclude=.repro --exclude=elsewhere --exclude='idle*' --exclude='rec*' . 2>/dev/null
 

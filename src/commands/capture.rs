@@ -1,4 +1,4 @@
-//! `repro capture --kernel REGEX [--launch N] [-o DIR] [--source DIR] -- PROGRAM ARGS...`.
+//! `repro capture --kernel REGEX [--launch N] [--launches N] [--through REGEX] [-o DIR] [--source DIR] -- PROGRAM ARGS...`.
 
 use std::path::PathBuf;
 
@@ -15,6 +15,15 @@ pub struct CaptureArgs {
     /// Record the N-th launch of the kernels that match, counting from 1.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub launch: u64,
+    /// Record a window of N consecutive launches from that one, whatever kernel they run (an
+    /// operator's kernels), as a spec of `launches:` (at most 64). With --through: the most the
+    /// window may hold.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub launches: Option<u64>,
+    /// Record a window from that launch up to and including the first later launch whose
+    /// demangled name matches REGEX (at most 64 launches, or --launches).
+    #[arg(long, value_name = "REGEX")]
+    pub through: Option<String>,
     /// The folder to write (must not exist, or be empty): the spec capture.yaml, its inputs,
     /// production's output, and the artifact `repro run DIR` runs.
     #[arg(short = 'o', long, value_name = "DIR", default_value = "capture")]
@@ -39,7 +48,8 @@ pub struct CaptureArgs {
     /// The spec's name [default: the kernel's, with _capture].
     #[arg(long)]
     pub name: Option<String>,
-    /// The most bytes of device memory to copy before the launch (twice that on disk at most).
+    /// The most bytes of device memory to copy before the launch, or over a window's launches
+    /// (twice that on disk at most).
     #[arg(long, value_name = "BYTES", default_value_t = 4 << 30)]
     pub max_bytes: u64,
     /// Only launches on this CUDA device count [default: any].
@@ -68,6 +78,8 @@ impl CaptureArgs {
             .map(|text| crate::capture::views::parse(text))
             .collect::<Result<Vec<_>, _>>()
             .map_err(Error::CaptureRun)?;
+        let window = crate::capture::WindowRequest::from_flags(self.launches, self.through)
+            .map_err(Error::CaptureRun)?;
         let command = self
             .program
             .iter()
@@ -82,6 +94,7 @@ impl CaptureArgs {
             device: self.device,
             stop: self.stop,
             source: self.source,
+            window,
             spec: SpecRequest {
                 name: self.name,
                 replay: self.replay,

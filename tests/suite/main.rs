@@ -6,6 +6,7 @@
 
 mod capture;
 mod capture_segments;
+mod capture_window;
 mod common;
 
 mod async_race;

@@ -1,8 +1,9 @@
 //! `repro capture` (docs/cli.md, `repro capture`): runs the user's program unmodified under CUDA's tool-injection
-//! interface, records one launch of the kernel it names (inject.rs builds the library,
-//! repro_inject.cpp is it, record.rs reads what it wrote), and turns the
-//! record into a spec folder (layout.rs decides tensors and arguments, write.rs writes them),
-//! scaffolded in place so that `repro run DIR` runs it.
+//! interface, records one launch of the kernel it names, or a window of launches from it
+//! (`--launches`, `--through`) (inject.rs builds the library, repro_inject.cpp is it, record.rs
+//! reads what it wrote), and turns the record into a spec folder (layout.rs decides tensors and
+//! arguments, write.rs writes them, sequence.rs a window's `launches:`), scaffolded in place so
+//! that `repro run DIR` runs it.
 //!
 //! A crate of its own (README.md, "Layout"), above the engine, `repro-flags` (the machine that
 //! answers the spec's lookups) and `repro-import` (the `--source` declaration parser and the
@@ -12,6 +13,7 @@ pub mod error;
 pub mod inject;
 pub mod layout;
 pub mod record;
+pub mod sequence;
 pub mod tensor;
 pub mod triton;
 pub mod views;
@@ -39,9 +41,47 @@ pub struct CaptureRequest {
     pub device: Option<u32>,
     pub stop: bool,
     pub source: Option<PathBuf>,
+    /// `--launches`/`--through`: a window of launches; `None` records the one launch.
+    pub window: Option<WindowRequest>,
     pub spec: write::SpecRequest,
     pub program: Vec<String>,
 }
+
+/// `--launches N` and/or `--through REGEX`: the window that starts at the recorded launch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WindowRequest {
+    /// N consecutive launches (any kernel), or with `through` the most the window may hold.
+    pub launches: Option<u64>,
+    /// The window ends with the first later launch whose demangled name matches.
+    pub through: Option<String>,
+}
+
+impl WindowRequest {
+    /// The window the flags ask for: `None` for the one launch (neither flag, or `--launches 1`),
+    /// so that such a capture is the one-launch capture it always was.
+    pub fn from_flags(
+        launches: Option<u64>,
+        through: Option<String>,
+    ) -> Result<Option<Self>, String> {
+        if let Some(n) = launches {
+            if n == 0 || n > MAX_WINDOW_LAUNCHES {
+                return Err(format!(
+                    "--launches {n}: a window holds 1 to {MAX_WINDOW_LAUNCHES} launches (a spec's `launches:` holds at most {MAX_WINDOW_LAUNCHES})"
+                ));
+            }
+        }
+        if let Some(t) = &through {
+            regex_check(t).map_err(|e| e.replace("--kernel", "--through"))?;
+        }
+        Ok(match (launches, through) {
+            (None | Some(1), None) => None,
+            (launches, through) => Some(WindowRequest { launches, through }),
+        })
+    }
+}
+
+/// The most launches a window may hold: a spec's `launches:` limit (docs/spec.md, `launches`).
+pub const MAX_WINDOW_LAUNCHES: u64 = 64;
 
 /// Largest cubin (or parameter file) copied from the raw folder: a module of a large library
 /// is tens of MiB.
@@ -63,6 +103,14 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
     }
     if let Err(e) = regex_check(&request.kernel) {
         return Err(fail(e));
+    }
+    if request.window.is_some() {
+        sequence::refuse_unsupported(&request).map_err(fail)?;
+    } else if let Some(view) = request.spec.views.iter().find(|v| v.launch.is_some()) {
+        return Err(fail(format!(
+            "--tensor {}: `launchK.` names a launch of a window (--launches, --through); one launch's view is NAME=...",
+            view.text
+        )));
     }
     let out = &request.output;
     if out.exists()
@@ -87,10 +135,27 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
         .split_first()
         .ok_or_else(|| fail("no program to run: give it after `--`"))?;
     eprintln!(
-        "capture: running {} (recording launch {} of kernels matching `{}`)",
-        request.spec.command, request.launch, request.kernel
+        "capture: running {} (recording launch {} of kernels matching `{}`{})",
+        request.spec.command,
+        request.launch,
+        request.kernel,
+        request
+            .window
+            .as_ref()
+            .map(sequence::describe)
+            .unwrap_or_default()
     );
-    let status = Command::new(program)
+    let mut command = Command::new(program);
+    if let Some(window) = &request.window {
+        if let Some(n) = window.launches {
+            command.env("REPRO_CAPTURE_LAUNCHES", n.to_string());
+        }
+        if let Some(through) = &window.through {
+            command.env("REPRO_CAPTURE_THROUGH", through);
+        }
+        command.env("REPRO_CAPTURE_WINDOW_MAX", MAX_WINDOW_LAUNCHES.to_string());
+    }
+    let status = command
         .args(args)
         .env("CUDA_INJECTION64_PATH", &library)
         .env("REPRO_CAPTURE_OUT", &raw)
@@ -112,6 +177,24 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
         None => "a signal".to_string(),
     };
     let session: Option<record::Session> = record::read(&raw.join("session.json")).map_err(fail)?;
+    if request.window.is_some() {
+        let window: Option<record::Window> =
+            record::read(&raw.join("window.json")).map_err(fail)?;
+        let Some(window) = window else {
+            return Err(fail(no_capture(&request, session.as_ref(), &exited)));
+        };
+        if !status.success() && !request.stop {
+            eprintln!(
+                "capture: the program ended with {exited} after the capture; the capture is kept"
+            );
+        }
+        // What the library noted on the way (a launch in another context left out of the
+        // window, a callback it could not enable): the window may then not be the operator.
+        for note in session.iter().flat_map(|s| &s.notes) {
+            eprintln!("capture: note: {note}");
+        }
+        return sequence::finish(&raw, out, &window, &request);
+    }
     let capture: Option<record::Capture> = record::read(&raw.join("capture.json")).map_err(fail)?;
     let Some(capture) = capture else {
         return Err(fail(no_capture(&request, session.as_ref(), &exited)));
@@ -147,6 +230,11 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
         }
     }
     let written = write::write(&raw, out, &capture, &request.spec).map_err(fail)?;
+    scaffold(&raw, out, &written)
+}
+
+/// Says what was written and scaffolds the folder, so that `repro run DIR` runs it.
+fn scaffold(raw: &Path, out: &Path, written: &write::Written) -> Result<u8, CaptureError> {
     // The raw buffer copies are now the .npy files.
     let _ = std::fs::remove_dir_all(raw.join("buffers"));
     eprintln!(
@@ -171,7 +259,7 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
 
 /// What Triton's cache holds for the captured cubin, when Triton compiled it. The program ran
 /// with this process's environment, so its `TRITON_CACHE_DIR` is ours.
-fn triton_kernel(raw: &Path, capture: &record::Capture) -> Option<triton::TritonKernel> {
+pub(crate) fn triton_kernel(raw: &Path, capture: &record::Capture) -> Option<triton::TritonKernel> {
     let module = capture.module.as_ref()?;
     let path = record::raw_file(raw, &module.file).ok()?;
     let cubin = record::read_file(&path, MAX_CUBIN_BYTES).ok()?;
@@ -180,7 +268,7 @@ fn triton_kernel(raw: &Path, capture: &record::Capture) -> Option<triton::Triton
 }
 
 /// The regex is the library's (ECMAScript), so only what would surely fail is refused here.
-fn regex_check(pattern: &str) -> Result<(), String> {
+pub(crate) fn regex_check(pattern: &str) -> Result<(), String> {
     if pattern.is_empty() {
         return Err(
             "--kernel is empty: give a pattern of the kernel's demangled name, e.g. 'tma_gemm<'"
@@ -209,7 +297,30 @@ fn no_capture(request: &CaptureRequest, session: Option<&record::Session>, exite
                 .to_string()
         }
         "cupti_error" | "bad_environment" => return format!("the capture library could not start: {}", s.message),
+        // A window that grew past its bound, or could not be recorded: the library says which.
+        "window_too_long" | "window_broken" => return format!("{}; nothing was written", s.message),
         _ => {}
+    }
+    if let (Some(r), Some(_)) = (&s.refused, &request.window) {
+        return format!(
+            "{}; raise --max-bytes if the disk holds twice that ({} allocations: {})",
+            s.message,
+            r.buffers.len(),
+            r.buffers
+                .iter()
+                .take(8)
+                .map(|b| format!("{} bytes at {}", b.size, b.base))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if request.window.is_some()
+        && !s.message.is_empty()
+        && s.status == "attached"
+        && s.matched >= request.launch
+    {
+        // The window opened and the program ended inside it.
+        return s.message.clone();
     }
     if let Some(r) = &s.refused {
         let sizes: Vec<String> = r
@@ -275,5 +386,100 @@ fn find_declaration(
             eprintln!("capture: {} declarations of `{}` under {}; replaying it (narrow --source to one file)", many.len(), parsed.name, source.display());
             Ok(None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(window: Option<WindowRequest>) -> CaptureRequest {
+        CaptureRequest {
+            kernel: "partials".into(),
+            launch: 2,
+            output: PathBuf::from("cap"),
+            max_bytes: 1000,
+            device: None,
+            stop: false,
+            source: None,
+            window,
+            spec: write::SpecRequest::default(),
+            program: vec!["./app".into()],
+        }
+    }
+
+    fn session(json: &str) -> record::Session {
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// Neither flag, or `--launches 1`, is the one-launch capture it always was.
+    #[test]
+    fn one_launch_is_no_window() {
+        assert_eq!(WindowRequest::from_flags(None, None), Ok(None));
+        assert_eq!(WindowRequest::from_flags(Some(1), None), Ok(None));
+        assert_eq!(
+            WindowRequest::from_flags(Some(3), None),
+            Ok(Some(WindowRequest {
+                launches: Some(3),
+                through: None
+            }))
+        );
+        assert_eq!(
+            WindowRequest::from_flags(Some(1), Some("reduce".into())),
+            Ok(Some(WindowRequest {
+                launches: Some(1),
+                through: Some("reduce".into())
+            }))
+        );
+        assert!(WindowRequest::from_flags(Some(65), None)
+            .unwrap_err()
+            .contains("a window holds 1 to 64 launches"));
+        assert!(WindowRequest::from_flags(None, Some(String::new()))
+            .unwrap_err()
+            .contains("--through is empty"));
+    }
+
+    /// The library's refusals of a window (too long, over --max-bytes, the program ended inside
+    /// it) are said in its words, with what to change.
+    #[test]
+    fn a_refused_window_says_why() {
+        let window = Some(WindowRequest {
+            launches: None,
+            through: Some("reduce".into()),
+        });
+        let too_long = session(
+            r#"{"status": "window_too_long", "message": "the window held 64 launches (the most a window may hold) and none of them after the first matched 'reduce'", "matched": 2}"#,
+        );
+        let said = no_capture(&request(window.clone()), Some(&too_long), "exit status 0");
+        assert!(
+            said.contains("none of them after the first matched 'reduce'; nothing was written"),
+            "{said}"
+        );
+        let refused = session(
+            r#"{"status": "refused", "message": "launch 2 of the window (reduce) brings the window's allocations to 2, of 2048 bytes in all, over REPRO_CAPTURE_MAX_BYTES=1000",
+                "matched": 2, "refused": {"total": 2048, "max_bytes": 1000, "buffers": [{"base": "0x7f00", "size": 1024}, {"base": "0x7f80", "size": 1024}]}}"#,
+        );
+        let said = no_capture(&request(window.clone()), Some(&refused), "exit status 0");
+        for says in [
+            "launch 2 of the window (reduce)",
+            "raise --max-bytes",
+            "1024 bytes at 0x7f80",
+        ] {
+            assert!(said.contains(says), "{says}: {said}");
+        }
+        let ended = session(
+            r#"{"status": "attached", "message": "the program exited inside the window, after 1 of its launches (none of them matching 'reduce'); nothing was written", "matched": 2}"#,
+        );
+        let said = no_capture(&request(window), Some(&ended), "exit status 0");
+        assert!(
+            said.starts_with("the program exited inside the window"),
+            "{said}"
+        );
+        // One launch's refusal is as it was.
+        let said = no_capture(&request(None), Some(&refused), "exit status 0");
+        assert!(
+            said.starts_with("launch 2 reaches 2048 bytes of device memory"),
+            "{said}"
+        );
     }
 }

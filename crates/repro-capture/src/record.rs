@@ -1,5 +1,6 @@
 //! What the injection library (repro_inject.cpp) writes: `session.json`, how
-//! the program's run went, and `capture.json`, the one recorded launch. Addresses are hex
+//! the program's run went, and `capture.json`, the one recorded launch, or `window.json`, a
+//! window of launches (one launch record each, the allocations they share listed once). Addresses are hex
 //! strings (`"0x7f..."`): JSON numbers lose precision past 2^53.
 
 use std::path::{Path, PathBuf};
@@ -145,12 +146,73 @@ pub struct CapturedBuffer {
     pub after: Option<String>,
     #[serde(default)]
     pub changed_bytes: u64,
+    /// A window's: the launch (from 1) before which it was copied, the first that pointed into it.
+    #[serde(default)]
+    pub first_launch: usize,
+    /// A window's: the launches after which it had changed (from 1).
+    #[serde(default)]
+    pub written_by: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct CapturedModule {
     pub file: String,
     pub size: u64,
+}
+
+/// `window.json`: the launches of a window, each a launch record as `capture.json` holds one
+/// (its `buffers` empty: they are the window's, below), in the order they were made.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Window {
+    pub window: WindowBounds,
+    pub launches: Vec<Capture>,
+    pub buffers: Vec<CapturedBuffer>,
+    #[serde(default)]
+    pub memory_operations: Vec<MemoryOperation>,
+}
+
+/// What asked for the window: `--kernel`, `--launch`, `--launches`, `--through`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WindowBounds {
+    pub kernel: String,
+    pub first: u64,
+    #[serde(default)]
+    pub launches: Option<u64>,
+    #[serde(default)]
+    pub through: Option<String>,
+}
+
+/// A memset or copy inside the window into an allocation it had already copied: its effect is
+/// in the copies after it, but replaying the launches does not make it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct MemoryOperation {
+    pub api: String,
+    pub buffer: usize,
+    #[serde(default)]
+    pub address: String,
+    /// How many launches of the window had started before it.
+    pub after_launch: u64,
+}
+
+impl Window {
+    /// Launch `index` (from 0) as a capture of its own: its record with the window's buffers it
+    /// points into (ids unchanged), so the one-launch code lays it out.
+    pub fn launch(&self, index: usize) -> Capture {
+        let mut capture = self.launches[index].clone();
+        let used: std::collections::BTreeSet<usize> = capture
+            .pointers
+            .iter()
+            .map(|p| p.buffer)
+            .chain(capture.tensor_maps.iter().filter_map(|m| m.buffer))
+            .collect();
+        capture.buffers = self
+            .buffers
+            .iter()
+            .filter(|b| used.contains(&b.id))
+            .cloned()
+            .collect();
+        capture
+    }
 }
 
 /// Largest JSON file of the library's read (a record lists a launch's parameters and buffers).

@@ -14,6 +14,10 @@
 //   REPRO_CAPTURE_MAX_BYTES  most device bytes to copy; a launch over it is refused, not recorded
 //   REPRO_CAPTURE_DEVICE     device ordinal whose launches count (absent or -1: any)
 //   REPRO_CAPTURE_STOP       "1": _exit(0) once the capture is written
+//   REPRO_CAPTURE_LAUNCHES   optional, N >= 1: a window of N consecutive launches (any kernel) from
+//                            the recorded one; 1 or absent: the one launch, as always
+//   REPRO_CAPTURE_THROUGH    optional regex: the window ends with the first later launch matching it
+//   REPRO_CAPTURE_WINDOW_MAX most launches a window may hold (default 64, a spec's `launches:` limit)
 //
 // Files in REPRO_CAPTURE_OUT (JSON is written to NAME.partial then renamed, so a reader or a
 // later crash never sees half a file; capture.json is written last and is the commit marker):
@@ -25,6 +29,14 @@
 //   buffers/b<i>.before.bin  each allocation the parameters point into, before the launch
 //   buffers/b<i>.after.bin   the same after the launch, only where it changed
 //   module.cubin             the cubin that holds the kernel
+//
+// With a window (REPRO_CAPTURE_LAUNCHES > 1 or REPRO_CAPTURE_THROUGH), window.json replaces
+// capture.json as the commit marker: one launch record per launch of the window (the keys of
+// capture.json, its parameter bytes in launches/l<k>.params.bin, its cubin in launches/m<j>.cubin,
+// identical modules shared), and the buffers of the whole window: each allocation copied to
+// buffers/b<i>.before.bin before the first launch that points into it, and once more after the
+// last launch (b<i>.after.bin where the window changed it), with the launches that changed it.
+// Memsets and copies into an allocation the window already saw are listed, not replayed.
 //
 // Why one file of ~1,400 lines: repro compiles it on the user's machine with the host compiler
 // alone (no build system, no other sources to carry), and its parts (the CUPTI callbacks, the
@@ -80,6 +92,7 @@ struct Driver {
   CUresult (*ctxGetDevice)(CUdevice*) = nullptr;
   CUresult (*ctxGetDeviceOf)(CUdevice*, CUcontext) = nullptr;  // cuCtxGetDevice_v2, optional
   CUresult (*streamSynchronize)(CUstream) = nullptr;
+  CUresult (*ctxSynchronize)() = nullptr;  // optional: the end of a window
   CUresult (*streamIsCapturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*pointerGetAttribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;
   CUresult (*funcGetParamInfo)(CUfunction, size_t, size_t*, size_t*) = nullptr;
@@ -105,6 +118,7 @@ bool load_driver(Driver& d, std::string& missing) {
   bind(lib, d.ctxGetDevice, "cuCtxGetDevice");
   bind(lib, d.ctxGetDeviceOf, "cuCtxGetDevice_v2");
   bind(lib, d.streamSynchronize, "cuStreamSynchronize");
+  bind(lib, d.ctxSynchronize, "cuCtxSynchronize");
   bind(lib, d.streamIsCapturing, "cuStreamIsCapturing");
   bind(lib, d.pointerGetAttribute, "cuPointerGetAttribute");
   bind(lib, d.funcGetParamInfo, "cuFuncGetParamInfo");
@@ -133,6 +147,11 @@ struct Config {
   uint64_t launch = 1, max_bytes = 0;
   int device = -1;
   bool stop = false;
+  // The window (empty `through` and window_launches <= 1: the one launch of before).
+  uint64_t window_launches = 0, window_max = 64;
+  std::string through;
+  std::regex through_re;
+  bool window() const { return window_launches > 1 || !through.empty(); }
 };
 
 bool parse_u64(const char* s, uint64_t& v) {
@@ -181,6 +200,30 @@ bool parse_config(Config& c, std::string& err) {
     return false;
   }
   c.stop = stop && strcmp(stop, "1") == 0;
+  const char* launches = getenv("REPRO_CAPTURE_LAUNCHES");
+  if (launches && *launches && (!parse_u64(launches, c.window_launches) || c.window_launches == 0)) {
+    err = "REPRO_CAPTURE_LAUNCHES must be an integer >= 1";
+    return false;
+  }
+  const char* most = getenv("REPRO_CAPTURE_WINDOW_MAX");
+  if (most && *most && (!parse_u64(most, c.window_max) || c.window_max == 0)) {
+    err = "REPRO_CAPTURE_WINDOW_MAX must be an integer >= 1";
+    return false;
+  }
+  if (c.window_launches > c.window_max) {
+    err = "REPRO_CAPTURE_LAUNCHES is over REPRO_CAPTURE_WINDOW_MAX";
+    return false;
+  }
+  const char* through = getenv("REPRO_CAPTURE_THROUGH");
+  if (through && *through) {
+    c.through = through;
+    try {
+      c.through_re = std::regex(c.through, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error& e) {
+      err = "REPRO_CAPTURE_THROUGH is not a valid ECMAScript regex: " + std::string(e.what());
+      return false;
+    }
+  }
   return true;
 }
 
@@ -344,7 +387,11 @@ struct Encode {  // one successful cuTensorMapEncode* call
   int lower_w = 0, upper_w = 0, mode = 0;  // im2col_wide
 };
 
+// Waiting for launch N; Recording it (one launch, or the window's launches one after another);
+// Done. A window stays Recording from its first launch's API_ENTER to its last one's API_EXIT.
 enum class Phase { Waiting, Recording, Done };
+
+struct Window;
 
 struct State {
   Config cfg;
@@ -353,7 +400,7 @@ struct State {
   bool active = false;
   std::string status = "attached", message;
   Phase phase = Phase::Waiting;
-  uint64_t launches_seen = 0, kernels_unlisted = 0, notes_dropped = 0, refused_total = 0;
+  uint64_t launches_seen = 0, kernels_unlisted = 0, notes_dropped = 0, refused_total = 0, window_recorded = 0;
   std::vector<std::pair<uint64_t, uint64_t>> refused_buffers;
   std::unordered_map<CUfunction, KernelInfo*> by_func;  // cleared when a module unloads
   std::unordered_map<std::string, std::unique_ptr<KernelInfo>> by_name;
@@ -374,6 +421,12 @@ struct State {
   uint64_t encode_seq = 0;
 
   std::mutex io_mu;  // serializes session.json writes; taken before mu, never inside it
+
+  // The window being recorded (REPRO_CAPTURE_LAUNCHES/THROUGH), from its first launch's API_ENTER
+  // until it is written. window_mu serializes its launches' recording; taken before mu.
+  std::mutex window_mu;
+  Window* window = nullptr;
+  std::atomic<bool> in_window{false};
 };
 
 State* g = nullptr;  // never freed: callbacks may run during static destruction
@@ -419,6 +472,11 @@ std::string session_json(bool at_exit) {
   if (at_exit && g->status == "attached" && g->phase == Phase::Waiting)
     message = "the program exited after " + std::to_string(g->matched.load()) + " launches matching '" +
               g->cfg.pattern + "'; launch " + std::to_string(g->cfg.launch) + " never came";
+  if (at_exit && g->status == "attached" && g->phase == Phase::Recording && g->cfg.window())
+    message = "the program exited inside the window, after " + std::to_string(g->window_recorded) + " of its launches (" +
+              (g->cfg.through.empty() ? std::to_string(g->cfg.window_launches) + " wanted"
+                                      : "none of them matching '" + g->cfg.through + "'") +
+              "); nothing was written";
   Json j;
   j.obj().key("version").num(1).key("status").str(g->status).key("message").str(message);
   j.key("pid").num(static_cast<long>(getpid())).key("launches_seen").num(g->launches_seen);
@@ -472,7 +530,9 @@ void on_module_loaded(const CUpti_ResourceData* rd) {
   bool parsed = for_each_function(m->pCubin, m->cubinSize, [&](const char* s, size_t n) {
     return holds = name_matches(std::string(s, n));
   });
-  if (parsed ? !holds : m->cubinSize >= kUnparsedCubinMax) return;
+  // A window records launches of any kernel: then every module is kept (under the same cap).
+  if (!g->cfg.window() && (parsed ? !holds : m->cubinSize >= kUnparsedCubinMax)) return;
+  if (g->cfg.window() && !parsed && m->cubinSize >= kUnparsedCubinMax) return;
   std::lock_guard<std::mutex> l(g->mu);
   for (const auto& c : g->cubins)  // the same module loaded in another context
     if (c->size() == m->cubinSize && memcmp(c->data(), m->pCubin, m->cubinSize) == 0) return;
@@ -798,7 +858,7 @@ int device_of(const CUpti_CallbackData* cb) {
 
 struct Gate {
   KernelInfo* k = nullptr;
-  bool matches = false, pending = false, listed_now = false;
+  bool matches = false, pending = false, listed_now = false, in_window = false;
 };
 
 // The per-launch fast path: one lock, one hash lookup, counters. The first launch of a function
@@ -836,6 +896,7 @@ Gate account(const Launch& L, const CUpti_CallbackData* cb) {
   }
   out.matches = out.k->matches;
   out.pending = g->phase == Phase::Waiting;
+  out.in_window = g->in_window.load();
   return out;
 }
 
@@ -844,7 +905,11 @@ struct Slot { size_t offset, size; };
 struct Buffer {
   uint64_t base = 0, size = 0, changed_bytes = 0;
   bool managed = false, have_before = false, after_written = false;
+  bool copied = false;  // its before copy was attempted (a window copies each allocation once)
   std::vector<uint8_t> before;
+  std::vector<uint8_t> current;     // a window's: the contents after the last launch that reached it
+  uint64_t first_launch = 0;        // a window's: the launch (from 1) that first pointed into it
+  std::vector<uint64_t> written_by;  // a window's: the launches after which it had changed
   std::string error;
 };
 struct Pointer { size_t param, offset; uint64_t value; size_t buffer; uint64_t byte_offset; };
@@ -855,6 +920,7 @@ struct Recording {
   Launch L;
   CUfunction func = nullptr;  // a CUfunction even when the program launched a CUkernel
   uint64_t number = 0;
+  uint64_t index = 0;  // its place in a window, from 1 (0: a launch recorded alone)
   int device = -1, cc[2] = {0, 0};
   std::string mangled, demangled, device_name, launch_result, launch_error;
   std::vector<std::string> notes;  // what went wrong on the way, for the reader of capture.json
@@ -862,8 +928,17 @@ struct Recording {
   std::vector<uint8_t> params;
   std::vector<TensorMap> tmaps;
   std::vector<Pointer> ptrs;
-  std::vector<Buffer> bufs;
+  // The allocations the parameters point into: the launch's own, or its window's, shared by
+  // every launch of it (a pointer's `buffer` indexes this list either way).
+  std::shared_ptr<std::vector<Buffer>> memory = std::make_shared<std::vector<Buffer>>();
+  std::vector<Buffer>& bufs = *memory;
   std::vector<std::pair<const char*, int>> fattrs;
+  std::shared_ptr<const std::string> module;  // a window's launch: its cubin, found at API_EXIT
+
+  Recording() = default;
+  explicit Recording(std::shared_ptr<std::vector<Buffer>> shared) : memory(std::move(shared)), bufs(*memory) {}
+  Recording(const Recording&) = delete;
+  Recording& operator=(const Recording&) = delete;
 };
 
 thread_local Recording* tl_rec = nullptr;  // set from API_ENTER to API_EXIT of the recorded launch
@@ -1013,6 +1088,9 @@ void copy_before(Recording& r) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) add_note(r, "mkdir " + dir + ": " + strerror(errno));
   for (size_t i = 0; i < r.bufs.size(); ++i) {
     Buffer& b = r.bufs[i];
+    if (b.copied) continue;  // a window's allocation an earlier launch already pointed into
+    b.copied = true;
+    b.first_launch = r.index;
     b.have_before = copy_buffer(b, b.before);
     if (b.have_before) save(r, buffer_path(i, "before"), b.before.data(), b.size);
   }
@@ -1155,8 +1233,10 @@ void write_tensor_map(Json& j, const TensorMap& t) {
   j.end();
 }
 
-std::string capture_json(const Recording& r, size_t module_size, const std::string& module_note) {
-  Json j;
+// One launch record: capture.json itself, or an entry of window.json's `launches` (whose
+// buffers are the window's, listed once beside them: `buffers` is then false).
+void launch_object(Json& j, const Recording& r, size_t module_size, const std::string& module_note,
+                   const std::string& params_file, const std::string& module_file, bool buffers) {
   j.obj().key("version").num(1).key("kernel").obj().key("mangled").str(r.mangled).key("demangled").str(r.demangled).end();
   j.key("launch_number").num(r.number).key("api").str(r.L.api);
   j.key("device").obj().key("ordinal").num(r.device).key("name").str(r.device_name).key("cc").nums(r.cc).end();
@@ -1171,7 +1251,7 @@ std::string capture_json(const Recording& r, size_t module_size, const std::stri
   for (unsigned i = 0; i < r.L.nattrs; ++i) write_launch_attribute(j, r.L.attrs[i]);
   j.end().key("function_attributes").obj();
   for (const auto& a : r.fattrs) j.key(a.first).num(a.second);
-  j.end().key("params").obj().key("file").str("params.bin").key("size").num(r.params.size()).key("layout").arr();
+  j.end().key("params").obj().key("file").str(params_file).key("size").num(r.params.size()).key("layout").arr();
   for (size_t i = 0; i < r.layout.size(); ++i)
     j.obj().key("index").num(i).key("offset").num(r.layout[i].offset).key("size").num(r.layout[i].size).end();
   j.end().end().key("pointers").arr();
@@ -1181,7 +1261,7 @@ std::string capture_json(const Recording& r, size_t module_size, const std::stri
   j.end().key("tensor_maps").arr();
   for (const TensorMap& t : r.tmaps) write_tensor_map(j, t);
   j.end().key("buffers").arr();
-  for (size_t i = 0; i < r.bufs.size(); ++i) {
+  for (size_t i = 0; buffers && i < r.bufs.size(); ++i) {
     const Buffer& b = r.bufs[i];
     j.obj().key("id").num(i).key("base").hex(b.base).key("size").num(b.size).key("managed").boolean(b.managed);
     j.key("before").str_or_null(b.have_before ? buffer_path(i, "before") : "");
@@ -1191,13 +1271,18 @@ std::string capture_json(const Recording& r, size_t module_size, const std::stri
     j.end();
   }
   j.end().key("module");
-  if (module_size) j.obj().key("file").str("module.cubin").key("size").num(module_size).end();
+  if (module_size) j.obj().key("file").str(module_file).key("size").num(module_size).end();
   else j.null().key("module_note").str(module_note);
   j.key("launch_result").str(r.launch_result).key("launch_error").str_or_null(r.launch_error);
   j.key("notes").arr();
   for (const std::string& n : r.notes) j.str(n);
-  j.end();
-  return j.end().text() + "\n";
+  j.end().end();
+}
+
+std::string capture_json(const Recording& r, size_t module_size, const std::string& module_note) {
+  Json j;
+  launch_object(j, r, module_size, module_note, "params.bin", "module.cubin", true);
+  return j.text() + "\n";
 }
 
 void copy_after(Recording& r) {
@@ -1250,19 +1335,315 @@ void finish_recording(const CUpti_CallbackData* cb) {
   }
 }
 
+
+// ---- a window of launches -------------------------------------------------------------------
+// From launch N of the matching kernels, the launches that follow it on the same context, whatever
+// kernel they run (an operator's kernels have different names, and a fill kernel between them
+// matters for a bit-for-bit replay): each its own launch record, the allocations shared. Each
+// allocation is copied before the first launch that points into it (no earlier launch of the
+// window reached it, so that is its state before the operator) and, for the spec writer's
+// inputs/intermediates/outputs, after every launch that points into it and once after the last.
+
+// A memset or copy into an allocation the window already saw: its effect is in the copies, but a
+// replay of the launches alone would not make it, so the capture lists it.
+struct MemoryOperation {
+  std::string api;
+  size_t buffer;
+  uint64_t address, after_launch;
+};
+
+struct Window {
+  std::shared_ptr<std::vector<Buffer>> memory = std::make_shared<std::vector<Buffer>>();
+  std::vector<std::unique_ptr<Recording>> launches;  // in the order their API_EXIT came
+  uint64_t started = 0;                              // launches whose API_ENTER was recorded
+  uint32_t context = 0;                              // contextUid of its first launch
+  bool other_context_noted = false;
+  bool through_seen = false;  // a launch after the first matched REPRO_CAPTURE_THROUGH
+  std::vector<MemoryOperation> memory_ops;
+};
+
+// Called with window_mu held: the window is dropped, nothing is written.
+void abandon_window(const char* status, const std::string& message) {
+  delete g->window;
+  g->window = nullptr;
+  g->in_window = false;
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    g->status = status;
+    g->message = message;
+    g->phase = Phase::Done;
+  }
+  write_session(true);
+}
+
+// X(function, its destination field): the memsets and copies whose destination is a device
+// address in their first argument. 2D/3D copies (a descriptor) are not decoded.
+#define REPRO_MEMORY_OPERATIONS(X)                                                                                  \
+  X(cuMemsetD8_v2, dstDevice) X(cuMemsetD16_v2, dstDevice) X(cuMemsetD32_v2, dstDevice)                             \
+  X(cuMemsetD2D8_v2, dstDevice) X(cuMemsetD2D16_v2, dstDevice) X(cuMemsetD2D32_v2, dstDevice)                       \
+  X(cuMemsetD8_v2_ptds, dstDevice) X(cuMemsetD16_v2_ptds, dstDevice) X(cuMemsetD32_v2_ptds, dstDevice)              \
+  X(cuMemsetD2D8_v2_ptds, dstDevice) X(cuMemsetD2D16_v2_ptds, dstDevice) X(cuMemsetD2D32_v2_ptds, dstDevice)        \
+  X(cuMemsetD8Async, dstDevice) X(cuMemsetD16Async, dstDevice) X(cuMemsetD32Async, dstDevice)                       \
+  X(cuMemsetD2D8Async, dstDevice) X(cuMemsetD2D16Async, dstDevice) X(cuMemsetD2D32Async, dstDevice)                 \
+  X(cuMemsetD8Async_ptsz, dstDevice) X(cuMemsetD16Async_ptsz, dstDevice) X(cuMemsetD32Async_ptsz, dstDevice)        \
+  X(cuMemsetD2D8Async_ptsz, dstDevice) X(cuMemsetD2D16Async_ptsz, dstDevice) X(cuMemsetD2D32Async_ptsz, dstDevice)  \
+  X(cuMemcpyHtoD_v2, dstDevice) X(cuMemcpyHtoDAsync_v2, dstDevice) X(cuMemcpyDtoD_v2, dstDevice)                    \
+  X(cuMemcpyDtoDAsync_v2, dstDevice) X(cuMemcpyHtoD_v2_ptds, dstDevice) X(cuMemcpyHtoDAsync_v2_ptsz, dstDevice)     \
+  X(cuMemcpyDtoD_v2_ptds, dstDevice) X(cuMemcpyDtoDAsync_v2_ptsz, dstDevice) X(cuMemcpy, dst)                       \
+  X(cuMemcpyAsync, dst) X(cuMemcpy_ptds, dst) X(cuMemcpyAsync_ptsz, dst) X(cuMemcpyPeer, dstDevice)                 \
+  X(cuMemcpyPeerAsync, dstDevice) X(cuMemcpyPeer_ptds, dstDevice) X(cuMemcpyPeerAsync_ptsz, dstDevice)
+
+const CUpti_CallbackId kMemoryOperations[] = {
+#define REPRO_ID(fn, field) CUPTI_DRIVER_TRACE_CBID_##fn,
+    REPRO_MEMORY_OPERATIONS(REPRO_ID)
+#undef REPRO_ID
+};
+
+// The destination of memory operation `cbid`, false for any other callback.
+bool memory_destination(CUpti_CallbackId cbid, const void* params, uint64_t& dst, const char*& api) {
+  switch (cbid) {
+#define REPRO_CASE(fn, field)                                                \
+  case CUPTI_DRIVER_TRACE_CBID_##fn:                                         \
+    dst = static_cast<uint64_t>(static_cast<const fn##_params*>(params)->field); \
+    api = #fn;                                                               \
+    return true;
+    REPRO_MEMORY_OPERATIONS(REPRO_CASE)
+#undef REPRO_CASE
+    default:
+      return false;
+  }
+}
+
+bool is_memory_operation(CUpti_CallbackId cbid) {
+  return std::find(std::begin(kMemoryOperations), std::end(kMemoryOperations), cbid) != std::end(kMemoryOperations);
+}
+
+// API_ENTER of a memset or copy while a window is open: listed when it writes into an allocation
+// the window already copied (one it has not seen yet is copied later, with what it wrote).
+void on_memory_operation(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
+  if (cb->callbackSite != CUPTI_API_ENTER || !g->in_window.load()) return;
+  uint64_t dst = 0;
+  const char* api = "";
+  if (!memory_destination(cbid, cb->functionParams, dst, api)) return;
+  std::lock_guard<std::mutex> wl(g->window_mu);
+  Window* w = g->window;
+  if (!w || cb->contextUid != w->context) return;
+  for (size_t i = 0; i < w->memory->size(); ++i) {
+    const Buffer& b = (*w->memory)[i];
+    if (b.copied && dst >= b.base && dst - b.base < b.size) {
+      w->memory_ops.push_back({api, i, dst, w->started});
+      return;
+    }
+  }
+}
+
+// The buffers a launch's parameters point into (indices into its window's memory).
+std::vector<size_t> buffers_of(const Recording& r) {
+  std::set<size_t> ids;
+  for (const Pointer& p : r.ptrs) ids.insert(p.buffer);
+  for (const TensorMap& t : r.tmaps)
+    if (t.buffer >= 0) ids.insert(static_cast<size_t>(t.buffer));
+  return std::vector<size_t>(ids.begin(), ids.end());
+}
+
+// API_ENTER of a launch of the window (its first one included): as begin_recording, except that
+// only the allocations no earlier launch of the window reached are copied.
+void window_launch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb, const Launch& L, const KernelInfo* k,
+                   uint64_t matched_number) {
+  std::lock_guard<std::mutex> wl(g->window_mu);
+  Window* w = g->window;
+  if (!w) return;
+  if (w->started > 0 && cb->contextUid != w->context) {
+    if (!w->other_context_noted) note("a launch in another context than the window's was left out of it");
+    w->other_context_noted = true;
+    return;
+  }
+  if (in_stream_capture(L))
+    return abandon_window("window_broken", "launch " + std::to_string(w->started + 1) + " of the window (" + k->demangled +
+                                               ") was made during CUDA stream capture: it does not run now, so the "
+                                               "window cannot be recorded; capture outside the graph capture");
+  // Launches of other threads that start before the window's last one returned are not its own.
+  const uint64_t bound = g->cfg.window_launches ? g->cfg.window_launches : g->cfg.window_max;
+  if (w->started >= bound || w->through_seen) return;
+  if (w->started == 0) w->context = cb->contextUid;
+  std::unique_ptr<Recording> r(new Recording(w->memory));
+  r->cbid = cbid, r->L = L, r->index = ++w->started;
+  r->number = r->index == 1 ? matched_number : r->index;
+  r->mangled = k->mangled, r->demangled = k->demangled;
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    r->device = device_of(cb);
+  }
+  resolve_function(*r);
+  collect_layout(*r);
+  collect_params(*r);
+  find_tensor_maps(*r);
+  find_pointers(*r);
+  uint64_t total = 0;
+  for (const Buffer& b : r->bufs) total += b.size;
+  if (total > g->cfg.max_bytes) {
+    {
+      std::lock_guard<std::mutex> l(g->mu);
+      g->refused_total = total;
+      for (const Buffer& b : r->bufs) g->refused_buffers.emplace_back(b.base, b.size);
+    }
+    return abandon_window("refused", "launch " + std::to_string(r->index) + " of the window (" + r->demangled +
+                                         ") brings the window's allocations to " + std::to_string(r->bufs.size()) +
+                                         ", of " + std::to_string(total) + " bytes in all, over REPRO_CAPTURE_MAX_BYTES=" +
+                                         std::to_string(g->cfg.max_bytes));
+  }
+  std::string dir = g->cfg.out + "/launches";
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) add_note(*r, "mkdir " + dir + ": " + strerror(errno));
+  save(*r, "launches/l" + std::to_string(r->index) + ".params.bin", r->params.data(), r->params.size());
+  copy_before(*r);
+  query_attributes(*r);
+  tl_rec = r.release();
+}
+
+// The window is complete: every allocation copied once more, the cubins, window.json last.
+// Called with window_mu held.
+void finish_window(Window& w) {
+  std::sort(w.launches.begin(), w.launches.end(),
+            [](const std::unique_ptr<Recording>& a, const std::unique_ptr<Recording>& b) { return a->index < b->index; });
+  Recording& last = *w.launches.back();
+  for (Buffer& b : *w.memory) std::vector<uint8_t>().swap(b.current);  // the last copy below replaces them
+  CUresult e = g->drv.ctxSynchronize ? g->drv.ctxSynchronize() : g->drv.streamSynchronize(sync_stream(last.L));
+  if (e != CUDA_SUCCESS) add_note(last, cu_name(e) + " (synchronizing after the window's last launch)");
+  copy_after(last);  // the window's memory: every allocation, against its copy before its first launch
+  // The cubins, each distinct module once.
+  std::vector<std::shared_ptr<const std::string>> modules;
+  Json j;
+  j.obj().key("version").num(1).key("window").obj().key("kernel").str(g->cfg.pattern).key("first").num(g->cfg.launch);
+  j.key("launches");
+  g->cfg.window_launches ? j.num(g->cfg.window_launches) : j.null();
+  j.key("through").str_or_null(g->cfg.through).end();
+  j.key("launches").arr();
+  for (const auto& r : w.launches) {
+    size_t module_size = 0;
+    std::string module_file, module_note;
+    if (r->module) {
+      size_t m = 0;
+      while (m < modules.size() && modules[m] != r->module) ++m;
+      module_file = "launches/m" + std::to_string(m + 1) + ".cubin";
+      if (m == modules.size()) {
+        modules.push_back(r->module);
+        std::string err = write_file(g->cfg.out + "/" + module_file, r->module->data(), r->module->size(), false);
+        if (!err.empty()) module_note = err;
+      }
+      if (module_note.empty()) module_size = r->module->size();
+    } else {
+      module_note = "no loaded cubin holds " + r->mangled + " (loaded before capture attached, or dropped over the 1 GiB cap)";
+    }
+    launch_object(j, *r, module_size, module_note, "launches/l" + std::to_string(r->index) + ".params.bin",
+                  module_file, false);
+  }
+  j.end().key("buffers").arr();
+  const std::vector<Buffer>& bufs = *w.memory;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const Buffer& b = bufs[i];
+    j.obj().key("id").num(i).key("base").hex(b.base).key("size").num(b.size).key("managed").boolean(b.managed);
+    j.key("before").str_or_null(b.have_before ? buffer_path(i, "before") : "");
+    j.key("after").str_or_null(b.after_written ? buffer_path(i, "after") : "");
+    j.key("changed_bytes").num(b.changed_bytes).key("first_launch").num(b.first_launch);
+    j.key("written_by").nums(b.written_by);
+    if (!b.error.empty()) j.key("error").str(b.error);
+    j.end();
+  }
+  j.end().key("memory_operations").arr();
+  for (const MemoryOperation& m : w.memory_ops)
+    j.obj().key("api").str(m.api).key("buffer").num(m.buffer).key("address").hex(m.address).key("after_launch").num(m.after_launch).end();
+  j.end().end();
+  std::string text = j.text() + "\n";
+  std::string err = write_file(g->cfg.out + "/window.json", text.data(), text.size(), true);
+  const size_t count = w.launches.size();
+  const std::string first = w.launches.front()->demangled;
+  delete g->window;
+  g->window = nullptr;
+  g->in_window = false;
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    g->phase = Phase::Done;
+    if (err.empty()) {
+      g->status = "captured";
+      g->message = "recorded a window of " + std::to_string(count) + " launches from launch " + std::to_string(g->cfg.launch) +
+                   " of " + first;
+    } else {
+      g->message = "writing window.json failed: " + err;
+    }
+  }
+  write_session(true);
+  if (g->cfg.stop) {
+    fflush(nullptr);
+    _exit(0);
+  }
+}
+
+// API_EXIT of a launch of the window: what it changed, its module; the window ends here when it
+// is complete, or is refused when it grew past its bound.
+void finish_window_launch(const CUpti_CallbackData* cb) {
+  std::unique_ptr<Recording> r(tl_rec);
+  tl_rec = nullptr;
+  CUresult res = cb->functionReturnValue ? *static_cast<const CUresult*>(cb->functionReturnValue) : CUDA_SUCCESS;
+  r->launch_result = res == CUDA_SUCCESS ? "CUDA_SUCCESS" : cu_name(res);
+  CUresult e = g->drv.streamSynchronize(sync_stream(r->L));
+  if (e != CUDA_SUCCESS) r->launch_error = cu_name(e) + " (cuStreamSynchronize after the launch)";
+  r->module = find_module(r->mangled);
+  std::lock_guard<std::mutex> wl(g->window_mu);
+  Window* w = g->window;
+  if (!w) return;
+  std::vector<uint8_t> now;
+  for (size_t i : buffers_of(*r)) {
+    Buffer& b = (*w->memory)[i];
+    if (!b.have_before || !copy_buffer(b, now)) continue;
+    const std::vector<uint8_t>& was = b.current.empty() ? b.before : b.current;
+    if (now.size() == was.size() && memcmp(now.data(), was.data(), now.size()) == 0) continue;
+    b.written_by.push_back(r->index);
+    b.current.swap(now);
+  }
+  if (!g->cfg.through.empty() && r->index > 1 && std::regex_search(r->demangled, g->cfg.through_re))
+    w->through_seen = true;
+  w->launches.push_back(std::move(r));
+  const uint64_t recorded = w->launches.size();
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    g->window_recorded = recorded;
+  }
+  if (recorded < w->started) return;  // another thread's launch of the window has not returned yet
+  if (g->cfg.through.empty() ? recorded == g->cfg.window_launches : w->through_seen) return finish_window(*w);
+  const uint64_t bound = g->cfg.window_launches ? g->cfg.window_launches : g->cfg.window_max;
+  if (recorded >= bound)
+    abandon_window("window_too_long", "the window held " + std::to_string(recorded) + " launches (the most " +
+                                          (g->cfg.window_launches ? "--launches allows" : "a window may hold") +
+                                          ") and none of them after the first matched '" + g->cfg.through + "'");
+}
+
+// API_ENTER of launch N when a window is asked for: opens it, and records its first launch.
+void begin_window(CUpti_CallbackId cbid, const CUpti_CallbackData* cb, const Launch& L, const KernelInfo* k, uint64_t n) {
+  {
+    std::lock_guard<std::mutex> wl(g->window_mu);
+    std::lock_guard<std::mutex> l(g->mu);
+    g->phase = Phase::Recording;
+    g->window = new Window();
+    g->in_window = true;
+  }
+  window_launch(cbid, cb, L, k, n);
+}
+
 void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb) {
   if (cb->callbackSite == CUPTI_API_EXIT) {
-    if (tl_rec && tl_rec->cbid == cbid) finish_recording(cb);
+    if (tl_rec && tl_rec->cbid == cbid) tl_rec->index ? finish_window_launch(cb) : finish_recording(cb);
     return;
   }
   Launch L;
   if (!decode_launch(cbid, cb->functionParams, L) || !L.f) return;
   Gate gate = account(L, cb);
   if (gate.listed_now) write_session(false);
+  if (gate.in_window) return window_launch(cbid, cb, L, gate.k, 0);
   if (!gate.matches) return;
   if (gate.pending && in_stream_capture(L)) { ++g->in_graph_capture; return; }
   uint64_t n = ++g->matched;
-  if (gate.pending && n == g->cfg.launch) begin_recording(cbid, cb, L, gate.k, n);
+  if (gate.pending && n == g->cfg.launch)
+    g->cfg.window() ? begin_window(cbid, cb, L, gate.k, n) : begin_recording(cbid, cb, L, gate.k, n);
 }
 
 // A failure (out of memory, mostly) while recording ends the capture; elsewhere it only costs
@@ -1300,6 +1681,8 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId c
       on_encode(cbid, cb);
     else if (cbid == CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress || cbid == CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2)
       on_driver_lookup(cbid, cb);
+    else if (g->cfg.window() && is_memory_operation(cbid))
+      on_memory_operation(cbid, cb);
     else
       on_launch(cbid, cb);
   } catch (const std::exception& e) {
@@ -1357,6 +1740,13 @@ std::string subscribe() {
         CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPointByVersion_ptsz_v12050})
     if (cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id) != CUPTI_SUCCESS)
       note("this CUPTI cannot trace cudaGetDriverEntryPoint; maps encoded through it are not recognized");
+  // A window lists the memsets and copies into memory it already copied; one launch needs none.
+  if (g->cfg.window())
+    for (CUpti_CallbackId id : kMemoryOperations)
+      if (cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id) != CUPTI_SUCCESS) {
+        note("this CUPTI cannot trace the memsets and copies inside a window; they are not listed");
+        break;
+      }
   for (CUpti_CallbackId id : {CUPTI_CBID_RESOURCE_MODULE_LOADED, CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING}) {
     r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, id);
     if (r != CUPTI_SUCCESS) {

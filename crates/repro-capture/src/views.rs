@@ -27,6 +27,9 @@ use super::tensor::{pointee_dtype, BufferTensor};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorView {
     pub text: String,
+    /// `launchK.NAME`: launch K (from 1) of a window only; `None`: every launch with a pointer
+    /// parameter NAME (a window's, sequence.rs), or the one launch.
+    pub launch: Option<usize>,
     pub name: String,
     pub dtype: Option<DType>,
     pub dims: Vec<Dim>,
@@ -50,6 +53,22 @@ pub fn parse(text: &str) -> Result<TensorView, String> {
         .split_once('=')
         .ok_or_else(|| bad("no `=` after the parameter's name"))?;
     let name = name.trim();
+    // `launch2.o`: the parameter `o` of a window's launch 2 (docs/cli.md, "A window of launches").
+    let (launch, name) = match name.split_once('.') {
+        None => (None, name),
+        Some((prefix, rest)) => match prefix
+            .strip_prefix("launch")
+            .and_then(|k| k.parse::<usize>().ok())
+            .filter(|k| *k >= 1)
+        {
+            Some(k) => (Some(k), rest.trim()),
+            None => {
+                return Err(bad(
+                    "the name is no parameter name (nor launchK.NAME, a window's launch K)",
+                ))
+            }
+        },
+    };
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(bad("the name is no parameter name"));
     }
@@ -110,6 +129,7 @@ pub fn parse(text: &str) -> Result<TensorView, String> {
     }
     Ok(TensorView {
         text: text.to_string(),
+        launch,
         name: name.to_string(),
         dtype,
         dims,
@@ -534,6 +554,10 @@ mod tests {
         let v = parse("x=[300, n_cols]").unwrap();
         assert_eq!(v.dtype, None);
         assert!(!v.col_major);
+        assert_eq!(v.launch, None);
+        // A window's launch 2 only.
+        let v = parse("launch2.o=[8, 16]").unwrap();
+        assert_eq!((v.launch, v.name.as_str()), (Some(2), "o"));
     }
 
     #[test]
@@ -548,6 +572,9 @@ mod tests {
             ("a_ptr=[M]:col_major", "col_major is for 2-D"),
             ("a_ptr=[M]:diagonal", "no layout"),
             ("=[M]", "no parameter name"),
+            ("launch0.o=[M]", "no parameter name (nor launchK.NAME"),
+            ("step2.o=[M]", "no parameter name (nor launchK.NAME"),
+            ("launch2.=[M]", "no parameter name"),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.contains(says) && e.contains("the form is"), "{text}: {e}");

@@ -15,7 +15,7 @@ use super::record::{self, read_buffer, Capture};
 use super::tensor::BufferTensor;
 
 /// A block value of the spec (`name:`, `about:`, `capture.command`...).
-fn yaml_scalar(text: &str) -> String {
+pub(crate) fn yaml_scalar(text: &str) -> String {
     scalar(text, Context::Block)
 }
 
@@ -50,7 +50,7 @@ pub struct Written {
 
 /// `bytes` (the tensor's storage, packed) as a .npy of `tensor`'s logical shape. A col_major
 /// tensor's storage is transposed into logical row-major order, as the harness reads it.
-fn write_npy(path: &Path, tensor: &BufferTensor, bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn write_npy(path: &Path, tensor: &BufferTensor, bytes: &[u8]) -> Result<(), String> {
     let shape: Vec<String> = tensor.shape.iter().map(u64::to_string).collect();
     let shape_text = if shape.len() == 1 {
         format!("({},)", shape[0])
@@ -87,7 +87,7 @@ fn write_npy(path: &Path, tensor: &BufferTensor, bytes: &[u8]) -> Result<(), Str
 }
 
 /// A spec name from the kernel's: `capture_app::tma_gemm` -> `tma_gemm_capture`.
-fn default_name(kernel: &str) -> String {
+pub(crate) fn default_name(kernel: &str) -> String {
     let short = kernel.rsplit("::").next().unwrap_or(kernel);
     let mut name: String = short
         .chars()
@@ -106,7 +106,7 @@ fn default_name(kernel: &str) -> String {
     name + "_capture"
 }
 
-fn list<T: ToString>(values: &[T]) -> String {
+pub(crate) fn list<T: ToString>(values: &[T]) -> String {
     format!(
         "[{}]",
         values
@@ -423,7 +423,14 @@ pub fn write(
 
     match (&launch.global, &demangled) {
         (Some(roles), Some(d)) => write_global(&mut y, capture, &launch.tensors, roles, d),
-        _ => write_replay(&mut y, out, raw, capture, &launch.tensors)?,
+        _ => write_replay(
+            &mut y,
+            out,
+            raw,
+            capture,
+            &launch.tensors,
+            &ReplayEntry::KERNEL,
+        )?,
     }
 
     match &request.reference {
@@ -580,29 +587,52 @@ fn write_global(
         );
     }
     let _ = writeln!(y, "  args: [{}]", args.join(", "));
-    write_launch_shape(y, capture);
+    write_launch_shape(y, capture, "  ");
 }
 
-fn write_launch_shape(y: &mut String, capture: &Capture) {
+/// grid, block, cluster and smem, each field after `indent`.
+fn write_launch_shape(y: &mut String, capture: &Capture, indent: &str) {
     let _ = writeln!(
         y,
-        "  grid: {}\n  block: {}",
+        "{indent}grid: {}\n{indent}block: {}",
         list(&capture.grid),
         list(&capture.block)
     );
     if let Some(cluster) = capture.cluster.filter(|c| c.iter().product::<u32>() > 1) {
-        let _ = writeln!(y, "  cluster: {}", list(&cluster));
+        let _ = writeln!(y, "{indent}cluster: {}", list(&cluster));
     }
-    let _ = writeln!(y, "  smem: {}", capture.smem);
+    let _ = writeln!(y, "{indent}smem: {}", capture.smem);
+}
+
+/// Where a replayed launch is written: the spec's `kernel:` (one launch), or an entry of its
+/// `launches:` (a window's), and the names its cubin and parameter bytes get beside the spec.
+pub(crate) struct ReplayEntry<'a> {
+    /// What opens the entry, up to and including `kind: replay`.
+    pub opening: &'a str,
+    /// Each field's indentation.
+    pub indent: &'a str,
+    pub cubin: &'a str,
+    pub params: &'a str,
+}
+
+impl ReplayEntry<'static> {
+    const KERNEL: ReplayEntry<'static> = ReplayEntry {
+        opening: "kernel:\n  kind: replay",
+        indent: "  ",
+        cubin: "module.cubin",
+        params: "params.bin",
+    };
 }
 
 /// `kind: replay`: the cubin and the parameter bytes beside the spec, and their relocations.
-fn write_replay(
+/// A cubin already there (a window's launches of one module) is not copied again.
+pub(crate) fn write_replay(
     y: &mut String,
     out: &Path,
     raw: &Path,
     capture: &Capture,
     tensors: &[BufferTensor],
+    entry: &ReplayEntry,
 ) -> Result<(), String> {
     let Some(module) = &capture.module else {
         return Err(format!(
@@ -611,34 +641,45 @@ fn write_replay(
         ));
     };
     for (from, to) in [
-        (module.file.as_str(), "module.cubin"),
-        (capture.params.file.as_str(), "params.bin"),
+        (module.file.as_str(), entry.cubin),
+        (capture.params.file.as_str(), entry.params),
     ] {
+        let to = out.join(to);
+        if to == out.join(entry.cubin) && to.exists() {
+            continue;
+        }
         // Read through the same checks as every file of the record, then written anew.
         let from = record::raw_file(raw, from)?;
         let bytes = record::read_file(&from, super::MAX_CUBIN_BYTES)?;
-        std::fs::write(out.join(to), bytes)
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        std::fs::write(&to, bytes)
             .map_err(|e| format!("cannot copy {} into {}: {e}", from.display(), out.display()))?;
     }
     let tensor_of = |buffer: usize, at: u64| {
         super::tensor::tensor_at(tensors, buffer, at)
             .map(|(i, offset)| (tensors[i].name.as_str(), offset))
     };
+    let indent = entry.indent;
     let _ = writeln!(
         y,
-        "kernel:\n  kind: replay\n  name: {}   # the symbol in module.cubin",
-        yaml_scalar(&capture.kernel.mangled)
+        "{}\n{indent}name: {}   # the symbol in {}",
+        entry.opening,
+        yaml_scalar(&capture.kernel.mangled),
+        entry.cubin
     );
     let _ = writeln!(
         y,
-        "  cubin: module.cubin\n  params: params.bin   # {} bytes, as production passed them",
-        capture.params.size
+        "{indent}cubin: {}\n{indent}params: {}   # {} bytes, as production passed them",
+        entry.cubin, entry.params, capture.params.size
     );
-    write_launch_shape(y, capture);
+    write_launch_shape(y, capture, indent);
     if !capture.pointers.is_empty() || !capture.tensor_maps.is_empty() {
         let _ = writeln!(
             y,
-            "  relocate:   # where the parameters point into production's memory"
+            "{indent}relocate:   # where the parameters point into production's memory"
         );
     }
     for p in &capture.pointers {
@@ -647,7 +688,7 @@ fn write_replay(
         };
         let _ = writeln!(
             y,
-            "    - {{ at: {}, tensor: {name}, offset: {offset} }}   # parameter {}",
+            "{indent}  - {{ at: {}, tensor: {name}, offset: {offset} }}   # parameter {}",
             p.offset, p.param
         );
     }
@@ -681,7 +722,7 @@ fn write_replay(
         }
         let _ = writeln!(
             y,
-            "    - {{ at: {}, tensor: {name}, offset: {}, tensor_map: {{ data_type: {data_type}, dims: {}, strides: {}, box: {}, element_strides: {}, interleave: {}, swizzle: {}, l2_promotion: {}, oob_fill: {} }} }}   # parameter {}",
+            "{indent}  - {{ at: {}, tensor: {name}, offset: {}, tensor_map: {{ data_type: {data_type}, dims: {}, strides: {}, box: {}, element_strides: {}, interleave: {}, swizzle: {}, l2_promotion: {}, oob_fill: {} }} }}   # parameter {}",
             m.offset,
             offset,
             list(&m.dims),

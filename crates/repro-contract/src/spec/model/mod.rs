@@ -20,7 +20,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 pub use build::{BuildSpec, FlagsFrom};
-pub use capture::CaptureSpec;
+pub use capture::{CaptureSpec, CaptureWindow};
 pub use check::{CheckSpec, StressMode};
 pub use expect::{ExpectSpec, Outcome, Verdict};
 pub use kernel::{KernelKind, KernelSpec, RelocationSpec, TensorMapSpec};
