@@ -17,6 +17,7 @@
 #   cublas     bench/cublas_dgemm_cost.py at 1024, 2048, 4096
 #   cublas-load  bench/cublas_loading.cu: cuBLAS opened at run time by a C++ process, and its DGEMM
 #   queue      gpu-queue.sh $QUEUE_PARTS (default: same held)
+#   capture    gpu-capture.sh (WINDOWS_ONLY=1: the windows of launches alone)
 #   reference-parts  device_reference_check parts: the fp64 reference's packing and cuBLAS timed apart
 #   probe-phases  bench/probe-phases.sh: where a probe run's time goes
 #   verdicts   gpu-verdicts.sh, sections $SECTIONS (default D: the grouped scale probes)
@@ -97,6 +98,7 @@ run_step() {
     step cublas-load bash -c '"${NVCC:-/usr/local/cuda/bin/nvcc}" -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a \
       -o /tmp/bin/cublas_loading scripts/bench/cublas_loading.cu -ldl && /tmp/bin/cublas_loading 1024,2048,4096 &&
       echo "a second process:" && /tmp/bin/cublas_loading 1024' ;;
+  capture) step capture bash scripts/gpu-capture.sh /tmp/bin/repro /tmp/cases/capture ;;
   queue) step queue env QUEUE_LOGS=/tmp/cases/queue bash scripts/gpu-queue.sh ${QUEUE_PARTS:-same held} ;;
   reference-parts)
     [[ -x /tmp/bin/device_reference_check ]] && step reference-parts /tmp/bin/device_reference_check parts 1024,2048,4096 ;;

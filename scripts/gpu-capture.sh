@@ -3,13 +3,16 @@
 # defective, and replayed), and PyTorch's torch.matmul replayed from cuBLAS's machine code; then
 # windows of launches (issue 56, point 3): a split-K GEMM, PyTorch's flash attention backward
 # and a Triton operator of two kernels, each captured as one spec and replayed (PASS/FAIL lines).
-# Usage: scripts/gpu-capture.sh REPRO_BINARY OUT_DIR. Each case's log goes to OUT_DIR/<case>.log.
+# Usage: [WINDOWS_ONLY=1] scripts/gpu-capture.sh REPRO_BINARY OUT_DIR. Each case's log goes to
+# OUT_DIR/<case>.log.
 set -uo pipefail
 repro=$(realpath "$1"); out=$2; root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"; work=$(mktemp -d)
 export PATH=/usr/local/cuda/bin:$PATH
 step() { local name=$1; shift; echo "== $name: $*"; ( "$@" ) > "$out/$name.log" 2>&1; echo "   exit $?"; tail -n 25 "$out/$name.log"; }
 "$root/examples/capture_app/build.sh" -o "$work/capture_app" || exit 1
+# WINDOWS_ONLY=1: only the windows of launches (the steps below the one-launch captures).
+if [[ -z ${WINDOWS_ONLY:-} ]]; then
 step app-run "$work/capture_app"
 step global-capture "$repro" capture --kernel 'tma_gemm<' --launch 2 --source "$root/kernels" -o "$work/global" -- "$work/capture_app"
 step global-run "$repro" run "$work/global"
@@ -67,6 +70,7 @@ step under-sanitizer "$repro" capture --kernel 'tma_gemm<' -o "$work/sanitizer" 
 # A capture's bundle, unpacked in another folder and built there with the toolkit alone.
 step matmul-bundle "$repro" bundle "$work/matmul" -o "$work/bundle-mm"
 step matmul-bundle-elsewhere bash -c "mkdir -p '$work/elsewhere' && tar -xzf '$work/bundle-mm.tar.gz' -C '$work/elsewhere' && cd \"\$(ls -d '$work/elsewhere'/*/ | head -n 1)\" && ls && ./build.sh && ./harness"
+fi
 # ---- Windows of launches (issue 56, point 3): an operator of several kernels captured as one
 # spec of replayed launches. Each `wstep` prints PASS when the command exits EXPECTED_EXIT and
 # its log holds PATTERN (a second pattern, after `!`, must be absent), else FAIL with why.
@@ -161,6 +165,6 @@ overhead() {
     echo "round $round: plain $(awk "BEGIN{print $t1 - $t0}") s, capture recording nothing $(awk "BEGIN{print $t2 - $t1}") s, capture recording launch 100 $(awk "BEGIN{print $t3 - $t2}") s"
   done
 }
-step overhead overhead
+[[ -z ${WINDOWS_ONLY:-} ]] && step overhead overhead
 tar -C "$work" -czf "$out/captures.tgz" --exclude='*.npy' --exclude='*.bin' --exclude='*.cubin' --exclude='*.tar.gz' --exclude=harness --exclude=capture_app --exclude=capture_split_k --exclude=runtime --exclude=.repro --exclude=elsewhere --exclude='idle*' --exclude='rec*' . 2>/dev/null
 
