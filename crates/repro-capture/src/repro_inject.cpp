@@ -1133,6 +1133,20 @@ void query_attributes(Recording& r) {
   }
 }
 
+// What a launch passes, read from its parameters: the function, its parameter layout and bytes,
+// the tensor maps and the pointers among them, and the allocations they point into. Returns the
+// bytes those allocations hold (what --max-bytes bounds).
+uint64_t read_launch(Recording& r) {
+  resolve_function(r);
+  collect_layout(r);
+  collect_params(r);
+  find_tensor_maps(r);
+  find_pointers(r);
+  uint64_t total = 0;
+  for (const Buffer& b : r.bufs) total += b.size;
+  return total;
+}
+
 void refuse(const Recording& r, uint64_t total) {
   {
     std::lock_guard<std::mutex> l(g->mu);
@@ -1157,13 +1171,7 @@ void begin_recording(CUpti_CallbackId cbid, const CUpti_CallbackData* cb, const 
     g->phase = Phase::Recording;
     r->device = device_of(cb);
   }
-  resolve_function(*r);
-  collect_layout(*r);
-  collect_params(*r);
-  find_tensor_maps(*r);
-  find_pointers(*r);
-  uint64_t total = 0;
-  for (const Buffer& b : r->bufs) total += b.size;
+  const uint64_t total = read_launch(*r);
   if (total > g->cfg.max_bytes) return refuse(*r, total);
   save(*r, "params.bin", r->params.data(), r->params.size());
   copy_before(*r);
@@ -1480,13 +1488,7 @@ void window_launch(CUpti_CallbackId cbid, const CUpti_CallbackData* cb, const La
     std::lock_guard<std::mutex> l(g->mu);
     r->device = device_of(cb);
   }
-  resolve_function(*r);
-  collect_layout(*r);
-  collect_params(*r);
-  find_tensor_maps(*r);
-  find_pointers(*r);
-  uint64_t total = 0;
-  for (const Buffer& b : r->bufs) total += b.size;
+  const uint64_t total = read_launch(*r);
   if (total > g->cfg.max_bytes) {
     {
       std::lock_guard<std::mutex> l(g->mu);

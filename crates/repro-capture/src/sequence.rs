@@ -783,15 +783,7 @@ pub fn write_sequence(
             write::yaml_scalar(&launch.kernel.demangled)
         );
     }
-    let pairs = |files: &[(String, String)]| {
-        files
-            .iter()
-            .map(|(n, f)| format!("{n}: {f}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let _ = writeln!(y, "  before: {{ {} }}", pairs(&before));
-    let _ = writeln!(y, "  after: {{ {} }}", pairs(&after));
+    write::write_production_files(&mut y, &before, &after);
 
     let spec = out.join("capture.yaml");
     std::fs::write(&spec, y).map_err(|e| format!("cannot write {}: {e}", spec.display()))?;
