@@ -14,8 +14,8 @@
 //   cross-check is judged below; its disposition line, its JSON report and `queue   end of check
 //   N` are kept;
 // - the next check (N+1) runs with its standard output held in memory, up to the first moment
-//   its host would wait for the device (host_idle(): its own reference GEMM under way) or its
-//   end; there the host joins N's sample and judges the reference's values at it, which were
+//   its host would wait for the device (host_idle(): its own reference GEMM under way, or its
+//   first kernel, which may hang) or its end; there the host joins N's sample and judges the reference's values at it, which were
 //   copied back before N's buffers went back (no CUDA is called: N+1's kernel may have faulted);
 // - agreed: N's line "ref     host cross-check ... judged while the next check ran", its
 //   disposition, its JSON report and its end line are printed, then what N+1 printed so far, and

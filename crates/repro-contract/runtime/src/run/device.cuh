@@ -181,6 +181,9 @@ inline int require_device(DeviceInfo* info, int built_cc_major, int built_cc_min
 // ("grid (3,4,1) block (256,1,1) ...") go into the message.
 inline void wait_for_kernel(cudaEvent_t done, double timeout_s, const std::string& kernel_label,
                             const std::string& launch_text) {
+  // A queued check held back for its cross-check is judged before this one's kernel is waited
+  // for: its result must not wait on a kernel that may hang (deferred_check.cuh).
+  host_idle();
   const auto device_fault = [&](cudaError_t status) {
     fatal(kExitCudaError, "fault",
           strprintf("device fault: %s (%s) in kernel %s %s. Next: find the faulting access with compute-sanitizer %s",
