@@ -42,6 +42,12 @@ for name in repro repro-before device_reference_check erc; do
   [[ -f $bundle/$name.gz ]] && gunzip -c "$bundle/$name.gz" >/tmp/bin/$name && chmod +x /tmp/bin/$name
 done
 export REPRO=/tmp/bin/repro
+# harnesses.tgz: artifact folders built on the dev machine (`repro build`), for the queue's
+# `held` part and the floor, run without building here (no runtime library to build first).
+if [[ -f $bundle/harnesses.tgz ]]; then
+  mkdir -p /tmp/harnesses && tar xzf "$bundle/harnesses.tgz" -C /tmp/harnesses
+  export NAIVE_ARTIFACT=/tmp/harnesses/naive_gemm_f32 PREBUILT=/tmp/harnesses
+fi
 # cutlass-include.tgz: CUTLASS's include/ and tools/util/include from the project toolchain (the
 # machine has no CUTLASS headers), for the CUTLASS examples.
 if [[ -f $bundle/cutlass-include.tgz ]]; then

@@ -100,7 +100,9 @@ if wanted same; then
 fi
 
 if wanted held; then
-  "$repro" build examples/naive_gemm_f32.yaml -o "$logs/naive" >"$logs/build-naive.log" 2>&1
+  # NAIVE_ARTIFACT: the naive GEMM's artifact built elsewhere (`repro build`), run as it is.
+  if [[ -n ${NAIVE_ARTIFACT:-} ]]; then rm -rf "$logs/naive" && cp -r "$NAIVE_ARTIFACT" "$logs/naive"
+  else "$repro" build examples/naive_gemm_f32.yaml -o "$logs/naive" >"$logs/build-naive.log" 2>&1; fi
   sizes=$'--size\tM=512\t--size\tN=512\t--size\tK=512'
   # Device references back to back (each judged at the next one's reference), one before a
   # check with none (judged at that check's end), and the last (judged at once).

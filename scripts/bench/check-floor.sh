@@ -20,10 +20,14 @@ binaries=()
 [[ -n "${REPRO_BEFORE:-}" ]] && binaries+=("before=$REPRO_BEFORE")
 binaries+=("after=${REPRO:-$PWD/target/release/repro}")
 specs=(tests/gpu/bench_tiled_bf16_8192.yaml tests/gpu/bench_tiled_f32_8192.yaml examples/fp8_scaled_gemm_ue8m0.yaml)
+# PREBUILT=DIR: the after binary's artifacts built elsewhere (DIR/<spec name>, `repro build`),
+# run as they are (REPRO is then not needed).
 for entry in "${binaries[@]}"; do
   label=${entry%%=*}
   for spec in "${specs[@]}"; do
-    "${entry#*=}" build "$spec" -o "$dir/build-$label/$(basename "$spec" .yaml)" >/dev/null
+    name=$(basename "$spec" .yaml)
+    if [[ $label == after && -n ${PREBUILT:-} ]]; then mkdir -p "$dir/build-$label" && cp -r "$PREBUILT/$name" "$dir/build-$label/$name"
+    else "${entry#*=}" build "$spec" -o "$dir/build-$label/$name" >/dev/null; fi
   done
 done
 if [[ -n "${QUEUE:-}" ]]; then
