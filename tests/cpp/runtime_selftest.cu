@@ -22,6 +22,8 @@
 // CUDA's own host-side conversions: an independent oracle for encode().
 #include <cuda_fp8.h>
 
+#include <fcntl.h>
+#include <fstream>
 #include <functional>
 #include <numeric>
 
@@ -874,6 +876,77 @@ void test_probe_values() {
   CHECK_EQ(b.at(0, 2, 4), 0.0);
 }
 
+
+// A queued check held back for its cross-check (deferred_check.cuh), on the host: the next
+// check's output held in memory and given back whole; the held check's judgement line,
+// disposition and end line printed before it; its report written before the next check's
+// (which ended while it was held), so the reports file keeps the checks' order.
+void test_held_check(ScratchDir& scratch) {
+  // Standard output into a file of the test's own while the runtime prints.
+  const std::string printed_path = scratch.file("held-stdout.txt");
+  std::fflush(stdout);
+  const int saved = dup(STDOUT_FILENO);
+  const int printed = open(printed_path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  dup2(printed, STDOUT_FILENO);
+
+  hold_output();
+  std::printf("held line\n");
+  CHECK_EQ(end_held_output(), std::string("held line\n"));
+  std::printf("after\n");
+
+  // A held check 0 (a sample of no outputs: nothing to compute), then check 1 ends while it is
+  // held, then the held one is settled.
+  const std::string reports = scratch.file("held-reports.jsonl");
+  const std::string json_before = g_json_path;
+  set_json_path(reports);
+  const long long check_before = g_queue_check;
+  auto held = std::make_unique<HeldCheck>();
+  held->index = 0;
+  held->pending = std::make_shared<PendingCrossCheck>();
+  held->pending->worker = std::thread([] {});
+  g_queue_check = 0;
+  g_report_fields = {{"mode", "\"reference\""}};
+  g_report_held = &held->report;
+  conclude(kExitPassed, "", "");  // check 0's end: held
+  deferred_checks().held = std::move(held);
+  g_queue_check = 1;
+  g_report_held = nullptr;
+  g_report_fields = {{"mode", "\"ones\""}};
+  hold_output();
+  std::printf("queue   check 2: --ones\n");
+  conclude(kExitPassed, "", "");  // check 1's end, while check 0 is held
+  settle_held_check();
+  CHECK(!check_held());
+  CHECK(g_reports_waiting == nullptr);
+
+  std::fflush(stdout);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
+  close(printed);
+  std::string text, line;
+  std::ifstream printed_in(printed_path);
+  while (std::getline(printed_in, line)) text += line + "\n";
+  // In order: what was printed before, the held check's last lines, then the next check's.
+  const size_t judged = text.find("ref     host cross-check of 0 outputs, judged while the next check ran");
+  const size_t held_end = text.find("Disposition: Passed\nqueue   end of check 1\n");
+  const size_t next = text.find("queue   check 2: --ones\nDisposition: Passed\n");
+  CHECK_EQ(text.rfind("after\n", 0), size_t(0));
+  CHECK(judged != std::string::npos && held_end != std::string::npos && next != std::string::npos);
+  CHECK(judged < held_end && held_end < next);
+  std::ifstream reports_in(reports);
+  std::vector<std::string> lines;
+  while (std::getline(reports_in, line)) lines.push_back(line);
+  CHECK_EQ(lines.size(), size_t(2));
+  if (lines.size() == 2) {
+    CHECK_CONTAINS(lines[0], "{\"check\":0,\"mode\":\"reference\"");
+    CHECK_CONTAINS(lines[0], "\"reference_check_ms\":");
+    CHECK_CONTAINS(lines[1], "{\"check\":1,\"mode\":\"ones\"");
+  }
+  set_json_path(json_before);
+  g_queue_check = check_before;
+  g_report_fields.clear();
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "values") return values_mode(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "encode") return encode_mode(argc, argv);
@@ -897,6 +970,7 @@ int main(int argc, char** argv) {
   test_tensors(dir);
   test_reference_cache(dir);
   test_cross_check_decode();
+  test_held_check(dir);
   test_reference();
   test_scales();
   test_batched_scales();
