@@ -731,6 +731,23 @@ pub(crate) fn write_replay(
     Ok(())
 }
 
+/// The `capture:` section's `before:` and `after:` maps (output name to file), one line each.
+pub(crate) fn write_production_files(
+    y: &mut String,
+    before: &[(String, String)],
+    after: &[(String, String)],
+) {
+    let pairs = |files: &[(String, String)]| {
+        files
+            .iter()
+            .map(|(n, f)| format!("{n}: {f}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(y, "  before: {{ {} }}", pairs(before));
+    let _ = writeln!(y, "  after: {{ {} }}", pairs(after));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -911,21 +928,4 @@ mod tests {
         assert_eq!(default_name("_Z3fooPf"), "_z3foopf_capture");
         assert_eq!(default_name("9x"), "kernel_9x_capture");
     }
-}
-
-/// The `capture:` section's `before:` and `after:` maps (output name to file), one line each.
-pub(crate) fn write_production_files(
-    y: &mut String,
-    before: &[(String, String)],
-    after: &[(String, String)],
-) {
-    let pairs = |files: &[(String, String)]| {
-        files
-            .iter()
-            .map(|(n, f)| format!("{n}: {f}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let _ = writeln!(y, "  before: {{ {} }}", pairs(before));
-    let _ = writeln!(y, "  after: {{ {} }}", pairs(after));
 }
