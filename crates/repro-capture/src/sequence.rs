@@ -727,33 +727,17 @@ pub fn write_sequence(
             )
         })?;
     }
-    match &request.reference {
-        Some(r) => {
-            let _ = writeln!(y, "reference:   # given with --reference");
-            y.push_str(&crate::spec::yaml::reference_block(r));
-        }
-        None => {
-            let _ = writeln!(y, "# What production wrote is the expected value: this checks that the harness computes what");
-            let _ = writeln!(
-                y,
-                "# production computed. To judge the math itself, give the op (docs/spec.md)."
-            );
-            let expected: Vec<String> = after.iter().map(|(n, f)| format!("{n}: {f}")).collect();
-            let _ = writeln!(
-                y,
-                "reference:\n  op: file\n  expected: {{ {} }}",
-                expected.join(", ")
-            );
-        }
-    }
+    write::write_reference(
+        &mut y,
+        request.reference.as_ref(),
+        &after,
+        "# production computed. To judge the math itself, give the op (docs/spec.md).",
+    );
     let _ = writeln!(y, "check: {{ repeat: 2 }}");
-    let cc = first.device.cc;
     let _ = writeln!(
         y,
-        "build: {{ arch: sm_{}{}{} }}   # harness.cu holds no kernel: flags change nothing of a replay",
-        cc[0],
-        cc[1],
-        if cc[0] >= 9 { "a" } else { "" }
+        "build: {{ arch: {} }}   # harness.cu holds no kernel: flags change nothing of a replay",
+        write::capture_arch(first.device.cc)
     );
     let _ = writeln!(y, "capture:");
     let _ = writeln!(y, "  command: {}", write::yaml_scalar(&request.command));

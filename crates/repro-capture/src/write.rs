@@ -433,36 +433,15 @@ pub fn write(
         )?,
     }
 
-    match &request.reference {
-        Some(r) => {
-            let _ = writeln!(y, "reference:   # given with --reference");
-            y.push_str(&crate::spec::yaml::reference_block(r));
-        }
-        None => {
-            let _ = writeln!(y, "# What production wrote is the expected value: this checks that the harness computes what");
-            let _ = writeln!(
-                y,
-                "# production computed. To judge the math itself, give the op (docs/spec.md), e.g."
-            );
-            let _ = writeln!(
-                y,
-                "# `reference: {{ op: gemm, a: A, b: B, out: D }}`, and `repro probe` this folder."
-            );
-            let expected: Vec<String> = after.iter().map(|(n, f)| format!("{n}: {f}")).collect();
-            let _ = writeln!(
-                y,
-                "reference:\n  op: file\n  expected: {{ {} }}",
-                expected.join(", ")
-            );
-        }
-    }
-    let _ = writeln!(y, "check: {{ repeat: 2 }}");
-    let arch = format!(
-        "sm_{}{}{}",
-        capture.device.cc[0],
-        capture.device.cc[1],
-        if capture.device.cc[0] >= 9 { "a" } else { "" }
+    write_reference(
+        &mut y,
+        request.reference.as_ref(),
+        &after,
+        "# production computed. To judge the math itself, give the op (docs/spec.md), e.g.\n\
+         # `reference: { op: gemm, a: A, b: B, out: D }`, and `repro probe` this folder.",
     );
+    let _ = writeln!(y, "check: {{ repeat: 2 }}");
+    let arch = capture_arch(capture.device.cc);
     if kind == "global" {
         let _ = writeln!(y, "build: {{ arch: {arch}, flags: [-O3] }}   # production's flags belong here (or flags_from: its build log)");
     } else {
@@ -729,6 +708,38 @@ pub(crate) fn write_replay(
         );
     }
     Ok(())
+}
+
+/// The spec's `reference:`: the op given with --reference, else production's outputs as the
+/// expected values, with `op_hint` (comment lines) saying how to judge the math instead.
+pub(crate) fn write_reference(
+    y: &mut String,
+    reference: Option<&crate::spec::model::ReferenceSpec>,
+    after: &[(String, String)],
+    op_hint: &str,
+) {
+    match reference {
+        Some(r) => {
+            let _ = writeln!(y, "reference:   # given with --reference");
+            y.push_str(&crate::spec::yaml::reference_block(r));
+        }
+        None => {
+            let _ = writeln!(y, "# What production wrote is the expected value: this checks that the harness computes what");
+            let _ = writeln!(y, "{op_hint}");
+            let expected: Vec<String> = after.iter().map(|(n, f)| format!("{n}: {f}")).collect();
+            let _ = writeln!(
+                y,
+                "reference:\n  op: file\n  expected: {{ {} }}",
+                expected.join(", ")
+            );
+        }
+    }
+}
+
+/// The build target of the captured device: `sm_90a` from compute capability 9 on (the
+/// architecture-specific features production's kernels may use), else `sm_XY`.
+pub(crate) fn capture_arch(cc: [u32; 2]) -> String {
+    format!("sm_{}{}{}", cc[0], cc[1], if cc[0] >= 9 { "a" } else { "" })
 }
 
 /// The `capture:` section's `before:` and `after:` maps (output name to file), one line each.
