@@ -1312,6 +1312,26 @@ void copy_after(Recording& r) {
 }
 
 // API_EXIT of the recorded launch: the outputs, the module, then capture.json last.
+// The capture is over: the session says so (`done`, what was recorded, or why its commit file
+// could not be written), and with REPRO_CAPTURE_STOP the program ends here.
+void finish_capture(const std::string& err, const std::string& recorded, const char* commit_file) {
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    g->phase = Phase::Done;
+    if (err.empty()) {
+      g->status = "captured";
+      g->message = recorded;
+    } else {
+      g->message = std::string("writing ") + commit_file + " failed: " + err;
+    }
+  }
+  write_session(true);
+  if (g->cfg.stop) {
+    fflush(nullptr);
+    _exit(0);
+  }
+}
+
 void finish_recording(const CUpti_CallbackData* cb) {
   std::unique_ptr<Recording> r(tl_rec);
   tl_rec = nullptr;
@@ -1332,21 +1352,7 @@ void finish_recording(const CUpti_CallbackData* cb) {
   }
   std::string text = capture_json(*r, module_size, module_note);
   std::string err = write_file(g->cfg.out + "/capture.json", text.data(), text.size(), true);
-  {
-    std::lock_guard<std::mutex> l(g->mu);
-    g->phase = Phase::Done;
-    if (err.empty()) {
-      g->status = "captured";
-      g->message = "recorded launch " + std::to_string(r->number) + " of " + r->demangled;
-    } else {
-      g->message = "writing capture.json failed: " + err;
-    }
-  }
-  write_session(true);
-  if (g->cfg.stop) {
-    fflush(nullptr);
-    _exit(0);
-  }
+  finish_capture(err, "recorded launch " + std::to_string(r->number) + " of " + r->demangled, "capture.json");
 }
 
 
@@ -1568,22 +1574,10 @@ void finish_window(Window& w) {
   delete g->window;
   g->window = nullptr;
   g->in_window = false;
-  {
-    std::lock_guard<std::mutex> l(g->mu);
-    g->phase = Phase::Done;
-    if (err.empty()) {
-      g->status = "captured";
-      g->message = "recorded a window of " + std::to_string(count) + " launches from launch " + std::to_string(g->cfg.launch) +
-                   " of " + first;
-    } else {
-      g->message = "writing window.json failed: " + err;
-    }
-  }
-  write_session(true);
-  if (g->cfg.stop) {
-    fflush(nullptr);
-    _exit(0);
-  }
+  finish_capture(err,
+                 "recorded a window of " + std::to_string(count) + " launches from launch " +
+                     std::to_string(g->cfg.launch) + " of " + first,
+                 "window.json");
 }
 
 // API_EXIT of a launch of the window: what it changed, its module; the window ends here when it
