@@ -134,13 +134,6 @@ inline void print_held_output(const std::string& text) {
 
 inline void settle_held_check();
 
-// What a check's end settles first (base.cuh): the held check, then the held output.
-inline void settle_before_exit() {
-  settle_held_check();
-  print_held_output(end_held_output());
-  release_waiting_reports(true);
-}
-
 // Holds this check back: its cross-check (`reference->pending`, moved out) goes on while the
 // next check runs; its report waits for it. The reference's values at the sample are copied back
 // now, while its buffer is still there.
@@ -156,12 +149,13 @@ inline void defer_cross_check(DeviceReference* reference) {
   held->pending = std::move(reference->pending);
   g_report_held = &held->report;
   state.held = std::move(held);
-  g_before_exit = &settle_before_exit;
+  g_before_exit = &settle_held_check;
   g_host_idle = &settle_held_check;
 }
 
-// Judges the held check's reference on its sample and prints what it held back (see the top);
-// nothing to do when no check is held. A disagreement ends the process as the held check's fault.
+// Judges the held check's reference on its sample and prints what it held back (see the top),
+// then the output and reports held behind it; nothing to do when no check is held (nothing is
+// held behind none: hold_output runs only while a check is held). A disagreement ends the process as the held check's fault.
 inline void settle_held_check() {
   DeferredChecks& state = deferred_checks();
   if (state.held == nullptr) return;
@@ -214,7 +208,7 @@ inline void settle_held_check() {
   std::fflush(stdout);
   print_held_output(held_output);
   release_waiting_reports(true);
-  if (g_before_exit == &settle_before_exit) g_before_exit = nullptr;
+  if (g_before_exit == &settle_held_check) g_before_exit = nullptr;
 }
 
 }  // namespace repro

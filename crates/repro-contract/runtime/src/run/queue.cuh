@@ -259,7 +259,7 @@ inline int run_queue(int argc, char** argv, const Options& command_line, const H
     std::fflush(stdout);
     // The check before, if this one's run gave it no moment to be judged in, is judged now.
     const bool this_one_held = check_held() && deferred_checks().held->index == (long long)index;
-    if (!this_one_held) settle_before_exit();
+    if (!this_one_held) settle_held_check();
     if (code == kExitNoDevice) return code;  // nothing of the queue can run here
     (code == kExitPassed ? passed : failed) += 1;
     require_clean_context((long long)index);
@@ -291,7 +291,7 @@ inline int run_queue(int argc, char** argv, const Options& command_line, const H
     for (size_t i = 0; i < checks.size(); ++i)
       if (const int code = run_check_of_queue(checks[i], options[i], strprintf(" of %zu", checks.size()))) return code;
   }
-  settle_before_exit();
+  settle_held_check();
   deferred_checks().next_check_ready = nullptr;
   std::printf("queue   %zu checks: %zu passed, %zu failed\n", index, passed, failed);
   return failed > 0 ? kExitMismatch : kExitPassed;
