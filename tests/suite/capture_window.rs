@@ -342,6 +342,39 @@ fn the_command_writes_a_window_from_the_librarys_records() {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// window.json is written by the captured program's process: one holding more launches than the
+/// library ever records is refused (exit 2) before any of its files are read.
+#[test]
+fn a_window_record_past_the_librarys_bound_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let records = tmp.path().join("records");
+    window_raw(&records);
+    let path = records.join("window.json");
+    let mut window: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let first = window["launches"][0].clone();
+    window["launches"] = serde_json::Value::Array(vec![first; 65]);
+    std::fs::write(&path, serde_json::to_vec(&window).unwrap()).unwrap();
+    std::fs::write(
+        records.join("session.json"),
+        r#"{"status": "captured", "message": "", "kernels": []}"#,
+    )
+    .unwrap();
+    let program = format!("cp -r '{}'/. \"$REPRO_CAPTURE_OUT\"/", records.display());
+    let out = tmp.path().join("cap");
+    repro()
+        .env("REPRO_CACHE_DIR", tmp.path().join("cache"))
+        .args(["capture", "--kernel", "scale_add", "--launches", "3", "-o"])
+        .arg(&out)
+        .args(["--", "bash", "-c", &program])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "window.json: a window of 65 launches; repro's injection library records 1 to 64",
+        ));
+    assert!(!out.join("capture.yaml").exists());
+}
+
 /// The library's refusal of a window that grew past its bound is the command's (exit 2).
 #[test]
 fn a_window_the_library_refused_is_said_with_its_reason() {

@@ -183,6 +183,16 @@ pub fn capture(mut request: CaptureRequest) -> Result<u8, CaptureError> {
         let Some(window) = window else {
             return Err(fail(no_capture(&request, session.as_ref(), &exited)));
         };
+        // The record is the captured program's to write: a window the library would not have
+        // written (none, or more launches than it records) is refused before anything is read
+        // for it.
+        if window.launches.is_empty() || window.launches.len() as u64 > MAX_WINDOW_LAUNCHES {
+            return Err(fail(format!(
+                "{}: a window of {} launches; repro's injection library records 1 to {MAX_WINDOW_LAUNCHES}",
+                raw.join("window.json").display(),
+                window.launches.len()
+            )));
+        }
         if !status.success() && !request.stop {
             eprintln!(
                 "capture: the program ended with {exited} after the capture; the capture is kept"
