@@ -123,15 +123,21 @@ inline void set_json_path(const std::string& path) { g_json_path = path; }
 // report appended to the --json file as one line; -1 for a harness that runs one check.
 inline long long g_queue_check = -1;
 
-// Sets member `key` of the report to `json` (JSON text), replacing an earlier value.
-inline void report_set(const std::string& key, const std::string& json) {
-  for (auto& field : g_report_fields) {
+// Sets member `key` of `fields` to `json` (JSON text), replacing an earlier value.
+inline void set_report_field(std::vector<std::pair<std::string, std::string>>* fields, const std::string& key,
+                             const std::string& json) {
+  for (auto& field : *fields) {
     if (field.first == key) {
       field.second = json;
       return;
     }
   }
-  g_report_fields.emplace_back(key, json);
+  fields->emplace_back(key, json);
+}
+
+// Sets member `key` of the running check's report.
+inline void report_set(const std::string& key, const std::string& json) {
+  set_report_field(&g_report_fields, key, json);
 }
 
 inline std::string json_string(const std::string& s) {
@@ -182,7 +188,9 @@ inline bool emit_json_report(const FinishedReport& report) {
   if (g_json_path.empty()) return true;
   std::string error;
   const std::string text = format_json_report(report);
-  if (report.check >= 0 ? !append_line(g_json_path, text, &error) : !write_text_file(g_json_path, text + "\n", &error)) {
+  const bool written = report.check >= 0 ? append_line(g_json_path, text, &error)
+                                         : write_text_file(g_json_path, text + "\n", &error);
+  if (!written) {
     std::fprintf(stderr, "warning: no JSON report: %s\n", error.c_str());
     return false;
   }

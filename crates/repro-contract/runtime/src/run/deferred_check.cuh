@@ -15,8 +15,9 @@
 //   N` are kept;
 // - the next check (N+1) runs with its standard output held in memory, up to the first moment
 //   its host would wait for the device (host_idle(): its own reference GEMM under way, or its
-//   first kernel, which may hang) or its end; there the host joins N's sample and judges the reference's values at it, which were
-//   copied back before N's buffers went back (no CUDA is called: N+1's kernel may have faulted);
+//   first kernel, which may hang) or its end; there the host joins N's sample and judges the
+//   reference's values at it, which were copied back before N's buffers went back (no CUDA is
+//   called: N+1's kernel may have faulted);
 // - agreed: N's line "ref     host cross-check ... judged while the next check ran", its
 //   disposition, its JSON report and its end line are printed, then what N+1 printed so far, and
 //   N+1 goes on printing as it runs;
@@ -47,7 +48,6 @@ struct HeldCheck {
   long long index = -1;                        // in the queue, from 0
   std::shared_ptr<PendingCrossCheck> pending;  // its host sample, still being computed
   std::vector<double> device_values;           // its reference at the sample, copied back
-  double fetch_seconds = 0;
   FinishedReport report;                       // filled when the check concludes
 };
 
@@ -141,7 +141,6 @@ inline void defer_cross_check(DeviceReference* reference) {
   DeferredChecks& state = deferred_checks();
   auto held = std::make_unique<HeldCheck>();
   held->index = g_queue_check;
-  held->fetch_seconds = reference->fetch_seconds;
   // From here on the host's sample calls no CUDA (its operands are on the host).
   reference->pending->copied.get_future().wait();
   held->device_values = sampled_device_values(reference->pending->problem, reference->pending->sample,
@@ -155,7 +154,8 @@ inline void defer_cross_check(DeviceReference* reference) {
 
 // Judges the held check's reference on its sample and prints what it held back (see the top),
 // then the output and reports held behind it; nothing to do when no check is held (nothing is
-// held behind none: hold_output runs only while a check is held). A disagreement ends the process as the held check's fault.
+// held behind none: hold_output runs only while a check is held). A disagreement ends the
+// process as the held check's fault.
 inline void settle_held_check() {
   DeferredChecks& state = deferred_checks();
   if (state.held == nullptr) return;
@@ -195,12 +195,7 @@ inline void settle_held_check() {
     release_waiting_reports(true);
     return;
   }
-  for (const auto& [key, value] : times) {
-    bool replaced = false;
-    for (auto& field : held->report.fields)
-      if (field.first == key) field.second = JsonWriter().value(value).str(), replaced = true;
-    if (!replaced) held->report.fields.emplace_back(key, JsonWriter().value(value).str());
-  }
+  for (const auto& [key, value] : times) set_report_field(&held->report.fields, key, JsonWriter().value(value).str());
   std::printf("%s\n%s\n", line.c_str(), held->report.disposition_line.c_str());
   std::fflush(stdout);
   emit_json_report(held->report);
