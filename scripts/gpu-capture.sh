@@ -138,6 +138,47 @@ sdpa_count=$(grep -c '^  - kind: replay' "$work/sdpa/capture.yaml" 2>/dev/null);
 wstep sdpa-count-capture 0 "capture: a window of $sdpa_count launches" -- "$repro" capture --kernel 'bwd' --launch "$sdpa_first" \
   --launches "$sdpa_count" -o "$work/sdpa-count" -- python3 "$root/examples/capture_torch/sdpa_backward.py"
 wstep sdpa-count-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/sdpa-count"
+# PyTorch's attention backward judged against the attention-backward reference. Its kernels take
+# one parameter struct (Flash_bwd_params), so views name pointers by their byte in it
+# (`--tensor NAME@BYTE=...`). The caching allocator is off (PYTORCH_NO_CUDA_MEMORY_CACHING=1:
+# each tensor an allocation of its own); a first window is replayed as it is, and its records
+# (raw/window.json: each pointer's byte and address) beside the addresses the app wrote
+# (SDPA_POINTERS) say which byte points at which tensor; the window again with those views and
+# the reference then replays bit for bit and judges dq, dk and dv.
+sdpa_app=("$root/examples/capture_torch/sdpa_backward.py")
+wstep sdpa-nocache-capture 0 "capture: a window of" -- env PYTORCH_NO_CUDA_MEMORY_CACHING=1 SDPA_POINTERS="$work/sdpa-pointers.json" \
+  "$repro" capture --kernel 'bwd' --launch "$sdpa_first" --through "$sdpa_through" -o "$work/sdpa-nocache" -- python3 "${sdpa_app[@]}"
+wstep sdpa-nocache-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/sdpa-nocache"
+mapfile -t sdpa_views < <(python3 - "$work/sdpa-nocache/raw/window.json" "$work/sdpa-pointers.json" <<'PY2'
+import json, sys
+try:
+    window = json.load(open(sys.argv[1]))
+    tensors = json.load(open(sys.argv[2]))
+except Exception as e:
+    print(f"   no views: {e}", file=sys.stderr)
+    sys.exit(0)
+dtypes = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
+for name, t in tensors.items():
+    # The view is the tensor's storage, row-major: its dimensions by decreasing stride.
+    order = sorted(range(len(t["shape"])), key=lambda d: -t["strides"][d])
+    if order != list(range(len(order))):
+        print(f"   NOTE {name}: stored in the order {order} of its dimensions, not as the reference reads it", file=sys.stderr)
+    t["view"] = f"{dtypes.get(t['dtype'], 'u8')}[{', '.join(str(t['shape'][d]) for d in order)}]"
+for k, launch in enumerate(window["launches"], 1):
+    for p in launch["pointers"]:
+        for name, t in tensors.items():
+            if int(p["value"], 16) == t["address"]:
+                print(f"launch{k}.{name}@{p['offset']}={t['view']}")
+PY2
+)
+printf '   sdpa view: %s\n' "${sdpa_views[@]}"
+sdpa_tensor_args=(); for view in "${sdpa_views[@]}"; do sdpa_tensor_args+=(--tensor "$view"); done
+wstep sdpa-judged-capture 0 "capture: a window of" -- env PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$repro" capture --kernel 'bwd' \
+  --launch "$sdpa_first" --through "$sdpa_through" "${sdpa_tensor_args[@]}" \
+  --reference '{op: attention_backward, q: q, k: k, v: v, o: o, do: dout, lse: lse, dq: dq, dk: dk, dv: dv}' \
+  -o "$work/sdpa-judged" -- python3 "${sdpa_app[@]}"
+wstep sdpa-judged-spec 0 "op: attention_backward" -- cat "$work/sdpa-judged/capture.yaml"
+wstep sdpa-judged-run 0 "Disposition: Passed" "!NOT reproduced" -- "$repro" run "$work/sdpa-judged"
 # A Triton operator of two @triton.jit kernels (partial sums, then the normalization reading them).
 wstep triton2-app 0 "call 2:" -- python3 "$root/examples/capture_torch/triton_two_kernels.py"
 wstep triton2-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel 'partial_sums' --launch 2 --through 'finish_rms' \
@@ -151,6 +192,51 @@ wstep triton2-views-capture 0 "capture: a window of 2 launches" -- "$repro" capt
   -o "$work/triton2-views" -- python3 "$root/examples/capture_torch/triton_two_kernels.py"
 wstep triton2-views-spec 0 "y_ptr: { dtype: f32, shape: [100000], output: true }" -- cat "$work/triton2-views/capture.yaml"
 wstep triton2-views-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/triton2-views"
+# A split-K GEMM in Triton (partials into an f32 workspace, then a reduction): replayed bit for
+# bit, then with views of its pointers and a GEMM reference, judged with ones and probed.
+wstep tsk-app 0 "call 2:" -- python3 "$root/examples/capture_torch/triton_split_k_gemm.py"
+wstep tsk-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel 'split_k_partials' --launch 2 \
+  --through 'split_k_reduce' -o "$work/tsk" -- python3 "$root/examples/capture_torch/triton_split_k_gemm.py"
+wstep tsk-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/tsk"
+wstep tsk-gemm-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel 'split_k_partials' --launch 2 \
+  --through 'split_k_reduce' --tensor 'a_ptr=[M, K]' --tensor 'b_ptr=[K, N]' --tensor 'c_ptr=[M, N]' \
+  --tensor 'workspace_ptr=[4, M, N]' --reference '{op: gemm, a: a_ptr, b: b_ptr, out: c_ptr}' \
+  -o "$work/tsk-gemm" -- python3 "$root/examples/capture_torch/triton_split_k_gemm.py"
+wstep tsk-gemm-spec 0 "op: gemm" -- cat "$work/tsk-gemm/capture.yaml"
+wstep tsk-gemm-run 0 "Disposition: Passed" -- "$repro" run "$work/tsk-gemm"
+wstep tsk-gemm-ones 0 "Disposition: Passed" -- "$repro" run "$work/tsk-gemm" --ones
+wstep tsk-gemm-probe 0 "verdict" -- "$repro" probe "$work/tsk-gemm"
+# cuBLAS behind torch.matmul at a small output and a long K: the kernels it launched listed first,
+# then, when one of them is a split-K reduction, the second call's GEMM through it.
+wstep cublas-sk-list 2 "kernels it launched" -- "$repro" capture --kernel 'no_such_kernel' -o "$work/cublas-sk-list" \
+  -- python3 "$root/examples/capture_torch/cublas_split_k.py"
+read -r cublas_first cublas_reduce < <(python3 - "$work/cublas-sk-list/raw/session.json" <<'PY2'
+import json, re, sys
+try:
+    kernels = json.load(open(sys.argv[1]))["kernels"]
+except Exception:
+    kernels = []
+for k in kernels:
+    print("   kernel", k["launches"], k["name"][:160], file=sys.stderr)
+reduce = [k for k in kernels if re.search(r"(?i)splitk.*reduce|reduce.*splitk", k["name"])]
+gemm = [k for k in kernels if re.search(r"(?i)gemm|xmma|cutlass", k["name"]) and k not in reduce]
+if reduce and gemm:
+    head = re.split(r"[<(]", reduce[0]["name"])[0].split("::")[-1].split()[-1]
+    first = re.split(r"[<(]", gemm[0]["name"])[0].split("::")[-1].split()[-1]
+    # The GEMM's second call: its first launch is the first call's.
+    print(first, head)
+else:
+    print("none none")
+PY2
+)
+echo "   cublas split-K: gemm $cublas_first, reduction $cublas_reduce"
+if [[ $cublas_reduce != none ]]; then
+  wstep cublas-sk-capture 0 "capture: a window of 2 launches" -- "$repro" capture --kernel "$cublas_first" --launch 2 \
+    --through "$cublas_reduce" -o "$work/cublas-sk" -- python3 "$root/examples/capture_torch/cublas_split_k.py"
+  wstep cublas-sk-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/cublas-sk"
+else
+  echo "   NOTE cublas-sk: cuBLAS launched no split-K reduction kernel at this shape"
+fi
 # Overhead (issue 20): the program alone, under capture recording nothing (a name that never
 # launches), and under capture recording launch 100 of 200; rounds alternate, so drift on the
 # machine falls on all three alike. Each repro capture also runs its own steps (the cached

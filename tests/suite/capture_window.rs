@@ -487,3 +487,120 @@ fn views_a_window_cannot_hold_are_refused() {
         assert!(e.contains(says), "{views:?}: {e}");
     }
 }
+
+/// `NAME@BYTE=DTYPE[...]`: a view at the pointer stored at a byte of the parameters, for kernels
+/// whose parameters have no names (a parameter struct: FlashAttention's, CUTLASS's). With a
+/// reference that names its outputs, what else the window left changed is the operator's
+/// scratch: an intermediate made from its state before the window.
+#[test]
+fn views_at_parameter_bytes_and_a_references_scratch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+    let window = window_raw(&raw);
+    // W changed by the window too (its state after the last launch differs): two outputs.
+    let ws = f32_bytes((0..N).map(|i| 2.0 * ((i % 7) as f32 - 3.0) + 1.0));
+    std::fs::write(raw.join("buffers/b1.after.bin"), &ws).unwrap();
+    let text = std::fs::read_to_string(raw.join("window.json")).unwrap().replace(
+        r#""before": "buffers/b1.before.bin",
+               "after": null, "changed_bytes": 0"#,
+        &format!(r#""before": "buffers/b1.before.bin", "after": "buffers/b1.after.bin", "changed_bytes": {BYTES}"#),
+    );
+    assert!(text.contains("b1.after.bin"), "{text}");
+    std::fs::write(raw.join("window.json"), &text).unwrap();
+    let window = repro::capture::record::read(&raw.join("window.json"))
+        .unwrap()
+        .unwrap_or(window);
+    std::fs::create_dir_all(&out).unwrap();
+    let view = |v: &str| repro::capture::views::parse(v).unwrap();
+    let with_views = SpecRequest {
+        // Byte 0 is X in launches 1 and 3, W in launch 2: each view names its launch.
+        views: vec![
+            view("launch1.x@0=f32[64, 64]"),
+            view("launch2.y@16=f32[64, 64]"),
+            view("launch1.w@8=f32[64, 64]"),
+        ],
+        reference: Some(
+            repro::spec::yaml::reference_from_text("{op: gemm, a: x, b: x, out: y}").unwrap(),
+        ),
+        ..request()
+    };
+    let written = write_sequence(&raw, &out, &window, &with_views, &[None, None, None])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let spec = std::fs::read_to_string(&written.spec).unwrap();
+    for expected in [
+        "  x: { dtype: f32, shape: [64, 64], init: { file: inputs/x.npy } }",
+        "  y: { dtype: f32, shape: [64, 64], output: true }",
+        "  w: { dtype: f32, shape: [64, 64], intermediate: true, init: { file: inputs/w.npy } }   # launches 1, 3 changed it and the reference judges only y: the operator's scratch",
+        "      - { at: 16, tensor: y, offset: 0 }",
+    ] {
+        assert!(spec.contains(expected), "{expected}\n{spec}");
+    }
+    repro::spec::load(&written.spec, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
+
+    // A reference whose outputs the window left unchanged is refused, naming what it changed.
+    let out2 = tmp.path().join("out2");
+    std::fs::create_dir_all(&out2).unwrap();
+    let refused = SpecRequest {
+        reference: Some(
+            repro::spec::yaml::reference_from_text("{op: gemm, a: y, b: y, out: x}").unwrap(),
+        ),
+        ..with_views
+    };
+    let e = write_sequence(&raw, &out2, &window, &refused, &[None, None, None]).unwrap_err();
+    assert!(
+        e.contains(
+            "the reference judges x, and the window left none of them changed (it changed w, y)"
+        ),
+        "{e}"
+    );
+
+    // Bytes that hold no pointer, and forms the parser refuses.
+    let refused = SpecRequest {
+        views: vec![view("launch1.x@24=f32[4]")],
+        ..request()
+    };
+    let e = write_sequence(&raw, &out2, &window, &refused, &[None, None, None]).unwrap_err();
+    assert!(e.contains("byte 24 of replay_sequence_kernels::scale_add(float const*, float*)'s parameters holds no pointer into a device allocation (pointers are at bytes 0, 8)"), "{e}");
+    let refused = SpecRequest {
+        views: vec![view("q@64=f32[4]")],
+        ..request()
+    };
+    let e = write_sequence(&raw, &out2, &window, &refused, &[None, None, None]).unwrap_err();
+    assert!(
+        e.contains("no launch of the window holds a pointer into a device allocation at byte 64"),
+        "{e}"
+    );
+    let refused = SpecRequest {
+        views: vec![view("x=[4]")],
+        ..request()
+    };
+    let e = write_sequence(&raw, &out2, &window, &refused, &[None, None, None]).unwrap_err();
+    assert!(
+        e.contains("no launch of the window has a pointer parameter `x`"),
+        "{e}"
+    );
+    // Byte 8 is W in launch 1 and X in launch 2: a view at it in every launch overlaps.
+    let refused = SpecRequest {
+        views: vec![view("launch1.x@0=f32[4096]"), view("w@8=f32[4096]")],
+        ..request()
+    };
+    let e = write_sequence(&raw, &out2, &window, &refused, &[None, None, None]).unwrap_err();
+    assert!(
+        e.contains("--tensor w@8=f32[4096]: launch 2's view overlaps the view x"),
+        "{e}"
+    );
+    for (text, says) in [
+        (
+            "q@4=bf16[4]",
+            "a pointer's byte in the parameters is a multiple of 8",
+        ),
+        (
+            "q@0=[4]",
+            "a view at a byte of the parameters gives its dtype",
+        ),
+        ("q@x=bf16[4]", "`x` after `@` is no byte offset"),
+    ] {
+        let e = repro::capture::views::parse(text).unwrap_err();
+        assert!(e.contains(says), "{text}: {e}");
+    }
+}

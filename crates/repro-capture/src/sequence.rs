@@ -242,12 +242,17 @@ fn apply_views(
                 .get(k)
                 .and_then(Option::as_ref)
                 .map(TritonKernel::declaration);
-            let has_it = decl.as_ref().is_some_and(|d| {
-                d.params.iter().any(|p| {
-                    p.name.as_deref() == Some(view.name.as_str())
-                        && matches!(p.ty, crate::import::cuda::ParamType::Pointer { .. })
-                })
-            });
+            // `NAME@BYTE`: every launch with a pointer at that byte of its parameters (the
+            // kernels of one operator that take one parameter struct).
+            let has_it = match view.at {
+                Some(byte) => capture.pointers.iter().any(|p| p.offset == byte),
+                None => decl.as_ref().is_some_and(|d| {
+                    d.params.iter().any(|p| {
+                        p.name.as_deref() == Some(view.name.as_str())
+                            && matches!(p.ty, crate::import::cuda::ParamType::Pointer { .. })
+                    })
+                }),
+            };
             // A view for every launch skips those without the parameter; one for launch K says
             // why launch K has none (views.rs's message).
             if !has_it && view.launch.is_none() {
@@ -295,6 +300,14 @@ fn apply_views(
             }
             tensor.origin = format!("{origin} (launch {})", k + 1);
             carved.push(tensor);
+        }
+        if !found && view.at.is_some() {
+            return Err(format!(
+                "--tensor {}: no launch of the window holds a pointer into a device allocation at byte {} of its \
+                 parameters (a capture without views lists them: `at:` in each launch's `relocate:`)",
+                view.text,
+                view.at.unwrap_or_default()
+            ));
         }
         if !found {
             return Err(format!(
@@ -480,6 +493,11 @@ pub fn write_sequence(
         std::fs::create_dir_all(&path)
             .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     }
+    let judged = request
+        .reference
+        .as_ref()
+        .and_then(crate::spec::model::ReferenceSpec::named_outputs);
+    let mut scratch_names: Vec<String> = Vec::new();
     let mut tensor_lines = String::new();
     let mut before = Vec::new();
     let mut after = Vec::new();
@@ -520,6 +538,19 @@ pub fn write_sequence(
             (Some(_), _) => Role::Output,
             (None, false) => Role::Intermediate,
             (None, true) => Role::Input,
+        };
+        // A `--reference` op that names its outputs judges those alone: anything else the
+        // window left changed (a split-K workspace, FlashAttention's dq accumulator) is the
+        // operator's scratch, made from its state before the window before every call.
+        let scratch = role == Role::Output
+            && judged
+                .as_ref()
+                .is_some_and(|names| !names.contains(&t.name.as_str()));
+        let role = if scratch {
+            scratch_names.push(t.name.clone());
+            Role::Intermediate
+        } else {
+            role
         };
         let changed_bytes = if t.view {
             view_changed
@@ -562,7 +593,16 @@ pub fn write_sequence(
             Role::Intermediate | Role::Input => {
                 let file = format!("inputs/{}.npy", t.name);
                 write::write_npy(&out.join(&file), t, bytes)?;
-                let (field, why) = if role == Role::Intermediate {
+                let (field, why) = if scratch {
+                    (
+                        ", intermediate: true",
+                        format!(
+                            "{} changed it and the reference judges only {}: the operator's scratch, made from its state before the window before every call; ",
+                            launches_text(&buffer.written_by),
+                            judged.as_deref().unwrap_or_default().join(", ")
+                        ),
+                    )
+                } else if role == Role::Intermediate {
                     (
                         ", intermediate: true",
                         format!(
@@ -582,6 +622,18 @@ pub fn write_sequence(
                 );
             }
         }
+    }
+    if after.is_empty() && judged.is_some() {
+        return Err(format!(
+            "the reference judges {}, and the window left none of them changed{}: name the operator's outputs in \
+             --reference",
+            judged.as_deref().unwrap_or_default().join(", "),
+            if scratch_names.is_empty() {
+                String::new()
+            } else {
+                format!(" (it changed {})", scratch_names.join(", "))
+            }
+        ));
     }
     if after.is_empty() {
         return Err(format!(

@@ -31,6 +31,10 @@ pub struct TensorView {
     /// parameter NAME (a window's, sequence.rs), or the one launch.
     pub launch: Option<usize>,
     pub name: String,
+    /// `NAME@BYTE`: the pointer stored at byte BYTE of the launch's parameter bytes (a field of a
+    /// parameter struct, as FlashAttention's `Flash_bwd_params` or a CUTLASS kernel's `Params`),
+    /// named NAME; `None`: the pointer parameter NAME.
+    pub at: Option<u64>,
     pub dtype: Option<DType>,
     pub dims: Vec<Dim>,
     pub col_major: bool,
@@ -43,8 +47,8 @@ pub enum Dim {
     Parameter(String),
 }
 
-const FORM: &str =
-    "NAME=[DTYPE][DIM, ...][:col_major], e.g. a_ptr=[M, K] or b_ptr=bf16[K, N]:col_major";
+const FORM: &str = "NAME=[DTYPE][DIM, ...][:col_major], e.g. a_ptr=[M, K] or b_ptr=bf16[K, N]:col_major, \
+     or NAME@BYTE=DTYPE[DIM, ...] for the pointer at byte BYTE of the parameters, e.g. q@0=bf16[2, 4, 256, 64]";
 
 /// Parses `a_ptr=bf16[M, K]:col_major`.
 pub fn parse(text: &str) -> Result<TensorView, String> {
@@ -66,6 +70,20 @@ pub fn parse(text: &str) -> Result<TensorView, String> {
                 return Err(bad(
                     "the name is no parameter name (nor launchK.NAME, a window's launch K)",
                 ))
+            }
+        },
+    };
+    // `q@0`: the pointer at byte 0 of the parameters, named q.
+    let (name, at) = match name.split_once('@') {
+        None => (name, None),
+        Some((name, byte)) => match byte.trim().parse::<u64>() {
+            Ok(byte) if byte % 8 == 0 => (name.trim(), Some(byte)),
+            Ok(_) => return Err(bad("a pointer's byte in the parameters is a multiple of 8")),
+            Err(_) => {
+                return Err(bad(&format!(
+                    "`{}` after `@` is no byte offset in the parameters",
+                    byte.trim()
+                )))
             }
         },
     };
@@ -127,10 +145,16 @@ pub fn parse(text: &str) -> Result<TensorView, String> {
     if col_major && dims.len() != 2 {
         return Err(bad("col_major is for 2-D tensors"));
     }
+    if at.is_some() && dtype.is_none() {
+        return Err(bad(
+            "a view at a byte of the parameters gives its dtype: NAME@BYTE=DTYPE[...]",
+        ));
+    }
     Ok(TensorView {
         text: text.to_string(),
         launch,
         name: name.to_string(),
+        at,
         dtype,
         dims,
         col_major,
@@ -164,6 +188,75 @@ pub fn integer_parameters(
         .collect()
 }
 
+/// The pointer a view starts at, and its parameter's index: the pointer parameter it names
+/// (which needs the parameters' names), or the pointer at byte `@BYTE` of the parameter bytes
+/// (which does not: a field of a parameter struct).
+fn find_pointer<'a>(
+    capture: &'a Capture,
+    decl: Option<&KernelDecl>,
+    view: &TensorView,
+) -> Result<(&'a super::record::CapturedPointer, usize), String> {
+    if let Some(byte) = view.at {
+        return capture
+            .pointers
+            .iter()
+            .find(|p| p.offset == byte)
+            .map(|p| (p, p.param))
+            .ok_or_else(|| {
+                let bytes: Vec<String> = capture.pointers.iter().map(|p| p.offset.to_string()).collect();
+                format!(
+                    "--tensor {}: byte {byte} of {}'s parameters holds no pointer into a device allocation (pointers \
+                     are at bytes {})",
+                    view.text,
+                    capture.kernel.demangled,
+                    if bytes.is_empty() { "none".to_string() } else { bytes.join(", ") }
+                )
+            });
+    }
+    let decl = decl.ok_or_else(|| {
+        format!(
+            "--tensor {}: names a pointer parameter, and this kernel's parameters have no names: give --source DIR \
+             (a Triton kernel's signature names them by itself), or name the pointer by its byte in the parameters \
+             ({}@BYTE=DTYPE[...]; a capture without views lists them: `at:` in each launch's `relocate:`)",
+            view.text, view.name
+        )
+    })?;
+    let pointer_names: Vec<&str> = decl
+        .params
+        .iter()
+        .filter(|p| matches!(p.ty, ParamType::Pointer { .. }))
+        .filter_map(|p| p.name.as_deref())
+        .collect();
+    let index = decl
+        .params
+        .iter()
+        .position(|p| {
+            p.name.as_deref() == Some(view.name.as_str())
+                && matches!(p.ty, ParamType::Pointer { .. })
+        })
+        .ok_or_else(|| {
+            format!(
+                "--tensor {}: `{}` is no pointer parameter of {} (its pointers: {})",
+                view.text,
+                view.name,
+                decl.name,
+                pointer_names.join(", ")
+            )
+        })?;
+    let slot = capture.params.layout.iter().find(|s| s.index == index);
+    let pointer = capture
+        .pointers
+        .iter()
+        .find(|p| p.param == index && slot.is_some_and(|s| s.offset == p.offset))
+        .ok_or_else(|| {
+            format!(
+                "--tensor {}: `{}` is null or points outside every device allocation",
+                view.text, view.name
+            )
+        })?;
+    Ok((pointer, index))
+}
+
 /// Replaces the tensors the views carve out: each view becomes a tensor at its pointer's
 /// offset; an allocation every pointer and map of which now lands in a view is no tensor of its
 /// own any more.
@@ -179,47 +272,12 @@ pub fn apply(
     if views.is_empty() {
         return Ok(());
     }
-    let decl = decl.ok_or_else(|| {
-        "--tensor names a pointer parameter, and this kernel's parameters have no names: give --source DIR \
-         (a Triton kernel's signature names them by itself)"
-            .to_string()
-    })?;
-    let pointer_names: Vec<&str> = decl
-        .params
-        .iter()
-        .filter(|p| matches!(p.ty, ParamType::Pointer { .. }))
-        .filter_map(|p| p.name.as_deref())
-        .collect();
-    let integers = integer_parameters(capture, params, decl);
+    let integers = decl
+        .map(|d| integer_parameters(capture, params, d))
+        .unwrap_or_default();
     let mut carved: Vec<BufferTensor> = Vec::new();
     for view in views {
-        let index = decl
-            .params
-            .iter()
-            .position(|p| {
-                p.name.as_deref() == Some(view.name.as_str())
-                    && matches!(p.ty, ParamType::Pointer { .. })
-            })
-            .ok_or_else(|| {
-                format!(
-                    "--tensor {}: `{}` is no pointer parameter of {} (its pointers: {})",
-                    view.text,
-                    view.name,
-                    decl.name,
-                    pointer_names.join(", ")
-                )
-            })?;
-        let slot = capture.params.layout.iter().find(|s| s.index == index);
-        let pointer = capture
-            .pointers
-            .iter()
-            .find(|p| p.param == index && slot.is_some_and(|s| s.offset == p.offset))
-            .ok_or_else(|| {
-                format!(
-                    "--tensor {}: `{}` is null or points outside every device allocation",
-                    view.text, view.name
-                )
-            })?;
+        let (pointer, index) = find_pointer(capture, decl, view)?;
         let buffer = capture
             .buffers
             .iter()
@@ -240,7 +298,10 @@ pub fn apply(
                             format!(
                                 "--tensor {}: `{name}` is no integer parameter (they are: {})",
                                 view.text,
-                                if known.is_empty() {
+                                if decl.is_none() {
+                                    "none with a name: this kernel's parameters have no names, give a number"
+                                        .to_string()
+                                } else if known.is_empty() {
                                     "none".to_string()
                                 } else {
                                     known.join(", ")
@@ -256,9 +317,10 @@ pub fn apply(
                 }
             });
         }
-        let dtype = match view.dtype {
-            Some(d) => d,
-            None => pointee_dtype(decl, template_args, index).ok_or_else(|| {
+        let dtype = match (view.dtype, decl) {
+            (Some(d), _) => d,
+            (None, None) => unreachable!("a view without a dtype names a parameter, so decl is set"),
+            (None, Some(decl)) => pointee_dtype(decl, template_args, index).ok_or_else(|| {
                 format!(
                     "--tensor {}: `{}` points to no element type repro knows: give one, e.g. {}=bf16[...]",
                     view.text, view.name, view.name
@@ -302,7 +364,12 @@ pub fn apply(
             origin: format!("--tensor {}", view.text),
         });
     }
-    let pieces = split_segments(tensors, raw, capture, decl, template_args, &carved);
+    // The rest of a segment is cut into one tensor per named pointer parameter; a kernel whose
+    // parameters have no names (views at bytes of a parameter struct) leaves it whole.
+    let pieces = match decl {
+        Some(decl) => split_segments(tensors, raw, capture, decl, template_args, &carved),
+        None => Vec::new(),
+    };
     let inside_a_view = |buffer: usize, at: u64| {
         carved
             .iter()

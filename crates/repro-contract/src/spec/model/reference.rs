@@ -134,6 +134,32 @@ pub struct ReferenceSpec {
     pub dv: Option<String>,
 }
 
+impl ReferenceSpec {
+    /// The outputs an op with named operands judges (`gemm` and `grouped_gemm`: `out`;
+    /// `attention`: `out` and `lse`; `attention_backward`: `dq`, `dk`, `dv`); `None` for the ops
+    /// that judge every tensor marked `output: true` (`custom`, `file`).
+    pub fn named_outputs(&self) -> Option<Vec<&str>> {
+        fn named<'a>(fields: &[Option<&'a String>]) -> Vec<&'a str> {
+            fields
+                .iter()
+                .flatten()
+                .map(|s| s.as_str())
+                .filter(|s| !s.is_empty())
+                .collect()
+        }
+        match self.op.as_str() {
+            "gemm" | "grouped_gemm" => Some(named(&[Some(&self.out)])),
+            "attention" => Some(named(&[Some(&self.out), self.lse.as_ref()])),
+            "attention_backward" => Some(named(&[
+                self.dq.as_ref(),
+                self.dk.as_ref(),
+                self.dv.as_ref(),
+            ])),
+            _ => None,
+        }
+    }
+}
+
 /// `op: attention`'s `causal:`: which keys each query sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
