@@ -3,7 +3,7 @@
 # defective, and replayed), and PyTorch's torch.matmul replayed from cuBLAS's machine code; then
 # windows of launches (issue 56, point 3): a split-K GEMM, PyTorch's flash attention backward
 # and a Triton operator of two kernels, each captured as one spec and replayed (PASS/FAIL lines).
-# Usage: [WINDOWS_ONLY=1] scripts/gpu-capture.sh REPRO_BINARY OUT_DIR. Each case's log goes to
+# Usage: [WINDOWS_ONLY=1] [WINDOW_CASES=REGEX] scripts/gpu-capture.sh REPRO_BINARY OUT_DIR. Each case's log goes to
 # OUT_DIR/<case>.log.
 set -uo pipefail
 repro=$(realpath "$1"); out=$2; root=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,8 +75,10 @@ fi
 # spec of replayed launches. Each `wstep` prints PASS when the command exits EXPECTED_EXIT and
 # its log holds PATTERN (a second pattern, after `!`, must be absent), else FAIL with why.
 #   wstep NAME EXPECTED_EXIT PATTERN [!ABSENT] -- COMMAND...
+# WINDOW_CASES=REGEX: only the steps whose names it matches (e.g. `sdpa`).
 wstep() {
   local name=$1 want=$2 pattern=$3 absent=""; shift 3
+  if [[ -n ${WINDOW_CASES:-} && ! $name =~ ${WINDOW_CASES} ]]; then return 0; fi
   if [[ $1 == !* ]]; then absent=${1#!}; shift; fi
   [[ $1 == -- ]] && shift
   echo "== $name: $*"; ( "$@" ) > "$out/$name.log" 2>&1; local rc=$?
@@ -149,26 +151,50 @@ sdpa_app=("$root/examples/capture_torch/sdpa_backward.py")
 wstep sdpa-nocache-capture 0 "capture: a window of" -- env PYTORCH_NO_CUDA_MEMORY_CACHING=1 SDPA_POINTERS="$work/sdpa-pointers.json" \
   "$repro" capture --kernel 'bwd' --launch "$sdpa_first" --through "$sdpa_through" -o "$work/sdpa-nocache" -- python3 "${sdpa_app[@]}"
 wstep sdpa-nocache-run 0 "reproduced bit for bit" "!NOT reproduced" -- "$repro" run "$work/sdpa-nocache"
-mapfile -t sdpa_views < <(python3 - "$work/sdpa-nocache/raw/window.json" "$work/sdpa-pointers.json" <<'PY2'
-import json, sys
+mapfile -t sdpa_views < <(python3 - "$work/sdpa-nocache" "$work/sdpa-pointers.json" <<'PY2'
+import hashlib, json, os, re, sys
+capture, pointers = sys.argv[1], sys.argv[2]
 try:
-    window = json.load(open(sys.argv[1]))
-    tensors = json.load(open(sys.argv[2]))
+    window = json.load(open(os.path.join(capture, "raw", "window.json")))
+    tensors = json.load(open(pointers))
 except Exception as e:
     print(f"   no views: {e}", file=sys.stderr)
     sys.exit(0)
 dtypes = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32"}
-for name, t in tensors.items():
-    # The view is the tensor's storage, row-major: its dimensions by decreasing stride.
-    order = sorted(range(len(t["shape"])), key=lambda d: -t["strides"][d])
-    if order != list(range(len(order))):
-        print(f"   NOTE {name}: stored in the order {order} of its dimensions, not as the reference reads it", file=sys.stderr)
-    t["view"] = f"{dtypes.get(t['dtype'], 'u8')}[{', '.join(str(t['shape'][d]) for d in order)}]"
+def view(t):
+    # Row-major when the strides are the packed ones, else the strides themselves.
+    packed, step = [], 1
+    for extent in reversed(t["shape"]):
+        packed.insert(0, step); step *= extent
+    layout = "" if t["strides"] == packed else ":strides[" + ", ".join(map(str, t["strides"])) + "]"
+    return f"{dtypes.get(t['dtype'], 'u8')}[{', '.join(map(str, t['shape']))}]{layout}"
+# By address: the pointer at byte N of launch k holds the tensor's address.
+named = set()
 for k, launch in enumerate(window["launches"], 1):
     for p in launch["pointers"]:
         for name, t in tensors.items():
-            if int(p["value"], 16) == t["address"]:
-                print(f"launch{k}.{name}@{p['offset']}={t['view']}")
+            if int(p["value"], 16) == t["address"] and not name.endswith("_copied"):
+                print(f"launch{k}.{name}@{p['offset']}={view(t)}"); named.add(name)
+# By content: a copy the library made is the captured input whose bytes hash as the app's copy.
+def payload(path):
+    data = open(path, "rb").read()
+    return data[10 + int.from_bytes(data[8:10], "little"):]
+hashes = {}
+for file in os.listdir(os.path.join(capture, "inputs")):
+    hashes[hashlib.sha256(payload(os.path.join(capture, "inputs", file))).hexdigest()] = file[:-len(".npy")]
+relocations, k = [], 0
+for line in open(os.path.join(capture, "capture.yaml")):
+    m = re.match(r"\s*- kind: replay\s+# launch (\d+)", line)
+    if m: k = int(m.group(1))
+    m = re.match(r"\s*- \{ at: (\d+), tensor: (\w+), offset: 0 \}", line)
+    if m and k: relocations.append((k, int(m.group(1)), m.group(2)))
+for name, t in tensors.items():
+    if not name.endswith("_copied") or name[:-len("_copied")] in named: continue
+    tensor = hashes.get(t["sha256"])
+    found = [(k, at) for k, at, n in relocations if n == tensor] if tensor else []
+    if not found: print(f"   NOTE {name}: no captured input holds its bytes", file=sys.stderr)
+    for k, at in found:
+        print(f"launch{k}.{name[:-len('_copied')]}@{at}={view(t)}")
 PY2
 )
 printf '   sdpa view: %s\n' "${sdpa_views[@]}"

@@ -17,9 +17,11 @@ Prints each call's gradient checksums. With SDPA_POINTERS=FILE it also writes, f
 call, the device address, shape and strides of every tensor the backward reads and writes (q, k,
 v, the output, its gradient, the forward's log-sum-exp, dq, dk, dv) as JSON: an address found at
 byte N of a captured launch's parameters (raw/window.json) is that tensor, which is how the
-script names the views of `--tensor NAME@N=...` for an attention-backward reference.
+script names the views of `--tensor NAME@N=...` for an attention-backward reference. The output
+and its gradient reach the kernels as copies (`o_copied`, `dout_copied`: a hash of their bytes).
 """
 
+import hashlib
 import json
 import os
 
@@ -32,6 +34,16 @@ B, H, S, D = 2, 4, 256, 64
 
 def described(t):
     return {"address": t.data_ptr(), "shape": list(t.shape), "strides": list(t.stride()), "dtype": str(t.dtype)}
+
+
+def described_as_copied(t):
+    """PyTorch's flash backward hands the kernel `out` and its gradient as contiguous copies of
+    their [B, S, H, D] views (new addresses): the copy's bytes (a hash) and its strides as the
+    [B, H, S, D] tensor, for the script to find the allocation that holds them."""
+    copy = t.transpose(1, 2).contiguous()
+    described_copy = described(copy.transpose(1, 2))
+    described_copy["sha256"] = hashlib.sha256(copy.view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
+    return described_copy
 
 
 def main():
@@ -61,6 +73,8 @@ def main():
         out.backward(dout)
         torch.cuda.synchronize()
         if pointers_file and call == 2:
+            tensors["o_copied"] = described_as_copied(out)
+            tensors["dout_copied"] = described_as_copied(dout)
             with open(pointers_file, "w") as f:
                 json.dump(tensors, f, indent=1)
         sums = ", ".join(f"{n} {t.grad.float().sum().item():.6f}" for n, t in (("dq", q), ("dk", k), ("dv", v)))

@@ -98,6 +98,20 @@ for size in sizes:
             host = med(lambda r: r.get("reference_host_ms", float("nan")))
             decode = med(lambda r: r.get("reference_decode_ms", float("nan")))
             print(f"| {size} | {name} | {label} | {total:.2f} | {kernel:.2f} | {fetch:.2f} | {check:.2f} | {host:.2f} | {decode:.2f} | {cmp_:.2f} |")
+# Where the host's time in the two phases goes, where the reports say (queues: the held check
+# settled at the next one's reference, and the comparison's passes apart from the cross-check).
+keys = ["reference_start_ms", "reference_settle_ms", "compare_device_ms"]
+print()
+print("| M = N = K | spec | binary | reference phase (ms) | " + " | ".join(f"{k} (ms)" for k in keys) + " | compare phase (ms) |")
+print("|---|---|---|---|" + "---|" * len(keys) + "---|")
+for size in sizes:
+    for name in names:
+        for label in labels:
+            runs = [json.load(open(f"{folder}/{label}.{name}.{size}.{r}.json")) for r in range(1, rounds + 1)]
+            med = lambda f: statistics.median(f(r) for r in runs)
+            cells = [med(lambda r: r.get(k, float("nan"))) for k in keys]
+            print(f"| {size} | {name} | {label} | {med(lambda r: r['timings']['reference']) * 1e3:.3f} | "
+                  + " | ".join(f"{c:.3f}" for c in cells) + f" | {med(lambda r: r['timings']['compare']) * 1e3:.3f} |")
 PY
 echo
 echo "torch.matmul in float64 + a comparison, the same sizes (scripts/bench/torch_reference_peer.py):"

@@ -40,9 +40,11 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "YAML")]
     pub reference: Option<String>,
     /// A tensor carved out of the allocation a pointer parameter points into, as
-    /// NAME=[DTYPE][DIM, ...][:col_major]: `a_ptr=[M, K]`, `w=bf16[K, N]:col_major`. Dimensions
-    /// are numbers or integer parameters' names (their captured values); the dtype defaults to
-    /// the parameter's. Needs parameter names: --source, or a Triton kernel. Repeatable.
+    /// NAME=[DTYPE][DIM, ...][:col_major | :strides[S, ...]]: `a_ptr=[M, K]`,
+    /// `w=bf16[K, N]:col_major`. Dimensions are numbers or integer parameters' names (their
+    /// captured values); the dtype defaults to the parameter's. Needs parameter names:
+    /// --source, or a Triton kernel; NAME@BYTE=DTYPE[...] names the pointer at byte BYTE of the
+    /// parameters instead (a parameter struct's field). Repeatable.
     #[arg(long = "tensor", value_name = "VIEW")]
     pub tensors: Vec<String>,
     /// The spec's name [default: the kernel's, with _capture].

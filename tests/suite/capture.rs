@@ -99,7 +99,7 @@ fn a_malformed_tensor_view_is_refused_before_the_program_runs() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "--tensor a_ptr=M, K: no `[` before the dimensions; the form is NAME=[DTYPE][DIM, ...][:col_major]",
+            "--tensor a_ptr=M, K: no `[` before the dimensions; the form is NAME=[DTYPE][DIM, ...][:col_major | :strides[S, ...]]",
         ));
     assert!(!marker.exists(), "the program must not run");
 }

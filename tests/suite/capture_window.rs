@@ -516,7 +516,8 @@ fn views_at_parameter_bytes_and_a_references_scratch() {
         // Byte 0 is X in launches 1 and 3, W in launch 2: each view names its launch.
         views: vec![
             view("launch1.x@0=f32[64, 64]"),
-            view("launch2.y@16=f32[64, 64]"),
+            // Y read as its transpose: the logical [64, 64] through strides [1, 64].
+            view("launch2.y@16=f32[64, 64]:strides[1, 64]"),
             view("launch1.w@8=f32[64, 64]"),
         ],
         reference: Some(
@@ -529,13 +530,24 @@ fn views_at_parameter_bytes_and_a_references_scratch() {
     let spec = std::fs::read_to_string(&written.spec).unwrap();
     for expected in [
         "  x: { dtype: f32, shape: [64, 64], init: { file: inputs/x.npy } }",
-        "  y: { dtype: f32, shape: [64, 64], output: true }",
+        "  y: { dtype: f32, shape: [64, 64], strides: [1, 64], output: true }",
         "  w: { dtype: f32, shape: [64, 64], intermediate: true, init: { file: inputs/w.npy } }   # launches 1, 3 changed it and the reference judges only y: the operator's scratch",
         "      - { at: 16, tensor: y, offset: 0 }",
     ] {
         assert!(spec.contains(expected), "{expected}\n{spec}");
     }
     repro::spec::load(&written.spec, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
+    // The files hold the logical elements, row-major: element [r, c] of Y is storage c * 64 + r.
+    let after = std::fs::read(out.join("production/y.after.npy")).unwrap();
+    let data = &after[after.len() - BYTES..];
+    let element = |i: usize| f32::from_le_bytes(data[i * 4..i * 4 + 4].try_into().unwrap());
+    let stored = |i: usize| {
+        let x = (i % 7) as f32 - 3.0;
+        (2.0 * x + 1.0) * (2.0 * x + 1.0) + x
+    };
+    for (r, c) in [(0, 1), (1, 0), (5, 9), (63, 62)] {
+        assert_eq!(element(r * 64 + c), stored(c * 64 + r), "y[{r}, {c}]");
+    }
 
     // A reference whose outputs the window left unchanged is refused, naming what it changed.
     let out2 = tmp.path().join("out2");
@@ -599,6 +611,16 @@ fn views_at_parameter_bytes_and_a_references_scratch() {
             "a view at a byte of the parameters gives its dtype",
         ),
         ("q@x=bf16[4]", "`x` after `@` is no byte offset"),
+        ("o@0=bf16[2, 3]:strides[1]", "give one stride per dimension"),
+        ("o@0=bf16[2, 3]:strides[3, 0]", "a stride is 0"),
+        (
+            "o@0=bf16[2, 3]:strides[3, D]",
+            "the stride `D` is no number of elements",
+        ),
+        (
+            "o@0=bf16[2, 3]:strides 3, 1",
+            "strides are written strides[S, ...]",
+        ),
     ] {
         let e = repro::capture::views::parse(text).unwrap_err();
         assert!(e.contains(says), "{text}: {e}");

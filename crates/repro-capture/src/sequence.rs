@@ -558,11 +558,7 @@ pub fn write_sequence(
             buffer.changed_bytes
         };
         let shape = write::list(&t.shape);
-        let layout = if t.col_major {
-            ", layout: col_major"
-        } else {
-            ""
-        };
+        let layout = t.layout_fields();
         let managed = if buffer.managed {
             "; managed memory in production"
         } else {
@@ -870,6 +866,7 @@ mod tests {
             dtype,
             shape: vec![bytes / dtype.bytes() as u64],
             col_major: false,
+            strides: None,
             view: false,
             start: 0,
             bytes,

@@ -14,6 +14,9 @@ pub struct BufferTensor {
     /// Logical shape, row-major over storage unless `col_major` (the last two swapped).
     pub shape: Vec<u64>,
     pub col_major: bool,
+    /// Element strides per logical dimension, from a `--tensor ...:strides[...]` view; `None`:
+    /// packed (row-major, or `col_major`).
+    pub strides: Option<Vec<u64>>,
     /// Carved out of its allocation by `--tensor` (views.rs), rather than the allocation itself.
     pub view: bool,
     /// Where the tensor starts in its allocation: 0, or a `--tensor` view's pointer offset.
@@ -30,11 +33,42 @@ impl BufferTensor {
         self.shape.iter().product()
     }
 
+    /// The spec's layout fields for the tensor: `, layout: col_major`, `, strides: [...]` or
+    /// nothing (packed row-major).
+    pub fn layout_fields(&self) -> String {
+        match &self.strides {
+            Some(strides) => format!(
+                ", strides: [{}]",
+                strides
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None if self.col_major => ", layout: col_major".to_string(),
+            None => String::new(),
+        }
+    }
+
+    /// The storage offset (in elements) of the `i`-th logical element, row-major over `shape`,
+    /// through `strides`.
+    pub fn strided_element(&self, strides: &[u64], i: u64) -> u64 {
+        let mut rest = i;
+        let mut at = 0;
+        for d in (0..self.shape.len()).rev() {
+            at += (rest % self.shape[d]) * strides[d];
+            rest /= self.shape[d];
+        }
+        at
+    }
+
     /// The driver dimension (innermost first) behind logical dimension `d`.
     pub fn driver_dim(&self, d: usize) -> usize {
         let rank = self.shape.len();
         let mut storage: Vec<usize> = (0..rank).collect();
-        if self.col_major && rank >= 2 {
+        if let Some(strides) = &self.strides {
+            storage.sort_by_key(|&d| std::cmp::Reverse(strides[d]));
+        } else if self.col_major && rank >= 2 {
             storage.swap(rank - 1, rank - 2);
         }
         // storage[i] is the logical dimension at storage position i (outermost first).

@@ -38,6 +38,9 @@ pub struct TensorView {
     pub dtype: Option<DType>,
     pub dims: Vec<Dim>,
     pub col_major: bool,
+    /// `:strides[S0, S1, ...]`: element strides, one per dimension (FlashAttention's [B, S, H,
+    /// D] storage read as [B, H, S, D]); `None`: packed, row-major or `col_major`.
+    pub strides: Option<Vec<u64>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +50,7 @@ pub enum Dim {
     Parameter(String),
 }
 
-const FORM: &str = "NAME=[DTYPE][DIM, ...][:col_major], e.g. a_ptr=[M, K] or b_ptr=bf16[K, N]:col_major, \
+const FORM: &str = "NAME=[DTYPE][DIM, ...][:col_major | :strides[S, ...]], e.g. a_ptr=[M, K] or b_ptr=bf16[K, N]:col_major, \
      or NAME@BYTE=DTYPE[DIM, ...] for the pointer at byte BYTE of the parameters, e.g. q@0=bf16[2, 4, 256, 64]";
 
 /// Parses `a_ptr=bf16[M, K]:col_major`.
@@ -91,9 +94,29 @@ pub fn parse(text: &str) -> Result<TensorView, String> {
         return Err(bad("the name is no parameter name"));
     }
     let rest = rest.trim();
+    let mut strides = None;
     let (rest, col_major) = match rest.rsplit_once(':') {
         Some((shape, "col_major")) => (shape.trim(), true),
         Some((shape, "row_major")) => (shape.trim(), false),
+        Some((shape, layout)) if layout.trim_start().starts_with("strides") => {
+            let list = layout
+                .trim_start()
+                .strip_prefix("strides")
+                .map(str::trim)
+                .and_then(|l| l.strip_prefix('['))
+                .and_then(|l| l.strip_suffix(']'))
+                .ok_or_else(|| bad("strides are written strides[S, ...], in elements"))?;
+            let parsed: Result<Vec<u64>, _> = list
+                .split(',')
+                .map(|x| x.trim().parse::<u64>().map_err(|_| x.trim().to_string()))
+                .collect();
+            match parsed {
+                Ok(list) if list.iter().all(|&x| x > 0) => strides = Some(list),
+                Ok(_) => return Err(bad("a stride is 0")),
+                Err(x) => return Err(bad(&format!("the stride `{x}` is no number of elements"))),
+            }
+            (shape.trim(), false)
+        }
         Some((_, other)) => {
             return Err(bad(&format!(
                 "`{other}` is no layout (col_major or row_major)"
@@ -142,6 +165,9 @@ pub fn parse(text: &str) -> Result<TensorView, String> {
     if dims.is_empty() || dims.len() > 4 {
         return Err(bad("a tensor has 1 to 4 dimensions"));
     }
+    if strides.as_ref().is_some_and(|s| s.len() != dims.len()) {
+        return Err(bad("give one stride per dimension"));
+    }
     if col_major && dims.len() != 2 {
         return Err(bad("col_major is for 2-D tensors"));
     }
@@ -158,6 +184,7 @@ pub fn parse(text: &str) -> Result<TensorView, String> {
         dtype,
         dims,
         col_major,
+        strides,
     })
 }
 
@@ -327,10 +354,20 @@ pub fn apply(
                 )
             })?,
         };
-        let bytes = shape
-            .iter()
-            .try_fold(dtype.bytes() as u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| format!("--tensor {}: too many elements", view.text))?;
+        // Strided: from the first element to one past the last one the strides reach.
+        let bytes = match &view.strides {
+            None => shape
+                .iter()
+                .try_fold(dtype.bytes() as u64, |acc, &d| acc.checked_mul(d)),
+            Some(strides) => shape
+                .iter()
+                .zip(strides)
+                .try_fold(1u64, |acc, (&d, &s)| {
+                    acc.checked_add((d - 1).checked_mul(s)?)
+                })
+                .and_then(|elements| elements.checked_mul(dtype.bytes() as u64)),
+        }
+        .ok_or_else(|| format!("--tensor {}: too many elements", view.text))?;
         let end = pointer.byte_offset.saturating_add(bytes);
         if end > buffer.size {
             return Err(format!(
@@ -356,6 +393,7 @@ pub fn apply(
             dtype,
             shape,
             col_major: view.col_major,
+            strides: view.strides.clone(),
             view: true,
             start: pointer.byte_offset,
             bytes,
@@ -496,6 +534,7 @@ fn split_segments(
                 dtype,
                 shape: vec![bytes / dtype.bytes() as u64],
                 col_major: false,
+                strides: None,
                 view: true,
                 start,
                 bytes,

@@ -71,7 +71,15 @@ pub(crate) fn write_npy(path: &Path, tensor: &BufferTensor, bytes: &[u8]) -> Res
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
     let data = &bytes[..tensor.bytes as usize];
-    if tensor.col_major && tensor.shape.len() == 2 {
+    if let Some(strides) = &tensor.strides {
+        // The logical elements, row-major, gathered through the strides (what `init: { file }`
+        // reads and `--dump` writes).
+        let size = tensor.dtype.bytes();
+        for i in 0..tensor.numel() {
+            let at = tensor.strided_element(strides, i) as usize * size;
+            out.extend_from_slice(&data[at..at + size]);
+        }
+    } else if tensor.col_major && tensor.shape.len() == 2 {
         let (rows, cols) = (tensor.shape[0] as usize, tensor.shape[1] as usize);
         let size = tensor.dtype.bytes();
         for r in 0..rows {
@@ -205,11 +213,7 @@ pub fn write(
         let all_bytes = read_buffer(raw, before_file, buffer.size)?;
         let bytes = &all_bytes[t.start as usize..];
         let shape = list(&t.shape);
-        let layout = if t.col_major {
-            ", layout: col_major"
-        } else {
-            ""
-        };
+        let layout = t.layout_fields();
         let managed = if buffer.managed {
             "; managed memory in production"
         } else {

@@ -420,6 +420,8 @@ struct DeviceReference {
   double check_seconds = 0;  // the host's sample and judging it, beyond the device's time
   double host_seconds = 0;   // the host's sample alone, hidden or not (of which decoding: decode_seconds)
   double decode_seconds = 0;
+  double settle_seconds = 0;  // in a queue: settling the check held before this one (its judgement, its text)
+  double start_seconds = 0;   // in a queue: taking the operands and starting the host's sample
   std::string engine;        // what computed it (ReferenceGemmLaunch::engine)
   bool emulated = false;     // int8 tensor cores
   std::string fallback;      // why an emulated reference that was asked for is the fp64 one
@@ -463,6 +465,7 @@ inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceM
   if (later) {
     reference.pending = std::make_shared<PendingCrossCheck>();
     PendingCrossCheck* pending = reference.pending.get();
+    phase_start = std::chrono::steady_clock::now();
     pending->take(p);
     pending->sample = std::move(sample);
     pending->worker = std::thread([pending] {
@@ -471,7 +474,10 @@ inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceM
       pending->copied.set_value();
       compute_cross_check_sample(pending->problem, &pending->sample);
     });
+    reference.start_seconds = seconds_since(phase_start);
+    phase_start = std::chrono::steady_clock::now();
     host_idle();
+    reference.settle_seconds = seconds_since(phase_start);
     reference.kernel_ms = finish_reference_gemm(&launch);
     return reference;
   }

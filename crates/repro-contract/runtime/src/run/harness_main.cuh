@@ -461,6 +461,11 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
     // The cross-check's own costs, apart from the GEMM: benchmarks attribute the reference's
     // phase with them (scripts/bench/emulated-reference.sh).
     report_set("reference_fetch_ms", JsonWriter().value(reference.fetch_seconds * 1e3).str());
+    if (held || reference.start_seconds > 0) {
+      // In a queue: where the reference phase's host time goes besides the GEMM (benchmarks).
+      report_set("reference_start_ms", JsonWriter().value(reference.start_seconds * 1e3).str());
+      report_set("reference_settle_ms", JsonWriter().value(reference.settle_seconds * 1e3).str());
+    }
     if (held) return;
     report_set("reference_check_ms", JsonWriter().value(reference.check_seconds * 1e3).str());
     report_set("reference_host_ms", JsonWriter().value(reference.host_seconds * 1e3).str());
@@ -598,8 +603,11 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   Comparison comparison;
   std::string compared_where = "host";
   if (device_path) {
+    const auto compare_start = std::chrono::steady_clock::now();
     comparison = device_comparison(out, want_device, g.batched ? g.L : 1, g.M, g.N, tolerance, spec.tile_m,
                                    spec.tile_n, ref_rms);
+    // The comparison's own passes, apart from the cross-check's share of the phase (benchmarks).
+    report_set("compare_device_ms", JsonWriter().value(seconds_since(compare_start) * 1e3).str());
     // The reference judged by the host's sample before its verdict is used (exit 4 if wrong): now,
     // or in a queue while the next check runs, this check's verdict held back until then.
     if (device_reference_result.pending != nullptr && may_defer_cross_check()) {
