@@ -122,6 +122,14 @@ if in_section S; then
   # DELTA): the reduce with a right workspace, the preprocess with a wrong DELTA.
   run_case "split_k_gemm_drop_last_split: first wrong launch" 1 "launches launch 2 of 2 (split_k_kernels::reduce" run examples/split_k_gemm_drop_last_split.yaml -o "$work/split_k_gemm_drop_last_split"
   run_case "preprocess_half_d: first wrong launch" 1 "launches launch 1 of 3 (attention_kernels::flash_backward_preprocess" run examples/flash_attention_backward_split_preprocess_half_d.yaml -o "$work/fabs_half_d"
+  # The same from a reference file (workspace.npy) over inputs from files; with --ones the file
+  # holds other inputs' values, and the intermediate is not judged.
+  run_case "split_k_gemm_file_reference (files)" 0 "Disposition: Passed" run examples/split_k_gemm_file_reference.yaml -o "$work/split_k_gemm_file_reference"
+  run_case "split_k_gemm_file_reference --ones" 0 "Disposition: Passed" run examples/split_k_gemm_file_reference.yaml -o "$work/split_k_gemm_file_reference" --ones
+  probe_case split_k_gemm_file_reference 0 "verdict ok:"
+  run_case "file_reference_drop_last_split: first wrong launch" 1 "launches launch 2 of 2 (split_k_kernels::reduce<split_k_kernels::SplitKDefect::drop_last_split>): its input workspace matches the reference, its output D does not" run examples/split_k_gemm_file_reference_drop_last_split.yaml -o "$work/split_k_gemm_file_reference_drop_last_split"
+  run_case "file_reference_drop_last_split --ones: not judged" 1 "launches not named: workspace's reference file holds its values for the spec's own inputs, and --ones changed them: not judged" run examples/split_k_gemm_file_reference_drop_last_split.yaml -o "$work/split_k_gemm_file_reference_drop_last_split" --ones
+  probe_case split_k_gemm_file_reference_drop_last_split 1 "verdict k_coverage:"
 fi
 
 printf '\n| %-44s | %4s | %4s | %-3s | %s |\n' "case" "want" "exit" "ok" "expected text"

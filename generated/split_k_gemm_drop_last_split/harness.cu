@@ -134,9 +134,10 @@ const repro::LaunchStep kLaunches[] = {
 };
 
 // ---- the intermediates' own references (spec: tensors.X.reference) ----
-// In reference.cu, built with the runtime's flags. When the operator's outputs are wrong, the
-// runtime runs its launches one by one and compares each of these intermediates with its
-// reference, to name the first launch whose result is wrong.
+// Functions in reference.cu, built with the runtime's flags, or files that spec.yaml names (no
+// function here). When the operator's outputs are wrong, the runtime runs its launches one by
+// one and compares each of these intermediates with its reference, to name the first launch
+// whose result is wrong.
 void intermediate_reference_2(const repro::ReferenceTensor* tensors);  // workspace
 const repro::IntermediateReference kIntermediateReferences[] = {
     {2, &intermediate_reference_2},

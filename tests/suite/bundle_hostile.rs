@@ -236,6 +236,93 @@ fn an_intermediate_reference_symlinked_out_of_the_spec_folder_is_refused() {
     assert!(hits.is_empty(), "the secret is in {hits:?}");
 }
 
+/// The small GEMM spec in `dir` with an intermediate W whose reference is the file `file`.
+fn spec_with_intermediate_file(dir: &Path, file: &str) -> PathBuf {
+    let spec = common::write_small_spec(dir);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "  D: { dtype: f32, shape: [M, N], output: true }\n",
+        &format!("  D: {{ dtype: f32, shape: [M, N], output: true }}\n  W: {{ dtype: f32, shape: [M, N], intermediate: true, reference: {{ file: {file} }} }}\n"),
+    ).replace("args: [A, B, D, M, N, K]", "args: [A, B, D, M, N, K]\n  setup: \"(void)W;\"");
+    std::fs::write(&spec, text).unwrap();
+    spec
+}
+
+/// An intermediate's reference file (`tensors.X.reference.file`) that is a symlink to a file
+/// outside the spec's folder: refused, naming the tensor's field, and its bytes are nowhere in
+/// what was written.
+#[test]
+fn an_intermediate_reference_file_symlinked_out_of_the_spec_folder_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let spec = spec_with_intermediate_file(&project, "references/w.npy");
+    f32_npy(&tmp.path().join("private/w.npy"), &[33, 17], 4321.875);
+    std::fs::create_dir_all(project.join("references")).unwrap();
+    std::os::unix::fs::symlink(
+        tmp.path().join("private/w.npy"),
+        project.join("references/w.npy"),
+    )
+    .unwrap();
+    let out = project.join("bundles/report");
+    common::bundle_command(&project, &spec, &out, &quick_nvcc(tmp.path()))
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("references/w.npy")
+                .and(predicate::str::contains("tensor W's reference.file"))
+                .and(predicate::str::contains("symlink")),
+        );
+    assert_nothing_written(&project.join("bundles"), "report");
+    let hits = found_below(&project, &4321.875f32.to_le_bytes());
+    assert!(hits.is_empty(), "the private reference is in {hits:?}");
+}
+
+/// An intermediate's reference file inside the spec's folder travels with the bundle, listed,
+/// and the bundle's spec names the copy, relative to itself.
+#[test]
+fn an_intermediate_reference_file_travels_with_the_bundle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = spec_with_intermediate_file(tmp.path(), "references/w.npy");
+    f32_npy(&tmp.path().join("references/w.npy"), &[33, 17], 2.5);
+    let out = tmp.path().join("report");
+    common::bundle_command(tmp.path(), &spec, &out, &quick_nvcc(tmp.path()))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "the reference of intermediate W (reference.file)",
+        ));
+    let bundled = std::fs::read_to_string(out.join("spec.yaml")).unwrap();
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&bundled).unwrap();
+    let file = yaml["tensors"]["W"]["reference"]["file"]
+        .as_str()
+        .unwrap_or_else(|| panic!("W's reference.file in:\n{bundled}"));
+    assert!(Path::new(file).is_relative(), "{bundled}");
+    assert_eq!(
+        std::fs::read(out.join(file)).unwrap(),
+        std::fs::read(tmp.path().join("references/w.npy")).unwrap()
+    );
+}
+
+/// An intermediate's reference file called `.npy` that is no NumPy file: refused.
+#[test]
+fn an_intermediate_reference_file_that_is_not_npy_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = spec_with_intermediate_file(tmp.path(), "references/w.npy");
+    std::fs::create_dir_all(tmp.path().join("references")).unwrap();
+    std::fs::write(tmp.path().join("references/w.npy"), "not numpy at all\n").unwrap();
+    common::bundle_command(
+        tmp.path(),
+        &spec,
+        &tmp.path().join("out"),
+        &quick_nvcc(tmp.path()),
+    )
+    .assert()
+    .code(2)
+    .stderr(
+        predicate::str::contains("references/w.npy")
+            .and(predicate::str::contains("not a NumPy .npy file")),
+    );
+}
+
 /// An init file called `.npy` that is no NumPy file (here a copy of a password file): refused.
 #[test]
 fn an_init_file_that_is_not_npy_is_refused() {

@@ -167,7 +167,18 @@ pub fn assert_emitted_inputs_match(harness: &Path, spec: &Path, dir: &Path) {
         repro::spec::load(spec, &repro::machine::Machine).unwrap_or_else(|e| panic!("{e}"));
     for (index, tensor) in loaded.tensors.iter().enumerate().filter(|(_, t)| !t.output) {
         let npy = std::fs::read(dir.join(format!("{}.npy", tensor.name))).unwrap();
-        let expected = repro::inputs::input_bits(&loaded, index);
+        // An input from a file holds the file's elements (a C-order .npy: its data, after the
+        // header), not a generator's.
+        let expected = match &tensor.init.source {
+            repro::spec::InitSource::File(path) => {
+                let bytes = std::fs::read(path).unwrap();
+                let header = repro::inputs::npy::read_header(path)
+                    .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
+                assert!(!header.fortran_order, "{}", path.display());
+                bytes[header.data_offset as usize..].to_vec()
+            }
+            _ => repro::inputs::input_bits(&loaded, index),
+        };
         assert_eq!(
             &npy[npy.len() - expected.len()..],
             &expected[..],

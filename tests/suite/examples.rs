@@ -136,7 +136,8 @@ fn build_and_check(spec_path: &Path, work: &Path) {
 }
 
 /// The examples the default suite compiles: one per kind of harness the generator writes (launch
-/// kind, reference op, kernel, TMA, trace, cluster), the first by name; CUTLASS specs one per
+/// kind, reference op, kernel, TMA, trace, cluster, an intermediate's reference file), the first
+/// by name; CUTLASS specs one per
 /// reference op, since each costs nvcc about 50 CPU-seconds. The defect variants of a kernel are
 /// other template arguments of the same code. `REPRO_TEST_ALL=1` compiles every example: CI
 /// sets it (.ci/run), and scripts/gpu-check.sh builds every one on the GPU machine.
@@ -164,6 +165,13 @@ fn examples_to_compile() -> Vec<PathBuf> {
                 spec.trace.is_empty(),
                 spec.kernel().cluster.is_some(),
                 spec.launches.len(),
+                // An intermediate's reference file: a harness with no reference.cu for it.
+                spec.tensors.iter().any(|t| {
+                    matches!(
+                        t.intermediate_reference,
+                        Some(repro::spec::IntermediateReference::File(_))
+                    )
+                }),
             ))
         })
         .collect()

@@ -961,9 +961,14 @@ fn an_intermediate_reference_is_resolved() {
     ))
     .unwrap_or_else(|e| panic!("{e}"));
     let w = spec.tensors.iter().find(|t| t.name == "W").unwrap();
-    let reference = w.intermediate_reference.as_ref().unwrap();
-    assert!(reference.source.ends_with("references/split_k_partials.h"));
-    assert_eq!(reference.function, "refs::split_k_partials_reference");
+    let (source, function) = w
+        .intermediate_reference
+        .as_ref()
+        .unwrap()
+        .function()
+        .unwrap();
+    assert!(source.ends_with("references/split_k_partials.h"));
+    assert_eq!(function, "refs::split_k_partials_reference");
     assert!(spec
         .tensors
         .iter()
@@ -1017,6 +1022,50 @@ fn an_intermediate_reference_function_that_is_no_cpp_name() {
 fn an_intermediate_reference_header_no_include_can_name() {
     insta::assert_snapshot!(error_for(&with_intermediate_reference(
         "{ source: \"references/a\\\"b.h\", function: f }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_file_is_resolved() {
+    let spec = load(&with_intermediate_reference(
+        "{ file: data/split_k_file_reference/workspace.npy }",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let w = spec.tensors.iter().find(|t| t.name == "W").unwrap();
+    match w.intermediate_reference.as_ref().unwrap() {
+        repro::spec::IntermediateReference::File(path) => {
+            assert!(path.is_absolute(), "{}", path.display());
+            assert!(path.ends_with("data/split_k_file_reference/workspace.npy"));
+        }
+        other => panic!("a file reference, not {other:?}"),
+    }
+}
+
+#[test]
+fn an_intermediate_reference_file_and_a_function() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ file: data/split_k_file_reference/workspace.npy, source: references/split_k_partials.h, function: f }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_file_and_a_function_name() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ file: data/split_k_file_reference/workspace.npy, function: f }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_file_that_does_not_exist() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ file: data/no_such.npy }"
+    )));
+}
+
+#[test]
+fn an_intermediate_reference_file_that_is_not_npy() {
+    insta::assert_snapshot!(error_for(&with_intermediate_reference(
+        "{ file: references/split_k_partials.h }"
     )));
 }
 

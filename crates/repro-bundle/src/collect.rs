@@ -1,9 +1,9 @@
 //! What files come into a bundle and from where (docs/cli.md, `repro bundle`): the kernel's own
 //! headers (those nvcc read, from its dependency list), the input files, `op: custom`'s header
-//! and the headers it reads, `op: file`'s expected outputs, a capture's cubin, parameter bytes and
-//! production outputs. Each is checked by [`Tree::admit`] (inside the spec's tree, a regular
-//! file, what it claims to be), listed with its origin, copied under a name of its own, and the
-//! bundle's spec pointed at the copy.
+//! and the headers it reads, `op: file`'s expected outputs, intermediates' own references (their
+//! headers or files), a capture's cubin, parameter bytes and production outputs. Each is checked
+//! by [`Tree::admit`] (inside the spec's tree, a regular file, what it claims to be), listed with
+//! its origin, copied under a name of its own, and the bundle's spec pointed at the copy.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +14,7 @@ use super::BundleError;
 use crate::build;
 use crate::generate::artifact;
 use crate::plan::Plan;
-use crate::spec::{InitSource, LaunchKind, Reference, ResolvedSpec};
+use crate::spec::{InitSource, IntermediateReference, LaunchKind, Reference, ResolvedSpec};
 
 /// What [`make_bundle`] leaves for the README and the warning.
 pub struct Collected {
@@ -254,10 +254,11 @@ fn file_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The headers of intermediates' own references (`tensors.X.reference.source`) into
-/// `reference/`, the spec pointed at the copies. Only the header itself: unlike op: custom's, no
-/// compile has listed what it includes yet, so a header that includes others of the user's must
-/// be self-contained to build in the bundle.
+/// The headers and files of intermediates' own references (`tensors.X.reference.source` or
+/// `.file`) into `reference/`, the spec pointed at the copies. Only the header itself: unlike
+/// op: custom's, no compile has listed what it includes yet, so a header that includes others of
+/// the user's must be self-contained to build in the bundle. A file is checked as op: file's
+/// expected outputs are (inside the spec's tree, a regular file, a .npy).
 fn copy_intermediate_references(
     sources: &Sources,
     listing: &mut Listing,
@@ -269,14 +270,29 @@ fn copy_intermediate_references(
         let Some(reference) = &mut t.intermediate_reference else {
             continue;
         };
+        let source_path = match reference {
+            IntermediateReference::Function { source, .. } => source,
+            IntermediateReference::File(file) => {
+                sources.bring(
+                    listing,
+                    dir,
+                    "reference",
+                    file,
+                    &format!("tensor {}'s reference.file", t.name),
+                    format!("the reference of intermediate {} (reference.file)", t.name),
+                    Claim::Npy,
+                )?;
+                continue;
+            }
+        };
         let reached_by = format!("tensor {}'s reference.source", t.name);
-        let source = tree.admit(&reference.source, &tree.roots, &reached_by, Claim::Header)?;
-        let name = file_name(&reference.source);
+        let source = tree.admit(source_path, &tree.roots, &reached_by, Claim::Header)?;
+        let name = file_name(source_path);
         let header = listing.place("reference", &name, &source);
         if listing.add(
             header.clone(),
             &source,
-            tree.origin(&reference.source),
+            tree.origin(source_path),
             format!(
                 "the reference of intermediate {} (reference.source)",
                 t.name
@@ -284,7 +300,7 @@ fn copy_intermediate_references(
         ) {
             copy_checked(&source, &dir.join(&header))?;
         }
-        reference.source = dir.join(header);
+        *source_path = dir.join(header);
     }
     Ok(())
 }

@@ -4,7 +4,8 @@
 //! `reference.block` (the launch's block of outputs) where a GEMM has its tile.
 //!
 //! An intermediate's own reference (`tensors.X.reference`, for naming the first launch of an
-//! operator whose result is wrong) names a header and a function the same way.
+//! operator whose result is wrong) names a header and a function the same way, or a `.npy` of
+//! its values as `op: file` names its expected outputs.
 //!
 //! The function's name becomes C++ in the artifact's reference.cu, so it must be a plain
 //! (optionally namespace-qualified) identifier: nothing else of the spec reaches that file.
@@ -401,8 +402,9 @@ impl Validator<'_> {
         self.reference_file(field, source, "reference header")
     }
 
-    /// An intermediate's `reference: { source, function }` (tensor `name`, at `path`): only an
-    /// intermediate has one, and it names a header and a C++ function as `op: custom` does.
+    /// An intermediate's `reference:` (tensor `name`, at `path`): only an intermediate has one,
+    /// and it either names a header and a C++ function as `op: custom` does (`{ source,
+    /// function }`), or a `.npy` of its values as `op: file`'s `expected:` does (`{ file }`).
     pub(super) fn intermediate_reference(
         &mut self,
         name: &str,
@@ -423,10 +425,39 @@ impl Validator<'_> {
             );
             return None;
         }
+        if let Some(file) = &written.file {
+            if written.source.is_some() || written.function.is_some() {
+                let other = if written.source.is_some() {
+                    "source"
+                } else {
+                    "function"
+                };
+                self.key_error(
+                    &format!("{field}.{other}"),
+                    format!("`{name}`'s reference gives both `file:` and `{other}:`"),
+                )
+                .help = Some(
+                    "a reference is either a file of the intermediate's values (`{ file: PATH.npy }`) \
+                     or a host function (`{ source: HEADER, function: NAME }`): keep one"
+                        .into(),
+                );
+                return None;
+            }
+            let file_field = format!("{field}.file");
+            if !file.ends_with(".npy") {
+                self.error(&file_field, format!("`{file}` is not a .npy file"))
+                    .help = Some(format!(
+                    "save what `{name}` holds once its launch has run with numpy.save (its dtype, f32 or f64), relative to the spec"
+                ));
+                return None;
+            }
+            let path = self.reference_file(&file_field, file, "reference file")?;
+            return Some(IntermediateReference::File(path));
+        }
         let source = match &written.source {
             None => {
                 self.key_error(&field, format!("`{name}`'s reference needs `source:`"))
-                    .help = Some("the header with your host C++ function, relative to the spec: `source: references/my_partials.h`".into());
+                    .help = Some("the header with your host C++ function, relative to the spec: `source: references/my_partials.h` (or, without a function, a .npy of its values: `file: data/my_partials.npy`)".into());
                 None
             }
             Some(source) => self.reference_header(&format!("{field}.source"), source),
@@ -449,7 +480,7 @@ impl Validator<'_> {
             }
             Some(f) => Some(f.clone()),
         };
-        Some(IntermediateReference {
+        Some(IntermediateReference::Function {
             source: source?,
             function: function?,
         })

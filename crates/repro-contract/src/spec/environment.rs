@@ -58,7 +58,8 @@ pub struct Environment {
     /// not a folder.
     pub include_dirs: Vec<Option<PathBuf>>,
     /// Each input file an `init: { file }` names, and the files `reference.source`,
-    /// `reference.expected` and an intermediate's `reference.source` name, by the path as written.
+    /// `reference.expected` and an intermediate's `reference.source` or `reference.file` name, by
+    /// the path as written.
     pub input_files: HashMap<String, InputFile>,
     /// What `build.flags_from` gave, when the spec has one.
     pub flags_from: Option<Result<FlagsFromLine, String>>,
@@ -128,13 +129,16 @@ impl Environment {
                 .entry(f.file.clone())
                 .or_insert_with(|| input_file(&dir.join(&f.file)));
         }
-        // `op: custom`'s header, `op: file`'s expected outputs and the headers of intermediates'
-        // own references, looked up the same way.
+        // `op: custom`'s header, `op: file`'s expected outputs and the headers or files of
+        // intermediates' own references, looked up the same way.
         let reference = &spec.reference;
-        let intermediate_headers = spec
-            .tensors
-            .values()
-            .filter_map(|t| t.reference.as_ref()?.source.as_ref());
+        let intermediate_headers = spec.tensors.values().flat_map(|t| {
+            let reference = t.reference.as_ref();
+            let source = reference.and_then(|r| r.source.as_ref());
+            source
+                .into_iter()
+                .chain(reference.and_then(|r| r.file.as_ref()))
+        });
         for file in reference
             .source
             .iter()

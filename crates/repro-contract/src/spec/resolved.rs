@@ -1,7 +1,7 @@
 //! The spec after validation: every name resolved, every shape a number, every default filled.
 //! Generation and the build read only this.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
 
@@ -85,19 +85,37 @@ pub struct TensorSpecResolved {
     /// `intermediate: true`: the operator's own state, made from `init` before every call or
     /// once per check; never an input of the reference, never compared.
     pub intermediate: Option<Lifetime>,
-    /// An intermediate's own reference (`reference: { source, function }`), for naming the first
-    /// launch whose result is wrong; only intermediates have one.
+    /// An intermediate's own reference (`reference: { source, function }` or `{ file }`), for
+    /// naming the first launch whose result is wrong; only intermediates have one.
     pub intermediate_reference: Option<IntermediateReference>,
     pub init: InitResolved,
 }
 
-/// An intermediate's own reference: a host function of the user's that is given every input
-/// (`repro::In`, in the spec's order) and then the intermediate (`repro::Out`).
+/// An intermediate's own reference: what it should hold once the launch that produces it has run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct IntermediateReference {
-    /// The header, absolute.
-    pub source: PathBuf,
-    pub function: String,
+pub enum IntermediateReference {
+    /// A host function of the user's that is given every input (`repro::In`, in the spec's
+    /// order) and then the intermediate (`repro::Out`); compiled into reference.cu.
+    Function {
+        /// The header, absolute.
+        source: PathBuf,
+        function: String,
+    },
+    /// A `.npy` (absolute path) holding the intermediate's values for the spec's own inputs
+    /// only: the harness judges nothing with it when a run changes the inputs (`--ones`...).
+    File(PathBuf),
+}
+
+impl IntermediateReference {
+    /// The function reference's header and function; `None` for a file.
+    pub fn function(&self) -> Option<(&Path, &str)> {
+        match self {
+            IntermediateReference::Function { source, function } => {
+                Some((source.as_path(), function.as_str()))
+            }
+            IntermediateReference::File(_) => None,
+        }
+    }
 }
 
 impl TensorSpecResolved {

@@ -103,7 +103,8 @@ impl BuildCommand {
                 || spec
                     .tensors
                     .iter()
-                    .any(|t| t.intermediate_reference.is_some()),
+                    .filter_map(|t| t.intermediate_reference.as_ref())
+                    .any(|r| r.function().is_some()),
         }
     }
 

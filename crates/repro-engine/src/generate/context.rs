@@ -262,9 +262,12 @@ pub struct ReferenceContext {
     pub block: String,
     /// `op: custom`: the call reference.cu makes.
     pub custom: Option<CustomReferenceContext>,
-    /// The intermediates' own references (`tensors.X.reference`), in the spec's tensor order:
-    /// one function of reference.cu each, handed to the runtime as a table.
+    /// The intermediates' own references that are functions (`tensors.X.reference: { source,
+    /// function }`), in the spec's tensor order: one function of reference.cu each.
     pub intermediates: Vec<IntermediateReferenceContext>,
+    /// Every intermediate with a reference of its own (a function or a file), in the spec's
+    /// tensor order: the table harness.cu hands the runtime.
+    pub judged_intermediates: Vec<JudgedIntermediateContext>,
     /// The distinct headers reference.cu includes (op: custom's and the intermediates'), as
     /// `#include "..."` names them, in order of first use.
     pub headers: Vec<String>,
@@ -272,6 +275,18 @@ pub struct ReferenceContext {
     /// (refs/norm.h)", "your intermediates' references (workspace)"); `None` when there is no
     /// reference.cu (neither `op: custom` nor an intermediate's reference).
     pub compiled: Option<String>,
+}
+
+/// One entry of harness.cu's table of referenced intermediates: the tensor, and whether
+/// reference.cu has its function (`intermediate_reference_<tensor>`) or the runtime reads its
+/// file.
+#[derive(Debug, Serialize)]
+pub struct JudgedIntermediateContext {
+    /// The intermediate's index among the spec's tensors.
+    pub tensor: usize,
+    pub name: String,
+    /// A function reference, compiled into reference.cu; a file reference when false.
+    pub compiled: bool,
 }
 
 /// An intermediate's own reference: reference.cu's `intermediate_reference_<tensor>` calls the
@@ -843,8 +858,7 @@ pub fn user_references(spec: &ResolvedSpec) -> Vec<(&Path, &str)> {
         .chain(
             spec.tensors
                 .iter()
-                .filter_map(|t| t.intermediate_reference.as_ref())
-                .map(|r| (r.source.as_path(), r.function.as_str())),
+                .filter_map(|t| t.intermediate_reference.as_ref()?.function()),
         )
         .collect()
 }
@@ -890,12 +904,12 @@ fn reference_context(spec: &ResolvedSpec, artifact: &Path) -> ReferenceContext {
         .iter()
         .enumerate()
         .filter_map(|(index, t)| {
-            let reference = t.intermediate_reference.as_ref()?;
+            let (source, function) = t.intermediate_reference.as_ref()?.function()?;
             Some(IntermediateReferenceContext {
                 tensor: index,
                 name: t.name.clone(),
-                function: reference.function.clone(),
-                header_comment: comment_text(&relative_to(&reference.source, artifact)),
+                function: function.to_string(),
+                header_comment: comment_text(&relative_to(source, artifact)),
                 arguments: inputs
                     .iter()
                     .map(|&i| argument(i, "repro::In"))
@@ -925,9 +939,25 @@ fn reference_context(spec: &ResolvedSpec, artifact: &Path) -> ReferenceContext {
         )),
         (None, true) => None,
     };
+    // Every referenced intermediate, for the runtime's table: a file reference has no function
+    // (the runtime reads the file spec.yaml names).
+    let judged_intermediates = spec
+        .tensors
+        .iter()
+        .enumerate()
+        .filter_map(|(index, t)| {
+            let reference = t.intermediate_reference.as_ref()?;
+            Some(JudgedIntermediateContext {
+                tensor: index,
+                name: t.name.clone(),
+                compiled: reference.function().is_some(),
+            })
+        })
+        .collect();
     ReferenceContext {
         compiled,
         intermediates,
+        judged_intermediates,
         headers,
         op: spec.reference.op(),
         formula: comment_text(&reference_formula(spec)),

@@ -184,7 +184,14 @@ fn resolved_spec_yaml(spec: &ResolvedSpec, dir: &Path) -> String {
         if let (Some(written), Some(reference)) =
             (&mut t.reference, &resolved.intermediate_reference)
         {
-            written.source = Some(paths::relative_to(&reference.source, dir));
+            match reference {
+                crate::spec::IntermediateReference::Function { source, .. } => {
+                    written.source = Some(paths::relative_to(source, dir));
+                }
+                crate::spec::IntermediateReference::File(file) => {
+                    written.file = Some(paths::relative_to(file, dir));
+                }
+            }
         }
     }
     for (launch, written) in spec.launches.iter().zip(s.launch_entries_mut()) {

@@ -268,6 +268,25 @@ inline std::string describe_npy_requirement(DType dtype) {
   return alternatives.empty() ? text : text + ")";
 }
 
+// The header of a .npy, read from its first bytes (which numpy keeps under 64 KiB).
+inline bool peek_npy_header(const std::string& path, NpyHeader* header, std::string* error) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = "cannot read " + path + (stat(path.c_str(), &st) != 0 ? std::string(": ") + std::strerror(errno)
+                                                                   : std::string(": not a regular file"));
+    return false;
+  }
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    *error = "cannot read " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::vector<unsigned char> head(size_t(1) << 20);
+  head.resize(std::fread(head.data(), 1, head.size(), file));
+  std::fclose(file);
+  return parse_npy_header(path, head, header, error);
+}
+
 // Loads a tensor's elements from `path` (.npy or .bin) into `logical`: numel elements of the
 // tensor's storage format, logical row-major. The file's shape and element type must match the
 // tensor exactly; the error says what the file holds and what the tensor needs.

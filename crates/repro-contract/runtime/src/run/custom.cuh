@@ -66,25 +66,6 @@ inline std::string describe_custom_reference(const SpecInfo& spec) {
 inline std::vector<std::vector<double>> attention_reference_values(const SpecInfo& spec);
 inline bool attention_reference_on_device(const SpecInfo& spec, const std::string& provider);
 
-// The header of a .npy, read from its first bytes (which numpy keeps under 64 KiB).
-inline bool peek_npy_header(const std::string& path, NpyHeader* header, std::string* error) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    *error = "cannot read " + path + (stat(path.c_str(), &st) != 0 ? std::string(": ") + std::strerror(errno)
-                                                                   : std::string(": not a regular file"));
-    return false;
-  }
-  FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    *error = "cannot read " + path + ": " + std::strerror(errno);
-    return false;
-  }
-  std::vector<unsigned char> head(size_t(1) << 20);
-  head.resize(std::fread(head.data(), 1, head.size(), file));
-  std::fclose(file);
-  return parse_npy_header(path, head, header, error);
-}
-
 // Every output's reference values, logical row-major: the user's function on the inputs as the
 // host holds them, or the expected files. A reference that leaves an element unwritten, or an
 // expected file that does not fit its output, stops the run (exit 2).
@@ -578,7 +559,7 @@ inline int run_custom(SpecInfo& spec, const Options& options, PhaseTimes& times,
   std::vector<std::string> wrong_outputs;
   for (size_t k = 0; k < c.outputs.size(); ++k)
     if (!judged.outputs[k].comparison.passed) wrong_outputs.push_back(tensors[size_t(c.outputs[k])].name);
-  report_first_wrong_launch(spec, tensors, wrong_outputs, stream, stop, timeout);
+  report_first_wrong_launch(spec, tensors, wrong_outputs, stream, stop, timeout, inputs_changed_by(options));
   if (repeat > 1 && passed) std::printf("repeat  %d runs, outputs bitwise identical\n", repeat);
   report_stress();
   stress_split.report();

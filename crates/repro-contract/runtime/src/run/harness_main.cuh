@@ -701,7 +701,7 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
   // intermediates' own references (operator_calls.cuh).
   report_first_wrong_launch(spec, tensors,
                             comparison.passed ? std::vector<std::string>{} : std::vector<std::string>{out.name},
-                            stream, stop, timeout);
+                            stream, stop, timeout, inputs_changed_by(options));
 
   if (!options.dump_dir.empty()) {
     make_directories_or_die(options.dump_dir);

@@ -131,7 +131,8 @@ inline void report_call_launches(const SpecInfo& spec) {
 struct IntermediateTrace {
   int tensor = -1;
   std::vector<double> want;            // logical row-major, from its reference
-  std::string unjudged;                // why it is not judged (a reference that left elements unwritten)
+  std::string unjudged;                // why it is not judged (a reference that left elements unwritten,
+                                       // a reference file for other inputs than this run's)
   std::vector<unsigned char> initial;  // its storage as made from its init
   int producer = -1;                   // 0-based launch that first changed it; -1: none did
   int64_t wrong = 0, first_wrong = -1;
@@ -159,11 +160,51 @@ inline std::vector<unsigned char> device_storage(const Tensor& t) {
   return storage;
 }
 
+// An intermediate's reference file (spec: tensors.X.reference.file): its values for the spec's own
+// inputs, in the intermediate's dtype, f32 or f64 (as op: file's expected outputs). Not judged
+// when this run's inputs are not the spec's (`inputs_changed_by` names the option that changed
+// them), nor when the file does not fit the intermediate: the kernel's verdict stands, and only
+// this judgement is lost.
+inline void intermediate_reference_file_values(const Tensor& t, const char* inputs_changed_by,
+                                               IntermediateTrace* trace) {
+  const std::string what = t.name + "'s reference file";
+  if (inputs_changed_by[0] != '\0') {
+    trace->unjudged = strprintf("%s holds its values for the spec's own inputs, and %s changed them", what.c_str(),
+                                inputs_changed_by);
+    return;
+  }
+  std::string error;
+  NpyHeader header;
+  if (!peek_npy_header(t.reference_file, &header, &error)) {
+    trace->unjudged = what + ": " + error;
+    return;
+  }
+  DType stored = t.dtype;
+  if (!npy_descr_accepted(t.dtype, header.descr))
+    stored = npy_descr_accepted(DType::f64, header.descr)   ? DType::f64
+             : npy_descr_accepted(DType::f32, header.descr) ? DType::f32
+                                                            : t.dtype;
+  std::vector<unsigned char> logical;
+  if (!load_tensor_file(t.reference_file, (t.name + "'s reference").c_str(), stored, t.rank, t.shape, &logical,
+                        &error)) {
+    trace->unjudged = strprintf("%s: %s (it must have the intermediate's shape, %s, and its dtype %s, or f32 or f64)",
+                                what.c_str(), error.c_str(), format_shape(t.rank, t.shape).c_str(),
+                                dtype_name(t.dtype));
+    return;
+  }
+  trace->want.resize(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) trace->want[size_t(i)] = decode(stored, logical.data(), i);
+}
+
 // The intermediate's reference values: its function given every input as the kernels read them
 // (copied back from the device: on the device path the host may not hold them) and the
-// intermediate's elements as "not written" markers.
+// intermediate's elements as "not written" markers; or its file's.
 inline void intermediate_reference_values(const std::vector<Tensor>& tensors, const IntermediateReference& reference,
-                                          IntermediateTrace* trace) {
+                                          const char* inputs_changed_by, IntermediateTrace* trace) {
+  if (reference.compute == nullptr) {
+    intermediate_reference_file_values(tensors[size_t(reference.tensor)], inputs_changed_by, trace);
+    return;
+  }
   std::vector<std::vector<double>> values(tensors.size());
   std::vector<ReferenceTensor> views(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -235,13 +276,13 @@ inline std::string name_list(const std::vector<std::string>& names) {
 // inputs into the wrong outputs `wrong_outputs`.
 inline LaunchDiagnosis diagnose_launches(const SpecInfo& spec, const std::vector<Tensor>& tensors,
                                          const std::vector<std::string>& wrong_outputs, cudaStream_t stream,
-                                         cudaEvent_t done, double timeout) {
+                                         cudaEvent_t done, double timeout, const char* inputs_changed_by) {
   const HarnessSpec& harness = *spec.harness;
   REPRO_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<IntermediateTrace> traces(size_t(harness.intermediate_reference_count));
   for (int r = 0; r < harness.intermediate_reference_count; ++r) {
     traces[size_t(r)].tensor = harness.intermediate_references[r].tensor;
-    intermediate_reference_values(tensors, harness.intermediate_references[r], &traces[size_t(r)]);
+    intermediate_reference_values(tensors, harness.intermediate_references[r], inputs_changed_by, &traces[size_t(r)]);
   }
   // Every intermediate as its init made it, persistent ones too, every output poisoned.
   remake_intermediates(tensors, stream, /*persistent_too*/ true);
@@ -354,15 +395,17 @@ inline LaunchDiagnosis diagnose_launches(const SpecInfo& spec, const std::vector
 // After a check's verdict: for an operator of several kernels whose outputs `wrong_outputs` are
 // wrong and whose intermediates have references, the `launches` line and the report's
 // `first_wrong_launch` and `launch_evidence` (docs/cli.md). Every operator of several kernels
-// reports `first_wrong_launch`, 0 when nothing was diagnosed.
+// reports `first_wrong_launch`, 0 when nothing was diagnosed. `inputs_changed_by`: the option that
+// made this run's inputs other than the spec's own (run_options.cuh), which reference files
+// cannot judge; "" for the spec's own.
 inline void report_first_wrong_launch(const SpecInfo& spec, const std::vector<Tensor>& tensors,
                                       const std::vector<std::string>& wrong_outputs, cudaStream_t stream,
-                                      cudaEvent_t done, double timeout) {
+                                      cudaEvent_t done, double timeout, const char* inputs_changed_by) {
   const HarnessSpec& harness = *spec.harness;
   if (harness.launch_count == 0) return;
   LaunchDiagnosis diagnosis;
   if (!wrong_outputs.empty() && harness.intermediate_reference_count > 0) {
-    diagnosis = diagnose_launches(spec, tensors, wrong_outputs, stream, done, timeout);
+    diagnosis = diagnose_launches(spec, tensors, wrong_outputs, stream, done, timeout, inputs_changed_by);
     std::printf("launches %s\n", diagnosis.evidence.c_str());
     report_set("launch_evidence", json_string(diagnosis.evidence));
   }

@@ -36,6 +36,17 @@ struct Options {
   std::string queue_path;  // --queue FILE: a queue of checks in this process (queue.cuh)
 };
 
+// The option that makes this run's inputs other than the spec's own (--ones, --init, --seed,
+// --size), or "" when they are the spec's: a reference file (an intermediate's) holds values for
+// the spec's own inputs only.
+inline const char* inputs_changed_by(const Options& options) {
+  if (options.ones) return "--ones";
+  if (!options.inits.empty()) return "--init";
+  if (options.has_seed) return "--seed";
+  if (!options.sizes.empty()) return "--size";
+  return "";
+}
+
 // The device, after the inputs (which need none): the report's name, inputs and mode, then the
 // banner and a context, created here rather than in the first copy. Returns 0 to go on, or the
 // run's exit code when there is no usable device (it then ends as `Not run`).

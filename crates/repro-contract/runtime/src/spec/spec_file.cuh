@@ -665,6 +665,11 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
     if (t == nullptr)
       spec_file_error(strprintf("%s: tensors has no `%s`, which the harness was built with", path.c_str(), decl.name));
     if (!decl.output) spec->inits[size_t(i)] = read_init(file, *t, decl.name);
+    // An intermediate's reference file (operator_calls.cuh reads it when it diagnoses).
+    if (const YamlNode* reference = decl.intermediate != Lifetime::none ? t->get("reference") : nullptr)
+      if (const YamlNode* v = reference->kind == YamlNode::Kind::map ? reference->get("file") : nullptr)
+        spec->tensors[size_t(i)].reference_file =
+            join_path(spec->base_dir, file.text(*v, strprintf("tensors.%s.reference.file", decl.name).c_str()));
   }
 
   // kind: replay's module and parameter bytes (replay.cuh), relative to spec.yaml: the kernel's,

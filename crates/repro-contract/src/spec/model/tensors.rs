@@ -91,9 +91,11 @@ pub struct TensorSpec {
     pub seed: Option<u64>,
 }
 
-/// An intermediate's `reference: { source, function }`: a host C++ function in a header beside the
-/// spec, called with every input and then the intermediate (as `op: custom`'s reference is). Both
-/// fields are options so that a missing one is named by validation, at the tensor.
+/// An intermediate's `reference:`, in one of two forms: `{ source, function }`, a host C++
+/// function in a header beside the spec, called with every input and then the intermediate (as
+/// `op: custom`'s reference is); or `{ file }`, a `.npy` beside the spec holding what the
+/// intermediate should hold for the spec's own inputs. Every field is an option so that a
+/// missing one, or a mix of the two forms, is named by validation, at the tensor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IntermediateReferenceSpec {
@@ -101,6 +103,8 @@ pub struct IntermediateReferenceSpec {
     pub source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub function: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 /// `init:` — a generator name, or `{ file: PATH }`.
