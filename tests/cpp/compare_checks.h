@@ -395,6 +395,33 @@ void test_classify() {
 // Repeated calls judged one by one (operator_calls.cuh): run_differences counts the outputs wrong
 // in each of the two runs it compares, CallJudgement names the first wrong call, and right on the
 // first call and wrong on every later one is state_across_calls, naming the persistent state.
+// An intermediate's reference file (operator_calls.cuh): read from an absolute path as written in
+// an artifact's spec.yaml (resolve_path keeps it; run 108 found it joined under the spec's
+// folder), in f64 for an f32 intermediate; not judged for other inputs, nor when it is missing.
+void test_intermediate_reference_file(ScratchDir& dir) {
+  CHECK(resolve_path("/spec/dir", "/abs/w.npy") == "/abs/w.npy");
+  CHECK(resolve_path("/spec/dir", "w.npy") == "/spec/dir/w.npy");
+  const std::vector<double> values = {1, 2, 3, 4, 5, 6, 7, 8};
+  Tensor workspace = output_with(DType::f32, {2, 4}, values);
+  workspace.name = "workspace";
+  std::string error;
+  const int64_t shape[] = {2, 4};
+  workspace.reference_file = dir.file("workspace_reference.npy");
+  CHECK(write_npy(workspace.reference_file, DType::f64, 2, shape, values.data(), &error));
+  IntermediateTrace trace;
+  intermediate_reference_file_values(workspace, "", &trace);
+  CHECK(trace.unjudged.empty() && trace.want == values);
+  IntermediateTrace ones;
+  intermediate_reference_file_values(workspace, "--ones", &ones);
+  CHECK_CONTAINS(ones.unjudged, "workspace's reference file holds its values for the spec's own inputs, and --ones changed them");
+  CHECK(ones.want.empty());
+  workspace.reference_file = dir.path + "/no_such_reference.npy";
+  IntermediateTrace missing;
+  intermediate_reference_file_values(workspace, "", &missing);
+  CHECK_CONTAINS(missing.unjudged, "workspace's reference file");
+  CHECK(missing.want.empty());
+}
+
 void test_operator_calls() {
   const std::vector<double> want = {1, 2, 3, 4, 5, 6, 7, 8};
   const Tensor first = output_with(DType::f32, {2, 4}, want);

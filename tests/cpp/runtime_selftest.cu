@@ -978,6 +978,7 @@ int main(int argc, char** argv) {
   test_grouped_scales();
   test_compare();
   test_operator_calls();
+  test_intermediate_reference_file(dir);
   test_json_and_lines();
   test_classify();
   test_custom_classify();

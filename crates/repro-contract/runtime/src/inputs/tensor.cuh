@@ -38,7 +38,7 @@ struct Tensor {
   // production's output had before the launch, which a run starts from instead of the poison.
   std::string capture_before, capture_after;
   void* initial_device = nullptr;
-  // An intermediate's reference file (spec: tensors.X.reference.file), spec.yaml's folder joined:
+  // An intermediate's reference file (spec: tensors.X.reference.file), relative to spec.yaml's folder unless absolute:
   // what it holds once its producer launch has run, for the spec's own inputs. Empty for none.
   std::string reference_file;
 

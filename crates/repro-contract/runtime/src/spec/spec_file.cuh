@@ -669,7 +669,7 @@ inline void load_spec_file(const std::string& path, const HarnessSpec& harness, 
     if (const YamlNode* reference = decl.intermediate != Lifetime::none ? t->get("reference") : nullptr)
       if (const YamlNode* v = reference->kind == YamlNode::Kind::map ? reference->get("file") : nullptr)
         spec->tensors[size_t(i)].reference_file =
-            join_path(spec->base_dir, file.text(*v, strprintf("tensors.%s.reference.file", decl.name).c_str()));
+            resolve_path(spec->base_dir, file.text(*v, strprintf("tensors.%s.reference.file", decl.name).c_str()));
   }
 
   // kind: replay's module and parameter bytes (replay.cuh), relative to spec.yaml: the kernel's,
