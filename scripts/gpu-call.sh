@@ -13,7 +13,8 @@
 #   erc        the emulated reference's accuracy battery, built here ($BUNDLE/erc.gz)
 #   examples   gpu-check.sh examples probe over $EXAMPLES (default: the grouped fp8 examples)
 #   reference  gpu-check.sh reference (the device reference's op cases)
-#   floor      bench/check-floor.sh, before and after binaries side by side (FLOOR_QUEUE=1: as queues)
+#   floor      bench/check-floor.sh, before and after binaries side by side (FLOOR_QUEUE=1: as queues;
+#              VARIANTS: the after artifacts again under benchmark settings, see check-floor.sh)
 #   cublas     bench/cublas_dgemm_cost.py at 1024, 2048, 4096
 #   cublas-load  bench/cublas_loading.cu: cuBLAS opened at run time by a C++ process, and its DGEMM
 #   queue      gpu-queue.sh $QUEUE_PARTS (default: same held)

@@ -10,6 +10,9 @@
 #   REPRO=target/release/repro scripts/bench/check-floor.sh
 #   REPRO_BEFORE=/tmp/old/repro REPRO=target/release/repro ROUNDS=5 scripts/bench/check-floor.sh
 #   QUEUE=1 ...    # every binary's checks of a spec as one queue in one process
+#   QUEUE=1 VARIANTS="threads15:REPRO_SAMPLE_THREADS=15 both:REPRO_SAMPLE_THREADS=15,REPRO_COMPARE_BLOCKS=resident" ...
+#                  # the after artifacts' queues again under each variant's environment (docs/cli.md's
+#                  # benchmark settings), one more row per variant, named by it
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
@@ -30,6 +33,13 @@ for entry in "${binaries[@]}"; do
     else "${entry#*=}" build "$spec" -o "$dir/build-$label/$name" >/dev/null; fi
   done
 done
+# VARIANTS (with QUEUE=1): NAME:VAR=VALUE[,VAR=VALUE...] each, the after artifacts run again.
+declare -A variant_env=()
+for variant in ${VARIANTS:-}; do
+  [[ -n "${QUEUE:-}" && $variant == *:*=* ]] || { echo "check-floor: VARIANTS needs QUEUE=1 and NAME:VAR=VALUE entries" >&2; exit 2; }
+  variant_env[${variant%%:*}]=${variant#*:}
+  binaries+=("${variant%%:*}=variant")
+done
 if [[ -n "${QUEUE:-}" ]]; then
   # QUEUE=1: each binary's checks of one spec as one queue in one process, as a campaign's or a
   # sweep's checks run: what is kept from check to check (the context, the pools, the host's
@@ -40,13 +50,16 @@ if [[ -n "${QUEUE:-}" ]]; then
   # sample, of the same size: the steady state of a queue of that size.
   for entry in "${binaries[@]}"; do
     label=${entry%%=*}
+    # A variant runs the after artifacts under its environment.
+    build=$label environment=()
+    if [[ ${entry#*=} == variant ]]; then build=after; IFS=, read -r -a environment <<<"${variant_env[$label]}"; fi
     for spec in "${specs[@]}"; do
       name=$(basename "$spec" .yaml)
       queue="$dir/$label.$name.queue"
       line() { printf -- '--size\tM=%s\t--size\tN=%s\t--size\tK=%s\t--repeat\t1\t--reference\tdevice\n' "$1" "$1" "$1"; }
       for size in "${sizes[@]}"; do for round in $(seq 0 $((rounds + 1))); do line "$size"; done; done >"$queue"
       code=0
-      "$dir/build-$label/$name/harness" --queue "$queue" --json "$queue.jsonl" >"$queue.log" 2>&1 || code=$?
+      env "${environment[@]}" "$dir/build-$build/$name/harness" --queue "$queue" --json "$queue.jsonl" >"$queue.log" 2>&1 || code=$?
       if [[ $code -gt 1 ]]; then tail -n 30 "$queue.log"; exit "$code"; fi
       python3 - "$queue.jsonl" "$dir/$label.$name" "$rounds" "${sizes[*]}" <<'PY'
 import sys

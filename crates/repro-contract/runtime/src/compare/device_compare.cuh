@@ -212,10 +212,31 @@ inline void launch_device_pass(const DeviceLayout& layout, Launch&& launch) {
   }
 }
 
+// REPRO_COMPARE_BLOCKS=resident (a benchmark's setting, docs/cli.md): a pass launches no more
+// blocks than the device holds at once (its SMs times kCompareBlocksPerSm), each thread taking
+// more elements, so that a million outputs are not 4096 blocks' sums (and 4096 sums added
+// after); unset, pipeline_blocks' grid. The sums' order follows the grid: the same device, the
+// same bits.
+inline unsigned compare_blocks(int64_t count) {
+  static const unsigned resident = [] {
+    const char* value = std::getenv("REPRO_COMPARE_BLOCKS");
+    int device = 0, sms = 0;
+    if (value == nullptr || std::string(value) != "resident") return 0u;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
+      cudaGetLastError();
+      return 0u;
+    }
+    return unsigned(sms) * unsigned(kCompareBlocksPerSm);
+  }();
+  const unsigned blocks = pipeline_blocks(count);
+  return resident > 0 ? std::min(blocks, resident) : blocks;
+}
+
 // One pass over the output (or the reference) on the device, its total made there too.
 inline DeviceSums device_pass(DevicePass pass, const Tensor& out, const void* other_run, const double* want,
                               int64_t count, const Tolerance& tol, double ratio) {
-  const unsigned blocks = pipeline_blocks(count);
+  const unsigned blocks = compare_blocks(count);
   DeviceSums* partials = take_scratch<DeviceSums>(blocks * sizeof(DeviceSums));
   const DeviceLayout layout = device_layout(out);
   const auto launch = [&](auto kernel) {

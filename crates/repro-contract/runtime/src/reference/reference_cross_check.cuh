@@ -454,6 +454,18 @@ inline void finish_cross_check(DeviceReference* reference) {
 // compute the sample on the host meanwhile, then judge the GEMM's values at the sample. With
 // `later`, the host's sample goes on while the caller uses the device, and the caller judges it
 // (finish_cross_check) before it concludes anything from the reference.
+// REPRO_SAMPLE_THREADS=N (a benchmark's setting, docs/cli.md): at most N host threads for a
+// queued check's cross-check sample, computed while the check goes on; unset or 0, one per core.
+// Whether leaving the check's own thread a core shortens the check is what it measures
+// (scripts/bench/check-floor.sh, FLOOR_VARIANTS).
+inline unsigned sample_threads() {
+  static const unsigned threads = [] {
+    const char* value = std::getenv("REPRO_SAMPLE_THREADS");
+    return value != nullptr ? unsigned(std::strtoul(value, nullptr, 10)) : 0u;
+  }();
+  return threads;
+}
+
 inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceMethod method, bool later = false) {
   DeviceReference reference;
   auto phase_start = std::chrono::steady_clock::now();
@@ -469,6 +481,7 @@ inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceM
     pending->take(p);
     pending->sample = std::move(sample);
     pending->worker = std::thread([pending] {
+      g_parallel_threads_cap = sample_threads();
       HostWorkers::instance().alert();  // the threads wake while the copy comes
       pending->sample.wait_for_copies();
       pending->copied.set_value();
