@@ -206,3 +206,53 @@ fn a_pointer_the_pieces_would_leave_out_keeps_the_segment_whole() {
     );
     assert!(!spec.contains("  k: {"), "{spec}");
 }
+
+/// The same launch without parameter names (a kernel whose parameters are a struct, seen only as
+/// bytes): views name each pointer by its byte in the parameters, `NAME@BYTE=DTYPE[...]`, and the
+/// segment every pointer of which lands in a view is those views alone.
+#[test]
+fn views_at_parameter_bytes_carve_a_launch_without_parameter_names() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+    let capture = decode_capture(&raw, false);
+    std::fs::create_dir_all(&out).unwrap();
+    let by_bytes = SpecRequest {
+        triton: None,
+        views: [
+            "q@0=f16[128]",
+            "k@8=f16[128]",
+            "v@16=f16[128]",
+            "lengths@24=i32[3]",
+            "o@32=f16[8, 16]",
+        ]
+        .iter()
+        .map(|v| views::parse(v).unwrap())
+        .collect(),
+        ..request()
+    };
+    let written = write(&raw, &out, &capture, &by_bytes).unwrap_or_else(|e| panic!("{e}"));
+    let spec = std::fs::read_to_string(&written.spec).unwrap();
+    for expected in [
+        "  q: { dtype: f16, shape: [128], init: { file: inputs/q.npy } }",
+        "  lengths: { dtype: i32, shape: [3], init: { file: inputs/lengths.npy } }",
+        "  o: { dtype: f16, shape: [8, 16], output: true }   # 256 bytes changed by the launch",
+        "    - { at: 24, tensor: lengths, offset: 0 }   # parameter 3",
+        "    - { at: 32, tensor: o, offset: 0 }   # parameter 4",
+    ] {
+        assert!(spec.contains(expected), "{expected}\n{spec}");
+    }
+    assert!(!spec.contains("buffer0"), "{spec}");
+    // A name alone needs the parameters' names; a byte that holds no pointer says which do.
+    for (view, says) in [
+        ("o=[8, 16]", "this kernel's parameters have no names: give --source DIR"),
+        ("o@40=f16[4]", "byte 40 of decode_kernel's parameters holds no pointer into a device allocation (pointers are at bytes 0, 8, 16, 24, 32)"),
+    ] {
+        let refused = SpecRequest {
+            triton: None,
+            views: vec![views::parse(view).unwrap()],
+            ..request()
+        };
+        let e = write(&raw, &tmp.path().join("out2"), &capture, &refused).unwrap_err();
+        assert!(e.contains(says), "{view}: {e}");
+    }
+}
