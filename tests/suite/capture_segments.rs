@@ -256,3 +256,64 @@ fn views_at_parameter_bytes_carve_a_launch_without_parameter_names() {
         assert!(e.contains(says), "{view}: {e}");
     }
 }
+
+/// With a reference that names its outputs, what else the launch changed is its scratch (an
+/// intermediate made from its state before the launch); a reference none of whose outputs the
+/// launch changed is refused, naming what it changed.
+#[test]
+fn a_references_outputs_alone_are_judged_and_the_rest_the_launch_changed_is_scratch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (raw, out) = (tmp.path().join("raw"), tmp.path().join("out"));
+    let mut capture = decode_capture(&raw, false);
+    // k changed too (a kernel's scratch beside its output o).
+    let mut after = std::fs::read(raw.join("buffers/b0.after.bin")).unwrap();
+    for b in &mut after[256..512] {
+        *b = b.wrapping_add(3);
+    }
+    std::fs::write(raw.join("buffers/b0.after.bin"), &after).unwrap();
+    capture.buffers[0].changed_bytes += 256;
+    let gemm = |out: &str| {
+        Some(
+            repro::spec::yaml::reference_from_text(&format!(
+                "{{op: gemm, a: q, b: v, out: {out}}}"
+            ))
+            .unwrap(),
+        )
+    };
+    let views_of = |list: &[&str]| list.iter().map(|v| views::parse(v).unwrap()).collect();
+    let all = [
+        "q@0=f16[8, 8]",
+        "k@8=f16[128]",
+        "v@16=f16[8, 16]",
+        "lengths@24=i32[3]",
+        "o@32=f16[8, 16]",
+    ];
+    let request = SpecRequest {
+        triton: None,
+        views: views_of(&all),
+        reference: gemm("o"),
+        ..SpecRequest::default()
+    };
+    let written = write(&raw, &out, &capture, &request).unwrap_or_else(|e| panic!("{e}"));
+    let spec = std::fs::read_to_string(&written.spec).unwrap();
+    for expected in [
+        "  o: { dtype: f16, shape: [8, 16], output: true }",
+        "  k: { dtype: f16, shape: [128], intermediate: true, init: { file: inputs/k.npy } }   # the launch changed it and the reference judges only o",
+    ] {
+        assert!(spec.contains(expected), "{expected}\n{spec}");
+    }
+    assert_eq!(spec.matches("output: true").count(), 1, "{spec}");
+    let refused = SpecRequest {
+        reference: gemm("v"),
+        views: views_of(&all),
+        triton: None,
+        ..SpecRequest::default()
+    };
+    let e = write(&raw, &tmp.path().join("out2"), &capture, &refused).unwrap_err();
+    assert!(
+        e.contains(
+            "the reference judges v, and the launch left none of them changed (it changed k, o)"
+        ),
+        "{e}"
+    );
+}

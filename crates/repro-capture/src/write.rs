@@ -193,6 +193,14 @@ pub fn write(
         std::fs::create_dir_all(&path)
             .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     }
+    // A `--reference` op that names its outputs judges those alone; anything else the launch
+    // changed is its scratch, made from its state before the launch (as in a window,
+    // sequence.rs).
+    let judged = request
+        .reference
+        .as_ref()
+        .and_then(crate::spec::model::ReferenceSpec::named_outputs);
+    let mut scratch_names: Vec<String> = Vec::new();
     let mut tensor_lines = String::new();
     let mut before = Vec::new();
     let mut after = Vec::new();
@@ -268,7 +276,23 @@ pub fn write(
             after
         });
         let changed = changed.map(|(after, count)| (patched.as_deref().unwrap_or(after), count));
-        if let Some((after_bytes, changed_bytes)) = changed {
+        let scratch = changed.is_some()
+            && judged
+                .as_ref()
+                .is_some_and(|names| !names.contains(&t.name.as_str()));
+        if scratch {
+            scratch_names.push(t.name.clone());
+            let file = format!("inputs/{}.npy", t.name);
+            write_npy(&out.join(&file), t, bytes)?;
+            let _ = writeln!(
+                tensor_lines,
+                "  {}: {{ dtype: {}, shape: {shape}{layout}, intermediate: true, init: {{ file: {file} }} }}   # the launch changed it and the reference judges only {}: the kernel's scratch, made from its state before the launch before every call; shape from {}{managed}",
+                t.name,
+                t.dtype.name(),
+                judged.as_deref().unwrap_or_default().join(", "),
+                t.origin
+            );
+        } else if let Some((after_bytes, changed_bytes)) = changed {
             let (b, a) = (
                 format!("production/{}.before.npy", t.name),
                 format!("production/{}.after.npy", t.name),
@@ -296,6 +320,18 @@ pub fn write(
                 t.origin
             );
         }
+    }
+    if after.is_empty() && judged.is_some() {
+        return Err(format!(
+            "the reference judges {}, and the launch left none of them changed{}: name the kernel's outputs in \
+             --reference",
+            judged.as_deref().unwrap_or_default().join(", "),
+            if scratch_names.is_empty() {
+                String::new()
+            } else {
+                format!(" (it changed {})", scratch_names.join(", "))
+            }
+        ));
     }
     if after.is_empty() {
         return Err("the launch changed no buffer it can reach: there is no output to reproduce (did it fault, or write only through memory no parameter points into?)".into());
