@@ -122,6 +122,30 @@ inline bool fill_host(Tensor& tensor, const std::string& base_dir, std::string* 
   return true;
 }
 
+// A tensor's expected values from a .npy (op: file's expected outputs, an intermediate's reference
+// file), as doubles in logical order: in the tensor's own dtype, or f32 or f64 (a NumPy or PyTorch
+// reference in higher precision), with exactly its shape. False with `error` when the file cannot
+// be read, `*misfit` set when it holds another shape or dtype.
+inline bool load_expected_values(const std::string& path, const Tensor& t, const std::string& what,
+                                 std::vector<double>* values, bool* misfit, std::string* error) {
+  *misfit = false;
+  NpyHeader header;
+  if (!peek_npy_header(path, &header, error)) return false;
+  DType stored = t.dtype;
+  if (!npy_descr_accepted(t.dtype, header.descr))
+    stored = npy_descr_accepted(DType::f64, header.descr)   ? DType::f64
+             : npy_descr_accepted(DType::f32, header.descr) ? DType::f32
+                                                            : t.dtype;
+  std::vector<unsigned char> logical;
+  if (!load_tensor_file(path, what.c_str(), stored, t.rank, t.shape, &logical, error)) {
+    *misfit = true;
+    return false;
+  }
+  values->resize(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) (*values)[size_t(i)] = decode(stored, logical.data(), i);
+  return true;
+}
+
 // Writes the tensor's logical elements, row-major, as .npy (for --dump and bug reports).
 inline bool write_npy(const std::string& path, const Tensor& tensor, const void* storage, std::string* error) {
   const size_t element_bytes = dtype_bytes(tensor.dtype);

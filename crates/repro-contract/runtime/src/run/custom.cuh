@@ -82,25 +82,15 @@ inline std::vector<std::vector<double>> custom_reference_values(const SpecInfo& 
     for (size_t k = 0; k < c.outputs.size(); ++k) {
       const Tensor& out = spec.tensors[size_t(c.outputs[k])];
       const std::string& path = c.expected[k];
-      // The output's own dtype, or f32 or f64 (a NumPy or PyTorch reference in higher precision).
       std::string error;
-      NpyHeader header;
-      if (!peek_npy_header(path, &header, &error)) reference_error("reference.expected." + out.name + ": " + error);
-      DType stored = out.dtype;
-      if (!npy_descr_accepted(out.dtype, header.descr))
-        stored = npy_descr_accepted(DType::f64, header.descr)   ? DType::f64
-                 : npy_descr_accepted(DType::f32, header.descr) ? DType::f32
-                                                                : out.dtype;
-      std::vector<unsigned char> logical;
-      if (!load_tensor_file(path, (out.name + "'s expected output").c_str(), stored, out.rank, out.shape, &logical,
-                            &error))
-        reference_error(strprintf("reference.expected.%s: %s (the expected output must have the output's shape, "
-                              "%s, and its dtype %s, or f32 or f64%s)",
-                              out.name.c_str(), error.c_str(), format_shape(out.rank, out.shape).c_str(),
-                              dtype_name(out.dtype),
-                              spec.sizes.empty() ? "" : "; op: file compares at the sizes it was saved at"));
-      want[k].resize(size_t(out.numel()));
-      for (int64_t i = 0; i < out.numel(); ++i) want[k][size_t(i)] = decode(stored, logical.data(), i);
+      bool misfit = false;
+      if (!load_expected_values(path, out, out.name + "'s expected output", &want[k], &misfit, &error))
+        reference_error(misfit ? strprintf("reference.expected.%s: %s (the expected output must have the output's "
+                                           "shape, %s, and its dtype %s, or f32 or f64%s)",
+                                           out.name.c_str(), error.c_str(), format_shape(out.rank, out.shape).c_str(),
+                                           dtype_name(out.dtype),
+                                           spec.sizes.empty() ? "" : "; op: file compares at the sizes it was saved at")
+                               : "reference.expected." + out.name + ": " + error);
     }
     return want;
   }

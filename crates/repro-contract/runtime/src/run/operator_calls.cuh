@@ -174,26 +174,13 @@ inline void intermediate_reference_file_values(const Tensor& t, const char* inpu
     return;
   }
   std::string error;
-  NpyHeader header;
-  if (!peek_npy_header(t.reference_file, &header, &error)) {
-    trace->unjudged = what + ": " + error;
-    return;
-  }
-  DType stored = t.dtype;
-  if (!npy_descr_accepted(t.dtype, header.descr))
-    stored = npy_descr_accepted(DType::f64, header.descr)   ? DType::f64
-             : npy_descr_accepted(DType::f32, header.descr) ? DType::f32
-                                                            : t.dtype;
-  std::vector<unsigned char> logical;
-  if (!load_tensor_file(t.reference_file, (t.name + "'s reference").c_str(), stored, t.rank, t.shape, &logical,
-                        &error)) {
-    trace->unjudged = strprintf("%s: %s (it must have the intermediate's shape, %s, and its dtype %s, or f32 or f64)",
-                                what.c_str(), error.c_str(), format_shape(t.rank, t.shape).c_str(),
-                                dtype_name(t.dtype));
-    return;
-  }
-  trace->want.resize(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) trace->want[size_t(i)] = decode(stored, logical.data(), i);
+  bool misfit = false;
+  if (!load_expected_values(t.reference_file, t, t.name + "'s reference", &trace->want, &misfit, &error))
+    trace->unjudged = misfit ? strprintf("%s: %s (it must have the intermediate's shape, %s, and its dtype %s, or f32 "
+                                         "or f64)",
+                                         what.c_str(), error.c_str(), format_shape(t.rank, t.shape).c_str(),
+                                         dtype_name(t.dtype))
+                             : what + ": " + error;
 }
 
 // The intermediate's reference values: its function given every input as the kernels read them
