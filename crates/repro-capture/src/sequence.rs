@@ -493,11 +493,7 @@ pub fn write_sequence(
         std::fs::create_dir_all(&path)
             .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     }
-    let judged = request
-        .reference
-        .as_ref()
-        .and_then(crate::spec::model::ReferenceSpec::named_outputs);
-    let mut scratch_names: Vec<String> = Vec::new();
+    let mut reference_scratch = write::ReferenceScratch::of(request.reference.as_ref());
     let mut tensor_lines = String::new();
     let mut before = Vec::new();
     let mut after = Vec::new();
@@ -539,19 +535,10 @@ pub fn write_sequence(
             (None, false) => Role::Intermediate,
             (None, true) => Role::Input,
         };
-        // A `--reference` op that names its outputs judges those alone: anything else the
-        // window left changed (a split-K workspace, FlashAttention's dq accumulator) is the
-        // operator's scratch, made from its state before the window before every call.
-        let scratch = role == Role::Output
-            && judged
-                .as_ref()
-                .is_some_and(|names| !names.contains(&t.name.as_str()));
-        let role = if scratch {
-            scratch_names.push(t.name.clone());
-            Role::Intermediate
-        } else {
-            role
-        };
+        // A reference that names its outputs judges those alone: the window's other outputs
+        // are its scratch (write::ReferenceScratch).
+        let scratch = role == Role::Output && reference_scratch.is_scratch(&t.name);
+        let role = if scratch { Role::Intermediate } else { role };
         let changed_bytes = if t.view {
             view_changed
         } else {
@@ -595,7 +582,7 @@ pub fn write_sequence(
                         format!(
                             "{} changed it and the reference judges only {}: the operator's scratch, made from its state before the window before every call; ",
                             launches_text(&buffer.written_by),
-                            judged.as_deref().unwrap_or_default().join(", ")
+                            reference_scratch.judged()
                         ),
                     )
                 } else if role == Role::Intermediate {
@@ -619,17 +606,11 @@ pub fn write_sequence(
             }
         }
     }
-    if after.is_empty() && judged.is_some() {
-        return Err(format!(
-            "the reference judges {}, and the window left none of them changed{}: name the operator's outputs in \
-             --reference",
-            judged.as_deref().unwrap_or_default().join(", "),
-            if scratch_names.is_empty() {
-                String::new()
-            } else {
-                format!(" (it changed {})", scratch_names.join(", "))
-            }
-        ));
+    if let Some(refusal) = reference_scratch
+        .refusal("the window")
+        .filter(|_| after.is_empty())
+    {
+        return Err(refusal);
     }
     if after.is_empty() {
         return Err(format!(

@@ -344,10 +344,10 @@ pub fn apply(
                 }
             });
         }
-        let dtype = match (view.dtype, decl) {
-            (Some(d), _) => d,
-            (None, None) => unreachable!("a view without a dtype names a parameter, so decl is set"),
-            (None, Some(decl)) => pointee_dtype(decl, template_args, index).ok_or_else(|| {
+        // A view at a byte gives its dtype (parse), one by name has the declaration.
+        let dtype = match view.dtype {
+            Some(d) => d,
+            None => decl.and_then(|decl| pointee_dtype(decl, template_args, index)).ok_or_else(|| {
                 format!(
                     "--tensor {}: `{}` points to no element type repro knows: give one, e.g. {}=bf16[...]",
                     view.text, view.name, view.name

@@ -193,14 +193,7 @@ pub fn write(
         std::fs::create_dir_all(&path)
             .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     }
-    // A `--reference` op that names its outputs judges those alone; anything else the launch
-    // changed is its scratch, made from its state before the launch (as in a window,
-    // sequence.rs).
-    let judged = request
-        .reference
-        .as_ref()
-        .and_then(crate::spec::model::ReferenceSpec::named_outputs);
-    let mut scratch_names: Vec<String> = Vec::new();
+    let mut scratch = ReferenceScratch::of(request.reference.as_ref());
     let mut tensor_lines = String::new();
     let mut before = Vec::new();
     let mut after = Vec::new();
@@ -276,12 +269,7 @@ pub fn write(
             after
         });
         let changed = changed.map(|(after, count)| (patched.as_deref().unwrap_or(after), count));
-        let scratch = changed.is_some()
-            && judged
-                .as_ref()
-                .is_some_and(|names| !names.contains(&t.name.as_str()));
-        if scratch {
-            scratch_names.push(t.name.clone());
+        if changed.is_some() && scratch.is_scratch(&t.name) {
             let file = format!("inputs/{}.npy", t.name);
             write_npy(&out.join(&file), t, bytes)?;
             let _ = writeln!(
@@ -289,7 +277,7 @@ pub fn write(
                 "  {}: {{ dtype: {}, shape: {shape}{layout}, intermediate: true, init: {{ file: {file} }} }}   # the launch changed it and the reference judges only {}: the kernel's scratch, made from its state before the launch before every call; shape from {}{managed}",
                 t.name,
                 t.dtype.name(),
-                judged.as_deref().unwrap_or_default().join(", "),
+                scratch.judged(),
                 t.origin
             );
         } else if let Some((after_bytes, changed_bytes)) = changed {
@@ -321,17 +309,8 @@ pub fn write(
             );
         }
     }
-    if after.is_empty() && judged.is_some() {
-        return Err(format!(
-            "the reference judges {}, and the launch left none of them changed{}: name the kernel's outputs in \
-             --reference",
-            judged.as_deref().unwrap_or_default().join(", "),
-            if scratch_names.is_empty() {
-                String::new()
-            } else {
-                format!(" (it changed {})", scratch_names.join(", "))
-            }
-        ));
+    if let Some(refusal) = scratch.refusal("the launch").filter(|_| after.is_empty()) {
+        return Err(refusal);
     }
     if after.is_empty() {
         return Err("the launch changed no buffer it can reach: there is no output to reproduce (did it fault, or write only through memory no parameter points into?)".into());
@@ -748,6 +727,58 @@ pub(crate) fn write_replay(
         );
     }
     Ok(())
+}
+
+/// What a `--reference` op that names its outputs judges (docs/cli.md, `repro capture`): those
+/// outputs alone. Anything else the launches left changed (a split-K workspace, FlashAttention's
+/// dq accumulator) is the operator's scratch, written as an intermediate made from its state
+/// before; a reference none of whose outputs changed is refused, naming what did change. Ops
+/// that judge every output (`custom`, `file`) have no scratch.
+pub(crate) struct ReferenceScratch<'a> {
+    judged: Option<Vec<&'a str>>,
+    scratch: Vec<String>,
+}
+
+impl<'a> ReferenceScratch<'a> {
+    pub(crate) fn of(reference: Option<&'a crate::spec::model::ReferenceSpec>) -> Self {
+        ReferenceScratch {
+            judged: reference.and_then(crate::spec::model::ReferenceSpec::named_outputs),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Whether `name`, which the launches changed, is scratch (and so recorded).
+    pub(crate) fn is_scratch(&mut self, name: &str) -> bool {
+        let scratch = self
+            .judged
+            .as_ref()
+            .is_some_and(|names| !names.contains(&name));
+        if scratch {
+            self.scratch.push(name.to_string());
+        }
+        scratch
+    }
+
+    /// The outputs the reference judges, for a scratch tensor's comment.
+    pub(crate) fn judged(&self) -> String {
+        self.judged.as_deref().unwrap_or_default().join(", ")
+    }
+
+    /// With no output left to compare: the refusal when the reference named outputs (`what`: the
+    /// window or the launch), else `None`.
+    pub(crate) fn refusal(&self, what: &str) -> Option<String> {
+        self.judged.as_ref()?;
+        Some(format!(
+            "the reference judges {}, and {what} left none of them changed{}: name the operator's outputs in \
+             --reference",
+            self.judged(),
+            if self.scratch.is_empty() {
+                String::new()
+            } else {
+                format!(" (it changed {})", self.scratch.join(", "))
+            }
+        ))
+    }
 }
 
 /// The spec's `reference:`: the op given with --reference, else production's outputs as the

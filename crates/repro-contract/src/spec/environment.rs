@@ -132,7 +132,7 @@ impl Environment {
         // `op: custom`'s header, `op: file`'s expected outputs and the headers or files of
         // intermediates' own references, looked up the same way.
         let reference = &spec.reference;
-        let intermediate_headers = spec.tensors.values().flat_map(|t| {
+        let intermediate_files = spec.tensors.values().flat_map(|t| {
             let reference = t.reference.as_ref();
             let source = reference.and_then(|r| r.source.as_ref());
             source
@@ -143,7 +143,7 @@ impl Environment {
             .source
             .iter()
             .chain(reference.expected.iter().flat_map(|e| e.values()))
-            .chain(intermediate_headers)
+            .chain(intermediate_files)
         {
             input_files
                 .entry(file.clone())
