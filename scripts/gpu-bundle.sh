@@ -11,7 +11,7 @@
 #   --drc     DIR/device_reference_check.gz: tests/cpp/device_reference_check.cu (`reference`,
 #             `reference-parts`)
 #   --floor   DIR/harnesses.tgz: the artifacts `floor` and the queue's `held` part run
-#             (naive_gemm_f32 and check-floor.sh's three specs)
+#             (naive_gemm_f32 for gpu-queue.sh held, and scripts/bench/floor-specs.txt)
 #   SPEC...   DIR/prebuilt.tgz: their artifacts, for the `prebuilt` step (gpu-prebuilt.sh runs
 #             each with --ones, random inputs and --probe)
 #
@@ -66,8 +66,8 @@ if $drc; then
   echo "gpu-bundle: $dir/device_reference_check.gz"
 fi
 if $floor; then
-  pack harnesses.tgz examples/naive_gemm_f32.yaml tests/gpu/bench_tiled_bf16_8192.yaml \
-    tests/gpu/bench_tiled_f32_8192.yaml examples/fp8_scaled_gemm_ue8m0.yaml
+  mapfile -t floor_specs <scripts/bench/floor-specs.txt
+  pack harnesses.tgz examples/naive_gemm_f32.yaml "${floor_specs[@]}"
 fi
 if ((${#specs[@]})); then pack prebuilt.tgz "${specs[@]}"; fi
 # A device call carries at most 64 MiB.

@@ -22,7 +22,8 @@ mkdir -p "$dir"
 binaries=()
 [[ -n "${REPRO_BEFORE:-}" ]] && binaries+=("before=$REPRO_BEFORE")
 binaries+=("after=${REPRO:-$PWD/target/release/repro}")
-specs=(tests/gpu/bench_tiled_bf16_8192.yaml tests/gpu/bench_tiled_f32_8192.yaml examples/fp8_scaled_gemm_ue8m0.yaml)
+# The specs, one a line (scripts/gpu-bundle.sh --floor builds the same).
+mapfile -t specs <scripts/bench/floor-specs.txt
 # PREBUILT=DIR: the after binary's artifacts built elsewhere (DIR/<spec name>, `repro build`),
 # run as they are (REPRO is then not needed).
 for entry in "${binaries[@]}"; do
