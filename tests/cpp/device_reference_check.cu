@@ -170,7 +170,9 @@ int corrupt_one_output() {
   REPRO_CUDA_CHECK(cudaMemcpy(&wrong, values + victim, sizeof(double), cudaMemcpyDeviceToHost));
   wrong = wrong * (1 + 1e-6) + 1e-3;  // far above the 1e-10 bound, far below any visible error
   REPRO_CUDA_CHECK(cudaMemcpy(values + victim, &wrong, sizeof(double), cudaMemcpyHostToDevice));
-  judge_cross_check_sample(p.gemm, sample, values);  // exits 4 (kExitCudaError) through fatal()
+  // Fetched after the damage (a check fetches them right behind its GEMM, which wrote them).
+  StoredValues sampled = fetch_sampled_device_values(p.gemm, sample, values);
+  judge_cross_check_sample(p.gemm, sample, sampled);  // exits 4 (kExitCudaError) through fatal()
   std::printf("the cross-check accepted a damaged reference\n");
   return 1;
 }

@@ -903,7 +903,7 @@ void test_held_check(ScratchDir& scratch) {
   auto held = std::make_unique<HeldCheck>();
   held->index = 0;
   held->pending = std::make_shared<PendingCrossCheck>();
-  held->pending->worker = std::thread([] {});
+  held->pending->done = SampleThread::instance().post([] {});
   g_queue_check = 0;
   g_report_fields = {{"mode", "\"reference\""}};
   g_report_held = &held->report;

@@ -390,6 +390,9 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p,
       launches.push_back(launch_reference_gemm(problems[i], method, places[i]));
       total.describe(launches.back());
     }
+    std::vector<StoredValues> device_values;
+    for (size_t i = first; i < end; ++i)
+      device_values.push_back(fetch_sampled_device_values(problems[i], samples[i - first], places[i]));
     for (size_t i = first; i < end; ++i) {
       compute_cross_check_sample(problems[i], &samples[i - first]);
       total.host_seconds += samples[i - first].host_seconds;
@@ -398,7 +401,7 @@ inline DeviceReference compute_device_grouped_reference(const GroupedProblem& p,
     for (ReferenceGemmLaunch& launch : launches) total.kernel_ms += finish_reference_gemm(&launch);
     phase_start = std::chrono::steady_clock::now();
     for (size_t i = first; i < end; ++i) {
-      const CrossCheck check = judge_cross_check_sample(problems[i], samples[i - first], places[i]);
+      const CrossCheck check = judge_cross_check_sample(problems[i], samples[i - first], device_values[i - first]);
       total.check.samples += check.samples;
       total.check.max_relative = std::max(total.check.max_relative, check.max_relative);
     }

@@ -14,6 +14,8 @@
 
 #include "emulated_reference.cuh"
 
+#include <deque>
+#include <functional>
 #include <future>
 
 namespace repro {
@@ -44,7 +46,7 @@ using HostValues = std::vector<double, UninitializedAllocator<double>>;
 
 // Vector v of `count` elements starting at element bases[v] and `step` elements apart, as
 // stored, into out[v * count ...]: the sampled rows of A (step: A's K stride) or columns of B;
-// with count 1, single elements (gather_values).
+// with count 1, single elements (fetch_sampled_device_values).
 template <typename Word>
 __global__ void gather_vectors_kernel(const Word* storage, const int64_t* bases, int64_t vectors, int64_t step,
                                       int64_t count, Word* out) {
@@ -156,15 +158,6 @@ inline HostValues decode_stored(StoredValues& stored) {
     decode_range(stored.dtype, stored.data(), begin, end, values.data());
   });
   return values;
-}
-
-// The decoded values of the elements at `offsets` of a device buffer, waited for.
-inline std::vector<double> gather_values(DType dtype, const void* device, const std::vector<int64_t>& offsets) {
-  const std::shared_ptr<CUevent_st> copies = copies_event();
-  StoredValues stored = fetch_vectors(dtype, device, offsets, 0, 1, copies);
-  record_copies(copies);
-  const HostValues values = decode_stored(stored);
-  return std::vector<double>(values.begin(), values.end());
 }
 
 // A grid of outputs (up to 64 rows x 64 columns, over up to 4 batches) and what the host makes
@@ -340,17 +333,29 @@ inline bool reference_damage_requested() {
   return check > 0 && check == (g_queue_check >= 0 ? g_queue_check + 1 : 1);
 }
 
-// The device reference's values at the sample's outputs, copied back (waited for).
-inline std::vector<double> sampled_device_values(const GemmProblem& p, const CrossCheckSample& s,
-                                                 const double* want_device) {
+// The device reference's values at the sample's outputs, enqueued on the default stream right
+// behind the reference GEMM that writes them (fetch_sampled_device_values) and read once there
+// (read_sampled_device_values). Gathered after the comparison instead, they cost a check a
+// gather, a copy and a wait on the host's critical path (about 0.1 ms at 1024^3, run 107's parts);
+// behind the GEMM the copy is done long before the judgement.
+inline StoredValues fetch_sampled_device_values(const GemmProblem& p, const CrossCheckSample& s,
+                                                const double* want_device) {
   std::vector<int64_t> want_offsets;
   for (int64_t sample = 0; sample < s.count(); ++sample) want_offsets.push_back(s.output_offset(p, sample));
-  std::vector<double> values = gather_values(DType::f64, want_device, want_offsets);
+  const std::shared_ptr<CUevent_st> copies = copies_event();
+  StoredValues stored = fetch_vectors(DType::f64, want_device, want_offsets, 0, 1, copies);
+  record_copies(copies);
+  return stored;
+}
+
+inline std::vector<double> read_sampled_device_values(StoredValues& stored) {
+  const HostValues decoded = decode_stored(stored);
+  std::vector<double> values(decoded.begin(), decoded.end());
   if (!values.empty() && reference_damage_requested()) values[0] += 1.0 + std::fabs(values[0]);
   return values;
 }
 
-// Judges the device reference's sampled values (sampled_device_values) against the host's, on
+// Judges the device reference's sampled values (read_sampled_device_values) against the host's, on
 // the host alone. The bound: fp64 sums of K terms in two different orders differ by at most
 // ~K * 2^-53 of the sum of |terms|; 1e-10 of it leaves room and still catches any real fault (a
 // wrong element is off by a sizeable fraction of its terms). A disagreement is said in
@@ -380,14 +385,59 @@ inline CrossCheck judge_sampled_values(const GemmProblem& p, const CrossCheckSam
 }
 
 // Judges the device reference on the sample: exit 4 when they disagree.
-inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossCheckSample& s, const double* want_device) {
+inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossCheckSample& s, StoredValues& device_values) {
   std::string disagreement;
-  const CrossCheck check = judge_sampled_values(p, s, sampled_device_values(p, s, want_device), &disagreement);
+  const CrossCheck check = judge_sampled_values(p, s, read_sampled_device_values(device_values), &disagreement);
   if (!disagreement.empty()) fatal(kExitCudaError, "fault", disagreement);
   return check;
 }
 
-// The host's half of a cross-check left running on a thread of its own while the device works
+// The thread the host's samples of a process's checks run on, made once and parked between
+// them (never destroyed: exit leaves it parked): a thread made for each check cost the check
+// ~0.04 ms at 1024^3 (run 109's reference_start_ms), a tenth of its reference. It runs one
+// sample at a time, in the order they come: a queued check's sample waits for the one before
+// it, which its check settles first anyway (deferred_check.cuh).
+class SampleThread {
+ public:
+  static SampleThread& instance() {
+    static SampleThread* thread = new SampleThread();
+    return *thread;
+  }
+
+  // Runs `job` on the thread, after the jobs before it; the future is ready once it has run.
+  std::future<void> post(std::function<void()> job) {
+    std::packaged_task<void()> task(std::move(job));
+    std::future<void> done = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!thread_.joinable()) thread_ = std::thread([this] { serve(); });
+      jobs_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+    return done;
+  }
+
+ private:
+  SampleThread() = default;
+  void serve() {
+    for (;;) {
+      std::packaged_task<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return !jobs_.empty(); });
+        task = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::packaged_task<void()>> jobs_;
+  std::thread thread_;
+};
+
+// The host's half of a cross-check left running on the sample thread while the device works
 // on (the reference GEMM, then the kernel's launches and the comparison): at 1024^3 the GEMM
 // alone took 0.4 ms and the host's sample about 2 ms more, most of the reference's time. What
 // the host computes is unchanged, and finish_cross_check judges the reference before anything
@@ -398,11 +448,12 @@ inline CrossCheck judge_cross_check_sample(const GemmProblem& p, const CrossChec
 struct PendingCrossCheck {
   GemmProblem problem;
   CrossCheckSample sample;
-  std::thread worker;
+  std::future<void> done;  // ready once the host's sample is computed (SampleThread)
   std::promise<void> copied;  // set once the sample's operands are on the host (no CUDA after)
+  StoredValues device_values;  // the reference at the sample, fetched behind its GEMM
   Tensor scale_a, scale_b;    // copies of the problem's scale tensors, which `problem` points to
   ~PendingCrossCheck() {
-    if (worker.joinable()) worker.join();
+    if (done.valid()) done.wait();
   }
 
   void take(const GemmProblem& p) {
@@ -422,6 +473,8 @@ struct DeviceReference {
   double decode_seconds = 0;
   double settle_seconds = 0;  // in a queue: settling the check held before this one (its judgement, its text)
   double start_seconds = 0;   // in a queue: taking the operands and starting the host's sample
+  double launch_seconds = 0;  // enqueuing the GEMM (and its packing) and the fetch of its sampled values
+  double wait_seconds = 0;    // waiting for the GEMM once the host's own work is done
   std::string engine;        // what computed it (ReferenceGemmLaunch::engine)
   bool emulated = false;     // int8 tensor cores
   std::string fallback;      // why an emulated reference that was asked for is the fp64 one
@@ -442,10 +495,11 @@ struct DeviceReference {
 inline void finish_cross_check(DeviceReference* reference) {
   if (reference->pending == nullptr) return;
   const auto phase_start = std::chrono::steady_clock::now();
-  reference->pending->worker.join();
+  reference->pending->done.wait();
   reference->host_seconds = reference->pending->sample.host_seconds;
   reference->decode_seconds = reference->pending->sample.decode_seconds;
-  reference->check = judge_cross_check_sample(reference->pending->problem, reference->pending->sample, reference->values);
+  reference->check = judge_cross_check_sample(reference->pending->problem, reference->pending->sample,
+                                              reference->pending->device_values);
   reference->check_seconds = seconds_since(phase_start);
   reference->pending.reset();
 }
@@ -454,34 +508,25 @@ inline void finish_cross_check(DeviceReference* reference) {
 // compute the sample on the host meanwhile, then judge the GEMM's values at the sample. With
 // `later`, the host's sample goes on while the caller uses the device, and the caller judges it
 // (finish_cross_check) before it concludes anything from the reference.
-// REPRO_SAMPLE_THREADS=N (a benchmark's setting, docs/cli.md): at most N host threads for a
-// queued check's cross-check sample, computed while the check goes on; unset or 0, one per core.
-// Whether leaving the check's own thread a core shortens the check is what it measures
-// (scripts/bench/check-floor.sh, FLOOR_VARIANTS).
-inline unsigned sample_threads() {
-  static const unsigned threads = [] {
-    const char* value = std::getenv("REPRO_SAMPLE_THREADS");
-    return value != nullptr ? unsigned(std::strtoul(value, nullptr, 10)) : 0u;
-  }();
-  return threads;
-}
-
 inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceMethod method, bool later = false) {
   DeviceReference reference;
   auto phase_start = std::chrono::steady_clock::now();
   CrossCheckSample sample = fetch_cross_check_sample(p);
   reference.fetch_seconds = seconds_since(phase_start);
+  phase_start = std::chrono::steady_clock::now();
   ReferenceGemmLaunch launch = launch_reference_gemm(p, method);
   reference.describe(launch);
   reference.values = launch.out;
+  StoredValues device_values = fetch_sampled_device_values(p, sample, launch.out);
+  reference.launch_seconds = seconds_since(phase_start);
   if (later) {
     reference.pending = std::make_shared<PendingCrossCheck>();
     PendingCrossCheck* pending = reference.pending.get();
     phase_start = std::chrono::steady_clock::now();
     pending->take(p);
     pending->sample = std::move(sample);
-    pending->worker = std::thread([pending] {
-      g_parallel_threads_cap = sample_threads();
+    pending->device_values = std::move(device_values);
+    pending->done = SampleThread::instance().post([pending] {
       HostWorkers::instance().alert();  // the threads wake while the copy comes
       pending->sample.wait_for_copies();
       pending->copied.set_value();
@@ -491,7 +536,9 @@ inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceM
     phase_start = std::chrono::steady_clock::now();
     host_idle();
     reference.settle_seconds = seconds_since(phase_start);
+    phase_start = std::chrono::steady_clock::now();
     reference.kernel_ms = finish_reference_gemm(&launch);
+    reference.wait_seconds = seconds_since(phase_start);
     return reference;
   }
   host_idle();
@@ -502,7 +549,7 @@ inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceM
   // The host's share that the kernels did not hide, then the judging.
   const double not_hidden = std::max(0.0, sample.host_seconds - reference.kernel_ms / 1e3);
   phase_start = std::chrono::steady_clock::now();
-  reference.check = judge_cross_check_sample(p, sample, reference.values);
+  reference.check = judge_cross_check_sample(p, sample, device_values);
   reference.check_seconds = not_hidden + seconds_since(phase_start);
   return reference;
 }

@@ -247,18 +247,12 @@ class HostWorkers {
   std::atomic<int64_t> remaining_{0};
 };
 
-// The most threads a parallel_for on this thread may use (0: one per host core). The host's
-// cross-check sample, computed on a thread of its own while the check goes on, may be capped so
-// that the check's own thread keeps a core (REPRO_SAMPLE_THREADS, reference_cross_check.cuh).
-inline thread_local unsigned g_parallel_threads_cap = 0;
-
 // Calls body(begin, end) on contiguous chunks of [0, count), one chunk per host core, and
 // waits for all of them. Work below `min_chunk` items per thread stays on fewer threads.
 template <typename Body>
 void parallel_for(int64_t count, int64_t min_chunk, Body body) {
   if (count <= 0) return;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (g_parallel_threads_cap > 0) cores = std::min(cores, g_parallel_threads_cap);
   const int64_t by_size = (count + std::max<int64_t>(min_chunk, 1) - 1) / std::max<int64_t>(min_chunk, 1);
   const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(cores, by_size));
   if (threads == 1) {

@@ -135,16 +135,15 @@ inline void print_held_output(const std::string& text) {
 inline void settle_held_check();
 
 // Holds this check back: its cross-check (`reference->pending`, moved out) goes on while the
-// next check runs; its report waits for it. The reference's values at the sample are copied back
-// now, while its buffer is still there.
+// next check runs; its report waits for it. The reference's values at the sample, fetched behind
+// its GEMM, are read now (no CUDA is called once they are).
 inline void defer_cross_check(DeviceReference* reference) {
   DeferredChecks& state = deferred_checks();
   auto held = std::make_unique<HeldCheck>();
   held->index = g_queue_check;
   // From here on the host's sample calls no CUDA (its operands are on the host).
   reference->pending->copied.get_future().wait();
-  held->device_values = sampled_device_values(reference->pending->problem, reference->pending->sample,
-                                              reference->values);
+  held->device_values = read_sampled_device_values(reference->pending->device_values);
   held->pending = std::move(reference->pending);
   g_report_held = &held->report;
   state.held = std::move(held);
@@ -162,7 +161,7 @@ inline void settle_held_check() {
   std::unique_ptr<HeldCheck> held = std::move(state.held);
   g_host_idle = nullptr;
   const auto start = std::chrono::steady_clock::now();
-  held->pending->worker.join();
+  held->pending->done.wait();
   const CrossCheckSample& sample = held->pending->sample;
   std::string disagreement;
   const CrossCheck check = judge_sampled_values(held->pending->problem, sample, held->device_values, &disagreement);

@@ -465,6 +465,8 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
       // In a queue: where the reference phase's host time goes besides the GEMM (benchmarks).
       report_set("reference_start_ms", JsonWriter().value(reference.start_seconds * 1e3).str());
       report_set("reference_settle_ms", JsonWriter().value(reference.settle_seconds * 1e3).str());
+      report_set("reference_launch_ms", JsonWriter().value(reference.launch_seconds * 1e3).str());
+      report_set("reference_wait_ms", JsonWriter().value(reference.wait_seconds * 1e3).str());
     }
     if (held) return;
     report_set("reference_check_ms", JsonWriter().value(reference.check_seconds * 1e3).str());
