@@ -4,7 +4,7 @@
 # takes 70-140 s to build the runtime library before its first harness, and a call whose
 # harnesses come built needs no repro binary at all.
 #
-#   scripts/gpu-bundle.sh DIR [--repro] [--drc] [--floor] [SPEC.yaml ...]
+#   scripts/gpu-bundle.sh DIR [--repro] [--drc] [--floor] [--floor-before REF] [SPEC.yaml ...]
 #
 #   --repro   DIR/repro.gz: target/release/repro, stripped (steps that run repro: capture,
 #             examples, verdicts, campaign; the call then builds the runtime library first)
@@ -12,6 +12,10 @@
 #             `reference-parts`)
 #   --floor   DIR/harnesses.tgz: the artifacts `floor` and the queue's `held` part run
 #             (naive_gemm_f32 for gpu-queue.sh held, and scripts/bench/floor-specs.txt)
+#   --floor-before REF
+#             DIR/harnesses-before.tgz: the floor's artifacts as repro at git revision REF builds
+#             them (a worktree, built into target-before/), for the floor's before/after table
+#             without a repro binary on the device
 #   SPEC...   DIR/prebuilt.tgz: their artifacts, for the `prebuilt` step (gpu-prebuilt.sh runs
 #             each with --ones, random inputs and --probe)
 #
@@ -21,14 +25,17 @@
 # (`ln -s "$PWD" /work/main`, see docs/gpu-validation.md) when a spec reads files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=${1:?usage: scripts/gpu-bundle.sh DIR [--repro] [--drc] [--floor] [SPEC.yaml ...]}
+dir=${1:?usage: scripts/gpu-bundle.sh DIR [--repro] [--drc] [--floor] [--floor-before REF] [SPEC.yaml ...]}
 shift
-repro=false drc=false floor=false specs=()
-for arg in "$@"; do
+repro=false drc=false floor=false before_ref="" specs=()
+while (($#)); do
+  arg=$1
+  shift
   case $arg in
     --repro) repro=true ;;
     --drc) drc=true ;;
     --floor) floor=true ;;
+    --floor-before) before_ref=${1:?gpu-bundle: --floor-before needs a git revision}; shift ;;
     -*) echo "gpu-bundle: unknown option $arg" >&2; exit 2 ;;
     *) [[ -f $arg ]] || { echo "gpu-bundle: no spec $arg" >&2; exit 2; }; specs+=("$arg") ;;
   esac
@@ -39,13 +46,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # pack NAME SPEC...: each spec's artifact folder, without what the device does not run (the
-# runtime's sources, the harness source, the CMake file), as DIR/NAME.
+# runtime's sources, the harness source, the CMake file), as DIR/NAME; built by $REPRO_BIN.
+REPRO_BIN=target/release/repro
 pack() {
   local name=$1 spec
   shift
   mkdir -p "$work/$name"
   for spec in "$@"; do
-    target/release/repro build "$spec" -o "$work/$name/$(basename "$spec" .yaml)" >"$work/$name.log" 2>&1 ||
+    "$REPRO_BIN" build "$spec" -o "$work/$name/$(basename "$spec" .yaml)" >"$work/$name.log" 2>&1 ||
       { cat "$work/$name.log" >&2; echo "gpu-bundle: $spec did not build" >&2; exit 1; }
   done
   tar czf "$dir/$name" -C "$work/$name" --exclude=runtime --exclude='*.cu' --exclude=CMakeLists.txt .
@@ -68,6 +76,17 @@ fi
 if $floor; then
   mapfile -t floor_specs <scripts/bench/floor-specs.txt
   pack harnesses.tgz examples/naive_gemm_f32.yaml "${floor_specs[@]}"
+fi
+if [[ -n $before_ref ]]; then
+  # The same specs (this tree's), built by the binary of REPRO at REF.
+  tree="$work/before-tree"
+  git worktree add --detach --quiet "$tree" "$before_ref"
+  trap 'git worktree remove --force "$tree" 2>/dev/null; rm -rf "$work"' EXIT
+  CARGO_TARGET_DIR=$PWD/target-before cargo build --release --quiet --manifest-path "$tree/Cargo.toml"
+  REPRO_BIN=$PWD/target-before/release/repro
+  mapfile -t floor_specs <scripts/bench/floor-specs.txt
+  pack harnesses-before.tgz "${floor_specs[@]}"
+  REPRO_BIN=target/release/repro
 fi
 if ((${#specs[@]})); then pack prebuilt.tgz "${specs[@]}"; fi
 # A device call carries at most 64 MiB.

@@ -14,7 +14,7 @@
 #   examples   gpu-check.sh examples probe over $EXAMPLES (default: the grouped fp8 examples)
 #   reference  gpu-check.sh reference (the device reference's op cases)
 #   floor      bench/check-floor.sh, before and after binaries side by side (FLOOR_QUEUE=1: as queues;
-#              VARIANTS: the after artifacts again under benchmark settings, see check-floor.sh)
+#              VARIANTS: the after artifacts again under other environments, see check-floor.sh)
 #   cublas     bench/cublas_dgemm_cost.py at 1024, 2048, 4096
 #   cublas-load  bench/cublas_loading.cu: cuBLAS opened at run time by a C++ process, and its DGEMM
 #   queue      gpu-queue.sh $QUEUE_PARTS (default: same held)
@@ -48,6 +48,12 @@ export REPRO=/tmp/bin/repro
 if [[ -f $bundle/harnesses.tgz ]]; then
   mkdir -p /tmp/harnesses && tar xzf "$bundle/harnesses.tgz" -C /tmp/harnesses
   export NAIVE_ARTIFACT=/tmp/harnesses/naive_gemm_f32 PREBUILT=/tmp/harnesses
+fi
+# harnesses-before.tgz: the floor's artifacts as an earlier repro builds them (gpu-bundle.sh
+# --floor-before), the floor's `before` rows.
+if [[ -f $bundle/harnesses-before.tgz ]]; then
+  mkdir -p /tmp/harnesses-before && tar xzf "$bundle/harnesses-before.tgz" -C /tmp/harnesses-before
+  export PREBUILT_BEFORE=/tmp/harnesses-before
 fi
 # cutlass-include.tgz: CUTLASS's include/ and tools/util/include from the project toolchain (the
 # machine has no CUTLASS headers), for the CUTLASS examples.

@@ -10,9 +10,12 @@
 #   REPRO=target/release/repro scripts/bench/check-floor.sh
 #   REPRO_BEFORE=/tmp/old/repro REPRO=target/release/repro ROUNDS=5 scripts/bench/check-floor.sh
 #   QUEUE=1 ...    # every binary's checks of a spec as one queue in one process
-#   QUEUE=1 VARIANTS="threads15:REPRO_SAMPLE_THREADS=15 both:REPRO_SAMPLE_THREADS=15,REPRO_COMPARE_BLOCKS=resident" ...
-#                  # the after artifacts' queues again under each variant's environment (docs/cli.md's
-#                  # benchmark settings), one more row per variant, named by it
+#   QUEUE=1 VARIANTS="eager:CUDA_MODULE_LOADING=EAGER lazy:CUDA_MODULE_LOADING=LAZY,VAR=VALUE" ...
+#                  # the after artifacts' queues again under each variant's environment, one more
+#                  # row per variant, named by it (run 109 measured two settings so, since made the
+#                  # default or dropped: docs/performance.md)
+#   PREBUILT=DIR PREBUILT_BEFORE=DIR ...   # artifacts built elsewhere (scripts/gpu-bundle.sh
+#                  # --floor and --floor-before): no repro binary needed
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${ROUNDS:-3}
@@ -20,7 +23,9 @@ read -r -a sizes <<<"${SIZES:-1024 2048 4096}"
 dir=${BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$dir"
 binaries=()
-[[ -n "${REPRO_BEFORE:-}" ]] && binaries+=("before=$REPRO_BEFORE")
+# PREBUILT_BEFORE=DIR: the before artifacts built elsewhere (scripts/gpu-bundle.sh --floor-before).
+if [[ -n "${PREBUILT_BEFORE:-}" ]]; then binaries+=("before=prebuilt")
+elif [[ -n "${REPRO_BEFORE:-}" ]]; then binaries+=("before=$REPRO_BEFORE"); fi
 binaries+=("after=${REPRO:-$PWD/target/release/repro}")
 # The specs, one a line (scripts/gpu-bundle.sh --floor builds the same).
 mapfile -t specs <scripts/bench/floor-specs.txt
@@ -31,6 +36,8 @@ for entry in "${binaries[@]}"; do
   for spec in "${specs[@]}"; do
     name=$(basename "$spec" .yaml)
     if [[ $label == after && -n ${PREBUILT:-} ]]; then mkdir -p "$dir/build-$label" && cp -r "$PREBUILT/$name" "$dir/build-$label/$name"
+    elif [[ $label == before && -n ${PREBUILT_BEFORE:-} ]]; then
+      mkdir -p "$dir/build-$label" && cp -r "$PREBUILT_BEFORE/$name" "$dir/build-$label/$name"
     else "${entry#*=}" build "$spec" -o "$dir/build-$label/$name" >/dev/null; fi
   done
 done
@@ -114,18 +121,25 @@ for size in sizes:
             print(f"| {size} | {name} | {label} | {total:.2f} | {kernel:.2f} | {fetch:.2f} | {check:.2f} | {host:.2f} | {decode:.2f} | {cmp_:.2f} |")
 # Where the host's time in the two phases goes, where the reports say (queues: the held check
 # settled at the next one's reference, and the comparison's passes apart from the cross-check).
-keys = ["reference_start_ms", "reference_settle_ms", "compare_device_ms"]
+keys = ["reference_fetch_ms", "reference_launch_ms", "reference_start_ms", "reference_settle_ms", "reference_wait_ms",
+        "compare_device_ms"]
 print()
-print("| M = N = K | spec | binary | reference phase (ms) | " + " | ".join(f"{k} (ms)" for k in keys) + " | compare phase (ms) |")
-print("|---|---|---|---|" + "---|" * len(keys) + "---|")
+# The reference phase less its parts above the comparison's (the reference phase's other host work:
+# the reference line, the report's fields); NaN where a binary reports fewer parts.
+reference_keys = keys[:-1]
+print("| M = N = K | spec | binary | reference phase (ms) | " + " | ".join(f"{k} (ms)" for k in keys)
+      + " | reference phase's rest (ms) | compare phase (ms) |")
+print("|---|---|---|---|" + "---|" * len(keys) + "---|---|")
 for size in sizes:
     for name in names:
         for label in labels:
             runs = [json.load(open(f"{folder}/{label}.{name}.{size}.{r}.json")) for r in range(1, rounds + 1)]
             med = lambda f: statistics.median(f(r) for r in runs)
             cells = [med(lambda r: r.get(k, float("nan"))) for k in keys]
+            rest = med(lambda r: r["timings"]["reference"] * 1e3 - sum(r.get(k, float("nan")) for k in reference_keys))
             print(f"| {size} | {name} | {label} | {med(lambda r: r['timings']['reference']) * 1e3:.3f} | "
-                  + " | ".join(f"{c:.3f}" for c in cells) + f" | {med(lambda r: r['timings']['compare']) * 1e3:.3f} |")
+                  + " | ".join(f"{c:.3f}" for c in cells)
+                  + f" | {rest:.3f} | {med(lambda r: r['timings']['compare']) * 1e3:.3f} |")
 PY
 echo
 echo "torch.matmul in float64 + a comparison, the same sizes (scripts/bench/torch_reference_peer.py):"
