@@ -463,6 +463,17 @@ struct PendingCrossCheck {
   }
 };
 
+// A judged cross-check's buffers (its sample's rows and columns, their page-locked blocks, its
+// copies of the scales) go back on the sample thread, after the samples queued there: freed on
+// the check's thread they held up its comparison or, in a queue, the next check's reference,
+// whose host work is its critical path at 1024^3.
+inline void release_on_sample_thread(std::shared_ptr<PendingCrossCheck> judged) {
+  if (judged == nullptr) return;
+  // Freed inside the job, which runs there (the job object itself may end on either thread).
+  auto owner = std::make_shared<std::shared_ptr<PendingCrossCheck>>(std::move(judged));
+  SampleThread::instance().post([owner] { owner->reset(); });
+}
+
 // A device reference and how it was made.
 struct DeviceReference {
   double* values = nullptr;  // [L][M][N] doubles on the device, scratch: the caller gives it back
@@ -501,7 +512,7 @@ inline void finish_cross_check(DeviceReference* reference) {
   reference->check = judge_cross_check_sample(reference->pending->problem, reference->pending->sample,
                                               reference->pending->device_values);
   reference->check_seconds = seconds_since(phase_start);
-  reference->pending.reset();
+  release_on_sample_thread(std::move(reference->pending));
 }
 
 // The reference on the device, cross-checked on the host: fetch the sample, start the GEMM,

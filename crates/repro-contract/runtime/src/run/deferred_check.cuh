@@ -134,6 +134,7 @@ inline void print_held_output(const std::string& text) {
 
 inline void settle_held_check();
 
+
 // Holds this check back: its cross-check (`reference->pending`, moved out) goes on while the
 // next check runs; its report waits for it. The reference's values at the sample, fetched behind
 // its GEMM, are read now (no CUDA is called once they are).
@@ -192,6 +193,7 @@ inline void settle_held_check() {
     for (const auto& [key, value] : times) report_set(key, JsonWriter().value(value).str());
     print_held_output(held_output);
     release_waiting_reports(true);
+    release_on_sample_thread(std::move(held->pending));
     return;
   }
   for (const auto& [key, value] : times) set_report_field(&held->report.fields, key, JsonWriter().value(value).str());
@@ -203,6 +205,7 @@ inline void settle_held_check() {
   print_held_output(held_output);
   release_waiting_reports(true);
   if (g_before_exit == &settle_held_check) g_before_exit = nullptr;
+  release_on_sample_thread(std::move(held->pending));
 }
 
 }  // namespace repro
