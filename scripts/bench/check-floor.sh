@@ -140,6 +140,20 @@ for size in sizes:
             print(f"| {size} | {name} | {label} | {med(lambda r: r['timings']['reference']) * 1e3:.3f} | "
                   + " | ".join(f"{c:.3f}" for c in cells)
                   + f" | {rest:.3f} | {med(lambda r: r['timings']['compare']) * 1e3:.3f} |")
+# The reference launch's and the settling's parts (reports that have them: queues), medians.
+parts = [("reference_launch_parts_ms", ["pack", "gemm", "values"]),
+         ("reference_settle_parts_ms", ["wait", "judge", "output", "release"])]
+print()
+print("| M = N = K | spec | binary | " + " | ".join(f"{k[10:-9]}: {p} (ms)" for k, ps in parts for p in ps) + " |")
+print("|---|---|---|" + "---|" * sum(len(ps) for _, ps in parts))
+for size in sizes:
+    for name in names:
+        for label in labels:
+            runs = [json.load(open(f"{folder}/{label}.{name}.{size}.{r}.json")) for r in range(1, rounds + 1)]
+            if not any("reference_launch_parts_ms" in r for r in runs):
+                continue
+            cells = [statistics.median(r.get(k, {}).get(p, float("nan")) for r in runs) for k, ps in parts for p in ps]
+            print(f"| {size} | {name} | {label} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
 PY
 echo
 echo "torch.matmul in float64 + a comparison, the same sizes (scripts/bench/torch_reference_peer.py):"

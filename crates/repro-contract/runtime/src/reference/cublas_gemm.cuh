@@ -102,6 +102,9 @@ inline CublasLibrary open_cublas() {
     library.handle = nullptr;
     return library;
   }
+  // Its stream, once: the default one, where every reference GEMM runs (set for each GEMM, it
+  // cost each check's reference the call and the reset of the handle's workspace it brings).
+  e.set_stream(library.handle, 0);
   int version = 0;
   e.version(library.handle, &version);
   library.name = strprintf("cuBLAS %d.%d.%d (%s)", version / 10000, version / 100 % 100, version % 100, file.c_str());
@@ -171,7 +174,6 @@ inline bool cublas_reference_gemm(const double* a, int64_t a_batch_stride, const
     return false;
   }
   const double beta = 0.0;
-  library.entry.set_stream(library.handle, 0);
   const int status = library.entry.gemm_strided_batched(
       library.handle, /*transa*/ 0, /*transb*/ 1, int(N), int(M), int(K), &alpha, b, int(Np), b_batch_stride, a,
       int(Mp), a_batch_stride, &beta, out, int(N), M * N, int(L));

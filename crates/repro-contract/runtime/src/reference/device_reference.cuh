@@ -364,6 +364,7 @@ struct ReferenceGemmLaunch {
   bool emulated = false;  // int8 tensor cores (emulated_reference.cuh)
   int roundings = 0;      // emulated: the error bound's factor (docs/tolerances.md)
   std::string fallback;   // why an emulated reference that was asked for is the fp64 one instead
+  double pack_seconds = 0;  // the host's time enqueuing the operands' packing (benchmarks)
 };
 
 // Starts the fp64 tensor cores' reference from the operands' device copies, which must be there
@@ -378,8 +379,10 @@ inline void launch_dmma_reference_gemm(const GemmProblem& p, double* into, Refer
   args.Mp = ceil_div(p.M, kRefTileM) * kRefTileM, args.Np = ceil_div(p.N, kRefTileN) * kRefTileN;
   args.Kp = ceil_div(p.K, kRefTileK) * kRefTileK;
   const DeviceMatrix a = device_matrix(*p.a), b = device_matrix(*p.b);
+  const auto pack_start = std::chrono::steady_clock::now();
   args.a = pack_operand(a, a.row_stride, a.col_stride, p.L, p.M, p.K, args.Mp, args.Kp, problem_scales(p, true, true));
   args.b = pack_operand(b, b.col_stride, b.row_stride, p.L, p.N, p.K, args.Np, args.Kp, problem_scales(p, false, true));
+  launch->pack_seconds += seconds_since(pack_start);
   launch->scratch.push_back(args.a.data);
   launch->scratch.push_back(args.b.data);
   args.alpha = p.alpha;

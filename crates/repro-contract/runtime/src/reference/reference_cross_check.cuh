@@ -484,7 +484,9 @@ struct DeviceReference {
   double decode_seconds = 0;
   double settle_seconds = 0;  // in a queue: settling the check held before this one (its judgement, its text)
   double start_seconds = 0;   // in a queue: taking the operands and starting the host's sample
-  double launch_seconds = 0;  // enqueuing the GEMM (and its packing) and the fetch of its sampled values
+  double launch_seconds = 0;  // enqueuing the GEMM (and its packing) and the fetch of its sampled values,
+  double pack_seconds = 0;    // of which the packing
+  double values_seconds = 0;  // and the fetch
   double wait_seconds = 0;    // waiting for the GEMM once the host's own work is done
   std::string engine;        // what computed it (ReferenceGemmLaunch::engine)
   bool emulated = false;     // int8 tensor cores
@@ -528,7 +530,10 @@ inline DeviceReference compute_device_reference(const GemmProblem& p, ReferenceM
   ReferenceGemmLaunch launch = launch_reference_gemm(p, method);
   reference.describe(launch);
   reference.values = launch.out;
+  reference.pack_seconds = launch.pack_seconds;
+  const auto values_start = std::chrono::steady_clock::now();
   StoredValues device_values = fetch_sampled_device_values(p, sample, launch.out);
+  reference.values_seconds = seconds_since(values_start);
   reference.launch_seconds = seconds_since(phase_start);
   if (later) {
     reference.pending = std::make_shared<PendingCrossCheck>();

@@ -59,6 +59,15 @@ struct DeferredChecks {
   std::vector<FinishedReport> waiting;  // reports of checks that ended while one was held
 };
 
+// Where the last settling's time went (benchmarks: the next check's report says it beside
+// reference_settle_ms): waiting for the sample, judging it, printing what was held, and handing
+// back what waited on it.
+struct SettleParts {
+  long long check = -1;  // the check whose host settled it (g_queue_check then)
+  double wait_seconds = 0, judge_seconds = 0, output_seconds = 0, release_seconds = 0;
+};
+inline SettleParts g_settle_parts;
+
 inline DeferredChecks& deferred_checks() {
   static DeferredChecks* state = new DeferredChecks();  // never destroyed: used until exit
   return *state;
@@ -163,10 +172,15 @@ inline void settle_held_check() {
   g_host_idle = nullptr;
   const auto start = std::chrono::steady_clock::now();
   held->pending->done.wait();
+  g_settle_parts = SettleParts();
+  g_settle_parts.check = g_queue_check;
+  g_settle_parts.wait_seconds = seconds_since(start);
   const CrossCheckSample& sample = held->pending->sample;
   std::string disagreement;
   const CrossCheck check = judge_sampled_values(held->pending->problem, sample, held->device_values, &disagreement);
   const double check_seconds = seconds_since(start);
+  g_settle_parts.judge_seconds = check_seconds - g_settle_parts.wait_seconds;
+  const auto output_start = std::chrono::steady_clock::now();
   const bool concluded = !held->report.disposition.empty();
   const std::string held_output = end_held_output();
   if (g_report_held == &held->report) g_report_held = nullptr;  // settled before the check's own end
@@ -192,8 +206,11 @@ inline void settle_held_check() {
     std::printf("%s\n", line.c_str());
     for (const auto& [key, value] : times) report_set(key, JsonWriter().value(value).str());
     print_held_output(held_output);
+    const auto release_start = std::chrono::steady_clock::now();
+    g_settle_parts.output_seconds = seconds_since(output_start);
     release_waiting_reports(true);
     release_on_sample_thread(std::move(held->pending));
+    g_settle_parts.release_seconds = seconds_since(release_start);
     return;
   }
   for (const auto& [key, value] : times) set_report_field(&held->report.fields, key, JsonWriter().value(value).str());
@@ -203,9 +220,12 @@ inline void settle_held_check() {
   std::printf("queue   end of check %lld\n", held->index + 1);
   std::fflush(stdout);
   print_held_output(held_output);
+  const auto release_start = std::chrono::steady_clock::now();
+  g_settle_parts.output_seconds = seconds_since(output_start);
   release_waiting_reports(true);
   if (g_before_exit == &settle_held_check) g_before_exit = nullptr;
   release_on_sample_thread(std::move(held->pending));
+  g_settle_parts.release_seconds = seconds_since(release_start);
 }
 
 }  // namespace repro
