@@ -157,5 +157,34 @@ for size in sizes:
 PY
 echo
 echo "torch.matmul in float64 + a comparison, the same sizes (scripts/bench/torch_reference_peer.py):"
-python3 scripts/bench/torch_reference_peer.py "$(printf '%s\n' "${sizes[@]}" | paste -sd,)"
+python3 scripts/bench/torch_reference_peer.py "$(printf '%s\n' "${sizes[@]}" | paste -sd,)" | tee "$dir/torch.md"
+# Each binary's reference + comparison over torch's for the same size and input type (the
+# spec's name says it: bf16, f32, or fp8 / e4m3 against torch's e4m3, which has no scales).
+echo
+python3 - "$dir" "$rounds" "${sizes[*]}" "${binaries[*]}" "${specs[@]}" <<'PY'
+import json, statistics, sys
+folder, rounds, sizes, binaries = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+names = [s.rsplit("/", 1)[1][:-5] for s in sys.argv[5:]]
+labels = [b.split("=")[0] for b in binaries]
+torch = {}
+for line in open(f"{folder}/torch.md"):
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) == 4 and cells[0].isdigit():
+        torch[(cells[0], cells[1])] = float(cells[2])
+def torch_type(name):
+    for key, dtype in (("bf16", "bf16"), ("f32", "f32"), ("fp8", "e4m3"), ("e4m3", "e4m3")):
+        if key in name:
+            return dtype
+print("| M = N = K | spec | torch (ms) | " + " | ".join(f"{l} / torch" for l in labels) + " |")
+print("|---|---|---|" + "---|" * len(labels))
+for size in sizes:
+    for name in names:
+        peer = torch.get((size, torch_type(name) or ""))
+        cells = []
+        for label in labels:
+            runs = [json.load(open(f"{folder}/{label}.{name}.{size}.{r}.json")) for r in range(1, rounds + 1)]
+            total = statistics.median(r["timings"]["reference"] + r["timings"]["compare"] for r in runs) * 1e3
+            cells.append(f"{total / peer:.2f}x" if peer else "?")
+        print(f"| {size} | {name} | {peer if peer else '?'} | " + " | ".join(cells) + " |")
+PY
 echo "logs in $dir"
