@@ -265,42 +265,26 @@ fn copy_intermediate_references(
     bundled: &mut ResolvedSpec,
     dir: &Path,
 ) -> Result<(), BundleError> {
-    let tree = &sources.tree;
     for t in bundled.tensors.iter_mut() {
         let Some(reference) = &mut t.intermediate_reference else {
             continue;
         };
-        let source_path = match reference {
-            IntermediateReference::Function { source, .. } => source,
-            IntermediateReference::File(file) => {
-                sources.bring(
-                    listing,
-                    dir,
-                    "reference",
-                    file,
-                    &format!("tensor {}'s reference.file", t.name),
-                    format!("the reference of intermediate {} (reference.file)", t.name),
-                    Claim::Npy,
-                )?;
-                continue;
-            }
+        let (path, field, claim) = match reference {
+            IntermediateReference::Function { source, .. } => (source, "source", Claim::Header),
+            IntermediateReference::File(file) => (file, "file", Claim::Npy),
         };
-        let reached_by = format!("tensor {}'s reference.source", t.name);
-        let source = tree.admit(source_path, &tree.roots, &reached_by, Claim::Header)?;
-        let name = file_name(source_path);
-        let header = listing.place("reference", &name, &source);
-        if listing.add(
-            header.clone(),
-            &source,
-            tree.origin(source_path),
+        sources.bring(
+            listing,
+            dir,
+            "reference",
+            path,
+            &format!("tensor {}'s reference.{field}", t.name),
             format!(
-                "the reference of intermediate {} (reference.source)",
+                "the reference of intermediate {} (reference.{field})",
                 t.name
             ),
-        ) {
-            copy_checked(&source, &dir.join(&header))?;
-        }
-        *source_path = dir.join(header);
+            claim,
+        )?;
     }
     Ok(())
 }
