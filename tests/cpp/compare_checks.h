@@ -392,9 +392,6 @@ void test_classify() {
 
 // ------------------------------------------------------------------ an operator's calls
 
-// Repeated calls judged one by one (operator_calls.cuh): run_differences counts the outputs wrong
-// in each of the two runs it compares, CallJudgement names the first wrong call, and right on the
-// first call and wrong on every later one is state_across_calls, naming the persistent state.
 // An intermediate's reference file (operator_calls.cuh): read from an absolute path as written in
 // an artifact's spec.yaml (resolve_path keeps it; run 108 found it joined under the spec's
 // folder), in f64 for an f32 intermediate; not judged for other inputs, nor when it is missing.
@@ -422,6 +419,9 @@ void test_intermediate_reference_file(ScratchDir& dir) {
   CHECK(missing.want.empty());
 }
 
+// Repeated calls judged one by one (operator_calls.cuh): run_differences counts the outputs wrong
+// in each of the two runs it compares, CallJudgement names the first wrong call, and right on the
+// first call and wrong on every later one is state_across_calls, naming the persistent state.
 void test_operator_calls() {
   const std::vector<double> want = {1, 2, 3, 4, 5, 6, 7, 8};
   const Tensor first = output_with(DType::f32, {2, 4}, want);
