@@ -469,19 +469,23 @@ inline int run_check(const Options& options, const HarnessSpec& harness) {
       report_set("reference_wait_ms", JsonWriter().value(reference.wait_seconds * 1e3).str());
       // The launch's and the settling's parts (benchmarks: scripts/bench/check-floor.sh).
       const double gemm_seconds = reference.launch_seconds - reference.pack_seconds - reference.values_seconds;
-      report_set("reference_launch_parts_ms",
-                 strprintf("{\"pack\": %s, \"gemm\": %s, \"values\": %s}",
-                           JsonWriter().value(reference.pack_seconds * 1e3).str().c_str(),
-                           JsonWriter().value(gemm_seconds * 1e3).str().c_str(),
-                           JsonWriter().value(reference.values_seconds * 1e3).str().c_str()));
+      report_set("reference_launch_parts_ms", JsonWriter()
+                                                  .begin_object()
+                                                  .field("pack", reference.pack_seconds * 1e3)
+                                                  .field("gemm", gemm_seconds * 1e3)
+                                                  .field("values", reference.values_seconds * 1e3)
+                                                  .end_object()
+                                                  .str());
       if (g_settle_parts.check == g_queue_check) {
         const SettleParts& settle = g_settle_parts;
-        report_set("reference_settle_parts_ms",
-                   strprintf("{\"wait\": %s, \"judge\": %s, \"output\": %s, \"release\": %s}",
-                             JsonWriter().value(settle.wait_seconds * 1e3).str().c_str(),
-                             JsonWriter().value(settle.judge_seconds * 1e3).str().c_str(),
-                             JsonWriter().value(settle.output_seconds * 1e3).str().c_str(),
-                             JsonWriter().value(settle.release_seconds * 1e3).str().c_str()));
+        report_set("reference_settle_parts_ms", JsonWriter()
+                                                    .begin_object()
+                                                    .field("wait", settle.wait_seconds * 1e3)
+                                                    .field("judge", settle.judge_seconds * 1e3)
+                                                    .field("output", settle.output_seconds * 1e3)
+                                                    .field("release", settle.release_seconds * 1e3)
+                                                    .end_object()
+                                                    .str());
       }
     }
     if (held) return;
