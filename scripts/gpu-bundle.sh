@@ -73,18 +73,18 @@ if $drc; then
   gzip -c "$work/device_reference_check" >"$dir/device_reference_check.gz"
   echo "gpu-bundle: $dir/device_reference_check.gz"
 fi
+# The floor's specs, one a line (check-floor.sh reads the same list).
+mapfile -t floor_specs <scripts/bench/floor-specs.txt
 if $floor; then
-  mapfile -t floor_specs <scripts/bench/floor-specs.txt
   pack harnesses.tgz examples/naive_gemm_f32.yaml "${floor_specs[@]}"
 fi
 if [[ -n $before_ref ]]; then
-  # The same specs (this tree's), built by the binary of REPRO at REF.
+  # The same specs (this tree's), built by repro as it was at REF.
   tree="$work/before-tree"
   git worktree add --detach --quiet "$tree" "$before_ref"
   trap 'git worktree remove --force "$tree" 2>/dev/null; rm -rf "$work"' EXIT
   CARGO_TARGET_DIR=$PWD/target-before cargo build --release --quiet --manifest-path "$tree/Cargo.toml"
   REPRO_BIN=$PWD/target-before/release/repro
-  mapfile -t floor_specs <scripts/bench/floor-specs.txt
   pack harnesses-before.tgz "${floor_specs[@]}"
   REPRO_BIN=target/release/repro
 fi
